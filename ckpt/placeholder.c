@@ -1,0 +1,1 @@
+int boost_ckpt_placeholder;

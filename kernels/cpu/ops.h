@@ -1,0 +1,102 @@
+/* CPU kernels: fp32, OpenMP across tokens/heads, OpenBLAS for every GEMM.
+ *
+ * Conventions (shared by every op here and by the CUDA backend):
+ *  - Row-major. N = B*T tokens; activations are [N, C].
+ *  - Weight matrices are stored [out, in] (PyTorch's nn.Linear layout), so a
+ *    projection is out[N,Cout] = in[N,Cin] . W^T. Stacking the [out, in]
+ *    matrices of a group (q/k/v A's, gate/up A's) along `out` gives one
+ *    [sum out, in] matrix: grouped projections are one GEMM.
+ *  - Parameter gradients ACCUMULATE (+=): a step zeroes them once and
+ *    micro-batches add. Activation gradients ASSIGN (=). A NULL activation
+ *    gradient pointer means "not needed" and skips that work.
+ *  - Every op has *_forward and *_backward.
+ */
+#ifndef BOOST_KERNELS_CPU_OPS_H
+#define BOOST_KERNELS_CPU_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- embedding: out[N,C] = wte[tokens[n], :], wte [V, C] ---------------- */
+void embedding_forward(float *out, const int32_t *tokens, const float *wte, int N, int V, int C);
+/* dwte[V,C] += scatter of dout rows (deterministic: no atomics). */
+void embedding_backward(float *dwte, const float *dout, const int32_t *tokens, int N, int V, int C);
+
+/* ---- RMSNorm: out = x * rstd * w, rstd[n] = 1/sqrt(mean_c x^2 + eps) ---- */
+void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int N, int C, float eps);
+/* dx = (assign), dw += ; uses x, w and the rstd saved by forward. */
+void rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w,
+                      const float *rstd, int N, int C);
+
+/* ---- RoPE on [B, T, H, hd] (interleaved pairs (2i, 2i+1), as in Meta's
+ * LLaMA). cos/sin tables are [T, hd/2], from rope_tables(). In-place allowed
+ * (out == in). Backward rotates by -theta. ------------------------------- */
+void rope_tables(float *cos_t, float *sin_t, int T, int hd, float theta);
+void rope_forward(float *out, const float *in, const float *cos_t, const float *sin_t, int B, int T, int H, int hd);
+void rope_backward(float *din, const float *dout, const float *cos_t, const float *sin_t, int B, int T, int H, int hd);
+
+/* ---- causal multi-head attention ---------------------------------------
+ * q, k, v, out: [B, T, H, hd] (row stride H*hd per token).
+ * att: [B, H, T, T] softmax probabilities saved for backward (upper triangle 0).
+ * scale = 1/sqrt(hd). */
+void attention_forward(float *out, float *att, const float *q, const float *k, const float *v,
+                       int B, int T, int H, int hd);
+/* dq, dk, dv assigned. scratch: [B, H, T, T] floats. */
+void attention_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
+                        const float *q, const float *k, const float *v, const float *att,
+                        int B, int T, int H, int hd);
+
+/* ---- SiLU: out = x * sigmoid(x) ---------------------------------------- */
+void silu_forward(float *out, const float *x, size_t n);
+void silu_backward(float *dx, const float *dout, const float *x, size_t n);
+
+/* ---- elementwise product out = a * b ----------------------------------- */
+void mul_forward(float *out, const float *a, const float *b, size_t n);
+void mul_backward(float *da, float *db, const float *dout, const float *a, const float *b, size_t n);
+
+/* ---- residual add out = a + b (backward is the identity to both) -------- */
+void add_forward(float *out, const float *a, const float *b, size_t n);
+
+/* ---- full-rank linear: out[N,Cout] = in[N,Cin] . W[Cout,Cin]^T ----------- */
+void linear_forward(float *out, const float *in, const float *W, int N, int Cin, int Cout);
+/* din = dout . W (assign, skipped if NULL); dW += dout^T . in */
+void linear_backward(float *din, float *dW, const float *dout, const float *in, const float *W,
+                     int N, int Cin, int Cout);
+
+/* ---- CoLA bottleneck: out = silu(in . A^T) . B^T
+ * A: [r, Cin], B: [Cout, r]; saves hpre = in.A^T and h = silu(hpre), both [N, r]. */
+void cola_forward(float *out, float *hpre, float *h, const float *in, const float *A, const float *B,
+                  int N, int Cin, int r, int Cout);
+/* din assigned (skipped if NULL); dA, dB accumulate. scratch: [N, r]. */
+void cola_backward(float *din, float *dA, float *dB, float *scratch, const float *dout, const float *in,
+                   const float *hpre, const float *h, const float *A, const float *B,
+                   int N, int Cin, int r, int Cout);
+
+/* ---- fused softmax cross-entropy over logits [N, V] ----------------------
+ * losses[n] = logsumexp(logits[n]) - logits[n][target[n]] (max-subtracted,
+ * stable for large logits). Targets must be in [0, V). */
+void crossentropy_forward(float *losses, const float *logits, const int32_t *targets, int N, int V);
+/* dlogits = (softmax(logits) - onehot(target)) * dloss (assign). dlogits may
+ * alias logits (in-place), which is how the trainer saves memory. Also
+ * writes losses (may be NULL). */
+void crossentropy_backward(float *dlogits, float *losses, const float *logits, const int32_t *targets,
+                           int N, int V, float dloss);
+
+/* ---- AdamW (decoupled weight decay, bias correction) ---------------------
+ * step t starts at 1. grad is multiplied by grad_scale first (clipping). */
+typedef struct {
+  float lr, beta1, beta2, eps, weight_decay;
+} adamw_hparams;
+/* Tensors that take no decay (norms, embeddings) pass hp.weight_decay = 0. */
+void adamw_update(float *param, const float *grad, float *m, float *v, size_t n, adamw_hparams hp, int t,
+                  float grad_scale);
+
+/* ---- gradient norm ------------------------------------------------------
+ * Sum of squares in double with a fixed reduction order (deterministic for a
+ * given n and thread count). */
+double sum_squares(const float *x, size_t n);
+void scale_inplace(float *x, size_t n, float s);
+/* Scale to clip a global norm: min(1, max_norm / norm); 1 when max_norm <= 0. */
+float clip_scale(double norm, float max_norm);
+
+#endif

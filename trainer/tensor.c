@@ -1,0 +1,82 @@
+#include "tensor.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+
+const char *const tensor_category_names[TENSOR_NUM_CATEGORIES] = {"params", "grads", "adam_m", "adam_v"};
+
+/* Arena offsets are rounded to 16 floats so every tensor starts 64-byte aligned. */
+#define TENSOR_ALIGN_FLOATS 16
+
+void registry_init(tensor_registry *reg, int tp_rank, int tp_size) {
+  memset(reg, 0, sizeof *reg);
+  BOOST_ASSERT(tp_size >= 1 && tp_rank >= 0 && tp_rank < tp_size);
+  reg->tp_rank = tp_rank;
+  reg->tp_size = tp_size;
+}
+
+void registry_free(tensor_registry *reg) {
+  for (int c = 0; c < TENSOR_NUM_CATEGORIES; c++) boost_free(reg->arena[c]);
+  free(reg->tensors);
+  memset(reg, 0, sizeof *reg);
+}
+
+int registry_add(tensor_registry *reg, const char *name, int ndim, const int64_t *shape, int split_dim,
+                 unsigned flags) {
+  BOOST_ASSERT(ndim >= 1 && ndim <= TENSOR_MAX_DIMS);
+  BOOST_ASSERT(split_dim >= -1 && split_dim < ndim);
+  BOOST_ASSERT(strlen(name) < TENSOR_NAME_MAX);
+  BOOST_ASSERT(registry_find(reg, name) < 0);
+  for (int c = 0; c < TENSOR_NUM_CATEGORIES; c++) BOOST_ASSERT(reg->arena[c] == NULL);
+  if (reg->count == reg->capacity) {
+    reg->capacity = reg->capacity ? 2 * reg->capacity : 64;
+    reg->tensors = realloc(reg->tensors, (size_t)reg->capacity * sizeof *reg->tensors);
+    if (!reg->tensors) boost_fail("out of memory growing the tensor registry");
+  }
+  tensor_desc *t = &reg->tensors[reg->count];
+  memset(t, 0, sizeof *t);
+  snprintf(t->name, sizeof t->name, "%s", name);
+  t->ndim = ndim;
+  t->split_dim = split_dim;
+  t->flags = flags;
+  t->numel = 1;
+  for (int i = 0; i < ndim; i++) {
+    BOOST_ASSERT(shape[i] > 0);
+    t->shape[i] = shape[i];
+    t->local_shape[i] = shape[i];
+    if (i == split_dim) {
+      BOOST_ASSERT(shape[i] % reg->tp_size == 0);
+      t->local_shape[i] = shape[i] / reg->tp_size;
+      t->offset[i] = t->local_shape[i] * reg->tp_rank;
+    }
+    t->numel *= (size_t)t->local_shape[i];
+  }
+  t->arena_offset = reg->numel;
+  reg->numel += (t->numel + TENSOR_ALIGN_FLOATS - 1) / TENSOR_ALIGN_FLOATS * TENSOR_ALIGN_FLOATS;
+  return reg->count++;
+}
+
+void registry_allocate(tensor_registry *reg, unsigned category_mask) {
+  for (int c = 0; c < TENSOR_NUM_CATEGORIES; c++)
+    if ((category_mask & (1u << c)) && !reg->arena[c]) reg->arena[c] = boost_calloc(reg->numel, sizeof(float));
+}
+
+int registry_find(const tensor_registry *reg, const char *name) {
+  for (int i = 0; i < reg->count; i++)
+    if (strcmp(reg->tensors[i].name, name) == 0) return i;
+  return -1;
+}
+
+int64_t tensor_global_numel(const tensor_desc *t) {
+  int64_t n = 1;
+  for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+  return n;
+}
+
+void registry_print_memory(const tensor_registry *reg, const char *prefix) {
+  double mib = (double)reg->numel * sizeof(float) / (1 << 20);
+  for (int c = 0; c < TENSOR_NUM_CATEGORIES; c++)
+    if (reg->arena[c]) printf("%s%-8s %9.2f MiB  (%d tensors, %zu floats)\n", prefix, tensor_category_names[c], mib, reg->count, reg->numel);
+}

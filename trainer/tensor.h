@@ -1,0 +1,78 @@
+/* Tensor registry: named tensors with global logical shapes, carved from one
+ * arena per category.
+ *
+ * Every parameter is described once (name, global shape, how it is sharded
+ * over tensor-parallel ranks); its gradient and both AdamW moments live at the
+ * same offset in their own arenas. Parallelism and checkpoints address tensors
+ * only through these descriptors: a rank holds the hyperslab
+ * [offset, offset + local_shape) of each global tensor it owns.
+ */
+#ifndef BOOST_TENSOR_H
+#define BOOST_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TENSOR_MAX_DIMS 4
+#define TENSOR_NAME_MAX 96
+
+typedef enum {
+  TENSOR_PARAMS = 0,
+  TENSOR_GRADS,
+  TENSOR_ADAM_M,
+  TENSOR_ADAM_V,
+  TENSOR_NUM_CATEGORIES
+} tensor_category;
+
+extern const char *const tensor_category_names[TENSOR_NUM_CATEGORIES];
+
+enum {
+  TENSOR_DECAY = 1u << 0, /* AdamW weight decay applies (matrices) */
+};
+
+typedef struct {
+  char name[TENSOR_NAME_MAX]; /* global logical name, e.g. "layers.3.attn.q.A" */
+  int ndim;
+  int64_t shape[TENSOR_MAX_DIMS];       /* global logical shape */
+  int split_dim;                        /* dim split over tp ranks, -1 = replicated */
+  int64_t offset[TENSOR_MAX_DIMS];      /* this rank's hyperslab start */
+  int64_t local_shape[TENSOR_MAX_DIMS]; /* this rank's hyperslab extent */
+  size_t numel;                         /* local element count */
+  size_t arena_offset;                  /* in floats, same in every category */
+  unsigned flags;
+} tensor_desc;
+
+typedef struct {
+  tensor_desc *tensors;
+  int count, capacity;
+  int tp_rank, tp_size; /* how split_dim is divided */
+  size_t numel;         /* local floats per category */
+  float *arena[TENSOR_NUM_CATEGORIES];
+} tensor_registry;
+
+void registry_init(tensor_registry *reg, int tp_rank, int tp_size);
+void registry_free(tensor_registry *reg);
+
+/* Declare a tensor; returns its index. split_dim must divide evenly over
+ * tp_size (callers validate layouts first; this asserts). */
+int registry_add(tensor_registry *reg, const char *name, int ndim, const int64_t *shape, int split_dim,
+                 unsigned flags);
+
+/* Allocate (zeroed) the arenas of the categories whose bit is set in mask,
+ * e.g. (1 << TENSOR_PARAMS) | (1 << TENSOR_GRADS). */
+void registry_allocate(tensor_registry *reg, unsigned category_mask);
+
+/* -1 when absent. */
+int registry_find(const tensor_registry *reg, const char *name);
+
+static inline float *registry_data(const tensor_registry *reg, tensor_category cat, int index) {
+  return reg->arena[cat] + reg->tensors[index].arena_offset;
+}
+
+/* Global element count of a tensor. */
+int64_t tensor_global_numel(const tensor_desc *t);
+
+/* Print one line per category with MiB, e.g. to the start-up log. */
+void registry_print_memory(const tensor_registry *reg, const char *prefix);
+
+#endif
