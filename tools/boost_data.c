@@ -1,1 +1,502 @@
-int main(void) { return 0; }
+/* boost-data: turn text files into a boost token shard (byte-v1 tokenizer),
+ * or describe an existing shard (--info). See docs/DATA_FORMAT.md. */
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "data.h"
+
+#ifndef BOOST_VERSION
+#define BOOST_VERSION "unknown"
+#endif
+
+static const char *usage_text =
+    "usage: boost-data [options] -o OUT.tok INPUT...\n"
+    "       boost-data --info [--json] SHARD\n"
+    "\n"
+    "Tokenizes text with the byte-level tokenizer byte-v1 (token = byte value,\n"
+    "EOT = 256 before every document, vocab 257) into one boost token shard.\n"
+    "Each input file is a document; fortune files are split on lines that are\n"
+    "exactly \"%\" (one document per fortune).\n"
+    "\n"
+    "INPUT is a file or a directory (walked recursively). In directories, hidden\n"
+    "entries, symlinks and files ending in .dat or .u8 are skipped; files with\n"
+    "NUL bytes (binary) and empty files are skipped everywhere. Files are read\n"
+    "in sorted path order, each file once.\n"
+    "\n"
+    "options:\n"
+    "  -o, --output FILE      shard to write (via FILE.tmp, fsync, rename)\n"
+    "      --fortune-split    split every input on \"%\" lines\n"
+    "      --no-fortune-split never split (each file is one document)\n"
+    "                         default: split files below a directory named\n"
+    "                         \"fortunes\" (path resolved with realpath)\n"
+    "      --json             print a machine-readable summary on stdout\n"
+    "  -q, --quiet            no progress lines on stderr\n"
+    "      --info             print the header of SHARD (boost or llm.c .bin)\n"
+    "                         after validating it (size, checksum, tokens)\n"
+    "  -h, --help             this text\n"
+    "      --version          print the version\n";
+
+static const char *g_tmp_path; /* unlinked by the signal handler */
+
+static void on_signal(int sig) {
+  if (g_tmp_path) unlink(g_tmp_path);
+  _exit(128 + sig);
+}
+
+static void die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+static void die(int code, const char *fmt, ...) {
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  for (char *p = msg; *p; p++)
+    if (*p == '\n') *p = ' ';
+  if (g_tmp_path) unlink(g_tmp_path); /* never leave a half-written shard */
+  fprintf(stderr, "boost-data: %s\n", msg);
+  exit(code);
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static char *xstrdup(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *d = boost_calloc(n, 1);
+  memcpy(d, s, n);
+  return d;
+}
+
+static bool has_suffix(const char *s, const char *suf) {
+  size_t n = strlen(s), m = strlen(suf);
+  return n >= m && strcmp(s + n - m, suf) == 0;
+}
+
+/* ---- input collection ---- */
+
+typedef struct {
+  char *path;
+  dev_t dev;
+  ino_t ino;
+} input_file;
+
+typedef struct {
+  input_file *v;
+  size_t n, cap;
+  uint64_t skip_ext, skip_link, skip_hidden, skip_other, skip_binary, skip_empty, skip_dup;
+} input_list;
+
+static void add_file(input_list *l, const char *path, const struct stat *st) {
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? 2 * l->cap : 64;
+    input_file *v = boost_calloc(cap, sizeof *v);
+    if (l->n) memcpy(v, l->v, l->n * sizeof *v);
+    boost_free(l->v);
+    l->v = v;
+    l->cap = cap;
+  }
+  l->v[l->n].path = xstrdup(path);
+  l->v[l->n].dev = st->st_dev;
+  l->v[l->n].ino = st->st_ino;
+  l->n++;
+}
+
+static void walk(input_list *l, const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) die(1, "%s: cannot read directory: %s", dir, strerror(errno));
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') {
+      if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) l->skip_hidden++;
+      continue;
+    }
+    size_t n = strlen(dir) + strlen(e->d_name) + 2;
+    char *p = boost_calloc(n, 1);
+    snprintf(p, n, "%s%s%s", dir, has_suffix(dir, "/") ? "" : "/", e->d_name);
+    struct stat st;
+    if (lstat(p, &st) != 0) die(1, "%s: %s", p, strerror(errno));
+    if (S_ISLNK(st.st_mode))
+      l->skip_link++;
+    else if (S_ISDIR(st.st_mode))
+      walk(l, p);
+    else if (!S_ISREG(st.st_mode))
+      l->skip_other++;
+    else if (has_suffix(p, ".dat") || has_suffix(p, ".u8"))
+      l->skip_ext++;
+    else
+      add_file(l, p, &st);
+    boost_free(p);
+  }
+  closedir(d);
+}
+
+static int cmp_input(const void *a, const void *b) {
+  return strcmp(((const input_file *)a)->path, ((const input_file *)b)->path);
+}
+
+static const input_file *g_sort_base;
+static int cmp_inode(const void *a, const void *b) {
+  const input_file *x = &g_sort_base[*(const size_t *)a], *y = &g_sort_base[*(const size_t *)b];
+  if (x->dev != y->dev) return x->dev < y->dev ? -1 : 1;
+  if (x->ino != y->ino) return x->ino < y->ino ? -1 : 1;
+  size_t i = *(const size_t *)a, j = *(const size_t *)b;
+  return i < j ? -1 : i > j;
+}
+
+/* Sort by path; keep the first path of each (dev, inode). */
+static void sort_dedupe(input_list *l) {
+  if (l->n == 0) return;
+  qsort(l->v, l->n, sizeof *l->v, cmp_input);
+  size_t *idx = boost_calloc(l->n, sizeof *idx);
+  bool *dup = boost_calloc(l->n, sizeof *dup);
+  for (size_t i = 0; i < l->n; i++) idx[i] = i;
+  g_sort_base = l->v;
+  qsort(idx, l->n, sizeof *idx, cmp_inode);
+  for (size_t i = 1; i < l->n; i++) {
+    const input_file *a = &l->v[idx[i - 1]], *b = &l->v[idx[i]];
+    if (a->dev == b->dev && a->ino == b->ino) dup[idx[i]] = true;
+  }
+  size_t k = 0;
+  for (size_t i = 0; i < l->n; i++) {
+    if (dup[i]) {
+      l->skip_dup++;
+      boost_free(l->v[i].path);
+    } else {
+      l->v[k++] = l->v[i];
+    }
+  }
+  l->n = k;
+  boost_free(idx);
+  boost_free(dup);
+}
+
+static bool under_fortunes_dir(const char *path) {
+  char *real = realpath(path, NULL);
+  const char *p = real ? real : path;
+  bool found = false;
+  const char *last = strrchr(p, '/');
+  for (const char *s = p; last && s < last;) {
+    const char *e = strchr(s, '/');
+    if (!e) break;
+    if (e - s == 8 && strncmp(s, "fortunes", 8) == 0) found = true;
+    s = e + 1;
+  }
+  free(real);
+  return found;
+}
+
+/* ---- tokenizing ---- */
+
+typedef struct {
+  data_writer *w;
+  uint64_t files, docs, bytes;
+} stats;
+
+static bool blank(const uint8_t *b, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (b[i] != ' ' && b[i] != '\t' && b[i] != '\n' && b[i] != '\r') return false;
+  return true;
+}
+
+static void add_doc(stats *s, const uint8_t *b, size_t n) {
+  char err[1024];
+  if (data_writer_add_document(s->w, b, n, err, sizeof err) != 0) {
+    g_tmp_path = NULL;
+    data_writer_abort(s->w);
+    die(1, "%s", err);
+  }
+  s->docs++;
+}
+
+/* Documents are the runs of lines between lines that are exactly "%". */
+static void add_fortunes(stats *s, const uint8_t *b, size_t n) {
+  size_t doc = 0, line = 0;
+  while (line < n) {
+    const uint8_t *nl = memchr(b + line, '\n', n - line);
+    size_t end = nl ? (size_t)(nl - b) + 1 : n; /* one past this line */
+    size_t len = (nl ? (size_t)(nl - b) : n) - line;
+    if (len > 0 && b[line + len - 1] == '\r') len--;
+    if (len == 1 && b[line] == '%') {
+      if (!blank(b + doc, line - doc)) add_doc(s, b + doc, line - doc);
+      doc = end;
+    }
+    line = end;
+  }
+  if (doc < n && !blank(b + doc, n - doc)) add_doc(s, b + doc, n - doc);
+}
+
+/* Returns 1 if used, 0 if skipped (binary/empty). */
+static int add_file_tokens(stats *s, input_list *l, const char *path, int split_mode) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) die(1, "%s: cannot open: %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0) die(1, "%s: cannot stat: %s", path, strerror(errno));
+  if (st.st_size == 0) {
+    close(fd);
+    l->skip_empty++;
+    return 0;
+  }
+  size_t n = (size_t)st.st_size;
+  void *map = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
+  if (map == MAP_FAILED) die(1, "%s: cannot mmap: %s", path, strerror(errno));
+  close(fd);
+  const uint8_t *b = map;
+  int used = 0;
+  if (memchr(b, 0, n)) {
+    l->skip_binary++;
+  } else {
+    bool split = split_mode > 0 || (split_mode < 0 && under_fortunes_dir(path));
+    if (split)
+      add_fortunes(s, b, n);
+    else
+      add_doc(s, b, n);
+    s->files++;
+    s->bytes += n;
+    used = 1;
+  }
+  munmap(map, n);
+  return used;
+}
+
+/* ---- --info ---- */
+
+static int do_info(const char *path, bool json) {
+  data_shard_info in;
+  char err[1024];
+  if (data_shard_info_read(path, &in, err, sizeof err) != 0) die(1, "%s", err);
+  bool boost = in.format == DATA_FORMAT_BOOST;
+  char sum[32];
+  snprintf(sum, sizeof sum, "%016" PRIx64, in.checksum);
+  if (json) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "path", path);
+    cJSON_AddStringToObject(o, "format", boost ? "boost" : "llm.c");
+    cJSON_AddNumberToObject(o, "version", in.version);
+    cJSON_AddNumberToObject(o, "header_bytes", in.header_bytes);
+    cJSON_AddNumberToObject(o, "token_bytes", in.token_bytes);
+    cJSON_AddNumberToObject(o, "vocab_size", in.vocab_size);
+    cJSON_AddNumberToObject(o, "tokens", (double)in.num_tokens);
+    cJSON_AddNumberToObject(o, "max_token", in.max_token);
+    if (boost) {
+      cJSON_AddNumberToObject(o, "documents", (double)in.num_documents);
+      cJSON_AddStringToObject(o, "tokenizer", in.tokenizer);
+      if (in.eot_token == DATA_NO_EOT)
+        cJSON_AddNullToObject(o, "eot_token");
+      else
+        cJSON_AddNumberToObject(o, "eot_token", in.eot_token);
+      cJSON_AddStringToObject(o, "checksum_xxh3", sum);
+    }
+    cJSON_AddBoolToObject(o, "verified", 1);
+    char *txt = cJSON_Print(o);
+    printf("%s\n", txt);
+    cJSON_free(txt);
+    cJSON_Delete(o);
+    return 0;
+  }
+  printf("file:         %s\n", path);
+  if (boost)
+    printf("format:       boost token shard v%" PRIu32 "\n", in.version);
+  else
+    printf("format:       llm.c .bin v%" PRIu32 " (%s)\n", in.version, in.token_bytes == 2 ? "GPT-2" : "LLaMA 3");
+  printf("header_bytes: %" PRIu32 "\n", in.header_bytes);
+  printf("token_bytes:  %" PRIu32 "\n", in.token_bytes);
+  if (boost)
+    printf("vocab_size:   %" PRIu32 "\n", in.vocab_size);
+  else
+    printf("vocab_size:   0 (not in llm.c headers; loader uses max token + 1 = %" PRIu64 ")\n",
+           in.num_tokens ? (uint64_t)in.max_token + 1 : 0);
+  printf("tokens:       %" PRIu64 "\n", in.num_tokens);
+  printf("max_token:    %" PRIu32 "\n", in.max_token);
+  if (boost) {
+    printf("documents:    %" PRIu64 "\n", in.num_documents);
+    printf("tokenizer:    %s\n", in.tokenizer[0] ? in.tokenizer : "(none)");
+    if (in.eot_token == DATA_NO_EOT)
+      printf("eot_token:    (none)\n");
+    else
+      printf("eot_token:    %" PRIu32 "\n", in.eot_token);
+    printf("checksum:     xxh3-64 %s (verified)\n", sum);
+  } else {
+    printf("checksum:     (none in llm.c format; size and header verified)\n");
+  }
+  return 0;
+}
+
+/* ---- main ---- */
+
+enum { OPT_FORTUNE = 256, OPT_NO_FORTUNE, OPT_JSON, OPT_INFO, OPT_VERSION };
+
+int main(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"output", required_argument, NULL, 'o'},
+      {"fortune-split", no_argument, NULL, OPT_FORTUNE},
+      {"no-fortune-split", no_argument, NULL, OPT_NO_FORTUNE},
+      {"json", no_argument, NULL, OPT_JSON},
+      {"quiet", no_argument, NULL, 'q'},
+      {"info", no_argument, NULL, OPT_INFO},
+      {"help", no_argument, NULL, 'h'},
+      {"version", no_argument, NULL, OPT_VERSION},
+      {NULL, 0, NULL, 0},
+  };
+  const char *out = NULL;
+  int split_mode = -1; /* -1 auto, 0 off, 1 on */
+  bool json = false, quiet = false, info = false;
+  opterr = 0;
+  int c;
+  while ((c = getopt_long(argc, argv, ":o:qh", opts, NULL)) != -1) {
+    switch (c) {
+      case 'o': out = optarg; break;
+      case OPT_FORTUNE: split_mode = 1; break;
+      case OPT_NO_FORTUNE: split_mode = 0; break;
+      case OPT_JSON: json = true; break;
+      case 'q': quiet = true; break;
+      case OPT_INFO: info = true; break;
+      case 'h': fputs(usage_text, stdout); return 0;
+      case OPT_VERSION: printf("boost-data %s\n", BOOST_VERSION); return 0;
+      case ':': die(2, "option %s needs an argument (see --help)", argv[optind - 1]);
+      default:
+        if (optopt)
+          die(2, "unknown option -%c (see --help)", optopt);
+        else
+          die(2, "unknown option %s (see --help)", argv[optind - 1]);
+    }
+  }
+  int ninputs = argc - optind;
+  char **inputs = argv + optind;
+
+  if (info) {
+    if (out) die(2, "--info does not write: drop -o");
+    if (ninputs != 1) die(2, "--info takes exactly one shard file, got %d", ninputs);
+    return do_info(inputs[0], json);
+  }
+  if (!out) die(2, "no output given: use -o OUT.tok (see --help)");
+  if (ninputs == 0) die(2, "no inputs given: usage boost-data [options] -o OUT.tok INPUT...");
+
+  double t0 = now_s();
+  input_list l = {0};
+  for (int i = 0; i < ninputs; i++) {
+    struct stat st;
+    if (stat(inputs[i], &st) != 0) die(1, "%s: %s", inputs[i], strerror(errno));
+    if (S_ISDIR(st.st_mode))
+      walk(&l, inputs[i]);
+    else if (S_ISREG(st.st_mode))
+      add_file(&l, inputs[i], &st);
+    else
+      die(1, "%s: not a regular file or directory", inputs[i]);
+  }
+  sort_dedupe(&l);
+  if (l.n == 0) die(1, "no input files found (all %d inputs empty or skipped)", ninputs);
+  /* Never read the output (or its temp file) as an input. */
+  struct stat ost;
+  if (stat(out, &ost) == 0)
+    for (size_t i = 0; i < l.n; i++)
+      if (l.v[i].dev == ost.st_dev && l.v[i].ino == ost.st_ino) die(1, "%s: output is also an input", out);
+
+  char err[1024];
+  stats s = {0};
+  s.w = data_writer_open(out, 2, DATA_BYTE_VOCAB, DATA_BYTE_TOKENIZER, DATA_BYTE_EOT, err, sizeof err);
+  if (!s.w) die(1, "%s", err);
+  g_tmp_path = data_writer_tmp_path(s.w);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+
+  bool tty = isatty(2);
+  double last = t0;
+  bool progress_shown = false;
+  for (size_t i = 0; i < l.n; i++) {
+    add_file_tokens(&s, &l, l.v[i].path, split_mode);
+    double t = now_s();
+    if (!quiet && t - last >= (tty ? 0.25 : 2.0)) {
+      last = t;
+      fprintf(stderr, "%sboost-data: %zu/%zu files, %" PRIu64 " documents, %" PRIu64 " tokens, %.1f MB/s%s",
+              tty ? "\r" : "", i + 1, l.n, s.docs, data_writer_num_tokens(s.w),
+              (double)s.bytes / 1e6 / (t - t0), tty ? "\033[K" : "\n");
+      progress_shown = true;
+    }
+  }
+  if (progress_shown && tty) fputs("\n", stderr);
+  uint64_t skipped = l.skip_ext + l.skip_link + l.skip_hidden + l.skip_other + l.skip_binary + l.skip_empty +
+                     l.skip_dup;
+  if (s.docs == 0) {
+    g_tmp_path = NULL;
+    data_writer_abort(s.w);
+    die(1, "no text documents in the inputs (%" PRIu64 " files skipped: %" PRIu64 " binary, %" PRIu64 " empty)",
+        skipped, l.skip_binary, l.skip_empty);
+  }
+  uint64_t tokens = data_writer_num_tokens(s.w), checksum = 0;
+  /* The handler must not unlink a temp name that finish is renaming. */
+  sigset_t block, old;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  sigaddset(&block, SIGTERM);
+  sigaddset(&block, SIGHUP);
+  sigprocmask(SIG_BLOCK, &block, &old);
+  int rc = data_writer_finish(s.w, &checksum, err, sizeof err);
+  g_tmp_path = NULL;
+  sigprocmask(SIG_SETMASK, &old, NULL);
+  if (rc != 0) die(1, "%s", err);
+  double secs = now_s() - t0;
+
+  if (json) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "output", out);
+    cJSON_AddStringToObject(o, "format", "boost");
+    cJSON_AddNumberToObject(o, "version", DATA_VERSION);
+    cJSON_AddStringToObject(o, "tokenizer", DATA_BYTE_TOKENIZER);
+    cJSON_AddNumberToObject(o, "vocab_size", DATA_BYTE_VOCAB);
+    cJSON_AddNumberToObject(o, "token_bytes", 2);
+    cJSON_AddNumberToObject(o, "files", (double)s.files);
+    cJSON_AddNumberToObject(o, "documents", (double)s.docs);
+    cJSON_AddNumberToObject(o, "tokens", (double)tokens);
+    cJSON_AddNumberToObject(o, "bytes", (double)s.bytes);
+    char sum[32];
+    snprintf(sum, sizeof sum, "%016" PRIx64, checksum);
+    cJSON_AddStringToObject(o, "checksum_xxh3", sum);
+    cJSON *sk = cJSON_AddObjectToObject(o, "skipped");
+    cJSON_AddNumberToObject(sk, "total", (double)skipped);
+    cJSON_AddNumberToObject(sk, "dat_u8", (double)l.skip_ext);
+    cJSON_AddNumberToObject(sk, "symlinks", (double)l.skip_link);
+    cJSON_AddNumberToObject(sk, "hidden", (double)l.skip_hidden);
+    cJSON_AddNumberToObject(sk, "binary", (double)l.skip_binary);
+    cJSON_AddNumberToObject(sk, "empty", (double)l.skip_empty);
+    cJSON_AddNumberToObject(sk, "duplicates", (double)l.skip_dup);
+    cJSON_AddNumberToObject(sk, "other", (double)l.skip_other);
+    cJSON_AddNumberToObject(o, "seconds", secs);
+    char *txt = cJSON_Print(o);
+    printf("%s\n", txt);
+    cJSON_free(txt);
+    cJSON_Delete(o);
+  } else {
+    printf("boost-data: wrote %s: %" PRIu64 " files, %" PRIu64 " documents, %" PRIu64 " tokens from %" PRIu64
+           " bytes in %.2f s\n",
+           out, s.files, s.docs, tokens, s.bytes, secs);
+    printf("boost-data: skipped %" PRIu64 " (%" PRIu64 " .dat/.u8, %" PRIu64 " symlinks, %" PRIu64 " hidden, %" PRIu64
+           " binary, %" PRIu64 " empty, %" PRIu64 " duplicates, %" PRIu64 " other)\n",
+           skipped, l.skip_ext, l.skip_link, l.skip_hidden, l.skip_binary, l.skip_empty, l.skip_dup, l.skip_other);
+  }
+  for (size_t i = 0; i < l.n; i++) boost_free(l.v[i].path);
+  boost_free(l.v);
+  return 0;
+}

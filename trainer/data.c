@@ -1,0 +1,806 @@
+/* Token shards (boost v1 and llm.c .bin), the loader, splits, the keyed
+ * sample permutation and the shard writer. See data.h and docs/DATA_FORMAT.md. */
+#include "data.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define XXH_INLINE_ALL /* header-only use of libxxhash: no link dependency */
+#include <xxhash.h>
+
+#include "check.h"
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "boost token shards are little-endian; this reader maps them directly"
+#endif
+
+/* v1 header field offsets (docs/DATA_FORMAT.md). */
+enum {
+  H_MAGIC = 0,
+  H_VERSION = 8,
+  H_HEADER_BYTES = 12,
+  H_TOKEN_BYTES = 16,
+  H_VOCAB = 20,
+  H_NUM_TOKENS = 24,
+  H_NUM_DOCS = 32,
+  H_EOT = 40,
+  H_FLAGS = 44,
+  H_TOKENIZER = 48,
+  H_PAYLOAD_SUM = 80,
+  H_HEADER_SUM = 88,
+  H_END = 96, /* bytes covered by fields; the rest of the 256 is zero */
+};
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void seterr(char *err, size_t errlen, const char *fmt, ...) {
+  if (!err || errlen == 0) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+}
+
+static uint32_t rd32(const uint8_t *p) {
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+static uint64_t rd64(const uint8_t *p) {
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
+static void wr32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
+static void wr64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
+
+static char *dupstr(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *d = boost_calloc(n, 1);
+  memcpy(d, s, n);
+  return d;
+}
+
+/* ------------------------------------------------------------------ */
+/* one shard                                                          */
+
+typedef struct {
+  char *path;
+  data_shard_info info;
+  const uint8_t *map;
+  size_t map_len;
+  const uint8_t *tokens;
+  int64_t first; /* global index of its first token */
+} shard;
+
+static void shard_unmap(shard *s) {
+  if (s->map && s->map_len) munmap((void *)s->map, s->map_len);
+  s->map = NULL;
+  s->map_len = 0;
+  boost_free(s->path);
+  s->path = NULL;
+}
+
+static uint32_t scan_max(const uint8_t *tok, uint64_t n, uint32_t width, uint32_t limit, uint64_t *bad_at) {
+  uint32_t mx = 0;
+  *bad_at = UINT64_MAX;
+  if (width == 2) {
+    const uint16_t *t = (const uint16_t *)(const void *)tok;
+    for (uint64_t i = 0; i < n; i++) mx = t[i] > mx ? t[i] : mx;
+    if (mx >= limit)
+      for (uint64_t i = 0; i < n; i++)
+        if (t[i] >= limit) {
+          *bad_at = i;
+          break;
+        }
+  } else {
+    const uint32_t *t = (const uint32_t *)(const void *)tok;
+    for (uint64_t i = 0; i < n; i++) mx = t[i] > mx ? t[i] : mx;
+    if (mx >= limit)
+      for (uint64_t i = 0; i < n; i++)
+        if (t[i] >= limit) {
+          *bad_at = i;
+          break;
+        }
+  }
+  return mx;
+}
+
+/* Parse the header in hdr (have bytes of it, file size fsize) into info. */
+static int parse_header(const char *path, const uint8_t *hdr, size_t have, uint64_t fsize, data_shard_info *info,
+                        char *err, size_t errlen) {
+  memset(info, 0, sizeof *info);
+  if (fsize >= 8 && memcmp(hdr, DATA_MAGIC, 8) == 0) {
+    info->format = DATA_FORMAT_BOOST;
+    if (fsize < H_VERSION + 4) {
+      seterr(err, errlen, "%s: truncated boost token shard header (%" PRIu64 " bytes)", path, fsize);
+      return -1;
+    }
+    info->version = rd32(hdr + H_VERSION);
+    if (info->version != DATA_VERSION) {
+      seterr(err, errlen, "%s: unsupported boost token shard version %" PRIu32 " (this build reads version %u)",
+             path, info->version, DATA_VERSION);
+      return -1;
+    }
+    if (fsize < DATA_HEADER_BYTES || have < H_END) {
+      seterr(err, errlen, "%s: truncated boost token shard header (%" PRIu64 " of %u bytes)", path, fsize,
+             DATA_HEADER_BYTES);
+      return -1;
+    }
+    uint64_t hsum = XXH3_64bits(hdr, H_HEADER_SUM);
+    if (hsum != rd64(hdr + H_HEADER_SUM)) {
+      seterr(err, errlen, "%s: header checksum mismatch (stored %016" PRIx64 ", computed %016" PRIx64 ")", path,
+             rd64(hdr + H_HEADER_SUM), hsum);
+      return -1;
+    }
+    info->header_bytes = rd32(hdr + H_HEADER_BYTES);
+    info->token_bytes = rd32(hdr + H_TOKEN_BYTES);
+    info->vocab_size = rd32(hdr + H_VOCAB);
+    info->num_tokens = rd64(hdr + H_NUM_TOKENS);
+    info->num_documents = rd64(hdr + H_NUM_DOCS);
+    info->eot_token = rd32(hdr + H_EOT);
+    info->checksum = rd64(hdr + H_PAYLOAD_SUM);
+    memcpy(info->tokenizer, hdr + H_TOKENIZER, DATA_TOKENIZER_MAX);
+    info->tokenizer[DATA_TOKENIZER_MAX] = '\0';
+    if (info->header_bytes < DATA_HEADER_BYTES) {
+      seterr(err, errlen, "%s: malformed header: header_bytes %" PRIu32 " < %u", path, info->header_bytes,
+             DATA_HEADER_BYTES);
+      return -1;
+    }
+    if (info->token_bytes != 2 && info->token_bytes != 4) {
+      seterr(err, errlen, "%s: malformed header: token width %" PRIu32 " bytes (must be 2 or 4)", path,
+             info->token_bytes);
+      return -1;
+    }
+    uint64_t maxvocab = info->token_bytes == 2 ? 65536u : (uint64_t)INT32_MAX;
+    if (info->vocab_size == 0 || info->vocab_size > maxvocab) {
+      seterr(err, errlen, "%s: malformed header: vocab size %" PRIu32 " (must be 1..%" PRIu64 ")", path,
+             info->vocab_size, maxvocab);
+      return -1;
+    }
+  } else if (fsize >= 4 && (rd32(hdr) == LLMC_MAGIC_GPT2 || rd32(hdr) == LLMC_MAGIC_LLAMA3)) {
+    info->format = DATA_FORMAT_LLMC;
+    uint32_t magic = rd32(hdr);
+    if (fsize < LLMC_HEADER_BYTES || have < 12) {
+      seterr(err, errlen, "%s: truncated llm.c shard header (%" PRIu64 " of %u bytes)", path, fsize,
+             LLMC_HEADER_BYTES);
+      return -1;
+    }
+    info->version = rd32(hdr + 4);
+    uint32_t want = magic == LLMC_MAGIC_GPT2 ? 1 : 7;
+    if (info->version != want) {
+      seterr(err, errlen, "%s: unsupported llm.c shard version %" PRIu32 " for magic %" PRIu32 " (expected %" PRIu32 ")",
+             path, info->version, magic, want);
+      return -1;
+    }
+    int32_t count = (int32_t)rd32(hdr + 8);
+    if (count < 0) {
+      seterr(err, errlen, "%s: malformed llm.c header: negative token count %" PRId32, path, count);
+      return -1;
+    }
+    info->header_bytes = LLMC_HEADER_BYTES;
+    info->token_bytes = magic == LLMC_MAGIC_GPT2 ? 2 : 4;
+    info->num_tokens = (uint64_t)count;
+    info->vocab_size = 0;
+    info->eot_token = DATA_NO_EOT;
+  } else {
+    seterr(err, errlen,
+           "%s: bad magic: not a boost token shard (\"BOOSTTOK\") nor an llm.c .bin (20240520/20240801)", path);
+    return -1;
+  }
+  if (info->num_tokens > (UINT64_MAX - info->header_bytes) / info->token_bytes ||
+      info->num_tokens > (uint64_t)INT64_MAX / 8) {
+    seterr(err, errlen, "%s: malformed header: token count %" PRIu64 " is impossible", path, info->num_tokens);
+    return -1;
+  }
+  uint64_t want = info->header_bytes + info->num_tokens * info->token_bytes;
+  if (fsize < want) {
+    seterr(err, errlen,
+           "%s: truncated: header says %" PRIu64 " tokens (%" PRIu64 " bytes) but the file has %" PRIu64 " bytes",
+           path, info->num_tokens, want, fsize);
+    return -1;
+  }
+  if (fsize > want) {
+    seterr(err, errlen,
+           "%s: size mismatch: header says %" PRIu64 " tokens (%" PRIu64 " bytes) but the file has %" PRIu64
+           " bytes",
+           path, info->num_tokens, want, fsize);
+    return -1;
+  }
+  return 0;
+}
+
+/* Open, map and fully validate one shard. */
+static int shard_open(const char *path, shard *s, char *err, size_t errlen) {
+  memset(s, 0, sizeof *s);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    seterr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    return -1;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    seterr(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+    close(fd);
+    return -1;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    seterr(err, errlen, "%s: not a regular file", path);
+    close(fd);
+    return -1;
+  }
+  uint64_t fsize = (uint64_t)st.st_size;
+  if (fsize < 8) {
+    seterr(err, errlen, "%s: too small to be a token shard (%" PRIu64 " bytes)", path, fsize);
+    close(fd);
+    return -1;
+  }
+  uint8_t hdr[DATA_HEADER_BYTES];
+  size_t want = fsize < sizeof hdr ? (size_t)fsize : sizeof hdr;
+  ssize_t got = pread(fd, hdr, want, 0);
+  if (got < 0 || (size_t)got != want) {
+    seterr(err, errlen, "%s: cannot read header: %s", path, got < 0 ? strerror(errno) : "short read");
+    close(fd);
+    return -1;
+  }
+  if (parse_header(path, hdr, want, fsize, &s->info, err, errlen) != 0) {
+    close(fd);
+    return -1;
+  }
+  void *map = mmap(NULL, (size_t)fsize, PROT_READ, MAP_SHARED, fd, 0);
+  int map_errno = errno;
+  close(fd);
+  if (map == MAP_FAILED) {
+    seterr(err, errlen, "%s: cannot mmap %" PRIu64 " bytes: %s", path, fsize, strerror(map_errno));
+    return -1;
+  }
+  s->map = map;
+  s->map_len = (size_t)fsize;
+  s->tokens = s->map + s->info.header_bytes;
+  s->path = dupstr(path);
+  data_shard_info *in = &s->info;
+  size_t payload = (size_t)(in->num_tokens * in->token_bytes);
+  if (in->format == DATA_FORMAT_BOOST) {
+    uint64_t sum = XXH3_64bits(s->tokens, payload);
+    if (sum != in->checksum) {
+      seterr(err, errlen,
+             "%s: checksum mismatch: header %016" PRIx64 ", payload %016" PRIx64 " (token data is corrupted)", path,
+             in->checksum, sum);
+      shard_unmap(s);
+      return -1;
+    }
+  }
+  uint32_t limit = in->format == DATA_FORMAT_BOOST ? in->vocab_size : (uint32_t)INT32_MAX;
+  uint64_t bad_at;
+  in->max_token = scan_max(s->tokens, in->num_tokens, in->token_bytes, limit, &bad_at);
+  if (bad_at != UINT64_MAX) {
+    uint32_t t = in->token_bytes == 2 ? (uint32_t)((const uint16_t *)(const void *)s->tokens)[bad_at]
+                                      : ((const uint32_t *)(const void *)s->tokens)[bad_at];
+    if (in->format == DATA_FORMAT_BOOST)
+      seterr(err, errlen, "%s: token %" PRIu32 " at index %" PRIu64 " >= vocab size %" PRIu32, path, t, bad_at,
+             in->vocab_size);
+    else
+      seterr(err, errlen, "%s: token %" PRIu32 " at index %" PRIu64 " does not fit int32", path, t, bad_at);
+    shard_unmap(s);
+    return -1;
+  }
+  return 0;
+}
+
+int data_shard_info_read(const char *path, data_shard_info *info, char *err, size_t errlen) {
+  shard s;
+  if (shard_open(path, &s, err, errlen) != 0) return -1;
+  *info = s.info;
+  shard_unmap(&s);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* data source                                                        */
+
+struct data_source {
+  char *path;
+  shard *shards;
+  int nshards;
+  int64_t num_tokens;
+  int vocab;
+};
+
+typedef struct {
+  char **v;
+  int n, cap;
+} strlist;
+
+static void sl_push(strlist *l, const char *s) {
+  if (l->n == l->cap) {
+    int cap = l->cap ? 2 * l->cap : 16;
+    char **v = boost_calloc((size_t)cap, sizeof *v);
+    if (l->n) memcpy(v, l->v, (size_t)l->n * sizeof *v);
+    boost_free(l->v);
+    l->v = v;
+    l->cap = cap;
+  }
+  l->v[l->n++] = dupstr(s);
+}
+
+static void sl_free(strlist *l) {
+  for (int i = 0; i < l->n; i++) boost_free(l->v[i]);
+  boost_free(l->v);
+  memset(l, 0, sizeof *l);
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static bool has_suffix(const char *s, const char *suf) {
+  size_t n = strlen(s), m = strlen(suf);
+  return n >= m && strcmp(s + n - m, suf) == 0;
+}
+
+/* Add the shards named by one element of the path list. */
+static int collect(const char *elem, strlist *out, char *err, size_t errlen) {
+  struct stat st;
+  if (stat(elem, &st) != 0) {
+    seterr(err, errlen, "%s: %s", elem, strerror(errno));
+    return -1;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    sl_push(out, elem);
+    return 0;
+  }
+  DIR *d = opendir(elem);
+  if (!d) {
+    seterr(err, errlen, "%s: cannot read directory: %s", elem, strerror(errno));
+    return -1;
+  }
+  strlist found = {0};
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    if (!has_suffix(e->d_name, ".tok") && !has_suffix(e->d_name, ".bin")) continue;
+    size_t n = strlen(elem) + strlen(e->d_name) + 2;
+    char *p = boost_calloc(n, 1);
+    snprintf(p, n, "%s%s%s", elem, has_suffix(elem, "/") ? "" : "/", e->d_name);
+    struct stat fs;
+    if (stat(p, &fs) == 0 && S_ISREG(fs.st_mode)) sl_push(&found, p);
+    boost_free(p);
+  }
+  closedir(d);
+  if (found.n == 0) {
+    seterr(err, errlen, "%s: no *.tok or *.bin shards in directory", elem);
+    sl_free(&found);
+    return -1;
+  }
+  qsort(found.v, (size_t)found.n, sizeof *found.v, cmp_str);
+  for (int i = 0; i < found.n; i++) sl_push(out, found.v[i]);
+  sl_free(&found);
+  return 0;
+}
+
+data_source *data_open(const char *path, char *err, size_t errlen) {
+  if (!path || !*path) {
+    seterr(err, errlen, "empty data path");
+    return NULL;
+  }
+  strlist files = {0};
+  char *copy = dupstr(path);
+  int rc = 0;
+  for (char *p = copy;;) {
+    char *comma = strchr(p, ',');
+    if (comma) *comma = '\0';
+    if (!*p) {
+      seterr(err, errlen, "%s: empty element in comma-separated data path", path);
+      rc = -1;
+      break;
+    }
+    if (collect(p, &files, err, errlen) != 0) {
+      rc = -1;
+      break;
+    }
+    if (!comma) break;
+    p = comma + 1;
+  }
+  boost_free(copy);
+  if (rc != 0) {
+    sl_free(&files);
+    return NULL;
+  }
+  data_source *src = boost_calloc(1, sizeof *src);
+  src->path = dupstr(path);
+  src->shards = boost_calloc((size_t)files.n, sizeof *src->shards);
+  for (int i = 0; i < files.n; i++) {
+    shard *s = &src->shards[i];
+    if (shard_open(files.v[i], s, err, errlen) != 0) {
+      sl_free(&files);
+      data_close(src);
+      return NULL;
+    }
+    src->nshards++;
+    s->first = src->num_tokens;
+    src->num_tokens += (int64_t)s->info.num_tokens;
+    int64_t v = s->info.format == DATA_FORMAT_BOOST ? (int64_t)s->info.vocab_size
+                                                    : (s->info.num_tokens ? (int64_t)s->info.max_token + 1 : 0);
+    if (v > src->vocab) src->vocab = (int)v;
+  }
+  sl_free(&files);
+  return src;
+}
+
+void data_close(data_source *src) {
+  if (!src) return;
+  for (int i = 0; i < src->nshards; i++) shard_unmap(&src->shards[i]);
+  boost_free(src->shards);
+  boost_free(src->path);
+  boost_free(src);
+}
+
+int64_t data_num_tokens(const data_source *src) { return src->num_tokens; }
+int data_vocab_size(const data_source *src) { return src->vocab; }
+int data_num_shards(const data_source *src) { return src->nshards; }
+
+void data_read_tokens(const data_source *src, int64_t start, int64_t count, int32_t *out) {
+  BOOST_ASSERT(start >= 0 && count >= 0 && count <= src->num_tokens - start);
+  if (count == 0) return;
+  int lo = 0, hi = src->nshards - 1; /* last shard with first <= start */
+  while (lo < hi) {
+    int mid = (lo + hi + 1) / 2;
+    if (src->shards[mid].first <= start)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  for (int k = lo; count > 0; k++) {
+    BOOST_ASSERT(k < src->nshards);
+    const shard *s = &src->shards[k];
+    int64_t off = start - s->first;
+    int64_t avail = (int64_t)s->info.num_tokens - off;
+    if (avail <= 0) continue;
+    int64_t take = avail < count ? avail : count;
+    if (s->info.token_bytes == 2) {
+      const uint16_t *t = (const uint16_t *)(const void *)s->tokens + off;
+      for (int64_t i = 0; i < take; i++) out[i] = (int32_t)t[i];
+    } else {
+      const uint32_t *t = (const uint32_t *)(const void *)s->tokens + off;
+      for (int64_t i = 0; i < take; i++) out[i] = (int32_t)t[i];
+    }
+    out += take;
+    start += take;
+    count -= take;
+  }
+}
+
+/* ------------------------------------------------------------------ */
+/* splits, permutation, samples                                       */
+
+static void split_init(data_split *sp, const data_source *src, int64_t start, int64_t n, int seq_len) {
+  sp->src = src;
+  sp->start = start;
+  sp->num_tokens = n;
+  sp->seq_len = seq_len;
+  sp->num_samples = n >= (int64_t)seq_len + 1 ? (n - 1) / seq_len : 0;
+}
+
+int data_split_make(const data_source *src, double val_fraction, int seq_len, data_split *train, data_split *val,
+                    char *err, size_t errlen) {
+  const char *name = src->path;
+  if (seq_len < 1) {
+    seterr(err, errlen, "%s: seq_len %d must be >= 1", name, seq_len);
+    return -1;
+  }
+  if (!(val_fraction >= 0.0 && val_fraction < 1.0)) {
+    seterr(err, errlen, "%s: validation fraction %g must be in [0, 1)", name, val_fraction);
+    return -1;
+  }
+  if (val_fraction > 0.0 && !val) {
+    seterr(err, errlen, "%s: validation fraction %g given but no validation split requested", name, val_fraction);
+    return -1;
+  }
+  int64_t n = src->num_tokens, need = (int64_t)seq_len + 1;
+  int64_t nval = 0;
+  if (val_fraction > 0.0) {
+    nval = (int64_t)llround(val_fraction * (double)n);
+    if (nval < need) nval = need;
+  }
+  if (n - nval < need) {
+    if (nval)
+      seterr(err, errlen,
+             "%s: too few tokens: %" PRId64 " tokens, but seq_len %d needs %" PRId64
+             " for one training sample plus %" PRId64 " for validation",
+             name, n, seq_len, need, nval);
+    else
+      seterr(err, errlen, "%s: too few tokens: %" PRId64 " tokens, but one sample of seq_len %d needs %" PRId64,
+             name, n, seq_len, need);
+    return -1;
+  }
+  split_init(train, src, 0, n - nval, seq_len);
+  if (val) split_init(val, src, n - nval, nval, seq_len);
+  return 0;
+}
+
+int64_t data_split_num_samples(const data_split *split) { return split->num_samples; }
+
+static uint64_t mix64(uint64_t x) { /* splitmix64 finaliser: a bijection with full avalanche */
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+#define FEISTEL_ROUNDS 6
+
+int64_t data_permute(int64_t n, uint64_t seed, uint64_t epoch, int64_t i) {
+  BOOST_ASSERT(n >= 1 && i >= 0 && i < n);
+  if (n == 1) return 0;
+  int bits = 64 - __builtin_clzll((uint64_t)(n - 1)); /* 2^bits >= n */
+  if (bits & 1) bits++;
+  int half = bits / 2;
+  uint64_t mask = (half == 64) ? ~0ull : ((1ull << half) - 1);
+  uint64_t key = mix64(seed ^ mix64(epoch ^ 0x5bd1e9955bd1e995ull));
+  uint64_t rk[FEISTEL_ROUNDS];
+  for (int r = 0; r < FEISTEL_ROUNDS; r++) rk[r] = mix64(key + (uint64_t)r * 0x632be59bd9b4e019ull);
+  uint64_t x = (uint64_t)i;
+  do { /* cycle walking: 2^bits < 4n, so a few steps on average */
+    uint64_t L = x >> half, R = x & mask;
+    for (int r = 0; r < FEISTEL_ROUNDS; r++) {
+      uint64_t F = mix64(R ^ rk[r]) & mask;
+      uint64_t t = L ^ F;
+      L = R;
+      R = t;
+    }
+    x = (L << half) | R;
+  } while (x >= (uint64_t)n);
+  return (int64_t)x;
+}
+
+void data_get_window(const data_split *split, int64_t index, int32_t *inputs, int32_t *targets) {
+  BOOST_ASSERT(index >= 0 && index < split->num_samples);
+  int64_t w = split->start + index * split->seq_len;
+  data_read_tokens(split->src, w, split->seq_len, inputs);
+  data_read_tokens(split->src, w + 1, split->seq_len, targets);
+}
+
+void data_get_sample(const data_split *split, uint64_t seed, int64_t global_index, int32_t *inputs,
+                     int32_t *targets) {
+  BOOST_ASSERT(global_index >= 0 && split->num_samples > 0);
+  int64_t n = split->num_samples;
+  int64_t w = data_permute(n, seed, (uint64_t)(global_index / n), global_index % n);
+  data_get_window(split, w, inputs, targets);
+}
+
+/* ------------------------------------------------------------------ */
+/* writer                                                             */
+
+#define WRITER_BUF (1u << 20)
+
+struct data_writer {
+  char *path, *tmp;
+  int fd;
+  uint32_t width, vocab, eot;
+  char tokenizer[DATA_TOKENIZER_MAX];
+  uint64_t ntok, ndocs;
+  XXH3_state_t *hash;
+  uint8_t *buf;
+  size_t used;
+};
+
+static int write_all(int fd, const void *p, size_t n) {
+  const uint8_t *b = p;
+  while (n > 0) {
+    ssize_t k = write(fd, b, n);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    b += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
+static int writer_flush(data_writer *w, char *err, size_t errlen) {
+  if (w->used == 0) return 0;
+  XXH3_64bits_update(w->hash, w->buf, w->used);
+  if (write_all(w->fd, w->buf, w->used) != 0) {
+    seterr(err, errlen, "%s: write failed: %s", w->tmp, strerror(errno));
+    return -1;
+  }
+  w->used = 0;
+  return 0;
+}
+
+static void writer_free(data_writer *w) {
+  if (w->fd >= 0) close(w->fd);
+  if (w->hash) XXH3_freeState(w->hash);
+  boost_free(w->buf);
+  boost_free(w->path);
+  boost_free(w->tmp);
+  boost_free(w);
+}
+
+data_writer *data_writer_open(const char *path, uint32_t token_bytes, uint32_t vocab_size, const char *tokenizer,
+                              uint32_t eot_token, char *err, size_t errlen) {
+  if (token_bytes != 2 && token_bytes != 4) {
+    seterr(err, errlen, "%s: token width %" PRIu32 " bytes (must be 2 or 4)", path, token_bytes);
+    return NULL;
+  }
+  uint64_t maxvocab = token_bytes == 2 ? 65536u : (uint64_t)INT32_MAX;
+  if (vocab_size == 0 || vocab_size > maxvocab) {
+    seterr(err, errlen, "%s: vocab size %" PRIu32 " does not fit %" PRIu32 "-byte tokens", path, vocab_size,
+           token_bytes);
+    return NULL;
+  }
+  if (eot_token != DATA_NO_EOT && eot_token >= vocab_size) {
+    seterr(err, errlen, "%s: EOT token %" PRIu32 " >= vocab size %" PRIu32, path, eot_token, vocab_size);
+    return NULL;
+  }
+  if (!tokenizer) tokenizer = "";
+  if (strlen(tokenizer) > DATA_TOKENIZER_MAX) {
+    seterr(err, errlen, "%s: tokenizer name longer than %d bytes", path, DATA_TOKENIZER_MAX);
+    return NULL;
+  }
+  data_writer *w = boost_calloc(1, sizeof *w);
+  w->fd = -1;
+  w->path = dupstr(path);
+  size_t n = strlen(path) + 5;
+  w->tmp = boost_calloc(n, 1);
+  snprintf(w->tmp, n, "%s.tmp", path);
+  w->width = token_bytes;
+  w->vocab = vocab_size;
+  w->eot = eot_token;
+  memcpy(w->tokenizer, tokenizer, strlen(tokenizer));
+  w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (w->fd < 0) {
+    seterr(err, errlen, "%s: cannot create: %s", w->tmp, strerror(errno));
+    writer_free(w);
+    return NULL;
+  }
+  w->hash = XXH3_createState();
+  BOOST_ASSERT(w->hash);
+  XXH3_64bits_reset(w->hash);
+  w->buf = boost_calloc(WRITER_BUF, 1);
+  uint8_t zero[DATA_HEADER_BYTES] = {0};
+  if (write_all(w->fd, zero, sizeof zero) != 0) {
+    seterr(err, errlen, "%s: write failed: %s", w->tmp, strerror(errno));
+    data_writer_abort(w);
+    return NULL;
+  }
+  return w;
+}
+
+static int writer_put(data_writer *w, uint32_t t, char *err, size_t errlen) {
+  if (w->used + w->width > WRITER_BUF && writer_flush(w, err, errlen) != 0) return -1;
+  if (w->width == 2) {
+    uint16_t v = (uint16_t)t;
+    memcpy(w->buf + w->used, &v, 2);
+  } else {
+    memcpy(w->buf + w->used, &t, 4);
+  }
+  w->used += w->width;
+  w->ntok++;
+  return 0;
+}
+
+int data_writer_add(data_writer *w, const int32_t *tokens, size_t count, char *err, size_t errlen) {
+  for (size_t i = 0; i < count; i++) {
+    if (tokens[i] < 0 || (uint32_t)tokens[i] >= w->vocab) {
+      seterr(err, errlen, "%s: token %" PRId32 " out of range [0, %" PRIu32 ")", w->path, tokens[i], w->vocab);
+      return -1;
+    }
+    if (writer_put(w, (uint32_t)tokens[i], err, errlen) != 0) return -1;
+  }
+  return 0;
+}
+
+int data_writer_add_document(data_writer *w, const void *bytes, size_t len, char *err, size_t errlen) {
+  if (w->vocab < 256) {
+    seterr(err, errlen, "%s: byte tokenizer needs vocab >= 256, shard has %" PRIu32, w->path, w->vocab);
+    return -1;
+  }
+  if (w->eot != DATA_NO_EOT && writer_put(w, w->eot, err, errlen) != 0) return -1;
+  const uint8_t *b = bytes;
+  while (len > 0) {
+    if (w->used + w->width > WRITER_BUF && writer_flush(w, err, errlen) != 0) return -1;
+    size_t take = (WRITER_BUF - w->used) / w->width;
+    if (take > len) take = len;
+    uint8_t *dst = w->buf + w->used;
+    for (size_t i = 0; i < take; i++) {
+      uint32_t v = b[i];
+      memcpy(dst + i * w->width, &v, w->width); /* little-endian: low bytes first */
+    }
+    w->used += take * w->width;
+    w->ntok += take;
+    b += take;
+    len -= take;
+  }
+  w->ndocs++;
+  return 0;
+}
+
+uint64_t data_writer_num_tokens(const data_writer *w) { return w->ntok; }
+uint64_t data_writer_num_documents(const data_writer *w) { return w->ndocs; }
+const char *data_writer_tmp_path(const data_writer *w) { return w->tmp; }
+
+void data_writer_abort(data_writer *w) {
+  if (!w) return;
+  if (w->fd >= 0) close(w->fd);
+  w->fd = -1;
+  unlink(w->tmp);
+  writer_free(w);
+}
+
+static void fsync_parent_dir(const char *path) {
+  size_t n = strlen(path) + 1;
+  char *dir = boost_calloc(n + 1, 1);
+  memcpy(dir, path, n);
+  char *slash = strrchr(dir, '/');
+  if (!slash)
+    strcpy(dir, ".");
+  else if (slash == dir)
+    dir[1] = '\0';
+  else
+    *slash = '\0';
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    fsync(fd); /* best effort: some file systems refuse directory fsync */
+    close(fd);
+  }
+  boost_free(dir);
+}
+
+int data_writer_finish(data_writer *w, uint64_t *checksum, char *err, size_t errlen) {
+  if (writer_flush(w, err, errlen) != 0) {
+    data_writer_abort(w);
+    return -1;
+  }
+  uint64_t sum = XXH3_64bits_digest(w->hash);
+  uint8_t h[DATA_HEADER_BYTES] = {0};
+  memcpy(h + H_MAGIC, DATA_MAGIC, 8);
+  wr32(h + H_VERSION, DATA_VERSION);
+  wr32(h + H_HEADER_BYTES, DATA_HEADER_BYTES);
+  wr32(h + H_TOKEN_BYTES, w->width);
+  wr32(h + H_VOCAB, w->vocab);
+  wr64(h + H_NUM_TOKENS, w->ntok);
+  wr64(h + H_NUM_DOCS, w->ndocs);
+  wr32(h + H_EOT, w->eot);
+  wr32(h + H_FLAGS, 0);
+  memcpy(h + H_TOKENIZER, w->tokenizer, DATA_TOKENIZER_MAX);
+  wr64(h + H_PAYLOAD_SUM, sum);
+  wr64(h + H_HEADER_SUM, XXH3_64bits(h, H_HEADER_SUM));
+  ssize_t k = pwrite(w->fd, h, sizeof h, 0);
+  if (k != (ssize_t)sizeof h) {
+    seterr(err, errlen, "%s: header write failed: %s", w->tmp, k < 0 ? strerror(errno) : "short write");
+    data_writer_abort(w);
+    return -1;
+  }
+  if (fsync(w->fd) != 0) {
+    seterr(err, errlen, "%s: fsync failed: %s", w->tmp, strerror(errno));
+    data_writer_abort(w);
+    return -1;
+  }
+  int rc = close(w->fd);
+  w->fd = -1;
+  if (rc != 0) {
+    seterr(err, errlen, "%s: close failed: %s", w->tmp, strerror(errno));
+    data_writer_abort(w);
+    return -1;
+  }
+  if (rename(w->tmp, w->path) != 0) {
+    seterr(err, errlen, "%s: cannot rename to %s: %s", w->tmp, w->path, strerror(errno));
+    data_writer_abort(w);
+    return -1;
+  }
+  fsync_parent_dir(w->path);
+  if (checksum) *checksum = sum;
+  writer_free(w);
+  return 0;
+}
