@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "rng.h"
 
 const char *const tensor_category_names[TENSOR_NUM_CATEGORIES] = {"params", "grads", "adam_m", "adam_v"};
 
@@ -79,4 +80,26 @@ void registry_print_memory(const tensor_registry *reg, const char *prefix) {
   double mib = (double)reg->numel * sizeof(float) / (1 << 20);
   for (int c = 0; c < TENSOR_NUM_CATEGORIES; c++)
     if (reg->arena[c]) printf("%s%-8s %9.2f MiB  (%d tensors, %zu floats)\n", prefix, tensor_category_names[c], mib, reg->count, reg->numel);
+}
+
+void registry_init_params(tensor_registry *reg, uint64_t seed) {
+  for (int i = 0; i < reg->count; i++) {
+    const tensor_desc *t = &reg->tensors[i];
+    float *w = registry_data(reg, TENSOR_PARAMS, i);
+    if (t->flags & TENSOR_INIT_ONES) {
+      for (size_t j = 0; j < t->numel; j++) w[j] = 1.0f;
+      continue;
+    }
+    const uint64_t key = rng_mix64(seed) ^ rng_hash_str(t->name);
+    /* 1-D tensors are walked as one row. */
+    const int two_d = t->ndim == 2;
+    const int64_t rows = two_d ? t->local_shape[0] : 1, cols = two_d ? t->local_shape[1] : t->local_shape[0];
+    const int64_t gcols = two_d ? t->shape[1] : t->shape[0];
+    const int64_t row0 = two_d ? t->offset[0] : 0, col0 = two_d ? t->offset[1] : t->offset[0];
+    BOOST_ASSERT(t->ndim <= 2);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++)
+      for (int64_t c = 0; c < cols; c++)
+        w[r * cols + c] = (float)(t->init_std * rng_normal(key, (uint64_t)((row0 + r) * gcols + col0 + c)));
+  }
 }

@@ -27,7 +27,8 @@ typedef enum {
 extern const char *const tensor_category_names[TENSOR_NUM_CATEGORIES];
 
 enum {
-  TENSOR_DECAY = 1u << 0, /* AdamW weight decay applies (matrices) */
+  TENSOR_DECAY = 1u << 0,    /* AdamW weight decay applies (matrices) */
+  TENSOR_INIT_ONES = 1u << 1, /* initialised to 1 (norm gains), not drawn */
 };
 
 typedef struct {
@@ -40,6 +41,7 @@ typedef struct {
   size_t numel;                         /* local element count */
   size_t arena_offset;                  /* in floats, same in every category */
   unsigned flags;
+  float init_std;                       /* normal(0, init_std) at init */
 } tensor_desc;
 
 typedef struct {
@@ -61,6 +63,10 @@ int registry_add(tensor_registry *reg, const char *name, int ndim, const int64_t
 /* Allocate (zeroed) the arenas of the categories whose bit is set in mask,
  * e.g. (1 << TENSOR_PARAMS) | (1 << TENSOR_GRADS). */
 void registry_allocate(tensor_registry *reg, unsigned category_mask);
+
+/* Draw every parameter: element values are a function of (seed, tensor name,
+ * global element index) only, so any sharding yields the same global values. */
+void registry_init_params(tensor_registry *reg, uint64_t seed);
 
 /* -1 when absent. */
 int registry_find(const tensor_registry *reg, const char *name);

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages boost builds, tests and trains with.
+# Runs as root (or through sudo); does nothing when everything is present.
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config git
+      libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools
+      libzstd-dev zstd libcriterion-dev libopenblas-dev
+      libcjson-dev libinih-dev libxxhash-dev
+      fortunes python3-h5py python3-numpy)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#pkgs[@]} packages present"
+  exit 0
+fi
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "install-deps: installing ${missing[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,108 @@
+/* Config: presets, precedence, and every kind of bad input. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+
+static char err[1024];
+
+static const char *write_ini(const char *text) {
+  static char path[64];
+  snprintf(path, sizeof path, "/tmp/boost_test_cfg_%d.ini", (int)getpid());
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f);
+  fputs(text, f);
+  fclose(f);
+  return path;
+}
+
+Test(config, presets_match_the_table) {
+  train_config c;
+  char *sets[] = {"model.preset=cola-60m"};
+  cr_assert_eq(config_resolve(&c, NULL, 1, sets, err, sizeof err), 0, "%s", err);
+  cr_expect_eq(c.model.d_model, 512);
+  cr_expect_eq(c.model.n_layers, 8);
+  cr_expect_eq(c.model.n_heads, 8);
+  cr_expect_eq(c.model.ffn, 1376);
+  cr_expect_eq(c.model.rank_attn, 128);
+  cr_expect_eq(c.model.lowrank_mask, (1u << PROJ_COUNT) - 1);
+  char *full[] = {"model.preset=llama-1b"};
+  cr_assert_eq(config_resolve(&c, NULL, 1, full, err, sizeof err), 0, "%s", err);
+  cr_expect_eq(c.model.d_model, 2048);
+  cr_expect_eq(c.model.ffn, 5472);
+  cr_expect_eq(c.model.lowrank_mask, 0u);
+}
+
+Test(config, explicit_keys_override_the_preset_in_any_order) {
+  train_config c;
+  const char *path = write_ini("[model]\nd_model = 256\npreset = cola-60m\n[train]\nlr = 0.5\n");
+  char *sets[] = {"train.lr=0.25", "model.rank_mlp=32"};
+  cr_assert_eq(config_resolve(&c, path, 2, sets, err, sizeof err), 0, "%s", err);
+  cr_expect_eq(c.model.d_model, 256, "file key after the preset keeps its value");
+  cr_expect_eq(c.model.n_layers, 8, "preset applied");
+  cr_expect_float_eq(c.train.lr, 0.25f, 1e-9, "--set outranks the file");
+  cr_expect_eq(c.model.rank_mlp, 32);
+  char *preset_cli[] = {"model.preset=tiny"};
+  cr_assert_eq(config_resolve(&c, path, 1, preset_cli, err, sizeof err), 0, "%s", err);
+  cr_expect_eq(c.model.n_layers, 4, "--set preset outranks the file's preset");
+  cr_expect_eq(c.model.d_model, 256, "the file's explicit key still outranks any preset");
+  unlink(path);
+}
+
+Test(config, lowrank_list_selects_projections) {
+  train_config c;
+  char *sets[] = {"model.lowrank=q,k,down"};
+  cr_assert_eq(config_resolve(&c, NULL, 1, sets, err, sizeof err), 0, "%s", err);
+  cr_expect_eq(c.model.lowrank_mask, (1u << PROJ_Q) | (1u << PROJ_K) | (1u << PROJ_DOWN));
+}
+
+static void expect_error(int nsets, char **sets, const char *needle) {
+  train_config c;
+  err[0] = '\0';
+  cr_assert_neq(config_resolve(&c, NULL, nsets, sets, err, sizeof err), 0, "accepted %s", sets[0]);
+  cr_expect_not_null(strstr(err, needle), "error '%s' does not mention '%s'", err, needle);
+  cr_expect_null(strchr(err, '\n'), "error is one line");
+}
+
+Test(config, bad_inputs_name_the_problem) {
+  expect_error(1, (char *[]){"model.nope=3"}, "model.nope");
+  expect_error(1, (char *[]){"model.d_model=abc"}, "model.d_model");
+  expect_error(1, (char *[]){"model.d_model=-4"}, "out of range");
+  expect_error(1, (char *[]){"train.lr=nan"}, "train.lr");
+  expect_error(1, (char *[]){"model.preset=gpt-5"}, "gpt-5");
+  expect_error(1, (char *[]){"noequals"}, "noequals");
+  expect_error(1, (char *[]){"model.n_heads=3"}, "not divisible");
+  expect_error(1, (char *[]){"model.lowrank=q,zz"}, "zz");
+  expect_error(1, (char *[]){"model.rank_attn=100"}, "rank_attn");
+  expect_error(1, (char *[]){"parallel.tp_mode=fast"}, "tp_mode");
+  expect_error(1, (char *[]){"model.tie_embeddings=maybe"}, "tie_embeddings");
+  expect_error(1, (char *[]){"train.steps=99999999999999999999"}, "train.steps");
+}
+
+Test(config, bad_files_name_the_file) {
+  train_config c;
+  cr_assert_neq(config_resolve(&c, "/nonexistent/x.ini", 0, NULL, err, sizeof err), 0);
+  cr_expect_not_null(strstr(err, "/nonexistent/x.ini"), "%s", err);
+  const char *path = write_ini("[model]\nthis line has no equals sign\n");
+  cr_assert_neq(config_resolve(&c, path, 0, NULL, err, sizeof err), 0);
+  cr_expect_not_null(strstr(err, "malformed"), "%s", err);
+  path = write_ini("[model]\nwidth = 3\n");
+  cr_assert_neq(config_resolve(&c, path, 0, NULL, err, sizeof err), 0);
+  cr_expect_not_null(strstr(err, "model.width"), "%s", err);
+  unlink(path);
+}
+
+Test(config, json_round_trips_every_key) {
+  train_config c;
+  config_defaults(&c);
+  cr_assert_eq(config_validate(&c, err, sizeof err), 0, "%s", err);
+  char *json = config_to_json(&c);
+  for (const char *const *k = config_key_names(); *k; k++) {
+    char quoted[128];
+    snprintf(quoted, sizeof quoted, "\"%s\"", *k);
+    cr_expect_not_null(strstr(json, quoted), "%s missing from JSON", *k);
+  }
+  free(json);
+}

@@ -1,0 +1,410 @@
+#include "config.h"
+
+#include <cJSON.h>
+#include <errno.h>
+#include <ini.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+const char *const proj_names[PROJ_COUNT] = {"q", "k", "v", "o", "gate", "up", "down"};
+
+typedef enum { K_INT, K_I64, K_FLOAT, K_STR, K_BOOL } key_type;
+
+typedef struct {
+  const char *name; /* "section.key" */
+  key_type type;
+  size_t offset, size;
+  double min, max; /* numeric range, inclusive */
+  const char *help;
+} key_spec;
+
+#define F(field) offsetof(train_config, field), sizeof(((train_config *)0)->field)
+#define BIG 1e18
+
+static const key_spec KEYS[] = {
+    {"model.preset", K_STR, F(model.preset), 0, 0, "tiny, cola-60m|130m|350m|1b|7b, llama-60m|…"},
+    {"model.vocab", K_INT, F(model.vocab), 1, 1 << 24, "vocabulary size"},
+    {"model.d_model", K_INT, F(model.d_model), 1, 1 << 20, "hidden size d"},
+    {"model.n_layers", K_INT, F(model.n_layers), 1, 4096, "decoder layers"},
+    {"model.n_heads", K_INT, F(model.n_heads), 1, 4096, "attention heads"},
+    {"model.ffn", K_INT, F(model.ffn), 1, 1 << 22, "MLP hidden size"},
+    {"model.seq_len", K_INT, F(model.seq_len), 1, 1 << 20, "sequence length T"},
+    {"model.rank_attn", K_INT, F(model.rank_attn), 1, 1 << 20, "CoLA rank of q,k,v,o"},
+    {"model.rank_mlp", K_INT, F(model.rank_mlp), 1, 1 << 20, "CoLA rank of gate,up,down"},
+    {"model.lowrank", K_STR, F(model.lowrank), 0, 0, "low-rank projections: all, none or a list of q,k,v,o,gate,up,down"},
+    {"model.tie_embeddings", K_BOOL, F(model.tie_embeddings), 0, 1, "LM head shares the embedding"},
+    {"model.rope_theta", K_FLOAT, F(model.rope_theta), 1, 1e9, "RoPE base"},
+    {"model.norm_eps", K_FLOAT, F(model.norm_eps), 1e-12, 1, "RMSNorm epsilon"},
+    {"model.init_std", K_FLOAT, F(model.init_std), 1e-6, 10, "init std of full-rank weights and embeddings"},
+    {"data.train", K_STR, F(data.train), 0, 0, "token shard(s): file, comma list or directory"},
+    {"data.val", K_STR, F(data.val), 0, 0, "validation shard(s); empty = split off data.train"},
+    {"data.val_fraction", K_FLOAT, F(data.val_fraction), 0, 0.5, "fraction of data.train held out when data.val is empty"},
+    {"data.seed", K_I64, F(data.seed), 0, BIG, "sample order seed"},
+    {"train.batch_size", K_INT, F(train.batch_size), 1, 1 << 20, "micro-batch size per data-parallel rank"},
+    {"train.grad_accum", K_INT, F(train.grad_accum), 1, 1 << 20, "micro-batches accumulated per step"},
+    {"train.steps", K_INT, F(train.steps), 0, 1e9, "optimizer steps"},
+    {"train.warmup_steps", K_INT, F(train.warmup_steps), 0, 1e9, "linear LR warmup"},
+    {"train.lr", K_FLOAT, F(train.lr), 0, 10, "peak learning rate"},
+    {"train.min_lr_ratio", K_FLOAT, F(train.min_lr_ratio), 0, 1, "cosine floor as a fraction of lr"},
+    {"train.weight_decay", K_FLOAT, F(train.weight_decay), 0, 10, "AdamW decoupled decay (matrices only)"},
+    {"train.beta1", K_FLOAT, F(train.beta1), 0, 0.999999, "AdamW beta1"},
+    {"train.beta2", K_FLOAT, F(train.beta2), 0, 0.999999999, "AdamW beta2"},
+    {"train.eps", K_FLOAT, F(train.eps), 1e-20, 1, "AdamW epsilon"},
+    {"train.grad_clip", K_FLOAT, F(train.grad_clip), 0, 1e9, "global grad-norm clip (0 = off)"},
+    {"train.val_every", K_INT, F(train.val_every), 0, 1e9, "validate every N steps (0 = only at the end)"},
+    {"train.val_batches", K_INT, F(train.val_batches), 0, 1e9, "micro-batches per validation (0 = none)"},
+    {"train.log_every", K_INT, F(train.log_every), 1, 1e9, "log line every N steps"},
+    {"train.threads", K_INT, F(train.threads), 0, 4096, "OpenMP/BLAS threads per rank (0 = all cores / ranks)"},
+    {"train.seed", K_I64, F(train.seed), 0, BIG, "parameter init seed"},
+    {"train.metrics", K_STR, F(train.metrics), 0, 0, "JSON-lines metrics file (empty = none)"},
+    {"train.out_dir", K_STR, F(train.out_dir), 0, 0, "run directory (metrics default there)"},
+    {"parallel.dp", K_INT, F(parallel.dp), 1, 1 << 20, "data-parallel degree"},
+    {"parallel.tp", K_INT, F(parallel.tp), 1, 1 << 20, "tensor-parallel degree"},
+    {"parallel.pp", K_INT, F(parallel.pp), 1, 1 << 20, "pipeline stages"},
+    {"parallel.zero", K_INT, F(parallel.zero), 0, 1, "1 = shard AdamW moments over dp (ZeRO-1)"},
+    {"parallel.micro_batches", K_INT, F(parallel.micro_batches), 0, 1 << 20, "pipeline micro-batches (0 = grad_accum)"},
+    {"parallel.tp_mode", K_STR, F(parallel.tp_mode), 0, 0, "btp, vanilla, megatron or auto"},
+    {"parallel.recompute", K_STR, F(parallel.recompute), 0, 0, "none, lowrank or full"},
+    {"parallel.stages", K_STR, F(parallel.stages), 0, 0, "layers per stage, e.g. 3,5 (empty = balanced)"},
+    {"ckpt.dir", K_STR, F(ckpt.dir), 0, 0, "checkpoint directory (empty = no checkpoints)"},
+    {"ckpt.every", K_INT, F(ckpt.every), 0, 1e9, "checkpoint every N steps (0 = only at the end/preemption)"},
+    {"ckpt.keep_last", K_INT, F(ckpt.keep_last), 1, 1e6, "newest checkpoints kept"},
+    {"ckpt.keep_every", K_INT, F(ckpt.keep_every), 0, 1e9, "also keep every checkpoint whose step is a multiple"},
+    {"ckpt.resume", K_STR, F(ckpt.resume), 0, 0, "auto, none or a checkpoint path"},
+    {"ckpt.activations", K_STR, F(ckpt.activations), 0, 0, "none, sample or all"},
+    {"ckpt.level", K_INT, F(ckpt.level), 1, 19, "zstd level"},
+};
+#define NKEYS ((int)(sizeof KEYS / sizeof KEYS[0]))
+
+typedef struct {
+  const char *name;
+  int vocab, d, layers, heads, ffn, rank, seq;
+  int lowrank;
+} preset_spec;
+
+static const preset_spec PRESETS[] = {
+    {"tiny", 320, 64, 4, 4, 176, 16, 64, 1},
+    {"cola-60m", 32000, 512, 8, 8, 1376, 128, 256, 1},
+    {"cola-130m", 32000, 768, 12, 12, 2048, 256, 256, 1},
+    {"cola-350m", 32000, 1024, 24, 16, 2736, 256, 256, 1},
+    {"cola-1b", 32000, 2048, 24, 32, 5472, 512, 256, 1},
+    {"cola-7b", 32000, 4096, 32, 32, 11008, 1024, 256, 1},
+    {"llama-tiny", 320, 64, 4, 4, 176, 16, 64, 0},
+    {"llama-60m", 32000, 512, 8, 8, 1376, 128, 256, 0},
+    {"llama-130m", 32000, 768, 12, 12, 2048, 256, 256, 0},
+    {"llama-350m", 32000, 1024, 24, 16, 2736, 256, 256, 0},
+    {"llama-1b", 32000, 2048, 24, 32, 5472, 512, 256, 0},
+    {"llama-7b", 32000, 4096, 32, 32, 11008, 1024, 256, 0},
+};
+#define NPRESETS ((int)(sizeof PRESETS / sizeof PRESETS[0]))
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+int config_apply_preset(model_config *m, const char *name) {
+  for (int i = 0; i < NPRESETS; i++) {
+    const preset_spec *p = &PRESETS[i];
+    if (strcmp(p->name, name) != 0) continue;
+    snprintf(m->preset, sizeof m->preset, "%s", name);
+    m->vocab = p->vocab;
+    m->d_model = p->d;
+    m->n_layers = p->layers;
+    m->n_heads = p->heads;
+    m->ffn = p->ffn;
+    m->rank_attn = m->rank_mlp = p->rank;
+    m->seq_len = p->seq;
+    snprintf(m->lowrank, sizeof m->lowrank, "%s", p->lowrank ? "all" : "none");
+    return 0;
+  }
+  return -1;
+}
+
+void config_defaults(train_config *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  config_apply_preset(&cfg->model, "tiny");
+  cfg->model.tie_embeddings = 0;
+  cfg->model.rope_theta = 10000.0f;
+  cfg->model.norm_eps = 1e-5f;
+  cfg->model.init_std = 0.02f;
+  cfg->data.val_fraction = 0.05f;
+  cfg->data.seed = 1234;
+  cfg->train.batch_size = 4;
+  cfg->train.grad_accum = 1;
+  cfg->train.steps = 100;
+  cfg->train.warmup_steps = 10;
+  cfg->train.lr = 1e-3f;
+  cfg->train.min_lr_ratio = 0.1f;
+  cfg->train.weight_decay = 0.1f;
+  cfg->train.beta1 = 0.9f;
+  cfg->train.beta2 = 0.95f;
+  cfg->train.eps = 1e-8f;
+  cfg->train.grad_clip = 1.0f;
+  cfg->train.val_every = 50;
+  cfg->train.val_batches = 8;
+  cfg->train.log_every = 1;
+  cfg->train.threads = 0;
+  cfg->train.seed = 42;
+  cfg->parallel.dp = cfg->parallel.tp = cfg->parallel.pp = 1;
+  snprintf(cfg->parallel.tp_mode, sizeof cfg->parallel.tp_mode, "auto");
+  snprintf(cfg->parallel.recompute, sizeof cfg->parallel.recompute, "none");
+  snprintf(cfg->ckpt.resume, sizeof cfg->ckpt.resume, "auto");
+  snprintf(cfg->ckpt.activations, sizeof cfg->ckpt.activations, "none");
+  cfg->ckpt.keep_last = 3;
+  cfg->ckpt.level = 3;
+}
+
+static const key_spec *find_key(const char *name) {
+  for (int i = 0; i < NKEYS; i++)
+    if (strcmp(KEYS[i].name, name) == 0) return &KEYS[i];
+  return NULL;
+}
+
+int config_set(train_config *cfg, const char *key, const char *value, char *err, size_t errlen) {
+  const key_spec *k = find_key(key);
+  if (!k) return fail(err, errlen, "unknown config key '%s' (see boost-train --help)", key);
+  char *base = (char *)cfg + k->offset;
+  char *end = NULL;
+  errno = 0;
+  switch (k->type) {
+  case K_STR:
+    if (strlen(value) >= k->size) return fail(err, errlen, "value of %s is too long (%zu characters max)", key, k->size - 1);
+    snprintf(base, k->size, "%s", value);
+    if (strcmp(key, "model.preset") == 0 && config_apply_preset(&cfg->model, value) != 0) {
+      char names[512] = "";
+      for (int i = 0; i < NPRESETS; i++) {
+        strncat(names, PRESETS[i].name, sizeof names - strlen(names) - 1);
+        if (i + 1 < NPRESETS) strncat(names, ", ", sizeof names - strlen(names) - 1);
+      }
+      return fail(err, errlen, "unknown model.preset '%s' (known: %s)", value, names);
+    }
+    return 0;
+  case K_BOOL:
+    if (!strcasecmp(value, "1") || !strcasecmp(value, "true") || !strcasecmp(value, "yes") || !strcasecmp(value, "on"))
+      *(int *)base = 1;
+    else if (!strcasecmp(value, "0") || !strcasecmp(value, "false") || !strcasecmp(value, "no") || !strcasecmp(value, "off"))
+      *(int *)base = 0;
+    else
+      return fail(err, errlen, "bad value '%s' for %s: expected true or false", value, key);
+    return 0;
+  case K_INT:
+  case K_I64: {
+    long long v = strtoll(value, &end, 10);
+    if (end == value || *end != '\0' || errno == ERANGE)
+      return fail(err, errlen, "bad value '%s' for %s: expected an integer", value, key);
+    if ((double)v < k->min || (double)v > k->max)
+      return fail(err, errlen, "value %lld for %s is out of range [%.0f, %.0f]", v, key, k->min, k->max);
+    if (k->type == K_INT)
+      *(int *)base = (int)v;
+    else
+      *(int64_t *)base = v;
+    return 0;
+  }
+  case K_FLOAT: {
+    double v = strtod(value, &end);
+    if (end == value || *end != '\0' || errno == ERANGE || !isfinite(v))
+      return fail(err, errlen, "bad value '%s' for %s: expected a number", value, key);
+    if (v < k->min || v > k->max)
+      return fail(err, errlen, "value %g for %s is out of range [%g, %g]", v, key, k->min, k->max);
+    *(float *)base = (float)v;
+    return 0;
+  }
+  }
+  return fail(err, errlen, "internal: key %s has no type", key);
+}
+
+/* INI loading: the preset must win over nothing and lose to everything, so
+ * the file is read twice: first only model.preset, then every other key. */
+typedef struct {
+  train_config *cfg;
+  int preset_pass;
+  char *err;
+  size_t errlen;
+  int failed;
+  const char *path;
+} ini_ctx;
+
+static int config_ini_handler(void *user, const char *section, const char *name, const char *value) {
+  ini_ctx *c = user;
+  if (c->failed) return 0;
+  char key[256];
+  snprintf(key, sizeof key, "%s.%s", section, name);
+  int is_preset = strcmp(key, "model.preset") == 0;
+  if (is_preset != c->preset_pass) return 1;
+  char msg[512];
+  if (config_set(c->cfg, key, value, msg, sizeof msg) != 0) {
+    snprintf(c->err, c->errlen, "%s: %s", c->path, msg);
+    c->failed = 1;
+    return 0;
+  }
+  return 1;
+}
+
+/* skip_preset: the caller already applied a preset that outranks the file's. */
+static int load_ini(train_config *cfg, const char *path, int skip_preset, char *err, size_t errlen) {
+  FILE *f = fopen(path, "r");
+  if (!f) return fail(err, errlen, "cannot open config file %s: %s", path, strerror(errno));
+  for (int pass = skip_preset ? 0 : 1; pass >= 0; pass--) {
+    ini_ctx c = {cfg, pass, err, errlen, 0, path};
+    rewind(f);
+    int rc = ini_parse_file(f, config_ini_handler, &c);
+    if (c.failed || rc != 0) {
+      fclose(f);
+      return c.failed ? -1 : fail(err, errlen, "%s:%d: malformed line in config file", path, rc);
+    }
+  }
+  fclose(f);
+  return 0;
+}
+
+int config_load_file(train_config *cfg, const char *path, char *err, size_t errlen) {
+  return load_ini(cfg, path, 0, err, errlen);
+}
+
+static int split_set(const char *set, char *key, size_t keylen, const char **value, char *err, size_t errlen) {
+  const char *eq = strchr(set, '=');
+  if (!eq || eq == set) return fail(err, errlen, "bad --set '%s': expected section.key=value", set);
+  size_t n = (size_t)(eq - set);
+  if (n >= keylen) return fail(err, errlen, "bad --set '%s': key too long", set);
+  memcpy(key, set, n);
+  key[n] = '\0';
+  *value = eq + 1;
+  return 0;
+}
+
+/* Precedence, lowest first: defaults, the preset (from --set, else from the
+ * file), the file's other keys, the other --set keys. */
+int config_resolve(train_config *cfg, const char *config_path, int nsets, char *const *sets, char *err,
+                   size_t errlen) {
+  config_defaults(cfg);
+  char key[256];
+  const char *value = NULL;
+  int preset_from_cli = 0;
+  for (int i = 0; i < nsets; i++) {
+    if (split_set(sets[i], key, sizeof key, &value, err, errlen) != 0) return -1;
+    if (strcmp(key, "model.preset") == 0) {
+      if (config_set(cfg, key, value, err, errlen) != 0) return -1;
+      preset_from_cli = 1;
+    }
+  }
+  if (config_path && load_ini(cfg, config_path, preset_from_cli, err, errlen) != 0) return -1;
+  for (int i = 0; i < nsets; i++) {
+    split_set(sets[i], key, sizeof key, &value, err, errlen);
+    if (strcmp(key, "model.preset") != 0 && config_set(cfg, key, value, err, errlen) != 0) return -1;
+  }
+  return config_validate(cfg, err, errlen);
+}
+
+static int parse_lowrank(model_config *m, char *err, size_t errlen) {
+  if (!strcmp(m->lowrank, "all")) {
+    m->lowrank_mask = (1u << PROJ_COUNT) - 1;
+    return 0;
+  }
+  if (!strcmp(m->lowrank, "none") || m->lowrank[0] == '\0') {
+    m->lowrank_mask = 0;
+    return 0;
+  }
+  char buf[CONFIG_STR];
+  snprintf(buf, sizeof buf, "%s", m->lowrank);
+  unsigned mask = 0;
+  char *save = NULL;
+  for (char *tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
+    int found = -1;
+    for (int p = 0; p < PROJ_COUNT; p++)
+      if (!strcmp(tok, proj_names[p])) found = p;
+    if (found < 0)
+      return fail(err, errlen, "bad model.lowrank entry '%s': expected all, none or q,k,v,o,gate,up,down", tok);
+    mask |= 1u << found;
+  }
+  m->lowrank_mask = mask;
+  return 0;
+}
+
+static int one_of(const char *v, const char *const *opts) {
+  for (int i = 0; opts[i]; i++)
+    if (!strcmp(v, opts[i])) return 1;
+  return 0;
+}
+
+int config_validate(train_config *cfg, char *err, size_t errlen) {
+  model_config *m = &cfg->model;
+  if (parse_lowrank(m, err, errlen) != 0) return -1;
+  if (m->d_model % m->n_heads != 0)
+    return fail(err, errlen, "model.d_model %d is not divisible by model.n_heads %d", m->d_model, m->n_heads);
+  int hd = m->d_model / m->n_heads;
+  if (hd % 2 != 0) return fail(err, errlen, "head dimension %d (d_model/n_heads) must be even for RoPE", hd);
+  for (int p = 0; p < PROJ_COUNT; p++) {
+    if (!model_is_lowrank(m, p)) continue;
+    int r = model_rank(m, p);
+    int in = (p == PROJ_DOWN) ? m->ffn : m->d_model;
+    int out = (p == PROJ_GATE || p == PROJ_UP) ? m->ffn : m->d_model;
+    if (r > in || r > out)
+      return fail(err, errlen, "model.%s %d exceeds the %s projection's dimensions (%d -> %d)",
+                  p <= PROJ_O ? "rank_attn" : "rank_mlp", r, proj_names[p], in, out);
+  }
+  static const char *const tp_modes[] = {"auto", "btp", "vanilla", "megatron", NULL};
+  static const char *const recompute[] = {"none", "lowrank", "full", NULL};
+  static const char *const acts[] = {"none", "sample", "all", NULL};
+  if (!one_of(cfg->parallel.tp_mode, tp_modes))
+    return fail(err, errlen, "bad parallel.tp_mode '%s': expected auto, btp, vanilla or megatron", cfg->parallel.tp_mode);
+  if (!one_of(cfg->parallel.recompute, recompute))
+    return fail(err, errlen, "bad parallel.recompute '%s': expected none, lowrank or full", cfg->parallel.recompute);
+  if (!one_of(cfg->ckpt.activations, acts))
+    return fail(err, errlen, "bad ckpt.activations '%s': expected none, sample or all", cfg->ckpt.activations);
+  if (cfg->train.warmup_steps > cfg->train.steps && cfg->train.steps > 0)
+    return fail(err, errlen, "train.warmup_steps %d exceeds train.steps %d", cfg->train.warmup_steps, cfg->train.steps);
+  return 0;
+}
+
+static void format_value(const train_config *cfg, const key_spec *k, char *out, size_t outlen) {
+  const char *base = (const char *)cfg + k->offset;
+  switch (k->type) {
+  case K_STR: snprintf(out, outlen, "%s", base); break;
+  case K_BOOL: snprintf(out, outlen, "%s", *(const int *)base ? "true" : "false"); break;
+  case K_INT: snprintf(out, outlen, "%d", *(const int *)base); break;
+  case K_I64: snprintf(out, outlen, "%lld", (long long)*(const int64_t *)base); break;
+  case K_FLOAT: snprintf(out, outlen, "%.9g", *(const float *)base); break;
+  }
+}
+
+void config_print(const train_config *cfg, const char *prefix) {
+  char v[CONFIG_STR];
+  for (int i = 0; i < NKEYS; i++) {
+    format_value(cfg, &KEYS[i], v, sizeof v);
+    printf("%s%-24s = %s\n", prefix, KEYS[i].name, v);
+  }
+}
+
+char *config_to_json(const train_config *cfg) {
+  cJSON *root = cJSON_CreateObject();
+  for (int i = 0; i < NKEYS; i++) {
+    const key_spec *k = &KEYS[i];
+    const char *base = (const char *)cfg + k->offset;
+    switch (k->type) {
+    case K_STR: cJSON_AddStringToObject(root, k->name, base); break;
+    case K_BOOL: cJSON_AddBoolToObject(root, k->name, *(const int *)base); break;
+    case K_INT: cJSON_AddNumberToObject(root, k->name, *(const int *)base); break;
+    case K_I64: cJSON_AddNumberToObject(root, k->name, (double)*(const int64_t *)base); break;
+    case K_FLOAT: cJSON_AddNumberToObject(root, k->name, *(const float *)base); break;
+    }
+  }
+  char *s = cJSON_PrintUnformatted(root);
+  cJSON_Delete(root);
+  return s;
+}
+
+const char *const *config_key_names(void) {
+  static const char *names[NKEYS + 1];
+  for (int i = 0; i < NKEYS; i++) names[i] = KEYS[i].name;
+  names[NKEYS] = NULL;
+  return names;
+}

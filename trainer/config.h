@@ -1,0 +1,86 @@
+/* Model and training configuration.
+ *
+ * One table of keys (config.c) drives everything: INI parsing (inih),
+ * `--set section.key=value` overrides, validation, the resolved-config print
+ * at start and the JSON copy stored in checkpoints and metrics. Presets set
+ * the model block first; any key given explicitly overrides the preset,
+ * whatever order it appears in. */
+#ifndef BOOST_CONFIG_H
+#define BOOST_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CONFIG_STR 512
+
+/* Projections of a layer, in the order of the `model.lowrank` list. */
+typedef enum { PROJ_Q = 0, PROJ_K, PROJ_V, PROJ_O, PROJ_GATE, PROJ_UP, PROJ_DOWN, PROJ_COUNT } proj_kind;
+extern const char *const proj_names[PROJ_COUNT];
+
+typedef struct {
+  char preset[64];
+  int vocab, d_model, n_layers, n_heads, ffn, seq_len;
+  int rank_attn, rank_mlp;
+  char lowrank[CONFIG_STR]; /* comma list of low-rank projections, "all" or "none" */
+  unsigned lowrank_mask;    /* derived: bit p set when projection p is CoLA */
+  int tie_embeddings;
+  float rope_theta, norm_eps, init_std;
+} model_config;
+
+typedef struct {
+  model_config model;
+  struct {
+    char train[CONFIG_STR], val[CONFIG_STR];
+    float val_fraction;
+    int64_t seed;
+  } data;
+  struct {
+    int batch_size, grad_accum, steps, warmup_steps, val_every, val_batches, log_every, threads;
+    float lr, min_lr_ratio, weight_decay, beta1, beta2, eps, grad_clip;
+    int64_t seed;
+    char metrics[CONFIG_STR], out_dir[CONFIG_STR];
+  } train;
+  struct {
+    int dp, tp, pp, zero, micro_batches;
+    char tp_mode[32], recompute[32], stages[CONFIG_STR];
+  } parallel;
+  struct {
+    char dir[CONFIG_STR], resume[CONFIG_STR], activations[32];
+    int every, keep_last, keep_every, level;
+  } ckpt;
+} train_config;
+
+/* Defaults: preset "tiny". */
+void config_defaults(train_config *cfg);
+
+/* Apply a named preset to cfg->model; returns 0, or -1 (unknown name). */
+int config_apply_preset(model_config *m, const char *name);
+
+/* Set one "section.key" to a string value. Returns 0, or -1 with a one-line
+ * message in err naming the key and what is wrong. */
+int config_set(train_config *cfg, const char *key, const char *value, char *err, size_t errlen);
+
+/* Load an INI file (sections = key prefixes). Same error contract. */
+int config_load_file(train_config *cfg, const char *path, char *err, size_t errlen);
+
+/* Resolve a command line: --config FILE (at most one) then every --set
+ * key=value, with model.preset applied before any other key. Validates. */
+int config_resolve(train_config *cfg, const char *config_path, int nsets, char *const *sets, char *err,
+                   size_t errlen);
+
+/* Check the whole config (positivity, divisibility, known enums). */
+int config_validate(train_config *cfg, char *err, size_t errlen);
+
+/* Print "section.key = value" lines. */
+void config_print(const train_config *cfg, const char *prefix);
+
+/* The resolved config as a JSON object string (caller frees with free()). */
+char *config_to_json(const train_config *cfg);
+
+/* Names of all keys, NULL-terminated (for --help). */
+const char *const *config_key_names(void);
+
+static inline int model_is_lowrank(const model_config *m, proj_kind p) { return (m->lowrank_mask >> p) & 1u; }
+static inline int model_rank(const model_config *m, proj_kind p) { return p <= PROJ_O ? m->rank_attn : m->rank_mlp; }
+
+#endif

@@ -1,0 +1,33 @@
+#include "optim.h"
+
+#include <math.h>
+
+#include "ops.h"
+
+float lr_at(const train_config *cfg, int step) {
+  const float peak = cfg->train.lr, floor_lr = cfg->train.lr * cfg->train.min_lr_ratio;
+  const int warm = cfg->train.warmup_steps, total = cfg->train.steps;
+  if (step < warm) return peak * (float)(step + 1) / (float)warm;
+  if (total <= warm) return peak;
+  double progress = (double)(step - warm) / (double)(total - warm);
+  if (progress > 1.0) progress = 1.0;
+  return floor_lr + (peak - floor_lr) * 0.5f * (float)(1.0 + cos(M_PI * progress));
+}
+
+double grad_norm_local_sumsq(const model *m) {
+  double s = 0.0;
+  for (int i = 0; i < m->reg.count; i++)
+    s += sum_squares(registry_data(&m->reg, TENSOR_GRADS, i), m->reg.tensors[i].numel);
+  return s;
+}
+
+void optimizer_step(model *m, const train_config *cfg, float lr, int t, float grad_scale) {
+  adamw_hparams hp = {lr, cfg->train.beta1, cfg->train.beta2, cfg->train.eps, 0.0f};
+  for (int i = 0; i < m->reg.count; i++) {
+    const tensor_desc *td = &m->reg.tensors[i];
+    hp.weight_decay = (td->flags & TENSOR_DECAY) ? cfg->train.weight_decay : 0.0f;
+    adamw_update(registry_data(&m->reg, TENSOR_PARAMS, i), registry_data(&m->reg, TENSOR_GRADS, i),
+                 registry_data(&m->reg, TENSOR_ADAM_M, i), registry_data(&m->reg, TENSOR_ADAM_V, i), td->numel, hp,
+                 t, grad_scale);
+  }
+}

@@ -1,0 +1,19 @@
+/* Learning-rate schedule and the optimizer step over a model's registry. */
+#ifndef BOOST_OPTIM_H
+#define BOOST_OPTIM_H
+
+#include "config.h"
+#include "model.h"
+
+/* Linear warmup from lr/warmup to lr over warmup_steps, then cosine decay to
+ * lr*min_lr_ratio at `steps`. step counts from 0. */
+float lr_at(const train_config *cfg, int step);
+
+/* Global L2 norm of all gradients (the sum of squares is passed in so a
+ * parallel caller can reduce it first). */
+double grad_norm_local_sumsq(const model *m);
+
+/* AdamW over every parameter with the given clip scale; t counts from 1. */
+void optimizer_step(model *m, const train_config *cfg, float lr, int t, float grad_scale);
+
+#endif
