@@ -1,1 +1,0 @@
-int boost_ckpt_placeholder;
