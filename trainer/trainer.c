@@ -1,0 +1,301 @@
+#include "trainer.h"
+
+#include <cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "blas_select.h"
+#include "check.h"
+#include "ckpt.h"
+#include "data.h"
+#include "grid.h"
+#include "model.h"
+#include "ops.h"
+#include "optim.h"
+#include "preempt.h"
+#include "train_state.h"
+
+void openblas_set_num_threads(int);
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void format_count(double v, char *out, size_t n) {
+  if (v >= 1e9) snprintf(out, n, "%.2fG", v / 1e9);
+  else if (v >= 1e6) snprintf(out, n, "%.2fM", v / 1e6);
+  else if (v >= 1e3) snprintf(out, n, "%.1fk", v / 1e3);
+  else snprintf(out, n, "%.0f", v);
+}
+
+/* Every rank reaches the same verdict, rank 0 prints it. */
+static int fail_all(const process_grid *g, const char *msg) {
+  if (g->rank == 0) fprintf(stderr, "boost-train: %s\n", msg);
+  return 1;
+}
+
+typedef struct {
+  const train_config *cfg;
+  process_grid grid;
+  data_source *train_src, *val_src;
+  data_split train, val;
+  model m;
+  int B, T;
+  int64_t global_batch;
+  int32_t *in, *tg;
+  FILE *metrics;
+} run;
+
+static int open_data(run *r, char *err, size_t errlen) {
+  const train_config *cfg = r->cfg;
+  if (!cfg->data.train[0]) {
+    snprintf(err, errlen, "data.train is not set: give a token shard made by boost-data");
+    return -1;
+  }
+  if (!(r->train_src = data_open(cfg->data.train, err, errlen))) return -1;
+  memset(&r->val, 0, sizeof r->val);
+  if (cfg->data.val[0]) {
+    if (!(r->val_src = data_open(cfg->data.val, err, errlen))) return -1;
+    if (data_split_make(r->train_src, 0.0, r->T, &r->train, NULL, err, errlen) != 0) return -1;
+    if (data_split_make(r->val_src, 0.0, r->T, &r->val, NULL, err, errlen) != 0) return -1;
+  } else if (data_split_make(r->train_src, cfg->data.val_fraction, r->T, &r->train,
+                             cfg->data.val_fraction > 0 ? &r->val : NULL, err, errlen) != 0) {
+    return -1;
+  }
+  int vocab = data_vocab_size(r->train_src);
+  if (r->val_src && data_vocab_size(r->val_src) > vocab) vocab = data_vocab_size(r->val_src);
+  if (vocab > cfg->model.vocab) {
+    snprintf(err, errlen, "the data's vocabulary (%d) exceeds model.vocab (%d)", vocab, cfg->model.vocab);
+    return -1;
+  }
+  return 0;
+}
+
+/* Sum gradients over data-parallel replicas (in chunks: MPI counts are int). */
+static void allreduce_grads(run *r) {
+  if (r->grid.dp == 1) return;
+  float *g = r->m.reg.arena[TENSOR_GRADS];
+  const size_t n = r->m.reg.numel, chunk = (size_t)1 << 28;
+  for (size_t off = 0; off < n; off += chunk) {
+    int cnt = (int)((n - off) < chunk ? (n - off) : chunk);
+    MPI_Allreduce(MPI_IN_PLACE, g + off, cnt, MPI_FLOAT, MPI_SUM, r->grid.dp_comm);
+  }
+}
+
+/* Mean validation loss over val_batches micro-batches, read in order and
+ * spread over data-parallel ranks. */
+static float evaluate(run *r) {
+  const int64_t n = data_split_num_samples(&r->val);
+  const int batches = r->cfg->train.val_batches;
+  if (n <= 0 || batches <= 0) return NAN;
+  double tot[2] = {0.0, 0.0};
+  for (int b = r->grid.dp_rank; b < batches; b += r->grid.dp) {
+    for (int i = 0; i < r->B; i++)
+      data_get_window(&r->val, ((int64_t)b * r->B + i) % n, r->in + (size_t)i * r->T, r->tg + (size_t)i * r->T);
+    tot[0] += model_forward(&r->m, r->in, r->tg, r->B, r->T);
+    tot[1] += 1.0;
+  }
+  MPI_Allreduce(MPI_IN_PLACE, tot, 2, MPI_DOUBLE, MPI_SUM, r->grid.dp_comm);
+  return (float)(tot[0] / tot[1]);
+}
+
+/* One optimizer step: grad_accum micro-batches per replica. Returns the mean
+ * loss over the global batch and the pre-clip gradient norm. */
+static float train_step(run *r, train_state *st, double *grad_norm) {
+  const train_config *cfg = r->cfg;
+  const int B = r->B, T = r->T;
+  const float scale = 1.0f / ((float)B * T * cfg->train.grad_accum * r->grid.dp);
+  model_zero_grads(&r->m);
+  double loss_sum = 0.0;
+  for (int micro = 0; micro < cfg->train.grad_accum; micro++) {
+    /* Samples of a step: [cursor, cursor + global_batch), by global index,
+     * whatever the layout. */
+    for (int b = 0; b < B; b++) {
+      int64_t idx = st->data_cursor + ((int64_t)micro * r->grid.dp + r->grid.dp_rank) * B + b;
+      data_get_sample(&r->train, (uint64_t)cfg->data.seed, idx, r->in + (size_t)b * T, r->tg + (size_t)b * T);
+    }
+    loss_sum += model_forward(&r->m, r->in, r->tg, B, T);
+    model_backward(&r->m, r->in, r->tg, B, T, scale);
+  }
+  st->last_tokens = r->in;
+  st->last_B = B;
+  st->last_T = T;
+  allreduce_grads(r);
+  double red[2] = {loss_sum, grad_norm_local_sumsq(&r->m)};
+  if (r->grid.dp > 1) MPI_Allreduce(MPI_IN_PLACE, red, 2, MPI_DOUBLE, MPI_SUM, r->grid.dp_comm);
+  /* Replicas hold the same reduced gradients; the norm is counted once. */
+  *grad_norm = sqrt(red[1] / r->grid.dp);
+  float lr = lr_at(cfg, (int)st->step);
+  optimizer_step(&r->m, cfg, lr, (int)st->step + 1, clip_scale(*grad_norm, cfg->train.grad_clip));
+  return (float)(red[0] / ((double)cfg->train.grad_accum * r->grid.dp));
+}
+
+static void write_metrics(run *r, const train_state *st, float loss, float val_loss, float lr, double gnorm,
+                          double tok_s, double gflops, double dt, const char *ckpt_status) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "step", (double)st->step);
+  cJSON_AddNumberToObject(o, "loss", loss);
+  if (!isnan(val_loss)) cJSON_AddNumberToObject(o, "val_loss", val_loss);
+  cJSON_AddNumberToObject(o, "lr", lr);
+  cJSON_AddNumberToObject(o, "grad_norm", gnorm);
+  cJSON_AddNumberToObject(o, "tokens_per_s", tok_s);
+  cJSON_AddNumberToObject(o, "gflops", gflops);
+  cJSON_AddNumberToObject(o, "step_ms", dt * 1e3);
+  cJSON_AddNumberToObject(o, "tokens", st->tokens_seen);
+  cJSON_AddStringToObject(o, "ckpt", ckpt_status);
+  char *s = cJSON_PrintUnformatted(o);
+  fprintf(r->metrics, "%s\n", s);
+  fflush(r->metrics);
+  free(s);
+  cJSON_Delete(o);
+}
+
+static void print_start(run *r, const train_state *st, int threads) {
+  const train_config *cfg = r->cfg;
+  char np[32];
+  format_count((double)model_num_params(&r->m), np, sizeof np);
+  printf("model %s: %s parameters, d=%d layers=%d heads=%d ffn=%d ranks attn/mlp=%d/%d lowrank=%s\n",
+         cfg->model.preset, np, cfg->model.d_model, cfg->model.n_layers, cfg->model.n_heads, cfg->model.ffn,
+         cfg->model.rank_attn, cfg->model.rank_mlp, cfg->model.lowrank);
+  registry_print_memory(&r->m.reg, "  memory ");
+  printf("  memory %-8s %9.2f MiB  (micro-batch %d x %d)\n", "acts", (double)r->m.act_numel * 4 / (1 << 20), r->B,
+         r->T);
+  printf("layout dp=%d tp=%d pp=%d | data: %lld train / %lld validation samples of %d tokens | global batch %lld "
+         "sequences (%d x %d accum x %d dp) | %d threads/rank | from step %lld\n",
+         r->grid.dp, r->grid.tp, r->grid.pp, (long long)data_split_num_samples(&r->train),
+         (long long)data_split_num_samples(&r->val), r->T, (long long)r->global_batch, r->B, cfg->train.grad_accum,
+         r->grid.dp, threads, (long long)st->step);
+  fflush(stdout);
+}
+
+int trainer_run(const train_config *cfg, MPI_Comm world) {
+  run r;
+  memset(&r, 0, sizeof r);
+  r.cfg = cfg;
+  r.B = cfg->train.batch_size;
+  r.T = cfg->model.seq_len;
+  char err[1024];
+  int world_size;
+  MPI_Comm_size(world, &world_size);
+  int dp = cfg->parallel.dp, tp = cfg->parallel.tp, pp = cfg->parallel.pp;
+  if (dp * tp * pp == 1) dp = world_size; /* plain `mpirun -n K` means data parallel */
+  if (grid_init(&r.grid, world, dp, tp, pp, err, sizeof err) != 0) {
+    int rank;
+    MPI_Comm_rank(world, &rank);
+    if (rank == 0) fprintf(stderr, "boost-train: %s\n", err);
+    return 1;
+  }
+  if (tp != 1 || pp != 1) return fail_all(&r.grid, "parallel.tp and parallel.pp > 1 are not supported by this build yet");
+
+  int threads = cfg->train.threads;
+  if (threads <= 0) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    threads = (int)(cores / world_size) > 0 ? (int)(cores / world_size) : 1;
+  }
+  omp_set_num_threads(threads);
+  openblas_set_num_threads(threads);
+
+  /* Every rank validates the same inputs, so they fail together. */
+  if (open_data(&r, err, sizeof err) != 0) return fail_all(&r.grid, err);
+  r.global_batch = (int64_t)r.B * cfg->train.grad_accum * r.grid.dp;
+
+  model_init(&r.m, &cfg->model, 1);
+  model_init_params(&r.m, (uint64_t)cfg->train.seed);
+  model_alloc_acts(&r.m, r.B, r.T);
+  r.in = boost_calloc((size_t)r.B * r.T, sizeof *r.in);
+  r.tg = boost_calloc((size_t)r.B * r.T, sizeof *r.tg);
+
+  if (r.grid.rank == 0 && cfg->train.metrics[0]) {
+    r.metrics = fopen(cfg->train.metrics, "a");
+    if (!r.metrics) {
+      snprintf(err, sizeof err, "cannot open train.metrics %s: %s", cfg->train.metrics, strerror(errno));
+      fail_all(&r.grid, err);
+      MPI_Abort(world, 1);
+    }
+  }
+
+  train_state st;
+  train_state_init(&st);
+  preempt_install_handlers();
+  ckpt_session *ck = ckpt_open(cfg, &r.grid, &r.m);
+  char msg[512] = "";
+  ckpt_resume(ck, &st, msg, sizeof msg);
+  if (r.grid.rank == 0) {
+    print_start(&r, &st, threads);
+    if (ck) printf("checkpoints: %s\n", msg);
+  }
+
+  const double flops_per_token = model_flops_per_token(&cfg->model, r.T);
+  const double t_start = now_s();
+  int status = 0;
+  float loss = NAN;
+  while (st.step < cfg->train.steps) {
+    double t0 = now_s(), gnorm = 0.0;
+    float lr = lr_at(cfg, (int)st.step);
+    loss = train_step(&r, &st, &gnorm);
+    if (!isfinite(loss)) {
+      status = fail_all(&r.grid, "loss is not finite: lower train.lr or check the data");
+      break;
+    }
+    st.step++;
+    st.data_cursor += r.global_batch;
+    st.tokens_seen += (double)r.global_batch * r.T;
+    train_state_push_loss(&st, loss);
+    double dt = now_s() - t0;
+
+    const int last = st.step == cfg->train.steps;
+    const int preempted = preempt_agreed(r.grid.world);
+    char ckpt_status[128] = "-";
+    if (ck) ckpt_after_step(ck, &st, last || preempted, ckpt_status, sizeof ckpt_status);
+    float val_loss = NAN;
+    if (cfg->train.val_batches > 0 && ((cfg->train.val_every > 0 && st.step % cfg->train.val_every == 0) || last))
+      val_loss = evaluate(&r);
+
+    const double tok_s = (double)r.global_batch * r.T / dt, gflops = flops_per_token * r.global_batch * r.T / dt / 1e9;
+    if (r.grid.rank == 0) {
+      if (st.step % cfg->train.log_every == 0 || last || !isnan(val_loss) || preempted) {
+        char tok[32];
+        format_count(tok_s, tok, sizeof tok);
+        printf("step %5lld/%d | loss %.4f | lr %.2e | gnorm %.3f | %s tok/s | %.1f GFLOP/s | %.0f ms",
+               (long long)st.step, cfg->train.steps, loss, lr, gnorm, tok, gflops, dt * 1e3);
+        if (!isnan(val_loss)) printf(" | val %.4f", val_loss);
+        printf(" | ckpt %s\n", ckpt_status);
+        fflush(stdout);
+      }
+      if (r.metrics) write_metrics(&r, &st, loss, val_loss, lr, gnorm, tok_s, gflops, dt, ckpt_status);
+    }
+    if (preempted) {
+      int ok = ck ? ckpt_wait(ck) == 0 : 0;
+      if (r.grid.rank == 0)
+        printf("preempted by signal %d at step %lld: %s; exiting with status %d for requeue\n", preempted,
+               (long long)st.step, ok ? "checkpoint committed" : "NO checkpoint committed", BOOST_EXIT_PREEMPTED);
+      status = BOOST_EXIT_PREEMPTED;
+      break;
+    }
+  }
+  if (ck) ckpt_close(ck);
+  if (r.grid.rank == 0 && status == 0) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("done: step %lld, %.0f tokens, %.1f s, final loss %.4f, peak RSS %.0f MiB\n", (long long)st.step,
+           st.tokens_seen, now_s() - t_start, loss, ru.ru_maxrss / 1024.0);
+  }
+  if (r.metrics) fclose(r.metrics);
+  train_state_free(&st);
+  boost_free(r.in);
+  boost_free(r.tg);
+  model_free(&r.m);
+  data_close(r.train_src);
+  if (r.val_src) data_close(r.val_src);
+  grid_free(&r.grid);
+  return status;
+}
