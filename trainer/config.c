@@ -360,8 +360,6 @@ int config_validate(train_config *cfg, char *err, size_t errlen) {
     return fail(err, errlen, "bad parallel.recompute '%s': expected none, lowrank or full", cfg->parallel.recompute);
   if (!one_of(cfg->ckpt.activations, acts))
     return fail(err, errlen, "bad ckpt.activations '%s': expected none, sample or all", cfg->ckpt.activations);
-  if (cfg->train.warmup_steps > cfg->train.steps && cfg->train.steps > 0)
-    return fail(err, errlen, "train.warmup_steps %d exceeds train.steps %d", cfg->train.warmup_steps, cfg->train.steps);
   return 0;
 }
 
