@@ -1,68 +1,195 @@
 #include "model.h"
 
+#include <cblas.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "check.h"
 #include "ops.h"
 
+const char *const tp_mode_names[4] = {"none", "btp", "vanilla", "megatron"};
+
+/* ---- GEMM shorthands (row-major, explicit leading dimensions) ------------ */
+
+/* C[M,N] = A[M,K] . B[N,K]^T + beta C */
+static void gemm_nt(float *C, int ldc, const float *A, int lda, const float *B, int ldb, int M, int N, int K, float beta) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+}
+/* C[M,N] = A[M,K] . B[K,N] + beta C */
+static void gemm_nn(float *C, int ldc, const float *A, int lda, const float *B, int ldb, int M, int N, int K, float beta) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+}
+/* C[M,N] = A[K,M]^T . B[K,N] + beta C */
+static void gemm_tn(float *C, int ldc, const float *A, int lda, const float *B, int ldb, int M, int N, int K, float beta) {
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+}
+
+static void axpy_inplace(float *y, const float *x, size_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+/* ---- layout -------------------------------------------------------------- */
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+int model_check_layout(const model_config *c, const char *mode_name, int tp, tp_mode *mode, char *err, size_t errlen) {
+  const unsigned all = (1u << PROJ_COUNT) - 1;
+  const int all_low = c->lowrank_mask == all, none_low = c->lowrank_mask == 0;
+  if (!strcmp(mode_name, "auto")) {
+    if (tp == 1) *mode = TP_NONE;
+    else if (all_low) *mode = TP_BTP;
+    else if (none_low) *mode = TP_MEGATRON;
+    else
+      return fail(err, errlen, "model.lowrank=%s mixes low-rank and full-rank projections: tensor parallelism needs all or none",
+                  c->lowrank);
+  } else if (!strcmp(mode_name, "btp") || !strcmp(mode_name, "vanilla")) {
+    if (!all_low)
+      return fail(err, errlen, "parallel.tp_mode=%s needs every projection low-rank (model.lowrank=all), not '%s'", mode_name,
+                  c->lowrank);
+    *mode = !strcmp(mode_name, "btp") ? TP_BTP : TP_VANILLA;
+  } else if (!strcmp(mode_name, "megatron")) {
+    if (!none_low)
+      return fail(err, errlen, "parallel.tp_mode=megatron needs a full-rank model (model.lowrank=none), not '%s'", c->lowrank);
+    *mode = TP_MEGATRON;
+  } else {
+    return fail(err, errlen, "bad parallel.tp_mode '%s'", mode_name);
+  }
+  if (tp == 1) return 0;
+  if (c->n_heads % tp) return fail(err, errlen, "model.n_heads %d is not divisible by parallel.tp %d", c->n_heads, tp);
+  if (c->d_model % tp) return fail(err, errlen, "model.d_model %d is not divisible by parallel.tp %d", c->d_model, tp);
+  if (c->ffn % tp) return fail(err, errlen, "model.ffn %d is not divisible by parallel.tp %d", c->ffn, tp);
+  if (c->vocab % tp) return fail(err, errlen, "model.vocab %d is not divisible by parallel.tp %d", c->vocab, tp);
+  if (*mode == TP_VANILLA && (c->rank_attn % tp || c->rank_mlp % tp))
+    return fail(err, errlen, "model.rank_attn %d / rank_mlp %d are not divisible by parallel.tp %d (vanilla shards r)",
+                c->rank_attn, c->rank_mlp, tp);
+  if (c->tie_embeddings) return fail(err, errlen, "model.tie_embeddings is not supported with parallel.tp > 1");
+  return 0;
+}
+
 /* ---- parameters ---------------------------------------------------------- */
 
-static int add_param(model *m, const char *name, int64_t d0, int64_t d1, int split_dim, unsigned flags,
+static int add_param(model *m, const char *name, int ndim, const int64_t *shape, int split_dim, unsigned flags,
                      double init_std) {
-  int64_t shape[2] = {d0, d1};
-  int idx = registry_add(&m->reg, name, d1 > 0 ? 2 : 1, shape, split_dim, flags);
+  int idx = registry_add(&m->reg, name, ndim, shape, m->tp > 1 ? split_dim : -1, flags);
   m->reg.tensors[idx].init_std = (float)init_std;
   return idx;
 }
 
-/* Sharding follows bottleneck-aware TP: inputs of A and W of q/k/v/gate/up
- * are split over d (row-parallel), outputs of B over heads/ffn/d. */
-static void add_proj(model *m, proj_param *p, const char *prefix, proj_kind kind, int in, int out) {
-  char name[TENSOR_NAME_MAX];
-  p->lowrank = model_is_lowrank(&m->cfg, kind);
-  p->in = in;
-  p->out = out;
-  p->r = p->lowrank ? model_rank(&m->cfg, kind) : 0;
-  /* CoLA factors: std r^-1/4 (in+out)^-1/4; full-rank: init_std */
-  const double factor_std = p->lowrank ? pow((double)p->r, -0.25) * pow((double)(in + out), -0.25) : 0.0;
-  if (p->lowrank) {
-    snprintf(name, sizeof name, "%s.%s.A", prefix, proj_names[kind]);
-    p->w = add_param(m, name, p->r, in, 1, TENSOR_DECAY, factor_std);
-    snprintf(name, sizeof name, "%s.%s.B", prefix, proj_names[kind]);
-    p->b = add_param(m, name, out, p->r, 0, TENSOR_DECAY, factor_std);
-  } else {
-    int row_parallel = kind == PROJ_O || kind == PROJ_DOWN;
-    snprintf(name, sizeof name, "%s.%s.W", prefix, proj_names[kind]);
-    p->w = add_param(m, name, out, in, row_parallel ? 1 : 0, TENSOR_DECAY, m->cfg.init_std);
-    p->b = -1;
+static const char *group_name(const proj_group *g) {
+  if (g->nproj == 3) return "qkv";
+  if (g->nproj == 2) return "gate_up";
+  return proj_names[g->kinds[0]];
+}
+
+static group_style style_for(tp_mode mode, int slot) {
+  switch (mode) {
+  case TP_BTP: return STYLE_BTP;
+  case TP_VANILLA: return STYLE_FACTOR;
+  case TP_MEGATRON: return (slot == SLOT_ATTN_IN || slot == SLOT_MLP_IN) ? STYLE_COLUMN : STYLE_ROW;
+  default: return STYLE_LOCAL;
   }
 }
 
-void model_init(model *m, const model_config *cfg, int with_optimizer) {
+/* Declares a group's tensors: [g, r, in] / [g, out, r] / [g, out, in], 2-D
+ * when g = 1; the split dim follows the group's style. */
+static void add_group(model *m, proj_group *g, const char *prefix, int slot) {
+  const model_config *c = &m->cfg;
+  const int t = m->tp;
+  g->style = style_for(m->mode, slot);
+  g->in = (g->kinds[0] == PROJ_DOWN) ? c->ffn : c->d_model;
+  g->out = (g->kinds[0] == PROJ_GATE || g->kinds[0] == PROJ_UP) ? c->ffn : c->d_model;
+  g->r = g->lowrank ? model_rank(c, g->kinds[0]) : 0;
+  g->in_loc = (g->style == STYLE_BTP || g->style == STYLE_ROW) ? g->in / t : g->in;
+  g->out_loc = (g->style == STYLE_BTP || g->style == STYLE_COLUMN) ? g->out / t : g->out;
+  g->r_loc = g->style == STYLE_FACTOR ? g->r / t : g->r;
+  const int nd = g->nproj > 1 ? 3 : 2, o = nd - 2; /* o: offset of the matrix dims */
+  char name[TENSOR_NAME_MAX];
+  int64_t shape[3] = {g->nproj, 0, 0};
+  if (g->lowrank) {
+    const double std = pow((double)g->r, -0.25) * pow((double)(g->in + g->out), -0.25);
+    shape[o] = g->r, shape[o + 1] = g->in;
+    snprintf(name, sizeof name, "%s.%s.A", prefix, group_name(g));
+    g->A = add_param(m, name, nd, shape, g->style == STYLE_BTP ? o + 1 : o, TENSOR_DECAY, std);
+    shape[o] = g->out, shape[o + 1] = g->r;
+    snprintf(name, sizeof name, "%s.%s.B", prefix, group_name(g));
+    g->B = add_param(m, name, nd, shape, g->style == STYLE_BTP ? o : o + 1, TENSOR_DECAY, std);
+  } else {
+    shape[o] = g->out, shape[o + 1] = g->in;
+    snprintf(name, sizeof name, "%s.%s.W", prefix, group_name(g));
+    g->A = add_param(m, name, nd, shape, g->style == STYLE_ROW ? o + 1 : o, TENSOR_DECAY, c->init_std);
+    g->B = -1;
+  }
+}
+
+/* Projections of a slot form one group when they agree on rank-ness. */
+static void add_slot(model *m, layer_param *lp, const char *prefix, int slot, const proj_kind *kinds, int n) {
+  lp->first_group[slot] = lp->ngroups;
+  int same = 1;
+  for (int i = 1; i < n; i++) same &= model_is_lowrank(&m->cfg, kinds[i]) == model_is_lowrank(&m->cfg, kinds[0]);
+  for (int i = 0; i < n; i += same ? n : 1) {
+    proj_group *g = &lp->groups[lp->ngroups++];
+    memset(g, 0, sizeof *g);
+    g->nproj = same ? n : 1;
+    for (int j = 0; j < g->nproj; j++) g->kinds[j] = kinds[i + j];
+    g->lowrank = model_is_lowrank(&m->cfg, kinds[i]);
+    add_group(m, g, prefix, slot);
+  }
+  lp->first_group[slot + 1] = lp->ngroups;
+}
+
+void model_init(model *m, const model_config *cfg, tp_mode mode, comm_ctx *comm, int with_optimizer) {
   memset(m, 0, sizeof *m);
   m->cfg = *cfg;
-  const int d = cfg->d_model, V = cfg->vocab, F = cfg->ffn, L = cfg->n_layers;
-  registry_init(&m->reg, 0, 1);
-  m->wte = add_param(m, "embed.weight", V, d, 1, 0, cfg->init_std);
+  m->mode = mode;
+  if (!comm) {
+    comm_init_self(&m->self_comm);
+    comm = &m->self_comm;
+  }
+  m->comm = comm;
+  m->tp = comm->size[COMM_TP];
+  m->tp_rank = comm->rank[COMM_TP];
+  const int d = cfg->d_model, V = cfg->vocab, L = cfg->n_layers, t = m->tp;
+  m->d_res = mode == TP_BTP ? d / t : d;
+  m->d_qkv = (mode == TP_BTP || mode == TP_MEGATRON) ? d / t : d;
+  m->heads_loc = m->d_qkv / (d / cfg->n_heads);
+  m->ffn_loc = (mode == TP_BTP || mode == TP_MEGATRON) ? cfg->ffn / t : cfg->ffn;
+  m->vocab_loc = V / t;
+  m->vocab_start = m->vocab_loc * m->tp_rank;
+  const int btp = mode == TP_BTP;
+
+  registry_init(&m->reg, m->tp_rank, t);
+  int64_t shape[2] = {V, d};
+  m->wte = add_param(m, "embed.weight", 2, shape, btp ? 1 : -1, 0, cfg->init_std);
   m->layers = boost_calloc((size_t)L, sizeof *m->layers);
-  char name[64]; /* a prefix: add_proj appends ".gate.A" and the like */
+  static const proj_kind attn_in[] = {PROJ_Q, PROJ_K, PROJ_V}, attn_out[] = {PROJ_O};
+  static const proj_kind mlp_in[] = {PROJ_GATE, PROJ_UP}, mlp_out[] = {PROJ_DOWN};
+  char name[64];
+  int64_t dshape[1] = {d};
   for (int l = 0; l < L; l++) {
     layer_param *lp = &m->layers[l];
     snprintf(name, sizeof name, "layers.%d.attn_norm", l);
-    lp->attn_norm = add_param(m, name, d, 0, 0, TENSOR_INIT_ONES, 0);
+    lp->attn_norm = add_param(m, name, 1, dshape, btp ? 0 : -1, TENSOR_INIT_ONES, 0);
     snprintf(name, sizeof name, "layers.%d.attn", l);
-    for (int p = PROJ_Q; p <= PROJ_O; p++) add_proj(m, &lp->proj[p], name, p, d, d);
+    add_slot(m, lp, name, SLOT_ATTN_IN, attn_in, 3);
+    add_slot(m, lp, name, SLOT_ATTN_OUT, attn_out, 1);
     snprintf(name, sizeof name, "layers.%d.mlp_norm", l);
-    lp->mlp_norm = add_param(m, name, d, 0, 0, TENSOR_INIT_ONES, 0);
+    lp->mlp_norm = add_param(m, name, 1, dshape, btp ? 0 : -1, TENSOR_INIT_ONES, 0);
     snprintf(name, sizeof name, "layers.%d.mlp", l);
-    add_proj(m, &lp->proj[PROJ_GATE], name, PROJ_GATE, d, F);
-    add_proj(m, &lp->proj[PROJ_UP], name, PROJ_UP, d, F);
-    add_proj(m, &lp->proj[PROJ_DOWN], name, PROJ_DOWN, F, d);
+    add_slot(m, lp, name, SLOT_MLP_IN, mlp_in, 2);
+    add_slot(m, lp, name, SLOT_MLP_OUT, mlp_out, 1);
   }
-  m->final_norm = add_param(m, "final_norm", d, 0, 0, TENSOR_INIT_ONES, 0);
-  m->lm_head = cfg->tie_embeddings ? m->wte : add_param(m, "lm_head.weight", V, d, 0, TENSOR_DECAY, cfg->init_std);
+  m->final_norm = add_param(m, "final_norm", 1, dshape, -1, TENSOR_INIT_ONES, 0);
+  m->lm_head = cfg->tie_embeddings ? m->wte : add_param(m, "lm_head.weight", 2, shape, 0, TENSOR_DECAY, cfg->init_std);
   unsigned mask = (1u << TENSOR_PARAMS) | (1u << TENSOR_GRADS);
   if (with_optimizer) mask |= (1u << TENSOR_ADAM_M) | (1u << TENSOR_ADAM_V);
   registry_allocate(&m->reg, mask);
@@ -76,7 +203,6 @@ void model_free(model *m) {
   boost_free(m->act_arena);
   boost_free(m->resid);
   boost_free(m->acts);
-  boost_free(m->targets_copy);
   memset(m, 0, sizeof *m);
 }
 
@@ -85,64 +211,73 @@ void model_free(model *m) {
 typedef struct {
   float *base;
   size_t used;
-  int counting;
 } carver;
 
 static float *carve(carver *c, size_t n) {
-  size_t rounded = (n + 15) / 16 * 16;
-  float *p = c->counting ? NULL : c->base + c->used;
-  c->used += rounded;
+  float *p = c->base ? c->base + c->used : NULL;
+  c->used += (n + 15) / 16 * 16;
   return p;
 }
 
+static size_t group_width(const proj_group *g) { return (size_t)g->nproj * g->r_loc; }
+
 static void layout_acts(model *m, carver *c) {
   const model_config *cfg = &m->cfg;
-  const size_t N = (size_t)m->B * m->T, d = cfg->d_model, F = cfg->ffn, H = cfg->n_heads, T = m->T;
-  for (int l = 0; l <= cfg->n_layers; l++) m->resid[l] = carve(c, N * d);
-  size_t max_r = 1, max_w = d > F ? d : F;
+  const size_t N = (size_t)m->B * m->T, T = m->T, d = cfg->d_model, hd = d / cfg->n_heads;
+  const size_t dr = m->d_res, da = m->d_qkv, F = m->ffn_loc, att = (size_t)m->B * m->heads_loc * T * T;
+  size_t max_g = 1;
+  for (int l = 0; l <= cfg->n_layers; l++) m->resid[l] = carve(c, N * dr);
   for (int l = 0; l < cfg->n_layers; l++) {
     layer_acts *a = &m->acts[l];
     const layer_param *lp = &m->layers[l];
     a->rstd1 = carve(c, N);
-    a->xn1 = carve(c, N * d);
-    for (int p = 0; p < PROJ_COUNT; p++) {
-      if (!lp->proj[p].lowrank) continue;
-      a->hpre[p] = carve(c, N * lp->proj[p].r);
-      a->h[p] = carve(c, N * lp->proj[p].r);
-      if ((size_t)lp->proj[p].r > max_r) max_r = lp->proj[p].r;
+    a->xn1 = carve(c, N * dr);
+    for (int gi = 0; gi < lp->ngroups; gi++) {
+      const size_t w = group_width(&lp->groups[gi]);
+      if (!w) continue;
+      a->hpre[gi] = carve(c, N * w + N); /* + N: the fused norm's sum of squares */
+      a->h[gi] = carve(c, N * w);
+      if (w > max_g) max_g = w;
     }
-    a->q = carve(c, N * d);
-    a->k = carve(c, N * d);
-    a->v = carve(c, N * d);
-    a->att = carve(c, (size_t)m->B * H * T * T);
-    a->attn_out = carve(c, N * d);
-    a->resid_mid = carve(c, N * d);
+    a->q = carve(c, N * da);
+    a->k = carve(c, N * da);
+    a->v = carve(c, N * da);
+    a->att = carve(c, att);
+    a->attn_out = carve(c, N * da);
+    a->resid_mid = carve(c, N * dr);
     a->rstd2 = carve(c, N);
-    a->xn2 = carve(c, N * d);
+    a->xn2 = carve(c, N * dr);
     a->gate = carve(c, N * F);
-    a->gate_act = lp->proj[PROJ_GATE].lowrank ? a->gate : carve(c, N * F);
+    a->gate_act = model_is_lowrank(cfg, PROJ_GATE) ? a->gate : carve(c, N * F);
     a->up = carve(c, N * F);
     a->prod = carve(c, N * F);
   }
+  const size_t big = d > (size_t)cfg->ffn ? d : (size_t)cfg->ffn;
   m->rstd_f = carve(c, N);
+  m->x_full = carve(c, N * d);
   m->xn_f = carve(c, N * d);
-  m->logits = carve(c, N * (size_t)cfg->vocab);
+  m->logits = carve(c, N * (size_t)m->vocab_loc);
   m->losses = carve(c, N);
-  m->rope_cos = carve(c, T * (d / H) / 2);
-  m->rope_sin = carve(c, T * (d / H) / 2);
-  m->d_resid[0] = carve(c, N * d);
-  m->d_resid[1] = carve(c, N * d);
-  m->d_xn = carve(c, N * d);
-  m->d_tmp = carve(c, N * max_w);
-  m->d_attn = carve(c, N * d);
-  m->d_q = carve(c, N * d);
-  m->d_k = carve(c, N * d);
-  m->d_v = carve(c, N * d);
-  m->d_att = carve(c, (size_t)m->B * H * T * T);
+  m->ce_max = carve(c, N);
+  m->ce_sum = carve(c, 2 * N);
+  m->rope_cos = carve(c, T * hd / 2);
+  m->rope_sin = carve(c, T * hd / 2);
+  m->d_resid[0] = carve(c, N * dr);
+  m->d_resid[1] = carve(c, N * dr);
+  m->d_xn = carve(c, N * big);
+  m->d_xfull = carve(c, N * d);
+  m->d_tmp = carve(c, N * big);
+  m->d_attn = carve(c, N * da);
+  m->d_q = carve(c, N * da);
+  m->d_k = carve(c, N * da);
+  m->d_v = carve(c, N * da);
+  m->d_att = carve(c, att);
   m->d_prod = carve(c, N * F);
   m->d_gate = carve(c, N * F);
   m->d_up = carve(c, N * F);
-  m->d_h = carve(c, N * max_r);
+  m->d_h = carve(c, N * max_g);
+  m->d_ss = carve(c, 2 * N);
+  m->proj_out = carve(c, N * d);
 }
 
 void model_alloc_acts(model *m, int B, int T) {
@@ -151,75 +286,257 @@ void model_alloc_acts(model *m, int B, int T) {
   boost_free(m->act_arena);
   boost_free(m->resid);
   boost_free(m->acts);
-  boost_free(m->targets_copy);
   m->B = B;
   m->T = T;
   m->resid = boost_calloc((size_t)m->cfg.n_layers + 1, sizeof *m->resid);
   m->acts = boost_calloc((size_t)m->cfg.n_layers, sizeof *m->acts);
-  carver c = {NULL, 0, 1};
+  carver c = {NULL, 0};
   layout_acts(m, &c);
   m->act_numel = c.used;
   m->act_arena = boost_calloc(c.used, sizeof(float));
-  c = (carver){m->act_arena, 0, 0};
+  c = (carver){m->act_arena, 0};
   layout_acts(m, &c);
-  m->targets_copy = boost_calloc((size_t)B * T, sizeof(int32_t));
-  int hd = m->cfg.d_model / m->cfg.n_heads;
-  rope_tables(m->rope_cos, m->rope_sin, T, hd, m->cfg.rope_theta);
+  rope_tables(m->rope_cos, m->rope_sin, T, m->cfg.d_model / m->cfg.n_heads, m->cfg.rope_theta);
 }
 
-/* ---- forward ------------------------------------------------------------- */
+/* ---- projection groups --------------------------------------------------- */
 
 static inline float *P(const model *m, int idx) { return registry_data(&m->reg, TENSOR_PARAMS, idx); }
 static inline float *G(const model *m, int idx) { return registry_data(&m->reg, TENSOR_GRADS, idx); }
 
-static void proj_forward(const model *m, const proj_param *p, float *out, float *hpre, float *h, const float *in, int N) {
-  if (p->lowrank)
-    cola_forward(out, hpre, h, in, P(m, p->w), P(m, p->b), N, p->in, p->r, p->out);
-  else
-    linear_forward(out, in, P(m, p->w), N, p->in, p->out);
+static void allreduce(model *m, float *buf, size_t n) {
+  if (m->tp > 1) comm_allreduce_sum(m->comm, COMM_TP, buf, n);
 }
 
-/* din assigned (NULL: skipped). */
-static void proj_backward(const model *m, const proj_param *p, float *din, const float *dout, const float *in,
-                          const float *hpre, const float *h, int N) {
-  if (p->lowrank)
-    cola_backward(din, G(m, p->w), G(m, p->b), m->d_h, dout, in, hpre, h, P(m, p->w), P(m, p->b), N, p->in, p->r, p->out);
-  else
-    linear_backward(din, G(m, p->w), dout, in, P(m, p->w), N, p->in, p->out);
+/* Forward of a group on input X [N, in_loc] into outs[j] [N, out_loc] (or
+ * the full width for styles that reduce). With rstd non-NULL (btp), X is the
+ * gain-scaled unnormalised input and hpre's tail holds each token's local sum
+ * of squares: it travels in the bottleneck's all-reduce and the group
+ * normalises by the global RMS (online RMSNorm). */
+static void group_forward(model *m, const proj_group *g, const float *X, float *const *outs, float *hpre, float *h,
+                          float *rstd, int N) {
+  if (!g->lowrank) {
+    const float *W = P(m, g->A);
+    for (int j = 0; j < g->nproj; j++) {
+      gemm_nt(outs[j], g->out_loc, X, g->in_loc, W + (size_t)j * g->out_loc * g->in_loc, g->in_loc, N, g->out_loc, g->in_loc, 0.0f);
+      if (g->style == STYLE_ROW) comm_reduce_forward(m->comm, COMM_TP, outs[j], (size_t)N * g->out);
+    }
+    return;
+  }
+  const int w = (int)group_width(g);
+  gemm_nt(hpre, w, X, g->in_loc, P(m, g->A), g->in_loc, N, w, g->in_loc, 0.0f);
+  if (g->style == STYLE_BTP) allreduce(m, hpre, (size_t)N * w + (rstd ? (size_t)N : 0));
+  if (rstd) {
+    const float *ss = hpre + (size_t)N * w, inv_d = 1.0f / (float)m->cfg.d_model, eps = m->cfg.norm_eps;
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+      const float r = 1.0f / sqrtf(ss[n] * inv_d + eps);
+      rstd[n] = r;
+      for (int c = 0; c < w; c++) hpre[(size_t)n * w + c] *= r;
+    }
+  }
+  silu_forward(h, hpre, (size_t)N * w);
+  const float *B = P(m, g->B);
+  for (int j = 0; j < g->nproj; j++) {
+    gemm_nt(outs[j], g->out_loc, h + (size_t)j * g->r_loc, w, B + (size_t)j * g->out_loc * g->r_loc, g->r_loc, N,
+            g->out_loc, g->r_loc, 0.0f);
+    if (g->style == STYLE_FACTOR) comm_reduce_forward(m->comm, COMM_TP, outs[j], (size_t)N * g->out);
+  }
 }
 
-static void axpy_inplace(float *y, const float *x, size_t n) {
-#pragma omp parallel for simd schedule(static)
-  for (size_t i = 0; i < n; i++) y[i] += x[i];
+/* Backward of a group: douts[j] as in forward, dX [N, in_loc] assigned. With
+ * rstd non-NULL, dss [N] receives d loss / d (sum of squares) of the fused
+ * norm, and dX is with respect to the gain-scaled input. */
+static void group_backward(model *m, const proj_group *g, float *const *douts, const float *X, const float *hpre,
+                           const float *h, const float *rstd, float *dss, float *dX, int N) {
+  if (!g->lowrank) {
+    const float *W = P(m, g->A);
+    float *dW = G(m, g->A);
+    for (int j = 0; j < g->nproj; j++) {
+      const size_t off = (size_t)j * g->out_loc * g->in_loc;
+      gemm_tn(dW + off, g->in_loc, douts[j], g->out_loc, X, g->in_loc, g->out_loc, g->in_loc, N, 1.0f);
+      gemm_nn(dX, g->in_loc, douts[j], g->out_loc, W + off, g->in_loc, N, g->in_loc, g->out_loc, j ? 1.0f : 0.0f);
+    }
+    if (g->style == STYLE_COLUMN) comm_copy_backward(m->comm, COMM_TP, dX, (size_t)N * g->in);
+    return;
+  }
+  const int w = (int)group_width(g);
+  float *dH = m->d_h;
+  const float *B = P(m, g->B);
+  float *dB = G(m, g->B);
+  for (int j = 0; j < g->nproj; j++) {
+    const size_t off = (size_t)j * g->out_loc * g->r_loc;
+    gemm_tn(dB + off, g->r_loc, douts[j], g->out_loc, h + (size_t)j * g->r_loc, w, g->out_loc, g->r_loc, N, 1.0f);
+    gemm_nn(dH + (size_t)j * g->r_loc, w, douts[j], g->out_loc, B + off, g->r_loc, N, g->r_loc, g->out_loc, 0.0f);
+  }
+  if (g->style == STYLE_BTP) allreduce(m, dH, (size_t)N * w);
+  silu_backward(dH, dH, hpre, (size_t)N * w);
+  if (rstd) {
+    const float inv_d = 1.0f / (float)m->cfg.d_model;
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+      /* hpre = Hraw * rstd: d rstd = sum dH * Hraw; dHraw = dH * rstd */
+      const float r = rstd[n];
+      float drstd = 0.0f;
+      for (int c = 0; c < w; c++) {
+        drstd += dH[(size_t)n * w + c] * hpre[(size_t)n * w + c];
+        dH[(size_t)n * w + c] *= r;
+      }
+      drstd /= r;
+      dss[n] = -0.5f * drstd * r * r * r * inv_d;
+    }
+  }
+  gemm_tn(G(m, g->A), g->in_loc, dH, w, X, g->in_loc, w, g->in_loc, N, 1.0f);
+  gemm_nn(dX, g->in_loc, dH, w, P(m, g->A), g->in_loc, N, g->in_loc, w, 0.0f);
+  if (g->style == STYLE_FACTOR) comm_copy_backward(m->comm, COMM_TP, dX, (size_t)N * g->in);
 }
+
+/* Where a projection's output (forward) and its gradient (backward) live. */
+static float *proj_buffer(model *m, layer_acts *a, proj_kind k, int grad) {
+  switch (k) {
+  case PROJ_Q: return grad ? m->d_q : a->q;
+  case PROJ_K: return grad ? m->d_k : a->k;
+  case PROJ_V: return grad ? m->d_v : a->v;
+  case PROJ_GATE: return grad ? m->d_gate : a->gate;
+  case PROJ_UP: return grad ? m->d_up : a->up;
+  default: return NULL; /* o and down: the caller's buffer */
+  }
+}
+
+/* Forward of every group of a slot. norm_x/gain: the btp fused norm. */
+static void slot_forward(model *m, int l, int slot, const float *X, float *out_override, float *rstd) {
+  layer_param *lp = &m->layers[l];
+  layer_acts *a = &m->acts[l];
+  const int N = m->B * m->T;
+  for (int gi = lp->first_group[slot]; gi < lp->first_group[slot + 1]; gi++) {
+    const proj_group *g = &lp->groups[gi];
+    float *outs[3];
+    for (int j = 0; j < g->nproj; j++) outs[j] = out_override ? out_override : proj_buffer(m, a, g->kinds[j], 0);
+    group_forward(m, g, X, outs, a->hpre[gi], a->h[gi], rstd, N);
+  }
+}
+
+static void slot_backward(model *m, int l, int slot, const float *X, float *dout_override, const float *rstd,
+                          float *dss, float *dX) {
+  layer_param *lp = &m->layers[l];
+  layer_acts *a = &m->acts[l];
+  const int N = m->B * m->T;
+  for (int gi = lp->first_group[slot]; gi < lp->first_group[slot + 1]; gi++) {
+    const proj_group *g = &lp->groups[gi];
+    float *douts[3];
+    for (int j = 0; j < g->nproj; j++) douts[j] = dout_override ? dout_override : proj_buffer(m, a, g->kinds[j], 1);
+    const int first = gi == lp->first_group[slot];
+    float *target = first ? dX : m->d_tmp;
+    group_backward(m, g, douts, X, a->hpre[gi], a->h[gi], rstd, dss, target, N);
+    if (!first) axpy_inplace(dX, m->d_tmp, (size_t)N * g->in_loc);
+  }
+}
+
+/* ---- norms around the groups --------------------------------------------- */
+
+/* btp: xg = x * gain (the group's GEMM input) and the local sum of squares
+ * into the tail of the slot's (single) group's hpre. Otherwise a plain
+ * RMSNorm of the replicated stream. */
+static void norm_forward(model *m, int l, int slot, const float *x, int gain_idx, float *xn, float *rstd) {
+  const int N = m->B * m->T, C = m->d_res;
+  const float *gain = P(m, gain_idx);
+  if (m->mode != TP_BTP) {
+    rmsnorm_forward(xn, rstd, x, gain, N, C, m->cfg.norm_eps);
+    return;
+  }
+  const layer_param *lp = &m->layers[l];
+  const int gi = lp->first_group[slot];
+  float *ss = m->acts[l].hpre[gi] + (size_t)N * group_width(&lp->groups[gi]);
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    float s = 0.0f;
+    for (int c = 0; c < C; c++) {
+      const float v = x[(size_t)n * C + c];
+      s += v * v;
+      xn[(size_t)n * C + c] = v * gain[c];
+    }
+    ss[n] = s;
+  }
+}
+
+/* dx = gradient w.r.t. x of the norm given dxn (w.r.t. its output), added to
+ * dx_acc; gain gradient accumulated. */
+static void norm_backward(model *m, const float *x, int gain_idx, const float *rstd, const float *dxn, const float *dss,
+                          float *dx_acc) {
+  const int N = m->B * m->T, C = m->d_res;
+  const float *gain = P(m, gain_idx);
+  float *dgain = G(m, gain_idx);
+  if (m->mode != TP_BTP) {
+    rmsnorm_backward(m->d_tmp, dgain, dxn, x, gain, rstd, N, C);
+    axpy_inplace(dx_acc, m->d_tmp, (size_t)N * C);
+    return;
+  }
+  /* xg = x * gain, ss = sum x^2: dx = dxg * gain + 2 x dss; dgain += sum_n dxg * x */
+#pragma omp parallel for schedule(static)
+  for (int c = 0; c < C; c++) {
+    float s = 0.0f;
+    for (int n = 0; n < N; n++) s += dxn[(size_t)n * C + c] * x[(size_t)n * C + c];
+    dgain[c] += s;
+  }
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++)
+    for (int c = 0; c < C; c++)
+      dx_acc[(size_t)n * C + c] += dxn[(size_t)n * C + c] * gain[c] + 2.0f * x[(size_t)n * C + c] * dss[n];
+}
+
+/* ---- layers -------------------------------------------------------------- */
 
 static void layer_forward(model *m, int l, const float *x, float *x_out) {
   const model_config *cfg = &m->cfg;
   const layer_param *lp = &m->layers[l];
   layer_acts *a = &m->acts[l];
-  const int B = m->B, T = m->T, N = B * T, d = cfg->d_model, H = cfg->n_heads, hd = d / H, F = cfg->ffn;
+  const int B = m->B, T = m->T, N = B * T, hd = cfg->d_model / cfg->n_heads, H = m->heads_loc;
+  const size_t NF = (size_t)N * m->ffn_loc, Nd = (size_t)N * m->d_res;
+  const int btp = m->mode == TP_BTP;
 
-  rmsnorm_forward(a->xn1, a->rstd1, x, P(m, lp->attn_norm), N, d, cfg->norm_eps);
-  proj_forward(m, &lp->proj[PROJ_Q], a->q, a->hpre[PROJ_Q], a->h[PROJ_Q], a->xn1, N);
-  proj_forward(m, &lp->proj[PROJ_K], a->k, a->hpre[PROJ_K], a->h[PROJ_K], a->xn1, N);
-  proj_forward(m, &lp->proj[PROJ_V], a->v, a->hpre[PROJ_V], a->h[PROJ_V], a->xn1, N);
+  norm_forward(m, l, SLOT_ATTN_IN, x, lp->attn_norm, a->xn1, a->rstd1);
+  slot_forward(m, l, SLOT_ATTN_IN, a->xn1, NULL, btp ? a->rstd1 : NULL);
   rope_forward(a->q, a->q, m->rope_cos, m->rope_sin, B, T, H, hd);
   rope_forward(a->k, a->k, m->rope_cos, m->rope_sin, B, T, H, hd);
   attention_forward(a->attn_out, a->att, a->q, a->k, a->v, B, T, H, hd);
-  /* o's output goes to a scratch buffer, then the residual add. */
-  float *o_out = m->d_tmp;
-  proj_forward(m, &lp->proj[PROJ_O], o_out, a->hpre[PROJ_O], a->h[PROJ_O], a->attn_out, N);
-  add_forward(a->resid_mid, x, o_out, (size_t)N * d);
+  slot_forward(m, l, SLOT_ATTN_OUT, a->attn_out, m->proj_out, NULL);
+  add_forward(a->resid_mid, x, m->proj_out, Nd);
 
-  rmsnorm_forward(a->xn2, a->rstd2, a->resid_mid, P(m, lp->mlp_norm), N, d, cfg->norm_eps);
-  proj_forward(m, &lp->proj[PROJ_GATE], a->gate, a->hpre[PROJ_GATE], a->h[PROJ_GATE], a->xn2, N);
-  proj_forward(m, &lp->proj[PROJ_UP], a->up, a->hpre[PROJ_UP], a->h[PROJ_UP], a->xn2, N);
-  if (!lp->proj[PROJ_GATE].lowrank) silu_forward(a->gate_act, a->gate, (size_t)N * F);
-  mul_forward(a->prod, a->gate_act, a->up, (size_t)N * F);
-  float *down_out = m->d_tmp;
-  proj_forward(m, &lp->proj[PROJ_DOWN], down_out, a->hpre[PROJ_DOWN], a->h[PROJ_DOWN], a->prod, N);
-  add_forward(x_out, a->resid_mid, down_out, (size_t)N * d);
+  norm_forward(m, l, SLOT_MLP_IN, a->resid_mid, lp->mlp_norm, a->xn2, a->rstd2);
+  slot_forward(m, l, SLOT_MLP_IN, a->xn2, NULL, btp ? a->rstd2 : NULL);
+  if (!model_is_lowrank(cfg, PROJ_GATE)) silu_forward(a->gate_act, a->gate, NF);
+  mul_forward(a->prod, a->gate_act, a->up, NF);
+  slot_forward(m, l, SLOT_MLP_OUT, a->prod, m->proj_out, NULL);
+  add_forward(x_out, a->resid_mid, m->proj_out, Nd);
 }
+
+/* dx: gradient w.r.t. the layer output; the gradient w.r.t. its input goes
+ * to dx_in (dx is updated in place on the way). */
+static void layer_backward(model *m, int l, const float *x, float *dx, float *dx_in) {
+  const model_config *cfg = &m->cfg;
+  const layer_param *lp = &m->layers[l];
+  layer_acts *a = &m->acts[l];
+  const int B = m->B, T = m->T, N = B * T, hd = cfg->d_model / cfg->n_heads, H = m->heads_loc;
+  const size_t NF = (size_t)N * m->ffn_loc, Nd = (size_t)N * m->d_res;
+  const int btp = m->mode == TP_BTP;
+  float *dss_mlp = m->d_ss, *dss_attn = m->d_ss + N;
+
+  slot_backward(m, l, SLOT_MLP_OUT, a->prod, dx, NULL, NULL, m->d_prod);
+  mul_backward(m->d_gate, m->d_up, m->d_prod, a->gate_act, a->up, NF);
+  if (!model_is_lowrank(cfg, PROJ_GATE)) silu_backward(m->d_gate, m->d_gate, a->gate, NF);
+  slot_backward(m, l, SLOT_MLP_IN, a->xn2, NULL, btp ? a->rstd2 : NULL, dss_mlp, m->d_xn);
+  norm_backward(m, a->resid_mid, lp->mlp_norm, a->rstd2, m->d_xn, dss_mlp, dx);
+
+  slot_backward(m, l, SLOT_ATTN_OUT, a->attn_out, dx, NULL, NULL, m->d_attn);
+  attention_backward(m->d_q, m->d_k, m->d_v, m->d_att, m->d_attn, a->q, a->k, a->v, a->att, B, T, H, hd);
+  rope_backward(m->d_q, m->d_q, m->rope_cos, m->rope_sin, B, T, H, hd);
+  rope_backward(m->d_k, m->d_k, m->rope_cos, m->rope_sin, B, T, H, hd);
+  slot_backward(m, l, SLOT_ATTN_IN, a->xn1, NULL, btp ? a->rstd1 : NULL, dss_attn, m->d_xn);
+  memcpy(dx_in, dx, Nd * sizeof(float));
+  norm_backward(m, x, lp->attn_norm, a->rstd1, m->d_xn, dss_attn, dx_in);
+}
+
+/* ---- head: final norm, vocab-parallel LM head, cross-entropy ------------- */
 
 static void validate_tokens(const model *m, const int32_t *tok, size_t n, const char *what) {
   for (size_t i = 0; i < n; i++)
@@ -227,78 +544,107 @@ static void validate_tokens(const model *m, const int32_t *tok, size_t n, const 
       boost_fail("%s token %d at position %zu is outside the vocabulary [0, %d)", what, tok[i], i, m->cfg.vocab);
 }
 
+/* Cross-entropy over vocab shards: max, sum of exponentials and the target
+ * logit each reduced over tp (3 scalars per token); logits never gathered. */
+static void parallel_crossentropy_forward(model *m, const int32_t *targets, int N) {
+  const int Vl = m->vocab_loc, v0 = m->vocab_start;
+  const float *logits = m->logits;
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    float mx = -INFINITY;
+    for (int v = 0; v < Vl; v++) mx = fmaxf(mx, logits[(size_t)n * Vl + v]);
+    m->ce_max[n] = mx;
+  }
+  comm_allreduce_max(m->comm, COMM_TP, m->ce_max, (size_t)N);
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    const float *row = logits + (size_t)n * Vl;
+    double s = 0.0;
+    for (int v = 0; v < Vl; v++) s += expf(row[v] - m->ce_max[n]);
+    const int t = targets[n] - v0;
+    m->ce_sum[n] = (float)s;
+    m->ce_sum[N + n] = (t >= 0 && t < Vl) ? row[t] : 0.0f;
+  }
+  comm_allreduce_sum(m->comm, COMM_TP, m->ce_sum, 2 * (size_t)N);
+  for (int n = 0; n < N; n++) m->losses[n] = logf(m->ce_sum[n]) + m->ce_max[n] - m->ce_sum[N + n];
+}
+
+static void parallel_crossentropy_backward(model *m, const int32_t *targets, int N, float scale) {
+  const int Vl = m->vocab_loc, v0 = m->vocab_start;
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    float *row = m->logits + (size_t)n * Vl;
+    const float inv = 1.0f / m->ce_sum[n], mx = m->ce_max[n];
+    for (int v = 0; v < Vl; v++) row[v] = expf(row[v] - mx) * inv * scale;
+    const int t = targets[n] - v0;
+    if (t >= 0 && t < Vl) row[t] -= scale;
+  }
+}
+
+static int gathers_head_input(const model *m) { return m->mode == TP_BTP && m->tp > 1; }
+
 float model_forward(model *m, const int32_t *tokens, const int32_t *targets, int B, int T) {
   model_alloc_acts(m, B, T);
   const model_config *cfg = &m->cfg;
-  const int N = B * T, d = cfg->d_model, V = cfg->vocab;
+  const int N = B * T, d = cfg->d_model, L = cfg->n_layers;
   validate_tokens(m, tokens, (size_t)N, "input");
-  embedding_forward(m->resid[0], tokens, P(m, m->wte), N, V, d);
-  for (int l = 0; l < cfg->n_layers; l++) layer_forward(m, l, m->resid[l], m->resid[l + 1]);
-  rmsnorm_forward(m->xn_f, m->rstd_f, m->resid[cfg->n_layers], P(m, m->final_norm), N, d, cfg->norm_eps);
-  linear_forward(m->logits, m->xn_f, P(m, m->lm_head), N, d, V);
+  embedding_forward(m->resid[0], tokens, P(m, m->wte), N, cfg->vocab, m->d_res);
+  for (int l = 0; l < L; l++) layer_forward(m, l, m->resid[l], m->resid[l + 1]);
+  const float *x = m->resid[L];
+  if (gathers_head_input(m)) {
+    comm_allgather_cols(m->comm, COMM_TP, m->resid[L], m->x_full, (size_t)N, (size_t)m->d_res);
+    x = m->x_full;
+  }
+  rmsnorm_forward(m->xn_f, m->rstd_f, x, P(m, m->final_norm), N, d, cfg->norm_eps);
+  linear_forward(m->logits, m->xn_f, P(m, m->lm_head), N, d, m->vocab_loc);
   if (!targets) return 0.0f;
   validate_tokens(m, targets, (size_t)N, "target");
-  crossentropy_forward(m->losses, m->logits, targets, N, V);
+  if (m->tp == 1)
+    crossentropy_forward(m->losses, m->logits, targets, N, cfg->vocab);
+  else
+    parallel_crossentropy_forward(m, targets, N);
   double sum = 0.0;
   for (int i = 0; i < N; i++) sum += m->losses[i];
   return (float)(sum / N);
 }
 
-/* ---- backward ------------------------------------------------------------ */
-
-/* dx: gradient w.r.t. the layer output on entry; on exit the gradient w.r.t.
- * the layer input is in dx_in (may not alias dx). */
-static void layer_backward(model *m, int l, const float *x, float *dx, float *dx_in) {
-  const model_config *cfg = &m->cfg;
-  const layer_param *lp = &m->layers[l];
-  layer_acts *a = &m->acts[l];
-  const int B = m->B, T = m->T, N = B * T, d = cfg->d_model, H = cfg->n_heads, hd = d / H, F = cfg->ffn;
-  const size_t Nd = (size_t)N * d, NF = (size_t)N * F;
-
-  /* MLP: x_out = resid_mid + down(gate_act * up) */
-  proj_backward(m, &lp->proj[PROJ_DOWN], m->d_prod, dx, a->prod, a->hpre[PROJ_DOWN], a->h[PROJ_DOWN], N);
-  mul_backward(m->d_gate, m->d_up, m->d_prod, a->gate_act, a->up, NF);
-  if (!lp->proj[PROJ_GATE].lowrank) silu_backward(m->d_gate, m->d_gate, a->gate, NF);
-  proj_backward(m, &lp->proj[PROJ_GATE], m->d_xn, m->d_gate, a->xn2, a->hpre[PROJ_GATE], a->h[PROJ_GATE], N);
-  proj_backward(m, &lp->proj[PROJ_UP], m->d_tmp, m->d_up, a->xn2, a->hpre[PROJ_UP], a->h[PROJ_UP], N);
-  axpy_inplace(m->d_xn, m->d_tmp, Nd);
-  /* d resid_mid = dx + rmsnorm_backward(...) -> kept in dx */
-  rmsnorm_backward(m->d_tmp, G(m, lp->mlp_norm), m->d_xn, a->resid_mid, P(m, lp->mlp_norm), a->rstd2, N, d);
-  axpy_inplace(dx, m->d_tmp, Nd);
-
-  /* attention: resid_mid = x + o(attn(...)) */
-  proj_backward(m, &lp->proj[PROJ_O], m->d_attn, dx, a->attn_out, a->hpre[PROJ_O], a->h[PROJ_O], N);
-  attention_backward(m->d_q, m->d_k, m->d_v, m->d_att, m->d_attn, a->q, a->k, a->v, a->att, B, T, H, hd);
-  rope_backward(m->d_q, m->d_q, m->rope_cos, m->rope_sin, B, T, H, hd);
-  rope_backward(m->d_k, m->d_k, m->rope_cos, m->rope_sin, B, T, H, hd);
-  proj_backward(m, &lp->proj[PROJ_Q], m->d_xn, m->d_q, a->xn1, a->hpre[PROJ_Q], a->h[PROJ_Q], N);
-  proj_backward(m, &lp->proj[PROJ_K], m->d_tmp, m->d_k, a->xn1, a->hpre[PROJ_K], a->h[PROJ_K], N);
-  axpy_inplace(m->d_xn, m->d_tmp, Nd);
-  proj_backward(m, &lp->proj[PROJ_V], m->d_tmp, m->d_v, a->xn1, a->hpre[PROJ_V], a->h[PROJ_V], N);
-  axpy_inplace(m->d_xn, m->d_tmp, Nd);
-  rmsnorm_backward(dx_in, G(m, lp->attn_norm), m->d_xn, x, P(m, lp->attn_norm), a->rstd1, N, d);
-  axpy_inplace(dx_in, dx, Nd);
-}
-
 void model_backward(model *m, const int32_t *tokens, const int32_t *targets, int B, int T, float scale) {
   BOOST_ASSERT(m->B == B && m->T == T);
   const model_config *cfg = &m->cfg;
-  const int N = B * T, d = cfg->d_model, V = cfg->vocab, L = cfg->n_layers;
-  /* dlogits overwrite logits in place */
-  crossentropy_backward(m->logits, NULL, m->logits, targets, N, V, scale);
-  linear_backward(m->d_xn, G(m, m->lm_head), m->logits, m->xn_f, P(m, m->lm_head), N, d, V);
+  const int N = B * T, d = cfg->d_model, L = cfg->n_layers;
+  if (m->tp == 1)
+    crossentropy_backward(m->logits, NULL, m->logits, targets, N, cfg->vocab, scale);
+  else
+    parallel_crossentropy_backward(m, targets, N, scale);
+  linear_backward(m->d_xn, G(m, m->lm_head), m->logits, m->xn_f, P(m, m->lm_head), N, d, m->vocab_loc);
+  if (m->tp > 1) comm_allreduce_sum(m->comm, COMM_TP, m->d_xn, (size_t)N * d);
   float *dx = m->d_resid[0], *dx_in = m->d_resid[1];
-  rmsnorm_backward(dx, G(m, m->final_norm), m->d_xn, m->resid[L], P(m, m->final_norm), m->rstd_f, N, d);
+  if (gathers_head_input(m)) {
+    rmsnorm_backward(m->d_xfull, G(m, m->final_norm), m->d_xn, m->x_full, P(m, m->final_norm), m->rstd_f, N, d);
+    comm_scatter_cols(m->comm, COMM_TP, m->d_xfull, dx, (size_t)N, (size_t)m->d_res);
+  } else {
+    rmsnorm_backward(dx, G(m, m->final_norm), m->d_xn, m->resid[L], P(m, m->final_norm), m->rstd_f, N, d);
+  }
   for (int l = L - 1; l >= 0; l--) {
     layer_backward(m, l, m->resid[l], dx, dx_in);
     float *t = dx;
     dx = dx_in;
     dx_in = t;
   }
-  embedding_backward(G(m, m->wte), dx, tokens, N, V, d);
+  embedding_backward(G(m, m->wte), dx, tokens, N, cfg->vocab, m->d_res);
 }
 
 void model_zero_grads(model *m) { memset(m->reg.arena[TENSOR_GRADS], 0, m->reg.numel * sizeof(float)); }
+
+double model_grad_sumsq(const model *m) {
+  double s = 0.0;
+  for (int i = 0; i < m->reg.count; i++) {
+    const tensor_desc *t = &m->reg.tensors[i];
+    if (t->split_dim < 0 && m->tp_rank != 0) continue;
+    s += sum_squares(registry_data(&m->reg, TENSOR_GRADS, i), t->numel);
+  }
+  return s;
+}
 
 /* ---- accounting ---------------------------------------------------------- */
 

@@ -1,4 +1,5 @@
-/* LLaMA-style decoder whose projections are full-rank or CoLA bottlenecks.
+/* LLaMA-style decoder whose projections are full-rank or CoLA bottlenecks,
+ * with tensor parallelism over a comm_ctx's tp group.
  *
  *   x0 = wte[tokens]
  *   per layer:  h  = x + o(attn(rope(q(n1(x))), rope(k(n1(x))), v(n1(x))))
@@ -6,34 +7,66 @@
  *        where g = gate (CoLA MLP form) or silu(gate) (full-rank SwiGLU)
  *   logits = lm_head(norm_f(x_L));  loss = mean cross-entropy
  *
- * Each projection p is y = x W^T (W [out,in], "layers.i.attn.q.W") or
- * y = silu(x A^T) B^T (A [r,in], B [out,r], "layers.i.attn.q.A"/".B").
- * Parameters live in a tensor_registry; activations in one arena sized for a
- * micro-batch of B x T. */
+ * Projections that share an input form a group (q/k/v, o, gate/up, down)
+ * stored as one tensor per factor: low-rank "layers.i.attn.qkv.A" [3, r, d]
+ * and ".B" [3, d, r]; full-rank ".W" [3, d, d]. A group's A's are one GEMM.
+ * (A group whose members differ in rank-ness is split into single
+ * projections, named after the projection: "layers.i.attn.q.W" [d, d].)
+ *
+ * Tensor-parallel modes (docs/PARALLELISM.md):
+ *  - btp (low-rank): residual sharded over d; A's row-parallel over the local
+ *    d-shard with one all-reduce of the b*s*g*r bottleneck per group, RMSNorm
+ *    folded into that all-reduce (online RMSNorm); B's column-parallel.
+ *  - vanilla (low-rank baseline): residual replicated; A column-parallel over
+ *    r, B row-parallel with an all-reduce of the full-width output.
+ *  - megatron (full-rank): column-parallel q/k/v and gate/up, row-parallel
+ *    o and down.
+ * Embedding, final norm and LM head: the head is vocab-parallel with a
+ * parallel cross-entropy whenever tp > 1 (full logits are never gathered). */
 #ifndef BOOST_MODEL_H
 #define BOOST_MODEL_H
 
 #include <stdint.h>
 
+#include "comm.h"
 #include "config.h"
 #include "tensor.h"
 
+typedef enum { TP_NONE = 0, TP_BTP, TP_VANILLA, TP_MEGATRON } tp_mode;
+extern const char *const tp_mode_names[4];
+
+/* How a group's tensors and activations are split over tp ranks. */
+typedef enum {
+  STYLE_LOCAL = 0, /* tp = 1 */
+  STYLE_BTP,       /* low-rank: in sharded, H all-reduced, out sharded */
+  STYLE_FACTOR,    /* low-rank: in replicated, r sharded, out all-reduced */
+  STYLE_COLUMN,    /* full-rank: in replicated, out sharded */
+  STYLE_ROW,       /* full-rank: in sharded, out all-reduced */
+} group_style;
+
 typedef struct {
+  int nproj;
+  proj_kind kinds[3];
   int lowrank;
-  int in, out, r;
-  int w;    /* full-rank: W; low-rank: A */
-  int b;    /* low-rank: B; full-rank: -1 */
-} proj_param;
+  group_style style;
+  int in, out, r;             /* global, per projection */
+  int in_loc, out_loc, r_loc; /* this rank's */
+  int A, B;                   /* registry indices; full-rank: A is W, B = -1 */
+} proj_group;
+
+enum { SLOT_ATTN_IN = 0, SLOT_ATTN_OUT, SLOT_MLP_IN, SLOT_MLP_OUT, NUM_SLOTS };
 
 typedef struct {
   int attn_norm, mlp_norm;
-  proj_param proj[PROJ_COUNT];
+  int ngroups;
+  proj_group groups[PROJ_COUNT];
+  int first_group[NUM_SLOTS + 1]; /* groups of slot s: [first_group[s], first_group[s+1]) */
 } layer_param;
 
 /* Saved activations of one layer (pointers into the activation arena). */
 typedef struct {
-  float *rstd1, *xn1;
-  float *hpre[PROJ_COUNT], *h[PROJ_COUNT]; /* low-rank projections only */
+  float *rstd1, *xn1;                  /* xn: normalised (btp: x * gain, unnormalised) */
+  float *hpre[PROJ_COUNT], *h[PROJ_COUNT]; /* per group: [N, g*r_loc] (+N for btp norm scalars) */
   float *q, *k, *v, *att, *attn_out;
   float *resid_mid, *rstd2, *xn2;
   float *gate, *gate_act, *up, *prod;
@@ -41,47 +74,54 @@ typedef struct {
 
 typedef struct {
   model_config cfg;
+  tp_mode mode;
+  comm_ctx *comm; /* not owned (or &self_comm) */
+  comm_ctx self_comm;
+  int tp, tp_rank;
+  /* local widths */
+  int d_res, d_qkv, heads_loc, ffn_loc, vocab_loc, vocab_start;
+
   tensor_registry reg;
   int wte, lm_head, final_norm;
   layer_param *layers;
 
-  int B, T;           /* micro-batch the activations are sized for */
+  int B, T;
   float *act_arena;
   size_t act_numel;
-  float **resid;      /* n_layers + 1 residual stream points, [N, d] */
+  float **resid;
   layer_acts *acts;
-  float *rstd_f, *xn_f, *logits, *losses;
+  float *rstd_f, *xn_f, *x_full, *logits, *losses, *ce_max, *ce_sum;
   float *rope_cos, *rope_sin;
-  /* backward scratch */
-  float *d_resid[2], *d_xn, *d_tmp, *d_attn, *d_q, *d_k, *d_v, *d_att;
-  float *d_prod, *d_gate, *d_up, *d_h;
-  int32_t *targets_copy;
+  float *d_resid[2], *d_xn, *d_xfull, *d_tmp, *d_attn, *d_q, *d_k, *d_v, *d_att;
+  float *d_prod, *d_gate, *d_up, *d_h, *d_ss, *proj_out;
 } model;
 
-/* Build the registry (names, shapes) for cfg; allocate params + grads (+ the
- * AdamW moments when with_optimizer). tp shards follow the registry. */
-void model_init(model *m, const model_config *cfg, int with_optimizer);
+/* Resolve parallel.tp_mode for a config ("auto": btp when every projection
+ * is low-rank, megatron when none is). Returns -1 with a message when the
+ * mode does not fit the model or the dims do not divide over tp. */
+int model_check_layout(const model_config *cfg, const char *mode_name, int tp, tp_mode *mode, char *err, size_t errlen);
+
+/* comm may be NULL (single process). */
+void model_init(model *m, const model_config *cfg, tp_mode mode, comm_ctx *comm, int with_optimizer);
 void model_free(model *m);
 
-/* Deterministic init from seed: each element is a function of (seed, tensor
- * name, global element index), so any sharding yields the same values. */
+/* Deterministic init: each element is a function of (seed, tensor name,
+ * global element index), so any sharding yields the same global values. */
 void model_init_params(model *m, uint64_t seed);
 
-/* Size the activation arena for micro-batches of B x T (idempotent). */
 void model_alloc_acts(model *m, int B, int T);
 
-/* Forward; returns the mean loss over B*T targets (targets may be NULL:
- * logits only, returns 0). */
+/* Forward; returns the mean loss over B*T targets (NULL targets: logits only). */
 float model_forward(model *m, const int32_t *tokens, const int32_t *targets, int B, int T);
-
-/* Backward of the last forward; grads accumulate with dloss per token = scale
- * (1/(B*T*accum) for a mean over the step). */
+/* Backward of the last forward; grads accumulate with dloss per token = scale. */
 void model_backward(model *m, const int32_t *tokens, const int32_t *targets, int B, int T, float scale);
 
 void model_zero_grads(model *m);
 
-/* Parameter count (global) and training FLOPs per token (forward+backward,
- * causal attention counted at half). */
+/* Sum of squared gradients counting tp-replicated tensors on tp rank 0 only:
+ * summed over the tp group it is the squared norm of the global gradient. */
+double model_grad_sumsq(const model *m);
+
 int64_t model_num_params(const model *m);
 double model_flops_per_token(const model_config *cfg, int T);
 

@@ -91,15 +91,18 @@ void registry_init_params(tensor_registry *reg, uint64_t seed) {
       continue;
     }
     const uint64_t key = rng_mix64(seed) ^ rng_hash_str(t->name);
-    /* 1-D tensors are walked as one row. */
-    const int two_d = t->ndim == 2;
-    const int64_t rows = two_d ? t->local_shape[0] : 1, cols = two_d ? t->local_shape[1] : t->local_shape[0];
-    const int64_t gcols = two_d ? t->shape[1] : t->shape[0];
-    const int64_t row0 = two_d ? t->offset[0] : 0, col0 = two_d ? t->offset[1] : t->offset[0];
-    BOOST_ASSERT(t->ndim <= 2);
+    /* Local element j -> its global row-major index, dimension by dimension. */
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++)
-      for (int64_t c = 0; c < cols; c++)
-        w[r * cols + c] = (float)(t->init_std * rng_normal(key, (uint64_t)((row0 + r) * gcols + col0 + c)));
+    for (size_t j = 0; j < t->numel; j++) {
+      size_t rem = j;
+      uint64_t global = 0, stride = 1;
+      for (int dim = t->ndim - 1; dim >= 0; dim--) {
+        uint64_t coord = rem % (size_t)t->local_shape[dim] + (uint64_t)t->offset[dim];
+        rem /= (size_t)t->local_shape[dim];
+        global += coord * stride;
+        stride *= (uint64_t)t->shape[dim];
+      }
+      w[j] = (float)(t->init_std * rng_normal(key, global));
+    }
   }
 }

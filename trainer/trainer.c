@@ -14,6 +14,7 @@
 #include "blas_select.h"
 #include "check.h"
 #include "ckpt.h"
+#include "comm.h"
 #include "data.h"
 #include "grid.h"
 #include "model.h"
@@ -46,6 +47,8 @@ static int fail_all(const process_grid *g, const char *msg) {
 typedef struct {
   const train_config *cfg;
   process_grid grid;
+  comm_ctx comm;
+  tp_mode mode;
   data_source *train_src, *val_src;
   data_split train, val;
   model m;
@@ -80,16 +83,8 @@ static int open_data(run *r, char *err, size_t errlen) {
   return 0;
 }
 
-/* Sum gradients over data-parallel replicas (in chunks: MPI counts are int). */
-static void allreduce_grads(run *r) {
-  if (r->grid.dp == 1) return;
-  float *g = r->m.reg.arena[TENSOR_GRADS];
-  const size_t n = r->m.reg.numel, chunk = (size_t)1 << 28;
-  for (size_t off = 0; off < n; off += chunk) {
-    int cnt = (int)((n - off) < chunk ? (n - off) : chunk);
-    MPI_Allreduce(MPI_IN_PLACE, g + off, cnt, MPI_FLOAT, MPI_SUM, r->grid.dp_comm);
-  }
-}
+/* Sum gradients over data-parallel replicas. */
+static void allreduce_grads(run *r) { comm_allreduce_sum(&r->comm, COMM_DP, r->m.reg.arena[TENSOR_GRADS], r->m.reg.numel); }
 
 /* Mean validation loss over val_batches micro-batches, read in order and
  * spread over data-parallel ranks. */
@@ -130,16 +125,18 @@ static float train_step(run *r, train_state *st, double *grad_norm) {
   st->last_B = B;
   st->last_T = T;
   allreduce_grads(r);
-  double red[2] = {loss_sum, grad_norm_local_sumsq(&r->m)};
-  if (r->grid.dp > 1) MPI_Allreduce(MPI_IN_PLACE, red, 2, MPI_DOUBLE, MPI_SUM, r->grid.dp_comm);
-  /* Replicas hold the same reduced gradients; the norm is counted once. */
-  *grad_norm = sqrt(red[1] / r->grid.dp);
+  /* Loss: the same on every tp rank, summed over dp. Gradient norm: tp shards
+   * summed (model_grad_sumsq counts replicated tensors once), dp replicas
+   * hold equal gradients and are counted once. */
+  double red[2] = {r->grid.tp_rank == 0 ? loss_sum : 0.0, r->grid.dp_rank == 0 ? model_grad_sumsq(&r->m) : 0.0};
+  if (r->grid.world_size > 1) MPI_Allreduce(MPI_IN_PLACE, red, 2, MPI_DOUBLE, MPI_SUM, r->grid.world);
+  *grad_norm = sqrt(red[1]);
   float lr = lr_at(cfg, (int)st->step);
   optimizer_step(&r->m, cfg, lr, (int)st->step + 1, clip_scale(*grad_norm, cfg->train.grad_clip));
-  return (float)(red[0] / ((double)cfg->train.grad_accum * r->grid.dp));
+  return (float)(red[0] / ((double)cfg->train.grad_accum * r->grid.dp * r->grid.pp));
 }
 
-static void write_metrics(run *r, const train_state *st, float loss, float val_loss, float lr, double gnorm,
+static void write_metrics(run *r, const comm_ctx *comm_counts, const train_state *st, float loss, float val_loss, float lr, double gnorm,
                           double tok_s, double gflops, double dt, const char *ckpt_status) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "step", (double)st->step);
@@ -152,6 +149,18 @@ static void write_metrics(run *r, const train_state *st, float loss, float val_l
   cJSON_AddNumberToObject(o, "step_ms", dt * 1e3);
   cJSON_AddNumberToObject(o, "tokens", st->tokens_seen);
   cJSON_AddStringToObject(o, "ckpt", ckpt_status);
+  cJSON *comm = cJSON_AddObjectToObject(o, "comm");
+  for (int g = 0; g < COMM_NUM_GROUPS; g++)
+    for (int k = 0; k < COMM_NUM_KINDS; k++) {
+      const comm_counter *ct = &comm_counts->count[g][k];
+      if (!ct->calls) continue;
+      char key[64];
+      snprintf(key, sizeof key, "%s_%s", comm_group_names[g], comm_kind_names[k]);
+      cJSON *e = cJSON_AddObjectToObject(comm, key);
+      cJSON_AddNumberToObject(e, "bytes", (double)ct->bytes);
+      cJSON_AddNumberToObject(e, "calls", (double)ct->calls);
+      cJSON_AddNumberToObject(e, "seconds", ct->seconds);
+    }
   char *s = cJSON_PrintUnformatted(o);
   fprintf(r->metrics, "%s\n", s);
   fflush(r->metrics);
@@ -169,9 +178,9 @@ static void print_start(run *r, const train_state *st, int threads) {
   registry_print_memory(&r->m.reg, "  memory ");
   printf("  memory %-8s %9.2f MiB  (micro-batch %d x %d)\n", "acts", (double)r->m.act_numel * 4 / (1 << 20), r->B,
          r->T);
-  printf("layout dp=%d tp=%d pp=%d | data: %lld train / %lld validation samples of %d tokens | global batch %lld "
+  printf("layout dp=%d tp=%d (%s) pp=%d | data: %lld train / %lld validation samples of %d tokens | global batch %lld "
          "sequences (%d x %d accum x %d dp) | %d threads/rank | from step %lld\n",
-         r->grid.dp, r->grid.tp, r->grid.pp, (long long)data_split_num_samples(&r->train),
+         r->grid.dp, r->grid.tp, tp_mode_names[r->mode], r->grid.pp, (long long)data_split_num_samples(&r->train),
          (long long)data_split_num_samples(&r->val), r->T, (long long)r->global_batch, r->B, cfg->train.grad_accum,
          r->grid.dp, threads, (long long)st->step);
   fflush(stdout);
@@ -194,7 +203,12 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
     if (rank == 0) fprintf(stderr, "boost-train: %s\n", err);
     return 1;
   }
-  if (tp != 1 || pp != 1) return fail_all(&r.grid, "parallel.tp and parallel.pp > 1 are not supported by this build yet");
+  if (pp != 1) return fail_all(&r.grid, "parallel.pp > 1 (pipeline parallelism) is not supported by this build yet");
+  if (cfg->parallel.zero) return fail_all(&r.grid, "parallel.zero=1 is not supported by this build yet");
+  if (strcmp(cfg->parallel.recompute, "none") != 0)
+    return fail_all(&r.grid, "parallel.recompute other than none is not supported by this build yet");
+  if (model_check_layout(&cfg->model, cfg->parallel.tp_mode, tp, &r.mode, err, sizeof err) != 0) return fail_all(&r.grid, err);
+  comm_init(&r.comm, r.grid.tp_comm, r.grid.dp_comm, r.grid.pp_comm, r.grid.world);
 
   int threads = cfg->train.threads;
   if (threads <= 0) {
@@ -208,7 +222,7 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
   if (open_data(&r, err, sizeof err) != 0) return fail_all(&r.grid, err);
   r.global_batch = (int64_t)r.B * cfg->train.grad_accum * r.grid.dp;
 
-  model_init(&r.m, &cfg->model, 1);
+  model_init(&r.m, &cfg->model, r.mode, &r.comm, 1);
   model_init_params(&r.m, (uint64_t)cfg->train.seed);
   model_alloc_acts(&r.m, r.B, r.T);
   r.in = boost_calloc((size_t)r.B * r.T, sizeof *r.in);
@@ -240,8 +254,10 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
   float loss = NAN;
   while (st.step < cfg->train.steps) {
     double t0 = now_s(), gnorm = 0.0;
+    comm_reset_counts(&r.comm);
     float lr = lr_at(cfg, (int)st.step);
     loss = train_step(&r, &st, &gnorm);
+    const comm_ctx step_comm = r.comm; /* this step's traffic, before validation's */
     if (!isfinite(loss)) {
       status = fail_all(&r.grid, "loss is not finite: lower train.lr or check the data");
       break;
@@ -268,10 +284,15 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
         printf("step %5lld/%d | loss %.4f | lr %.2e | gnorm %.3f | %s tok/s | %.1f GFLOP/s | %.0f ms",
                (long long)st.step, cfg->train.steps, loss, lr, gnorm, tok, gflops, dt * 1e3);
         if (!isnan(val_loss)) printf(" | val %.4f", val_loss);
+        if (r.grid.world_size > 1) {
+          char cs[256];
+          comm_format_counts(&step_comm, cs, sizeof cs);
+          printf(" | comm %s", cs);
+        }
         printf(" | ckpt %s\n", ckpt_status);
         fflush(stdout);
       }
-      if (r.metrics) write_metrics(&r, &st, loss, val_loss, lr, gnorm, tok_s, gflops, dt, ckpt_status);
+      if (r.metrics) write_metrics(&r, &step_comm, &st, loss, val_loss, lr, gnorm, tok_s, gflops, dt, ckpt_status);
     }
     if (preempted) {
       int ok = ck ? ckpt_wait(ck) == 0 : 0;

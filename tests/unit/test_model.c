@@ -25,7 +25,7 @@ static model_config small_config(const char *lowrank) {
   m.seq_len = 5;
   /* Well-conditioned for finite differences: with the default 0.02 the
    * embeddings are tiny and RMSNorm makes the loss strongly curved in them. */
-  m.init_std = 0.5f;
+  m.init_std = 0.25f;
   snprintf(m.lowrank, sizeof m.lowrank, "%s", lowrank);
   char err[256];
   c.model = m;
@@ -38,16 +38,16 @@ static void random_tokens(int32_t *t, int n, int V, uint64_t key) {
 }
 
 /* For every tensor: the directional derivative along v restricted to that
- * tensor, analytic (grad . v) vs central differences with a step of 1% of the
+ * tensor, analytic (grad . v) vs central differences with a step of 0.5% of the
  * tensor's RMS. v = sign(grad) * U(0.5, 1.5): the loss then moves by many fp32
  * ulps (a random direction on a small gradient moves it by less than one),
  * and a gradient wrong in sign or size on any element changes the result.
  * Tolerance: 3% relative + 1e-4 absolute (fp32 forward). */
-static void gradient_check(const char *lowrank, int tie) {
+static void gradient_check_mode(const char *lowrank, int tie, tp_mode mode) {
   model_config cfg = small_config(lowrank);
   cfg.tie_embeddings = tie;
   model m;
-  model_init(&m, &cfg, 0);
+  model_init(&m, &cfg, mode, NULL, 0);
   model_init_params(&m, 7);
   const int B = 2, T = 5, N = B * T;
   int32_t in[10], tg[10];
@@ -59,7 +59,7 @@ static void gradient_check(const char *lowrank, int tie) {
   for (int i = 0; i < m.reg.count; i++) {
     const tensor_desc *t = &m.reg.tensors[i];
     float *p = registry_data(&m.reg, TENSOR_PARAMS, i), *g = registry_data(&m.reg, TENSOR_GRADS, i);
-    const float eps = 0.01f * sqrtf((float)(sum_squares(p, t->numel) / (double)t->numel));
+    const float eps = 0.005f * sqrtf((float)(sum_squares(p, t->numel) / (double)t->numel));
     double analytic = 0.0;
     float *v = malloc(t->numel * sizeof *v);
     for (size_t j = 0; j < t->numel; j++) {
@@ -79,22 +79,59 @@ static void gradient_check(const char *lowrank, int tie) {
   model_free(&m);
 }
 
+static void gradient_check(const char *lowrank, int tie) { gradient_check_mode(lowrank, tie, TP_NONE); }
+
 Test(model, gradient_check_lowrank) { gradient_check("all", 0); }
 Test(model, gradient_check_fullrank) { gradient_check("none", 0); }
 Test(model, gradient_check_mixed_tied) { gradient_check("q,v,o,up", 1); }
+/* The tensor-parallel code paths on one rank: btp's online RMSNorm folded
+ * into the bottleneck, vanilla's factor style, megatron's column/row. */
+Test(model, gradient_check_btp_path) { gradient_check_mode("all", 0, TP_BTP); }
+Test(model, gradient_check_vanilla_path) { gradient_check_mode("all", 0, TP_VANILLA); }
+Test(model, gradient_check_megatron_path) { gradient_check_mode("none", 0, TP_MEGATRON); }
+
+Test(model, tp_code_paths_match_the_plain_forward_on_one_rank) {
+  model_config lc = small_config("all"), fc = small_config("none");
+  const int B = 2, T = 5;
+  int32_t in[10], tg[10];
+  random_tokens(in, B * T, lc.vocab, 1);
+  random_tokens(tg, B * T, lc.vocab, 2);
+  const struct { model_config *c; tp_mode mode; } cases[] = {{&lc, TP_BTP}, {&lc, TP_VANILLA}, {&fc, TP_MEGATRON}};
+  for (int i = 0; i < 3; i++) {
+    model a, b;
+    model_init(&a, cases[i].c, TP_NONE, NULL, 0);
+    model_init(&b, cases[i].c, cases[i].mode, NULL, 0);
+    model_init_params(&a, 5);
+    model_init_params(&b, 5);
+    float la = model_forward(&a, in, tg, B, T), lb = model_forward(&b, in, tg, B, T);
+    cr_expect(fabsf(la - lb) <= 1e-5f * fabsf(la), "%s: loss %.7g vs plain %.7g", tp_mode_names[cases[i].mode], lb, la);
+    model_free(&a);
+    model_free(&b);
+  }
+}
 
 Test(model, registry_names_and_shapes) {
   model_config cfg = small_config("all");
   model m;
-  model_init(&m, &cfg, 1);
-  int a = registry_find(&m.reg, "layers.1.attn.q.A"), b = registry_find(&m.reg, "layers.1.mlp.down.B");
+  model_init(&m, &cfg, TP_NONE, NULL, 1);
+  int a = registry_find(&m.reg, "layers.1.attn.qkv.A"), b = registry_find(&m.reg, "layers.1.mlp.down.B");
   cr_assert(a >= 0 && b >= 0);
-  cr_expect_eq(m.reg.tensors[a].shape[0], 4);
-  cr_expect_eq(m.reg.tensors[a].shape[1], 16);
+  cr_expect_eq(m.reg.tensors[a].ndim, 3);
+  cr_expect_eq(m.reg.tensors[a].shape[0], 3);
+  cr_expect_eq(m.reg.tensors[a].shape[1], 4);
+  cr_expect_eq(m.reg.tensors[a].shape[2], 16);
   cr_expect_eq(m.reg.tensors[b].shape[0], 16);
   cr_expect_eq(m.reg.tensors[b].shape[1], 6);
-  cr_expect_lt(registry_find(&m.reg, "layers.0.attn.q.W"), 0, "low-rank model has no full-rank q");
+  cr_expect_geq(registry_find(&m.reg, "layers.0.mlp.gate_up.B"), 0);
+  cr_expect_lt(registry_find(&m.reg, "layers.0.attn.qkv.W"), 0, "low-rank model has no full-rank qkv");
   cr_expect_not_null(m.reg.arena[TENSOR_ADAM_V]);
+  model_free(&m);
+  /* a group whose members differ in rank-ness splits into single projections */
+  model_config mixed = small_config("q,gate,up,down");
+  model_init(&m, &mixed, TP_NONE, NULL, 0);
+  cr_expect_geq(registry_find(&m.reg, "layers.0.attn.q.A"), 0);
+  cr_expect_geq(registry_find(&m.reg, "layers.0.attn.k.W"), 0);
+  cr_expect_geq(registry_find(&m.reg, "layers.0.mlp.gate_up.A"), 0);
   model_free(&m);
 }
 
@@ -102,24 +139,30 @@ Test(model, init_is_independent_of_sharding) {
   /* A tp=2 shard holds exactly the matching slice of the tp=1 tensor. */
   model_config cfg = small_config("all");
   model full;
-  model_init(&full, &cfg, 0);
+  model_init(&full, &cfg, TP_NONE, NULL, 0);
   model_init_params(&full, 11);
-  const int qa = registry_find(&full.reg, "layers.0.attn.q.A");
+  const int qa = registry_find(&full.reg, "layers.0.attn.qkv.A"); /* [3, 4, 16] */
   const float *src = registry_data(&full.reg, TENSOR_PARAMS, qa);
-  for (int rank = 0; rank < 2; rank++) {
-    tensor_registry part;
-    registry_init(&part, rank, 2);
-    int64_t shape[2] = {4, 16};
-    int idx = registry_add(&part, "layers.0.attn.q.A", 2, shape, 1, TENSOR_DECAY);
-    part.tensors[idx].init_std = full.reg.tensors[qa].init_std;
-    registry_allocate(&part, 1u << TENSOR_PARAMS);
-    registry_init_params(&part, 11);
-    const float *dst = registry_data(&part, TENSOR_PARAMS, idx);
-    for (int r = 0; r < 4; r++)
-      for (int c = 0; c < 8; c++)
-        cr_expect_eq(dst[r * 8 + c], src[r * 16 + rank * 8 + c], "rank %d element (%d,%d)", rank, r, c);
-    registry_free(&part);
-  }
+  for (int split = 1; split <= 2; split++)
+    for (int rank = 0; rank < 2; rank++) {
+      tensor_registry part;
+      registry_init(&part, rank, 2);
+      int64_t shape[3] = {3, 4, 16};
+      int idx = registry_add(&part, "layers.0.attn.qkv.A", 3, shape, split, TENSOR_DECAY);
+      part.tensors[idx].init_std = full.reg.tensors[qa].init_std;
+      registry_allocate(&part, 1u << TENSOR_PARAMS);
+      registry_init_params(&part, 11);
+      const float *dst = registry_data(&part, TENSOR_PARAMS, idx);
+      const int R = split == 1 ? 2 : 4, C = split == 2 ? 8 : 16;
+      for (int g = 0; g < 3; g++)
+        for (int r = 0; r < R; r++)
+          for (int c = 0; c < C; c++) {
+            const int gr = split == 1 ? rank * 2 + r : r, gc = split == 2 ? rank * 8 + c : c;
+            cr_expect_eq(dst[(g * R + r) * C + c], src[(g * 4 + gr) * 16 + gc], "split %d rank %d element (%d,%d,%d)",
+                         split, rank, g, r, c);
+          }
+      registry_free(&part);
+    }
   model_free(&full);
 }
 
@@ -131,7 +174,7 @@ Test(model, tiny_model_overfits_one_batch) {
   c.train.lr = 3e-3f;
   c.train.weight_decay = 0.0f;
   model m;
-  model_init(&m, &c.model, 1);
+  model_init(&m, &c.model, TP_NONE, NULL, 1);
   model_init_params(&m, 3);
   const int B = 4, T = 32, N = B * T;
   int32_t in[128], tg[128];
