@@ -44,11 +44,13 @@ static int fail_all(const process_grid *g, const char *msg) {
   return 1;
 }
 
-typedef struct {
+struct trainer {
   const train_config *cfg;
   process_grid grid;
   comm_ctx comm;
   tp_mode mode;
+  int threads;
+  train_state st;
   data_source *train_src, *val_src;
   data_split train, val;
   model m;
@@ -56,7 +58,8 @@ typedef struct {
   int64_t global_batch;
   int32_t *in, *tg;
   FILE *metrics;
-} run;
+};
+typedef struct trainer run;
 
 static int open_data(run *r, char *err, size_t errlen) {
   const train_config *cfg = r->cfg;
@@ -186,105 +189,137 @@ static void print_start(run *r, const train_state *st, int threads) {
   fflush(stdout);
 }
 
-int trainer_run(const train_config *cfg, MPI_Comm world) {
-  run r;
-  memset(&r, 0, sizeof r);
-  r.cfg = cfg;
-  r.B = cfg->train.batch_size;
-  r.T = cfg->model.seq_len;
-  char err[1024];
+trainer *trainer_create(const train_config *cfg, MPI_Comm world, char *err, size_t errlen) {
+  run *r = boost_calloc(1, sizeof *r);
+  r->cfg = cfg;
+  r->B = cfg->train.batch_size;
+  r->T = cfg->model.seq_len;
+  train_state_init(&r->st);
   int world_size;
   MPI_Comm_size(world, &world_size);
   int dp = cfg->parallel.dp, tp = cfg->parallel.tp, pp = cfg->parallel.pp;
   if (dp * tp * pp == 1) dp = world_size; /* plain `mpirun -n K` means data parallel */
-  if (grid_init(&r.grid, world, dp, tp, pp, err, sizeof err) != 0) {
+  /* Every rank checks the same inputs, so all fail together. */
+  if (grid_init(&r->grid, world, dp, tp, pp, err, errlen) != 0) {
+    boost_free(r);
+    return NULL;
+  }
+  const char *unsupported = pp != 1            ? "parallel.pp > 1 (pipeline parallelism) is not supported by this build yet"
+                            : cfg->parallel.zero ? "parallel.zero=1 is not supported by this build yet"
+                            : strcmp(cfg->parallel.recompute, "none") != 0
+                                ? "parallel.recompute other than none is not supported by this build yet"
+                                : NULL;
+  if (unsupported) snprintf(err, errlen, "%s", unsupported);
+  if (unsupported || model_check_layout(&cfg->model, cfg->parallel.tp_mode, tp, &r->mode, err, errlen) != 0 ||
+      open_data(r, err, errlen) != 0) {
+    trainer_destroy(r);
+    return NULL;
+  }
+  comm_init(&r->comm, r->grid.tp_comm, r->grid.dp_comm, r->grid.pp_comm, r->grid.world);
+  r->threads = cfg->train.threads;
+  if (r->threads <= 0) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    r->threads = (int)(cores / world_size) > 0 ? (int)(cores / world_size) : 1;
+  }
+  omp_set_num_threads(r->threads);
+  openblas_set_num_threads(r->threads);
+  r->global_batch = (int64_t)r->B * cfg->train.grad_accum * r->grid.dp;
+  model_init(&r->m, &cfg->model, r->mode, &r->comm, 1);
+  model_init_params(&r->m, (uint64_t)cfg->train.seed);
+  model_alloc_acts(&r->m, r->B, r->T);
+  r->in = boost_calloc((size_t)r->B * r->T, sizeof *r->in);
+  r->tg = boost_calloc((size_t)r->B * r->T, sizeof *r->tg);
+  return r;
+}
+
+void trainer_destroy(trainer *r) {
+  if (!r) return;
+  train_state_free(&r->st);
+  boost_free(r->in);
+  boost_free(r->tg);
+  if (r->m.layers) model_free(&r->m);
+  if (r->train_src) data_close(r->train_src);
+  if (r->val_src) data_close(r->val_src);
+  grid_free(&r->grid);
+  boost_free(r);
+}
+
+model *trainer_model(trainer *t) { return &t->m; }
+comm_ctx *trainer_comm(trainer *t) { return &t->comm; }
+const process_grid *trainer_grid(const trainer *t) { return &t->grid; }
+train_state *trainer_state(trainer *t) { return &t->st; }
+
+float trainer_step(trainer *r, double *grad_norm) {
+  train_state *st = &r->st;
+  float loss = train_step(r, st, grad_norm);
+  st->step++;
+  st->data_cursor += r->global_batch;
+  st->tokens_seen += (double)r->global_batch * r->T;
+  train_state_push_loss(st, loss);
+  return loss;
+}
+
+int trainer_run(const train_config *cfg, MPI_Comm world) {
+  char err[1024];
+  run *t = trainer_create(cfg, world, err, sizeof err);
+  if (!t) {
     int rank;
     MPI_Comm_rank(world, &rank);
     if (rank == 0) fprintf(stderr, "boost-train: %s\n", err);
     return 1;
   }
-  if (pp != 1) return fail_all(&r.grid, "parallel.pp > 1 (pipeline parallelism) is not supported by this build yet");
-  if (cfg->parallel.zero) return fail_all(&r.grid, "parallel.zero=1 is not supported by this build yet");
-  if (strcmp(cfg->parallel.recompute, "none") != 0)
-    return fail_all(&r.grid, "parallel.recompute other than none is not supported by this build yet");
-  if (model_check_layout(&cfg->model, cfg->parallel.tp_mode, tp, &r.mode, err, sizeof err) != 0) return fail_all(&r.grid, err);
-  comm_init(&r.comm, r.grid.tp_comm, r.grid.dp_comm, r.grid.pp_comm, r.grid.world);
-
-  int threads = cfg->train.threads;
-  if (threads <= 0) {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    threads = (int)(cores / world_size) > 0 ? (int)(cores / world_size) : 1;
-  }
-  omp_set_num_threads(threads);
-  openblas_set_num_threads(threads);
-
-  /* Every rank validates the same inputs, so they fail together. */
-  if (open_data(&r, err, sizeof err) != 0) return fail_all(&r.grid, err);
-  r.global_batch = (int64_t)r.B * cfg->train.grad_accum * r.grid.dp;
-
-  model_init(&r.m, &cfg->model, r.mode, &r.comm, 1);
-  model_init_params(&r.m, (uint64_t)cfg->train.seed);
-  model_alloc_acts(&r.m, r.B, r.T);
-  r.in = boost_calloc((size_t)r.B * r.T, sizeof *r.in);
-  r.tg = boost_calloc((size_t)r.B * r.T, sizeof *r.tg);
-
-  if (r.grid.rank == 0 && cfg->train.metrics[0]) {
-    r.metrics = fopen(cfg->train.metrics, "a");
-    if (!r.metrics) {
+  if (t->grid.rank == 0 && cfg->train.metrics[0]) {
+    t->metrics = fopen(cfg->train.metrics, "a");
+    if (!t->metrics) {
       snprintf(err, sizeof err, "cannot open train.metrics %s: %s", cfg->train.metrics, strerror(errno));
-      fail_all(&r.grid, err);
+      fail_all(&t->grid, err);
       MPI_Abort(world, 1);
     }
   }
 
-  train_state st;
-  train_state_init(&st);
+  train_state *st = &t->st;
   preempt_install_handlers();
-  ckpt_session *ck = ckpt_open(cfg, &r.grid, &r.m);
+  ckpt_session *ck = ckpt_open(cfg, &t->grid, &t->m);
   char msg[512] = "";
-  ckpt_resume(ck, &st, msg, sizeof msg);
-  if (r.grid.rank == 0) {
-    print_start(&r, &st, threads);
+  ckpt_resume(ck, st, msg, sizeof msg);
+  if (t->grid.rank == 0) {
+    print_start(t, st, t->threads);
     if (ck) printf("checkpoints: %s\n", msg);
   }
 
-  const double flops_per_token = model_flops_per_token(&cfg->model, r.T);
+  const double flops_per_token = model_flops_per_token(&cfg->model, t->T);
   const double t_start = now_s();
   int status = 0;
   float loss = NAN;
-  while (st.step < cfg->train.steps) {
+  while (st->step < cfg->train.steps) {
     double t0 = now_s(), gnorm = 0.0;
-    comm_reset_counts(&r.comm);
-    float lr = lr_at(cfg, (int)st.step);
-    loss = train_step(&r, &st, &gnorm);
-    const comm_ctx step_comm = r.comm; /* this step's traffic, before validation's */
+    comm_reset_counts(&t->comm);
+    float lr = lr_at(cfg, (int)st->step);
+    loss = trainer_step(t, &gnorm);
+    const comm_ctx step_comm = t->comm; /* this step's traffic, before validation's */
     if (!isfinite(loss)) {
-      status = fail_all(&r.grid, "loss is not finite: lower train.lr or check the data");
+      status = fail_all(&t->grid, "loss is not finite: lower train.lr or check the data");
       break;
     }
-    st.step++;
-    st.data_cursor += r.global_batch;
-    st.tokens_seen += (double)r.global_batch * r.T;
-    train_state_push_loss(&st, loss);
     double dt = now_s() - t0;
 
-    const int last = st.step == cfg->train.steps;
-    const int preempted = preempt_agreed(r.grid.world);
+    const int last = st->step == cfg->train.steps;
+    const int preempted = preempt_agreed(t->grid.world);
     char ckpt_status[128] = "-";
-    if (ck) ckpt_after_step(ck, &st, last || preempted, ckpt_status, sizeof ckpt_status);
+    if (ck) ckpt_after_step(ck, st, last || preempted, ckpt_status, sizeof ckpt_status);
     float val_loss = NAN;
-    if (cfg->train.val_batches > 0 && ((cfg->train.val_every > 0 && st.step % cfg->train.val_every == 0) || last))
-      val_loss = evaluate(&r);
+    if (cfg->train.val_batches > 0 && ((cfg->train.val_every > 0 && st->step % cfg->train.val_every == 0) || last))
+      val_loss = evaluate(t);
 
-    const double tok_s = (double)r.global_batch * r.T / dt, gflops = flops_per_token * r.global_batch * r.T / dt / 1e9;
-    if (r.grid.rank == 0) {
-      if (st.step % cfg->train.log_every == 0 || last || !isnan(val_loss) || preempted) {
+    const double tok_s = (double)t->global_batch * t->T / dt, gflops = flops_per_token * t->global_batch * t->T / dt / 1e9;
+    if (t->grid.rank == 0) {
+      if (st->step % cfg->train.log_every == 0 || last || !isnan(val_loss) || preempted) {
         char tok[32];
         format_count(tok_s, tok, sizeof tok);
         printf("step %5lld/%d | loss %.4f | lr %.2e | gnorm %.3f | %s tok/s | %.1f GFLOP/s | %.0f ms",
-               (long long)st.step, cfg->train.steps, loss, lr, gnorm, tok, gflops, dt * 1e3);
+               (long long)st->step, cfg->train.steps, loss, lr, gnorm, tok, gflops, dt * 1e3);
         if (!isnan(val_loss)) printf(" | val %.4f", val_loss);
-        if (r.grid.world_size > 1) {
+        if (t->grid.world_size > 1) {
           char cs[256];
           comm_format_counts(&step_comm, cs, sizeof cs);
           printf(" | comm %s", cs);
@@ -292,31 +327,25 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
         printf(" | ckpt %s\n", ckpt_status);
         fflush(stdout);
       }
-      if (r.metrics) write_metrics(&r, &step_comm, &st, loss, val_loss, lr, gnorm, tok_s, gflops, dt, ckpt_status);
+      if (t->metrics) write_metrics(t, &step_comm, st, loss, val_loss, lr, gnorm, tok_s, gflops, dt, ckpt_status);
     }
     if (preempted) {
       int ok = ck ? ckpt_wait(ck) == 0 : 0;
-      if (r.grid.rank == 0)
+      if (t->grid.rank == 0)
         printf("preempted by signal %d at step %lld: %s; exiting with status %d for requeue\n", preempted,
-               (long long)st.step, ok ? "checkpoint committed" : "NO checkpoint committed", BOOST_EXIT_PREEMPTED);
+               (long long)st->step, ok ? "checkpoint committed" : "NO checkpoint committed", BOOST_EXIT_PREEMPTED);
       status = BOOST_EXIT_PREEMPTED;
       break;
     }
   }
   if (ck) ckpt_close(ck);
-  if (r.grid.rank == 0 && status == 0) {
+  if (t->grid.rank == 0 && status == 0) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("done: step %lld, %.0f tokens, %.1f s, final loss %.4f, peak RSS %.0f MiB\n", (long long)st.step,
-           st.tokens_seen, now_s() - t_start, loss, ru.ru_maxrss / 1024.0);
+    printf("done: step %lld, %.0f tokens, %.1f s, final loss %.4f, peak RSS %.0f MiB\n", (long long)st->step,
+           st->tokens_seen, now_s() - t_start, loss, ru.ru_maxrss / 1024.0);
   }
-  if (r.metrics) fclose(r.metrics);
-  train_state_free(&st);
-  boost_free(r.in);
-  boost_free(r.tg);
-  model_free(&r.m);
-  data_close(r.train_src);
-  if (r.val_src) data_close(r.val_src);
-  grid_free(&r.grid);
+  if (t->metrics) fclose(t->metrics);
+  trainer_destroy(t);
   return status;
 }

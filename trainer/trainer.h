@@ -7,6 +7,25 @@
 
 #include "config.h"
 
+#include "comm.h"
+#include "grid.h"
+#include "model.h"
+#include "train_state.h"
+
+/* A training run's live parts: grid, comm, data, model with optimizer state,
+ * and where it stands. Collective over world; NULL with a one-line message
+ * (the same on every rank) when the config, layout or data are bad. */
+typedef struct trainer trainer;
+trainer *trainer_create(const train_config *cfg, MPI_Comm world, char *err, size_t errlen);
+void trainer_destroy(trainer *t);
+/* One optimizer step over the global batch; returns its mean loss (on every
+ * rank) and the pre-clip global gradient norm; advances the state. */
+float trainer_step(trainer *t, double *grad_norm);
+model *trainer_model(trainer *t);
+comm_ctx *trainer_comm(trainer *t);
+const process_grid *trainer_grid(const trainer *t);
+train_state *trainer_state(trainer *t);
+
 /* Collective over world. Returns the process exit status: 0 when all steps
  * ran, BOOST_EXIT_PREEMPTED after a preemption checkpoint, 1 on error (the
  * error was printed as one line). */
