@@ -43,7 +43,7 @@ static void attn_forward_block(float *O, float *P, const float *Q, const float *
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
     for (int j = 0; j < len; j++) {
-      float e = boost_expf(row[j] - m);
+      float e = boost_expf_nonpos(row[j] - m);
       row[j] = e;
       sum += e;
     }

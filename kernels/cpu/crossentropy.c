@@ -24,7 +24,7 @@ void crossentropy_forward(float *losses, const float *logits, const int32_t *tar
     float m = row_max(x, V);
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-    for (int v = 0; v < V; v++) sum += boost_expf(x[v] - m);
+    for (int v = 0; v < V; v++) sum += boost_expf_nonpos(x[v] - m);
     losses[n] = (m - x[targets[n]]) + logf(sum);
   }
 }
@@ -42,7 +42,7 @@ void crossentropy_backward(float *dlogits, float *losses, const float *logits, c
     /* d may alias x: same index read then written, no cross-lane overlap */
 #pragma omp simd reduction(+ : sum)
     for (int v = 0; v < V; v++) {
-      float e = boost_expf(x[v] - m);
+      float e = boost_expf_nonpos(x[v] - m);
       d[v] = e;
       sum += e;
     }
