@@ -79,6 +79,20 @@ void comm_scatter_cols(const comm_ctx *c, comm_group g, const float *full, float
   for (size_t i = 0; i < rows; i++) memcpy(local + i * cols, full + i * cols * p + me * cols, cols * sizeof(float));
 }
 
+void comm_isend(comm_ctx *c, comm_group g, const float *buf, size_t n, int peer, int tag, MPI_Request *req) {
+  BOOST_ASSERT(n < (size_t)1 << 31);
+  double t0 = MPI_Wtime();
+  MPI_Isend(buf, (int)n, MPI_FLOAT, peer, tag, c->comm[g], req);
+  count(c, g, COMM_SENDRECV, n * sizeof(float), t0);
+}
+
+void comm_recv(comm_ctx *c, comm_group g, float *buf, size_t n, int peer, int tag) {
+  BOOST_ASSERT(n < (size_t)1 << 31);
+  double t0 = MPI_Wtime();
+  MPI_Recv(buf, (int)n, MPI_FLOAT, peer, tag, c->comm[g], MPI_STATUS_IGNORE);
+  count(c, g, COMM_SENDRECV, n * sizeof(float), t0);
+}
+
 void comm_format_counts(const comm_ctx *c, char *out, size_t outlen) {
   size_t used = 0;
   out[0] = '\0';

@@ -48,6 +48,11 @@ void comm_allgather_cols(comm_ctx *c, comm_group g, const float *local, float *f
 /* Keep this rank's column shard: full [rows, cols * size] -> local [rows, cols]. */
 void comm_scatter_cols(const comm_ctx *c, comm_group g, const float *full, float *local, size_t rows, size_t cols);
 
+/* Point-to-point within a group (pipeline stages), counted as sendrecv.
+ * comm_isend's buffer must stay untouched until *req completes. */
+void comm_isend(comm_ctx *c, comm_group g, const float *buf, size_t n, int peer, int tag, MPI_Request *req);
+void comm_recv(comm_ctx *c, comm_group g, float *buf, size_t n, int peer, int tag);
+
 /* Conjugate pairs (what parallel layers call). */
 static inline void comm_copy_forward(comm_ctx *c, comm_group g, float *x, size_t n) { (void)c, (void)g, (void)x, (void)n; }
 static inline void comm_copy_backward(comm_ctx *c, comm_group g, float *dx, size_t n) { comm_allreduce_sum(c, g, dx, n); }

@@ -3,6 +3,7 @@
 #include <cblas.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -10,6 +11,7 @@
 #include "ops.h"
 
 const char *const tp_mode_names[4] = {"none", "btp", "vanilla", "megatron"};
+const char *const recompute_names[3] = {"none", "lowrank", "full"};
 
 /* ---- GEMM shorthands (row-major, explicit leading dimensions) ------------ */
 
@@ -147,10 +149,13 @@ static void add_slot(model *m, layer_param *lp, const char *prefix, int slot, co
   lp->first_group[slot + 1] = lp->ngroups;
 }
 
-void model_init(model *m, const model_config *cfg, tp_mode mode, comm_ctx *comm, int with_optimizer) {
+void model_init(model *m, const model_config *cfg, tp_mode mode, comm_ctx *comm, int with_optimizer,
+                const model_stage *stage) {
   memset(m, 0, sizeof *m);
   m->cfg = *cfg;
   m->mode = mode;
+  m->stage = stage ? *stage : (model_stage){0, cfg->n_layers, 1, 1};
+  m->nl = m->stage.num_layers;
   if (!comm) {
     comm_init_self(&m->self_comm);
     comm = &m->self_comm;
@@ -158,7 +163,7 @@ void model_init(model *m, const model_config *cfg, tp_mode mode, comm_ctx *comm,
   m->comm = comm;
   m->tp = comm->size[COMM_TP];
   m->tp_rank = comm->rank[COMM_TP];
-  const int d = cfg->d_model, V = cfg->vocab, L = cfg->n_layers, t = m->tp;
+  const int d = cfg->d_model, V = cfg->vocab, L = m->nl, l0 = m->stage.first_layer, t = m->tp;
   m->d_res = mode == TP_BTP ? d / t : d;
   m->d_qkv = (mode == TP_BTP || mode == TP_MEGATRON) ? d / t : d;
   m->heads_loc = m->d_qkv / (d / cfg->n_heads);
@@ -169,27 +174,30 @@ void model_init(model *m, const model_config *cfg, tp_mode mode, comm_ctx *comm,
 
   registry_init(&m->reg, m->tp_rank, t);
   int64_t shape[2] = {V, d};
-  m->wte = add_param(m, "embed.weight", 2, shape, btp ? 1 : -1, 0, cfg->init_std);
-  m->layers = boost_calloc((size_t)L, sizeof *m->layers);
+  m->wte = m->lm_head = m->final_norm = -1;
+  if (m->stage.has_embed) m->wte = add_param(m, "embed.weight", 2, shape, btp ? 1 : -1, 0, cfg->init_std);
+  m->layers = boost_calloc((size_t)L + 1, sizeof *m->layers);
   static const proj_kind attn_in[] = {PROJ_Q, PROJ_K, PROJ_V}, attn_out[] = {PROJ_O};
   static const proj_kind mlp_in[] = {PROJ_GATE, PROJ_UP}, mlp_out[] = {PROJ_DOWN};
   char name[64];
   int64_t dshape[1] = {d};
   for (int l = 0; l < L; l++) {
     layer_param *lp = &m->layers[l];
-    snprintf(name, sizeof name, "layers.%d.attn_norm", l);
+    snprintf(name, sizeof name, "layers.%d.attn_norm", l0 + l);
     lp->attn_norm = add_param(m, name, 1, dshape, btp ? 0 : -1, TENSOR_INIT_ONES, 0);
-    snprintf(name, sizeof name, "layers.%d.attn", l);
+    snprintf(name, sizeof name, "layers.%d.attn", l0 + l);
     add_slot(m, lp, name, SLOT_ATTN_IN, attn_in, 3);
     add_slot(m, lp, name, SLOT_ATTN_OUT, attn_out, 1);
-    snprintf(name, sizeof name, "layers.%d.mlp_norm", l);
+    snprintf(name, sizeof name, "layers.%d.mlp_norm", l0 + l);
     lp->mlp_norm = add_param(m, name, 1, dshape, btp ? 0 : -1, TENSOR_INIT_ONES, 0);
-    snprintf(name, sizeof name, "layers.%d.mlp", l);
+    snprintf(name, sizeof name, "layers.%d.mlp", l0 + l);
     add_slot(m, lp, name, SLOT_MLP_IN, mlp_in, 2);
     add_slot(m, lp, name, SLOT_MLP_OUT, mlp_out, 1);
   }
-  m->final_norm = add_param(m, "final_norm", 1, dshape, -1, TENSOR_INIT_ONES, 0);
-  m->lm_head = cfg->tie_embeddings ? m->wte : add_param(m, "lm_head.weight", 2, shape, 0, TENSOR_DECAY, cfg->init_std);
+  if (m->stage.has_head) {
+    m->final_norm = add_param(m, "final_norm", 1, dshape, -1, TENSOR_INIT_ONES, 0);
+    m->lm_head = cfg->tie_embeddings ? m->wte : add_param(m, "lm_head.weight", 2, shape, 0, TENSOR_DECAY, cfg->init_std);
+  }
   unsigned mask = (1u << TENSOR_PARAMS) | (1u << TENSOR_GRADS);
   if (with_optimizer) mask |= (1u << TENSOR_ADAM_M) | (1u << TENSOR_ADAM_V);
   registry_allocate(&m->reg, mask);
@@ -197,12 +205,21 @@ void model_init(model *m, const model_config *cfg, tp_mode mode, comm_ctx *comm,
 
 void model_init_params(model *m, uint64_t seed) { registry_init_params(&m->reg, seed); }
 
+static void free_sets(model *m) {
+  for (int k = 0; k < m->nsets; k++) {
+    boost_free(m->sets[k].resid);
+    boost_free(m->sets[k].acts);
+  }
+  boost_free(m->sets);
+  m->sets = NULL;
+  m->nsets = 0;
+}
+
 void model_free(model *m) {
   registry_free(&m->reg);
   boost_free(m->layers);
   boost_free(m->act_arena);
-  boost_free(m->resid);
-  boost_free(m->acts);
+  free_sets(m);
   memset(m, 0, sizeof *m);
 }
 
@@ -221,45 +238,80 @@ static float *carve(carver *c, size_t n) {
 
 static size_t group_width(const proj_group *g) { return (size_t)g->nproj * g->r_loc; }
 
+/* What recompute may rebuild: one copy shared by all layers and sets when
+ * recomputing, else one per layer. */
+static void carve_recomputable(model *m, carver *c, layer_acts *a, int l) {
+  const model_config *cfg = &m->cfg;
+  const size_t N = (size_t)m->B * m->T, T = m->T;
+  const size_t dr = m->d_res, da = m->d_qkv, F = m->ffn_loc, att = (size_t)m->B * m->heads_loc * T * T;
+  a->xn1 = carve(c, N * dr);
+  a->q = carve(c, N * da);
+  a->k = carve(c, N * da);
+  a->v = carve(c, N * da);
+  a->att = carve(c, att);
+  a->attn_out = carve(c, N * da);
+  a->resid_mid = carve(c, N * dr);
+  a->xn2 = carve(c, N * dr);
+  a->gate = carve(c, N * F);
+  a->gate_act = model_is_lowrank(cfg, PROJ_GATE) ? a->gate : carve(c, N * F);
+  a->up = carve(c, N * F);
+  a->prod = carve(c, N * F);
+  (void)l;
+}
+
+/* The bottleneck activations (and the norms' rstd) of a layer. */
+static void carve_bottleneck(model *m, carver *c, layer_acts *a, int l) {
+  const size_t N = (size_t)m->B * m->T;
+  const layer_param *lp = &m->layers[l];
+  a->rstd1 = carve(c, N);
+  a->rstd2 = carve(c, N);
+  for (int gi = 0; gi < lp->ngroups; gi++) {
+    const size_t w = group_width(&lp->groups[gi]);
+    if (!w) continue;
+    a->hpre[gi] = carve(c, N * w + N); /* + N: the fused norm's sum of squares */
+    a->h[gi] = carve(c, N * w);
+  }
+}
+
 static void layout_acts(model *m, carver *c) {
   const model_config *cfg = &m->cfg;
   const size_t N = (size_t)m->B * m->T, T = m->T, d = cfg->d_model, hd = d / cfg->n_heads;
   const size_t dr = m->d_res, da = m->d_qkv, F = m->ffn_loc, att = (size_t)m->B * m->heads_loc * T * T;
   size_t max_g = 1;
-  for (int l = 0; l <= cfg->n_layers; l++) m->resid[l] = carve(c, N * dr);
-  for (int l = 0; l < cfg->n_layers; l++) {
-    layer_acts *a = &m->acts[l];
-    const layer_param *lp = &m->layers[l];
-    a->rstd1 = carve(c, N);
-    a->xn1 = carve(c, N * dr);
-    for (int gi = 0; gi < lp->ngroups; gi++) {
-      const size_t w = group_width(&lp->groups[gi]);
-      if (!w) continue;
-      a->hpre[gi] = carve(c, N * w + N); /* + N: the fused norm's sum of squares */
-      a->h[gi] = carve(c, N * w);
-      if (w > max_g) max_g = w;
+  for (int l = 0; l < m->nl; l++)
+    for (int gi = 0; gi < m->layers[l].ngroups; gi++)
+      if (group_width(&m->layers[l].groups[gi]) > max_g) max_g = group_width(&m->layers[l].groups[gi]);
+  layer_acts shared;
+  memset(&shared, 0, sizeof shared);
+  if (m->recompute != RECOMPUTE_NONE) {
+    carve_recomputable(m, c, &shared, 0);
+    /* full recompute rebuilds the bottleneck too: size for the widest layer */
+    if (m->recompute == RECOMPUTE_FULL && m->nl > 0) carve_bottleneck(m, c, &shared, 0);
+  }
+  for (int k = 0; k < m->nsets; k++) {
+    act_set *s = &m->sets[k];
+    const size_t before = c->used;
+    for (int l = 0; l <= m->nl; l++) s->resid[l] = carve(c, N * dr);
+    for (int l = 0; l < m->nl; l++) {
+      layer_acts *a = &s->acts[l];
+      if (m->recompute == RECOMPUTE_NONE)
+        carve_recomputable(m, c, a, l);
+      else
+        *a = shared;
+      if (m->recompute != RECOMPUTE_FULL) carve_bottleneck(m, c, a, l);
     }
-    a->q = carve(c, N * da);
-    a->k = carve(c, N * da);
-    a->v = carve(c, N * da);
-    a->att = carve(c, att);
-    a->attn_out = carve(c, N * da);
-    a->resid_mid = carve(c, N * dr);
-    a->rstd2 = carve(c, N);
-    a->xn2 = carve(c, N * dr);
-    a->gate = carve(c, N * F);
-    a->gate_act = model_is_lowrank(cfg, PROJ_GATE) ? a->gate : carve(c, N * F);
-    a->up = carve(c, N * F);
-    a->prod = carve(c, N * F);
+    if (k == 0 && m->nl > 0) m->act_bytes_per_layer = (c->used - before) * sizeof(float) / (size_t)m->nl;
+    if (m->stage.has_head) {
+      s->rstd_f = carve(c, N);
+      s->x_full = carve(c, N * d);
+      s->xn_f = carve(c, N * d);
+      s->logits = carve(c, N * (size_t)m->vocab_loc);
+      s->losses = carve(c, N);
+      s->ce_max = carve(c, N);
+      s->ce_sum = carve(c, 2 * N);
+    }
   }
   const size_t big = d > (size_t)cfg->ffn ? d : (size_t)cfg->ffn;
-  m->rstd_f = carve(c, N);
-  m->x_full = carve(c, N * d);
-  m->xn_f = carve(c, N * d);
-  m->logits = carve(c, N * (size_t)m->vocab_loc);
-  m->losses = carve(c, N);
-  m->ce_max = carve(c, N);
-  m->ce_sum = carve(c, 2 * N);
   m->rope_cos = carve(c, T * hd / 2);
   m->rope_sin = carve(c, T * hd / 2);
   m->d_resid[0] = carve(c, N * dr);
@@ -280,22 +332,43 @@ static void layout_acts(model *m, carver *c) {
   m->proj_out = carve(c, N * d);
 }
 
-void model_alloc_acts(model *m, int B, int T) {
-  if (m->act_arena && m->B == B && m->T == T) return;
+void model_use_acts(model *m, int set) {
+  BOOST_ASSERT(set >= 0 && set < m->nsets);
+  act_set *s = &m->sets[set];
+  m->cur_set = set;
+  m->resid = s->resid;
+  m->acts = s->acts;
+  m->rstd_f = s->rstd_f;
+  m->x_full = s->x_full;
+  m->xn_f = s->xn_f;
+  m->logits = s->logits;
+  m->losses = s->losses;
+  m->ce_max = s->ce_max;
+  m->ce_sum = s->ce_sum;
+}
+
+void model_alloc_acts(model *m, int B, int T, int nsets, recompute_mode recompute) {
+  if (m->act_arena && m->B == B && m->T == T && m->nsets == nsets && m->recompute == recompute) return;
   if (T > m->cfg.seq_len) boost_fail("sequence length %d exceeds model.seq_len %d", T, m->cfg.seq_len);
+  BOOST_ASSERT(nsets >= 1);
   boost_free(m->act_arena);
-  boost_free(m->resid);
-  boost_free(m->acts);
+  free_sets(m);
   m->B = B;
   m->T = T;
-  m->resid = boost_calloc((size_t)m->cfg.n_layers + 1, sizeof *m->resid);
-  m->acts = boost_calloc((size_t)m->cfg.n_layers, sizeof *m->acts);
+  m->recompute = recompute;
+  m->nsets = nsets;
+  m->sets = boost_calloc((size_t)nsets, sizeof *m->sets);
+  for (int k = 0; k < nsets; k++) {
+    m->sets[k].resid = boost_calloc((size_t)m->nl + 1, sizeof *m->sets[k].resid);
+    m->sets[k].acts = boost_calloc((size_t)m->nl + 1, sizeof *m->sets[k].acts);
+  }
   carver c = {NULL, 0};
   layout_acts(m, &c);
   m->act_numel = c.used;
   m->act_arena = boost_calloc(c.used, sizeof(float));
   c = (carver){m->act_arena, 0};
   layout_acts(m, &c);
+  model_use_acts(m, 0);
   rope_tables(m->rope_cos, m->rope_sin, T, m->cfg.d_model / m->cfg.n_heads, m->cfg.rope_theta);
 }
 
@@ -324,6 +397,7 @@ static void group_forward(model *m, const proj_group *g, const float *X, float *
     return;
   }
   const int w = (int)group_width(g);
+  if (m->reuse_bottleneck) goto up_projection;
   gemm_nt(hpre, w, X, g->in_loc, P(m, g->A), g->in_loc, N, w, g->in_loc, 0.0f);
   if (g->style == STYLE_BTP) allreduce(m, hpre, (size_t)N * w + (rstd ? (size_t)N : 0));
   if (rstd) {
@@ -336,6 +410,7 @@ static void group_forward(model *m, const proj_group *g, const float *X, float *
     }
   }
   silu_forward(h, hpre, (size_t)N * w);
+up_projection:;
   const float *B = P(m, g->B);
   for (int j = 0; j < g->nproj; j++) {
     gemm_nt(outs[j], g->out_loc, h + (size_t)j * g->r_loc, w, B + (size_t)j * g->out_loc * g->r_loc, g->r_loc, N,
@@ -520,6 +595,14 @@ static void layer_backward(model *m, int l, const float *x, float *dx, float *dx
   const size_t NF = (size_t)N * m->ffn_loc, Nd = (size_t)N * m->d_res;
   const int btp = m->mode == TP_BTP;
   float *dss_mlp = m->d_ss, *dss_attn = m->d_ss + N;
+  if (m->recompute != RECOMPUTE_NONE) {
+    /* Rebuild what was dropped from the layer input (and, for lowrank, the
+     * saved bottleneck: no A GEMM, no all-reduce). The output goes to a
+     * scratch buffer: the saved next-layer input stays as it is. */
+    m->reuse_bottleneck = m->recompute == RECOMPUTE_LOWRANK;
+    layer_forward(m, l, x, m->d_xn);
+    m->reuse_bottleneck = 0;
+  }
 
   slot_backward(m, l, SLOT_MLP_OUT, a->prod, dx, NULL, NULL, m->d_prod);
   mul_backward(m->d_gate, m->d_up, m->d_prod, a->gate_act, a->up, NF);
@@ -584,12 +667,16 @@ static void parallel_crossentropy_backward(model *m, const int32_t *targets, int
 static int gathers_head_input(const model *m) { return m->mode == TP_BTP && m->tp > 1; }
 
 float model_forward(model *m, const int32_t *tokens, const int32_t *targets, int B, int T) {
-  model_alloc_acts(m, B, T);
+  if (!m->act_arena) model_alloc_acts(m, B, T, 1, RECOMPUTE_NONE);
+  BOOST_ASSERT(m->B == B && m->T == T);
   const model_config *cfg = &m->cfg;
-  const int N = B * T, d = cfg->d_model, L = cfg->n_layers;
-  validate_tokens(m, tokens, (size_t)N, "input");
-  embedding_forward(m->resid[0], tokens, P(m, m->wte), N, cfg->vocab, m->d_res);
+  const int N = B * T, d = cfg->d_model, L = m->nl;
+  if (m->stage.has_embed) {
+    validate_tokens(m, tokens, (size_t)N, "input");
+    embedding_forward(m->resid[0], tokens, P(m, m->wte), N, cfg->vocab, m->d_res);
+  }
   for (int l = 0; l < L; l++) layer_forward(m, l, m->resid[l], m->resid[l + 1]);
+  if (!m->stage.has_head) return 0.0f;
   const float *x = m->resid[L];
   if (gathers_head_input(m)) {
     comm_allgather_cols(m->comm, COMM_TP, m->resid[L], m->x_full, (size_t)N, (size_t)m->d_res);
@@ -611,19 +698,21 @@ float model_forward(model *m, const int32_t *tokens, const int32_t *targets, int
 void model_backward(model *m, const int32_t *tokens, const int32_t *targets, int B, int T, float scale) {
   BOOST_ASSERT(m->B == B && m->T == T);
   const model_config *cfg = &m->cfg;
-  const int N = B * T, d = cfg->d_model, L = cfg->n_layers;
-  if (m->tp == 1)
-    crossentropy_backward(m->logits, NULL, m->logits, targets, N, cfg->vocab, scale);
-  else
-    parallel_crossentropy_backward(m, targets, N, scale);
-  linear_backward(m->d_xn, G(m, m->lm_head), m->logits, m->xn_f, P(m, m->lm_head), N, d, m->vocab_loc);
-  if (m->tp > 1) comm_allreduce_sum(m->comm, COMM_TP, m->d_xn, (size_t)N * d);
+  const int N = B * T, d = cfg->d_model, L = m->nl;
   float *dx = m->d_resid[0], *dx_in = m->d_resid[1];
-  if (gathers_head_input(m)) {
-    rmsnorm_backward(m->d_xfull, G(m, m->final_norm), m->d_xn, m->x_full, P(m, m->final_norm), m->rstd_f, N, d);
-    comm_scatter_cols(m->comm, COMM_TP, m->d_xfull, dx, (size_t)N, (size_t)m->d_res);
-  } else {
-    rmsnorm_backward(dx, G(m, m->final_norm), m->d_xn, m->resid[L], P(m, m->final_norm), m->rstd_f, N, d);
+  if (m->stage.has_head) {
+    if (m->tp == 1)
+      crossentropy_backward(m->logits, NULL, m->logits, targets, N, cfg->vocab, scale);
+    else
+      parallel_crossentropy_backward(m, targets, N, scale);
+    linear_backward(m->d_xn, G(m, m->lm_head), m->logits, m->xn_f, P(m, m->lm_head), N, d, m->vocab_loc);
+    if (m->tp > 1) comm_allreduce_sum(m->comm, COMM_TP, m->d_xn, (size_t)N * d);
+    if (gathers_head_input(m)) {
+      rmsnorm_backward(m->d_xfull, G(m, m->final_norm), m->d_xn, m->x_full, P(m, m->final_norm), m->rstd_f, N, d);
+      comm_scatter_cols(m->comm, COMM_TP, m->d_xfull, dx, (size_t)N, (size_t)m->d_res);
+    } else {
+      rmsnorm_backward(dx, G(m, m->final_norm), m->d_xn, m->resid[L], P(m, m->final_norm), m->rstd_f, N, d);
+    }
   }
   for (int l = L - 1; l >= 0; l--) {
     layer_backward(m, l, m->resid[l], dx, dx_in);
@@ -631,7 +720,8 @@ void model_backward(model *m, const int32_t *tokens, const int32_t *targets, int
     dx = dx_in;
     dx_in = t;
   }
-  embedding_backward(G(m, m->wte), dx, tokens, N, cfg->vocab, m->d_res);
+  m->d_in = dx;
+  if (m->stage.has_embed) embedding_backward(G(m, m->wte), dx, tokens, N, cfg->vocab, m->d_res);
 }
 
 void model_zero_grads(model *m) { memset(m->reg.arena[TENSOR_GRADS], 0, m->reg.numel * sizeof(float)); }
@@ -666,4 +756,56 @@ double model_flops_per_token(const model_config *c, int T) {
   /* QK^T and PV over (T+1)/2 keys on average under the causal mask. */
   double attention = 2.0 * c->n_layers * c->d_model * (T + 1) / 2.0;
   return 6.0 * matmul + 6.0 * attention;
+}
+
+/* ---- pipeline stages ----------------------------------------------------- */
+
+int model_plan_stages(const model_config *c, int pp, const char *spec, int T, int *per_stage, char *err, size_t errlen) {
+  const int L = c->n_layers;
+  if (pp > L) return fail(err, errlen, "parallel.pp %d exceeds model.n_layers %d: every stage needs a layer", pp, L);
+  if (spec && spec[0]) {
+    int n = 0, sum = 0;
+    const char *p = spec;
+    while (*p) {
+      char *end;
+      long v = strtol(p, &end, 10);
+      if (end == p || v < 1 || n >= pp)
+        return fail(err, errlen, "bad parallel.stages '%s': expected %d positive layer counts like 3,5", spec, pp);
+      per_stage[n++] = (int)v;
+      sum += (int)v;
+      p = *end == ',' ? end + 1 : end;
+      if (*end && *end != ',') return fail(err, errlen, "bad parallel.stages '%s': expected numbers separated by commas", spec);
+    }
+    if (n != pp || sum != L)
+      return fail(err, errlen, "parallel.stages '%s' must give %d stages summing to model.n_layers %d", spec, pp, L);
+    return 0;
+  }
+  /* Minimise the largest stage cost (FLOPs per token): exact over contiguous
+   * splits, small enough to enumerate with dynamic programming. */
+  model_config one = *c;
+  one.n_layers = 1;
+  const double head = 6.0 * c->d_model * (double)c->vocab;
+  const double layer = model_flops_per_token(&one, T) - head;
+  double best[65][257];
+  int cut[65][257];
+  if (pp > 64 || L > 256) {
+    for (int s = 0; s < pp; s++) per_stage[s] = L / pp + (s < L % pp);
+    return 0;
+  }
+  /* best[s][l]: the smallest max cost placing the first l layers on s stages */
+  for (int s = 0; s <= pp; s++)
+    for (int l = 0; l <= L; l++) best[s][l] = INFINITY;
+  best[0][0] = 0.0;
+  for (int s = 1; s <= pp; s++)
+    for (int l = s; l <= L - (pp - s); l++)
+      for (int k = s - 1; k < l; k++) {
+        double cost = (l - k) * layer + (s == pp ? head : 0.0);
+        double v = fmax(best[s - 1][k], cost);
+        if (v < best[s][l]) best[s][l] = v, cut[s][l] = k;
+      }
+  for (int s = pp, l = L; s >= 1; s--) {
+    per_stage[s - 1] = l - cut[s][l];
+    l = cut[s][l];
+  }
+  return 0;
 }

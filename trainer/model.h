@@ -72,9 +72,29 @@ typedef struct {
   float *gate, *gate_act, *up, *prod;
 } layer_acts;
 
+/* The layers this pipeline stage holds (global indices), and whether it
+ * holds the embedding (first stage) and the head (last stage). */
+typedef struct {
+  int first_layer, num_layers, has_embed, has_head;
+} model_stage;
+
+typedef enum { RECOMPUTE_NONE = 0, RECOMPUTE_LOWRANK, RECOMPUTE_FULL } recompute_mode;
+extern const char *const recompute_names[3];
+
+/* Activations of one micro-batch in flight. */
+typedef struct {
+  float **resid; /* num_layers + 1 points of the residual stream, [N, d_res] */
+  layer_acts *acts;
+  float *rstd_f, *x_full, *xn_f, *logits, *losses, *ce_max, *ce_sum;
+} act_set;
+
 typedef struct {
   model_config cfg;
   tp_mode mode;
+  model_stage stage;
+  int nl; /* layers on this stage */
+  recompute_mode recompute;
+  int reuse_bottleneck; /* during low-rank recompute: keep saved h, skip A GEMMs */
   comm_ctx *comm; /* not owned (or &self_comm) */
   comm_ctx self_comm;
   int tp, tp_rank;
@@ -85,12 +105,16 @@ typedef struct {
   int wte, lm_head, final_norm;
   layer_param *layers;
 
-  int B, T;
+  int B, T, nsets, cur_set;
   float *act_arena;
   size_t act_numel;
+  size_t act_bytes_per_layer; /* kept per layer per micro-batch in flight */
+  act_set *sets;
+  /* the current set's (model_use_acts) */
   float **resid;
   layer_acts *acts;
   float *rstd_f, *xn_f, *x_full, *logits, *losses, *ce_max, *ce_sum;
+  float *d_in; /* after model_backward on a stage without the embedding: d loss / d stage input */
   float *rope_cos, *rope_sin;
   float *d_resid[2], *d_xn, *d_xfull, *d_tmp, *d_attn, *d_q, *d_k, *d_v, *d_att;
   float *d_prod, *d_gate, *d_up, *d_h, *d_ss, *proj_out;
@@ -101,17 +125,41 @@ typedef struct {
  * mode does not fit the model or the dims do not divide over tp. */
 int model_check_layout(const model_config *cfg, const char *mode_name, int tp, tp_mode *mode, char *err, size_t errlen);
 
-/* comm may be NULL (single process). */
-void model_init(model *m, const model_config *cfg, tp_mode mode, comm_ctx *comm, int with_optimizer);
+/* comm may be NULL (single process); stage NULL = the whole model. */
+void model_init(model *m, const model_config *cfg, tp_mode mode, comm_ctx *comm, int with_optimizer,
+                const model_stage *stage);
 void model_free(model *m);
 
 /* Deterministic init: each element is a function of (seed, tensor name,
  * global element index), so any sharding yields the same global values. */
 void model_init_params(model *m, uint64_t seed);
 
-void model_alloc_acts(model *m, int B, int T);
+/* Activation arena for nsets micro-batches of B x T in flight (pipeline
+ * 1F1B keeps up to pp - stage), keeping per layer what `recompute` says:
+ * none: everything; lowrank: the layer input and the r-dim bottleneck
+ * activations (recomputing the rest needs no collective under btp); full:
+ * the layer input only. Idempotent. */
+void model_alloc_acts(model *m, int B, int T, int nsets, recompute_mode recompute);
+void model_use_acts(model *m, int set);
 
-/* Forward; returns the mean loss over B*T targets (NULL targets: logits only). */
+/* Pipeline stage boundaries of the current set: a stage without the
+ * embedding finds its input in model_stage_input() (filled by the caller
+ * before model_forward); a stage without the head leaves its output in
+ * model_stage_output(), takes the gradient w.r.t. it in
+ * model_stage_output_grad() before model_backward, and leaves the gradient
+ * w.r.t. its input in m->d_in. Each is [B*T, d_res]. */
+static inline float *model_stage_input(model *m) { return m->resid[0]; }
+static inline float *model_stage_output(model *m) { return m->resid[m->nl]; }
+static inline float *model_stage_output_grad(model *m) { return m->d_resid[0]; }
+
+/* Contiguous balanced split of n_layers over pp stages by FLOPs, counting the
+ * embedding on the first and the LM head on the last; or `spec` ("3,5": layers
+ * per stage). Returns -1 with a message when it cannot be done. */
+int model_plan_stages(const model_config *cfg, int pp, const char *spec, int T, int *layers_per_stage, char *err,
+                      size_t errlen);
+
+/* Forward; returns the mean loss over B*T targets on the stage with the head
+ * (NULL targets: logits only), 0 elsewhere. */
 float model_forward(model *m, const int32_t *tokens, const int32_t *targets, int B, int T);
 /* Backward of the last forward; grads accumulate with dloss per token = scale. */
 void model_backward(model *m, const int32_t *tokens, const int32_t *targets, int B, int T, float scale);

@@ -56,7 +56,12 @@ struct trainer {
   model m;
   int B, T;
   int64_t global_batch;
-  int32_t *in, *tg;
+  int32_t *in, *tg;         /* tokens of each micro-batch in flight */
+  float *grad_out;          /* pipeline: stage-input gradients being sent */
+  MPI_Request *send_fwd, *send_bwd;
+  int peak_inflight;
+  model_stage stage;
+  int layers_per_stage[256];
   FILE *metrics;
 };
 typedef struct trainer run;
@@ -89,54 +94,103 @@ static int open_data(run *r, char *err, size_t errlen) {
 /* Sum gradients over data-parallel replicas. */
 static void allreduce_grads(run *r) { comm_allreduce_sum(&r->comm, COMM_DP, r->m.reg.arena[TENSOR_GRADS], r->m.reg.numel); }
 
+/* Whether this rank's loss counts in a reduction over world: one tp rank of
+ * the last pipeline stage of each replica. */
+static int owns_loss(const run *r) { return r->grid.tp_rank == 0 && r->grid.pp_rank == r->grid.pp - 1; }
+
+static size_t stage_act_numel(const run *r) { return (size_t)r->B * r->T * r->m.d_res; }
+
 /* Mean validation loss over val_batches micro-batches, read in order and
- * spread over data-parallel ranks. */
+ * spread over data-parallel replicas; forward only, through the pipeline. */
 static float evaluate(run *r) {
   const int64_t n = data_split_num_samples(&r->val);
-  const int batches = r->cfg->train.val_batches;
+  const int batches = r->cfg->train.val_batches, s = r->grid.pp_rank, P = r->grid.pp;
   if (n <= 0 || batches <= 0) return NAN;
   double tot[2] = {0.0, 0.0};
+  model_use_acts(&r->m, 0);
   for (int b = r->grid.dp_rank; b < batches; b += r->grid.dp) {
     for (int i = 0; i < r->B; i++)
       data_get_window(&r->val, ((int64_t)b * r->B + i) % n, r->in + (size_t)i * r->T, r->tg + (size_t)i * r->T);
-    tot[0] += model_forward(&r->m, r->in, r->tg, r->B, r->T);
-    tot[1] += 1.0;
+    if (s > 0) comm_recv(&r->comm, COMM_PP, model_stage_input(&r->m), stage_act_numel(r), s - 1, b);
+    float loss = model_forward(&r->m, r->in, r->tg, r->B, r->T);
+    if (s < P - 1) {
+      MPI_Request req;
+      comm_isend(&r->comm, COMM_PP, model_stage_output(&r->m), stage_act_numel(r), s + 1, b, &req);
+      MPI_Wait(&req, MPI_STATUS_IGNORE);
+    }
+    tot[0] += owns_loss(r) ? loss : 0.0;
+    tot[1] += owns_loss(r) ? 1.0 : 0.0;
   }
-  MPI_Allreduce(MPI_IN_PLACE, tot, 2, MPI_DOUBLE, MPI_SUM, r->grid.dp_comm);
+  MPI_Allreduce(MPI_IN_PLACE, tot, 2, MPI_DOUBLE, MPI_SUM, r->grid.world);
   return (float)(tot[0] / tot[1]);
 }
 
-/* One optimizer step: grad_accum micro-batches per replica. Returns the mean
- * loss over the global batch and the pre-clip gradient norm. */
+/* Micro-batch `micro` of the step: samples [cursor, cursor + global_batch)
+ * by global index, whatever the layout. */
+static void fetch_micro(run *r, const train_state *st, int micro, int32_t *in, int32_t *tg) {
+  for (int b = 0; b < r->B; b++) {
+    int64_t idx = st->data_cursor + ((int64_t)micro * r->grid.dp + r->grid.dp_rank) * r->B + b;
+    data_get_sample(&r->train, (uint64_t)r->cfg->data.seed, idx, in + (size_t)b * r->T, tg + (size_t)b * r->T);
+  }
+}
+
+/* One optimizer step: grad_accum micro-batches per replica through the
+ * pipeline in a 1F1B schedule (warm-up forwards, then one forward and one
+ * backward alternately, then the remaining backwards). Returns the mean loss
+ * over the global batch and the pre-clip gradient norm. */
 static float train_step(run *r, train_state *st, double *grad_norm) {
   const train_config *cfg = r->cfg;
-  const int B = r->B, T = r->T;
-  const float scale = 1.0f / ((float)B * T * cfg->train.grad_accum * r->grid.dp);
+  const int B = r->B, T = r->T, M = cfg->train.grad_accum, P = r->grid.pp, s = r->grid.pp_rank;
+  const int nsets = r->m.nsets, warm = (P - s - 1) < M ? (P - s - 1) : M;
+  const size_t act = stage_act_numel(r), BT = (size_t)B * T;
+  const float scale = 1.0f / ((float)B * T * M * r->grid.dp);
   model_zero_grads(&r->m);
   double loss_sum = 0.0;
-  for (int micro = 0; micro < cfg->train.grad_accum; micro++) {
-    /* Samples of a step: [cursor, cursor + global_batch), by global index,
-     * whatever the layout. */
-    for (int b = 0; b < B; b++) {
-      int64_t idx = st->data_cursor + ((int64_t)micro * r->grid.dp + r->grid.dp_rank) * B + b;
-      data_get_sample(&r->train, (uint64_t)cfg->data.seed, idx, r->in + (size_t)b * T, r->tg + (size_t)b * T);
+  int fwd = 0, bwd = 0, inflight = 0;
+  for (int k = 0; k < nsets; k++) r->send_fwd[k] = r->send_bwd[k] = MPI_REQUEST_NULL;
+  while (bwd < M) {
+    /* forward while warming up or in the steady phase, else backward */
+    const int do_fwd = fwd < M && fwd - bwd <= warm;
+    const int micro = do_fwd ? fwd : bwd, set = micro % nsets;
+    int32_t *in = r->in + set * BT, *tg = r->tg + set * BT;
+    model_use_acts(&r->m, set);
+    if (do_fwd) {
+      fetch_micro(r, st, micro, in, tg);
+      if (s > 0) comm_recv(&r->comm, COMM_PP, model_stage_input(&r->m), act, s - 1, micro);
+      loss_sum += model_forward(&r->m, in, tg, B, T);
+      if (s < P - 1) {
+        MPI_Wait(&r->send_fwd[set], MPI_STATUS_IGNORE);
+        comm_isend(&r->comm, COMM_PP, model_stage_output(&r->m), act, s + 1, micro, &r->send_fwd[set]);
+      }
+      fwd++;
+      if (++inflight > r->peak_inflight) r->peak_inflight = inflight;
+    } else {
+      if (s < P - 1) comm_recv(&r->comm, COMM_PP, model_stage_output_grad(&r->m), act, s + 1, micro);
+      model_backward(&r->m, in, tg, B, T, scale);
+      if (s > 0) {
+        MPI_Wait(&r->send_bwd[set], MPI_STATUS_IGNORE);
+        memcpy(r->grad_out + set * act, r->m.d_in, act * sizeof(float));
+        comm_isend(&r->comm, COMM_PP, r->grad_out + set * act, act, s - 1, micro, &r->send_bwd[set]);
+      }
+      bwd++;
+      inflight--;
     }
-    loss_sum += model_forward(&r->m, r->in, r->tg, B, T);
-    model_backward(&r->m, r->in, r->tg, B, T, scale);
   }
-  st->last_tokens = r->in;
+  MPI_Waitall(nsets, r->send_fwd, MPI_STATUSES_IGNORE);
+  MPI_Waitall(nsets, r->send_bwd, MPI_STATUSES_IGNORE);
+  st->last_tokens = r->in + (size_t)((M - 1) % nsets) * BT;
   st->last_B = B;
   st->last_T = T;
   allreduce_grads(r);
-  /* Loss: the same on every tp rank, summed over dp. Gradient norm: tp shards
-   * summed (model_grad_sumsq counts replicated tensors once), dp replicas
-   * hold equal gradients and are counted once. */
-  double red[2] = {r->grid.tp_rank == 0 ? loss_sum : 0.0, r->grid.dp_rank == 0 ? model_grad_sumsq(&r->m) : 0.0};
+  /* Loss: owned by one rank per replica, summed over dp. Gradient norm: tp
+   * shards and pipeline stages summed (model_grad_sumsq counts replicated
+   * tensors once), dp replicas hold equal gradients and count once. */
+  double red[2] = {owns_loss(r) ? loss_sum : 0.0, r->grid.dp_rank == 0 ? model_grad_sumsq(&r->m) : 0.0};
   if (r->grid.world_size > 1) MPI_Allreduce(MPI_IN_PLACE, red, 2, MPI_DOUBLE, MPI_SUM, r->grid.world);
   *grad_norm = sqrt(red[1]);
   float lr = lr_at(cfg, (int)st->step);
   optimizer_step(&r->m, cfg, lr, (int)st->step + 1, clip_scale(*grad_norm, cfg->train.grad_clip));
-  return (float)(red[0] / ((double)cfg->train.grad_accum * r->grid.dp * r->grid.pp));
+  return (float)(red[0] / ((double)M * r->grid.dp));
 }
 
 static void write_metrics(run *r, const comm_ctx *comm_counts, const train_state *st, float loss, float val_loss, float lr, double gnorm,
@@ -179,8 +233,17 @@ static void print_start(run *r, const train_state *st, int threads) {
          cfg->model.preset, np, cfg->model.d_model, cfg->model.n_layers, cfg->model.n_heads, cfg->model.ffn,
          cfg->model.rank_attn, cfg->model.rank_mlp, cfg->model.lowrank);
   registry_print_memory(&r->m.reg, "  memory ");
-  printf("  memory %-8s %9.2f MiB  (micro-batch %d x %d)\n", "acts", (double)r->m.act_numel * 4 / (1 << 20), r->B,
-         r->T);
+  printf("  memory %-8s %9.2f MiB  (micro-batch %d x %d, %d in flight; %.2f MiB per layer kept with recompute=%s)\n",
+         "acts", (double)r->m.act_numel * 4 / (1 << 20), r->B, r->T, r->m.nsets,
+         (double)r->m.act_bytes_per_layer / (1 << 20), recompute_names[r->m.recompute]);
+  if (r->grid.pp > 1) {
+    char layers[512] = "";
+    for (int k = 0, used = 0; k < r->grid.pp; k++)
+      used += snprintf(layers + used, sizeof layers - (size_t)used, "%s%d", k ? "," : "", r->layers_per_stage[k]);
+    const int M = cfg->train.grad_accum, P = r->grid.pp;
+    printf("pipeline: %d stages with %s layers, 1F1B over %d micro-batches, bubble fraction (P-1)/(M+P-1) = %.3f\n", P,
+           layers, M, (double)(P - 1) / (M + P - 1));
+  }
   printf("layout dp=%d tp=%d (%s) pp=%d | data: %lld train / %lld validation samples of %d tokens | global batch %lld "
          "sequences (%d x %d accum x %d dp) | %d threads/rank | from step %lld\n",
          r->grid.dp, r->grid.tp, tp_mode_names[r->mode], r->grid.pp, (long long)data_split_num_samples(&r->train),
@@ -204,17 +267,28 @@ trainer *trainer_create(const train_config *cfg, MPI_Comm world, char *err, size
     boost_free(r);
     return NULL;
   }
-  const char *unsupported = pp != 1            ? "parallel.pp > 1 (pipeline parallelism) is not supported by this build yet"
-                            : cfg->parallel.zero ? "parallel.zero=1 is not supported by this build yet"
-                            : strcmp(cfg->parallel.recompute, "none") != 0
-                                ? "parallel.recompute other than none is not supported by this build yet"
+  const char *unsupported = cfg->parallel.zero ? "parallel.zero=1 is not supported by this build yet"
+                            : (pp > 1 && cfg->model.tie_embeddings)
+                                ? "model.tie_embeddings is not supported with parallel.pp > 1"
                                 : NULL;
   if (unsupported) snprintf(err, errlen, "%s", unsupported);
   if (unsupported || model_check_layout(&cfg->model, cfg->parallel.tp_mode, tp, &r->mode, err, errlen) != 0 ||
+      model_plan_stages(&cfg->model, pp, cfg->parallel.stages, r->T, r->layers_per_stage, err, errlen) != 0 ||
       open_data(r, err, errlen) != 0) {
     trainer_destroy(r);
     return NULL;
   }
+  recompute_mode recompute = RECOMPUTE_NONE;
+  for (int k = 0; k < 3; k++)
+    if (!strcmp(cfg->parallel.recompute, recompute_names[k])) recompute = (recompute_mode)k;
+  const int s = r->grid.pp_rank;
+  r->stage.first_layer = 0;
+  for (int k = 0; k < s; k++) r->stage.first_layer += r->layers_per_stage[k];
+  r->stage.num_layers = r->layers_per_stage[s];
+  r->stage.has_embed = s == 0;
+  r->stage.has_head = s == pp - 1;
+  /* 1F1B keeps at most pp - stage micro-batches in flight */
+  const int nsets = (pp - s) < cfg->train.grad_accum ? (pp - s) : cfg->train.grad_accum;
   comm_init(&r->comm, r->grid.tp_comm, r->grid.dp_comm, r->grid.pp_comm, r->grid.world);
   r->threads = cfg->train.threads;
   if (r->threads <= 0) {
@@ -224,11 +298,14 @@ trainer *trainer_create(const train_config *cfg, MPI_Comm world, char *err, size
   omp_set_num_threads(r->threads);
   openblas_set_num_threads(r->threads);
   r->global_batch = (int64_t)r->B * cfg->train.grad_accum * r->grid.dp;
-  model_init(&r->m, &cfg->model, r->mode, &r->comm, 1);
+  model_init(&r->m, &cfg->model, r->mode, &r->comm, 1, &r->stage);
   model_init_params(&r->m, (uint64_t)cfg->train.seed);
-  model_alloc_acts(&r->m, r->B, r->T);
-  r->in = boost_calloc((size_t)r->B * r->T, sizeof *r->in);
-  r->tg = boost_calloc((size_t)r->B * r->T, sizeof *r->tg);
+  model_alloc_acts(&r->m, r->B, r->T, nsets, recompute);
+  r->in = boost_calloc((size_t)nsets * r->B * r->T, sizeof *r->in);
+  r->tg = boost_calloc((size_t)nsets * r->B * r->T, sizeof *r->tg);
+  r->grad_out = boost_calloc((size_t)nsets * stage_act_numel(r), sizeof *r->grad_out);
+  r->send_fwd = boost_calloc((size_t)nsets, sizeof *r->send_fwd);
+  r->send_bwd = boost_calloc((size_t)nsets, sizeof *r->send_bwd);
   return r;
 }
 
@@ -237,6 +314,9 @@ void trainer_destroy(trainer *r) {
   train_state_free(&r->st);
   boost_free(r->in);
   boost_free(r->tg);
+  boost_free(r->grad_out);
+  boost_free(r->send_fwd);
+  boost_free(r->send_bwd);
   if (r->m.layers) model_free(&r->m);
   if (r->train_src) data_close(r->train_src);
   if (r->val_src) data_close(r->val_src);
@@ -329,6 +409,8 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
       }
       if (t->metrics) write_metrics(t, &step_comm, st, loss, val_loss, lr, gnorm, tok_s, gflops, dt, ckpt_status);
     }
+    if (t->grid.pp > 1 && t->grid.rank == 0 && st->step == 1)
+      printf("pipeline: peak in-flight micro-batches on stage 0: %d\n", t->peak_inflight);
     if (preempted) {
       int ok = ck ? ckpt_wait(ck) == 0 : 0;
       if (t->grid.rank == 0)
