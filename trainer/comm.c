@@ -55,6 +55,24 @@ static void allreduce(comm_ctx *c, comm_group g, float *buf, size_t n, MPI_Op op
 void comm_allreduce_sum(comm_ctx *c, comm_group g, float *buf, size_t n) { allreduce(c, g, buf, n, MPI_SUM); }
 void comm_allreduce_max(comm_ctx *c, comm_group g, float *buf, size_t n) { allreduce(c, g, buf, n, MPI_MAX); }
 
+void comm_reduce_scatter_sum(comm_ctx *c, comm_group g, float *buf, size_t chunk) {
+  if (c->size[g] == 1 || chunk == 0) return;
+  BOOST_ASSERT(chunk < (size_t)1 << 31);
+  double t0 = MPI_Wtime();
+  /* In place, MPI leaves the result at the start of the buffer. */
+  MPI_Reduce_scatter_block(MPI_IN_PLACE, buf, (int)chunk, MPI_FLOAT, MPI_SUM, c->comm[g]);
+  if (c->rank[g] != 0) memmove(buf + (size_t)c->rank[g] * chunk, buf, chunk * sizeof(float));
+  count(c, g, COMM_REDUCE_SCATTER, chunk * c->size[g] * sizeof(float), t0);
+}
+
+void comm_allgather_chunks(comm_ctx *c, comm_group g, float *buf, size_t chunk) {
+  if (c->size[g] == 1 || chunk == 0) return;
+  BOOST_ASSERT(chunk < (size_t)1 << 31);
+  double t0 = MPI_Wtime();
+  MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)chunk, MPI_FLOAT, c->comm[g]);
+  count(c, g, COMM_ALLGATHER, chunk * sizeof(float), t0);
+}
+
 void comm_allgather_cols(comm_ctx *c, comm_group g, const float *local, float *full, size_t rows, size_t cols) {
   const int p = c->size[g];
   if (p == 1) {

@@ -43,6 +43,12 @@ uint64_t comm_bytes(const comm_ctx *c, comm_group g, comm_kind k);
 /* In-place sum over the group (counted; skipped when the group has 1 rank). */
 void comm_allreduce_sum(comm_ctx *c, comm_group g, float *buf, size_t n);
 void comm_allreduce_max(comm_ctx *c, comm_group g, float *buf, size_t n);
+/* buf holds size * chunk floats: sums them over the group and leaves this
+ * rank's chunk of the sum at buf + rank * chunk (ZeRO-1 gradients). */
+void comm_reduce_scatter_sum(comm_ctx *c, comm_group g, float *buf, size_t chunk);
+/* buf holds size * chunk floats, this rank's chunk at buf + rank * chunk:
+ * gathers every rank's chunk into place (ZeRO-1 parameters). */
+void comm_allgather_chunks(comm_ctx *c, comm_group g, float *buf, size_t chunk);
 /* Gather column shards: local [rows, cols] -> full [rows, cols * size]. */
 void comm_allgather_cols(comm_ctx *c, comm_group g, const float *local, float *full, size_t rows, size_t cols);
 /* Keep this rank's column shard: full [rows, cols * size] -> local [rows, cols]. */

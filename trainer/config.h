@@ -41,7 +41,7 @@ typedef struct {
     char metrics[CONFIG_STR], out_dir[CONFIG_STR];
   } train;
   struct {
-    int dp, tp, pp, zero, micro_batches;
+    int dp, tp, pp, zero;
     char tp_mode[32], recompute[32], stages[CONFIG_STR];
   } parallel;
   struct {

@@ -9,6 +9,7 @@
 
 #include "check.h"
 #include "ops.h"
+#include "optim.h"
 
 const char *const tp_mode_names[4] = {"none", "btp", "vanilla", "megatron"};
 const char *const recompute_names[3] = {"none", "lowrank", "full"};
@@ -198,6 +199,9 @@ void model_init(model *m, const model_config *cfg, tp_mode mode, comm_ctx *comm,
     m->final_norm = add_param(m, "final_norm", 1, dshape, -1, TENSOR_INIT_ONES, 0);
     m->lm_head = cfg->tie_embeddings ? m->wte : add_param(m, "lm_head.weight", 2, shape, 0, TENSOR_DECAY, cfg->init_std);
   }
+  /* Arenas split evenly over dp ranks (ZeRO-1 chunks): pad to a multiple. */
+  const size_t multiple = (size_t)comm->size[COMM_DP] * 16;
+  m->reg.numel = (m->reg.numel + multiple - 1) / multiple * multiple;
   unsigned mask = (1u << TENSOR_PARAMS) | (1u << TENSOR_GRADS);
   if (with_optimizer) mask |= (1u << TENSOR_ADAM_M) | (1u << TENSOR_ADAM_V);
   registry_allocate(&m->reg, mask);
@@ -726,15 +730,7 @@ void model_backward(model *m, const int32_t *tokens, const int32_t *targets, int
 
 void model_zero_grads(model *m) { memset(m->reg.arena[TENSOR_GRADS], 0, m->reg.numel * sizeof(float)); }
 
-double model_grad_sumsq(const model *m) {
-  double s = 0.0;
-  for (int i = 0; i < m->reg.count; i++) {
-    const tensor_desc *t = &m->reg.tensors[i];
-    if (t->split_dim < 0 && m->tp_rank != 0) continue;
-    s += sum_squares(registry_data(&m->reg, TENSOR_GRADS, i), t->numel);
-  }
-  return s;
-}
+double model_grad_sumsq(const model *m) { return grad_sumsq_range(m, 0, m->reg.numel); }
 
 /* ---- accounting ---------------------------------------------------------- */
 

@@ -9,11 +9,13 @@
  * lr*min_lr_ratio at `steps`. step counts from 0. */
 float lr_at(const train_config *cfg, int step);
 
-/* Global L2 norm of all gradients (the sum of squares is passed in so a
- * parallel caller can reduce it first). */
-double grad_norm_local_sumsq(const model *m);
+/* AdamW over the arena range [begin, end) (every parameter: 0, reg.numel)
+ * with the given clip scale; t counts from 1. Each tensor keeps its own
+ * weight-decay setting, also when the range cuts through it (ZeRO-1). */
+void optimizer_step(model *m, const train_config *cfg, float lr, int t, float grad_scale, size_t begin, size_t end);
 
-/* AdamW over every parameter with the given clip scale; t counts from 1. */
-void optimizer_step(model *m, const train_config *cfg, float lr, int t, float grad_scale);
+/* Sum of squared gradients over the arena range [begin, end), counting
+ * tp-replicated tensors on tp rank 0 only. */
+double grad_sumsq_range(const model *m, size_t begin, size_t end);
 
 #endif

@@ -91,8 +91,16 @@ static int open_data(run *r, char *err, size_t errlen) {
   return 0;
 }
 
-/* Sum gradients over data-parallel replicas. */
-static void allreduce_grads(run *r) { comm_allreduce_sum(&r->comm, COMM_DP, r->m.reg.arena[TENSOR_GRADS], r->m.reg.numel); }
+/* This rank's ZeRO-1 chunk of the arenas (all of it without ZeRO). */
+static void zero_chunk(const run *r, size_t *begin, size_t *end) {
+  if (!r->cfg->parallel.zero) {
+    *begin = 0, *end = r->m.reg.numel;
+    return;
+  }
+  const size_t chunk = r->m.reg.numel / (size_t)r->grid.dp; /* model_init pads to a multiple */
+  *begin = chunk * (size_t)r->grid.dp_rank;
+  *end = *begin + chunk;
+}
 
 /* Whether this rank's loss counts in a reduction over world: one tp rank of
  * the last pipeline stage of each replica. */
@@ -181,15 +189,26 @@ static float train_step(run *r, train_state *st, double *grad_norm) {
   st->last_tokens = r->in + (size_t)((M - 1) % nsets) * BT;
   st->last_B = B;
   st->last_T = T;
-  allreduce_grads(r);
+  /* Gradients over dp: all-reduced, or (ZeRO-1) reduce-scattered so each
+   * replica updates its chunk of the parameters and moments, then the
+   * parameters are all-gathered. */
+  size_t begin, end;
+  zero_chunk(r, &begin, &end);
+  float *grads = r->m.reg.arena[TENSOR_GRADS];
+  if (cfg->parallel.zero)
+    comm_reduce_scatter_sum(&r->comm, COMM_DP, grads, end - begin);
+  else
+    comm_allreduce_sum(&r->comm, COMM_DP, grads, r->m.reg.numel);
   /* Loss: owned by one rank per replica, summed over dp. Gradient norm: tp
-   * shards and pipeline stages summed (model_grad_sumsq counts replicated
-   * tensors once), dp replicas hold equal gradients and count once. */
-  double red[2] = {owns_loss(r) ? loss_sum : 0.0, r->grid.dp_rank == 0 ? model_grad_sumsq(&r->m) : 0.0};
+   * shards and pipeline stages summed (replicated tensors counted once),
+   * dp replicas hold equal gradients (counted once) or disjoint chunks. */
+  const int count_grads = cfg->parallel.zero || r->grid.dp_rank == 0;
+  double red[2] = {owns_loss(r) ? loss_sum : 0.0, count_grads ? grad_sumsq_range(&r->m, begin, end) : 0.0};
   if (r->grid.world_size > 1) MPI_Allreduce(MPI_IN_PLACE, red, 2, MPI_DOUBLE, MPI_SUM, r->grid.world);
   *grad_norm = sqrt(red[1]);
   float lr = lr_at(cfg, (int)st->step);
-  optimizer_step(&r->m, cfg, lr, (int)st->step + 1, clip_scale(*grad_norm, cfg->train.grad_clip));
+  optimizer_step(&r->m, cfg, lr, (int)st->step + 1, clip_scale(*grad_norm, cfg->train.grad_clip), begin, end);
+  if (cfg->parallel.zero) comm_allgather_chunks(&r->comm, COMM_DP, r->m.reg.arena[TENSOR_PARAMS], end - begin);
   return (float)(red[0] / ((double)M * r->grid.dp));
 }
 
@@ -267,10 +286,8 @@ trainer *trainer_create(const train_config *cfg, MPI_Comm world, char *err, size
     boost_free(r);
     return NULL;
   }
-  const char *unsupported = cfg->parallel.zero ? "parallel.zero=1 is not supported by this build yet"
-                            : (pp > 1 && cfg->model.tie_embeddings)
-                                ? "model.tie_embeddings is not supported with parallel.pp > 1"
-                                : NULL;
+  const char *unsupported =
+      (pp > 1 && cfg->model.tie_embeddings) ? "model.tie_embeddings is not supported with parallel.pp > 1" : NULL;
   if (unsupported) snprintf(err, errlen, "%s", unsupported);
   if (unsupported || model_check_layout(&cfg->model, cfg->parallel.tp_mode, tp, &r->mode, err, errlen) != 0 ||
       model_plan_stages(&cfg->model, pp, cfg->parallel.stages, r->T, r->layers_per_stage, err, errlen) != 0 ||
@@ -386,6 +403,13 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
     const int last = st->step == cfg->train.steps;
     const int preempted = preempt_agreed(t->grid.world);
     char ckpt_status[128] = "-";
+    const int save_due = last || preempted || (cfg->ckpt.every > 0 && st->step % cfg->ckpt.every == 0);
+    if (ck && save_due && cfg->parallel.zero) {
+      /* Checkpoints hold whole moments: collect the replicas' chunks first. */
+      const size_t chunk = t->m.reg.numel / (size_t)t->grid.dp;
+      comm_allgather_chunks(&t->comm, COMM_DP, t->m.reg.arena[TENSOR_ADAM_M], chunk);
+      comm_allgather_chunks(&t->comm, COMM_DP, t->m.reg.arena[TENSOR_ADAM_V], chunk);
+    }
     if (ck) ckpt_after_step(ck, st, last || preempted, ckpt_status, sizeof ckpt_status);
     float val_loss = NAN;
     if (cfg->train.val_batches > 0 && ((cfg->train.val_every > 0 && st->step % cfg->train.val_every == 0) || last))
