@@ -44,8 +44,7 @@ void adamw_update(float *param, const float *grad, float *m, float *v, size_t n,
   const size_t nv = n / 8;
   const __m256 vb1 = _mm256_set1_ps(b1), vb2 = _mm256_set1_ps(b2), v1b1 = _mm256_set1_ps(1.0f - b1),
                v1b2 = _mm256_set1_ps(1.0f - b2), vib1 = _mm256_set1_ps(inv_bc1), vib2 = _mm256_set1_ps(inv_bc2),
-               vlr = _mm256_set1_ps(lr), veps = _mm256_set1_ps(eps), vwd = _mm256_set1_ps(wd),
-               vgs = _mm256_set1_ps(gs);
+               vlr = _mm256_set1_ps(lr), veps = _mm256_set1_ps(eps), vwd = _mm256_set1_ps(wd), vgs = _mm256_set1_ps(gs);
 #pragma omp parallel for schedule(static) if (n >= BOOST_PAR_MIN)
   for (size_t j = 0; j < nv; j++) {
     size_t i = 8 * j;

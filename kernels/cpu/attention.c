@@ -97,10 +97,10 @@ static int attn_par(int B, int T, int H, int hd) {
   return gemm_worth_threads((double)B * H * T * T * hd);
 }
 
-#define ATT_SLICE(bh)                             \
-  int b = (bh) / H, h = (bh) % H;                 \
+#define ATT_SLICE(bh)                               \
+  int b = (bh) / H, h = (bh) % H;                   \
   size_t off = (size_t)b * T * ld + (size_t)h * hd; \
-  size_t aoff = (size_t)(bh) * T * T
+  size_t aoff = (size_t)T * T * (bh)
 
 void attention_forward(float *out, float *att, const float *q, const float *k, const float *v, int B, int T, int H,
                        int hd) {
@@ -150,8 +150,8 @@ void attention_backward(float *dq, float *dk, float *dv, float *scratch, const f
       for (int bh = 0; bh < BH; bh++) {
         ATT_SLICE(bh);
         for (int i0 = 0; need_ds && i0 < T; i0 += ATT_BLOCK)
-          attn_backward_rows(dq ? dq + off : NULL, scratch + aoff, dout + off, k + off, v + off, att + aoff, T, hd,
-                             ld, scale, i0, i0 + ATT_BLOCK < T ? i0 + ATT_BLOCK : T);
+          attn_backward_rows(dq ? dq + off : NULL, scratch + aoff, dout + off, k + off, v + off, att + aoff, T, hd, ld,
+                             scale, i0, i0 + ATT_BLOCK < T ? i0 + ATT_BLOCK : T);
         for (int j0 = 0; (dk || dv) && j0 < T; j0 += ATT_BLOCK)
           attn_backward_cols(dk ? dk + off : NULL, dv ? dv + off : NULL, scratch + aoff, dout + off, q + off,
                              att + aoff, T, hd, ld, scale, j0, j0 + ATT_BLOCK < T ? j0 + ATT_BLOCK : T);
@@ -162,8 +162,8 @@ void attention_backward(float *dq, float *dk, float *dv, float *scratch, const f
         for (long task = 0; task < (long)BH * nblk; task++) {
           int bh = (int)(task / nblk), i0 = (int)(task % nblk) * ATT_BLOCK;
           ATT_SLICE(bh);
-          attn_backward_rows(dq ? dq + off : NULL, scratch + aoff, dout + off, k + off, v + off, att + aoff, T, hd,
-                             ld, scale, i0, i0 + ATT_BLOCK < T ? i0 + ATT_BLOCK : T);
+          attn_backward_rows(dq ? dq + off : NULL, scratch + aoff, dout + off, k + off, v + off, att + aoff, T, hd, ld,
+                             scale, i0, i0 + ATT_BLOCK < T ? i0 + ATT_BLOCK : T);
         } /* implicit barrier: dK needs every dS row below its block */
       }
       if (dk || dv) {

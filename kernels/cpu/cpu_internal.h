@@ -158,9 +158,8 @@ static inline void boost_split(int L, int parts, int p, int align, int *l0, int 
 /* Thread t of nt computes its slice of C = alpha op(A) op(B) + beta C
  * (row-major, op(A) M x K, op(B) K x N): rows of C when M >= N, else
  * columns (so the bigger operand is the one that gets split). */
-static inline void sgemm_slice(int t, int nt, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
-                               float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C,
-                               int ldc) {
+static inline void sgemm_slice(int t, int nt, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
+                               const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
   int a0, a1;
   if (M >= N) {
     boost_split(M, nt, t, 16, &a0, &a1);

@@ -23,8 +23,8 @@ void linear_forward(float *out, const float *in, const float *W, int N, int Cin,
   int saved = blas_serial_begin();
   int par = gemm_worth_threads((double)N * Cin * Cout);
 #pragma omp parallel if (par)
-  sgemm_slice(boost_thread_id(), boost_team_size(), CblasNoTrans, CblasTrans, N, Cout, Cin, 1.0f, in, Cin, W, Cin,
-              0.0f, out, Cout);
+  sgemm_slice(boost_thread_id(), boost_team_size(), CblasNoTrans, CblasTrans, N, Cout, Cin, 1.0f, in, Cin, W, Cin, 0.0f,
+              out, Cout);
   blas_serial_end(saved);
 }
 
@@ -36,8 +36,7 @@ void linear_backward(float *din, float *dW, const float *dout, const float *in, 
 #pragma omp parallel if (par)
   {
     int t = boost_thread_id(), nt = boost_team_size();
-    if (din)
-      sgemm_slice(t, nt, CblasNoTrans, CblasNoTrans, N, Cin, Cout, 1.0f, dout, Cout, W, Cin, 0.0f, din, Cin);
+    if (din) sgemm_slice(t, nt, CblasNoTrans, CblasNoTrans, N, Cin, Cout, 1.0f, dout, Cout, W, Cin, 0.0f, din, Cin);
     if (dW) sgemm_slice(t, nt, CblasTrans, CblasNoTrans, Cout, Cin, N, 1.0f, dout, Cout, in, Cin, 1.0f, dW, Cin);
   }
   blas_serial_end(saved);
@@ -84,8 +83,7 @@ void cola_forward(float *out, float *hpre, float *h, const float *in, const floa
 }
 
 void cola_backward(float *din, float *dA, float *dB, float *scratch, const float *dout, const float *in,
-                   const float *hpre, const float *h, const float *A, const float *B, int N, int Cin, int r,
-                   int Cout) {
+                   const float *hpre, const float *h, const float *A, const float *B, int N, int Cin, int r, int Cout) {
   if (N <= 0 || r <= 0) return;
   const int need_dh = dA != NULL || din != NULL;
   float *dh = scratch;

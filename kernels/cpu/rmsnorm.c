@@ -25,8 +25,8 @@ void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, in
   }
 }
 
-void rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w, const float *rstd,
-                      int N, int C) {
+void rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w, const float *rstd, int N,
+                      int C) {
   if (N <= 0 || C <= 0) return;
   int par = N * (size_t)C >= BOOST_PAR_MIN;
   if (dx) {

@@ -48,7 +48,6 @@ void rope_forward(float *out, const float *in, const float *cos_t, const float *
   rope_rotate(out, in, cos_t, sin_t, B, T, H, hd, 1.0f);
 }
 
-void rope_backward(float *din, const float *dout, const float *cos_t, const float *sin_t, int B, int T, int H,
-                   int hd) {
+void rope_backward(float *din, const float *dout, const float *cos_t, const float *sin_t, int B, int T, int H, int hd) {
   rope_rotate(din, dout, cos_t, sin_t, B, T, H, hd, -1.0f);
 }

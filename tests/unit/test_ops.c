@@ -226,8 +226,8 @@ static double att_loss(void *p) {
 static void attention_fd(int B, int T, int H, int hd, uint64_t seed, const char *tag) {
   rng_seed(seed);
   size_t n = (size_t)B * T * H * hd, na = (size_t)B * H * T * T;
-  att_ctx c = {B, T, H, hd, frand(n, -1.5f, 1.5f), frand(n, -1.5f, 1.5f), frand(n, -1, 1), fnan(n), fnan(na),
-               frand(n, -1, 1)};
+  att_ctx c = {
+      B, T, H, hd, frand(n, -1.5f, 1.5f), frand(n, -1.5f, 1.5f), frand(n, -1, 1), fnan(n), fnan(na), frand(n, -1, 1)};
   att_loss(&c);
   float *dq = fnan(n), *dk = fnan(n), *dv = fnan(n), *scratch = fnan(na);
   attention_backward(dq, dk, dv, scratch, c.R, c.q, c.k, c.v, c.att, B, T, H, hd);
@@ -382,10 +382,10 @@ Test(ops_grad, cola) {
     for (int j = 0; j < r; j++) {
       hp[j] = 0;
       for (int i = 0; i < Cin; i++) hp[j] += (double)c.in[n * Cin + i] * c.A[j * Cin + i];
-      cr_assert(fabs(c.hpre[n * r + j] - hp[j]) <= 1e-5 * (1 + fabs(hp[j])), "cola hpre[%d][%d] = %g, naive %g", n,
-                j, c.hpre[n * r + j], hp[j]);
-      cr_assert(fabs(c.h[n * r + j] - silu_d(hp[j])) <= 1e-5 * (1 + fabs(hp[j])), "cola h[%d][%d] = %g, naive %g",
-                n, j, c.h[n * r + j], silu_d(hp[j]));
+      cr_assert(fabs(c.hpre[n * r + j] - hp[j]) <= 1e-5 * (1 + fabs(hp[j])), "cola hpre[%d][%d] = %g, naive %g", n, j,
+                c.hpre[n * r + j], hp[j]);
+      cr_assert(fabs(c.h[n * r + j] - silu_d(hp[j])) <= 1e-5 * (1 + fabs(hp[j])), "cola h[%d][%d] = %g, naive %g", n, j,
+                c.h[n * r + j], silu_d(hp[j]));
     }
     for (int o = 0; o < Cout; o++) {
       double ref = 0;
@@ -485,8 +485,8 @@ Test(ops_fwd, rope_tables_and_naive) {
     for (int i = 0; i < hd / 2; i++) {
       double a = t * pow(theta, -2.0 * i / hd);
       cr_assert(fabs(cos_t[t * hd / 2 + i] - cos(a)) <= 1e-7 && fabs(sin_t[t * hd / 2 + i] - sin(a)) <= 1e-7,
-                "rope_tables[t=%d][i=%d]: cos %.8g sin %.8g, expected cos %.8g sin %.8g (angle t*theta^(-2i/hd))", t,
-                i, cos_t[t * hd / 2 + i], sin_t[t * hd / 2 + i], cos(a), sin(a));
+                "rope_tables[t=%d][i=%d]: cos %.8g sin %.8g, expected cos %.8g sin %.8g (angle t*theta^(-2i/hd))", t, i,
+                cos_t[t * hd / 2 + i], sin_t[t * hd / 2 + i], cos(a), sin(a));
     }
   cr_assert(cos_t[0] == 1.0f && sin_t[0] == 0.0f, "rope at t=0 must be the identity");
   rng_seed(32);
@@ -625,10 +625,12 @@ static void linear_cola_threaded(int N, int Cin, int r, int Cout, uint64_t seed)
   float *W = frand((size_t)Cout * Cin, -0.5f, 0.5f);
   float *out = fnan((size_t)N * Cout), *hp = fnan((size_t)N * r), *h = fnan((size_t)N * r);
   float *din = fnan((size_t)N * Cin), *sc = fnan((size_t)N * r);
-  float *dA = calloc((size_t)r * Cin, 4), *dB = calloc((size_t)Cout * r, 4), *dW = calloc((size_t)Cout * Cin, 4);
+  float *dA = calloc((size_t)r * Cin, sizeof(float)), *dB = calloc((size_t)Cout * r, sizeof(float)),
+        *dW = calloc((size_t)Cout * Cin, sizeof(float));
   double *rh = malloc(sizeof(double) * N * r), *rdh = malloc(sizeof(double) * N * r);
   double *ro = malloc(sizeof(double) * N * Cout), *rdin = malloc(sizeof(double) * N * Cin);
-  double *rdA = calloc((size_t)r * Cin, 8), *rdB = calloc((size_t)Cout * r, 8), *rdW = calloc((size_t)Cout * Cin, 8);
+  double *rdA = calloc((size_t)r * Cin, sizeof(double)), *rdB = calloc((size_t)Cout * r, sizeof(double)),
+         *rdW = calloc((size_t)Cout * Cin, sizeof(double));
   /* linear: out = in W^T, din = dy W, dW = dy^T in */
   linear_forward(out, in, W, N, Cin, Cout);
   linear_backward(din, dW, dy, in, W, N, Cin, Cout);
@@ -644,7 +646,8 @@ static void linear_cola_threaded(int N, int Cin, int r, int Cout, uint64_t seed)
       rdin[(size_t)n * Cin + i] = acc;
     }
     for (int o = 0; o < Cout; o++)
-      for (int i = 0; i < Cin; i++) rdW[(size_t)o * Cin + i] += (double)dy[(size_t)n * Cout + o] * in[(size_t)n * Cin + i];
+      for (int i = 0; i < Cin; i++)
+        rdW[(size_t)o * Cin + i] += (double)dy[(size_t)n * Cout + o] * in[(size_t)n * Cin + i];
   }
   assert_close("linear out (threaded)", out, ro, (size_t)N * Cout, 1e-5, 1e-4);
   assert_close("linear din (threaded)", din, rdin, (size_t)N * Cin, 1e-5, 1e-4);
@@ -759,8 +762,7 @@ Test(ops_special, crossentropy_huge_logits) {
   for (int n = 0; n < N; n++) {
     cr_assert(isfinite(losses[n]) && isfinite(l2[n]), "crossentropy loss[%d] not finite with logits +-1e4", n);
     /* fp32 at 2e4 has ulp 2e-3: tol 1e-6 + 1e-6 rel */
-    cr_assert(fabs(losses[n] - ref[n]) <= 1e-6 + 1e-6 * ref[n], "loss[%d] = %.9g, expected %.9g", n, losses[n],
-              ref[n]);
+    cr_assert(fabs(losses[n] - ref[n]) <= 1e-6 + 1e-6 * ref[n], "loss[%d] = %.9g, expected %.9g", n, losses[n], ref[n]);
     cr_assert(fabs(l2[n] - ref[n]) <= 1e-6 + 1e-6 * ref[n], "backward loss[%d] = %.9g, expected %.9g", n, l2[n],
               ref[n]);
   }
@@ -845,8 +847,8 @@ Test(ops_optim, adamw_two_steps_reference) {
       Vv[i] = b2 * Vv[i] + (1 - b2) * gi * gi;
       double upd = (M[i] / bc1) / (sqrt(Vv[i] / bc2) + hp.eps) + (double)hp.weight_decay * P[i];
       P[i] -= (double)hp.lr * upd;
-      cr_assert(fabs(m[i] - M[i]) <= 1e-7 + 1e-6 * fabs(M[i]), "adamw step %d m[%d] = %.9g, expected %.9g", t, i,
-                m[i], M[i]);
+      cr_assert(fabs(m[i] - M[i]) <= 1e-7 + 1e-6 * fabs(M[i]), "adamw step %d m[%d] = %.9g, expected %.9g", t, i, m[i],
+                M[i]);
       cr_assert(fabs(v[i] - Vv[i]) <= 1e-9 + 1e-6 * fabs(Vv[i]), "adamw step %d v[%d] = %.9g, expected %.9g", t, i,
                 v[i], Vv[i]);
       cr_assert(fabs(p[i] - P[i]) <= 1e-6 * (1 + fabs(P[i])), "adamw step %d param[%d] = %.9g, expected %.9g", t, i,
@@ -882,8 +884,7 @@ Test(ops_optim, adamw_large_matches_small) {
   adamw_update(p, g, m, v, n, hp, 7, 0.8f);
   for (size_t i = 0; i < n; i += 997) adamw_update(p2 + i, g + i, m2 + i, v2 + i, 1, hp, 7, 0.8f);
   for (size_t i = 0; i < n; i += 997)
-    cr_assert(p[i] == p2[i] && m[i] == m2[i] && v[i] == v2[i], "adamw element %zu differs between n=%zu and n=1", i,
-              n);
+    cr_assert(p[i] == p2[i] && m[i] == m2[i] && v[i] == v2[i], "adamw element %zu differs between n=%zu and n=1", i, n);
   free(p), free(g), free(m), free(v), free(p2), free(m2), free(v2);
 }
 
@@ -1021,7 +1022,8 @@ Test(ops_determinism, two_calls_bitwise_equal) {
   float *in = frand(N * Cin, -1, 1), *A = frand(r * Cin, -1, 1), *Bm = frand(Cout * r, -1, 1);
   float *hp = falloc(N * r), *h = falloc(N * r), *y = falloc(N * Cout), *dy = frand(N * Cout, -1, 1);
   float *din1 = falloc(N * Cin), *din2 = falloc(N * Cin), *sc = falloc(N * r);
-  float *dA1 = calloc(r * Cin, 4), *dA2 = calloc(r * Cin, 4), *dB1 = calloc(Cout * r, 4), *dB2 = calloc(Cout * r, 4);
+  float *dA1 = calloc(r * Cin, sizeof(float)), *dA2 = calloc(r * Cin, sizeof(float)),
+        *dB1 = calloc(Cout * r, sizeof(float)), *dB2 = calloc(Cout * r, sizeof(float));
   cola_forward(y, hp, h, in, A, Bm, N, Cin, r, Cout);
   cola_backward(din1, dA1, dB1, sc, dy, in, hp, h, A, Bm, N, Cin, r, Cout);
   cola_backward(din2, dA2, dB2, sc, dy, in, hp, h, A, Bm, N, Cin, r, Cout);
