@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# boost-train on bad input: one line on stderr naming the problem, non-zero
+# exit, before any training starts. Also: a good short run works, --help.
+set -euo pipefail
+bin=${BOOST_BINARY_DIR:?}/trainer/boost-train
+data=${BOOST_BINARY_DIR}/tools/boost-data
+mpirun=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+mkdir -p "$tmp/txt"
+for i in $(seq 1 40); do echo "line $i of a small corpus for the boost trainer tests, repeated text." ; done > "$tmp/txt/a.txt"
+"$data" -o "$tmp/d.tok" "$tmp/txt" >/dev/null 2>&1 || fail "boost-data could not make the test shard"
+base=(--set data.train="$tmp/d.tok" --set model.seq_len=16 --set train.batch_size=2 --set train.val_batches=0)
+
+# expect_error NEEDLE ARGS...: non-zero exit, exactly one stderr line containing NEEDLE
+expect_error() {
+  local needle=$1; shift
+  local rc=0
+  "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
+  [ "$rc" -ne 0 ] || fail "'$*' exited 0"
+  [ "$(wc -l <"$tmp/err")" -eq 1 ] || { cat "$tmp/err" >&2; fail "'$*' printed $(wc -l <"$tmp/err") stderr lines, not 1"; }
+  grep -qF -- "$needle" "$tmp/err" || fail "'$*': stderr '$(cat "$tmp/err")' does not mention '$needle'"
+  ! grep -q '^step ' "$tmp/out" || fail "'$*' trained before failing"
+}
+
+"$bin" --help | grep -q 'usage: boost-train' || fail "--help"
+"$bin" "${base[@]}" --set train.steps=2 >"$tmp/ok" 2>&1 || { cat "$tmp/ok"; fail "a good run failed"; }
+grep -q '^step     2/2' "$tmp/ok" || fail "a good run did not log step 2"
+
+expect_error "model.widht" "$bin" "${base[@]}" --set model.widht=3
+expect_error "train.lr" "$bin" "${base[@]}" --set train.lr=fast
+expect_error "out of range" "$bin" "${base[@]}" --set train.batch_size=0
+expect_error "nonexistent.tok" "$bin" --set data.train="$tmp/nonexistent.tok"
+printf 'not a token shard at all, just text' >"$tmp/bad.tok"
+expect_error "bad.tok" "$bin" --set data.train="$tmp/bad.tok"
+head -c 300 "$tmp/d.tok" >"$tmp/trunc.tok"
+expect_error "trunc.tok" "$bin" --set data.train="$tmp/trunc.tok"
+expect_error "data.train is not set" "$bin" --set train.steps=1
+expect_error "not divisible" "$bin" "${base[@]}" --set model.n_heads=3
+expect_error "vocabulary" "$bin" "${base[@]}" --set model.vocab=100
+expect_error "--bogus" "$bin" --bogus
+expect_error "seq_len" "$bin" --set data.train="$tmp/d.tok" --set model.seq_len=100000
+printf '[model]\nd_model = 64\nthis is not ini\n' >"$tmp/bad.ini"
+expect_error "bad.ini" "$bin" --config "$tmp/bad.ini"
+expect_error "missing.ini" "$bin" --config "$tmp/missing.ini"
+
+# Under mpirun, mpirun adds its own report; ours is one "boost-train:" line
+# (rank 0 speaks for all).
+expect_mpi_error() {
+  local needle=$1; shift
+  local rc=0
+  "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
+  [ "$rc" -ne 0 ] || fail "'$*' exited 0"
+  [ "$(grep -c '^boost-train:' "$tmp/err")" -eq 1 ] || { cat "$tmp/err" >&2; fail "'$*': not exactly one boost-train: line"; }
+  grep '^boost-train:' "$tmp/err" | grep -qF -- "$needle" || fail "'$*': '$(grep '^boost-train:' "$tmp/err")' lacks '$needle'"
+  ! grep -q '^step ' "$tmp/out" || fail "'$*' trained before failing"
+}
+
+# Layouts (multi-rank): world size, divisibility, stages, modes.
+expect_mpi_error "does not match" $mpirun -n 2 "$bin" "${base[@]}" --set parallel.dp=3
+expect_mpi_error "parallel.tp" $mpirun -n 3 "$bin" "${base[@]}" --set parallel.tp=3
+expect_mpi_error "model.n_layers" $mpirun -n 2 "$bin" "${base[@]}" --set parallel.pp=2 --set model.n_layers=1
+expect_mpi_error "tp_mode=megatron" $mpirun -n 2 "$bin" "${base[@]}" --set parallel.tp=2 --set parallel.tp_mode=megatron
+expect_mpi_error "parallel.stages" $mpirun -n 2 "$bin" "${base[@]}" --set parallel.pp=2 --set parallel.stages=1,1
+echo "train_errors: all checks passed"
