@@ -5,9 +5,21 @@
  * The trainer calls, on every rank:
  *   s = ckpt_open(cfg, grid, model)          (NULL when ckpt.dir is empty)
  *   ckpt_resume(s, &state, ...)              once, before the first step
+ *   ckpt_before_update(s)                    in every step, before the optimizer
+ *                                            changes parameters and moments
  *   ckpt_after_step(s, &state, force, ...)   after every optimizer step
  *   ckpt_close(s)                            waits for the last commit
- * All calls are collective over grid->world. */
+ * All calls are collective over grid->world except ckpt_before_update.
+ *
+ * One writer thread per rank makes every HDF5 call of the process (HDF5 is
+ * not thread-safe), on its own duplicates of the world and data-parallel
+ * communicators (MPI_THREAD_MULTIPLE). Test and benchmark hooks (environment):
+ *   BOOST_CKPT_SYNC=1              save synchronously (ckpt_after_step returns
+ *                                  after the commit): the baseline of bench/
+ *   BOOST_CKPT_TEST_DELAY_MS=N     the writer sleeps N ms after each dataset
+ *   BOOST_CKPT_TEST_FAIL=STEP[:RANK]  the checkpoint of STEP fails with an
+ *                                  injected I/O error on RANK (all ranks when
+ *                                  RANK is omitted) */
 #ifndef BOOST_CKPT_H
 #define BOOST_CKPT_H
 
@@ -26,12 +38,26 @@ ckpt_session *ckpt_open(const train_config *cfg, const process_grid *grid, model
 
 /* Applies cfg->ckpt.resume (auto | none | PATH): loads parameters, AdamW
  * moments and *st. Returns 1 when resumed, 0 for a fresh start; msg gets a
- * one-line account for the log (what was loaded or skipped and why). */
+ * one-line account for the log (what was loaded or skipped and why).
+ * auto: the newest committed checkpoint in ckpt.dir whose checksums verify
+ * (bad ones are reported on stderr and skipped). PATH: that file (or the
+ * newest good one in that directory); a bad file is fatal. A checkpoint of a
+ * different model (missing tensor, other shape) is fatal. */
 int ckpt_resume(ckpt_session *s, train_state *st, char *msg, size_t msglen);
+
+/* Staging is deferred: after ckpt_after_step stages a checkpoint, the writer
+ * thread copies parameters and moments while the next forward/backward runs
+ * (they change only at the optimizer step). Call this right before every
+ * optimizer step; it returns at once unless that copy is still running, and
+ * the time it waits counts as the checkpoint's stall. A caller that never
+ * calls it gets synchronous staging inside ckpt_after_step. NULL s is fine. */
+void ckpt_before_update(ckpt_session *s);
 
 /* Starts a checkpoint when one is due (ckpt.every) or force is set; returns
  * immediately after staging. status gets a short state for the step's log
- * line ("-", "staged step 40", "committed step 20 (1.2 s, 1.18x)", ...). */
+ * line ("-", "step 40 staged, stall 1 ms", "step 20 committed 1.2 s 3.4 MiB
+ * 1.18x", ...). If the previous checkpoint is still being written, waits for
+ * it first and reports the wait. */
 void ckpt_after_step(ckpt_session *s, const train_state *st, int force, char *status, size_t statuslen);
 
 /* Waits for the checkpoint in flight to commit (or fail). Returns 0 when the
@@ -40,5 +66,19 @@ int ckpt_wait(ckpt_session *s);
 
 /* ckpt_wait, then stops the writer thread and frees the session. */
 void ckpt_close(ckpt_session *s);
+
+/* Statistics of the last checkpoint whose outcome is known (for benchmarks
+ * and tests). Returns 0, or -1 when none finished yet. */
+typedef struct {
+  long long step;
+  int committed;
+  double stall_s;       /* training blocked: staging + waiting for the deferred copy */
+  double wait_prev_s;   /* waiting for the previous checkpoint before staging */
+  double write_s;       /* writer: copy, checksums, write, commit */
+  double raw_bytes[3];  /* weights, moments, activations (uncompressed) */
+  double stored_bytes[3];
+  double file_bytes;
+} ckpt_stats;
+int ckpt_last_stats(const ckpt_session *s, ckpt_stats *out);
 
 #endif

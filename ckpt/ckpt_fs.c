@@ -1,0 +1,231 @@
+#include "ckpt_fs.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckpt_h5.h"
+
+static int fail(char *err, size_t errlen, const char *what, const char *path) {
+  int e = errno;
+  if (err && errlen) snprintf(err, errlen, "%s %s: %s", what, path, strerror(e));
+  errno = e;
+  return -1;
+}
+
+static void append(char *out, size_t outlen, const char *fmt, const char *a) {
+  if (!out || !outlen) return;
+  size_t used = strlen(out);
+  if (used + 1 >= outlen) return;
+  snprintf(out + used, outlen - used, fmt, a);
+}
+
+int ckpt_fs_mkdirs(const char *dir, char *err, size_t errlen) {
+  char p[PATH_MAX];
+  if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p) {
+    errno = ENAMETOOLONG;
+    return fail(err, errlen, "checkpoint directory", dir);
+  }
+  for (char *s = p + 1; *s; s++) {
+    if (*s != '/') continue;
+    *s = 0;
+    if (mkdir(p, 0777) != 0 && errno != EEXIST) return fail(err, errlen, "cannot create", p);
+    *s = '/';
+  }
+  if (mkdir(p, 0777) != 0 && errno != EEXIST) return fail(err, errlen, "cannot create", p);
+  struct stat st;
+  if (stat(p, &st) != 0) return fail(err, errlen, "cannot stat", p);
+  if (!S_ISDIR(st.st_mode)) {
+    errno = ENOTDIR;
+    return fail(err, errlen, "checkpoint directory", p);
+  }
+  if (access(p, W_OK | X_OK) != 0) return fail(err, errlen, "cannot write to", p);
+  return 0;
+}
+
+static int cmp_desc(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+int ckpt_fs_list(const char *dir, int64_t **steps, int *n, char *err, size_t errlen) {
+  *steps = NULL;
+  *n = 0;
+  DIR *d = opendir(dir);
+  if (!d) return fail(err, errlen, "cannot list", dir);
+  int cap = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    int64_t s = ckpt_parse_file_name(e->d_name);
+    if (s < 0) continue;
+    if (*n == cap) {
+      cap = cap ? 2 * cap : 16;
+      int64_t *p = realloc(*steps, (size_t)cap * sizeof **steps);
+      if (!p) {
+        closedir(d);
+        free(*steps);
+        *steps = NULL;
+        *n = 0;
+        errno = ENOMEM;
+        return fail(err, errlen, "listing", dir);
+      }
+      *steps = p;
+    }
+    (*steps)[(*n)++] = s;
+  }
+  closedir(d);
+  if (*n) qsort(*steps, (size_t)*n, sizeof **steps, cmp_desc);
+  return 0;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t a = strlen(s), b = strlen(suffix);
+  return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+int ckpt_fs_clean_temporaries(const char *dir, char *removed, size_t removedlen) {
+  if (removed && removedlen) removed[0] = 0;
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  int count = 0;
+  struct dirent *e;
+  char path[PATH_MAX];
+  while ((e = readdir(d))) {
+    const int tmp_ckpt = strncmp(e->d_name, "step_", 5) == 0 && ends_with(e->d_name, ".h5" CKPT_TMP_SUFFIX);
+    const int tmp_latest = strcmp(e->d_name, CKPT_LATEST CKPT_TMP_SUFFIX) == 0;
+    if (!tmp_ckpt && !tmp_latest) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if (unlink(path) == 0) {
+      append(removed, removedlen, count ? ", %s" : "%s", e->d_name);
+      count++;
+    }
+  }
+  closedir(d);
+  return count;
+}
+
+int ckpt_fs_fsync(const char *path, char *err, size_t errlen) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return fail(err, errlen, "cannot open for fsync", path);
+  if (fsync(fd) != 0) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    return fail(err, errlen, "fsync", path);
+  }
+  close(fd);
+  return 0;
+}
+
+int ckpt_fs_reserve(const char *path, uint64_t bytes, char *err, size_t errlen) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return fail(err, errlen, "cannot open to reserve space", path);
+  int rc = 0;
+  if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)bytes) != 0) {
+    if (errno == EOPNOTSUPP || errno == ENOSYS) {
+      rc = 1;
+    } else {
+      char what[64];
+      snprintf(what, sizeof what, "cannot reserve %.1f MiB for", (double)bytes / (1 << 20));
+      rc = fail(err, errlen, what, path);
+    }
+  }
+  int e = errno;
+  close(fd);
+  errno = e;
+  return rc;
+}
+
+int ckpt_fs_trim(const char *path) {
+  struct stat st;
+  if (stat(path, &st) != 0) return -1;
+  /* truncate to the current size frees KEEP_SIZE blocks beyond it */
+  return truncate(path, st.st_size);
+}
+
+int ckpt_fs_commit(const char *dir, const char *tmp_name, const char *final_name, char *err, size_t errlen) {
+  char a[PATH_MAX], b[PATH_MAX];
+  snprintf(a, sizeof a, "%s/%s", dir, tmp_name);
+  snprintf(b, sizeof b, "%s/%s", dir, final_name);
+  if (rename(a, b) != 0) return fail(err, errlen, "cannot rename to", b);
+  return ckpt_fs_fsync(dir, err, errlen);
+}
+
+int ckpt_fs_write_latest(const char *dir, const char *name, char *err, size_t errlen) {
+  char tmp[PATH_MAX], fin[PATH_MAX];
+  snprintf(tmp, sizeof tmp, "%s/" CKPT_LATEST CKPT_TMP_SUFFIX, dir);
+  snprintf(fin, sizeof fin, "%s/" CKPT_LATEST, dir);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) return fail(err, errlen, "cannot create", tmp);
+  char line[PATH_MAX];
+  int n = snprintf(line, sizeof line, "%s\n", name);
+  if (write(fd, line, (size_t)n) != n || fsync(fd) != 0) {
+    int e = errno ? errno : EIO;
+    close(fd);
+    unlink(tmp);
+    errno = e;
+    return fail(err, errlen, "cannot write", tmp);
+  }
+  if (close(fd) != 0) {
+    unlink(tmp);
+    return fail(err, errlen, "cannot close", tmp);
+  }
+  if (rename(tmp, fin) != 0) {
+    int e = errno;
+    unlink(tmp);
+    errno = e;
+    return fail(err, errlen, "cannot rename to", fin);
+  }
+  return ckpt_fs_fsync(dir, err, errlen);
+}
+
+int ckpt_fs_read_latest(const char *dir, char *name, size_t namelen) {
+  char p[PATH_MAX];
+  snprintf(p, sizeof p, "%s/" CKPT_LATEST, dir);
+  FILE *f = fopen(p, "r");
+  if (!f) return -1;
+  int ok = fgets(name, (int)namelen, f) != NULL;
+  fclose(f);
+  if (!ok) return -1;
+  name[strcspn(name, "\r\n")] = 0;
+  return name[0] ? 0 : -1;
+}
+
+int ckpt_fs_retain(const char *dir, int64_t step, int keep_last, int keep_every, char *report, size_t reportlen) {
+  if (report && reportlen) report[0] = 0;
+  int64_t *steps;
+  int n;
+  if (ckpt_fs_list(dir, &steps, &n, NULL, 0) != 0) return -1;
+  int touched = 0, kept = 0;
+  char name[64], path[PATH_MAX], to[PATH_MAX + 16];
+  for (int i = 0; i < n; i++) { /* newest first */
+    const int64_t s = steps[i];
+    ckpt_file_name(name, sizeof name, s);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (s > step) {
+      snprintf(to, sizeof to, "%s" CKPT_SUPERSEDED_SUFFIX, path);
+      if (rename(path, to) == 0) {
+        append(report, reportlen, touched ? ", superseded %s" : "superseded %s", name);
+        touched++;
+      }
+      continue;
+    }
+    if (kept < keep_last || s == step) {
+      kept++;
+      continue;
+    }
+    if (keep_every > 0 && s % keep_every == 0) continue;
+    if (unlink(path) == 0) {
+      append(report, reportlen, touched ? ", removed %s" : "removed %s", name);
+      touched++;
+    }
+  }
+  free(steps);
+  return touched;
+}

@@ -1,0 +1,51 @@
+/* Checkpoint directory: committed files step_XXXXXXXX.h5, temporaries
+ * (*.h5.tmp, latest.tmp), the `latest` pointer, fsync, retention.
+ * Plain POSIX; every function returns 0 or -1 with errno-based text. */
+#ifndef BOOST_CKPT_FS_H
+#define BOOST_CKPT_FS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CKPT_LATEST "latest"
+#define CKPT_TMP_SUFFIX ".tmp"
+#define CKPT_SUPERSEDED_SUFFIX ".superseded"
+
+/* mkdir -p. */
+int ckpt_fs_mkdirs(const char *dir, char *err, size_t errlen);
+
+/* Steps of the committed checkpoints in dir, newest first (malloc'd; *n may
+ * be 0 with *steps NULL). */
+int ckpt_fs_list(const char *dir, int64_t **steps, int *n, char *err, size_t errlen);
+
+/* Removes *.h5.tmp and latest.tmp left by a crash; returns how many (or -1),
+ * their names listed in `removed`. */
+int ckpt_fs_clean_temporaries(const char *dir, char *removed, size_t removedlen);
+
+/* open(path) + fsync + close; dirs too. */
+int ckpt_fs_fsync(const char *path, char *err, size_t errlen);
+
+/* Reserves `bytes` of disk for an open file without changing its size
+ * (fallocate KEEP_SIZE). Returns 0, -1 with errno ENOSPC/EIO/..., or 1 when
+ * the file system cannot reserve (not an error). */
+int ckpt_fs_reserve(const char *path, uint64_t bytes, char *err, size_t errlen);
+
+/* Frees blocks beyond the file's size (after a reservation). */
+int ckpt_fs_trim(const char *path);
+
+/* rename(tmp, final) + fsync(dir). */
+int ckpt_fs_commit(const char *dir, const char *tmp_name, const char *final_name, char *err, size_t errlen);
+
+/* Atomically points `latest` at name: write latest.tmp, fsync, rename, fsync dir. */
+int ckpt_fs_write_latest(const char *dir, const char *name, char *err, size_t errlen);
+/* Reads `latest` (one line); -1 when absent or unreadable. */
+int ckpt_fs_read_latest(const char *dir, char *name, size_t namelen);
+
+/* After committing `step`: keeps the newest keep_last checkpoints with
+ * step <= `step` and those whose step is a multiple of keep_every (> 0),
+ * deletes the others; checkpoints NEWER than `step` belong to an abandoned
+ * run (resumed from an older one) and are renamed to *.h5.superseded.
+ * Describes what it did in report. Returns the number of files touched. */
+int ckpt_fs_retain(const char *dir, int64_t step, int keep_last, int keep_every, char *report, size_t reportlen);
+
+#endif

@@ -1,0 +1,164 @@
+#include "ckpt_h5.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ckpt_h5_quiet(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
+
+typedef struct {
+  char *out;
+  size_t len;
+  int n;
+} walk_ctx;
+
+static herr_t walk_cb(unsigned n, const H5E_error2_t *e, void *data) {
+  (void)n;
+  walk_ctx *w = data;
+  if (w->n >= 2) return 0;
+  size_t used = strlen(w->out);
+  if (used + 8 >= w->len) return 0;
+  const char *desc = e->desc && e->desc[0] ? e->desc : "(no description)";
+  snprintf(w->out + used, w->len - used, "%s%s (%s)", w->n ? " <- " : ": ", desc, e->func_name ? e->func_name : "?");
+  w->n++;
+  return 0;
+}
+
+void ckpt_h5_error(char *out, size_t outlen, const char *what) {
+  if (!outlen) return;
+  snprintf(out, outlen, "%s", what);
+  walk_ctx w = {out, outlen, 0};
+  /* UPWARD: the innermost error (where it was detected) first. */
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, walk_cb, &w);
+  if (w.n == 0) {
+    size_t used = strlen(out);
+    snprintf(out + used, outlen - used, ": failed");
+  }
+  /* Strip newlines some MPI error strings carry. */
+  for (char *p = out; *p; p++)
+    if (*p == '\n' || *p == '\r') *p = ' ';
+  H5Eclear2(H5E_DEFAULT);
+}
+
+static int put_scalar(hid_t obj, const char *name, hid_t file_type, hid_t mem_type, const void *v) {
+  hid_t space = H5Screate(H5S_SCALAR);
+  if (space < 0) return -1;
+  hid_t a = H5Acreate2(obj, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT);
+  int rc = -1;
+  if (a >= 0) {
+    rc = H5Awrite(a, mem_type, v) < 0 ? -1 : 0;
+    if (H5Aclose(a) < 0) rc = -1;
+  }
+  H5Sclose(space);
+  return rc;
+}
+
+int ckpt_attr_put_i64(hid_t obj, const char *name, int64_t v) {
+  return put_scalar(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &v);
+}
+int ckpt_attr_put_u64(hid_t obj, const char *name, uint64_t v) {
+  return put_scalar(obj, name, H5T_STD_U64LE, H5T_NATIVE_UINT64, &v);
+}
+int ckpt_attr_put_f64(hid_t obj, const char *name, double v) {
+  return put_scalar(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v);
+}
+
+int ckpt_attr_put_str(hid_t obj, const char *name, const char *v) {
+  hid_t t = H5Tcopy(H5T_C_S1);
+  if (t < 0) return -1;
+  size_t n = strlen(v);
+  int rc = -1;
+  if (H5Tset_size(t, n ? n : 1) >= 0 && H5Tset_strpad(t, H5T_STR_NULLPAD) >= 0 && H5Tset_cset(t, H5T_CSET_UTF8) >= 0)
+    rc = put_scalar(obj, name, t, t, n ? v : "");
+  H5Tclose(t);
+  return rc;
+}
+
+static int get_scalar(hid_t obj, const char *name, hid_t mem_type, void *v) {
+  hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+  if (a < 0) return -1;
+  hid_t space = H5Aget_space(a);
+  int rc = -1;
+  if (space >= 0 && H5Sget_simple_extent_npoints(space) == 1) rc = H5Aread(a, mem_type, v) < 0 ? -1 : 0;
+  if (space >= 0) H5Sclose(space);
+  H5Aclose(a);
+  return rc;
+}
+
+int ckpt_attr_get_i64(hid_t obj, const char *name, int64_t *v) { return get_scalar(obj, name, H5T_NATIVE_INT64, v); }
+int ckpt_attr_get_u64(hid_t obj, const char *name, uint64_t *v) { return get_scalar(obj, name, H5T_NATIVE_UINT64, v); }
+int ckpt_attr_get_f64(hid_t obj, const char *name, double *v) { return get_scalar(obj, name, H5T_NATIVE_DOUBLE, v); }
+
+int ckpt_attr_get_str(hid_t obj, const char *name, char **v) {
+  *v = NULL;
+  hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+  if (a < 0) return -1;
+  hid_t ft = H5Aget_type(a);
+  int rc = -1;
+  if (ft >= 0 && H5Tget_class(ft) == H5T_STRING) {
+    if (H5Tis_variable_str(ft) > 0) {
+      hid_t mt = H5Tcopy(H5T_C_S1);
+      H5Tset_size(mt, H5T_VARIABLE);
+      char *s = NULL;
+      if (H5Aread(a, mt, &s) >= 0 && s) {
+        *v = strdup(s);
+        H5free_memory(s);
+        rc = *v ? 0 : -1;
+      }
+      H5Tclose(mt);
+    } else {
+      size_t n = H5Tget_size(ft);
+      char *s = calloc(n + 1, 1);
+      hid_t mt = H5Tcopy(ft);
+      if (s && mt >= 0 && H5Aread(a, mt, s) >= 0) {
+        *v = s;
+        rc = 0;
+      } else {
+        free(s);
+      }
+      if (mt >= 0) H5Tclose(mt);
+    }
+  }
+  if (ft >= 0) H5Tclose(ft);
+  H5Aclose(a);
+  return rc;
+}
+
+int ckpt_attr_exists(hid_t obj, const char *name) {
+  htri_t e = H5Aexists(obj, name);
+  return e < 0 ? -1 : (int)(e > 0);
+}
+
+void ckpt_chunk_dims(int ndim, const int64_t *shape, hsize_t *chunk) {
+  /* From the last dimension: whole trailing dims while they fit the budget,
+   * then a partial extent, then 1. */
+  int64_t budget = CKPT_CHUNK_ELEMS;
+  for (int d = ndim - 1; d >= 0; d--) {
+    const int64_t n = shape[d] < 1 ? 1 : shape[d];
+    if (budget <= 1) {
+      chunk[d] = 1;
+    } else if (n <= budget) {
+      chunk[d] = (hsize_t)n;
+      budget /= n;
+    } else {
+      chunk[d] = (hsize_t)budget;
+      budget = 1;
+    }
+  }
+}
+
+void ckpt_file_name(char *out, size_t outlen, int64_t step) { snprintf(out, outlen, "step_%08lld.h5", (long long)step); }
+
+int64_t ckpt_parse_file_name(const char *name) {
+  if (strncmp(name, "step_", 5) != 0) return -1;
+  const char *p = name + 5;
+  int64_t v = 0;
+  int digits = 0;
+  while (*p >= '0' && *p <= '9') {
+    if (v > (INT64_MAX - 9) / 10) return -1;
+    v = v * 10 + (*p++ - '0');
+    digits++;
+  }
+  if (digits < 8 || strcmp(p, ".h5") != 0) return -1;
+  return v;
+}

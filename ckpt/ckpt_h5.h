@@ -1,0 +1,59 @@
+/* Small HDF5 helpers shared by the checkpoint writer/reader and the tools:
+ * error capture as one line, typed scalar/string attributes, the chunk shape
+ * rule, and the names of the format (docs/CHECKPOINT_FORMAT.md).
+ *
+ * HDF5 is not thread-safe: in a training process only the checkpoint writer
+ * thread calls these; tools call them from their only thread. */
+#ifndef BOOST_CKPT_H5_H
+#define BOOST_CKPT_H5_H
+
+#include <hdf5.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CKPT_FORMAT_NAME "boost-checkpoint"
+#define CKPT_FORMAT_VERSION 1
+#define CKPT_CHECKSUM_ALGORITHM "xxh3-64-elemsum-v1"
+#define CKPT_ATTR_CHECKSUM "xxh3_elemsum"
+#define CKPT_CHUNK_ELEMS ((int64_t)1 << 18) /* 1 MiB of float32 per chunk at most */
+
+/* Groups holding the tensors of each category, in file order. */
+#define CKPT_GROUP_MODEL "/model"
+#define CKPT_GROUP_ADAM_M "/optim/adam_m"
+#define CKPT_GROUP_ADAM_V "/optim/adam_v"
+#define CKPT_GROUP_STATE "/state"
+#define CKPT_GROUP_ACTS "/activations"
+
+/* Switch off HDF5's automatic error printing for this process. */
+void ckpt_h5_quiet(void);
+
+/* One line "what: <innermost HDF5 error> (<function>) <- <next>" from the
+ * current HDF5 error stack, which it then clears. */
+void ckpt_h5_error(char *out, size_t outlen, const char *what);
+
+/* Attributes on an object (file, group or dataset). Writers create the
+ * attribute (replacing none: the object must not have it). Return 0 / -1. */
+int ckpt_attr_put_i64(hid_t obj, const char *name, int64_t v);
+int ckpt_attr_put_u64(hid_t obj, const char *name, uint64_t v);
+int ckpt_attr_put_f64(hid_t obj, const char *name, double v);
+int ckpt_attr_put_str(hid_t obj, const char *name, const char *v);
+int ckpt_attr_get_i64(hid_t obj, const char *name, int64_t *v);
+int ckpt_attr_get_u64(hid_t obj, const char *name, uint64_t *v);
+int ckpt_attr_get_f64(hid_t obj, const char *name, double *v);
+/* Reads a fixed- or variable-length string attribute into a malloc'd,
+ * NUL-terminated string (*v, caller frees). */
+int ckpt_attr_get_str(hid_t obj, const char *name, char **v);
+/* 1 when the attribute exists, 0 when not, -1 on error. */
+int ckpt_attr_exists(hid_t obj, const char *name);
+
+/* Chunk shape of a dataset, a function of its global shape only (so the
+ * file does not depend on the layout that wrote it): whole trailing rows,
+ * at most CKPT_CHUNK_ELEMS elements per chunk. */
+void ckpt_chunk_dims(int ndim, const int64_t *shape, hsize_t *chunk);
+
+/* "step_00000040.h5" for a step. */
+void ckpt_file_name(char *out, size_t outlen, int64_t step);
+/* Parses a committed checkpoint file name; returns the step or -1. */
+int64_t ckpt_parse_file_name(const char *name);
+
+#endif
