@@ -604,6 +604,15 @@ static void attention_vs_naive(int B, int T, int H, int hd, uint64_t seed) {
   assert_close("attention dq vs naive", dq, rdq, n, 1e-5, 1e-3);
   assert_close("attention dk vs naive", dk, rdk, n, 1e-5, 1e-3);
   assert_close("attention dv vs naive", dv, rdv, n, 1e-5, 1e-3);
+  /* NULL gradients skip work without changing the others (every path) */
+  float *dq2 = fnan(n), *dk2 = fnan(n), *dv2 = fnan(n);
+  attention_backward(dq2, NULL, NULL, scratch, dout, q, k, v, att, B, T, H, hd);
+  attention_backward(NULL, dk2, NULL, scratch, dout, q, k, v, att, B, T, H, hd);
+  attention_backward(NULL, NULL, dv2, scratch, dout, q, k, v, att, B, T, H, hd);
+  assert_bitwise("attention dq alone", dq, dq2, n * sizeof(float));
+  assert_bitwise("attention dk alone", dk, dk2, n * sizeof(float));
+  assert_bitwise("attention dv alone", dv, dv2, n * sizeof(float));
+  free(dq2), free(dk2), free(dv2);
   free(q), free(k), free(v), free(dout), free(out), free(att), free(dq), free(dk), free(dv), free(scratch);
   free(rout), free(ratt), free(rdq), free(rdk), free(rdv);
 }
