@@ -130,7 +130,7 @@ struct ckpt_session {
   int rank, world_size;
   char dir[CONFIG_STR];
   int acts_mode; /* 0 none, 1 sample, 2 all */
-  int sync_mode, delay_ms;
+  int sync_mode, delay_ms, no_reserve;
   int64_t fail_step;
   int fail_rank;
 
@@ -664,21 +664,21 @@ static int write_file(ckpt_session *s, save_job *j, const char *path, const uint
    * instead of one v1 B-tree per dataset; every HDF5 >= 1.10 reads it. */
   H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110);
   w.file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
-  H5Pclose(fapl);
   if (w.file < 0) wfail(&w, "H5Fcreate %s", path);
+  H5Pclose(fapl);
   if (!agree(s, w.ok, w.err, err, errlen)) {
     if (w.file >= 0) H5Fclose(w.file);
     return 0;
   }
   /* Reserve the uncompressed size (an upper bound) so that a full disk fails
    * here, on every rank at once, not in the middle of collective writes. */
-  if (s->rank == 0) {
-    double need = 1 << 20;
-    for (int i = 0; i < s->nent; i++) need += 1.01 * NCAT * 4.0 * (double)entry_numel(&s->ents[i]) + 8192.0;
+  if (s->rank == 0 && !s->no_reserve) {
+    double need = 256 << 10;
+    for (int i = 0; i < s->nent; i++) need += 1.01 * NCAT * 4.0 * (double)entry_numel(&s->ents[i]) + NCAT * 2048.0;
     for (int a = 0; a < j->nact; a++) {
       double n = 1;
       for (int k = 0; k < j->acts[a].d.ndim; k++) n *= (double)j->acts[a].d.shape[k];
-      need += 1.01 * (j->acts[a].d.type == ACT_I64 ? 8.0 : 4.0) * n + 8192.0;
+      need += 1.01 * (j->acts[a].d.type == ACT_I64 ? 8.0 : 4.0) * n + 2048.0;
     }
     need += 4.0 * (double)j->nloss;
     char rerr[512];
@@ -873,11 +873,11 @@ static int try_load(ckpt_session *s, const char *path, load_result *lr, char *wh
   hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
   H5Pset_fapl_mpio(fapl, s->comm, MPI_INFO_NULL);
   hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
-  H5Pclose(fapl);
-  if (f < 0) {
+  if (f < 0) { /* before any other HDF5 call: each one clears the error stack */
     ckpt_h5_error(err, sizeof err, "cannot open (truncated or not an HDF5 file)");
     ok = 0;
   }
+  H5Pclose(fapl);
   if (!agree(s, ok, err, why, whylen)) {
     if (f >= 0) H5Fclose(f);
     return 0;
@@ -1193,6 +1193,7 @@ ckpt_session *ckpt_open(const train_config *cfg, const process_grid *grid, model
   s->acts_mode = strcmp(cfg->ckpt.activations, "sample") == 0 ? 1 : strcmp(cfg->ckpt.activations, "all") == 0 ? 2 : 0;
   s->sync_mode = env_int("BOOST_CKPT_SYNC", 0) != 0;
   s->delay_ms = (int)env_int("BOOST_CKPT_TEST_DELAY_MS", 0);
+  s->no_reserve = env_int("BOOST_CKPT_TEST_NO_RESERVE", 0) != 0;
   s->fail_step = -1;
   s->fail_rank = -1;
   const char *fs = getenv("BOOST_CKPT_TEST_FAIL");

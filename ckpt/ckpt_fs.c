@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "ckpt_h5.h"
@@ -124,16 +125,27 @@ int ckpt_fs_fsync(const char *path, char *err, size_t errlen) {
 }
 
 int ckpt_fs_reserve(const char *path, uint64_t bytes, char *err, size_t errlen) {
+  const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path; /* short enough for a log line */
   int fd = open(path, O_WRONLY | O_CLOEXEC);
   if (fd < 0) return fail(err, errlen, "cannot open to reserve space", path);
   int rc = 0;
   if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)bytes) != 0) {
     if (errno == EOPNOTSUPP || errno == ENOSYS) {
+      /* Cannot reserve here: at least check the free space (racy, but it
+       * catches a disk that is already full). */
+      struct statvfs v;
       rc = 1;
+      if (fstatvfs(fd, &v) == 0 && (double)v.f_bavail * (double)v.f_frsize < (double)bytes) {
+        errno = ENOSPC;
+        char what[96];
+        snprintf(what, sizeof what, "only %.1f MiB free, %.1f MiB needed for", (double)v.f_bavail * (double)v.f_frsize / (1 << 20),
+                 (double)bytes / (1 << 20));
+        rc = fail(err, errlen, what, base);
+      }
     } else {
       char what[64];
       snprintf(what, sizeof what, "cannot reserve %.1f MiB for", (double)bytes / (1 << 20));
-      rc = fail(err, errlen, what, path);
+      rc = fail(err, errlen, what, base);
     }
   }
   int e = errno;

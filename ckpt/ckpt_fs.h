@@ -25,9 +25,9 @@ int ckpt_fs_clean_temporaries(const char *dir, char *removed, size_t removedlen)
 /* open(path) + fsync + close; dirs too. */
 int ckpt_fs_fsync(const char *path, char *err, size_t errlen);
 
-/* Reserves `bytes` of disk for an open file without changing its size
- * (fallocate KEEP_SIZE). Returns 0, -1 with errno ENOSPC/EIO/..., or 1 when
- * the file system cannot reserve (not an error). */
+/* Reserves `bytes` of disk for a file without changing its size (fallocate
+ * KEEP_SIZE). Returns 0, -1 with errno ENOSPC/EIO/..., or 1 when the file
+ * system cannot reserve (then only the free space is checked, statvfs). */
 int ckpt_fs_reserve(const char *path, uint64_t bytes, char *err, size_t errlen);
 
 /* Frees blocks beyond the file's size (after a reservation). */

@@ -4,6 +4,7 @@
  *   boost-inspect --list DIR
  *   boost-inspect --dump DATASET OUT PATH
  *   boost-inspect --dump-category weights|moments|activations OUT PATH
+ *   boost-inspect --dump-all DIR PATH
  *
  * PATH is a checkpoint file or a checkpoint directory (then the file named by
  * its `latest` pointer, else the newest step_*.h5). Prints the training state
@@ -13,7 +14,8 @@
  * the data (docs/CHECKPOINT_FORMAT.md: xxh3-64-elemsum-v1) and names every
  * tensor that does not match or cannot be read. --json prints all of it as
  * one JSON document. --dump writes one dataset's values (little-endian) to a
- * file; --dump-category concatenates the raw bytes of a whole category (for
+ * file (--dump-all: every dataset into DIR/<path with / as __>.bin);
+ * --dump-category concatenates the raw bytes of a whole category (for
  * comparing our compression with `zstd -3` on the same bytes).
  *
  * Exit status: 0 ok, 1 a checkpoint problem (unreadable, checksum mismatch),
@@ -56,6 +58,7 @@ static void usage(FILE *f) {
           "       boost-inspect --list DIR\n"
           "       boost-inspect --dump DATASET OUT PATH\n"
           "       boost-inspect --dump-category weights|moments|activations OUT PATH\n"
+          "       boost-inspect --dump-all DIR PATH\n"
           "\n"
           "PATH: a checkpoint file (step_XXXXXXXX.h5) or a checkpoint directory (its\n"
           "`latest` checkpoint). Shows the training state and every tensor with its\n"
@@ -67,6 +70,7 @@ static void usage(FILE *f) {
           "  --list DIR       the checkpoints of a directory, newest first, with `latest`\n"
           "  --dump DATASET OUT       raw little-endian values of one dataset\n"
           "  --dump-category CAT OUT  raw bytes of every dataset of a category, concatenated\n"
+          "  --dump-all DIR           every dataset to DIR/<path, / as __>.bin\n"
           "Exit status: 0 ok, 1 checkpoint problem, 2 usage.\n");
 }
 
@@ -223,7 +227,7 @@ static cJSON *parse_or_string(const char *s) {
 
 int main(int argc, char **argv) {
   int json = 0, verify = 0, tensors = 1, list = 0;
-  const char *dump = NULL, *dump_out = NULL, *dump_cat = NULL, *arg = NULL;
+  const char *dump = NULL, *dump_out = NULL, *dump_cat = NULL, *dump_all = NULL, *arg = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--json")) json = 1;
     else if (!strcmp(argv[i], "--verify")) verify = 1;
@@ -235,6 +239,8 @@ int main(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--dump") && i + 2 < argc) {
       dump = argv[++i];
       dump_out = argv[++i];
+    } else if (!strcmp(argv[i], "--dump-all") && i + 1 < argc) {
+      dump_all = argv[++i];
     } else if (!strcmp(argv[i], "--dump-category") && i + 2 < argc) {
       dump_cat = argv[++i];
       dump_out = argv[++i];
@@ -267,6 +273,33 @@ int main(int argc, char **argv) {
   }
   dset_list l = {0};
   H5Lvisit(f, H5_INDEX_NAME, H5_ITER_INC, visit_cb, &l);
+
+  if (dump_all) {
+    int rc = 0;
+    for (int i = 0; i < l.n && !rc; i++) {
+      const dset_info *d = &l.d[i];
+      char name[PATH_MAX];
+      snprintf(name, sizeof name, "%s/", dump_all);
+      for (const char *p = d->path + 1; *p && strlen(name) + 3 < sizeof name; p++) {
+        if (*p == '/') strcat(name, "__");
+        else strncat(name, p, 1);
+      }
+      strncat(name, ".bin", sizeof name - strlen(name) - 1);
+      size_t n, esz;
+      void *buf = read_all(f, d, &n, &esz, err, sizeof err);
+      FILE *out = buf ? fopen(name, "wb") : NULL;
+      if (!buf || !out || fwrite(buf, esz, n, out) != n) {
+        fprintf(stderr, "boost-inspect: %s\n", buf ? "cannot write the dump" : err);
+        rc = 1;
+      }
+      if (out && fclose(out) != 0) rc = 1;
+      free(buf);
+    }
+    if (!rc) printf("dumped %d datasets to %s\n", l.n, dump_all);
+    H5Fclose(f);
+    free(l.d);
+    return rc;
+  }
 
   if (dump || dump_cat) {
     FILE *out = fopen(dump_out, "wb");

@@ -63,6 +63,7 @@ struct trainer {
   model_stage stage;
   int layers_per_stage[256];
   FILE *metrics;
+  ckpt_session *ck; /* trainer_run's checkpoint session (NULL: none) */
 };
 typedef struct trainer run;
 
@@ -207,6 +208,7 @@ static float train_step(run *r, train_state *st, double *grad_norm) {
   if (r->grid.world_size > 1) MPI_Allreduce(MPI_IN_PLACE, red, 2, MPI_DOUBLE, MPI_SUM, r->grid.world);
   *grad_norm = sqrt(red[1]);
   float lr = lr_at(cfg, (int)st->step);
+  ckpt_before_update(r->ck); /* a checkpoint's deferred copy of params/moments must be done */
   optimizer_step(&r->m, cfg, lr, (int)st->step + 1, clip_scale(*grad_norm, cfg->train.grad_clip), begin, end);
   if (cfg->parallel.zero) comm_allgather_chunks(&r->comm, COMM_DP, r->m.reg.arena[TENSOR_PARAMS], end - begin);
   return (float)(red[0] / ((double)M * r->grid.dp));
@@ -377,6 +379,7 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
   train_state *st = &t->st;
   preempt_install_handlers();
   ckpt_session *ck = ckpt_open(cfg, &t->grid, &t->m);
+  t->ck = ck;
   char msg[512] = "";
   ckpt_resume(ck, st, msg, sizeof msg);
   if (t->grid.rank == 0) {

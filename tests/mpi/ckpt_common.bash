@@ -46,6 +46,18 @@ train() {
   fi
 }
 
+# train_bg NP LOG args...: as train, in the background; $! is boost-train's
+# (or mpirun's) own PID, so signals reach it.
+train_bg() {
+  local np=$1 log=$2
+  shift 2
+  if [ "$np" = 0 ]; then
+    "$TRAIN" --set data.train="$tmp/f.tok" "${COMMON[@]}" "$@" >"$log" 2>&1 &
+  else
+    $MPIRUN -n "$np" "$TRAIN" --set data.train="$tmp/f.tok" "${COMMON[@]}" "$@" >"$log" 2>&1 &
+  fi
+}
+
 # "step loss" lines from a metrics file (one JSON object per step).
 losses() {
   "$PY" -c 'import json,sys

@@ -1,0 +1,171 @@
+/* Checkpoint building blocks that need no MPI: the layout-independent
+ * checksum (fast path vs the xxHash library, any partition of a tensor gives
+ * the same sum), the chunk-shape rule, file names, and the directory
+ * protocol (temporaries, `latest`, retention). */
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "ckpt_fs.h"
+#include "ckpt_h5.h"
+#include "ckpt_hash.h"
+
+static uint64_t lcg(uint64_t *s) {
+  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+  return *s >> 11;
+}
+
+Test(ckpt_hash, fast_path_equals_xxh3_library) {
+  uint64_t st = 1;
+  uint32_t v[1000];
+  for (int i = 0; i < 1000; i++) v[i] = (uint32_t)lcg(&st);
+  v[0] = 0, v[1] = 0xffffffffu, v[2] = 0x80000000u, v[3] = 0x7fc00001u;
+  const uint64_t bases[] = {0, 1, 255, 0xffffff00ull, 0xfffffffeull, 0x100000000ull, 0x123456789abull, UINT64_MAX - 2000};
+  for (size_t b = 0; b < sizeof bases / sizeof bases[0]; b++) {
+    uint64_t want = 0;
+    for (int i = 0; i < 1000; i++) {
+      unsigned char le[4] = {(unsigned char)v[i], (unsigned char)(v[i] >> 8), (unsigned char)(v[i] >> 16), (unsigned char)(v[i] >> 24)};
+      want += XXH3_64bits_withSeed(le, 4, bases[b] + (uint64_t)i);
+    }
+    cr_assert_eq(ckpt_hash_run32(v, 1000, bases[b]), want, "base %llu", (unsigned long long)bases[b]);
+    cr_assert_eq(ckpt_hash_run32_reference(v, 1000, bases[b]), want);
+    /* unaligned input */
+    unsigned char buf[4 * 1000 + 1];
+    memcpy(buf + 1, v, sizeof v);
+    cr_assert_eq(ckpt_hash_run32(buf + 1, 1000, bases[b]), want);
+  }
+}
+
+Test(ckpt_hash, run64_is_the_8_byte_term) {
+  int64_t x[3] = {-1, 0, 1234567890123ll};
+  uint64_t want = 0;
+  for (int i = 0; i < 3; i++) want += XXH3_64bits_withSeed(&x[i], 8, 7 + (uint64_t)i);
+  cr_assert_eq(ckpt_hash_run64(x, 3, 7), want);
+}
+
+/* A [5, 6, 7] tensor: the whole, rows split, columns split, a middle block
+ * split along every dim: the sums of the parts equal the whole. */
+Test(ckpt_hash, any_partition_gives_the_same_sum) {
+  enum { A = 5, B = 6, C = 7 };
+  static float t[A][B][C];
+  uint64_t st = 9;
+  for (int i = 0; i < A; i++)
+    for (int j = 0; j < B; j++)
+      for (int k = 0; k < C; k++) t[i][j][k] = (float)((double)lcg(&st) / 9e15 - 1.0);
+  const int64_t g[3] = {A, B, C};
+  const uint64_t whole = ckpt_hash_run32(t, A * B * C, 0);
+  const int64_t z[3] = {0, 0, 0};
+  cr_assert_eq(ckpt_hash_slab32(t, 3, g, z, g), whole);
+  /* split along each dim at an uneven point, every cut */
+  for (int dim = 0; dim < 3; dim++)
+    for (int cut = 1; cut < g[dim]; cut++) {
+      uint64_t sum = 0;
+      for (int part = 0; part < 2; part++) {
+        int64_t off[3] = {0, 0, 0}, ext[3] = {A, B, C};
+        off[dim] = part ? cut : 0;
+        ext[dim] = part ? g[dim] - cut : cut;
+        float *blk = malloc(sizeof(float) * (size_t)(ext[0] * ext[1] * ext[2]));
+        size_t n = 0;
+        for (int i = 0; i < ext[0]; i++)
+          for (int j = 0; j < ext[1]; j++)
+            for (int k = 0; k < ext[2]; k++) blk[n++] = t[off[0] + i][off[1] + j][off[2] + k];
+        sum += ckpt_hash_slab32(blk, 3, g, off, ext);
+        free(blk);
+      }
+      cr_assert_eq(sum, whole, "dim %d cut %d", dim, cut);
+    }
+  /* a changed or moved element changes the sum */
+  float s = t[1][2][3];
+  t[1][2][3] = t[1][2][4];
+  t[1][2][4] = s;
+  cr_assert_neq(ckpt_hash_run32(t, A * B * C, 0), whole);
+}
+
+Test(ckpt_h5, chunk_dims_depend_on_the_global_shape_only) {
+  hsize_t c[3];
+  const int64_t s1[2] = {32000, 512};
+  ckpt_chunk_dims(2, s1, c);
+  cr_assert(c[0] == 512 && c[1] == 512);
+  const int64_t s2[1] = {64};
+  ckpt_chunk_dims(1, s2, c);
+  cr_assert(c[0] == 64);
+  const int64_t s3[2] = {3, 300000};
+  ckpt_chunk_dims(2, s3, c);
+  cr_assert(c[0] == 1 && c[1] == 262144);
+  const int64_t s4[3] = {3, 256, 768};
+  ckpt_chunk_dims(3, s4, c);
+  cr_assert(c[0] == 1 && c[1] == 256 && c[2] == 768, "%llu %llu %llu", (unsigned long long)c[0], (unsigned long long)c[1],
+            (unsigned long long)c[2]);
+}
+
+Test(ckpt_h5, file_names) {
+  char n[64];
+  ckpt_file_name(n, sizeof n, 40);
+  cr_assert_str_eq(n, "step_00000040.h5");
+  cr_assert_eq(ckpt_parse_file_name(n), 40);
+  cr_assert_eq(ckpt_parse_file_name("step_123456789.h5"), 123456789);
+  cr_assert_eq(ckpt_parse_file_name("step_00000040.h5.tmp"), -1);
+  cr_assert_eq(ckpt_parse_file_name("step_0040.h5"), -1);
+  cr_assert_eq(ckpt_parse_file_name("step_00000040.h5.superseded"), -1);
+  cr_assert_eq(ckpt_parse_file_name("latest"), -1);
+}
+
+static void touch(const char *dir, const char *name) {
+  char p[1024];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  FILE *f = fopen(p, "w");
+  cr_assert(f);
+  fputs("x", f);
+  fclose(f);
+}
+
+static int exists(const char *dir, const char *name) {
+  char p[1024];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  return access(p, F_OK) == 0;
+}
+
+Test(ckpt_fs, temporaries_latest_retention) {
+  char dir[] = "/tmp/test_ckpt_fs.XXXXXX";
+  cr_assert(mkdtemp(dir));
+  char sub[600], err[512];
+  snprintf(sub, sizeof sub, "%s/a/b", dir);
+  cr_assert_eq(ckpt_fs_mkdirs(sub, err, sizeof err), 0, "%s", err);
+  for (int s = 2; s <= 12; s += 2) {
+    char n[64];
+    ckpt_file_name(n, sizeof n, s);
+    touch(sub, n);
+  }
+  touch(sub, "step_00000014.h5.tmp");
+  touch(sub, "latest.tmp");
+  touch(sub, "notes.txt");
+  char removed[256];
+  cr_assert_eq(ckpt_fs_clean_temporaries(sub, removed, sizeof removed), 2);
+  cr_assert(!exists(sub, "step_00000014.h5.tmp") && !exists(sub, "latest.tmp") && exists(sub, "notes.txt"));
+  int64_t *steps;
+  int n;
+  cr_assert_eq(ckpt_fs_list(sub, &steps, &n, err, sizeof err), 0);
+  cr_assert_eq(n, 6);
+  cr_assert(steps[0] == 12 && steps[5] == 2);
+  free(steps);
+  cr_assert_eq(ckpt_fs_write_latest(sub, "step_00000012.h5", err, sizeof err), 0, "%s", err);
+  char latest[64];
+  cr_assert_eq(ckpt_fs_read_latest(sub, latest, sizeof latest), 0);
+  cr_assert_str_eq(latest, "step_00000012.h5");
+  /* committed 8 after a resume from 6: 10 and 12 belong to an abandoned run */
+  char report[512];
+  ckpt_fs_retain(sub, 8, 2, 4, report, sizeof report);
+  cr_assert(exists(sub, "step_00000008.h5") && exists(sub, "step_00000006.h5"), "%s", report);
+  cr_assert(exists(sub, "step_00000004.h5"), "keep_every 4: %s", report);
+  cr_assert(!exists(sub, "step_00000002.h5"), "%s", report);
+  cr_assert(!exists(sub, "step_00000010.h5") && exists(sub, "step_00000010.h5.superseded"), "%s", report);
+  cr_assert(!exists(sub, "step_00000012.h5") && exists(sub, "step_00000012.h5.superseded"), "%s", report);
+  char cmd[700];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_assert_eq(system(cmd), 0);
+}
