@@ -55,6 +55,14 @@ static void allreduce(comm_ctx *c, comm_group g, float *buf, size_t n, MPI_Op op
 void comm_allreduce_sum(comm_ctx *c, comm_group g, float *buf, size_t n) { allreduce(c, g, buf, n, MPI_SUM); }
 void comm_allreduce_max(comm_ctx *c, comm_group g, float *buf, size_t n) { allreduce(c, g, buf, n, MPI_MAX); }
 
+void comm_allreduce_sum_f64(comm_ctx *c, comm_group g, double *buf, size_t n) {
+  if (c->size[g] == 1 || n == 0) return;
+  BOOST_ASSERT(n < (size_t)1 << 31);
+  double t0 = MPI_Wtime();
+  MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, c->comm[g]);
+  count(c, g, COMM_ALLREDUCE, n * sizeof(double), t0);
+}
+
 void comm_reduce_scatter_sum(comm_ctx *c, comm_group g, float *buf, size_t chunk) {
   if (c->size[g] == 1 || chunk == 0) return;
   BOOST_ASSERT(chunk < (size_t)1 << 31);

@@ -43,6 +43,8 @@ uint64_t comm_bytes(const comm_ctx *c, comm_group g, comm_kind k);
 /* In-place sum over the group (counted; skipped when the group has 1 rank). */
 void comm_allreduce_sum(comm_ctx *c, comm_group g, float *buf, size_t n);
 void comm_allreduce_max(comm_ctx *c, comm_group g, float *buf, size_t n);
+/* Sum of doubles (scalar statistics: loss, squared norms). */
+void comm_allreduce_sum_f64(comm_ctx *c, comm_group g, double *buf, size_t n);
 /* buf holds size * chunk floats: sums them over the group and leaves this
  * rank's chunk of the sum at buf + rank * chunk (ZeRO-1 gradients). */
 void comm_reduce_scatter_sum(comm_ctx *c, comm_group g, float *buf, size_t chunk);

@@ -18,7 +18,7 @@ int grid_init(process_grid *g, MPI_Comm world, int dp, int tp, int pp, char *err
   MPI_Comm_size(world, &size);
   MPI_Comm_rank(world, &rank);
   if (dp < 1 || tp < 1 || pp < 1 || (long)dp * tp * pp != size) {
-    snprintf(err, errlen, "layout dp*tp*pp = %d*%d*%d = %ld does not match the %d MPI ranks", dp, tp, pp,
+    snprintf(err, errlen, "layout parallel.dp*tp*pp = %d*%d*%d = %ld does not match the %d MPI ranks", dp, tp, pp,
              (long)dp * tp * pp, size);
     return -1;
   }

@@ -130,7 +130,7 @@ static float evaluate(run *r) {
     tot[0] += owns_loss(r) ? loss : 0.0;
     tot[1] += owns_loss(r) ? 1.0 : 0.0;
   }
-  MPI_Allreduce(MPI_IN_PLACE, tot, 2, MPI_DOUBLE, MPI_SUM, r->grid.world);
+  comm_allreduce_sum_f64(&r->comm, COMM_WORLD, tot, 2);
   return (float)(tot[0] / tot[1]);
 }
 
@@ -205,7 +205,7 @@ static float train_step(run *r, train_state *st, double *grad_norm) {
    * dp replicas hold equal gradients (counted once) or disjoint chunks. */
   const int count_grads = cfg->parallel.zero || r->grid.dp_rank == 0;
   double red[2] = {owns_loss(r) ? loss_sum : 0.0, count_grads ? grad_sumsq_range(&r->m, begin, end) : 0.0};
-  if (r->grid.world_size > 1) MPI_Allreduce(MPI_IN_PLACE, red, 2, MPI_DOUBLE, MPI_SUM, r->grid.world);
+  comm_allreduce_sum_f64(&r->comm, COMM_WORLD, red, 2);
   *grad_norm = sqrt(red[1]);
   float lr = lr_at(cfg, (int)st->step);
   ckpt_before_update(r->ck); /* a checkpoint's deferred copy of params/moments must be done */
