@@ -123,21 +123,25 @@ static inline int boost_team_size(void) {
 #define BOOST_PAR_MIN 16384
 
 /* ---- GEMMs: our OpenMP threads own the cores ----------------------------
- * OpenBLAS (pthread build) has its own thread pool. Letting it thread the
- * GEMMs while OpenMP threads the loops in between makes two pools of
- * spinning threads fight over the cores; measured here, splitting a GEMM
- * over our OpenMP threads with single-threaded OpenBLAS calls is as fast for
- * big GEMMs and up to ~1.7x faster for the mid-size ones of a CoLA layer. So
- * every kernel runs its GEMMs with OpenBLAS set to one thread (restored on
- * return) and splits the output over OpenMP threads: never along K, so each
- * output element comes from one sgemm call: deterministic for a given
- * thread count. */
+ * Every kernel splits its GEMMs over OpenMP threads (the output by rows or
+ * columns, never along K, so each output element comes from one sgemm call:
+ * deterministic for a given thread count) and calls sgemm from inside its
+ * parallel region, where OpenBLAS must run single-threaded:
+ *  - OpenBLAS's OpenMP build (what the build links when installed) does that
+ *    by itself inside a parallel region. Its openblas_set_num_threads() also
+ *    sets the OpenMP thread count and reallocates per-thread buffers, so it
+ *    must not be touched.
+ *  - The pthread build has its own pool; letting it thread GEMMs while our
+ *    OpenMP threads run makes two pools of spinning threads fight over the
+ *    cores (measured 1.7x slower on mid-size CoLA GEMMs, far worse under
+ *    load). So around each kernel it is set to one thread and restored. */
 #include <cblas.h>
 
 /* GEMMs with fewer multiply-adds than this run on the calling thread. */
 #define BOOST_GEMM_PAR_MIN (1 << 18)
 
 static inline int blas_serial_begin(void) {
+  if (openblas_get_parallel() != OPENBLAS_THREAD) return 0; /* OpenMP or sequential build */
   int n = openblas_get_num_threads();
   if (n > 1) openblas_set_num_threads(1);
   return n;

@@ -12,13 +12,17 @@
  * Other suites: forward vs naive double references, special values and
  * stability, in-place use, the optimizer against a hand-computed reference,
  * gradient accumulation, and bitwise determinism. Sizes are small and odd. */
+#include <cblas.h>
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "ops.h"
 
@@ -1082,4 +1086,76 @@ Test(ops_determinism, reductions_independent_of_thread_count) {
   }
   for (int t = 0; t < 3; t++) free(emb[t]), free(dw[t]);
   free(tok), free(dout), free(x), free(w), free(out), free(rstd), free(dx);
+}
+
+/* ============================================================ threading */
+
+/* CPU ticks (user + system) of this process's threads: the calling thread's
+ * and all the others' summed. Linux /proc. */
+static void thread_ticks(long *self, long *others) {
+  long me = (long)syscall(SYS_gettid);
+  *self = *others = 0;
+  DIR *d = opendir("/proc/self/task");
+  cr_assert_not_null(d, "cannot open /proc/self/task");
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    char path[300], buf[1024];
+    snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    size_t len = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[len] = '\0';
+    char *s = strrchr(buf, ')'); /* fields after the command name */
+    long ut = 0, st = 0;
+    if (!s || sscanf(s + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %ld %ld", &ut, &st) != 2) continue;
+    if (atol(e->d_name) == me)
+      *self += ut + st;
+    else
+      *others += ut + st;
+  }
+  closedir(d);
+}
+
+/* The GEMM kernels must spread their work over the OpenMP threads, with
+ * either OpenBLAS build, and leave the OpenMP and OpenBLAS thread counts as
+ * they found them. (With OpenBLAS's OpenMP build, openblas_set_num_threads(1)
+ * also sets the OpenMP thread count: toggling it around a kernel silently
+ * ran every GEMM kernel on one thread.) The other threads must do at least a
+ * quarter of the calling thread's CPU time. */
+Test(ops_threads, gemm_kernels_use_every_thread) {
+  int nt = omp_get_max_threads();
+  if (nt < 2) cr_skip_test("needs 2 or more OpenMP threads (OMP_NUM_THREADS)");
+  int blas_nt = openblas_get_num_threads();
+  rng_seed(71);
+  enum { N = 512, C = 1024, R = 256, B = 2, T = 256, H = 8, hd = 64 };
+  float *x = frand((size_t)N * C, -1, 1), *W = frand((size_t)C * C, -1, 1), *y = falloc((size_t)N * C);
+  float *A = frand((size_t)R * C, -1, 1), *Bm = frand((size_t)C * R, -1, 1), *hp = falloc((size_t)N * R),
+        *h = falloc((size_t)N * R);
+  size_t na = (size_t)B * H * T * T;
+  float *att = falloc(na);
+#pragma omp parallel
+  { /* start the OpenMP workers before measuring */
+  }
+  const char *names[3] = {"linear_forward", "cola_forward", "attention_forward"};
+  for (int kind = 0; kind < 3; kind++) {
+    long s0, o0, s1, o1;
+    thread_ticks(&s0, &o0);
+    do {
+      if (kind == 0) linear_forward(y, x, W, N, C, C);
+      if (kind == 1) cola_forward(y, hp, h, x, A, Bm, N, C, R, C);
+      if (kind == 2) attention_forward(y, att, x, x + 1, x + 2, B, T, H, hd);
+      thread_ticks(&s1, &o1);
+    } while (s1 - s0 < 30);
+    long self = s1 - s0, others = o1 - o0;
+    if (verbose()) fprintf(stderr, "%s: calling thread %ld ticks, others %ld\n", names[kind], self, others);
+    cr_expect(4 * others >= self, "%s ran on one thread: calling thread %ld CPU ticks, the other %d threads %ld",
+              names[kind], self, nt - 1, others);
+    cr_expect(omp_get_max_threads() == nt, "%s changed the OpenMP thread count from %d to %d", names[kind], nt,
+              omp_get_max_threads());
+    cr_expect(openblas_get_num_threads() == blas_nt, "%s changed the OpenBLAS thread count from %d to %d", names[kind],
+              blas_nt, openblas_get_num_threads());
+  }
+  free(x), free(W), free(y), free(A), free(Bm), free(hp), free(h), free(att);
 }
