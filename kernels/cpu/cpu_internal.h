@@ -5,9 +5,9 @@
  * scalar call costs several times more than the vectorised polynomial on
  * the cross-entropy, softmax and SiLU paths. Cephes-style: x = n*ln2 + r,
  * |r| <= ln2/2, degree-6 polynomial (FMA where available), 2^n built in the
- * exponent bits. Max
- * relative error 1.2e-7 (about 1 ulp) over [-87.33, 88.72]; exp(x) = 0 below
- * -87.33 (no denormal results), +inf above 88.72, NaN propagates.
+ * exponent bits. Max relative error 1.2e-7 (about 1 ulp) over
+ * [-87.33, 88.72]; exp(x) = 0 below -87.33 (no denormal results), +inf
+ * above 88.72, NaN propagates.
  *
  * The selects in it only if-convert (vectorise) without -ftrapping-math, so
  * this header turns trapping math off for the rest of the translation unit
