@@ -71,6 +71,19 @@ static float *fdiff(const float *after, const float *before, size_t n) {
 }
 static int verbose(void) { return getenv("BOOST_TEST_VERBOSE") != NULL; }
 
+/* ctest runs unit tests with OMP_NUM_THREADS=1. Every suite here runs on
+ * two OpenMP threads regardless (each test is its own process), so the
+ * threaded paths -- GEMM splits, per-head attention, column reductions --
+ * are what gets tested; tests that need other counts set them. */
+static void two_threads(void) { omp_set_num_threads(2); }
+TestSuite(ops_grad, .init = two_threads);
+TestSuite(ops_fwd, .init = two_threads);
+TestSuite(ops_special, .init = two_threads);
+TestSuite(ops_optim, .init = two_threads);
+TestSuite(ops_accum, .init = two_threads);
+TestSuite(ops_determinism, .init = two_threads);
+TestSuite(ops_threads, .init = two_threads);
+
 typedef double (*loss_fn)(void *ctx);
 
 /* Central differences on every element of x against analytic[]. */
@@ -1126,7 +1139,7 @@ static void thread_ticks(long *self, long *others) {
  * quarter of the calling thread's CPU time. */
 Test(ops_threads, gemm_kernels_use_every_thread) {
   int nt = omp_get_max_threads();
-  if (nt < 2) cr_skip_test("needs 2 or more OpenMP threads (OMP_NUM_THREADS)");
+  cr_assert(nt >= 2, "the suite init asks for 2 OpenMP threads, have %d", nt);
   int blas_nt = openblas_get_num_threads();
   rng_seed(71);
   enum { N = 512, C = 1024, R = 256, B = 2, T = 256, H = 8, hd = 64 };
