@@ -8,13 +8,17 @@
  * under s->mu: `busy` is set from hand-over until the job's result is posted,
  * `staged` once the writer no longer reads the live arenas.
  *
- * Who writes what. Each (tensor, category) dataset is written by one
- * data-parallel replica (owner[c], chosen by a greedy balance of bytes over
- * replicas from global shapes only, so every rank computes the same plan);
- * inside that replica every tensor/pipeline rank writes its own hyperslab.
- * All ranks take part in every collective HDF5 call; the others select
- * nothing. Loading mirrors it: the owner replica reads and verifies, then
- * broadcasts over the data-parallel group.
+ * Who writes what. Data-parallel replicas hold the same tensors; each
+ * replica writes a different band of every tensor: the rows (first dimension)
+ * of its hyperslab cut at the dataset's chunk boundaries into dp contiguous
+ * bands, so that inside every collective H5Dwrite all replicas compress their
+ * own chunks at the same time. A tensor with fewer chunk rows than replicas
+ * goes, chunk row by chunk row, to the replicas from a `base` chosen by a
+ * greedy balance of bytes (from global shapes only, so every rank computes
+ * the same plan). Inside a replica every tensor/pipeline rank writes its own
+ * hyperslab. All ranks take part in every collective HDF5 call; the others
+ * select nothing. Loading mirrors it: each replica reads and verifies its
+ * bands, then the replicas all-gather them.
  */
 #include "ckpt.h"
 
@@ -59,7 +63,9 @@ typedef struct {
   int writer_stage;        /* the first pipeline stage holding it */
   int local;               /* index in this rank's registry, -1 if none */
   int primary;             /* no lower tensor-parallel rank holds the same hyperslab */
-  int owner[NCAT];         /* data-parallel replica that writes/verifies it */
+  int64_t chunk0;          /* chunk extent along dim 0 (a function of the global shape) */
+  int base[NCAT];          /* replica of the first chunk row when there are fewer than dp */
+  int64_t r0[NCAT], r1[NCAT]; /* this rank's band: local rows [r0, r1) of its hyperslab */
   size_t stage_off[NCAT];  /* floats into s->stage when this rank writes it */
 } entry;
 
@@ -104,7 +110,7 @@ typedef struct {
   int64_t step;
   int ok, valid;
   char reason[REASON_MAX];
-  double write_s, stall_s, wait_prev_s, update_wait_s;
+  double write_s, write_cpu_s, stall_s, wait_prev_s, update_wait_s;
   double raw[3], stored[3], file_bytes;
   char retention[512];
   int latest_ok;
@@ -173,6 +179,14 @@ static double now_s(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* CPU time of the calling thread (the writer's own work, whatever else
+ * runs on the machine). */
+static double thread_cpu_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 static void sleep_ms(int ms) {
   struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
   while (nanosleep(&t, &t) != 0 && errno == EINTR) {
@@ -209,6 +223,37 @@ static int all_true(ckpt_session *s, int v) {
 }
 
 /* ---- the global tensor table --------------------------------------------- */
+
+/* Floats per row (dim 0) of a local hyperslab. */
+static size_t row_floats(const tensor_desc *t) {
+  size_t n = 1;
+  for (int d = 1; d < t->ndim; d++) n *= (size_t)t->local_shape[d];
+  return n;
+}
+
+/* Replica k's band of a rank's hyperslab t (local rows [*r0, *r1)): the
+ * chunk rows (global multiples of chunk0) the hyperslab touches, cut into dp
+ * contiguous ranges, or one chunk row per replica from e->base[c] when there
+ * are fewer than dp. The same on every replica of a tp/pp position. */
+static void band_of(const entry *e, const tensor_desc *t, int c, int k, int dp, int64_t *r0, int64_t *r1) {
+  const int64_t o = t->offset[0], L = t->local_shape[0], c0 = e->chunk0;
+  const int64_t u0 = o / c0, units = (o + L + c0 - 1) / c0 - u0;
+  int64_t ua, ub; /* this replica's units [ua, ub) */
+  if (units >= dp) {
+    ua = units * k / dp;
+    ub = units * (k + 1) / dp;
+  } else {
+    const int64_t j = ((int64_t)k - e->base[c] + dp) % dp;
+    ua = j < units ? j : units;
+    ub = j < units ? j + 1 : units;
+  }
+  int64_t a = (u0 + ua) * c0 - o, b = (u0 + ub) * c0 - o;
+  if (a < 0) a = 0;
+  if (b > L) b = L;
+  if (b < a) b = a;
+  *r0 = a;
+  *r1 = b;
+}
 
 typedef struct {
   char name[TENSOR_NAME_MAX];
@@ -293,8 +338,15 @@ static void build_table(ckpt_session *s) {
     boost_free(offs);
   }
 
-  /* Owners: largest first, each to the least loaded replica. */
+  /* Bands. Greedy over (tensor, category), largest first: a tensor with at
+   * least dp chunk rows is spread evenly; a smaller one starts at the least
+   * loaded replica. */
   const int dp = g->dp, nitems = s->nent * NCAT;
+  for (int i = 0; i < s->nent; i++) {
+    hsize_t ch[TENSOR_MAX_DIMS];
+    ckpt_chunk_dims(s->ents[i].ndim, s->ents[i].shape, ch);
+    s->ents[i].chunk0 = (int64_t)ch[0];
+  }
   int *order = boost_calloc((size_t)(nitems ? nitems : 1), sizeof *order);
   for (int i = 0; i < nitems; i++) order[i] = i;
   for (int i = 1; i < nitems; i++) { /* insertion sort: by size desc, index asc */
@@ -308,15 +360,29 @@ static void build_table(ckpt_session *s) {
   }
   double *load = boost_calloc((size_t)dp, sizeof *load);
   for (int k = 0; k < nitems; k++) {
-    const int i = order[k];
+    entry *e = &s->ents[order[k] / NCAT];
+    const int c = order[k] % NCAT;
+    const int64_t units = (e->shape[0] + e->chunk0 - 1) / e->chunk0;
+    const double size = (double)entry_numel(e);
     int best = 0;
     for (int r = 1; r < dp; r++)
       if (load[r] < load[best]) best = r;
-    load[best] += (double)entry_numel(&s->ents[i / NCAT]);
-    s->ents[i / NCAT].owner[i % NCAT] = best;
+    e->base[c] = best;
+    if (units >= dp) {
+      for (int r = 0; r < dp; r++) load[r] += size / dp;
+    } else {
+      for (int64_t u = 0; u < units; u++) load[(best + u) % dp] += size / (double)units;
+    }
   }
   boost_free(load);
   boost_free(order);
+  for (int i = 0; i < s->nent; i++) {
+    entry *e = &s->ents[i];
+    for (int c = 0; c < NCAT; c++) {
+      e->r0[c] = e->r1[c] = 0;
+      if (e->local >= 0) band_of(e, &reg->tensors[e->local], c, g->dp_rank, dp, &e->r0[c], &e->r1[c]);
+    }
+  }
 
   /* Staging for what this rank writes. */
   s->stage_floats = 0;
@@ -324,12 +390,22 @@ static void build_table(ckpt_session *s) {
     entry *e = &s->ents[i];
     for (int c = 0; c < NCAT; c++) {
       e->stage_off[c] = NO_STAGE;
-      if (e->local < 0 || !e->primary || e->writer_stage != g->pp_rank || e->owner[c] != g->dp_rank) continue;
+      if (e->local < 0 || !e->primary || e->writer_stage != g->pp_rank || e->r1[c] <= e->r0[c]) continue;
       e->stage_off[c] = s->stage_floats;
-      s->stage_floats += (reg->tensors[e->local].numel + 15) & ~(size_t)15;
+      s->stage_floats += ((size_t)(e->r1[c] - e->r0[c]) * row_floats(&reg->tensors[e->local]) + 15) & ~(size_t)15;
     }
   }
   s->stage = s->stage_floats ? boost_calloc(s->stage_floats, sizeof(float)) : NULL;
+}
+
+/* The global hyperslab of local rows [r0, r1) of t. */
+static void band_slab(const tensor_desc *t, int64_t r0, int64_t r1, int64_t *start, int64_t *count) {
+  for (int d = 0; d < t->ndim; d++) {
+    start[d] = t->offset[d];
+    count[d] = t->local_shape[d];
+  }
+  start[0] += r0;
+  count[0] = r1 - r0;
 }
 
 /* Copies what this rank writes from the live arenas into the staging buffer. */
@@ -339,9 +415,10 @@ static void copy_to_stage(ckpt_session *s, int parallel) {
     const entry *e = &s->ents[i];
     for (int c = 0; c < NCAT; c++) {
       if (e->stage_off[c] == NO_STAGE) continue;
-      const float *src = registry_data(reg, cat_tensor[c], e->local);
+      const size_t rf = row_floats(&reg->tensors[e->local]);
+      const float *src = registry_data(reg, cat_tensor[c], e->local) + (size_t)e->r0[c] * rf;
       float *dst = s->stage + e->stage_off[c];
-      const size_t n = reg->tensors[e->local].numel, blk = (size_t)1 << 18;
+      const size_t n = (size_t)(e->r1[c] - e->r0[c]) * rf, blk = (size_t)1 << 18;
       if (parallel && n > blk) {
         const long nb = (long)((n + blk - 1) / blk);
 #pragma omp parallel for schedule(static)
@@ -700,10 +777,11 @@ static int write_file(ckpt_session *s, save_job *j, const char *path, const uint
       const entry *e = &s->ents[i];
       for (int c = 0; go && c < NCAT; c++) {
         const int mine = e->stage_off[c] != NO_STAGE;
-        const tensor_desc *t = e->local >= 0 ? &reg->tensors[e->local] : NULL;
+        int64_t start[TENSOR_MAX_DIMS], count[TENSOR_MAX_DIMS];
+        if (mine) band_slab(&reg->tensors[e->local], e->r0[c], e->r1[c], start, count);
         msgf(path_ds, sizeof path_ds, "%s/%s", cat_group[c], e->name);
         write_dataset(&w, groups[c], path_ds, e->name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, e->ndim, e->shape, 1,
-                      mine ? t->offset : NULL, mine ? t->local_shape : NULL, mine ? s->stage + e->stage_off[c] : NULL,
+                      mine ? start : NULL, mine ? count : NULL, mine ? s->stage + e->stage_off[c] : NULL,
                       sums[(size_t)i * NCAT + c], c == CAT_PARAMS ? KIND_WEIGHTS : KIND_MOMENTS);
         go = all_true(s, w.ok); /* stop everywhere at the first failure */
       }
@@ -755,7 +833,7 @@ static void format_bytes(double b, char *out, size_t n) {
 
 static void do_save(ckpt_session *s, save_result *r) {
   save_job *j = &s->job;
-  const double t0 = now_s();
+  const double t0 = now_s(), c0 = thread_cpu_s();
   memset(r, 0, sizeof *r);
   r->valid = 1;
   r->step = j->step;
@@ -777,7 +855,9 @@ static void do_save(ckpt_session *s, save_result *r) {
       const entry *e = &s->ents[i];
       if (e->stage_off[c] == NO_STAGE) continue;
       const tensor_desc *t = &reg->tensors[e->local];
-      sums[(size_t)i * NCAT + c] = ckpt_hash_slab32(s->stage + e->stage_off[c], t->ndim, t->shape, t->offset, t->local_shape);
+      int64_t start[TENSOR_MAX_DIMS], count[TENSOR_MAX_DIMS];
+      band_slab(t, e->r0[c], e->r1[c], start, count);
+      sums[(size_t)i * NCAT + c] = ckpt_hash_slab32(s->stage + e->stage_off[c], t->ndim, t->shape, start, count);
     }
   if (s->rank == 0) sums[(size_t)s->nent * NCAT] = ckpt_hash_run32(j->losses, (size_t)j->nloss, 0);
   for (int a = 0; a < j->nact; a++) {
@@ -829,18 +909,10 @@ static void do_save(ckpt_session *s, save_result *r) {
   }
   r->ok = committed;
   r->write_s = now_s() - t0;
+  r->write_cpu_s = thread_cpu_s() - c0;
 }
 
 /* ---- loading (writer thread) ---------------------------------------------- */
-
-static int bcast_floats(float *p, size_t n, int root, MPI_Comm comm) {
-  const size_t blk = (size_t)1 << 28;
-  for (size_t o = 0; o < n; o += blk) {
-    const int k = (int)(n - o < blk ? n - o : blk);
-    if (MPI_Bcast(p + o, k, MPI_FLOAT, root, comm) != MPI_SUCCESS) return -1;
-  }
-  return 0;
-}
 
 /* H5Lexists on every component of an absolute path. */
 static int path_exists(hid_t f, const char *path) {
@@ -912,7 +984,8 @@ static int try_load(ckpt_session *s, const char *path, load_result *lr, char *wh
             path, (long long)seeds[0], (long long)s->cfg.data.seed);
 
   /* Tensors: everyone opens every dataset (shape check, stored checksum);
-   * the owner replica reads its hyperslab (independent I/O) and hashes it. */
+   * each replica reads its band of its hyperslab (independent I/O) and the
+   * rank that would write it hashes it. */
   const size_t nsum = (size_t)s->nent * NCAT + 1;
   uint64_t *stored = boost_calloc(nsum, sizeof *stored), *sums = boost_calloc(nsum, sizeof *sums);
   hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
@@ -951,23 +1024,25 @@ static int try_load(ckpt_session *s, const char *path, load_result *lr, char *wh
           msgf(tmp, sizeof tmp, "tensor %s: %s", dpath, err);
           msgf(err, sizeof err, "%s", tmp);
           ok = 0;
-        } else if (e->local >= 0 && e->owner[c] == g->dp_rank) {
+        } else if (e->local >= 0 && e->r1[c] > e->r0[c]) { /* this replica's band */
           const tensor_desc *t = &reg->tensors[e->local];
+          int64_t start[TENSOR_MAX_DIMS], count[TENSOR_MAX_DIMS];
+          band_slab(t, e->r0[c], e->r1[c], start, count);
           hsize_t st[TENSOR_MAX_DIMS], ct[TENSOR_MAX_DIMS];
           for (int k = 0; k < nd; k++) {
-            st[k] = (hsize_t)t->offset[k];
-            ct[k] = (hsize_t)t->local_shape[k];
+            st[k] = (hsize_t)start[k];
+            ct[k] = (hsize_t)count[k];
           }
           hid_t mem = H5Screate_simple(nd, ct, NULL);
           H5Sselect_hyperslab(space, H5S_SELECT_SET, st, NULL, ct, NULL);
-          float *dst = registry_data(reg, cat_tensor[c], e->local);
+          float *dst = registry_data(reg, cat_tensor[c], e->local) + (size_t)e->r0[c] * row_floats(t);
           if (H5Dread(d, H5T_NATIVE_FLOAT, mem, space, dxpl, dst) < 0) {
             char what[TENSOR_NAME_MAX + 64];
             msgf(what, sizeof what, "tensor %s: read failed (corrupt data?)", dpath);
             ckpt_h5_error(err, sizeof err, what);
             ok = 0;
           } else if (e->writer_stage == g->pp_rank && e->primary) {
-            sums[(size_t)i * NCAT + c] = ckpt_hash_slab32(dst, t->ndim, t->shape, t->offset, t->local_shape);
+            sums[(size_t)i * NCAT + c] = ckpt_hash_slab32(dst, t->ndim, t->shape, start, count);
           }
           H5Sclose(mem);
         }
@@ -1030,14 +1105,28 @@ static int try_load(ckpt_session *s, const char *path, load_result *lr, char *wh
   boost_free(stored);
   boost_free(sums);
   if (rc != 1) return rc;
-  /* Replicas get what their owner replica read. */
+  /* Replicas all-gather their bands. */
   if (g->dp > 1) {
+    int *counts = boost_calloc((size_t)g->dp, sizeof *counts), *displs = boost_calloc((size_t)g->dp, sizeof *displs);
     for (int i = 0; i < s->nent; i++) {
       const entry *e = &s->ents[i];
       if (e->local < 0) continue;
-      for (int c = 0; c < NCAT; c++)
-        bcast_floats(registry_data(reg, cat_tensor[c], e->local), reg->tensors[e->local].numel, e->owner[c], s->dp_comm);
+      const tensor_desc *t = &reg->tensors[e->local];
+      const size_t rf = row_floats(t);
+      if ((size_t)t->numel > (size_t)INT_MAX) boost_fail("tensor %s is too large for one MPI_Allgatherv (%zu floats)", e->name, t->numel);
+      for (int c = 0; c < NCAT; c++) {
+        for (int k = 0; k < g->dp; k++) {
+          int64_t a, b;
+          band_of(e, t, c, k, g->dp, &a, &b);
+          counts[k] = (int)((size_t)(b - a) * rf);
+          displs[k] = (int)((size_t)a * rf);
+        }
+        MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, registry_data(reg, cat_tensor[c], e->local), counts, displs,
+                       MPI_FLOAT, s->dp_comm);
+      }
     }
+    boost_free(counts);
+    boost_free(displs);
   }
   return 1;
 }
@@ -1120,6 +1209,7 @@ static void *writer_main(void *arg) {
   sigaddset(&set, SIGUSR2);
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, NULL); /* signals go to the training thread */
+  pthread_setname_np(pthread_self(), "ckpt-writer");  /* top -H, perf --comm */
   for (;;) {
     pthread_mutex_lock(&s->mu);
     while (s->job_kind == JOB_NONE && !s->quit) pthread_cond_wait(&s->cv, &s->mu);
@@ -1305,6 +1395,7 @@ static void log_result(ckpt_session *s, const save_result *r) {
   cJSON_AddNumberToObject(o, "update_wait_s", r->update_wait_s);
   cJSON_AddNumberToObject(o, "wait_prev_s", r->wait_prev_s);
   cJSON_AddNumberToObject(o, "write_s", r->write_s);
+  cJSON_AddNumberToObject(o, "write_cpu_s", r->write_cpu_s);
   cJSON_AddNumberToObject(o, "file_bytes", r->file_bytes);
   cJSON *raw = cJSON_AddObjectToObject(o, "raw_bytes"), *sto = cJSON_AddObjectToObject(o, "stored_bytes");
   double tr = 0, ts = 0;
