@@ -6,6 +6,9 @@
 #   bench/bench_ckpt.sh [BUILD_DIR]        (default: ./build)
 #
 # Environment: PRESETS ("cola-60m cola-130m"), RANKS ("1 4"), STEPS (9),
+# OMP_WAIT_POLICY (default here: passive -- with libgomp's default spinning,
+# the training threads and the writer thread fight for the cores and steps
+# during a flush are several times slower; see docs/PERFORMANCE.md),
 # EVERY (3), BATCH (1), SEQ (64), LEVEL (3), WORK (scratch directory on the
 # disk to measure; default a new /tmp/bench_ckpt.XXXXXX, removed at the end
 # unless KEEP=1), OUT (results file, default $WORK/results.jsonl copied to
@@ -48,10 +51,11 @@ RES=$WORK/results.jsonl
 : >"$RES"
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$WORK"' EXIT
 export HDF5_PLUGIN_PATH=${HDF5_PLUGIN_PATH:-$BUILD/hdf5-plugins}
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 
 "$BUILD/tools/boost-data" -o "$WORK/f.tok" /usr/share/games/fortunes >/dev/null
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load average $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "disk: $(df -h "$WORK" | awk 'NR==2 {print $1, $2}') ($WORK)"
+echo "disk: $(df -h "$WORK" | awk 'NR==2 {print $1, $2}') ($WORK); OMP_WAIT_POLICY=$OMP_WAIT_POLICY"
 
 # Sequential write speed of the disk, fsync'ed.
 dd_out=$(dd if=/dev/zero of="$WORK/dd.bin" bs=1M count=1024 conv=fsync 2>&1 | tail -1)
@@ -128,8 +132,8 @@ dd = next(r for r in R if r["kind"] == "dd")
 dd_mbs = dd["bytes"] / dd["seconds"] / 1e6
 med = lambda v: S.median(v) if v else float("nan")
 print(f"\ndisk sequential write (dd 1 GiB, conv=fsync): {dd_mbs:.0f} MB/s\n")
-print("| model | ranks | state (raw) | file | stall / ckpt (async) | sync save | stall / sync | step ms: no flush / during flush | write time (async) | write MB/s (file) vs dd | load |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+print("| model | ranks | state (raw) | file | stall / ckpt (async) | sync save | stall / sync | step ms: no flush / during flush | write time (async) | writer CPU | write MB/s (file) vs dd | load |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for r in (r for r in R if r["kind"] == "run"):
     a = r["async_nonfinal"] or r["async"]
     stall = med([c["stall_s"] for c in a])
@@ -139,8 +143,10 @@ for r in (r for r in R if r["kind"] == "run"):
     wr = med([c["write_s"] for c in r["async"]])
     sw = med([c["write_s"] for c in r["sync"]])
     b, dfl = med(r["base_step_ms"]), med(r["during_flush_step_ms"])
+    cpu = med([c.get("write_cpu_s", float("nan")) for c in r["sync"]])
     print(f"| {r['preset']} | {r['np']} | {raw/2**20:.0f} MiB | {fb/2**20:.0f} MiB | {stall*1e3:.1f} ms | {sync:.2f} s | "
           f"{100*stall/sync:.2f}% | {b:.0f} / {dfl:.0f} ({100*(dfl/b-1):+.0f}%) | {wr:.2f} s (sync {sw:.2f} s) | "
+          f"{cpu:.2f} s/rank ({raw/r['np']/cpu/1e6:.0f} MB/s raw per CPU-s) | "
           f"{fb/wr/1e6:.0f} ({100*fb/wr/1e6/dd_mbs:.0f}% of dd) | {r['load_s']:.2f} s |")
 print("\n| model | weights: ours / zstd -3 | moments: ours / zstd -3 | activations (sample): ours / zstd -3 |")
 print("|---|---|---|---|")

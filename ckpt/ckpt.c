@@ -34,7 +34,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -136,7 +138,7 @@ struct ckpt_session {
   int rank, world_size;
   char dir[CONFIG_STR];
   int acts_mode; /* 0 none, 1 sample, 2 all */
-  int sync_mode, delay_ms, no_reserve;
+  int sync_mode, delay_ms, no_reserve, writer_nice;
   int64_t fail_step;
   int fail_rank;
 
@@ -395,7 +397,7 @@ static void build_table(ckpt_session *s) {
       s->stage_floats += ((size_t)(e->r1[c] - e->r0[c]) * row_floats(&reg->tensors[e->local]) + 15) & ~(size_t)15;
     }
   }
-  s->stage = s->stage_floats ? boost_calloc(s->stage_floats, sizeof(float)) : NULL;
+  s->stage = NULL; /* allocated at the first checkpoint (copy_to_stage) */
 }
 
 /* The global hyperslab of local rows [r0, r1) of t. */
@@ -411,6 +413,10 @@ static void band_slab(const tensor_desc *t, int64_t r0, int64_t r1, int64_t *sta
 /* Copies what this rank writes from the live arenas into the staging buffer. */
 static void copy_to_stage(ckpt_session *s, int parallel) {
   const tensor_registry *reg = &s->m->reg;
+  if (!s->stage && s->stage_floats) { /* not zeroed: pages are first touched by the copy below */
+    s->stage = aligned_alloc(64, (s->stage_floats * sizeof(float) + 63) / 64 * 64);
+    if (!s->stage) boost_fail("out of memory allocating %.1f MiB of checkpoint staging", (double)s->stage_floats * 4 / (1 << 20));
+  }
   for (int i = 0; i < s->nent; i++) {
     const entry *e = &s->ents[i];
     for (int c = 0; c < NCAT; c++) {
@@ -1210,6 +1216,7 @@ static void *writer_main(void *arg) {
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, NULL); /* signals go to the training thread */
   pthread_setname_np(pthread_self(), "ckpt-writer");  /* top -H, perf --comm */
+  if (s->writer_nice) setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), s->writer_nice); /* Linux: per thread */
   for (;;) {
     pthread_mutex_lock(&s->mu);
     while (s->job_kind == JOB_NONE && !s->quit) pthread_cond_wait(&s->cv, &s->mu);
@@ -1284,6 +1291,7 @@ ckpt_session *ckpt_open(const train_config *cfg, const process_grid *grid, model
   s->sync_mode = env_int("BOOST_CKPT_SYNC", 0) != 0;
   s->delay_ms = (int)env_int("BOOST_CKPT_TEST_DELAY_MS", 0);
   s->no_reserve = env_int("BOOST_CKPT_TEST_NO_RESERVE", 0) != 0;
+  s->writer_nice = (int)env_int("BOOST_CKPT_WRITER_NICE", 0);
   s->fail_step = -1;
   s->fail_rank = -1;
   const char *fs = getenv("BOOST_CKPT_TEST_FAIL");
