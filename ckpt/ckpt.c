@@ -397,7 +397,10 @@ static void build_table(ckpt_session *s) {
       s->stage_floats += ((size_t)(e->r1[c] - e->r0[c]) * row_floats(&reg->tensors[e->local]) + 15) & ~(size_t)15;
     }
   }
-  s->stage = NULL; /* allocated at the first checkpoint (copy_to_stage) */
+  /* Allocated and touched now (zero-filled): a checkpoint is always written
+   * at the end of a run, and faulting the pages in at the first checkpoint
+   * would make its deferred copy outlast the next step. */
+  s->stage = s->stage_floats ? boost_calloc(s->stage_floats, sizeof(float)) : NULL;
 }
 
 /* The global hyperslab of local rows [r0, r1) of t. */
@@ -413,10 +416,6 @@ static void band_slab(const tensor_desc *t, int64_t r0, int64_t r1, int64_t *sta
 /* Copies what this rank writes from the live arenas into the staging buffer. */
 static void copy_to_stage(ckpt_session *s, int parallel) {
   const tensor_registry *reg = &s->m->reg;
-  if (!s->stage && s->stage_floats) { /* not zeroed: pages are first touched by the copy below */
-    s->stage = aligned_alloc(64, (s->stage_floats * sizeof(float) + 63) / 64 * 64);
-    if (!s->stage) boost_fail("out of memory allocating %.1f MiB of checkpoint staging", (double)s->stage_floats * 4 / (1 << 20));
-  }
   for (int i = 0; i < s->nent; i++) {
     const entry *e = &s->ents[i];
     for (int c = 0; c < NCAT; c++) {
