@@ -1290,7 +1290,9 @@ ckpt_session *ckpt_open(const train_config *cfg, const process_grid *grid, model
   s->sync_mode = env_int("BOOST_CKPT_SYNC", 0) != 0;
   s->delay_ms = (int)env_int("BOOST_CKPT_TEST_DELAY_MS", 0);
   s->no_reserve = env_int("BOOST_CKPT_TEST_NO_RESERVE", 0) != 0;
-  s->writer_nice = (int)env_int("BOOST_CKPT_WRITER_NICE", 0);
+  /* Below training by default: on a CPU node whose cores train, the writer
+   * then fills the gaps instead of stretching every step (PERFORMANCE.md). */
+  s->writer_nice = (int)env_int("BOOST_CKPT_WRITER_NICE", 10);
   s->fail_step = -1;
   s->fail_rank = -1;
   const char *fs = getenv("BOOST_CKPT_TEST_FAIL");

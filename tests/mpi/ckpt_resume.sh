@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run N+M steps vs run N, stop, resume, run M: identical losses (metrics JSON
 # lines) and identical final parameters and moments (checksums of the final
-# checkpoints), on one process and on two data-parallel ranks. The LR is
+# checkpoints), on one process and on two ranks in every layout (dp, tp, pp,
+# ZeRO-1). The LR is
 # constant (min_lr_ratio 1) so that stopping at N with train.steps=N is the
 # same run as the first N steps of train.steps=N+M. Also: retention
 # (keep_last, keep_every), the `latest` pointer, the recorded state.
@@ -44,16 +45,24 @@ grep -q "checkpoints: resumed from $tmp/p1b/step_00000004.h5 (step 4" "$tmp/p1b2
 grep -q "from step 4" "$tmp/p1b2.log" || fail "the second run does not start at step 4"
 check_same_run p1 "$tmp/p1a" "$tmp/p1b" 8
 
-# ---- two data-parallel ranks: 3 + 3 steps --------------------------------------
-DP=(--set train.min_lr_ratio=1 --set ckpt.every=3)
-train 2 "$tmp/p2a.log" "${DP[@]}" --set train.steps=6 --set ckpt.dir="$tmp/p2a" --set train.metrics="$tmp/p2.a.jsonl" ||
-  fail "uninterrupted dp=2 run: $(tail -5 "$tmp/p2a.log")"
-train 2 "$tmp/p2b1.log" "${DP[@]}" --set train.steps=3 --set ckpt.dir="$tmp/p2b" --set train.metrics="$tmp/p2.b.jsonl" ||
-  fail "first half dp=2: $(tail -5 "$tmp/p2b1.log")"
-train 2 "$tmp/p2b2.log" "${DP[@]}" --set train.steps=6 --set ckpt.dir="$tmp/p2b" --set train.metrics="$tmp/p2.b.jsonl" ||
-  fail "resumed half dp=2: $(tail -5 "$tmp/p2b2.log")"
-grep -q "resumed from $tmp/p2b/step_00000003.h5" "$tmp/p2b2.log" || fail "dp=2 run did not resume from step 3"
-check_same_run p2 "$tmp/p2a" "$tmp/p2b" 6
+# ---- two ranks, every parallel layout: 3 + 3 steps -----------------------------
+DP=(--set train.min_lr_ratio=1 --set ckpt.every=3 --set train.grad_accum=2)
+two_ranks() { # tag layout args...
+  local tag=$1
+  shift
+  train 2 "$tmp/$tag.a.log" "${DP[@]}" "$@" --set train.steps=6 --set ckpt.dir="$tmp/$tag.da" --set train.metrics="$tmp/$tag.a.jsonl" ||
+    fail "$tag: uninterrupted run: $(tail -5 "$tmp/$tag.a.log")"
+  train 2 "$tmp/$tag.b1.log" "${DP[@]}" "$@" --set train.steps=3 --set ckpt.dir="$tmp/$tag.db" --set train.metrics="$tmp/$tag.b.jsonl" ||
+    fail "$tag: first half: $(tail -5 "$tmp/$tag.b1.log")"
+  train 2 "$tmp/$tag.b2.log" "${DP[@]}" "$@" --set train.steps=6 --set ckpt.dir="$tmp/$tag.db" --set train.metrics="$tmp/$tag.b.jsonl" ||
+    fail "$tag: resumed half: $(tail -5 "$tmp/$tag.b2.log")"
+  grep -q "resumed from $tmp/$tag.db/step_00000003.h5" "$tmp/$tag.b2.log" || fail "$tag: did not resume from step 3"
+  check_same_run "$tag" "$tmp/$tag.da" "$tmp/$tag.db" 6
+}
+two_ranks dp2                                            # data parallel
+two_ranks tp2 --set parallel.tp=2                        # tensor parallel (btp)
+two_ranks pp2 --set parallel.pp=2                        # pipeline (1F1B over the 2 micro-batches)
+two_ranks zero2 --set parallel.zero=1                    # ZeRO-1: moments gathered before each save
 
 # ---- retention and the latest pointer ------------------------------------------
 train 0 "$tmp/ret.log" --set train.steps=10 --set ckpt.every=2 --set ckpt.keep_last=2 --set ckpt.keep_every=4 \
