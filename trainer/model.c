@@ -244,7 +244,7 @@ static size_t group_width(const proj_group *g) { return (size_t)g->nproj * g->r_
 
 /* What recompute may rebuild: one copy shared by all layers and sets when
  * recomputing, else one per layer. */
-static void carve_recomputable(model *m, carver *c, layer_acts *a, int l) {
+static void carve_recomputable(model *m, carver *c, layer_acts *a) {
   const model_config *cfg = &m->cfg;
   const size_t N = (size_t)m->B * m->T, T = m->T;
   const size_t dr = m->d_res, da = m->d_qkv, F = m->ffn_loc, att = (size_t)m->B * m->heads_loc * T * T;
@@ -260,7 +260,6 @@ static void carve_recomputable(model *m, carver *c, layer_acts *a, int l) {
   a->gate_act = model_is_lowrank(cfg, PROJ_GATE) ? a->gate : carve(c, N * F);
   a->up = carve(c, N * F);
   a->prod = carve(c, N * F);
-  (void)l;
 }
 
 /* The bottleneck activations (and the norms' rstd) of a layer. */
@@ -288,7 +287,7 @@ static void layout_acts(model *m, carver *c) {
   layer_acts shared;
   memset(&shared, 0, sizeof shared);
   if (m->recompute != RECOMPUTE_NONE) {
-    carve_recomputable(m, c, &shared, 0);
+    carve_recomputable(m, c, &shared);
     /* full recompute rebuilds the bottleneck too: size for the widest layer */
     if (m->recompute == RECOMPUTE_FULL && m->nl > 0) carve_bottleneck(m, c, &shared, 0);
   }
@@ -299,7 +298,7 @@ static void layout_acts(model *m, carver *c) {
     for (int l = 0; l < m->nl; l++) {
       layer_acts *a = &s->acts[l];
       if (m->recompute == RECOMPUTE_NONE)
-        carve_recomputable(m, c, a, l);
+        carve_recomputable(m, c, a);
       else
         *a = shared;
       if (m->recompute != RECOMPUTE_FULL) carve_bottleneck(m, c, a, l);
