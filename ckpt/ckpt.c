@@ -700,7 +700,7 @@ static char *layout_json(const ckpt_session *s) {
   cJSON_AddNumberToObject(o, "dp", s->grid->dp);
   cJSON_AddNumberToObject(o, "tp", s->grid->tp);
   cJSON_AddNumberToObject(o, "pp", s->grid->pp);
-  cJSON_AddStringToObject(o, "tp_mode", s->cfg.parallel.tp_mode);
+  cJSON_AddStringToObject(o, "tp_mode", tp_mode_names[s->m->mode]);
   cJSON_AddNumberToObject(o, "zero", s->cfg.parallel.zero);
   char *txt = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
@@ -726,7 +726,7 @@ static void write_root_attrs(writer *w, const save_job *j) {
   rc |= ckpt_attr_put_i64(f, "data_seed", s->cfg.data.seed);
   rc |= ckpt_attr_put_str(f, "config", cfg_json ? cfg_json : "{}");
   rc |= ckpt_attr_put_str(f, "layout", lay ? lay : "{}");
-  rc |= ckpt_attr_put_str(f, "activations", s->cfg.ckpt.activations);
+  rc |= ckpt_attr_put_str(f, "activations", acts_mode_names[s->cfg.ckpt.activations]);
   rc |= ckpt_attr_put_i64(f, "n_tensors", s->nent);
   if (rc) wfail(w, "root attributes of %s", "the checkpoint");
   free(cfg_json);
@@ -804,7 +804,7 @@ static int write_file(ckpt_session *s, save_job *j, const char *path, const uint
     if (go && j->nact > 0) {
       hid_t ga = make_group(&w, CKPT_GROUP_ACTS);
       if (ga >= 0) {
-        int rc = ckpt_attr_put_str(ga, "mode", s->cfg.ckpt.activations);
+        int rc = ckpt_attr_put_str(ga, "mode", acts_mode_names[s->cfg.ckpt.activations]);
         rc |= ckpt_attr_put_str(ga, "weights", "recomputed at save time with the weights of this checkpoint");
         rc |= ckpt_attr_put_i64(ga, "micro_batch", j->act_B);
         rc |= ckpt_attr_put_i64(ga, "seq_len", j->act_T);
@@ -1286,7 +1286,7 @@ ckpt_session *ckpt_open(const train_config *cfg, const process_grid *grid, model
   s->rank = grid->rank;
   s->world_size = grid->world_size;
   msgf(s->dir, sizeof s->dir, "%s", cfg->ckpt.dir);
-  s->acts_mode = strcmp(cfg->ckpt.activations, "sample") == 0 ? 1 : strcmp(cfg->ckpt.activations, "all") == 0 ? 2 : 0;
+  s->acts_mode = (int)cfg->ckpt.activations;
   s->sync_mode = env_int("BOOST_CKPT_SYNC", 0) != 0;
   s->delay_ms = (int)env_int("BOOST_CKPT_TEST_DELAY_MS", 0);
   s->no_reserve = env_int("BOOST_CKPT_TEST_NO_RESERVE", 0) != 0;

@@ -28,8 +28,8 @@ static void usage(FILE *f) {
           "\n"
           "Exit status: 0 done, 1 error, 75 preempted (SIGTERM/SIGUSR1) with a final checkpoint.\n"
           "Presets: tiny, cola-60m, cola-130m, cola-350m, cola-1b, cola-7b and llama-* twins.\n"
-          "Keys (section.key):\n");
-  for (const char *const *k = config_key_names(); *k; k++) fprintf(f, "  %s\n", *k);
+          "Keys (section.key), with default and allowed values:\n");
+  config_print_help(f);
 }
 
 int main(int argc, char **argv) {

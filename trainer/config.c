@@ -11,8 +11,23 @@
 #include <strings.h>
 
 const char *const proj_names[PROJ_COUNT] = {"q", "k", "v", "o", "gate", "up", "down"};
+const char *const tp_mode_names[TP_MODE_COUNT] = {"none", "btp", "vanilla", "megatron", "auto"};
+const char *const recompute_names[RECOMPUTE_COUNT] = {"none", "lowrank", "full"};
+const char *const acts_mode_names[ACTS_COUNT] = {"none", "sample", "all"};
 
-typedef enum { K_INT, K_I64, K_FLOAT, K_STR, K_BOOL } key_type;
+typedef enum { K_INT, K_I64, K_FLOAT, K_STR, K_BOOL, K_ENUM } key_type;
+
+/* The values a K_ENUM key accepts, NULL-terminated, each with its enum value. */
+typedef struct {
+  const char *name;
+  int value;
+} enum_choice;
+
+static const enum_choice TP_MODE_CHOICES[] = {
+    {"auto", TP_AUTO}, {"btp", TP_BTP}, {"vanilla", TP_VANILLA}, {"megatron", TP_MEGATRON}, {NULL, 0}};
+static const enum_choice RECOMPUTE_CHOICES[] = {
+    {"none", RECOMPUTE_NONE}, {"lowrank", RECOMPUTE_LOWRANK}, {"full", RECOMPUTE_FULL}, {NULL, 0}};
+static const enum_choice ACTS_CHOICES[] = {{"none", ACTS_NONE}, {"sample", ACTS_SAMPLE}, {"all", ACTS_ALL}, {NULL, 0}};
 
 typedef struct {
   const char *name; /* "section.key" */
@@ -20,62 +35,67 @@ typedef struct {
   size_t offset, size;
   double min, max; /* numeric range, inclusive */
   const char *help;
+  const enum_choice *choices; /* K_ENUM */
 } key_spec;
 
 #define F(field) offsetof(train_config, field), sizeof(((train_config *)0)->field)
 #define BIG 1e18
 
 static const key_spec KEYS[] = {
-    {"model.preset", K_STR, F(model.preset), 0, 0, "tiny, cola-60m|130m|350m|1b|7b, llama-60m|…"},
-    {"model.vocab", K_INT, F(model.vocab), 1, 1 << 24, "vocabulary size"},
-    {"model.d_model", K_INT, F(model.d_model), 1, 1 << 20, "hidden size d"},
-    {"model.n_layers", K_INT, F(model.n_layers), 1, 4096, "decoder layers"},
-    {"model.n_heads", K_INT, F(model.n_heads), 1, 4096, "attention heads"},
-    {"model.ffn", K_INT, F(model.ffn), 1, 1 << 22, "MLP hidden size"},
-    {"model.seq_len", K_INT, F(model.seq_len), 1, 1 << 20, "sequence length T"},
-    {"model.rank_attn", K_INT, F(model.rank_attn), 1, 1 << 20, "CoLA rank of q,k,v,o"},
-    {"model.rank_mlp", K_INT, F(model.rank_mlp), 1, 1 << 20, "CoLA rank of gate,up,down"},
-    {"model.lowrank", K_STR, F(model.lowrank), 0, 0, "low-rank projections: all, none or a list of q,k,v,o,gate,up,down"},
-    {"model.tie_embeddings", K_BOOL, F(model.tie_embeddings), 0, 1, "LM head shares the embedding"},
-    {"model.rope_theta", K_FLOAT, F(model.rope_theta), 1, 1e9, "RoPE base"},
-    {"model.norm_eps", K_FLOAT, F(model.norm_eps), 1e-12, 1, "RMSNorm epsilon"},
-    {"model.init_std", K_FLOAT, F(model.init_std), 1e-6, 10, "init std of full-rank weights and embeddings"},
-    {"data.train", K_STR, F(data.train), 0, 0, "token shard(s): file, comma list or directory"},
-    {"data.val", K_STR, F(data.val), 0, 0, "validation shard(s); empty = split off data.train"},
-    {"data.val_fraction", K_FLOAT, F(data.val_fraction), 0, 0.5, "fraction of data.train held out when data.val is empty"},
-    {"data.seed", K_I64, F(data.seed), 0, BIG, "sample order seed"},
-    {"train.batch_size", K_INT, F(train.batch_size), 1, 1 << 20, "micro-batch size per data-parallel rank"},
-    {"train.grad_accum", K_INT, F(train.grad_accum), 1, 1 << 20, "micro-batches per step (the pipeline's micro-batches)"},
-    {"train.steps", K_INT, F(train.steps), 0, 1e9, "optimizer steps"},
-    {"train.warmup_steps", K_INT, F(train.warmup_steps), 0, 1e9, "linear LR warmup"},
-    {"train.lr", K_FLOAT, F(train.lr), 0, 10, "peak learning rate"},
-    {"train.min_lr_ratio", K_FLOAT, F(train.min_lr_ratio), 0, 1, "cosine floor as a fraction of lr"},
-    {"train.weight_decay", K_FLOAT, F(train.weight_decay), 0, 10, "AdamW decoupled decay (matrices only)"},
-    {"train.beta1", K_FLOAT, F(train.beta1), 0, 0.999999, "AdamW beta1"},
-    {"train.beta2", K_FLOAT, F(train.beta2), 0, 0.999999999, "AdamW beta2"},
-    {"train.eps", K_FLOAT, F(train.eps), 1e-20, 1, "AdamW epsilon"},
-    {"train.grad_clip", K_FLOAT, F(train.grad_clip), 0, 1e9, "global grad-norm clip (0 = off)"},
-    {"train.val_every", K_INT, F(train.val_every), 0, 1e9, "validate every N steps (0 = only at the end)"},
-    {"train.val_batches", K_INT, F(train.val_batches), 0, 1e9, "micro-batches per validation (0 = none)"},
-    {"train.log_every", K_INT, F(train.log_every), 1, 1e9, "log line every N steps"},
-    {"train.threads", K_INT, F(train.threads), 0, 4096, "OpenMP/BLAS threads per rank (0 = all cores / ranks)"},
-    {"train.seed", K_I64, F(train.seed), 0, BIG, "parameter init seed"},
-    {"train.metrics", K_STR, F(train.metrics), 0, 0, "JSON-lines metrics file (empty = none)"},
-    {"train.out_dir", K_STR, F(train.out_dir), 0, 0, "run directory (metrics default there)"},
-    {"parallel.dp", K_INT, F(parallel.dp), 1, 1 << 20, "data-parallel degree"},
-    {"parallel.tp", K_INT, F(parallel.tp), 1, 1 << 20, "tensor-parallel degree"},
-    {"parallel.pp", K_INT, F(parallel.pp), 1, 1 << 20, "pipeline stages"},
-    {"parallel.zero", K_INT, F(parallel.zero), 0, 1, "1 = shard AdamW moments over dp (ZeRO-1)"},
-    {"parallel.tp_mode", K_STR, F(parallel.tp_mode), 0, 0, "btp, vanilla, megatron or auto"},
-    {"parallel.recompute", K_STR, F(parallel.recompute), 0, 0, "none, lowrank or full"},
-    {"parallel.stages", K_STR, F(parallel.stages), 0, 0, "layers per stage, e.g. 3,5 (empty = balanced)"},
-    {"ckpt.dir", K_STR, F(ckpt.dir), 0, 0, "checkpoint directory (empty = no checkpoints)"},
-    {"ckpt.every", K_INT, F(ckpt.every), 0, 1e9, "checkpoint every N steps (0 = only at the end/preemption)"},
-    {"ckpt.keep_last", K_INT, F(ckpt.keep_last), 1, 1e6, "newest checkpoints kept"},
-    {"ckpt.keep_every", K_INT, F(ckpt.keep_every), 0, 1e9, "also keep every checkpoint whose step is a multiple"},
-    {"ckpt.resume", K_STR, F(ckpt.resume), 0, 0, "auto, none or a checkpoint path"},
-    {"ckpt.activations", K_STR, F(ckpt.activations), 0, 0, "none, sample or all"},
-    {"ckpt.level", K_INT, F(ckpt.level), 1, 19, "zstd level"},
+    {"model.preset", K_STR, F(model.preset), 0, 0, "sets the model block first: tiny, cola-60m|130m|350m|1b|7b or llama-tiny|60m|…", NULL},
+    {"model.vocab", K_INT, F(model.vocab), 1, 1 << 24, "vocabulary size", NULL},
+    {"model.d_model", K_INT, F(model.d_model), 1, 1 << 20, "hidden size d", NULL},
+    {"model.n_layers", K_INT, F(model.n_layers), 1, 4096, "decoder layers", NULL},
+    {"model.n_heads", K_INT, F(model.n_heads), 1, 4096, "attention heads", NULL},
+    {"model.ffn", K_INT, F(model.ffn), 1, 1 << 22, "MLP hidden size", NULL},
+    {"model.seq_len", K_INT, F(model.seq_len), 1, 1 << 20, "sequence length T", NULL},
+    {"model.rank_attn", K_INT, F(model.rank_attn), 1, 1 << 20, "CoLA rank of q,k,v,o", NULL},
+    {"model.rank_mlp", K_INT, F(model.rank_mlp), 1, 1 << 20, "CoLA rank of gate,up,down", NULL},
+    {"model.lowrank", K_STR, F(model.lowrank), 0, 0, "low-rank projections: all, none or a list of q,k,v,o,gate,up,down", NULL},
+    {"model.tie_embeddings", K_BOOL, F(model.tie_embeddings), 0, 1, "LM head shares the embedding", NULL},
+    {"model.rope_theta", K_FLOAT, F(model.rope_theta), 1, 1e9, "RoPE base", NULL},
+    {"model.norm_eps", K_FLOAT, F(model.norm_eps), 1e-12, 1, "RMSNorm epsilon", NULL},
+    {"model.init_std", K_FLOAT, F(model.init_std), 1e-6, 10, "init std of full-rank weights and embeddings", NULL},
+    {"data.train", K_STR, F(data.train), 0, 0, "token shard(s): file, comma list or directory", NULL},
+    {"data.val", K_STR, F(data.val), 0, 0, "validation shard(s); empty = split off data.train", NULL},
+    {"data.val_fraction", K_FLOAT, F(data.val_fraction), 0, 0.5, "fraction of data.train held out when data.val is empty", NULL},
+    {"data.seed", K_I64, F(data.seed), 0, BIG, "sample order seed", NULL},
+    {"train.batch_size", K_INT, F(train.batch_size), 1, 1 << 20, "micro-batch size per data-parallel rank", NULL},
+    {"train.grad_accum", K_INT, F(train.grad_accum), 1, 1 << 20, "micro-batches per step (the pipeline's micro-batches)", NULL},
+    {"train.steps", K_INT, F(train.steps), 0, 1e9, "optimizer steps", NULL},
+    {"train.warmup_steps", K_INT, F(train.warmup_steps), 0, 1e9, "linear LR warmup", NULL},
+    {"train.lr", K_FLOAT, F(train.lr), 0, 10, "peak learning rate", NULL},
+    {"train.min_lr_ratio", K_FLOAT, F(train.min_lr_ratio), 0, 1, "cosine floor as a fraction of lr", NULL},
+    {"train.weight_decay", K_FLOAT, F(train.weight_decay), 0, 10, "AdamW decoupled decay (matrices only)", NULL},
+    {"train.beta1", K_FLOAT, F(train.beta1), 0, 0.999999, "AdamW beta1", NULL},
+    {"train.beta2", K_FLOAT, F(train.beta2), 0, 0.999999999, "AdamW beta2", NULL},
+    {"train.eps", K_FLOAT, F(train.eps), 1e-20, 1, "AdamW epsilon", NULL},
+    {"train.grad_clip", K_FLOAT, F(train.grad_clip), 0, 1e9, "global grad-norm clip (0 = off)", NULL},
+    {"train.val_every", K_INT, F(train.val_every), 0, 1e9, "validate every N steps (0 = only at the end)", NULL},
+    {"train.val_batches", K_INT, F(train.val_batches), 0, 1e9, "micro-batches per validation (0 = none)", NULL},
+    {"train.log_every", K_INT, F(train.log_every), 1, 1e9, "log line every N steps", NULL},
+    {"train.threads", K_INT, F(train.threads), 0, 4096, "OpenMP/BLAS threads per rank (0 = all cores / ranks)", NULL},
+    {"train.seed", K_I64, F(train.seed), 0, BIG, "parameter init seed", NULL},
+    {"train.metrics", K_STR, F(train.metrics), 0, 0, "JSON-lines metrics file (empty = none)", NULL},
+    {"parallel.dp", K_INT, F(parallel.dp), 1, 1 << 20, "data-parallel degree", NULL},
+    {"parallel.tp", K_INT, F(parallel.tp), 1, 1 << 20, "tensor-parallel degree", NULL},
+    {"parallel.pp", K_INT, F(parallel.pp), 1, 1 << 20, "pipeline stages", NULL},
+    {"parallel.zero", K_INT, F(parallel.zero), 0, 1, "1 = shard AdamW moments over dp (ZeRO-1)", NULL},
+    {"parallel.tp_mode", K_ENUM, F(parallel.tp_mode), 0, 0,
+     "tensor-parallel scheme: btp (bottleneck-aware), vanilla (Megatron per factor), megatron (full-rank); auto picks",
+     TP_MODE_CHOICES},
+    {"parallel.recompute", K_ENUM, F(parallel.recompute), 0, 0,
+     "activation recompute in backward: keep all, only layer inputs + bottlenecks, or only layer inputs",
+     RECOMPUTE_CHOICES},
+    {"parallel.stages", K_STR, F(parallel.stages), 0, 0, "layers per stage, e.g. 3,5 (empty = balanced)", NULL},
+    {"ckpt.dir", K_STR, F(ckpt.dir), 0, 0, "checkpoint directory (empty = no checkpoints)", NULL},
+    {"ckpt.every", K_INT, F(ckpt.every), 0, 1e9, "checkpoint every N steps (0 = only at the end/preemption)", NULL},
+    {"ckpt.keep_last", K_INT, F(ckpt.keep_last), 1, 1e6, "newest checkpoints kept", NULL},
+    {"ckpt.keep_every", K_INT, F(ckpt.keep_every), 0, 1e9, "also keep every checkpoint whose step is a multiple", NULL},
+    {"ckpt.resume", K_STR, F(ckpt.resume), 0, 0, "auto, none or a checkpoint path", NULL},
+    {"ckpt.activations", K_ENUM, F(ckpt.activations), 0, 0,
+     "store low-rank bottleneck activations: none, one micro-batch (sample) or every rank's (all)", ACTS_CHOICES},
+    {"ckpt.level", K_INT, F(ckpt.level), 1, 19, "zstd level", NULL},
 };
 #define NKEYS ((int)(sizeof KEYS / sizeof KEYS[0]))
 
@@ -154,10 +174,10 @@ void config_defaults(train_config *cfg) {
   cfg->train.threads = 0;
   cfg->train.seed = 42;
   cfg->parallel.dp = cfg->parallel.tp = cfg->parallel.pp = 1;
-  snprintf(cfg->parallel.tp_mode, sizeof cfg->parallel.tp_mode, "auto");
-  snprintf(cfg->parallel.recompute, sizeof cfg->parallel.recompute, "none");
+  cfg->parallel.tp_mode = TP_AUTO;
+  cfg->parallel.recompute = RECOMPUTE_NONE;
   snprintf(cfg->ckpt.resume, sizeof cfg->ckpt.resume, "auto");
-  snprintf(cfg->ckpt.activations, sizeof cfg->ckpt.activations, "none");
+  cfg->ckpt.activations = ACTS_NONE;
   cfg->ckpt.keep_last = 3;
   cfg->ckpt.level = 3;
 }
@@ -166,6 +186,23 @@ static const key_spec *find_key(const char *name) {
   for (int i = 0; i < NKEYS; i++)
     if (strcmp(KEYS[i].name, name) == 0) return &KEYS[i];
   return NULL;
+}
+
+/* "a, b or c" */
+static void choices_list(const key_spec *k, char *out, size_t outlen) {
+  int n = 0;
+  while (k->choices[n].name) n++;
+  out[0] = '\0';
+  for (int i = 0; i < n; i++) {
+    size_t used = strlen(out);
+    snprintf(out + used, outlen - used, "%s%s", i == 0 ? "" : i == n - 1 ? " or " : ", ", k->choices[i].name);
+  }
+}
+
+static const char *choice_name(const key_spec *k, int value) {
+  for (const enum_choice *c = k->choices; c->name; c++)
+    if (c->value == value) return c->name;
+  return "?";
 }
 
 int config_set(train_config *cfg, const char *key, const char *value, char *err, size_t errlen) {
@@ -208,6 +245,17 @@ int config_set(train_config *cfg, const char *key, const char *value, char *err,
       *(int64_t *)base = v;
     return 0;
   }
+  case K_ENUM:
+    for (const enum_choice *c = k->choices; c->name; c++)
+      if (!strcmp(value, c->name)) {
+        *(int *)base = c->value;
+        return 0;
+      }
+    {
+      char names[256];
+      choices_list(k, names, sizeof names);
+      return fail(err, errlen, "bad value '%s' for %s: expected %s", value, key, names);
+    }
   case K_FLOAT: {
     double v = strtod(value, &end);
     if (end == value || *end != '\0' || errno == ERANGE || !isfinite(v))
@@ -328,12 +376,6 @@ static int parse_lowrank(model_config *m, char *err, size_t errlen) {
   return 0;
 }
 
-static int one_of(const char *v, const char *const *opts) {
-  for (int i = 0; opts[i]; i++)
-    if (!strcmp(v, opts[i])) return 1;
-  return 0;
-}
-
 int config_validate(train_config *cfg, char *err, size_t errlen) {
   model_config *m = &cfg->model;
   if (parse_lowrank(m, err, errlen) != 0) return -1;
@@ -350,15 +392,6 @@ int config_validate(train_config *cfg, char *err, size_t errlen) {
       return fail(err, errlen, "model.%s %d exceeds the %s projection's dimensions (%d -> %d)",
                   p <= PROJ_O ? "rank_attn" : "rank_mlp", r, proj_names[p], in, out);
   }
-  static const char *const tp_modes[] = {"auto", "btp", "vanilla", "megatron", NULL};
-  static const char *const recompute[] = {"none", "lowrank", "full", NULL};
-  static const char *const acts[] = {"none", "sample", "all", NULL};
-  if (!one_of(cfg->parallel.tp_mode, tp_modes))
-    return fail(err, errlen, "bad parallel.tp_mode '%s': expected auto, btp, vanilla or megatron", cfg->parallel.tp_mode);
-  if (!one_of(cfg->parallel.recompute, recompute))
-    return fail(err, errlen, "bad parallel.recompute '%s': expected none, lowrank or full", cfg->parallel.recompute);
-  if (!one_of(cfg->ckpt.activations, acts))
-    return fail(err, errlen, "bad ckpt.activations '%s': expected none, sample or all", cfg->ckpt.activations);
   return 0;
 }
 
@@ -370,6 +403,7 @@ static void format_value(const train_config *cfg, const key_spec *k, char *out, 
   case K_INT: snprintf(out, outlen, "%d", *(const int *)base); break;
   case K_I64: snprintf(out, outlen, "%lld", (long long)*(const int64_t *)base); break;
   case K_FLOAT: snprintf(out, outlen, "%.9g", *(const float *)base); break;
+  case K_ENUM: snprintf(out, outlen, "%s", choice_name(k, *(const int *)base)); break;
   }
 }
 
@@ -392,6 +426,7 @@ char *config_to_json(const train_config *cfg) {
     case K_INT: cJSON_AddNumberToObject(root, k->name, *(const int *)base); break;
     case K_I64: cJSON_AddNumberToObject(root, k->name, (double)*(const int64_t *)base); break;
     case K_FLOAT: cJSON_AddNumberToObject(root, k->name, *(const float *)base); break;
+    case K_ENUM: cJSON_AddStringToObject(root, k->name, choice_name(k, *(const int *)base)); break;
     }
   }
   char *s = cJSON_PrintUnformatted(root);
@@ -404,4 +439,28 @@ const char *const *config_key_names(void) {
   for (int i = 0; i < NKEYS; i++) names[i] = KEYS[i].name;
   names[NKEYS] = NULL;
   return names;
+}
+
+static void allowed_values(const key_spec *k, char *out, size_t outlen) {
+  switch (k->type) {
+  case K_ENUM: choices_list(k, out, outlen); break;
+  case K_BOOL: snprintf(out, outlen, "true or false"); break;
+  case K_STR: snprintf(out, outlen, "text"); break;
+  case K_INT:
+  case K_I64: snprintf(out, outlen, "integer %.0f..%.0f", k->min, k->max); break;
+  case K_FLOAT: snprintf(out, outlen, "number %g..%g", k->min, k->max); break;
+  }
+}
+
+void config_print_help(FILE *f) {
+  train_config defaults;
+  config_defaults(&defaults);
+  char def[CONFIG_STR], allowed[256];
+  for (int i = 0; i < NKEYS; i++) {
+    const key_spec *k = &KEYS[i];
+    format_value(&defaults, k, def, sizeof def);
+    allowed_values(k, allowed, sizeof allowed);
+    fprintf(f, "  %-22s %s\n  %-22s   default: %s; allowed: %s\n", k->name, k->help, "", def[0] ? def : "(empty)",
+            allowed);
+  }
 }

@@ -9,6 +9,7 @@
 #define BOOST_CONFIG_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #define CONFIG_STR 512
@@ -16,6 +17,19 @@
 /* Projections of a layer, in the order of the `model.lowrank` list. */
 typedef enum { PROJ_Q = 0, PROJ_K, PROJ_V, PROJ_O, PROJ_GATE, PROJ_UP, PROJ_DOWN, PROJ_COUNT } proj_kind;
 extern const char *const proj_names[PROJ_COUNT];
+
+/* Enum-valued settings: the config table parses the names once; code sees
+ * only these values. *_names[] give each value's name (the JSON and the
+ * printed config use the names). */
+/* parallel.tp_mode. TP_NONE is what "auto" resolves to at tp = 1. */
+typedef enum { TP_NONE = 0, TP_BTP, TP_VANILLA, TP_MEGATRON, TP_AUTO, TP_MODE_COUNT } tp_mode;
+extern const char *const tp_mode_names[TP_MODE_COUNT];
+/* parallel.recompute */
+typedef enum { RECOMPUTE_NONE = 0, RECOMPUTE_LOWRANK, RECOMPUTE_FULL, RECOMPUTE_COUNT } recompute_mode;
+extern const char *const recompute_names[RECOMPUTE_COUNT];
+/* ckpt.activations */
+typedef enum { ACTS_NONE = 0, ACTS_SAMPLE, ACTS_ALL, ACTS_COUNT } acts_mode;
+extern const char *const acts_mode_names[ACTS_COUNT];
 
 typedef struct {
   char preset[64];
@@ -38,14 +52,17 @@ typedef struct {
     int batch_size, grad_accum, steps, warmup_steps, val_every, val_batches, log_every, threads;
     float lr, min_lr_ratio, weight_decay, beta1, beta2, eps, grad_clip;
     int64_t seed;
-    char metrics[CONFIG_STR], out_dir[CONFIG_STR];
+    char metrics[CONFIG_STR];
   } train;
   struct {
     int dp, tp, pp, zero;
-    char tp_mode[32], recompute[32], stages[CONFIG_STR];
+    tp_mode tp_mode;
+    recompute_mode recompute;
+    char stages[CONFIG_STR];
   } parallel;
   struct {
-    char dir[CONFIG_STR], resume[CONFIG_STR], activations[32];
+    char dir[CONFIG_STR], resume[CONFIG_STR];
+    acts_mode activations;
     int every, keep_last, keep_every, level;
   } ckpt;
 } train_config;
@@ -77,8 +94,11 @@ void config_print(const train_config *cfg, const char *prefix);
 /* The resolved config as a JSON object string (caller frees with free()). */
 char *config_to_json(const train_config *cfg);
 
-/* Names of all keys, NULL-terminated (for --help). */
+/* Names of all keys, NULL-terminated. */
 const char *const *config_key_names(void);
+
+/* Every key with its default, allowed values and meaning (for --help). */
+void config_print_help(FILE *f);
 
 static inline int model_is_lowrank(const model_config *m, proj_kind p) { return (m->lowrank_mask >> p) & 1u; }
 static inline int model_rank(const model_config *m, proj_kind p) { return p <= PROJ_O ? m->rank_attn : m->rank_mlp; }

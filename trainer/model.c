@@ -11,8 +11,6 @@
 #include "ops.h"
 #include "optim.h"
 
-const char *const tp_mode_names[4] = {"none", "btp", "vanilla", "megatron"};
-const char *const recompute_names[3] = {"none", "lowrank", "full"};
 
 /* ---- GEMM shorthands (row-major, explicit leading dimensions) ------------ */
 
@@ -45,27 +43,32 @@ static int fail(char *err, size_t errlen, const char *fmt, ...) {
   return -1;
 }
 
-int model_check_layout(const model_config *c, const char *mode_name, int tp, tp_mode *mode, char *err, size_t errlen) {
+int model_check_layout(const model_config *c, tp_mode requested, int tp, tp_mode *mode, char *err, size_t errlen) {
   const unsigned all = (1u << PROJ_COUNT) - 1;
   const int all_low = c->lowrank_mask == all, none_low = c->lowrank_mask == 0;
-  if (!strcmp(mode_name, "auto")) {
+  switch (requested) {
+  case TP_AUTO:
+  case TP_NONE:
     if (tp == 1) *mode = TP_NONE;
     else if (all_low) *mode = TP_BTP;
     else if (none_low) *mode = TP_MEGATRON;
     else
       return fail(err, errlen, "model.lowrank=%s mixes low-rank and full-rank projections: tensor parallelism needs all or none",
                   c->lowrank);
-  } else if (!strcmp(mode_name, "btp") || !strcmp(mode_name, "vanilla")) {
+    break;
+  case TP_BTP:
+  case TP_VANILLA:
     if (!all_low)
-      return fail(err, errlen, "parallel.tp_mode=%s needs every projection low-rank (model.lowrank=all), not '%s'", mode_name,
-                  c->lowrank);
-    *mode = !strcmp(mode_name, "btp") ? TP_BTP : TP_VANILLA;
-  } else if (!strcmp(mode_name, "megatron")) {
+      return fail(err, errlen, "parallel.tp_mode=%s needs every projection low-rank (model.lowrank=all), not '%s'",
+                  tp_mode_names[requested], c->lowrank);
+    *mode = requested;
+    break;
+  case TP_MEGATRON:
     if (!none_low)
       return fail(err, errlen, "parallel.tp_mode=megatron needs a full-rank model (model.lowrank=none), not '%s'", c->lowrank);
     *mode = TP_MEGATRON;
-  } else {
-    return fail(err, errlen, "bad parallel.tp_mode '%s'", mode_name);
+    break;
+  default: return fail(err, errlen, "bad parallel.tp_mode %d", (int)requested);
   }
   if (tp == 1) return 0;
   if (c->n_heads % tp) return fail(err, errlen, "model.n_heads %d is not divisible by parallel.tp %d", c->n_heads, tp);

@@ -32,8 +32,6 @@
 #include "config.h"
 #include "tensor.h"
 
-typedef enum { TP_NONE = 0, TP_BTP, TP_VANILLA, TP_MEGATRON } tp_mode;
-extern const char *const tp_mode_names[4];
 
 /* How a group's tensors and activations are split over tp ranks. */
 typedef enum {
@@ -78,8 +76,6 @@ typedef struct {
   int first_layer, num_layers, has_embed, has_head;
 } model_stage;
 
-typedef enum { RECOMPUTE_NONE = 0, RECOMPUTE_LOWRANK, RECOMPUTE_FULL } recompute_mode;
-extern const char *const recompute_names[3];
 
 /* Activations of one micro-batch in flight. */
 typedef struct {
@@ -123,7 +119,7 @@ typedef struct {
 /* Resolve parallel.tp_mode for a config ("auto": btp when every projection
  * is low-rank, megatron when none is). Returns -1 with a message when the
  * mode does not fit the model or the dims do not divide over tp. */
-int model_check_layout(const model_config *cfg, const char *mode_name, int tp, tp_mode *mode, char *err, size_t errlen);
+int model_check_layout(const model_config *cfg, tp_mode requested, int tp, tp_mode *mode, char *err, size_t errlen);
 
 /* comm may be NULL (single process); stage NULL = the whole model. */
 void model_init(model *m, const model_config *cfg, tp_mode mode, comm_ctx *comm, int with_optimizer,

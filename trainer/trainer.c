@@ -297,9 +297,7 @@ trainer *trainer_create(const train_config *cfg, MPI_Comm world, char *err, size
     trainer_destroy(r);
     return NULL;
   }
-  recompute_mode recompute = RECOMPUTE_NONE;
-  for (int k = 0; k < 3; k++)
-    if (!strcmp(cfg->parallel.recompute, recompute_names[k])) recompute = (recompute_mode)k;
+  const recompute_mode recompute = cfg->parallel.recompute;
   const int s = r->grid.pp_rank;
   r->stage.first_layer = 0;
   for (int k = 0; k < s; k++) r->stage.first_layer += r->layers_per_stage[k];

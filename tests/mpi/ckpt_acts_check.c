@@ -79,7 +79,7 @@ int main(int argc, char **argv) {
   if (slash) *slash = 0;
   else snprintf(cfg.ckpt.dir, sizeof cfg.ckpt.dir, ".");
   snprintf(cfg.ckpt.resume, sizeof cfg.ckpt.resume, "%s", path);
-  snprintf(cfg.ckpt.activations, sizeof cfg.ckpt.activations, "none");
+  cfg.ckpt.activations = ACTS_NONE;
 
   process_grid g;
   if (grid_init(&g, MPI_COMM_WORLD, 1, 1, 1, err, sizeof err) != 0) boost_fail("%s", err);

@@ -106,3 +106,40 @@ Test(config, json_round_trips_every_key) {
   }
   free(json);
 }
+
+Test(config, enum_keys_parse_once_into_enums) {
+  train_config c;
+  config_defaults(&c);
+  cr_expect_eq(c.parallel.tp_mode, TP_AUTO);
+  cr_assert_eq(config_set(&c, "parallel.tp_mode", "vanilla", err, sizeof err), 0, "%s", err);
+  cr_expect_eq(c.parallel.tp_mode, TP_VANILLA);
+  cr_assert_eq(config_set(&c, "parallel.recompute", "lowrank", err, sizeof err), 0, "%s", err);
+  cr_expect_eq(c.parallel.recompute, RECOMPUTE_LOWRANK);
+  cr_assert_eq(config_set(&c, "ckpt.activations", "all", err, sizeof err), 0, "%s", err);
+  cr_expect_eq(c.ckpt.activations, ACTS_ALL);
+  /* "none" names TP_NONE internally but is not a value users may set */
+  cr_expect_eq(config_set(&c, "parallel.tp_mode", "none", err, sizeof err), -1);
+  cr_expect(strstr(err, "auto, btp, vanilla or megatron") != NULL, "%s", err);
+  char *json = config_to_json(&c);
+  cr_expect(strstr(json, "\"parallel.tp_mode\":\"vanilla\"") != NULL, "%s", json);
+  cr_expect(strstr(json, "\"ckpt.activations\":\"all\"") != NULL, "%s", json);
+  free(json);
+}
+
+Test(config, help_lists_default_allowed_and_meaning_of_every_key) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  cr_assert_not_null(f);
+  config_print_help(f);
+  fclose(f);
+  for (const char *const *k = config_key_names(); *k; k++) {
+    const char *at = strstr(buf, *k);
+    cr_assert_not_null(at, "%s missing from help", *k);
+    const char *next = strstr(at, "default: ");
+    cr_expect(next != NULL && strstr(next, "allowed: ") != NULL, "%s has no default/allowed line", *k);
+  }
+  cr_expect(strstr(buf, "default: auto; allowed: auto, btp, vanilla or megatron") != NULL);
+  cr_expect(strstr(buf, "default: 3; allowed: integer 1..19") != NULL);
+  free(buf);
+}
