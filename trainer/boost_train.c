@@ -11,6 +11,7 @@
 
 #include "blas_select.h"
 #include "config.h"
+#include "resume_plan.h"
 #include "trainer.h"
 
 static void usage(FILE *f) {
@@ -77,7 +78,16 @@ int main(int argc, char **argv) {
       config_print(&cfg, "  ");
       fflush(stdout);
     }
-    if (!print_only) status = trainer_run(&cfg, MPI_COMM_WORLD);
+    char note[4096];
+    if (print_only) {
+      status = 0;
+    } else if (resume_plan(&cfg, MPI_COMM_WORLD, note, sizeof note, err, sizeof err) != 0) {
+      if (rank == 0) fprintf(stderr, "boost-train: %s\n", err);
+      status = 1;
+    } else {
+      if (rank == 0 && note[0]) printf("resume plan: %s\n", note);
+      status = trainer_run(&cfg, MPI_COMM_WORLD);
+    }
   }
   free(sets);
   MPI_Finalize();

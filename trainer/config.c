@@ -27,6 +27,7 @@ static const enum_choice TP_MODE_CHOICES[] = {
     {"auto", TP_AUTO}, {"btp", TP_BTP}, {"vanilla", TP_VANILLA}, {"megatron", TP_MEGATRON}, {NULL, 0}};
 static const enum_choice RECOMPUTE_CHOICES[] = {
     {"none", RECOMPUTE_NONE}, {"lowrank", RECOMPUTE_LOWRANK}, {"full", RECOMPUTE_FULL}, {NULL, 0}};
+static const enum_choice RESUME_BATCH_CHOICES[] = {{"keep", RESUME_BATCH_KEEP}, {"config", RESUME_BATCH_CONFIG}, {NULL, 0}};
 static const enum_choice ACTS_CHOICES[] = {{"none", ACTS_NONE}, {"sample", ACTS_SAMPLE}, {"all", ACTS_ALL}, {NULL, 0}};
 
 typedef struct {
@@ -93,6 +94,9 @@ static const key_spec KEYS[] = {
     {"ckpt.keep_last", K_INT, F(ckpt.keep_last), 1, 1e6, "newest checkpoints kept", NULL},
     {"ckpt.keep_every", K_INT, F(ckpt.keep_every), 0, 1e9, "also keep every checkpoint whose step is a multiple", NULL},
     {"ckpt.resume", K_STR, F(ckpt.resume), 0, 0, "auto, none or a checkpoint path", NULL},
+    {"ckpt.resume_batch", K_ENUM, F(ckpt.resume_batch), 0, 0,
+     "on resume: keep the checkpoint's global batch (batch_size/grad_accum re-derived for this dp) or use the config's",
+     RESUME_BATCH_CHOICES},
     {"ckpt.activations", K_ENUM, F(ckpt.activations), 0, 0,
      "store low-rank bottleneck activations: none, one micro-batch (sample) or every rank's (all)", ACTS_CHOICES},
     {"ckpt.level", K_INT, F(ckpt.level), 1, 19, "zstd level", NULL},
@@ -432,6 +436,73 @@ char *config_to_json(const train_config *cfg) {
   char *s = cJSON_PrintUnformatted(root);
   cJSON_Delete(root);
   return s;
+}
+
+int config_from_json(train_config *cfg, const char *json, int *unknown, char *err, size_t errlen) {
+  cJSON *root = cJSON_Parse(json);
+  if (!cJSON_IsObject(root)) {
+    cJSON_Delete(root);
+    return fail(err, errlen, "stored config is not a JSON object");
+  }
+  if (unknown) *unknown = 0;
+  char value[CONFIG_STR];
+  const cJSON *item;
+  cJSON_ArrayForEach(item, root) {
+    const key_spec *k = find_key(item->string);
+    if (!k || !strcmp(k->name, "model.preset")) { /* a preset would reset the model block */
+      if (!k && unknown) (*unknown)++;
+      continue;
+    }
+    if (cJSON_IsString(item)) snprintf(value, sizeof value, "%s", item->valuestring);
+    else if (cJSON_IsBool(item)) snprintf(value, sizeof value, "%s", cJSON_IsTrue(item) ? "true" : "false");
+    else if (cJSON_IsNumber(item) && (k->type == K_INT || k->type == K_I64)) snprintf(value, sizeof value, "%.0f", item->valuedouble);
+    else if (cJSON_IsNumber(item)) snprintf(value, sizeof value, "%.17g", item->valuedouble);
+    else {
+      cJSON_Delete(root);
+      return fail(err, errlen, "stored config: %s has a value of the wrong type", k->name);
+    }
+    char msg[512];
+    if (config_set(cfg, k->name, value, msg, sizeof msg) != 0) {
+      cJSON_Delete(root);
+      return fail(err, errlen, "stored config: %s", msg);
+    }
+  }
+  const cJSON *preset = cJSON_GetObjectItemCaseSensitive(root, "model.preset");
+  if (cJSON_IsString(preset)) snprintf(cfg->model.preset, sizeof cfg->model.preset, "%s", preset->valuestring);
+  cJSON_Delete(root);
+  return parse_lowrank(&cfg->model, err, errlen);
+}
+
+int config_is_model_key(const train_config *cfg, const char *key) {
+  static const char *const keys[] = {"model.vocab",    "model.d_model",        "model.n_layers",   "model.n_heads",
+                                     "model.ffn",      "model.lowrank",        "model.tie_embeddings",
+                                     "model.rope_theta", "model.norm_eps",     NULL};
+  for (int i = 0; keys[i]; i++)
+    if (!strcmp(key, keys[i])) return 1;
+  /* A rank matters only where a projection of its kind is low-rank. */
+  const unsigned attn = (1u << PROJ_Q) | (1u << PROJ_K) | (1u << PROJ_V) | (1u << PROJ_O);
+  if (!strcmp(key, "model.rank_attn")) return (cfg->model.lowrank_mask & attn) != 0;
+  if (!strcmp(key, "model.rank_mlp")) return (cfg->model.lowrank_mask & ~attn) != 0;
+  return 0;
+}
+
+int config_diff(const train_config *a, const train_config *b, int (*want)(const train_config *, const char *),
+                char *out, size_t outlen) {
+  char va[CONFIG_STR], vb[CONFIG_STR];
+  int n = 0;
+  if (outlen) out[0] = '\0';
+  for (int i = 0; i < NKEYS; i++) {
+    const key_spec *k = &KEYS[i];
+    if (want && !want(a, k->name)) continue;
+    if (!strcmp(k->name, "model.lowrank") ? a->model.lowrank_mask == b->model.lowrank_mask : 0) continue;
+    format_value(a, k, va, sizeof va);
+    format_value(b, k, vb, sizeof vb);
+    if (!strcmp(va, vb)) continue;
+    size_t used = strlen(out);
+    if (used < outlen) snprintf(out + used, outlen - used, "%s%s %s -> %s", n ? ", " : "", k->name, va, vb);
+    n++;
+  }
+  return n;
 }
 
 const char *const *config_key_names(void) {

@@ -27,6 +27,9 @@ extern const char *const tp_mode_names[TP_MODE_COUNT];
 /* parallel.recompute */
 typedef enum { RECOMPUTE_NONE = 0, RECOMPUTE_LOWRANK, RECOMPUTE_FULL, RECOMPUTE_COUNT } recompute_mode;
 extern const char *const recompute_names[RECOMPUTE_COUNT];
+/* ckpt.resume_batch: on resume, keep the checkpoint's global batch (derive
+ * the per-replica split) or take the config's split as it is. */
+typedef enum { RESUME_BATCH_KEEP = 0, RESUME_BATCH_CONFIG, RESUME_BATCH_COUNT } resume_batch_mode;
 /* ckpt.activations */
 typedef enum { ACTS_NONE = 0, ACTS_SAMPLE, ACTS_ALL, ACTS_COUNT } acts_mode;
 extern const char *const acts_mode_names[ACTS_COUNT];
@@ -63,6 +66,7 @@ typedef struct {
   struct {
     char dir[CONFIG_STR], resume[CONFIG_STR];
     acts_mode activations;
+    resume_batch_mode resume_batch;
     int every, keep_last, keep_every, level;
   } ckpt;
 } train_config;
@@ -93,6 +97,21 @@ void config_print(const train_config *cfg, const char *prefix);
 
 /* The resolved config as a JSON object string (caller frees with free()). */
 char *config_to_json(const train_config *cfg);
+
+/* Parses a config stored as JSON (config_to_json) over cfg's current
+ * values. Keys this version does not know are ignored and counted in
+ * *unknown (may be NULL). Does not validate. */
+int config_from_json(train_config *cfg, const char *json, int *unknown, char *err, size_t errlen);
+
+/* Keys that define the model's parameters: a checkpoint whose values differ
+ * holds a different model. (Not seq_len: weights do not depend on it.) */
+int config_is_model_key(const train_config *cfg, const char *key);
+
+/* "key old -> new" for every key whose value differs between a and b and
+ * that `want` selects (NULL: every key), joined by ", " into out. Returns
+ * the number of differing keys. */
+int config_diff(const train_config *a, const train_config *b, int (*want)(const train_config *, const char *),
+                char *out, size_t outlen);
 
 /* Names of all keys, NULL-terminated. */
 const char *const *config_key_names(void);

@@ -21,6 +21,7 @@
 #include "ops.h"
 #include "optim.h"
 #include "preempt.h"
+#include "resume_plan.h"
 #include "train_state.h"
 
 void openblas_set_num_threads(int);
@@ -281,8 +282,7 @@ trainer *trainer_create(const train_config *cfg, MPI_Comm world, char *err, size
   train_state_init(&r->st);
   int world_size;
   MPI_Comm_size(world, &world_size);
-  int dp = cfg->parallel.dp, tp = cfg->parallel.tp, pp = cfg->parallel.pp;
-  if (dp * tp * pp == 1) dp = world_size; /* plain `mpirun -n K` means data parallel */
+  const int dp = config_dp_degree(cfg, world_size), tp = cfg->parallel.tp, pp = cfg->parallel.pp;
   /* Every rank checks the same inputs, so all fail together. */
   if (grid_init(&r->grid, world, dp, tp, pp, err, errlen) != 0) {
     boost_free(r);

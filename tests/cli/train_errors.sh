@@ -25,7 +25,9 @@ expect_error() {
   ! grep -q '^step ' "$tmp/out" || fail "'$*' trained before failing"
 }
 
-"$bin" --help | grep -q 'usage: boost-train' || fail "--help"
+help=$("$bin" --help) || fail "--help exit status"
+grep -q 'usage: boost-train' <<<"$help" || fail "--help"
+grep -q 'parallel.tp_mode .*' <<<"$help" && grep -q 'default: auto; allowed: auto, btp, vanilla or megatron' <<<"$help" || fail "--help does not show the tp_mode key with its default and values"
 "$bin" "${base[@]}" --set train.steps=2 >"$tmp/ok" 2>&1 || { cat "$tmp/ok"; fail "a good run failed"; }
 grep -q '^step     2/2' "$tmp/ok" || fail "a good run did not log step 2"
 

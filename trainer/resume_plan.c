@@ -1,0 +1,139 @@
+#include "resume_plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt_peek.h"
+
+int config_dp_degree(const train_config *cfg, int world_size) {
+  const int dp = cfg->parallel.dp, tp = cfg->parallel.tp, pp = cfg->parallel.pp;
+  return dp * tp * pp == 1 ? world_size : dp;
+}
+
+/* Rank 0's verdict and the stored config reach every rank. */
+typedef struct {
+  int found; /* 1 resume, 0 nothing, -1 error */
+  int64_t step;
+  int layout_dp;
+  char path[PATH_MAX];
+  char msg[2048];
+} peek_result;
+
+static char *bcast_string(char *s, int root_has, MPI_Comm world) {
+  int n = root_has && s ? (int)strlen(s) + 1 : 0;
+  MPI_Bcast(&n, 1, MPI_INT, 0, world);
+  if (!n) return NULL;
+  int rank;
+  MPI_Comm_rank(world, &rank);
+  if (rank != 0) s = calloc((size_t)n, 1);
+  MPI_Bcast(s, n, MPI_CHAR, 0, world);
+  return s;
+}
+
+static char *peek_everywhere(const train_config *cfg, MPI_Comm world, peek_result *r) {
+  int rank;
+  MPI_Comm_rank(world, &rank);
+  memset(r, 0, sizeof *r);
+  ckpt_peek_info info;
+  memset(&info, 0, sizeof info);
+  if (rank == 0) {
+    r->found = ckpt_peek(cfg->ckpt.dir, cfg->ckpt.resume, &info, r->msg, sizeof r->msg);
+    if (r->found == 1) {
+      r->step = info.step;
+      r->layout_dp = info.layout_dp;
+      snprintf(r->path, sizeof r->path, "%s", info.path);
+      if (info.skipped[0]) snprintf(r->msg, sizeof r->msg, "passed over %s", info.skipped);
+    } else if (r->found == 0 && info.skipped[0]) {
+      r->found = -1;
+      snprintf(r->msg, sizeof r->msg,
+               "%s holds checkpoints but none can be read: %.1000s. Fix or move them, or set ckpt.resume=none to start "
+               "over (the unreadable files are kept)",
+               cfg->ckpt.dir[0] ? cfg->ckpt.dir : cfg->ckpt.resume, info.skipped);
+    }
+  }
+  MPI_Bcast(r, sizeof *r, MPI_BYTE, 0, world);
+  return bcast_string(info.config_json, r->found == 1, world); /* rank 0: info's own string */
+}
+
+/* batch * accum * dp == global, preferring to keep accum, then batch, then
+ * the smallest accum whose batch is no larger than the config's. */
+static int split_global_batch(long global, int dp, int batch, int accum, int *nb, int *na) {
+  if (global % ((long)accum * dp) == 0) {
+    *nb = (int)(global / ((long)accum * dp)), *na = accum;
+    return 0;
+  }
+  if (global % ((long)batch * dp) == 0) {
+    *nb = batch, *na = (int)(global / ((long)batch * dp));
+    return 0;
+  }
+  for (long a = 1; a <= global / dp; a++)
+    if (global % (a * dp) == 0 && global / (a * dp) <= batch) {
+      *nb = (int)(global / (a * dp)), *na = (int)a;
+      return 0;
+    }
+  return -1;
+}
+
+static int keep_global_batch(train_config *cfg, const train_config *stored, int layout_dp, int dp, char *note,
+                             size_t notelen, char *err, size_t errlen) {
+  const long was = (long)stored->train.batch_size * stored->train.grad_accum * layout_dp;
+  const long now = (long)cfg->train.batch_size * cfg->train.grad_accum * dp;
+  size_t used = strlen(note);
+  if (was == now) return 0;
+  if (cfg->ckpt.resume_batch == RESUME_BATCH_CONFIG) {
+    snprintf(note + used, notelen - used, "; global batch %ld -> %ld (ckpt.resume_batch=config)", was, now);
+    return 0;
+  }
+  int nb, na;
+  if (split_global_batch(was, dp, cfg->train.batch_size, cfg->train.grad_accum, &nb, &na) != 0) {
+    snprintf(err, errlen,
+             "cannot keep the checkpoint's global batch of %ld sequences over parallel.dp=%d (not a multiple); "
+             "choose another layout or set ckpt.resume_batch=config to train with a global batch of %ld",
+             was, dp, now);
+    return -1;
+  }
+  snprintf(note + used, notelen - used, "; global batch %ld kept: batch_size %d x grad_accum %d per replica over dp %d "
+           "(config said %d x %d)", was, nb, na, dp, cfg->train.batch_size, cfg->train.grad_accum);
+  cfg->train.batch_size = nb;
+  cfg->train.grad_accum = na;
+  return 0;
+}
+
+static int is_training_key(const train_config *cfg, const char *key) {
+  return !config_is_model_key(cfg, key) && strcmp(key, "model.preset") != 0 && strcmp(key, "model.init_std") != 0;
+}
+
+int resume_plan(train_config *cfg, MPI_Comm world, char *note, size_t notelen, char *err, size_t errlen) {
+  note[0] = '\0';
+  if (!strcmp(cfg->ckpt.resume, "none") || (!cfg->ckpt.dir[0] && !strcmp(cfg->ckpt.resume, "auto"))) return 0;
+  int world_size;
+  MPI_Comm_size(world, &world_size);
+  peek_result r;
+  char *json = peek_everywhere(cfg, world, &r);
+  if (r.found < 0) {
+    snprintf(err, errlen, "%s", r.msg);
+    return -1;
+  }
+  if (r.found == 0) return 0;
+  train_config stored = *cfg;
+  int rc = config_from_json(&stored, json, NULL, err, errlen);
+  free(json);
+  if (rc != 0) {
+    snprintf(err + strlen(err), errlen - strlen(err), " (in %s)", r.path);
+    return -1;
+  }
+  char diff[2048];
+  if (config_diff(&stored, cfg, config_is_model_key, diff, sizeof diff) > 0) {
+    snprintf(err, errlen, "%s holds a different model: %s (set ckpt.resume=none to start a new run elsewhere)", r.path,
+             diff);
+    return -1;
+  }
+  snprintf(note, notelen, "will resume %s (step %lld)", r.path, (long long)r.step);
+  if (r.msg[0]) snprintf(note + strlen(note), notelen - strlen(note), "; %s", r.msg);
+  if (keep_global_batch(cfg, &stored, r.layout_dp, config_dp_degree(cfg, world_size), note, notelen, err, errlen) != 0)
+    return -1;
+  if (config_diff(&stored, cfg, is_training_key, diff, sizeof diff) > 0)
+    snprintf(note + strlen(note), notelen - strlen(note), "; settings changed since the checkpoint: %s", diff);
+  return 0;
+}

@@ -1,0 +1,31 @@
+/* Decisions a resume makes before the model is built (every rank calls
+ * this, collectively over world, before trainer_run):
+ *  - a checkpoint of a different model is refused, naming the keys that
+ *    differ (the stored config is compared, not only tensor shapes);
+ *  - changed training settings are allowed and listed in the log;
+ *  - the stored global batch (batch_size * grad_accum * dp of the writer) is
+ *    kept by default: batch_size and grad_accum are re-derived for this
+ *    run's data-parallel degree, so the sample sequence, the LR schedule and
+ *    AdamW's step continue exactly (ckpt.resume_batch=config keeps the
+ *    config's split instead, and the log says the global batch changed);
+ *  - checkpoints that exist but none of whose attributes can be read stop
+ *    the run (never a silent fresh start over them).
+ * Rank 0 reads the checkpoint's root attributes and broadcasts them. */
+#ifndef BOOST_RESUME_PLAN_H
+#define BOOST_RESUME_PLAN_H
+
+#include <mpi.h>
+#include <stddef.h>
+
+#include "config.h"
+
+/* May change cfg->train.batch_size and cfg->train.grad_accum. Returns 0 with
+ * a one-line account in note (empty when there is nothing to resume), or -1
+ * with err (the same on every rank). */
+int resume_plan(train_config *cfg, MPI_Comm world, char *note, size_t notelen, char *err, size_t errlen);
+
+/* The data-parallel degree this config runs with on world_size ranks (plain
+ * `mpirun -n K` without a layout means K replicas). */
+int config_dp_degree(const train_config *cfg, int world_size);
+
+#endif
