@@ -484,12 +484,6 @@ static void job_act_add(save_job *j, const char *name, act_type type, int ndim, 
   memcpy(dst, src, bytes);
 }
 
-static const char *group_label(const proj_group *g) {
-  if (g->nproj == 3) return "qkv";
-  if (g->nproj == 2) return "gate_up";
-  return proj_names[g->kinds[0]];
-}
-
 #define ACT_PP_TAG 0x6b63 /* p2p tag of the recompute forward (no other message is in flight at a step boundary) */
 
 /* The last micro-batch (tokens and sample indices) and, recomputed with the
@@ -546,13 +540,13 @@ static void stage_activations(ckpt_session *s, const train_state *st) {
   for (int l = 0; l < m->nl; l++) {
     const int L = m->stage.first_layer + l;
     const layer_param *lp = &m->layers[l];
-    const layer_acts *la = &m->acts[l];
+    const layer_acts *la = &m->cur->acts[l];
     if (all || !keep_h) { /* the layer's input (residual stream, columns of this tp shard) */
       const int sharded = m->d_res < d;
       const int64_t sh[2] = {nseq * T, d}, st0[2] = {row0, sharded ? (int64_t)g->tp_rank * m->d_res : 0},
                     ct[2] = {N, m->d_res};
       msgf(name, sizeof name, "layers.%d.input", L);
-      job_act_add(j, name, ACT_F32, 2, sh, st0, ct, replica_writes && (sharded || g->tp_rank == 0), m->resid[l]);
+      job_act_add(j, name, ACT_F32, 2, sh, st0, ct, replica_writes && (sharded || g->tp_rank == 0), m->cur->resid[l]);
     }
     if (!keep_h) continue;
     for (int gi = 0; gi < lp->ngroups; gi++) {
@@ -563,10 +557,10 @@ static void stage_activations(ckpt_session *s, const train_state *st) {
                     ct[3] = {N, pg->nproj, pg->r_loc};
       const int w = replica_writes && (sharded || g->tp_rank == 0);
       const char *blk = pg->kinds[0] <= PROJ_O ? "attn" : "mlp";
-      msgf(name, sizeof name, "layers.%d.%s.%s.h", L, blk, group_label(pg));
+      msgf(name, sizeof name, "layers.%d.%s.%s.h", L, blk, model_group_name(pg));
       job_act_add(j, name, ACT_F32, 3, sh, st0, ct, w, la->h[gi]);
       if (all) {
-        msgf(name, sizeof name, "layers.%d.%s.%s.hpre", L, blk, group_label(pg));
+        msgf(name, sizeof name, "layers.%d.%s.%s.hpre", L, blk, model_group_name(pg));
         job_act_add(j, name, ACT_F32, 3, sh, st0, ct, w, la->hpre[gi]);
       }
     }

@@ -16,6 +16,16 @@ void comm_init_self(comm_ctx *c) {
   }
 }
 
+comm_ctx *comm_self(void) {
+  static comm_ctx self;
+  static int ready;
+  if (!ready) {
+    comm_init_self(&self);
+    ready = 1;
+  }
+  return &self;
+}
+
 void comm_init(comm_ctx *c, MPI_Comm tp, MPI_Comm dp, MPI_Comm pp, MPI_Comm world) {
   memset(c, 0, sizeof *c);
   c->comm[COMM_TP] = tp;

@@ -34,6 +34,9 @@ typedef struct {
 
 /* A single-process context (every group of size 1) for tests and tools. */
 void comm_init_self(comm_ctx *c);
+/* A shared context whose groups are all MPI_COMM_SELF (one process): what a
+ * model built without a comm uses. Its collectives are no-ops. */
+comm_ctx *comm_self(void);
 /* Groups borrowed from a process grid (not freed by comm). */
 void comm_init(comm_ctx *c, MPI_Comm tp, MPI_Comm dp, MPI_Comm pp, MPI_Comm world);
 void comm_reset_counts(comm_ctx *c);

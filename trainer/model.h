@@ -28,6 +28,7 @@
 
 #include <stdint.h>
 
+#include "backend.h"
 #include "comm.h"
 #include "config.h"
 #include "tensor.h"
@@ -84,15 +85,21 @@ typedef struct {
   float *rstd_f, *x_full, *xn_f, *logits, *losses, *ce_max, *ce_sum;
 } act_set;
 
+/* Gradient and scratch buffers shared by every micro-batch (backward runs
+ * one micro-batch at a time). */
+typedef struct {
+  float *d_resid[2], *d_xn, *d_xfull, *d_tmp, *d_attn, *d_q, *d_k, *d_v, *d_att;
+  float *d_prod, *d_gate, *d_up, *d_h, *d_ss, *proj_out;
+} model_scratch;
+
 typedef struct {
   model_config cfg;
+  const boost_ops *ops; /* the backend every numeric op goes through */
   tp_mode mode;
   model_stage stage;
   int nl; /* layers on this stage */
   recompute_mode recompute;
-  int reuse_bottleneck; /* during low-rank recompute: keep saved h, skip A GEMMs */
-  comm_ctx *comm; /* not owned (or &self_comm) */
-  comm_ctx self_comm;
+  comm_ctx *comm; /* not owned */
   int tp, tp_rank;
   /* local widths */
   int d_res, d_qkv, heads_loc, ffn_loc, vocab_loc, vocab_start;
@@ -101,29 +108,34 @@ typedef struct {
   int wte, lm_head, final_norm;
   layer_param *layers;
 
-  int B, T, nsets, cur_set;
+  int B, T, nsets;
   float *act_arena;
   size_t act_numel;
   size_t act_bytes_per_layer; /* kept per layer per micro-batch in flight */
   act_set *sets;
-  /* the current set's (model_use_acts) */
-  float **resid;
-  layer_acts *acts;
-  float *rstd_f, *xn_f, *x_full, *logits, *losses, *ce_max, *ce_sum;
-  float *d_in; /* after model_backward on a stage without the embedding: d loss / d stage input */
+  act_set *cur; /* the micro-batch forward/backward work on (model_use_acts) */
+  float *d_in;  /* after model_backward on a stage without the embedding: d loss / d stage input */
   float *rope_cos, *rope_sin;
-  float *d_resid[2], *d_xn, *d_xfull, *d_tmp, *d_attn, *d_q, *d_k, *d_v, *d_att;
-  float *d_prod, *d_gate, *d_up, *d_h, *d_ss, *proj_out;
+  model_scratch s;
 } model;
+
+/* How a model is built besides its config and tp mode. Zero-initialised
+ * fields take the defaults. */
+typedef struct {
+  const boost_ops *ops;     /* NULL: cpu_ops */
+  comm_ctx *comm;           /* NULL: a single process (comm_self()) */
+  int with_optimizer;       /* allocate the AdamW moment arenas */
+  const model_stage *stage; /* NULL: the whole model */
+  size_t arena_multiple;    /* arenas padded to a multiple of this many floats (ZeRO-1 splits them evenly
+                               over dp ranks: the trainer passes dp * 16); 0: 16 */
+} model_options;
 
 /* Resolve parallel.tp_mode for a config ("auto": btp when every projection
  * is low-rank, megatron when none is). Returns -1 with a message when the
  * mode does not fit the model or the dims do not divide over tp. */
 int model_check_layout(const model_config *cfg, tp_mode requested, int tp, tp_mode *mode, char *err, size_t errlen);
 
-/* comm may be NULL (single process); stage NULL = the whole model. */
-void model_init(model *m, const model_config *cfg, tp_mode mode, comm_ctx *comm, int with_optimizer,
-                const model_stage *stage);
+void model_init(model *m, const model_config *cfg, tp_mode mode, const model_options *opt);
 void model_free(model *m);
 
 /* Deterministic init: each element is a function of (seed, tensor name,
@@ -144,9 +156,13 @@ void model_use_acts(model *m, int set);
  * model_stage_output(), takes the gradient w.r.t. it in
  * model_stage_output_grad() before model_backward, and leaves the gradient
  * w.r.t. its input in m->d_in. Each is [B*T, d_res]. */
-static inline float *model_stage_input(model *m) { return m->resid[0]; }
-static inline float *model_stage_output(model *m) { return m->resid[m->nl]; }
-static inline float *model_stage_output_grad(model *m) { return m->d_resid[0]; }
+static inline float *model_stage_input(model *m) { return m->cur->resid[0]; }
+static inline float *model_stage_output(model *m) { return m->cur->resid[m->nl]; }
+static inline float *model_stage_output_grad(model *m) { return m->s.d_resid[0]; }
+
+/* Name of a projection group in tensor names: "qkv", "gate_up", or the
+ * single projection's ("q", "o", "down", ...). */
+const char *model_group_name(const proj_group *g);
 
 /* Contiguous balanced split of n_layers over pp stages by FLOPs, counting the
  * embedding on the first and the LM head on the last; or `spec` ("3,5": layers
@@ -165,6 +181,8 @@ void model_zero_grads(model *m);
 /* Sum of squared gradients counting tp-replicated tensors on tp rank 0 only:
  * summed over the tp group it is the squared norm of the global gradient. */
 double model_grad_sumsq(const model *m);
+/* The same over the arena range [begin, end) (a ZeRO-1 chunk). */
+double model_grad_sumsq_range(const model *m, size_t begin, size_t end);
 
 int64_t model_num_params(const model *m);
 double model_flops_per_token(const model_config *cfg, int T);

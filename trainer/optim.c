@@ -14,32 +14,15 @@ float lr_at(const train_config *cfg, int step) {
   return floor_lr + (peak - floor_lr) * 0.5f * (float)(1.0 + cos(M_PI * progress));
 }
 
-/* The part of tensor i inside [begin, end), as [*lo, *hi) arena offsets. */
-static int clip_range(const tensor_desc *t, size_t begin, size_t end, size_t *lo, size_t *hi) {
-  *lo = t->arena_offset > begin ? t->arena_offset : begin;
-  *hi = t->arena_offset + t->numel < end ? t->arena_offset + t->numel : end;
-  return *lo < *hi;
-}
-
-double grad_sumsq_range(const model *m, size_t begin, size_t end) {
-  double s = 0.0;
-  size_t lo, hi;
-  for (int i = 0; i < m->reg.count; i++) {
-    const tensor_desc *t = &m->reg.tensors[i];
-    if ((t->split_dim < 0 && m->tp_rank != 0) || !clip_range(t, begin, end, &lo, &hi)) continue;
-    s += sum_squares(m->reg.arena[TENSOR_GRADS] + lo, hi - lo);
-  }
-  return s;
-}
 
 void optimizer_step(model *m, const train_config *cfg, float lr, int t, float grad_scale, size_t begin, size_t end) {
   adamw_hparams hp = {lr, cfg->train.beta1, cfg->train.beta2, cfg->train.eps, 0.0f};
   size_t lo, hi;
   for (int i = 0; i < m->reg.count; i++) {
     const tensor_desc *td = &m->reg.tensors[i];
-    if (!clip_range(td, begin, end, &lo, &hi)) continue;
+    if (!tensor_clip_range(td, begin, end, &lo, &hi)) continue;
     hp.weight_decay = (td->flags & TENSOR_DECAY) ? cfg->train.weight_decay : 0.0f;
-    adamw_update(m->reg.arena[TENSOR_PARAMS] + lo, m->reg.arena[TENSOR_GRADS] + lo, m->reg.arena[TENSOR_ADAM_M] + lo,
+    m->ops->adamw_update(m->reg.arena[TENSOR_PARAMS] + lo, m->reg.arena[TENSOR_GRADS] + lo, m->reg.arena[TENSOR_ADAM_M] + lo,
                  m->reg.arena[TENSOR_ADAM_V] + lo, hi - lo, hp, t, grad_scale);
   }
 }

@@ -14,8 +14,4 @@ float lr_at(const train_config *cfg, int step);
  * weight-decay setting, also when the range cuts through it (ZeRO-1). */
 void optimizer_step(model *m, const train_config *cfg, float lr, int t, float grad_scale, size_t begin, size_t end);
 
-/* Sum of squared gradients over the arena range [begin, end), counting
- * tp-replicated tensors on tp rank 0 only. */
-double grad_sumsq_range(const model *m, size_t begin, size_t end);
-
 #endif

@@ -81,4 +81,12 @@ int64_t tensor_global_numel(const tensor_desc *t);
 /* Print one line per category with MiB, e.g. to the start-up log. */
 void registry_print_memory(const tensor_registry *reg, const char *prefix);
 
+/* The part of tensor t inside the arena range [begin, end), as [*lo, *hi)
+ * arena offsets; 0 when they do not meet. */
+static inline int tensor_clip_range(const tensor_desc *t, size_t begin, size_t end, size_t *lo, size_t *hi) {
+  *lo = t->arena_offset > begin ? t->arena_offset : begin;
+  *hi = t->arena_offset + t->numel < end ? t->arena_offset + t->numel : end;
+  return *lo < *hi;
+}
+
 #endif

@@ -20,6 +20,7 @@
 #include "model.h"
 #include "ops.h"
 #include "optim.h"
+#include "pipeline.h"
 #include "preempt.h"
 #include "resume_plan.h"
 #include "train_state.h"
@@ -57,12 +58,9 @@ struct trainer {
   model m;
   int B, T;
   int64_t global_batch;
-  int32_t *in, *tg;         /* tokens of each micro-batch in flight */
-  float *grad_out;          /* pipeline: stage-input gradients being sent */
-  MPI_Request *send_fwd, *send_bwd;
-  int peak_inflight;
+  pipeline pipe;
   model_stage stage;
-  int layers_per_stage[256];
+  int *layers_per_stage; /* [pp] */
   FILE *metrics;
   ckpt_session *ck; /* trainer_run's checkpoint session (NULL: none) */
 };
@@ -108,26 +106,18 @@ static void zero_chunk(const run *r, size_t *begin, size_t *end) {
  * the last pipeline stage of each replica. */
 static int owns_loss(const run *r) { return r->grid.tp_rank == 0 && r->grid.pp_rank == r->grid.pp - 1; }
 
-static size_t stage_act_numel(const run *r) { return (size_t)r->B * r->T * r->m.d_res; }
-
 /* Mean validation loss over val_batches micro-batches, read in order and
  * spread over data-parallel replicas; forward only, through the pipeline. */
 static float evaluate(run *r) {
   const int64_t n = data_split_num_samples(&r->val);
-  const int batches = r->cfg->train.val_batches, s = r->grid.pp_rank, P = r->grid.pp;
+  const int batches = r->cfg->train.val_batches;
   if (n <= 0 || batches <= 0) return NAN;
   double tot[2] = {0.0, 0.0};
-  model_use_acts(&r->m, 0);
+  int32_t *in = r->pipe.in, *tg = r->pipe.tg;
   for (int b = r->grid.dp_rank; b < batches; b += r->grid.dp) {
     for (int i = 0; i < r->B; i++)
-      data_get_window(&r->val, ((int64_t)b * r->B + i) % n, r->in + (size_t)i * r->T, r->tg + (size_t)i * r->T);
-    if (s > 0) comm_recv(&r->comm, COMM_PP, model_stage_input(&r->m), stage_act_numel(r), s - 1, b);
-    float loss = model_forward(&r->m, r->in, r->tg, r->B, r->T);
-    if (s < P - 1) {
-      MPI_Request req;
-      comm_isend(&r->comm, COMM_PP, model_stage_output(&r->m), stage_act_numel(r), s + 1, b, &req);
-      MPI_Wait(&req, MPI_STATUS_IGNORE);
-    }
+      data_get_window(&r->val, ((int64_t)b * r->B + i) % n, in + (size_t)i * r->T, tg + (size_t)i * r->T);
+    float loss = pipeline_forward(&r->pipe, in, tg, b);
     tot[0] += owns_loss(r) ? loss : 0.0;
     tot[1] += owns_loss(r) ? 1.0 : 0.0;
   }
@@ -137,60 +127,33 @@ static float evaluate(run *r) {
 
 /* Micro-batch `micro` of the step: samples [cursor, cursor + global_batch)
  * by global index, whatever the layout. */
-static void fetch_micro(run *r, const train_state *st, int micro, int32_t *in, int32_t *tg) {
+typedef struct {
+  const run *r;
+  int64_t cursor;
+} fetch_ctx;
+
+static void fetch_micro(void *ctx, int micro, int32_t *in, int32_t *tg) {
+  const fetch_ctx *f = ctx;
+  const run *r = f->r;
   for (int b = 0; b < r->B; b++) {
-    int64_t idx = st->data_cursor + ((int64_t)micro * r->grid.dp + r->grid.dp_rank) * r->B + b;
+    int64_t idx = f->cursor + ((int64_t)micro * r->grid.dp + r->grid.dp_rank) * r->B + b;
     data_get_sample(&r->train, (uint64_t)r->cfg->data.seed, idx, in + (size_t)b * r->T, tg + (size_t)b * r->T);
   }
 }
 
 /* One optimizer step: grad_accum micro-batches per replica through the
- * pipeline in a 1F1B schedule (warm-up forwards, then one forward and one
- * backward alternately, then the remaining backwards). Returns the mean loss
- * over the global batch and the pre-clip gradient norm. */
+ * pipeline (pipeline.c), the gradient reduction over dp, the optimizer.
+ * Returns the mean loss over the global batch and the pre-clip gradient
+ * norm. */
 static float train_step(run *r, train_state *st, double *grad_norm) {
   const train_config *cfg = r->cfg;
-  const int B = r->B, T = r->T, M = cfg->train.grad_accum, P = r->grid.pp, s = r->grid.pp_rank;
-  const int nsets = r->m.nsets, warm = (P - s - 1) < M ? (P - s - 1) : M;
-  const size_t act = stage_act_numel(r), BT = (size_t)B * T;
-  const float scale = 1.0f / ((float)B * T * M * r->grid.dp);
+  const int M = cfg->train.grad_accum;
+  const float scale = 1.0f / ((float)r->B * r->T * M * r->grid.dp);
   model_zero_grads(&r->m);
-  double loss_sum = 0.0;
-  int fwd = 0, bwd = 0, inflight = 0;
-  for (int k = 0; k < nsets; k++) r->send_fwd[k] = r->send_bwd[k] = MPI_REQUEST_NULL;
-  while (bwd < M) {
-    /* forward while warming up or in the steady phase, else backward */
-    const int do_fwd = fwd < M && fwd - bwd <= warm;
-    const int micro = do_fwd ? fwd : bwd, set = micro % nsets;
-    int32_t *in = r->in + set * BT, *tg = r->tg + set * BT;
-    model_use_acts(&r->m, set);
-    if (do_fwd) {
-      fetch_micro(r, st, micro, in, tg);
-      if (s > 0) comm_recv(&r->comm, COMM_PP, model_stage_input(&r->m), act, s - 1, micro);
-      loss_sum += model_forward(&r->m, in, tg, B, T);
-      if (s < P - 1) {
-        MPI_Wait(&r->send_fwd[set], MPI_STATUS_IGNORE);
-        comm_isend(&r->comm, COMM_PP, model_stage_output(&r->m), act, s + 1, micro, &r->send_fwd[set]);
-      }
-      fwd++;
-      if (++inflight > r->peak_inflight) r->peak_inflight = inflight;
-    } else {
-      if (s < P - 1) comm_recv(&r->comm, COMM_PP, model_stage_output_grad(&r->m), act, s + 1, micro);
-      model_backward(&r->m, in, tg, B, T, scale);
-      if (s > 0) {
-        MPI_Wait(&r->send_bwd[set], MPI_STATUS_IGNORE);
-        memcpy(r->grad_out + set * act, r->m.d_in, act * sizeof(float));
-        comm_isend(&r->comm, COMM_PP, r->grad_out + set * act, act, s - 1, micro, &r->send_bwd[set]);
-      }
-      bwd++;
-      inflight--;
-    }
-  }
-  MPI_Waitall(nsets, r->send_fwd, MPI_STATUSES_IGNORE);
-  MPI_Waitall(nsets, r->send_bwd, MPI_STATUSES_IGNORE);
-  st->last_tokens = r->in + (size_t)((M - 1) % nsets) * BT;
-  st->last_B = B;
-  st->last_T = T;
+  fetch_ctx fc = {r, st->data_cursor};
+  const double loss_sum = pipeline_train(&r->pipe, M, scale, fetch_micro, &fc, &st->last_tokens);
+  st->last_B = r->B;
+  st->last_T = r->T;
   /* Gradients over dp: all-reduced, or (ZeRO-1) reduce-scattered so each
    * replica updates its chunk of the parameters and moments, then the
    * parameters are all-gathered. */
@@ -205,7 +168,7 @@ static float train_step(run *r, train_state *st, double *grad_norm) {
    * shards and pipeline stages summed (replicated tensors counted once),
    * dp replicas hold equal gradients (counted once) or disjoint chunks. */
   const int count_grads = cfg->parallel.zero || r->grid.dp_rank == 0;
-  double red[2] = {owns_loss(r) ? loss_sum : 0.0, count_grads ? grad_sumsq_range(&r->m, begin, end) : 0.0};
+  double red[2] = {owns_loss(r) ? loss_sum : 0.0, count_grads ? model_grad_sumsq_range(&r->m, begin, end) : 0.0};
   comm_allreduce_sum_f64(&r->comm, COMM_WORLD, red, 2);
   *grad_norm = sqrt(red[1]);
   float lr = lr_at(cfg, (int)st->step);
@@ -260,8 +223,14 @@ static void print_start(run *r, const train_state *st, int threads) {
          (double)r->m.act_bytes_per_layer / (1 << 20), recompute_names[r->m.recompute]);
   if (r->grid.pp > 1) {
     char layers[512] = "";
-    for (int k = 0, used = 0; k < r->grid.pp; k++)
-      used += snprintf(layers + used, sizeof layers - (size_t)used, "%s%d", k ? "," : "", r->layers_per_stage[k]);
+    for (int k = 0; k < r->grid.pp; k++) {
+      const size_t used = strlen(layers);
+      if (used + 16 >= sizeof layers) { /* thousands of stages: the list is cut, not overrun */
+        snprintf(layers + used, sizeof layers - used, ",...");
+        break;
+      }
+      snprintf(layers + used, sizeof layers - used, "%s%d", k ? "," : "", r->layers_per_stage[k]);
+    }
     const int M = cfg->train.grad_accum, P = r->grid.pp;
     printf("pipeline: %d stages with %s layers, 1F1B over %d micro-batches, bubble fraction (P-1)/(M+P-1) = %.3f\n", P,
            layers, M, (double)(P - 1) / (M + P - 1));
@@ -288,6 +257,7 @@ trainer *trainer_create(const train_config *cfg, MPI_Comm world, char *err, size
     boost_free(r);
     return NULL;
   }
+  r->layers_per_stage = boost_calloc((size_t)pp, sizeof *r->layers_per_stage);
   const char *unsupported =
       (pp > 1 && cfg->model.tie_embeddings) ? "model.tie_embeddings is not supported with parallel.pp > 1" : NULL;
   if (unsupported) snprintf(err, errlen, "%s", unsupported);
@@ -315,25 +285,21 @@ trainer *trainer_create(const train_config *cfg, MPI_Comm world, char *err, size
   omp_set_num_threads(r->threads);
   openblas_set_num_threads(r->threads);
   r->global_batch = (int64_t)r->B * cfg->train.grad_accum * r->grid.dp;
-  model_init(&r->m, &cfg->model, r->mode, &r->comm, 1, &r->stage);
+  /* Arenas split evenly over dp ranks (ZeRO-1 chunks): pad to a multiple. */
+  const model_options mo = {.comm = &r->comm, .with_optimizer = 1, .stage = &r->stage,
+                            .arena_multiple = (size_t)r->grid.dp * 16};
+  model_init(&r->m, &cfg->model, r->mode, &mo);
   model_init_params(&r->m, (uint64_t)cfg->train.seed);
   model_alloc_acts(&r->m, r->B, r->T, nsets, recompute);
-  r->in = boost_calloc((size_t)nsets * r->B * r->T, sizeof *r->in);
-  r->tg = boost_calloc((size_t)nsets * r->B * r->T, sizeof *r->tg);
-  r->grad_out = boost_calloc((size_t)nsets * stage_act_numel(r), sizeof *r->grad_out);
-  r->send_fwd = boost_calloc((size_t)nsets, sizeof *r->send_fwd);
-  r->send_bwd = boost_calloc((size_t)nsets, sizeof *r->send_bwd);
+  pipeline_init(&r->pipe, &r->m, &r->comm, pp, r->grid.pp_rank);
   return r;
 }
 
 void trainer_destroy(trainer *r) {
   if (!r) return;
   train_state_free(&r->st);
-  boost_free(r->in);
-  boost_free(r->tg);
-  boost_free(r->grad_out);
-  boost_free(r->send_fwd);
-  boost_free(r->send_bwd);
+  pipeline_free(&r->pipe);
+  boost_free(r->layers_per_stage);
   if (r->m.layers) model_free(&r->m);
   if (r->train_src) data_close(r->train_src);
   if (r->val_src) data_close(r->val_src);
@@ -435,7 +401,7 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
       if (t->metrics) write_metrics(t, &step_comm, st, loss, val_loss, lr, gnorm, tok_s, gflops, dt, ckpt_status);
     }
     if (t->grid.pp > 1 && t->grid.rank == 0 && st->step == 1)
-      printf("pipeline: peak in-flight micro-batches on stage 0: %d\n", t->peak_inflight);
+      printf("pipeline: peak in-flight micro-batches on stage 0: %d\n", t->pipe.peak_inflight);
     if (preempted) {
       int ok = ck ? ckpt_wait(ck) == 0 : 0;
       if (t->grid.rank == 0)

@@ -82,6 +82,51 @@ void crossentropy_forward(float *losses, const float *logits, const int32_t *tar
 void crossentropy_backward(float *dlogits, float *losses, const float *logits, const int32_t *targets,
                            int N, int V, float dloss);
 
+/* ---- general matrix product -------------------------------------------
+ * C[M,N] = op(A) . op(B) + beta C, row-major with explicit leading
+ * dimensions; op(X) = X^T when trans_x. One library call (OpenBLAS,
+ * threaded by itself): the model's grouped projections, strided slices. */
+void gemm(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta,
+          float *C, int ldc);
+/* y += x */
+void add_inplace(float *y, const float *x, size_t n);
+
+/* ---- tensor-parallel RMSNorm pieces (btp: residual sharded over d) -------
+ * The norm of a d-sharded stream is folded into the following A-GEMM:
+ * gain_sumsq gives the GEMM input xg = x * gain and each token's LOCAL sum
+ * of squares ss[n] = sum_c x[n,c]^2; the caller all-reduces [x.A^T, ss]
+ * together; online_rms then scales the reduced bottleneck by the global
+ * rstd[n] = 1/sqrt(ss[n]/d + eps) (a per-token scalar commutes with the
+ * linear map, so this is exact). x, xg: [N, C] (C = the local width). */
+void gain_sumsq_forward(float *xg, float *ss, const float *x, const float *gain, int N, int C);
+/* dx_acc += dxg * gain + 2 x dss (accumulates into the residual gradient);
+ * dgain += sum_n dxg * x. */
+void gain_sumsq_backward(float *dx_acc, float *dgain, const float *dxg, const float *x, const float *gain,
+                         const float *dss, int N, int C);
+/* h[N,w] *= rstd[n], rstd[n] = 1/sqrt(ss[n] * inv_d + eps) (saved). */
+void online_rms_forward(float *h, float *rstd, const float *ss, int N, int w, float inv_d, float eps);
+/* dh (in place) from d(h*rstd) to dh_raw; dss[n] = d loss / d ss[n].
+ * h_scaled: the forward's output (h * rstd). */
+void online_rms_backward(float *dh, float *dss, const float *h_scaled, const float *rstd, int N, int w, float inv_d);
+
+/* ---- vocab-parallel cross-entropy (logits sharded over the vocabulary) ----
+ * Each rank holds logits[N, V] for the vocab rows [v0, v0 + V). The caller
+ * reduces between the pieces: max over ranks after vocab_ce_max, sum after
+ * vocab_ce_sums; full logits are never gathered.
+ *   vocab_ce_max:    mx[n] = max_v logits[n, v]
+ *   vocab_ce_sums:   sums[n] = sum_v exp(logits[n,v] - mx[n]),
+ *                    sums[N + n] = logits[n, target - v0] if this rank holds
+ *                    the target, else 0
+ *   vocab_ce_losses: losses[n] = log(sums[n]) + mx[n] - sums[N + n]
+ *   vocab_ce_backward: logits (in place) = (softmax - onehot) * scale */
+void vocab_ce_max(float *mx, const float *logits, int N, int V);
+void vocab_ce_sums(float *sums, const float *logits, const float *mx, const int32_t *targets, int v0, int N, int V);
+void vocab_ce_losses(float *losses, const float *sums, const float *mx, int N);
+void vocab_ce_backward(float *logits, const float *sums, const float *mx, const int32_t *targets, int v0, int N, int V,
+                       float scale);
+/* sum_n losses[n] / N in double, in index order (deterministic). */
+double loss_mean(const float *losses, int N);
+
 /* ---- AdamW (decoupled weight decay, bias correction) ---------------------
  * step t starts at 1. grad is multiplied by grad_scale first (clipping). */
 typedef struct {

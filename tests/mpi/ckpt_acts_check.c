@@ -86,7 +86,7 @@ int main(int argc, char **argv) {
   tp_mode mode;
   if (model_check_layout(&cfg.model, cfg.parallel.tp_mode, 1, &mode, err, sizeof err) != 0) boost_fail("%s", err);
   model m;
-  model_init(&m, &cfg.model, mode, NULL, 1, NULL);
+  model_init(&m, &cfg.model, mode, &(model_options){.with_optimizer = 1});
   train_state st;
   train_state_init(&st);
   ckpt_session *s = ckpt_open(&cfg, &g, &m);
@@ -125,7 +125,7 @@ int main(int argc, char **argv) {
     if (H5Lexists(f, name, H5P_DEFAULT) > 0) {
       float *v = read_f32(f, name, dims, &nd);
       if (!v || dims[0] != N) boost_fail("%s: unexpected shape", name);
-      bad |= compare(name + strlen(CKPT_GROUP_ACTS) + 1, v, m.resid[l], N * (size_t)m.d_res, &bitwise);
+      bad |= compare(name + strlen(CKPT_GROUP_ACTS) + 1, v, m.cur->resid[l], N * (size_t)m.d_res, &bitwise);
       checked++;
       free(v);
     }
@@ -144,7 +144,7 @@ int main(int argc, char **argv) {
         }
         float *v = read_f32(f, name, dims, &nd);
         if (!v || nd != 3 || dims[0] != N || (int)dims[1] != pg->nproj || (int)dims[2] != pg->r) boost_fail("%s: unexpected shape", name);
-        bad |= compare(name + strlen(CKPT_GROUP_ACTS) + 1, v, which ? m.acts[l].hpre[gi] : m.acts[l].h[gi], N * (size_t)pg->nproj * pg->r, &bitwise);
+        bad |= compare(name + strlen(CKPT_GROUP_ACTS) + 1, v, which ? m.cur->acts[l].hpre[gi] : m.cur->acts[l].h[gi], N * (size_t)pg->nproj * pg->r, &bitwise);
         checked++;
         free(v);
       }

@@ -47,7 +47,7 @@ static void gradient_check_mode(const char *lowrank, int tie, tp_mode mode) {
   model_config cfg = small_config(lowrank);
   cfg.tie_embeddings = tie;
   model m;
-  model_init(&m, &cfg, mode, NULL, 0, NULL);
+  model_init(&m, &cfg, mode, NULL);
   model_init_params(&m, 7);
   const int B = 2, T = 5, N = B * T;
   int32_t in[10], tg[10];
@@ -99,8 +99,8 @@ Test(model, tp_code_paths_match_the_plain_forward_on_one_rank) {
   const struct { model_config *c; tp_mode mode; } cases[] = {{&lc, TP_BTP}, {&lc, TP_VANILLA}, {&fc, TP_MEGATRON}};
   for (int i = 0; i < 3; i++) {
     model a, b;
-    model_init(&a, cases[i].c, TP_NONE, NULL, 0, NULL);
-    model_init(&b, cases[i].c, cases[i].mode, NULL, 0, NULL);
+    model_init(&a, cases[i].c, TP_NONE, NULL);
+    model_init(&b, cases[i].c, cases[i].mode, NULL);
     model_init_params(&a, 5);
     model_init_params(&b, 5);
     float la = model_forward(&a, in, tg, B, T), lb = model_forward(&b, in, tg, B, T);
@@ -113,7 +113,7 @@ Test(model, tp_code_paths_match_the_plain_forward_on_one_rank) {
 Test(model, registry_names_and_shapes) {
   model_config cfg = small_config("all");
   model m;
-  model_init(&m, &cfg, TP_NONE, NULL, 1, NULL);
+  model_init(&m, &cfg, TP_NONE, &(model_options){.with_optimizer = 1});
   int a = registry_find(&m.reg, "layers.1.attn.qkv.A"), b = registry_find(&m.reg, "layers.1.mlp.down.B");
   cr_assert(a >= 0 && b >= 0);
   cr_expect_eq(m.reg.tensors[a].ndim, 3);
@@ -128,7 +128,7 @@ Test(model, registry_names_and_shapes) {
   model_free(&m);
   /* a group whose members differ in rank-ness splits into single projections */
   model_config mixed = small_config("q,gate,up,down");
-  model_init(&m, &mixed, TP_NONE, NULL, 0, NULL);
+  model_init(&m, &mixed, TP_NONE, NULL);
   cr_expect_geq(registry_find(&m.reg, "layers.0.attn.q.A"), 0);
   cr_expect_geq(registry_find(&m.reg, "layers.0.attn.k.W"), 0);
   cr_expect_geq(registry_find(&m.reg, "layers.0.mlp.gate_up.A"), 0);
@@ -139,7 +139,7 @@ Test(model, init_is_independent_of_sharding) {
   /* A tp=2 shard holds exactly the matching slice of the tp=1 tensor. */
   model_config cfg = small_config("all");
   model full;
-  model_init(&full, &cfg, TP_NONE, NULL, 0, NULL);
+  model_init(&full, &cfg, TP_NONE, NULL);
   model_init_params(&full, 11);
   const int qa = registry_find(&full.reg, "layers.0.attn.qkv.A"); /* [3, 4, 16] */
   const float *src = registry_data(&full.reg, TENSOR_PARAMS, qa);
@@ -174,7 +174,7 @@ Test(model, tiny_model_overfits_one_batch) {
   c.train.lr = 3e-3f;
   c.train.weight_decay = 0.0f;
   model m;
-  model_init(&m, &c.model, TP_NONE, NULL, 1, NULL);
+  model_init(&m, &c.model, TP_NONE, &(model_options){.with_optimizer = 1});
   model_init_params(&m, 3);
   const int B = 4, T = 32, N = B * T;
   int32_t in[128], tg[128];

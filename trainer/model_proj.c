@@ -1,0 +1,128 @@
+/* Projection groups: the projections that share an input (q/k/v, gate/up)
+ * run as one group, full-rank (W) or low-rank (A then B), in the layout the
+ * tensor-parallel style asks for; the collectives sit between the backend's
+ * pieces.
+ *
+ *   low-rank forward:  H = X . A^T  (one GEMM for the group, [N, g*r_loc])
+ *                      btp: all-reduce [H, local sum of squares] (one call)
+ *                           and scale by the global rms (online RMSNorm)
+ *                      h = silu(H);  out_j = h_j . B_j^T  per projection j
+ *                      factor: all-reduce each out_j (vanilla's row-parallel B)
+ *   full-rank forward: out_j = X . W_j^T; row: all-reduce out_j */
+#include "model_internal.h"
+
+static void tp_allreduce(model *m, float *buf, size_t n) {
+  if (m->tp > 1) comm_allreduce_sum(m->comm, COMM_TP, buf, n);
+}
+
+/* Forward of a group on input X [N, in_loc] into outs[j] [N, out_loc] (or
+ * the full width for styles that reduce). With rstd non-NULL (btp), X is the
+ * gain-scaled unnormalised input and hpre's tail holds each token's local sum
+ * of squares: it travels in the bottleneck's all-reduce and the group
+ * normalises by the global RMS (online RMSNorm). */
+static void group_forward(model *m, const proj_group *g, const float *X, float *const *outs, float *hpre, float *h,
+                          float *rstd, int N, int reuse_bottleneck) {
+  const boost_ops *o = m->ops;
+  if (!g->lowrank) {
+    const float *W = P(m, g->A);
+    for (int j = 0; j < g->nproj; j++) {
+      o->gemm(0, 1, N, g->out_loc, g->in_loc, X, g->in_loc, W + (size_t)j * g->out_loc * g->in_loc, g->in_loc, 0.0f,
+              outs[j], g->out_loc);
+      if (g->style == STYLE_ROW) comm_reduce_forward(m->comm, COMM_TP, outs[j], (size_t)N * g->out);
+    }
+    return;
+  }
+  const int w = (int)group_width(g);
+  if (!reuse_bottleneck) {
+    o->gemm(0, 1, N, w, g->in_loc, X, g->in_loc, P(m, g->A), g->in_loc, 0.0f, hpre, w);
+    if (g->style == STYLE_BTP) tp_allreduce(m, hpre, (size_t)N * w + (rstd ? (size_t)N : 0));
+    if (rstd)
+      o->online_rms_forward(hpre, rstd, hpre + (size_t)N * w, N, w, 1.0f / (float)m->cfg.d_model, m->cfg.norm_eps);
+    o->silu_forward(h, hpre, (size_t)N * w);
+  }
+  const float *B = P(m, g->B);
+  for (int j = 0; j < g->nproj; j++) {
+    o->gemm(0, 1, N, g->out_loc, g->r_loc, h + (size_t)j * g->r_loc, w, B + (size_t)j * g->out_loc * g->r_loc,
+            g->r_loc, 0.0f, outs[j], g->out_loc);
+    if (g->style == STYLE_FACTOR) comm_reduce_forward(m->comm, COMM_TP, outs[j], (size_t)N * g->out);
+  }
+}
+
+static void full_rank_backward(model *m, const proj_group *g, float *const *douts, const float *X, float *dX, int N) {
+  const boost_ops *o = m->ops;
+  const float *W = P(m, g->A);
+  float *dW = G(m, g->A);
+  for (int j = 0; j < g->nproj; j++) {
+    const size_t off = (size_t)j * g->out_loc * g->in_loc;
+    o->gemm(1, 0, g->out_loc, g->in_loc, N, douts[j], g->out_loc, X, g->in_loc, 1.0f, dW + off, g->in_loc);
+    o->gemm(0, 0, N, g->in_loc, g->out_loc, douts[j], g->out_loc, W + off, g->in_loc, j ? 1.0f : 0.0f, dX, g->in_loc);
+  }
+  if (g->style == STYLE_COLUMN) comm_copy_backward(m->comm, COMM_TP, dX, (size_t)N * g->in);
+}
+
+/* Backward of a group: douts[j] as in forward, dX [N, in_loc] assigned. With
+ * rstd non-NULL, dss [N] receives d loss / d (sum of squares) of the fused
+ * norm, and dX is with respect to the gain-scaled input. */
+static void group_backward(model *m, const proj_group *g, float *const *douts, const float *X, const float *hpre,
+                           const float *h, const float *rstd, float *dss, float *dX, int N) {
+  if (!g->lowrank) {
+    full_rank_backward(m, g, douts, X, dX, N);
+    return;
+  }
+  const boost_ops *o = m->ops;
+  const int w = (int)group_width(g);
+  float *dH = m->s.d_h;
+  const float *B = P(m, g->B);
+  float *dB = G(m, g->B);
+  for (int j = 0; j < g->nproj; j++) {
+    const size_t off = (size_t)j * g->out_loc * g->r_loc;
+    o->gemm(1, 0, g->out_loc, g->r_loc, N, douts[j], g->out_loc, h + (size_t)j * g->r_loc, w, 1.0f, dB + off, g->r_loc);
+    o->gemm(0, 0, N, g->r_loc, g->out_loc, douts[j], g->out_loc, B + off, g->r_loc, 0.0f, dH + (size_t)j * g->r_loc, w);
+  }
+  if (g->style == STYLE_BTP) tp_allreduce(m, dH, (size_t)N * w);
+  o->silu_backward(dH, dH, hpre, (size_t)N * w);
+  if (rstd) o->online_rms_backward(dH, dss, hpre, rstd, N, w, 1.0f / (float)m->cfg.d_model);
+  o->gemm(1, 0, w, g->in_loc, N, dH, w, X, g->in_loc, 1.0f, G(m, g->A), g->in_loc);
+  o->gemm(0, 0, N, g->in_loc, w, dH, w, P(m, g->A), g->in_loc, 0.0f, dX, g->in_loc);
+  if (g->style == STYLE_FACTOR) comm_copy_backward(m->comm, COMM_TP, dX, (size_t)N * g->in);
+}
+
+/* Where a projection's output (forward) and its gradient (backward) live. */
+static float *proj_buffer(model *m, layer_acts *a, proj_kind k, int grad) {
+  switch (k) {
+  case PROJ_Q: return grad ? m->s.d_q : a->q;
+  case PROJ_K: return grad ? m->s.d_k : a->k;
+  case PROJ_V: return grad ? m->s.d_v : a->v;
+  case PROJ_GATE: return grad ? m->s.d_gate : a->gate;
+  case PROJ_UP: return grad ? m->s.d_up : a->up;
+  default: return NULL; /* o and down: the caller's buffer */
+  }
+}
+
+void slot_forward(model *m, int l, int slot, const float *X, float *out_override, float *rstd, int reuse_bottleneck) {
+  layer_param *lp = &m->layers[l];
+  layer_acts *a = &m->cur->acts[l];
+  const int N = m->B * m->T;
+  for (int gi = lp->first_group[slot]; gi < lp->first_group[slot + 1]; gi++) {
+    const proj_group *g = &lp->groups[gi];
+    float *outs[3];
+    for (int j = 0; j < g->nproj; j++) outs[j] = out_override ? out_override : proj_buffer(m, a, g->kinds[j], 0);
+    group_forward(m, g, X, outs, a->hpre[gi], a->h[gi], rstd, N, reuse_bottleneck);
+  }
+}
+
+void slot_backward(model *m, int l, int slot, const float *X, float *dout_override, const float *rstd, float *dss,
+                   float *dX) {
+  layer_param *lp = &m->layers[l];
+  layer_acts *a = &m->cur->acts[l];
+  const int N = m->B * m->T;
+  for (int gi = lp->first_group[slot]; gi < lp->first_group[slot + 1]; gi++) {
+    const proj_group *g = &lp->groups[gi];
+    float *douts[3];
+    for (int j = 0; j < g->nproj; j++) douts[j] = dout_override ? dout_override : proj_buffer(m, a, g->kinds[j], 1);
+    const int first = gi == lp->first_group[slot];
+    float *target = first ? dX : m->s.d_tmp;
+    group_backward(m, g, douts, X, a->hpre[gi], a->h[gi], rstd, dss, target, N);
+    if (!first) m->ops->add_inplace(dX, m->s.d_tmp, (size_t)N * g->in_loc);
+  }
+}

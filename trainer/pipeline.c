@@ -1,0 +1,95 @@
+#include "pipeline.h"
+
+#include <string.h>
+
+#include "check.h"
+
+static size_t stage_act_numel(const pipeline *p) { return (size_t)p->B * p->T * p->m->d_res; }
+
+void pipeline_init(pipeline *p, model *m, comm_ctx *comm, int pp, int pp_rank) {
+  memset(p, 0, sizeof *p);
+  p->m = m;
+  p->comm = comm;
+  p->pp = pp;
+  p->pp_rank = pp_rank;
+  p->B = m->B;
+  p->T = m->T;
+  p->nsets = m->nsets;
+  p->in = boost_calloc((size_t)p->nsets * p->B * p->T, sizeof *p->in);
+  p->tg = boost_calloc((size_t)p->nsets * p->B * p->T, sizeof *p->tg);
+  p->grad_out = boost_calloc((size_t)p->nsets * stage_act_numel(p), sizeof *p->grad_out);
+  p->send_fwd = boost_calloc((size_t)p->nsets, sizeof *p->send_fwd);
+  p->send_bwd = boost_calloc((size_t)p->nsets, sizeof *p->send_bwd);
+}
+
+void pipeline_free(pipeline *p) {
+  boost_free(p->in);
+  boost_free(p->tg);
+  boost_free(p->grad_out);
+  boost_free(p->send_fwd);
+  boost_free(p->send_bwd);
+  memset(p, 0, sizeof *p);
+}
+
+static double forward_micro(pipeline *p, int micro, int set, const int32_t *in, const int32_t *tg) {
+  const size_t act = stage_act_numel(p);
+  const int s = p->pp_rank;
+  if (s > 0) comm_recv(p->comm, COMM_PP, model_stage_input(p->m), act, s - 1, micro);
+  double loss = model_forward(p->m, in, tg, p->B, p->T);
+  if (s < p->pp - 1) {
+    MPI_Wait(&p->send_fwd[set], MPI_STATUS_IGNORE);
+    comm_isend(p->comm, COMM_PP, model_stage_output(p->m), act, s + 1, micro, &p->send_fwd[set]);
+  }
+  return loss;
+}
+
+static void backward_micro(pipeline *p, int micro, int set, const int32_t *in, const int32_t *tg, float scale) {
+  const size_t act = stage_act_numel(p);
+  const int s = p->pp_rank;
+  if (s < p->pp - 1) comm_recv(p->comm, COMM_PP, model_stage_output_grad(p->m), act, s + 1, micro);
+  model_backward(p->m, in, tg, p->B, p->T, scale);
+  if (s > 0) {
+    MPI_Wait(&p->send_bwd[set], MPI_STATUS_IGNORE);
+    memcpy(p->grad_out + set * act, p->m->d_in, act * sizeof(float));
+    comm_isend(p->comm, COMM_PP, p->grad_out + set * act, act, s - 1, micro, &p->send_bwd[set]);
+  }
+}
+
+double pipeline_train(pipeline *p, int micro_batches, float scale, pipeline_fetch_fn fetch, void *ctx,
+                      const int32_t **last_tokens) {
+  const int M = micro_batches, nsets = p->nsets;
+  const int warm = (p->pp - p->pp_rank - 1) < M ? (p->pp - p->pp_rank - 1) : M;
+  const size_t BT = (size_t)p->B * p->T;
+  double loss_sum = 0.0;
+  int fwd = 0, bwd = 0, inflight = 0;
+  for (int k = 0; k < nsets; k++) p->send_fwd[k] = p->send_bwd[k] = MPI_REQUEST_NULL;
+  while (bwd < M) {
+    /* forward while warming up or in the steady phase, else backward */
+    const int do_fwd = fwd < M && fwd - bwd <= warm;
+    const int micro = do_fwd ? fwd : bwd, set = micro % nsets;
+    int32_t *in = p->in + set * BT, *tg = p->tg + set * BT;
+    model_use_acts(p->m, set);
+    if (do_fwd) {
+      fetch(ctx, micro, in, tg);
+      loss_sum += forward_micro(p, micro, set, in, tg);
+      fwd++;
+      if (++inflight > p->peak_inflight) p->peak_inflight = inflight;
+    } else {
+      backward_micro(p, micro, set, in, tg, scale);
+      bwd++;
+      inflight--;
+    }
+  }
+  MPI_Waitall(nsets, p->send_fwd, MPI_STATUSES_IGNORE);
+  MPI_Waitall(nsets, p->send_bwd, MPI_STATUSES_IGNORE);
+  *last_tokens = p->in + (size_t)((M - 1) % nsets) * BT;
+  return loss_sum;
+}
+
+float pipeline_forward(pipeline *p, const int32_t *in, const int32_t *tg, int tag) {
+  model_use_acts(p->m, 0);
+  p->send_fwd[0] = MPI_REQUEST_NULL;
+  const float loss = (float)forward_micro(p, tag, 0, in, tg);
+  MPI_Wait(&p->send_fwd[0], MPI_STATUS_IGNORE);
+  return loss;
+}

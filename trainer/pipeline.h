@@ -1,0 +1,47 @@
+/* Pipeline parallelism on one stage: the 1F1B schedule of a step's
+ * micro-batches, and a forward-only pass (validation, activation recompute
+ * for checkpoints). Stages exchange the d_res-sharded residual stream of
+ * each micro-batch with point-to-point messages over the pp group, tagged
+ * by micro-batch index. */
+#ifndef BOOST_PIPELINE_H
+#define BOOST_PIPELINE_H
+
+#include <mpi.h>
+#include <stdint.h>
+
+#include "comm.h"
+#include "model.h"
+
+/* Fills the tokens and targets ([B*T] each) of micro-batch `micro`. */
+typedef void (*pipeline_fetch_fn)(void *ctx, int micro, int32_t *in, int32_t *tg);
+
+typedef struct {
+  model *m;
+  comm_ctx *comm;
+  int pp, pp_rank;
+  int B, T, nsets; /* nsets: micro-batches in flight, the model's activation sets */
+  int32_t *in, *tg; /* [nsets][B*T]: tokens of each micro-batch in flight */
+  float *grad_out;  /* [nsets][B*T*d_res]: stage-input gradients being sent */
+  MPI_Request *send_fwd, *send_bwd;
+  int peak_inflight; /* the most micro-batches in flight seen on this stage */
+} pipeline;
+
+/* Buffers for m's activation sets (m->nsets micro-batches in flight). */
+void pipeline_init(pipeline *p, model *m, comm_ctx *comm, int pp, int pp_rank);
+void pipeline_free(pipeline *p);
+
+/* micro_batches forwards and backwards in a 1F1B schedule (warm-up
+ * forwards, then one forward and one backward alternately, then the
+ * remaining backwards), gradients accumulated with d loss / d token = scale.
+ * Returns the sum of the micro-batches' mean losses on the last stage (0
+ * elsewhere). Afterwards *last_tokens points at the last micro-batch's
+ * tokens. */
+double pipeline_train(pipeline *p, int micro_batches, float scale, pipeline_fetch_fn fetch, void *ctx,
+                      const int32_t **last_tokens);
+
+/* One forward of a micro-batch already in p->in/p->tg set 0 through the
+ * stages (targets NULL: logits only); returns its mean loss on the last
+ * stage, 0 elsewhere. tag: a message tag no other message in flight uses. */
+float pipeline_forward(pipeline *p, const int32_t *in, const int32_t *tg, int tag);
+
+#endif
