@@ -23,18 +23,48 @@
 #ifndef BOOST_CKPT_H
 #define BOOST_CKPT_H
 
+#include <mpi.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "config.h"
 #include "grid.h"
-#include "model.h"
+#include "tensor.h"
 #include "train_state.h"
 
 typedef struct ckpt_session ckpt_session;
 
+/* Activations a checkpoint stores (ckpt.activations): the trainer's hook
+ * adds datasets to a sink; every rank adds the same names in the same order
+ * (its pipeline stage's), each with the global shape, this rank's hyperslab
+ * and its data, which is copied. */
+typedef enum { CKPT_ACT_F32 = 0, CKPT_ACT_I32, CKPT_ACT_I64 } ckpt_act_type;
+typedef struct ckpt_acts_sink ckpt_acts_sink;
+void ckpt_acts_add(ckpt_acts_sink *sink, const char *name, ckpt_act_type type, int ndim, const int64_t *shape,
+                   const int64_t *start, const int64_t *count, int has, const void *data);
+/* The micro-batch the activations belong to (attributes of the group). */
+void ckpt_acts_set_batch(ckpt_acts_sink *sink, int B, int T);
+
+/* What the checkpoint package asks of the trainer, at a step boundary when a
+ * checkpoint is due (both collective over world; either may be NULL). */
+typedef struct {
+  void *ctx;
+  /* Make the registry's moment arenas whole on every rank (ZeRO-1 keeps
+   * each replica's chunk current only). */
+  void (*gather_moments)(void *ctx);
+  /* Recompute and add the activations ckpt.activations asks for (the last
+   * micro-batch of the step, with the weights being saved). */
+  void (*activations)(void *ctx, const train_state *st, acts_mode mode, ckpt_acts_sink *sink);
+} ckpt_hooks;
+
 /* Removes temporaries a crash left in cfg->ckpt.dir, starts the writer
- * thread. Fatal (boost_fail on every rank) when the directory is unusable. */
-ckpt_session *ckpt_open(const train_config *cfg, const process_grid *grid, model *m);
+ * thread. reg: the tensors to save and load (parameters and both AdamW
+ * moment arenas allocated); mode: the tensor-parallel mode that runs (for
+ * the layout record). Returns NULL when no checkpoint is written or read
+ * (ckpt.dir empty and ckpt.resume not a path); on an unusable directory
+ * returns NULL with *err set, the same on every rank. */
+ckpt_session *ckpt_open(const train_config *cfg, const process_grid *grid, tensor_registry *reg, tp_mode mode,
+                        const ckpt_hooks *hooks, char *err, size_t errlen);
 
 /* Applies cfg->ckpt.resume (auto | none | PATH): loads parameters, AdamW
  * moments and *st. Returns 1 when resumed, 0 for a fresh start; msg gets a
@@ -53,7 +83,11 @@ int ckpt_resume(ckpt_session *s, train_state *st, char *msg, size_t msglen);
  * calls it gets synchronous staging inside ckpt_after_step. NULL s is fine. */
 void ckpt_before_update(ckpt_session *s);
 
-/* Starts a checkpoint when one is due (ckpt.every) or force is set; returns
+/* Whether the checkpoint package saves after `step` (ckpt.every, or
+ * force: the last step, a preemption). */
+int ckpt_due(const ckpt_session *s, int64_t step, int force);
+
+/* Starts a checkpoint when one is due (ckpt_due); returns
  * immediately after staging. status gets a short state for the step's log
  * line ("-", "step 40 staged, stall 1 ms", "step 20 committed 1.2 s 3.4 MiB
  * 1.18x", ...). If the previous checkpoint is still being written, waits for

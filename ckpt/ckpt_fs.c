@@ -1,5 +1,7 @@
 #include "ckpt_fs.h"
 
+#include "util.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -112,16 +114,7 @@ int ckpt_fs_clean_temporaries(const char *dir, char *removed, size_t removedlen)
 }
 
 int ckpt_fs_fsync(const char *path, char *err, size_t errlen) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return fail(err, errlen, "cannot open for fsync", path);
-  if (fsync(fd) != 0) {
-    int e = errno;
-    close(fd);
-    errno = e;
-    return fail(err, errlen, "fsync", path);
-  }
-  close(fd);
-  return 0;
+  return boost_fsync_path(path) == 0 ? 0 : fail(err, errlen, "fsync", path);
 }
 
 int ckpt_fs_reserve(const char *path, uint64_t bytes, char *err, size_t errlen) {

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "util.h"
 #include "data.h"
 
 #ifndef BOOST_VERSION
@@ -73,11 +74,6 @@ static void die(int code, const char *fmt, ...) {
   exit(code);
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static char *xstrdup(const char *s) {
   size_t n = strlen(s) + 1;
@@ -390,7 +386,7 @@ int main(int argc, char **argv) {
   if (!out) die(2, "no output given: use -o OUT.tok (see --help)");
   if (ninputs == 0) die(2, "no inputs given: usage boost-data [options] -o OUT.tok INPUT...");
 
-  double t0 = now_s();
+  double t0 = boost_now_s();
   input_list l = {0};
   for (int i = 0; i < ninputs; i++) {
     struct stat st;
@@ -427,7 +423,7 @@ int main(int argc, char **argv) {
   bool progress_shown = false;
   for (size_t i = 0; i < l.n; i++) {
     add_file_tokens(&s, &l, l.v[i].path, split_mode);
-    double t = now_s();
+    double t = boost_now_s();
     if (!quiet && t - last >= (tty ? 0.25 : 2.0)) {
       last = t;
       fprintf(stderr, "%sboost-data: %zu/%zu files, %" PRIu64 " documents, %" PRIu64 " tokens, %.1f MB/s%s",
@@ -457,7 +453,7 @@ int main(int argc, char **argv) {
   g_tmp_path = NULL;
   sigprocmask(SIG_SETMASK, &old, NULL);
   if (rc != 0) die(1, "%s", err);
-  double secs = now_s() - t0;
+  double secs = boost_now_s() - t0;
 
   if (json) {
     cJSON *o = cJSON_CreateObject();

@@ -1,5 +1,7 @@
 #include "config.h"
 
+#include "util.h"
+
 #include <cJSON.h>
 #include <errno.h>
 #include <ini.h>
@@ -125,14 +127,6 @@ static const preset_spec PRESETS[] = {
 };
 #define NPRESETS ((int)(sizeof PRESETS / sizeof PRESETS[0]))
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-  return -1;
-}
 
 int config_apply_preset(model_config *m, const char *name) {
   for (int i = 0; i < NPRESETS; i++) {
@@ -211,13 +205,13 @@ static const char *choice_name(const key_spec *k, int value) {
 
 int config_set(train_config *cfg, const char *key, const char *value, char *err, size_t errlen) {
   const key_spec *k = find_key(key);
-  if (!k) return fail(err, errlen, "unknown config key '%s' (see boost-train --help)", key);
+  if (!k) return boost_err(err, errlen, "unknown config key '%s' (see boost-train --help)", key);
   char *base = (char *)cfg + k->offset;
   char *end = NULL;
   errno = 0;
   switch (k->type) {
   case K_STR:
-    if (strlen(value) >= k->size) return fail(err, errlen, "value of %s is too long (%zu characters max)", key, k->size - 1);
+    if (strlen(value) >= k->size) return boost_err(err, errlen, "value of %s is too long (%zu characters max)", key, k->size - 1);
     snprintf(base, k->size, "%s", value);
     if (strcmp(key, "model.preset") == 0 && config_apply_preset(&cfg->model, value) != 0) {
       char names[512] = "";
@@ -225,7 +219,7 @@ int config_set(train_config *cfg, const char *key, const char *value, char *err,
         strncat(names, PRESETS[i].name, sizeof names - strlen(names) - 1);
         if (i + 1 < NPRESETS) strncat(names, ", ", sizeof names - strlen(names) - 1);
       }
-      return fail(err, errlen, "unknown model.preset '%s' (known: %s)", value, names);
+      return boost_err(err, errlen, "unknown model.preset '%s' (known: %s)", value, names);
     }
     return 0;
   case K_BOOL:
@@ -234,15 +228,15 @@ int config_set(train_config *cfg, const char *key, const char *value, char *err,
     else if (!strcasecmp(value, "0") || !strcasecmp(value, "false") || !strcasecmp(value, "no") || !strcasecmp(value, "off"))
       *(int *)base = 0;
     else
-      return fail(err, errlen, "bad value '%s' for %s: expected true or false", value, key);
+      return boost_err(err, errlen, "bad value '%s' for %s: expected true or false", value, key);
     return 0;
   case K_INT:
   case K_I64: {
     long long v = strtoll(value, &end, 10);
     if (end == value || *end != '\0' || errno == ERANGE)
-      return fail(err, errlen, "bad value '%s' for %s: expected an integer", value, key);
+      return boost_err(err, errlen, "bad value '%s' for %s: expected an integer", value, key);
     if ((double)v < k->min || (double)v > k->max)
-      return fail(err, errlen, "value %lld for %s is out of range [%.0f, %.0f]", v, key, k->min, k->max);
+      return boost_err(err, errlen, "value %lld for %s is out of range [%.0f, %.0f]", v, key, k->min, k->max);
     if (k->type == K_INT)
       *(int *)base = (int)v;
     else
@@ -258,19 +252,19 @@ int config_set(train_config *cfg, const char *key, const char *value, char *err,
     {
       char names[256];
       choices_list(k, names, sizeof names);
-      return fail(err, errlen, "bad value '%s' for %s: expected %s", value, key, names);
+      return boost_err(err, errlen, "bad value '%s' for %s: expected %s", value, key, names);
     }
   case K_FLOAT: {
     double v = strtod(value, &end);
     if (end == value || *end != '\0' || errno == ERANGE || !isfinite(v))
-      return fail(err, errlen, "bad value '%s' for %s: expected a number", value, key);
+      return boost_err(err, errlen, "bad value '%s' for %s: expected a number", value, key);
     if (v < k->min || v > k->max)
-      return fail(err, errlen, "value %g for %s is out of range [%g, %g]", v, key, k->min, k->max);
+      return boost_err(err, errlen, "value %g for %s is out of range [%g, %g]", v, key, k->min, k->max);
     *(float *)base = (float)v;
     return 0;
   }
   }
-  return fail(err, errlen, "internal: key %s has no type", key);
+  return boost_err(err, errlen, "internal: key %s has no type", key);
 }
 
 /* INI loading: the preset must win over nothing and lose to everything, so
@@ -303,14 +297,14 @@ static int config_ini_handler(void *user, const char *section, const char *name,
 /* skip_preset: the caller already applied a preset that outranks the file's. */
 static int load_ini(train_config *cfg, const char *path, int skip_preset, char *err, size_t errlen) {
   FILE *f = fopen(path, "r");
-  if (!f) return fail(err, errlen, "cannot open config file %s: %s", path, strerror(errno));
+  if (!f) return boost_err(err, errlen, "cannot open config file %s: %s", path, strerror(errno));
   for (int pass = skip_preset ? 0 : 1; pass >= 0; pass--) {
     ini_ctx c = {cfg, pass, err, errlen, 0, path};
     rewind(f);
     int rc = ini_parse_file(f, config_ini_handler, &c);
     if (c.failed || rc != 0) {
       fclose(f);
-      return c.failed ? -1 : fail(err, errlen, "%s:%d: malformed line in config file", path, rc);
+      return c.failed ? -1 : boost_err(err, errlen, "%s:%d: malformed line in config file", path, rc);
     }
   }
   fclose(f);
@@ -323,9 +317,9 @@ int config_load_file(train_config *cfg, const char *path, char *err, size_t errl
 
 static int split_set(const char *set, char *key, size_t keylen, const char **value, char *err, size_t errlen) {
   const char *eq = strchr(set, '=');
-  if (!eq || eq == set) return fail(err, errlen, "bad --set '%s': expected section.key=value", set);
+  if (!eq || eq == set) return boost_err(err, errlen, "bad --set '%s': expected section.key=value", set);
   size_t n = (size_t)(eq - set);
-  if (n >= keylen) return fail(err, errlen, "bad --set '%s': key too long", set);
+  if (n >= keylen) return boost_err(err, errlen, "bad --set '%s': key too long", set);
   memcpy(key, set, n);
   key[n] = '\0';
   *value = eq + 1;
@@ -373,7 +367,7 @@ static int parse_lowrank(model_config *m, char *err, size_t errlen) {
     for (int p = 0; p < PROJ_COUNT; p++)
       if (!strcmp(tok, proj_names[p])) found = p;
     if (found < 0)
-      return fail(err, errlen, "bad model.lowrank entry '%s': expected all, none or q,k,v,o,gate,up,down", tok);
+      return boost_err(err, errlen, "bad model.lowrank entry '%s': expected all, none or q,k,v,o,gate,up,down", tok);
     mask |= 1u << found;
   }
   m->lowrank_mask = mask;
@@ -384,16 +378,16 @@ int config_validate(train_config *cfg, char *err, size_t errlen) {
   model_config *m = &cfg->model;
   if (parse_lowrank(m, err, errlen) != 0) return -1;
   if (m->d_model % m->n_heads != 0)
-    return fail(err, errlen, "model.d_model %d is not divisible by model.n_heads %d", m->d_model, m->n_heads);
+    return boost_err(err, errlen, "model.d_model %d is not divisible by model.n_heads %d", m->d_model, m->n_heads);
   int hd = m->d_model / m->n_heads;
-  if (hd % 2 != 0) return fail(err, errlen, "head dimension %d (d_model/n_heads) must be even for RoPE", hd);
+  if (hd % 2 != 0) return boost_err(err, errlen, "head dimension %d (d_model/n_heads) must be even for RoPE", hd);
   for (int p = 0; p < PROJ_COUNT; p++) {
     if (!model_is_lowrank(m, p)) continue;
     int r = model_rank(m, p);
     int in = (p == PROJ_DOWN) ? m->ffn : m->d_model;
     int out = (p == PROJ_GATE || p == PROJ_UP) ? m->ffn : m->d_model;
     if (r > in || r > out)
-      return fail(err, errlen, "model.%s %d exceeds the %s projection's dimensions (%d -> %d)",
+      return boost_err(err, errlen, "model.%s %d exceeds the %s projection's dimensions (%d -> %d)",
                   p <= PROJ_O ? "rank_attn" : "rank_mlp", r, proj_names[p], in, out);
   }
   return 0;
@@ -442,7 +436,7 @@ int config_from_json(train_config *cfg, const char *json, int *unknown, char *er
   cJSON *root = cJSON_Parse(json);
   if (!cJSON_IsObject(root)) {
     cJSON_Delete(root);
-    return fail(err, errlen, "stored config is not a JSON object");
+    return boost_err(err, errlen, "stored config is not a JSON object");
   }
   if (unknown) *unknown = 0;
   char value[CONFIG_STR];
@@ -459,12 +453,12 @@ int config_from_json(train_config *cfg, const char *json, int *unknown, char *er
     else if (cJSON_IsNumber(item)) snprintf(value, sizeof value, "%.17g", item->valuedouble);
     else {
       cJSON_Delete(root);
-      return fail(err, errlen, "stored config: %s has a value of the wrong type", k->name);
+      return boost_err(err, errlen, "stored config: %s has a value of the wrong type", k->name);
     }
     char msg[512];
     if (config_set(cfg, k->name, value, msg, sizeof msg) != 0) {
       cJSON_Delete(root);
-      return fail(err, errlen, "stored config: %s", msg);
+      return boost_err(err, errlen, "stored config: %s", msg);
     }
   }
   const cJSON *preset = cJSON_GetObjectItemCaseSensitive(root, "model.preset");

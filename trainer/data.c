@@ -21,6 +21,7 @@
 #include <xxhash.h>
 
 #include "check.h"
+#include "util.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "boost token shards are little-endian; this reader maps them directly"
@@ -43,14 +44,6 @@ enum {
   H_END = 96, /* bytes covered by fields; the rest of the 256 is zero */
 };
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...) {
-  if (!err || errlen == 0) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-}
 
 static uint32_t rd32(const uint8_t *p) {
   uint32_t v;
@@ -124,23 +117,23 @@ static int parse_header(const char *path, const uint8_t *hdr, size_t have, uint6
   if (fsize >= 8 && memcmp(hdr, DATA_MAGIC, 8) == 0) {
     info->format = DATA_FORMAT_BOOST;
     if (fsize < H_VERSION + 4) {
-      seterr(err, errlen, "%s: truncated boost token shard header (%" PRIu64 " bytes)", path, fsize);
+      boost_msgf(err, errlen, "%s: truncated boost token shard header (%" PRIu64 " bytes)", path, fsize);
       return -1;
     }
     info->version = rd32(hdr + H_VERSION);
     if (info->version != DATA_VERSION) {
-      seterr(err, errlen, "%s: unsupported boost token shard version %" PRIu32 " (this build reads version %u)",
+      boost_msgf(err, errlen, "%s: unsupported boost token shard version %" PRIu32 " (this build reads version %u)",
              path, info->version, DATA_VERSION);
       return -1;
     }
     if (fsize < DATA_HEADER_BYTES || have < H_END) {
-      seterr(err, errlen, "%s: truncated boost token shard header (%" PRIu64 " of %u bytes)", path, fsize,
+      boost_msgf(err, errlen, "%s: truncated boost token shard header (%" PRIu64 " of %u bytes)", path, fsize,
              DATA_HEADER_BYTES);
       return -1;
     }
     uint64_t hsum = XXH3_64bits(hdr, H_HEADER_SUM);
     if (hsum != rd64(hdr + H_HEADER_SUM)) {
-      seterr(err, errlen, "%s: header checksum mismatch (stored %016" PRIx64 ", computed %016" PRIx64 ")", path,
+      boost_msgf(err, errlen, "%s: header checksum mismatch (stored %016" PRIx64 ", computed %016" PRIx64 ")", path,
              rd64(hdr + H_HEADER_SUM), hsum);
       return -1;
     }
@@ -154,18 +147,18 @@ static int parse_header(const char *path, const uint8_t *hdr, size_t have, uint6
     memcpy(info->tokenizer, hdr + H_TOKENIZER, DATA_TOKENIZER_MAX);
     info->tokenizer[DATA_TOKENIZER_MAX] = '\0';
     if (info->header_bytes < DATA_HEADER_BYTES) {
-      seterr(err, errlen, "%s: malformed header: header_bytes %" PRIu32 " < %u", path, info->header_bytes,
+      boost_msgf(err, errlen, "%s: malformed header: header_bytes %" PRIu32 " < %u", path, info->header_bytes,
              DATA_HEADER_BYTES);
       return -1;
     }
     if (info->token_bytes != 2 && info->token_bytes != 4) {
-      seterr(err, errlen, "%s: malformed header: token width %" PRIu32 " bytes (must be 2 or 4)", path,
+      boost_msgf(err, errlen, "%s: malformed header: token width %" PRIu32 " bytes (must be 2 or 4)", path,
              info->token_bytes);
       return -1;
     }
     uint64_t maxvocab = info->token_bytes == 2 ? 65536u : (uint64_t)INT32_MAX;
     if (info->vocab_size == 0 || info->vocab_size > maxvocab) {
-      seterr(err, errlen, "%s: malformed header: vocab size %" PRIu32 " (must be 1..%" PRIu64 ")", path,
+      boost_msgf(err, errlen, "%s: malformed header: vocab size %" PRIu32 " (must be 1..%" PRIu64 ")", path,
              info->vocab_size, maxvocab);
       return -1;
     }
@@ -173,20 +166,20 @@ static int parse_header(const char *path, const uint8_t *hdr, size_t have, uint6
     info->format = DATA_FORMAT_LLMC;
     uint32_t magic = rd32(hdr);
     if (fsize < LLMC_HEADER_BYTES || have < 12) {
-      seterr(err, errlen, "%s: truncated llm.c shard header (%" PRIu64 " of %u bytes)", path, fsize,
+      boost_msgf(err, errlen, "%s: truncated llm.c shard header (%" PRIu64 " of %u bytes)", path, fsize,
              LLMC_HEADER_BYTES);
       return -1;
     }
     info->version = rd32(hdr + 4);
     uint32_t want = magic == LLMC_MAGIC_GPT2 ? 1 : 7;
     if (info->version != want) {
-      seterr(err, errlen, "%s: unsupported llm.c shard version %" PRIu32 " for magic %" PRIu32 " (expected %" PRIu32 ")",
+      boost_msgf(err, errlen, "%s: unsupported llm.c shard version %" PRIu32 " for magic %" PRIu32 " (expected %" PRIu32 ")",
              path, info->version, magic, want);
       return -1;
     }
     int32_t count = (int32_t)rd32(hdr + 8);
     if (count < 0) {
-      seterr(err, errlen, "%s: malformed llm.c header: negative token count %" PRId32, path, count);
+      boost_msgf(err, errlen, "%s: malformed llm.c header: negative token count %" PRId32, path, count);
       return -1;
     }
     info->header_bytes = LLMC_HEADER_BYTES;
@@ -195,24 +188,24 @@ static int parse_header(const char *path, const uint8_t *hdr, size_t have, uint6
     info->vocab_size = 0;
     info->eot_token = DATA_NO_EOT;
   } else {
-    seterr(err, errlen,
+    boost_msgf(err, errlen,
            "%s: bad magic: not a boost token shard (\"BOOSTTOK\") nor an llm.c .bin (20240520/20240801)", path);
     return -1;
   }
   if (info->num_tokens > (UINT64_MAX - info->header_bytes) / info->token_bytes ||
       info->num_tokens > (uint64_t)INT64_MAX / 8) {
-    seterr(err, errlen, "%s: malformed header: token count %" PRIu64 " is impossible", path, info->num_tokens);
+    boost_msgf(err, errlen, "%s: malformed header: token count %" PRIu64 " is impossible", path, info->num_tokens);
     return -1;
   }
   uint64_t want = info->header_bytes + info->num_tokens * info->token_bytes;
   if (fsize < want) {
-    seterr(err, errlen,
+    boost_msgf(err, errlen,
            "%s: truncated: header says %" PRIu64 " tokens (%" PRIu64 " bytes) but the file has %" PRIu64 " bytes",
            path, info->num_tokens, want, fsize);
     return -1;
   }
   if (fsize > want) {
-    seterr(err, errlen,
+    boost_msgf(err, errlen,
            "%s: size mismatch: header says %" PRIu64 " tokens (%" PRIu64 " bytes) but the file has %" PRIu64
            " bytes",
            path, info->num_tokens, want, fsize);
@@ -226,23 +219,23 @@ static int shard_open(const char *path, shard *s, char *err, size_t errlen) {
   memset(s, 0, sizeof *s);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    seterr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    boost_msgf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     return -1;
   }
   struct stat st;
   if (fstat(fd, &st) != 0) {
-    seterr(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+    boost_msgf(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
     close(fd);
     return -1;
   }
   if (!S_ISREG(st.st_mode)) {
-    seterr(err, errlen, "%s: not a regular file", path);
+    boost_msgf(err, errlen, "%s: not a regular file", path);
     close(fd);
     return -1;
   }
   uint64_t fsize = (uint64_t)st.st_size;
   if (fsize < 8) {
-    seterr(err, errlen, "%s: too small to be a token shard (%" PRIu64 " bytes)", path, fsize);
+    boost_msgf(err, errlen, "%s: too small to be a token shard (%" PRIu64 " bytes)", path, fsize);
     close(fd);
     return -1;
   }
@@ -250,7 +243,7 @@ static int shard_open(const char *path, shard *s, char *err, size_t errlen) {
   size_t want = fsize < sizeof hdr ? (size_t)fsize : sizeof hdr;
   ssize_t got = pread(fd, hdr, want, 0);
   if (got < 0 || (size_t)got != want) {
-    seterr(err, errlen, "%s: cannot read header: %s", path, got < 0 ? strerror(errno) : "short read");
+    boost_msgf(err, errlen, "%s: cannot read header: %s", path, got < 0 ? strerror(errno) : "short read");
     close(fd);
     return -1;
   }
@@ -262,7 +255,7 @@ static int shard_open(const char *path, shard *s, char *err, size_t errlen) {
   int map_errno = errno;
   close(fd);
   if (map == MAP_FAILED) {
-    seterr(err, errlen, "%s: cannot mmap %" PRIu64 " bytes: %s", path, fsize, strerror(map_errno));
+    boost_msgf(err, errlen, "%s: cannot mmap %" PRIu64 " bytes: %s", path, fsize, strerror(map_errno));
     return -1;
   }
   s->map = map;
@@ -274,7 +267,7 @@ static int shard_open(const char *path, shard *s, char *err, size_t errlen) {
   if (in->format == DATA_FORMAT_BOOST) {
     uint64_t sum = XXH3_64bits(s->tokens, payload);
     if (sum != in->checksum) {
-      seterr(err, errlen,
+      boost_msgf(err, errlen,
              "%s: checksum mismatch: header %016" PRIx64 ", payload %016" PRIx64 " (token data is corrupted)", path,
              in->checksum, sum);
       shard_unmap(s);
@@ -288,10 +281,10 @@ static int shard_open(const char *path, shard *s, char *err, size_t errlen) {
     uint32_t t = in->token_bytes == 2 ? (uint32_t)((const uint16_t *)(const void *)s->tokens)[bad_at]
                                       : ((const uint32_t *)(const void *)s->tokens)[bad_at];
     if (in->format == DATA_FORMAT_BOOST)
-      seterr(err, errlen, "%s: token %" PRIu32 " at index %" PRIu64 " >= vocab size %" PRIu32, path, t, bad_at,
+      boost_msgf(err, errlen, "%s: token %" PRIu32 " at index %" PRIu64 " >= vocab size %" PRIu32, path, t, bad_at,
              in->vocab_size);
     else
-      seterr(err, errlen, "%s: token %" PRIu32 " at index %" PRIu64 " does not fit int32", path, t, bad_at);
+      boost_msgf(err, errlen, "%s: token %" PRIu32 " at index %" PRIu64 " does not fit int32", path, t, bad_at);
     shard_unmap(s);
     return -1;
   }
@@ -351,7 +344,7 @@ static bool has_suffix(const char *s, const char *suf) {
 static int collect(const char *elem, strlist *out, char *err, size_t errlen) {
   struct stat st;
   if (stat(elem, &st) != 0) {
-    seterr(err, errlen, "%s: %s", elem, strerror(errno));
+    boost_msgf(err, errlen, "%s: %s", elem, strerror(errno));
     return -1;
   }
   if (!S_ISDIR(st.st_mode)) {
@@ -360,7 +353,7 @@ static int collect(const char *elem, strlist *out, char *err, size_t errlen) {
   }
   DIR *d = opendir(elem);
   if (!d) {
-    seterr(err, errlen, "%s: cannot read directory: %s", elem, strerror(errno));
+    boost_msgf(err, errlen, "%s: cannot read directory: %s", elem, strerror(errno));
     return -1;
   }
   strlist found = {0};
@@ -377,7 +370,7 @@ static int collect(const char *elem, strlist *out, char *err, size_t errlen) {
   }
   closedir(d);
   if (found.n == 0) {
-    seterr(err, errlen, "%s: no *.tok or *.bin shards in directory", elem);
+    boost_msgf(err, errlen, "%s: no *.tok or *.bin shards in directory", elem);
     sl_free(&found);
     return -1;
   }
@@ -389,7 +382,7 @@ static int collect(const char *elem, strlist *out, char *err, size_t errlen) {
 
 data_source *data_open(const char *path, char *err, size_t errlen) {
   if (!path || !*path) {
-    seterr(err, errlen, "empty data path");
+    boost_msgf(err, errlen, "empty data path");
     return NULL;
   }
   strlist files = {0};
@@ -399,7 +392,7 @@ data_source *data_open(const char *path, char *err, size_t errlen) {
     char *comma = strchr(p, ',');
     if (comma) *comma = '\0';
     if (!*p) {
-      seterr(err, errlen, "%s: empty element in comma-separated data path", path);
+      boost_msgf(err, errlen, "%s: empty element in comma-separated data path", path);
       rc = -1;
       break;
     }
@@ -494,15 +487,15 @@ int data_split_make(const data_source *src, double val_fraction, int seq_len, da
                     char *err, size_t errlen) {
   const char *name = src->path;
   if (seq_len < 1) {
-    seterr(err, errlen, "%s: seq_len %d must be >= 1", name, seq_len);
+    boost_msgf(err, errlen, "%s: seq_len %d must be >= 1", name, seq_len);
     return -1;
   }
   if (!(val_fraction >= 0.0 && val_fraction < 1.0)) {
-    seterr(err, errlen, "%s: validation fraction %g must be in [0, 1)", name, val_fraction);
+    boost_msgf(err, errlen, "%s: validation fraction %g must be in [0, 1)", name, val_fraction);
     return -1;
   }
   if (val_fraction > 0.0 && !val) {
-    seterr(err, errlen, "%s: validation fraction %g given but no validation split requested", name, val_fraction);
+    boost_msgf(err, errlen, "%s: validation fraction %g given but no validation split requested", name, val_fraction);
     return -1;
   }
   int64_t n = src->num_tokens, need = (int64_t)seq_len + 1;
@@ -513,12 +506,12 @@ int data_split_make(const data_source *src, double val_fraction, int seq_len, da
   }
   if (n - nval < need) {
     if (nval)
-      seterr(err, errlen,
+      boost_msgf(err, errlen,
              "%s: too few tokens: %" PRId64 " tokens, but seq_len %d needs %" PRId64
              " for one training sample plus %" PRId64 " for validation",
              name, n, seq_len, need, nval);
     else
-      seterr(err, errlen, "%s: too few tokens: %" PRId64 " tokens, but one sample of seq_len %d needs %" PRId64,
+      boost_msgf(err, errlen, "%s: too few tokens: %" PRId64 " tokens, but one sample of seq_len %d needs %" PRId64,
              name, n, seq_len, need);
     return -1;
   }
@@ -611,7 +604,7 @@ static int writer_flush(data_writer *w, char *err, size_t errlen) {
   if (w->used == 0) return 0;
   XXH3_64bits_update(w->hash, w->buf, w->used);
   if (write_all(w->fd, w->buf, w->used) != 0) {
-    seterr(err, errlen, "%s: write failed: %s", w->tmp, strerror(errno));
+    boost_msgf(err, errlen, "%s: write failed: %s", w->tmp, strerror(errno));
     return -1;
   }
   w->used = 0;
@@ -630,22 +623,22 @@ static void writer_free(data_writer *w) {
 data_writer *data_writer_open(const char *path, uint32_t token_bytes, uint32_t vocab_size, const char *tokenizer,
                               uint32_t eot_token, char *err, size_t errlen) {
   if (token_bytes != 2 && token_bytes != 4) {
-    seterr(err, errlen, "%s: token width %" PRIu32 " bytes (must be 2 or 4)", path, token_bytes);
+    boost_msgf(err, errlen, "%s: token width %" PRIu32 " bytes (must be 2 or 4)", path, token_bytes);
     return NULL;
   }
   uint64_t maxvocab = token_bytes == 2 ? 65536u : (uint64_t)INT32_MAX;
   if (vocab_size == 0 || vocab_size > maxvocab) {
-    seterr(err, errlen, "%s: vocab size %" PRIu32 " does not fit %" PRIu32 "-byte tokens", path, vocab_size,
+    boost_msgf(err, errlen, "%s: vocab size %" PRIu32 " does not fit %" PRIu32 "-byte tokens", path, vocab_size,
            token_bytes);
     return NULL;
   }
   if (eot_token != DATA_NO_EOT && eot_token >= vocab_size) {
-    seterr(err, errlen, "%s: EOT token %" PRIu32 " >= vocab size %" PRIu32, path, eot_token, vocab_size);
+    boost_msgf(err, errlen, "%s: EOT token %" PRIu32 " >= vocab size %" PRIu32, path, eot_token, vocab_size);
     return NULL;
   }
   if (!tokenizer) tokenizer = "";
   if (strlen(tokenizer) > DATA_TOKENIZER_MAX) {
-    seterr(err, errlen, "%s: tokenizer name longer than %d bytes", path, DATA_TOKENIZER_MAX);
+    boost_msgf(err, errlen, "%s: tokenizer name longer than %d bytes", path, DATA_TOKENIZER_MAX);
     return NULL;
   }
   data_writer *w = boost_calloc(1, sizeof *w);
@@ -660,7 +653,7 @@ data_writer *data_writer_open(const char *path, uint32_t token_bytes, uint32_t v
   memcpy(w->tokenizer, tokenizer, strlen(tokenizer));
   w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (w->fd < 0) {
-    seterr(err, errlen, "%s: cannot create: %s", w->tmp, strerror(errno));
+    boost_msgf(err, errlen, "%s: cannot create: %s", w->tmp, strerror(errno));
     writer_free(w);
     return NULL;
   }
@@ -670,7 +663,7 @@ data_writer *data_writer_open(const char *path, uint32_t token_bytes, uint32_t v
   w->buf = boost_calloc(WRITER_BUF, 1);
   uint8_t zero[DATA_HEADER_BYTES] = {0};
   if (write_all(w->fd, zero, sizeof zero) != 0) {
-    seterr(err, errlen, "%s: write failed: %s", w->tmp, strerror(errno));
+    boost_msgf(err, errlen, "%s: write failed: %s", w->tmp, strerror(errno));
     data_writer_abort(w);
     return NULL;
   }
@@ -693,7 +686,7 @@ static int writer_put(data_writer *w, uint32_t t, char *err, size_t errlen) {
 int data_writer_add(data_writer *w, const int32_t *tokens, size_t count, char *err, size_t errlen) {
   for (size_t i = 0; i < count; i++) {
     if (tokens[i] < 0 || (uint32_t)tokens[i] >= w->vocab) {
-      seterr(err, errlen, "%s: token %" PRId32 " out of range [0, %" PRIu32 ")", w->path, tokens[i], w->vocab);
+      boost_msgf(err, errlen, "%s: token %" PRId32 " out of range [0, %" PRIu32 ")", w->path, tokens[i], w->vocab);
       return -1;
     }
     if (writer_put(w, (uint32_t)tokens[i], err, errlen) != 0) return -1;
@@ -703,7 +696,7 @@ int data_writer_add(data_writer *w, const int32_t *tokens, size_t count, char *e
 
 int data_writer_add_document(data_writer *w, const void *bytes, size_t len, char *err, size_t errlen) {
   if (w->vocab < 256) {
-    seterr(err, errlen, "%s: byte tokenizer needs vocab >= 256, shard has %" PRIu32, w->path, w->vocab);
+    boost_msgf(err, errlen, "%s: byte tokenizer needs vocab >= 256, shard has %" PRIu32, w->path, w->vocab);
     return -1;
   }
   if (w->eot != DATA_NO_EOT && writer_put(w, w->eot, err, errlen) != 0) return -1;
@@ -738,24 +731,6 @@ void data_writer_abort(data_writer *w) {
   writer_free(w);
 }
 
-static void fsync_parent_dir(const char *path) {
-  size_t n = strlen(path) + 1;
-  char *dir = boost_calloc(n + 1, 1);
-  memcpy(dir, path, n);
-  char *slash = strrchr(dir, '/');
-  if (!slash)
-    strcpy(dir, ".");
-  else if (slash == dir)
-    dir[1] = '\0';
-  else
-    *slash = '\0';
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) {
-    fsync(fd); /* best effort: some file systems refuse directory fsync */
-    close(fd);
-  }
-  boost_free(dir);
-}
 
 int data_writer_finish(data_writer *w, uint64_t *checksum, char *err, size_t errlen) {
   if (writer_flush(w, err, errlen) != 0) {
@@ -778,28 +753,28 @@ int data_writer_finish(data_writer *w, uint64_t *checksum, char *err, size_t err
   wr64(h + H_HEADER_SUM, XXH3_64bits(h, H_HEADER_SUM));
   ssize_t k = pwrite(w->fd, h, sizeof h, 0);
   if (k != (ssize_t)sizeof h) {
-    seterr(err, errlen, "%s: header write failed: %s", w->tmp, k < 0 ? strerror(errno) : "short write");
+    boost_msgf(err, errlen, "%s: header write failed: %s", w->tmp, k < 0 ? strerror(errno) : "short write");
     data_writer_abort(w);
     return -1;
   }
   if (fsync(w->fd) != 0) {
-    seterr(err, errlen, "%s: fsync failed: %s", w->tmp, strerror(errno));
+    boost_msgf(err, errlen, "%s: fsync failed: %s", w->tmp, strerror(errno));
     data_writer_abort(w);
     return -1;
   }
   int rc = close(w->fd);
   w->fd = -1;
   if (rc != 0) {
-    seterr(err, errlen, "%s: close failed: %s", w->tmp, strerror(errno));
+    boost_msgf(err, errlen, "%s: close failed: %s", w->tmp, strerror(errno));
     data_writer_abort(w);
     return -1;
   }
   if (rename(w->tmp, w->path) != 0) {
-    seterr(err, errlen, "%s: cannot rename to %s: %s", w->tmp, w->path, strerror(errno));
+    boost_msgf(err, errlen, "%s: cannot rename to %s: %s", w->tmp, w->path, strerror(errno));
     data_writer_abort(w);
     return -1;
   }
-  fsync_parent_dir(w->path);
+  boost_fsync_parent(w->path); /* best effort: some file systems refuse directory fsync */
   if (checksum) *checksum = sum;
   writer_free(w);
   return 0;

@@ -13,7 +13,9 @@
 
 #include "blas_select.h"
 #include "check.h"
+#include "util.h"
 #include "ckpt.h"
+#include "ckpt_hooks.h"
 #include "comm.h"
 #include "data.h"
 #include "grid.h"
@@ -27,11 +29,6 @@
 
 void openblas_set_num_threads(int);
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static void format_count(double v, char *out, size_t n) {
   if (v >= 1e9) snprintf(out, n, "%.2fG", v / 1e9);
@@ -63,6 +60,7 @@ struct trainer {
   int *layers_per_stage; /* [pp] */
   FILE *metrics;
   ckpt_session *ck; /* trainer_run's checkpoint session (NULL: none) */
+  trainer_ckpt_ctx hooks_ctx;
 };
 typedef struct trainer run;
 
@@ -342,21 +340,29 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
 
   train_state *st = &t->st;
   preempt_install_handlers();
-  ckpt_session *ck = ckpt_open(cfg, &t->grid, &t->m);
+  t->hooks_ctx = (trainer_ckpt_ctx){cfg, &t->grid, &t->comm, &t->m, &t->pipe};
+  const ckpt_hooks hooks = trainer_ckpt_hooks(&t->hooks_ctx);
+  ckpt_session *ck = ckpt_open(cfg, &t->grid, &t->m.reg, t->mode, &hooks, err, sizeof err);
   t->ck = ck;
-  char msg[512] = "";
-  ckpt_resume(ck, st, msg, sizeof msg);
+  char msg[2048] = "";
+  if ((!ck && err[0]) || ckpt_resume(ck, st, msg, sizeof msg) < 0) {
+    fail_all(&t->grid, ck ? msg : err);
+    if (ck) ckpt_close(ck);
+    if (t->metrics) fclose(t->metrics);
+    trainer_destroy(t);
+    return 1;
+  }
   if (t->grid.rank == 0) {
     print_start(t, st, t->threads);
     if (ck) printf("checkpoints: %s\n", msg);
   }
 
   const double flops_per_token = model_flops_per_token(&cfg->model, t->T);
-  const double t_start = now_s();
+  const double t_start = boost_now_s();
   int status = 0;
   float loss = NAN;
   while (st->step < cfg->train.steps) {
-    double t0 = now_s(), gnorm = 0.0;
+    double t0 = boost_now_s(), gnorm = 0.0;
     comm_reset_counts(&t->comm);
     float lr = lr_at(cfg, (int)st->step);
     loss = trainer_step(t, &gnorm);
@@ -365,18 +371,11 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
       status = fail_all(&t->grid, "loss is not finite: lower train.lr or check the data");
       break;
     }
-    double dt = now_s() - t0;
+    double dt = boost_now_s() - t0;
 
     const int last = st->step == cfg->train.steps;
     const int preempted = preempt_agreed(t->grid.world);
     char ckpt_status[128] = "-";
-    const int save_due = last || preempted || (cfg->ckpt.every > 0 && st->step % cfg->ckpt.every == 0);
-    if (ck && save_due && cfg->parallel.zero) {
-      /* Checkpoints hold whole moments: collect the replicas' chunks first. */
-      const size_t chunk = t->m.reg.numel / (size_t)t->grid.dp;
-      comm_allgather_chunks(&t->comm, COMM_DP, t->m.reg.arena[TENSOR_ADAM_M], chunk);
-      comm_allgather_chunks(&t->comm, COMM_DP, t->m.reg.arena[TENSOR_ADAM_V], chunk);
-    }
     if (ck) ckpt_after_step(ck, st, last || preempted, ckpt_status, sizeof ckpt_status);
     float val_loss = NAN;
     if (cfg->train.val_batches > 0 && ((cfg->train.val_every > 0 && st->step % cfg->train.val_every == 0) || last))
@@ -416,7 +415,7 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     printf("done: step %lld, %.0f tokens, %.1f s, final loss %.4f, peak RSS %.0f MiB\n", (long long)st->step,
-           st->tokens_seen, now_s() - t_start, loss, ru.ru_maxrss / 1024.0);
+           st->tokens_seen, boost_now_s() - t_start, loss, ru.ru_maxrss / 1024.0);
   }
   if (t->metrics) fclose(t->metrics);
   trainer_destroy(t);

@@ -89,9 +89,10 @@ int main(int argc, char **argv) {
   model_init(&m, &cfg.model, mode, &(model_options){.with_optimizer = 1});
   train_state st;
   train_state_init(&st);
-  ckpt_session *s = ckpt_open(&cfg, &g, &m);
+  ckpt_session *s = ckpt_open(&cfg, &g, &m.reg, mode, NULL, err, sizeof err);
+  if (!s) boost_fail("ckpt_open: %s", err);
   char msg[1024];
-  if (!ckpt_resume(s, &st, msg, sizeof msg)) boost_fail("did not load %s: %s", path, msg);
+  if (ckpt_resume(s, &st, msg, sizeof msg) <= 0) boost_fail("did not load %s: %s", path, msg);
   ckpt_close(s); /* the writer thread is gone: this thread may call HDF5 now */
   printf("loaded: %s\n", msg);
 

@@ -141,7 +141,8 @@ int main(int argc, char **argv) {
     st.data_cursor = step * 100 + 7;
     st.tokens_seen = (double)step * 6400.5;
     for (int64_t i = 0; i < step; i++) train_state_push_loss(&st, 10.0f / (float)(i + 1));
-    ckpt_session *s = ckpt_open(&cfg, &g, &m);
+    ckpt_session *s = ckpt_open(&cfg, &g, &m.reg, TP_NONE, NULL, err, sizeof err);
+    if (!s) boost_fail("ckpt_open: %s", err);
     char status[256];
     ckpt_after_step(s, &st, 1, status, sizeof status);
     if (ckpt_wait(s) != 0) {
@@ -153,9 +154,10 @@ int main(int argc, char **argv) {
     ckpt_close(s);
     if (rank == 0 && !bad) printf("ok save step %lld on dp=%d tp=%d pp=%d\n", (long long)step, dp, tp, pp);
   } else {
-    ckpt_session *s = ckpt_open(&cfg, &g, &m);
+    ckpt_session *s = ckpt_open(&cfg, &g, &m.reg, TP_NONE, NULL, err, sizeof err);
+    if (!s) boost_fail("ckpt_open: %s", err);
     char msg[1024];
-    int resumed = ckpt_resume(s, &st, msg, sizeof msg);
+    int resumed = ckpt_resume(s, &st, msg, sizeof msg) > 0;
     if (rank == 0) printf("resume: %s\n", msg);
     if (!resumed || st.step != step) {
       if (rank == 0) fprintf(stderr, "FAIL: expected to resume step %lld, got %s step %lld\n", (long long)step,

@@ -1,0 +1,160 @@
+/* Shared by the checkpoint package's files; not for other modules.
+ *
+ * Threads. The training thread stages a checkpoint at a step boundary and
+ * hands a job to this rank's writer thread; the writer thread makes every
+ * HDF5 call of the process (saves and loads), on s->comm / s->dp_comm,
+ * duplicates of the grid's world and data-parallel communicators. They meet
+ * under s->sync.mu: `busy` is set from hand-over until the job's result is
+ * posted, `staged` once the writer no longer reads the live arenas. */
+#ifndef BOOST_CKPT_INTERNAL_H
+#define BOOST_CKPT_INTERNAL_H
+
+#include <hdf5.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ckpt.h"
+#include "ckpt_plan.h"
+#include "util.h"
+
+#define REASON_MAX 1024
+#define ACT_NAME_MAX 112
+
+/* Size classes reported in logs and benchmarks. */
+typedef enum { SIZE_WEIGHTS = 0, SIZE_MOMENTS, SIZE_ACTS, SIZE_NUM_CLASSES } size_class;
+extern const char *const size_class_names[SIZE_NUM_CLASSES];
+
+/* An activation dataset's global description (identical on every rank; also
+ * what the pipeline stages exchange). */
+typedef struct {
+  char name[ACT_NAME_MAX];
+  int32_t type, ndim; /* type: ckpt_act_type */
+  int64_t shape[3];
+} act_desc;
+
+/* One activation dataset of a checkpoint; when `has`, this rank writes the
+ * hyperslab [start, start + count) from byte offset `off` of the job's
+ * buffer (row-major). */
+typedef struct {
+  act_desc d;
+  int has;
+  int64_t start[3], count[3];
+  size_t off;
+} act_item;
+
+/* The activations of a save job (the sink the trainer's hook fills). */
+struct ckpt_acts_sink {
+  int nact, act_cap;
+  act_item *acts;
+  unsigned char *act_buf;
+  size_t act_bytes, act_buf_cap;
+  int act_B, act_T;
+  int failed; /* out of memory: the checkpoint fails, training goes on */
+};
+
+typedef struct {
+  int64_t step, data_cursor;
+  double tokens_seen;
+  float *losses;
+  int64_t nloss, loss_cap;
+  int deferred;                /* the writer copies parameters and moments from the live arenas */
+  double stall_s, wait_prev_s; /* measured by the training thread */
+  ckpt_acts_sink acts;
+} save_job;
+
+typedef struct {
+  int64_t step;
+  int ok, valid;
+  char reason[REASON_MAX];
+  double write_s, write_cpu_s, stall_s, wait_prev_s, update_wait_s;
+  double raw[SIZE_NUM_CLASSES], stored[SIZE_NUM_CLASSES], file_bytes;
+  char retention[512];
+  int latest_ok;
+} save_result;
+
+typedef struct {
+  int status; /* 1 loaded, 0 nothing loaded, -1 fatal */
+  char msg[2048];
+  int touched; /* some arena was (partly) overwritten by a failed attempt */
+  int64_t step, data_cursor;
+  double tokens_seen;
+  float *losses;
+  int64_t nloss;
+} load_result;
+
+/* Settings fixed at open: the config's and the test/benchmark hooks'. */
+typedef struct {
+  char dir[CONFIG_STR];
+  int sync_mode, delay_ms, no_reserve, writer_nice;
+  int64_t fail_step; /* BOOST_CKPT_TEST_FAIL */
+  int fail_rank;
+} ckpt_settings;
+
+/* What the writer thread and the training thread share, under mu. */
+typedef enum { JOB_NONE = 0, JOB_SAVE, JOB_LOAD } job_kind;
+typedef struct {
+  pthread_t thread;
+  int thread_started;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  job_kind pending; /* taken by the writer */
+  int busy, staged, quit;
+  int res_unreported;
+  double update_wait; /* ckpt_before_update's wait for the job in flight */
+} writer_sync;
+
+struct ckpt_session {
+  train_config cfg;
+  ckpt_settings set;
+  const process_grid *grid;
+  tensor_registry *reg;
+  tp_mode mode;
+  ckpt_hooks hooks;
+  MPI_Comm comm, dp_comm; /* writer thread only */
+  int rank, world_size;
+
+  ckpt_entry *ents; /* the plan (ckpt_plan.h) */
+  int nent;
+  float *stage;
+  size_t stage_floats;
+
+  writer_sync sync;
+  save_job job;
+  save_result res;
+  load_result lres;
+  int deferred_seen;
+  int attempted, last_ok;
+  int64_t last_staged_step, last_committed_step;
+  save_result last_done; /* for ckpt_last_stats */
+  FILE *log;             /* rank 0: <dir>/checkpoints.jsonl */
+  char open_note[512];
+};
+
+/* ckpt_session.c: agreement over s->comm (writer thread). Every rank learns
+ * whether all were ok; if not, `out` gets the message of the lowest failing
+ * rank, prefixed with its rank when world_size > 1. */
+int ckpt_agree(ckpt_session *s, int ok, const char *mine, char *out, size_t outlen);
+int ckpt_all_true(ckpt_session *s, int v);
+void ckpt_sleep_ms(int ms);
+
+/* ckpt_table.c: the plan from every rank's registry (collective over the
+ * grid). Returns -1 with err when the registries disagree. */
+int ckpt_build_table(ckpt_session *s, char *err, size_t errlen);
+/* ckpt_stage.c */
+void ckpt_copy_to_stage(ckpt_session *s, int parallel);
+void ckpt_acts_reset(ckpt_acts_sink *k);
+void ckpt_acts_free(ckpt_acts_sink *k);
+/* The dataset list as the union over pipeline stages, in stage order. */
+void ckpt_acts_union(ckpt_acts_sink *k, MPI_Comm pp_comm);
+/* "1.2 MiB" */
+void ckpt_format_bytes(double b, char *out, size_t n);
+/* ckpt_write.c: the whole file, collectively; returns this rank's ok. */
+int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, const uint64_t *sums, save_result *r, char *err,
+                    size_t errlen);
+/* ckpt_save.c: checksums, write, commit (writer thread). */
+void ckpt_do_save(ckpt_session *s, save_result *r);
+/* ckpt_read.c: resume (writer thread). */
+void ckpt_do_load(ckpt_session *s, load_result *lr);
+
+#endif

@@ -1,0 +1,232 @@
+/* Writing a checkpoint file, collectively (writer thread): every rank
+ * creates every dataset; ranks with data select their hyperslab, the
+ * others nothing (filtered parallel writes are collective). The first
+ * failure on any rank stops every rank at the next agreement. */
+#include <cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt_fs.h"
+#include "ckpt_h5.h"
+#include "ckpt_internal.h"
+#include "h5z_zstd.h"
+#include "optim.h"
+
+typedef struct {
+  ckpt_session *s;
+  hid_t file, dxpl;
+  int ok;                  /* this rank has not failed yet */
+  char err[REASON_MAX];
+  save_result *r;
+} writer;
+
+static void wfail(writer *w, const char *fmt, const char *arg) {
+  if (!w->ok) return;
+  char what[512];
+  boost_msgf(what, sizeof what, fmt, arg);
+  ckpt_h5_error(w->err, sizeof w->err, what);
+  w->ok = 0;
+}
+
+/* One dataset, collectively: every rank creates it; ranks with data select
+ * their hyperslab (start/count over the global shape), the others nothing. */
+static void write_dataset(writer *w, hid_t loc, const char *path, const char *name, hid_t ftype, hid_t mtype,
+                          int ndim, const int64_t *gshape, int filtered, const int64_t *start, const int64_t *count,
+                          const void *buf, uint64_t checksum, int kind) {
+  ckpt_session *s = w->s;
+  hsize_t dims[TENSOR_MAX_DIMS], chunk[TENSOR_MAX_DIMS], st[TENSOR_MAX_DIMS], ct[TENSOR_MAX_DIMS];
+  int64_t n = 1;
+  for (int d = 0; d < ndim; d++) {
+    dims[d] = (hsize_t)gshape[d];
+    n *= gshape[d];
+  }
+  hid_t space = H5Screate_simple(ndim, dims, NULL);
+  hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  if (space < 0 || dcpl < 0) wfail(w, "creating the dataspace of %s", path);
+  if (filtered && n > 0) {
+    ckpt_chunk_dims(ndim, gshape, chunk);
+    if (h5z_zstd_set_dcpl(dcpl, ndim, chunk, s->cfg.ckpt.level) < 0) wfail(w, "zstd filter setup for %s", path);
+  }
+  H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
+  hid_t dset = H5Dcreate2(loc, name, ftype, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  if (dset < 0) {
+    wfail(w, "H5Dcreate %s", path);
+  } else {
+    int has = count != NULL && buf != NULL;
+    if (has)
+      for (int d = 0; d < ndim; d++) has = has && count[d] > 0;
+    hid_t mem;
+    if (has) {
+      for (int d = 0; d < ndim; d++) {
+        st[d] = (hsize_t)start[d];
+        ct[d] = (hsize_t)count[d];
+      }
+      H5Sselect_hyperslab(space, H5S_SELECT_SET, st, NULL, ct, NULL);
+      mem = H5Screate_simple(ndim, ct, NULL);
+    } else {
+      hsize_t one = 1;
+      H5Sselect_none(space);
+      mem = H5Screate_simple(1, &one, NULL);
+      H5Sselect_none(mem);
+    }
+    static const float dummy[1] = {0};
+    if (n > 0 && H5Dwrite(dset, mtype, mem, space, w->dxpl, has ? buf : (const void *)dummy) < 0)
+      wfail(w, "H5Dwrite %s", path);
+    H5Sclose(mem);
+    if (ckpt_attr_put_u64(dset, CKPT_ATTR_CHECKSUM, checksum) < 0) wfail(w, "checksum attribute of %s", path);
+    if (kind >= 0) {
+      w->r->raw[kind] += (double)n * (double)H5Tget_size(ftype);
+      w->r->stored[kind] += (double)H5Dget_storage_size(dset);
+    }
+    if (H5Dclose(dset) < 0) wfail(w, "H5Dclose %s", path);
+  }
+  if (dcpl >= 0) H5Pclose(dcpl);
+  if (space >= 0) H5Sclose(space);
+  if (s->set.delay_ms > 0) ckpt_sleep_ms(s->set.delay_ms);
+}
+
+static hid_t make_group(writer *w, const char *path) {
+  hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+  H5Pset_create_intermediate_group(lcpl, 1);
+  hid_t gid = H5Gcreate2(w->file, path, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+  H5Pclose(lcpl);
+  if (gid < 0) wfail(w, "H5Gcreate %s", path);
+  return gid;
+}
+
+static char *layout_json(const ckpt_session *s) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "world_size", s->world_size);
+  cJSON_AddNumberToObject(o, "dp", s->grid->dp);
+  cJSON_AddNumberToObject(o, "tp", s->grid->tp);
+  cJSON_AddNumberToObject(o, "pp", s->grid->pp);
+  cJSON_AddStringToObject(o, "tp_mode", tp_mode_names[s->mode]);
+  cJSON_AddNumberToObject(o, "zero", s->cfg.parallel.zero);
+  char *txt = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  return txt;
+}
+
+static void write_root_attrs(writer *w, const save_job *j) {
+  ckpt_session *s = w->s;
+  hid_t f = w->file;
+  char *cfg_json = config_to_json(&s->cfg), *lay = layout_json(s);
+  int rc = 0;
+  rc |= ckpt_attr_put_str(f, "format", CKPT_FORMAT_NAME);
+  rc |= ckpt_attr_put_i64(f, "format_version", CKPT_FORMAT_VERSION);
+  rc |= ckpt_attr_put_str(f, "software_version", BOOST_VERSION);
+  rc |= ckpt_attr_put_str(f, "checksum_algorithm", CKPT_CHECKSUM_ALGORITHM);
+  rc |= ckpt_attr_put_i64(f, "step", j->step);
+  rc |= ckpt_attr_put_i64(f, "lr_schedule_step", j->step);
+  rc |= ckpt_attr_put_f64(f, "lr_next", (double)lr_at(&s->cfg, (int)j->step));
+  rc |= ckpt_attr_put_i64(f, "adam_t", j->step);
+  rc |= ckpt_attr_put_i64(f, "data_cursor", j->data_cursor);
+  rc |= ckpt_attr_put_f64(f, "tokens_seen", j->tokens_seen);
+  rc |= ckpt_attr_put_i64(f, "train_seed", s->cfg.train.seed);
+  rc |= ckpt_attr_put_i64(f, "data_seed", s->cfg.data.seed);
+  rc |= ckpt_attr_put_str(f, "config", cfg_json ? cfg_json : "{}");
+  rc |= ckpt_attr_put_str(f, "layout", lay ? lay : "{}");
+  rc |= ckpt_attr_put_str(f, "activations", acts_mode_names[s->cfg.ckpt.activations]);
+  rc |= ckpt_attr_put_i64(f, "n_tensors", s->nent);
+  if (rc) wfail(w, "root attributes of %s", "the checkpoint");
+  free(cfg_json);
+  free(lay);
+}
+
+/* Writes the whole file collectively; returns this rank's ok. */
+int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, const uint64_t *sums, save_result *r,
+                      char *err, size_t errlen) {
+  writer w = {s, -1, -1, 1, "", r};
+  const tensor_registry *reg = s->reg;
+  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+  H5Pset_fapl_mpio(fapl, s->comm, MPI_INFO_NULL);
+  H5Pset_coll_metadata_write(fapl, 1);
+  H5Pset_all_coll_metadata_ops(fapl, 1);
+  /* The 1.10 file format: compact chunk indexes (single chunk, fixed array)
+   * instead of one v1 B-tree per dataset; every HDF5 >= 1.10 reads it. */
+  H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110);
+  w.file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+  if (w.file < 0) wfail(&w, "H5Fcreate %s", path);
+  H5Pclose(fapl);
+  if (!ckpt_agree(s, w.ok, w.err, err, errlen)) {
+    if (w.file >= 0) H5Fclose(w.file);
+    return 0;
+  }
+  /* Reserve the uncompressed size (an upper bound) so that a full disk fails
+   * here, on every rank at once, not in the middle of collective writes. */
+  if (s->rank == 0 && !s->set.no_reserve) {
+    double need = 256 << 10;
+    for (int i = 0; i < s->nent; i++) need += 1.01 * CKPT_NUM_CATEGORIES * 4.0 * (double)ckpt_entry_numel(&s->ents[i]) + CKPT_NUM_CATEGORIES * 2048.0;
+    for (int a = 0; a < j->acts.nact; a++) {
+      double n = 1;
+      for (int k = 0; k < j->acts.acts[a].d.ndim; k++) n *= (double)j->acts.acts[a].d.shape[k];
+      need += 1.01 * (j->acts.acts[a].d.type == CKPT_ACT_I64 ? 8.0 : 4.0) * n + 2048.0;
+    }
+    need += 4.0 * (double)j->nloss;
+    char rerr[512];
+    if (ckpt_fs_reserve(path, (uint64_t)need, rerr, sizeof rerr) < 0) {
+      boost_msgf(w.err, sizeof w.err, "%s", rerr);
+      w.ok = 0;
+    }
+  }
+  int go = ckpt_agree(s, w.ok, w.err, err, errlen);
+  w.dxpl = H5Pcreate(H5P_DATASET_XFER);
+  H5Pset_dxpl_mpio(w.dxpl, H5FD_MPIO_COLLECTIVE);
+  if (go) {
+    write_root_attrs(&w, j);
+    hid_t groups[CKPT_NUM_CATEGORIES];
+    for (int c = 0; c < CKPT_NUM_CATEGORIES; c++) groups[c] = make_group(&w, ckpt_category_group[c]);
+    go = ckpt_all_true(s, w.ok);
+    char path_ds[TENSOR_NAME_MAX + 32];
+    for (int i = 0; go && i < s->nent; i++) {
+      const ckpt_entry *e = &s->ents[i];
+      for (int c = 0; go && c < CKPT_NUM_CATEGORIES; c++) {
+        const int mine = e->stage_off[c] != CKPT_NO_STAGE;
+        int64_t start[TENSOR_MAX_DIMS], count[TENSOR_MAX_DIMS];
+        if (mine) ckpt_band_slab(&reg->tensors[e->local], e->r0[c], e->r1[c], start, count);
+        boost_msgf(path_ds, sizeof path_ds, "%s/%s", ckpt_category_group[c], e->name);
+        write_dataset(&w, groups[c], path_ds, e->name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, e->ndim, e->shape, 1,
+                      mine ? start : NULL, mine ? count : NULL, mine ? s->stage + e->stage_off[c] : NULL,
+                      sums[(size_t)i * CKPT_NUM_CATEGORIES + c], c == CKPT_PARAMS ? SIZE_WEIGHTS : SIZE_MOMENTS);
+        go = ckpt_all_true(s, w.ok); /* stop everywhere at the first failure */
+      }
+    }
+    for (int c = 0; c < CKPT_NUM_CATEGORIES; c++)
+      if (groups[c] >= 0) H5Gclose(groups[c]);
+    if (go) { /* training state */
+      hid_t gs = make_group(&w, CKPT_GROUP_STATE);
+      const int64_t n = j->nloss, zero = 0;
+      write_dataset(&w, gs, CKPT_GROUP_STATE "/loss_history", "loss_history", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 1,
+                    &n, 0, &zero, s->rank == 0 ? &n : NULL, j->losses, sums[(size_t)s->nent * CKPT_NUM_CATEGORIES], -1);
+      if (gs >= 0) H5Gclose(gs);
+      go = ckpt_all_true(s, w.ok);
+    }
+    if (go && j->acts.nact > 0) {
+      hid_t ga = make_group(&w, CKPT_GROUP_ACTS);
+      if (ga >= 0) {
+        int rc = ckpt_attr_put_str(ga, "mode", acts_mode_names[s->cfg.ckpt.activations]);
+        rc |= ckpt_attr_put_str(ga, "weights", "recomputed at save time with the weights of this checkpoint");
+        rc |= ckpt_attr_put_i64(ga, "micro_batch", j->acts.act_B);
+        rc |= ckpt_attr_put_i64(ga, "seq_len", j->acts.act_T);
+        if (rc) wfail(&w, "attributes of %s", CKPT_GROUP_ACTS);
+      }
+      for (int a = 0; go && a < j->acts.nact; a++) {
+        const act_item *it = &j->acts.acts[a];
+        hid_t ft = it->d.type == CKPT_ACT_F32 ? H5T_IEEE_F32LE : it->d.type == CKPT_ACT_I32 ? H5T_STD_I32LE : H5T_STD_I64LE;
+        hid_t mt = it->d.type == CKPT_ACT_F32 ? H5T_NATIVE_FLOAT : it->d.type == CKPT_ACT_I32 ? H5T_NATIVE_INT32 : H5T_NATIVE_INT64;
+        boost_msgf(path_ds, sizeof path_ds, CKPT_GROUP_ACTS "/%s", it->d.name);
+        write_dataset(&w, ga, path_ds, it->d.name, ft, mt, it->d.ndim, it->d.shape, 1, it->start, it->has ? it->count : NULL,
+                      it->has ? j->acts.act_buf + it->off : NULL, sums[(size_t)s->nent * CKPT_NUM_CATEGORIES + 1 + a], SIZE_ACTS);
+        go = ckpt_all_true(s, w.ok);
+      }
+      if (ga >= 0) H5Gclose(ga);
+    }
+  }
+  H5Pclose(w.dxpl);
+  /* Collective MPI_File_sync of what HDF5 wrote, then close. */
+  if (go && H5Fflush(w.file, H5F_SCOPE_GLOBAL) < 0) wfail(&w, "H5Fflush %s", path);
+  if (H5Fclose(w.file) < 0) wfail(&w, "H5Fclose %s", path);
+  if (!w.ok) boost_msgf(err, errlen, "%s", w.err);
+  return w.ok;
+}
+

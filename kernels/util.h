@@ -1,0 +1,25 @@
+/* Small helpers every part of boost shares (one copy each): one-line error
+ * messages into a caller's buffer, clocks, durable renames. */
+#ifndef BOOST_UTIL_H
+#define BOOST_UTIL_H
+
+#include <stddef.h>
+
+/* Formats a one-line message into err (truncating, never overrunning);
+ * returns -1, so `return boost_err(err, errlen, "...", ...);` reports an
+ * error in one statement. err may be NULL. */
+int boost_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* snprintf into a bounded buffer whose truncation is intended. */
+void boost_msgf(char *out, size_t outlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Monotonic wall clock, and the calling thread's CPU time, in seconds. */
+double boost_now_s(void);
+double boost_thread_cpu_s(void);
+
+/* fsync of a directory (or file) by path; -1 with errno on failure. */
+int boost_fsync_path(const char *path);
+/* fsync of the directory that holds path; -1 with errno on failure. */
+int boost_fsync_parent(const char *path);
+
+#endif
