@@ -74,12 +74,16 @@ grep -q "cannot resume from $tmp/bad.h5: tensor /model/final_norm: checksum mism
   fail "explicit PATH: $(tail -3 "$tmp/t4.log")"
 echo "ok (4): explicit bad PATH -> exit 1: $(grep -o 'cannot resume.*' "$tmp/t4.log" | cut -c1-120)"
 
-# ---- (5) every checkpoint bad -> fresh start ------------------------------------------
+# ---- (5) every checkpoint bad -> stop (never a silent fresh start over them) ----------
 mkdir -p "$tmp/allbad"
 cp "$tmp/bad.h5" "$tmp/allbad/step_00000004.h5"
-train 0 "$tmp/t5.log" --set ckpt.dir="$tmp/allbad" --set train.steps=2 || fail "all bad: $(tail -5 "$tmp/t5.log")"
-grep -q "checkpoints: fresh start: no usable checkpoint in $tmp/allbad; skipped step_00000004.h5" "$tmp/t5.log" ||
-  fail "all bad: $(grep checkpoints: "$tmp/t5.log")"
-grep -q "from step 0" "$tmp/t5.log" || fail "all bad: did not start from step 0"
-echo "ok (5): every checkpoint bad -> fresh start"
+if train 0 "$tmp/t5.log" --set ckpt.dir="$tmp/allbad" --set train.steps=2; then
+  fail "all bad: the run started although no checkpoint was usable"
+fi
+grep -q "no usable checkpoint in $tmp/allbad: step_00000004.h5 (tensor /model/final_norm: checksum mismatch.*ckpt.resume=none" "$tmp/t5.log" ||
+  fail "all bad: $(grep boost-train: "$tmp/t5.log")"
+train 0 "$tmp/t5b.log" --set ckpt.dir="$tmp/allbad" --set train.steps=2 --set ckpt.resume=none ||
+  fail "all bad, ckpt.resume=none: $(tail -5 "$tmp/t5b.log")"
+grep -q "from step 0" "$tmp/t5b.log" || fail "all bad, ckpt.resume=none: did not start from step 0"
+echo "ok (5): every checkpoint bad -> exit 1 naming each; ckpt.resume=none starts over"
 echo "PASS: ckpt_corrupt"
