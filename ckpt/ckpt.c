@@ -364,9 +364,7 @@ static void stage_job(ckpt_session *s, const train_state *st) {
   j->tokens_seen = st->tokens_seen;
   if (st->loss_count > j->loss_cap) {
     const int64_t cap = st->loss_count + 1024;
-    float *p = realloc(j->losses, (size_t)cap * sizeof *p);
-    if (!p) boost_fail("out of memory staging the loss history");
-    j->losses = p;
+    j->losses = boost_realloc(j->losses, (size_t)cap, sizeof *j->losses);
     j->loss_cap = cap;
   }
   j->nloss = st->loss_count;

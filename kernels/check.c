@@ -25,4 +25,12 @@ void *boost_calloc(size_t count, size_t size) {
   return p;
 }
 
+void *boost_realloc(void *p, size_t count, size_t size) {
+  if (count != 0 && size > (size_t)-1 / count) boost_fail("allocation of %zu x %zu bytes overflows", count, size);
+  const size_t bytes = count * size;
+  void *q = realloc(p, bytes ? bytes : 1);
+  if (!q) boost_fail("out of memory allocating %.1f MiB", (double)bytes / (1 << 20));
+  return q;
+}
+
 void boost_free(void *p) { free(p); }

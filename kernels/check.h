@@ -1,7 +1,10 @@
 /* Checked calls and fatal errors shared by every module.
  *
- * Errors that come from users or files are reported with boost_fail() and a
- * one-line message; programming errors use BOOST_ASSERT. Both exit non-zero. */
+ * Library code reports errors from users, files and the system by returning
+ * a status with a one-line message (util.h's boost_err); only programs
+ * exit. The two exceptions live here: running out of memory (boost_calloc,
+ * boost_realloc) and broken internal invariants (BOOST_ASSERT) end the
+ * process with one line naming what happened. */
 #ifndef BOOST_CHECK_H
 #define BOOST_CHECK_H
 
@@ -20,6 +23,9 @@ void boost_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noret
 
 /* Allocation that never returns NULL; aligned to 64 bytes, zero-filled. */
 void *boost_calloc(size_t count, size_t size);
+/* realloc of count * size bytes that never returns NULL (p from malloc or
+ * realloc, not boost_calloc). */
+void *boost_realloc(void *p, size_t count, size_t size);
 void boost_free(void *p);
 
 #endif

@@ -131,7 +131,7 @@ void model_use_acts(model *m, int set) {
 
 void model_alloc_acts(model *m, int B, int T, int nsets, recompute_mode recompute) {
   if (m->act_arena && m->B == B && m->T == T && m->nsets == nsets && m->recompute == recompute) return;
-  if (T > m->cfg.seq_len) boost_fail("sequence length %d exceeds model.seq_len %d", T, m->cfg.seq_len);
+  BOOST_ASSERT(T <= m->cfg.seq_len); /* the RoPE tables and the config say so */
   BOOST_ASSERT(nsets >= 1);
   model_free_acts(m);
   m->B = B;

@@ -33,8 +33,7 @@ int registry_add(tensor_registry *reg, const char *name, int ndim, const int64_t
   for (int c = 0; c < TENSOR_NUM_CATEGORIES; c++) BOOST_ASSERT(reg->arena[c] == NULL);
   if (reg->count == reg->capacity) {
     reg->capacity = reg->capacity ? 2 * reg->capacity : 64;
-    reg->tensors = realloc(reg->tensors, (size_t)reg->capacity * sizeof *reg->tensors);
-    if (!reg->tensors) boost_fail("out of memory growing the tensor registry");
+    reg->tensors = boost_realloc(reg->tensors, (size_t)reg->capacity, sizeof *reg->tensors);
   }
   tensor_desc *t = &reg->tensors[reg->count];
   memset(t, 0, sizeof *t);

@@ -14,8 +14,7 @@ void train_state_free(train_state *st) {
 void train_state_push_loss(train_state *st, float loss) {
   if (st->loss_count == st->loss_capacity) {
     st->loss_capacity = st->loss_capacity ? 2 * st->loss_capacity : 1024;
-    st->loss_history = realloc(st->loss_history, (size_t)st->loss_capacity * sizeof *st->loss_history);
-    if (!st->loss_history) boost_fail("out of memory growing the loss history");
+    st->loss_history = boost_realloc(st->loss_history, (size_t)st->loss_capacity, sizeof *st->loss_history);
   }
   st->loss_history[st->loss_count++] = loss;
 }

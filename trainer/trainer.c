@@ -329,13 +329,17 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
     if (rank == 0) fprintf(stderr, "boost-train: %s\n", err);
     return 1;
   }
+  int metrics_ok = 1;
   if (t->grid.rank == 0 && cfg->train.metrics[0]) {
     t->metrics = fopen(cfg->train.metrics, "a");
-    if (!t->metrics) {
-      snprintf(err, sizeof err, "cannot open train.metrics %s: %s", cfg->train.metrics, strerror(errno));
-      fail_all(&t->grid, err);
-      MPI_Abort(world, 1);
-    }
+    metrics_ok = t->metrics != NULL;
+    snprintf(err, sizeof err, "cannot open train.metrics %s: %s", cfg->train.metrics, strerror(errno));
+  }
+  MPI_Bcast(&metrics_ok, 1, MPI_INT, 0, world); /* every rank stops, not rank 0 alone */
+  if (!metrics_ok) {
+    fail_all(&t->grid, err);
+    trainer_destroy(t);
+    return 1;
   }
 
   train_state *st = &t->st;
