@@ -452,6 +452,8 @@ void ckpt_close(ckpt_session *s) {
   free(s);
 }
 
+int64_t ckpt_last_committed(const ckpt_session *s) { return s ? s->last_committed_step : -1; }
+
 int ckpt_last_stats(const ckpt_session *s, ckpt_stats *out) {
   memset(out, 0, sizeof *out);
   if (!s || !s->last_done.valid) return -1;

@@ -98,6 +98,10 @@ void ckpt_after_step(ckpt_session *s, const train_state *st, int force, char *st
  * last checkpoint attempted committed (or none was attempted), -1 if not. */
 int ckpt_wait(ckpt_session *s);
 
+/* The step of the newest checkpoint this session committed or resumed from
+ * (-1: none). */
+int64_t ckpt_last_committed(const ckpt_session *s);
+
 /* ckpt_wait, then stops the writer thread and frees the session. */
 void ckpt_close(ckpt_session *s);
 

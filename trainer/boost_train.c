@@ -2,8 +2,7 @@
  *
  *   boost-train [--config FILE] [--set section.key=value ...]
  *
- * Under mpirun, world = dp * tp * pp ranks. Exit status: 0 done, 1 error,
- * 75 preempted after a committed checkpoint (requeue). */
+ * Under mpirun, world = dp * tp * pp ranks. Exit status: see usage(). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +26,9 @@ static void usage(FILE *f) {
           "  --print-config     print the resolved config and exit\n"
           "  --help             this text\n"
           "\n"
-          "Exit status: 0 done, 1 error, 75 preempted (SIGTERM/SIGUSR1) with a final checkpoint.\n"
+          "Exit status: 0 done (final checkpoint committed when ckpt.dir is set), 1 error,\n"
+          "75 preempted (SIGTERM/SIGUSR1) after its final checkpoint committed (requeue),\n"
+          "74 ended, done or preempted, without its final state committed.\n"
           "Presets: tiny, cola-60m, cola-130m, cola-350m, cola-1b, cola-7b and llama-* twins.\n"
           "Keys (section.key), with default and allowed values:\n");
   config_print_help(f);

@@ -7,7 +7,8 @@
 
 #include <mpi.h>
 
-#define BOOST_EXIT_PREEMPTED 75 /* EX_TEMPFAIL: try again later */
+#define BOOST_EXIT_PREEMPTED 75 /* EX_TEMPFAIL: try again later (a checkpoint of the last step committed) */
+#define BOOST_EXIT_UNSAVED 74   /* EX_IOERR: the run ended (done or preempted) without its final state committed */
 
 void preempt_install_handlers(void);
 /* The signal received on this rank (0 if none). */

@@ -320,6 +320,35 @@ float trainer_step(trainer *r, double *grad_norm) {
   return loss;
 }
 
+/* The end of a run: waits for the last checkpoint and turns the outcome into
+ * the exit status (docs: 0 done and saved, 75 preempted after a commit, 74
+ * ended without its final state committed, 1 error). */
+static int finish(run *t, ckpt_session *ck, int status, int stop_signal, float loss, double t_start) {
+  const train_state *st = &t->st;
+  const int saved = ck && ckpt_wait(ck) == 0 && ckpt_last_committed(ck) == st->step;
+  if (ck) ckpt_close(ck);
+  if (status != 0 && status != BOOST_EXIT_PREEMPTED) return status;
+  const int want_save = ck != NULL || stop_signal;
+  if (want_save && !saved) {
+    if (t->grid.rank == 0)
+      fprintf(stderr, "boost-train: %s at step %lld, but its final state was NOT committed%s; exiting with status %d\n",
+              stop_signal ? "preempted" : "finished", (long long)st->step,
+              ck ? " (see the checkpoint error above)" : " (no ckpt.dir)", BOOST_EXIT_UNSAVED);
+    return BOOST_EXIT_UNSAVED;
+  }
+  if (t->grid.rank == 0 && stop_signal) {
+    printf("preempted by signal %d at step %lld: checkpoint committed; exiting with status %d for requeue\n",
+           stop_signal, (long long)st->step, BOOST_EXIT_PREEMPTED);
+  } else if (t->grid.rank == 0) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("done: step %lld, %.0f tokens, %.1f s, final loss %.4f, peak RSS %.0f MiB\n", (long long)st->step,
+           st->tokens_seen, boost_now_s() - t_start, loss, ru.ru_maxrss / 1024.0);
+  }
+  fflush(stdout);
+  return status;
+}
+
 int trainer_run(const train_config *cfg, MPI_Comm world) {
   char err[1024];
   run *t = trainer_create(cfg, world, err, sizeof err);
@@ -363,7 +392,7 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
 
   const double flops_per_token = model_flops_per_token(&cfg->model, t->T);
   const double t_start = boost_now_s();
-  int status = 0;
+  int status = 0, stop_signal = 0;
   float loss = NAN;
   while (st->step < cfg->train.steps) {
     double t0 = boost_now_s(), gnorm = 0.0;
@@ -406,21 +435,12 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
     if (t->grid.pp > 1 && t->grid.rank == 0 && st->step == 1)
       printf("pipeline: peak in-flight micro-batches on stage 0: %d\n", t->pipe.peak_inflight);
     if (preempted) {
-      int ok = ck ? ckpt_wait(ck) == 0 : 0;
-      if (t->grid.rank == 0)
-        printf("preempted by signal %d at step %lld: %s; exiting with status %d for requeue\n", preempted,
-               (long long)st->step, ok ? "checkpoint committed" : "NO checkpoint committed", BOOST_EXIT_PREEMPTED);
       status = BOOST_EXIT_PREEMPTED;
+      stop_signal = preempted;
       break;
     }
   }
-  if (ck) ckpt_close(ck);
-  if (t->grid.rank == 0 && status == 0) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    printf("done: step %lld, %.0f tokens, %.1f s, final loss %.4f, peak RSS %.0f MiB\n", (long long)st->step,
-           st->tokens_seen, boost_now_s() - t_start, loss, ru.ru_maxrss / 1024.0);
-  }
+  status = finish(t, ck, status, stop_signal, loss, t_start);
   if (t->metrics) fclose(t->metrics);
   trainer_destroy(t);
   return status;

@@ -27,8 +27,10 @@ const process_grid *trainer_grid(const trainer *t);
 train_state *trainer_state(trainer *t);
 
 /* Collective over world. Returns the process exit status: 0 when all steps
- * ran, BOOST_EXIT_PREEMPTED after a preemption checkpoint, 1 on error (the
- * error was printed as one line). */
+ * ran (and the final checkpoint committed, when checkpoints are on),
+ * BOOST_EXIT_PREEMPTED after a committed preemption checkpoint,
+ * BOOST_EXIT_UNSAVED when the run ended without its final state committed,
+ * 1 on error (the error was printed as one line). */
 int trainer_run(const train_config *cfg, MPI_Comm world);
 
 #endif

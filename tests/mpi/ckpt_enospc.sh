@@ -20,9 +20,14 @@ fi
 CLEANUP="umount '$mnt'"
 d=$mnt/ck
 # tiny: ~1.2 MiB per checkpoint, ~2.1 MiB reserved while writing (raw size)
+rc=0
 train 2 "$tmp/t1.log" --set ckpt.dir="$d" --set train.steps=8 --set ckpt.every=2 --set ckpt.keep_last=5 \
-  --set train.metrics="$tmp/m1.jsonl" || fail "training did not go on after ENOSPC (status $?): $(tail -5 "$tmp/t1.log")"
-grep -q "done: step 8" "$tmp/t1.log" || fail "training did not reach step 8"
+  --set train.metrics="$tmp/m1.jsonl" || rc=$?
+# Training goes on through failed checkpoints, but a run whose final state
+# did not commit must not say success: exit 74, not 0.
+[ "$rc" = 74 ] || fail "expected exit 74 (final state not committed), got $rc: $(tail -5 "$tmp/t1.log")"
+grep -q "finished at step 8, but its final state was NOT committed" "$tmp/t1.log" ||
+  fail "the unsaved end is not reported: $(tail -3 "$tmp/t1.log")"
 [ "$(losses "$tmp/m1.jsonl" | wc -l)" = 8 ] || fail "metrics do not hold 8 steps"
 got=$(cd "$d" && ls)
 [ "$got" = "$(printf 'checkpoints.jsonl\nlatest\nstep_00000002.h5')" ] || fail "checkpoint directory holds: $got"
@@ -39,7 +44,9 @@ md5=$(md5sum <"$d/step_00000002.h5")
 echo "ok: steps 4, 6, 8 failed with ENOSPC, training reached step 8, step 2 intact and verified"
 
 # The committed checkpoint still resumes (and the next attempt fails cleanly again).
-train 2 "$tmp/t2.log" --set ckpt.dir="$d" --set train.steps=3 || fail "resume from the full disk: $(tail -5 "$tmp/t2.log")"
+rc=0
+train 2 "$tmp/t2.log" --set ckpt.dir="$d" --set train.steps=3 || rc=$?
+[ "$rc" = 74 ] || fail "resume from the full disk: expected exit 74 (step 3 cannot commit), got $rc: $(tail -5 "$tmp/t2.log")"
 grep -q "checkpoints: resumed from $d/step_00000002.h5 (step 2" "$tmp/t2.log" || fail "did not resume from step 2"
 grep -q "checkpoint of step 3 FAILED" "$tmp/t2.log" || fail "step 3 was not attempted (and refused)"
 [ "$(md5sum <"$d/step_00000002.h5")" = "$md5" ] || fail "step 2 changed"

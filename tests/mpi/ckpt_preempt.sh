@@ -59,4 +59,40 @@ preempt_case() { # tag NP signal
 
 preempt_case term 0 TERM   # one process, SIGTERM straight to it
 preempt_case usr1 2 USR1   # mpirun -n 2, SIGUSR1 to mpirun
+# SIGTERM to the launcher -- what a batch system or a person sends first --
+# with a final checkpoint that takes seconds (BOOST_CKPT_TEST_DELAY_MS
+# slows every dataset): tools/boost-mpirun turns it into SIGUSR1 for
+# mpirun, so the ranks get the time they need (plain mpirun would SIGKILL
+# them about a second after forwarding SIGTERM).
+LAUNCH="${BOOST_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}/tools/boost-mpirun"
+MPIRUN="$LAUNCH --allow-run-as-root --oversubscribe" BOOST_CKPT_TEST_DELAY_MS=25 \
+  train_bg 2 "$tmp/launch.log" "${CFG[@]}" --set ckpt.dir="$tmp/launch" --set train.metrics="$tmp/launch.jsonl"
+pid=$!
+CLEANUP="kill -9 $pid 2>/dev/null; pkill -9 -f boost_ckpt_test 2>/dev/null"
+wait_steps "$tmp/launch.jsonl" 2 || { kill -9 $pid 2>/dev/null; fail "launch: the run did not get going"; }
+t0=$(date +%s.%N)
+kill -TERM $pid
+rc=0
+wait $pid || rc=$?
+t1=$(date +%s.%N)
+[ "$rc" = 75 ] || fail "launch: SIGTERM to boost-mpirun exited $rc, expected 75: $(tail -4 "$tmp/launch.log")"
+k=$(grep -o 'preempted by signal [0-9]* at step [0-9]*: checkpoint committed' "$tmp/launch.log" | grep -o 'step [0-9]*' | cut -d' ' -f2)
+[ -n "$k" ] || fail "launch: no committed preemption checkpoint: $(tail -3 "$tmp/launch.log")"
+f=$(printf '%s/step_%08d.h5' "$tmp/launch" "$k")
+"$INSPECT" --verify "$f" >/dev/null || fail "launch: $f does not verify"
+echo "ok (launch): SIGTERM to tools/boost-mpirun -> step $k committed after $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}') s, exit 75"
+
+# Preempted with nothing committed (no ckpt.dir): not 75 -- nothing to
+# requeue from -- but 74, "ended without its final state committed".
+train_bg 0 "$tmp/nockpt.log" "${CFG[@]}" --set train.metrics="$tmp/nockpt.jsonl"
+pid=$!
+CLEANUP="kill -9 $pid 2>/dev/null"
+wait_steps "$tmp/nockpt.jsonl" 2 || { kill -9 $pid 2>/dev/null; fail "nockpt: the run did not get going"; }
+kill -s USR1 $pid
+rc=0
+wait $pid || rc=$?
+[ "$rc" = 74 ] || fail "nockpt: preempted without checkpoints exited $rc, expected 74"
+grep -q "preempted at step [0-9]*, but its final state was NOT committed (no ckpt.dir)" "$tmp/nockpt.log" ||
+  fail "nockpt: not reported: $(tail -3 "$tmp/nockpt.log")"
+echo "ok (nockpt): preempted with nothing committed -> exit 74"
 echo "PASS: ckpt_preempt"
