@@ -62,8 +62,38 @@ Test(ops_tp, gemm_matches_naive_product_for_every_transpose) {
     }
 }
 
+/* Central differences of loss(ctx) over every element of p, checked against
+ * analytic[i] (minus before[i] when the gradient accumulates). Returns the
+ * sum of |analytic| so a caller can assert it is not ~0. */
+typedef double (*loss_fn)(const void *ctx);
+static double check_fd(float *p, size_t n, const float *analytic, const float *before, loss_fn loss, const void *ctx,
+                       const char *what) {
+  const float eps = 1e-2f;
+  double norm = 0;
+  for (size_t i = 0; i < n; i++) {
+    const float v = p[i];
+    p[i] = v + eps;
+    const double lp = loss(ctx);
+    p[i] = v - eps;
+    const double lm = loss(ctx);
+    p[i] = v;
+    const double a = analytic[i] - (before ? before[i] : 0.0f);
+    expect_fd(a, (lp - lm) / (2 * eps), what, i);
+    norm += fabs(a);
+  }
+  return norm;
+}
+
+typedef struct {
+  float *x, *g, *R1, *R2;
+  int N, C;
+} gain_case;
+
 /* L = sum(xg * R1) + sum(ss * R2) */
-static double gain_loss(const float *x, const float *g, const float *R1, const float *R2, int N, int C) {
+static double gain_loss(const void *ctx) {
+  const gain_case *k = ctx;
+  const float *x = k->x, *g = k->g, *R1 = k->R1, *R2 = k->R2;
+  const int N = k->N, C = k->C;
   float *xg = malloc((size_t)N * C * sizeof *xg), *ss = malloc((size_t)N * sizeof *ss);
   gain_sumsq_forward(xg, ss, x, g, N, C);
   double L = dot(xg, R1, (size_t)N * C) + dot(ss, R2, (size_t)N);
@@ -78,33 +108,23 @@ Test(ops_tp, gain_sumsq_backward_matches_finite_differences) {
   float *dx = frand((size_t)N * C, -1, 1), *dg = frand((size_t)C, -1, 1);
   float *dx0 = fdup(dx, (size_t)N * C), *dg0 = fdup(dg, (size_t)C);
   gain_sumsq_backward(dx, dg, R1, x, g, R2, N, C);
-  const float eps = 1e-2f;
-  double norm = 0;
-  for (size_t i = 0; i < (size_t)N * C; i++) {
-    const float v = x[i];
-    x[i] = v + eps;
-    double lp = gain_loss(x, g, R1, R2, N, C);
-    x[i] = v - eps;
-    double lm = gain_loss(x, g, R1, R2, N, C);
-    x[i] = v;
-    expect_fd(dx[i] - dx0[i], (lp - lm) / (2 * eps), "dx", i);
-    norm += fabs(dx[i] - dx0[i]);
-  }
-  for (size_t c = 0; c < (size_t)C; c++) {
-    const float v = g[c];
-    g[c] = v + eps;
-    double lp = gain_loss(x, g, R1, R2, N, C);
-    g[c] = v - eps;
-    double lm = gain_loss(x, g, R1, R2, N, C);
-    g[c] = v;
-    expect_fd(dg[c] - dg0[c], (lp - lm) / (2 * eps), "dgain", c);
-  }
-  cr_expect(norm > 1e-3, "dx is ~0");
+  const gain_case k = {x, g, R1, R2, N, C};
+  cr_expect(check_fd(x, (size_t)N * C, dx, dx0, gain_loss, &k, "dx") > 1e-3, "dx is ~0");
+  check_fd(g, (size_t)C, dg, dg0, gain_loss, &k, "dgain");
   free(x), free(g), free(R1), free(R2), free(dx), free(dg), free(dx0), free(dg0);
 }
 
+typedef struct {
+  float *h, *ss, *R;
+  int N, w;
+  float inv_d, eps_n;
+} rms_case;
+
 /* L = sum(online_rms(h, ss) * R) */
-static double rms_loss(const float *h, const float *ss, const float *R, int N, int w, float inv_d, float eps_n) {
+static double rms_loss(const void *ctx) {
+  const rms_case *k = ctx;
+  const float *h = k->h, *ss = k->ss, *R = k->R, inv_d = k->inv_d, eps_n = k->eps_n;
+  const int N = k->N, w = k->w;
   float *y = fdup(h, (size_t)N * w), *rstd = malloc((size_t)N * sizeof *rstd);
   online_rms_forward(y, rstd, ss, N, w, inv_d, eps_n);
   double L = dot(y, R, (size_t)N * w);
@@ -123,28 +143,9 @@ Test(ops_tp, online_rms_backward_matches_finite_differences) {
   float *dh = fdup(R, (size_t)N * w), *dss = malloc((size_t)N * sizeof *dss);
   for (int n = 0; n < N; n++) dss[n] = NAN;
   online_rms_backward(dh, dss, y, rstd, N, w, inv_d);
-  const float eps = 1e-2f;
-  for (size_t i = 0; i < (size_t)N * w; i++) {
-    const float v = h[i];
-    h[i] = v + eps;
-    double lp = rms_loss(h, ss, R, N, w, inv_d, eps_n);
-    h[i] = v - eps;
-    double lm = rms_loss(h, ss, R, N, w, inv_d, eps_n);
-    h[i] = v;
-    expect_fd(dh[i], (lp - lm) / (2 * eps), "dh", i);
-  }
-  double norm = 0;
-  for (size_t n = 0; n < (size_t)N; n++) {
-    const float v = ss[n];
-    ss[n] = v + eps;
-    double lp = rms_loss(h, ss, R, N, w, inv_d, eps_n);
-    ss[n] = v - eps;
-    double lm = rms_loss(h, ss, R, N, w, inv_d, eps_n);
-    ss[n] = v;
-    expect_fd(dss[n], (lp - lm) / (2 * eps), "dss", n);
-    norm += fabs(dss[n]);
-  }
-  cr_expect(norm > 1e-4, "dss is ~0");
+  const rms_case k = {h, ss, R, N, w, inv_d, eps_n};
+  check_fd(h, (size_t)N * w, dh, NULL, rms_loss, &k, "dh");
+  cr_expect(check_fd(ss, (size_t)N, dss, NULL, rms_loss, &k, "dss") > 1e-4, "dss is ~0");
   free(h), free(ss), free(R), free(y), free(rstd), free(dh), free(dss);
 }
 
