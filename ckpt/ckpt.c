@@ -177,7 +177,9 @@ static int open_dir(ckpt_session *s, char *err, size_t errlen) {
 ckpt_session *ckpt_open(const train_config *cfg, const process_grid *grid, tensor_registry *reg, tp_mode mode,
                         const ckpt_hooks *hooks, char *err, size_t errlen) {
   if (err && errlen) err[0] = 0;
-  if (!cfg->ckpt.dir[0]) return NULL;
+  const int resume_path = strcmp(cfg->ckpt.resume, "auto") != 0 && strcmp(cfg->ckpt.resume, "none") != 0 &&
+                          cfg->ckpt.resume[0];
+  if (!cfg->ckpt.dir[0] && !resume_path) return NULL;
   for (int c = 0; c < CKPT_NUM_CATEGORIES; c++)
     BOOST_ASSERT(reg->arena[ckpt_category_arena[c]] != NULL); /* the caller allocates the moments */
   ckpt_session *s = boost_calloc(1, sizeof *s);
@@ -191,7 +193,8 @@ ckpt_session *ckpt_open(const train_config *cfg, const process_grid *grid, tenso
   read_settings(&s->set, cfg);
   s->last_staged_step = -1;
   s->last_committed_step = -1;
-  if (open_dir(s, err, errlen) != 0 || ckpt_build_table(s, err, errlen) != 0) {
+  s->read_only = !cfg->ckpt.dir[0]; /* resume from a PATH, write nothing */
+  if ((!s->read_only && open_dir(s, err, errlen) != 0) || ckpt_build_table(s, err, errlen) != 0) {
     boost_free(s->ents);
     boost_free(s->stage);
     boost_free(s);
@@ -199,7 +202,7 @@ ckpt_session *ckpt_open(const train_config *cfg, const process_grid *grid, tenso
   }
   MPI_Comm_dup(grid->world, &s->comm);
   MPI_Comm_dup(grid->dp_comm, &s->dp_comm);
-  if (s->rank == 0) {
+  if (s->rank == 0 && !s->read_only) {
     char p[PATH_MAX];
     boost_msgf(p, sizeof p, "%s/checkpoints.jsonl", s->set.dir);
     s->log = fopen(p, "a");
@@ -351,8 +354,10 @@ static void collect(ckpt_session *s, char *out, size_t outlen, int print) {
   }
 }
 
+int ckpt_writes(const ckpt_session *s) { return s && !s->read_only; }
+
 int ckpt_due(const ckpt_session *s, int64_t step, int force) {
-  if (!s || step == s->last_staged_step) return 0;
+  if (!ckpt_writes(s) || step == s->last_staged_step) return 0;
   return force || (s->cfg.ckpt.every > 0 && step % s->cfg.ckpt.every == 0);
 }
 

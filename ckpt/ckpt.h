@@ -61,7 +61,8 @@ typedef struct {
  * thread. reg: the tensors to save and load (parameters and both AdamW
  * moment arenas allocated); mode: the tensor-parallel mode that runs (for
  * the layout record). Returns NULL when no checkpoint is written or read
- * (ckpt.dir empty and ckpt.resume not a path); on an unusable directory
+ * (ckpt.dir empty and ckpt.resume not a path; with a path and no ckpt.dir
+ * the session reads only); on an unusable directory
  * returns NULL with *err set, the same on every rank. */
 ckpt_session *ckpt_open(const train_config *cfg, const process_grid *grid, tensor_registry *reg, tp_mode mode,
                         const ckpt_hooks *hooks, char *err, size_t errlen);
@@ -82,6 +83,10 @@ int ckpt_resume(ckpt_session *s, train_state *st, char *msg, size_t msglen);
  * the time it waits counts as the checkpoint's stall. A caller that never
  * calls it gets synchronous staging inside ckpt_after_step. NULL s is fine. */
 void ckpt_before_update(ckpt_session *s);
+
+/* Whether this session writes checkpoints (ckpt.dir set); without ckpt.dir a
+ * session only resumes from ckpt.resume=PATH. */
+int ckpt_writes(const ckpt_session *s);
 
 /* Whether the checkpoint package saves after `step` (ckpt.every, or
  * force: the last step, a preemption). */

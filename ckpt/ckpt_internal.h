@@ -110,6 +110,7 @@ struct ckpt_session {
   const process_grid *grid;
   tensor_registry *reg;
   tp_mode mode;
+  int read_only; /* no ckpt.dir: only a resume from a PATH */
   ckpt_hooks hooks;
   MPI_Comm comm, dp_comm; /* writer thread only */
   int rank, world_size;

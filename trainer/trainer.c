@@ -328,12 +328,12 @@ static int finish(run *t, ckpt_session *ck, int status, int stop_signal, float l
   const int saved = ck && ckpt_wait(ck) == 0 && ckpt_last_committed(ck) == st->step;
   if (ck) ckpt_close(ck);
   if (status != 0 && status != BOOST_EXIT_PREEMPTED) return status;
-  const int want_save = ck != NULL || stop_signal;
+  const int want_save = ckpt_writes(ck) || stop_signal;
   if (want_save && !saved) {
     if (t->grid.rank == 0)
       fprintf(stderr, "boost-train: %s at step %lld, but its final state was NOT committed%s; exiting with status %d\n",
               stop_signal ? "preempted" : "finished", (long long)st->step,
-              ck ? " (see the checkpoint error above)" : " (no ckpt.dir)", BOOST_EXIT_UNSAVED);
+              ckpt_writes(ck) ? " (see the checkpoint error above)" : " (no ckpt.dir)", BOOST_EXIT_UNSAVED);
     return BOOST_EXIT_UNSAVED;
   }
   if (t->grid.rank == 0 && stop_signal) {

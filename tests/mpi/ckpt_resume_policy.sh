@@ -76,6 +76,14 @@ train 0 "$tmp/gc.log" "${BASE[@]}" --set train.steps=6 --set ckpt.dir="$tmp/gc" 
 grep -q "global batch 4 -> 2 (ckpt.resume_batch=config)" "$tmp/gc.log" || fail "override not logged: $(grep 'resume plan' "$tmp/gc.log")"
 echo "ok: ckpt.resume_batch=config keeps the config's split and says so"
 
+# ---- ckpt.resume=PATH works without ckpt.dir (and writes nothing) ------------------
+f=$(ls "$d"/step_*.h5 | tail -n 1)
+train 0 "$tmp/p.log" "${BASE[@]}" --set train.steps=5 --set ckpt.resume="$f" ||
+  fail "resume=PATH without ckpt.dir: $(tail -3 "$tmp/p.log")"
+grep -q "checkpoints: resumed from $f (step" "$tmp/p.log" || fail "resume=PATH without ckpt.dir did not resume: $(grep -i checkpoint "$tmp/p.log" | head -2)"
+grep -q "from step [1-9]" "$tmp/p.log" || fail "resume=PATH without ckpt.dir started at step 0"
+echo "ok: ckpt.resume=PATH without ckpt.dir resumes"
+
 # ---- unreadable checkpoints stop an automatic resume ---------------------------------
 u=$tmp/unreadable
 train 0 "$tmp/u0.log" "${BASE[@]}" --set train.steps=4 --set ckpt.every=2 --set ckpt.dir="$u" || fail "u0: $(tail -3 "$tmp/u0.log")"
