@@ -152,9 +152,13 @@ static int open_dir(ckpt_session *s, char *err, size_t errlen) {
   char msg[1024] = "";
   int ok = 1;
   if (s->rank == 0) {
-    if (ckpt_fs_mkdirs(s->set.dir, msg, sizeof msg) != 0) {
+    char why[768];
+    if (ckpt_fs_mkdirs(s->set.dir, why, sizeof why) != 0) {
+      boost_msgf(msg, sizeof msg, "ckpt.dir: %s", why);
       ok = 0;
-    } else {
+    } else if ((s->lock_fd = ckpt_fs_lock(s->set.dir, msg, sizeof msg)) < 0) {
+      ok = 0;
+    } else { /* ours alone now: temporaries here are a crashed run's, not a live job's */
       char removed[400];
       int nrem = ckpt_fs_clean_temporaries(s->set.dir, removed, sizeof removed);
       if (nrem > 0)
@@ -164,7 +168,7 @@ static int open_dir(ckpt_session *s, char *err, size_t errlen) {
   }
   MPI_Bcast(&ok, 1, MPI_INT, 0, grid->world);
   MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, 0, grid->world);
-  if (!ok) return boost_err(err, errlen, "ckpt.dir: %s", msg);
+  if (!ok) return boost_err(err, errlen, "%s", msg);
   struct stat st;
   ok = stat(s->set.dir, &st) == 0 && S_ISDIR(st.st_mode);
   MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, grid->world);
@@ -194,7 +198,9 @@ ckpt_session *ckpt_open(const train_config *cfg, const process_grid *grid, tenso
   s->last_staged_step = -1;
   s->last_committed_step = -1;
   s->read_only = !cfg->ckpt.dir[0]; /* resume from a PATH, write nothing */
+  s->lock_fd = -1;
   if ((!s->read_only && open_dir(s, err, errlen) != 0) || ckpt_build_table(s, err, errlen) != 0) {
+    ckpt_fs_unlock(s->lock_fd);
     boost_free(s->ents);
     boost_free(s->stage);
     boost_free(s);
@@ -449,6 +455,7 @@ void ckpt_close(ckpt_session *s) {
   MPI_Comm_free(&s->comm);
   MPI_Comm_free(&s->dp_comm);
   if (s->log) fclose(s->log);
+  ckpt_fs_unlock(s->lock_fd);
   boost_free(s->stage);
   boost_free(s->ents);
   free(s->job.losses);

@@ -9,8 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ckpt_h5.h"
@@ -90,6 +92,38 @@ int ckpt_fs_list(const char *dir, int64_t **steps, int *n, char *err, size_t err
 static int ends_with(const char *s, const char *suffix) {
   size_t a = strlen(s), b = strlen(suffix);
   return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+int ckpt_fs_lock(const char *dir, char *err, size_t errlen) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/" CKPT_LOCK, dir);
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) return fail(err, errlen, "cannot open the lock file", path);
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int e = errno;
+    char holder[256] = "";
+    ssize_t n = pread(fd, holder, sizeof holder - 1, 0);
+    holder[n > 0 ? n : 0] = 0;
+    holder[strcspn(holder, "\n")] = 0;
+    close(fd);
+    if (e == EWOULDBLOCK) {
+      snprintf(err, errlen, "ckpt.dir %s is in use by another job (%s): two jobs must not share a checkpoint directory",
+               dir, holder[0] ? holder : "holder unknown");
+      return -1;
+    }
+    errno = e;
+    return fail(err, errlen, "cannot lock", path);
+  }
+  char host[128] = "?", line[256];
+  gethostname(host, sizeof host - 1);
+  const int len = snprintf(line, sizeof line, "host %s pid %ld since %ld\n", host, (long)getpid(), (long)time(NULL));
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, line, (size_t)len, 0) != len) { /* the lock holds anyway */
+  }
+  return fd;
+}
+
+void ckpt_fs_unlock(int fd) {
+  if (fd >= 0) close(fd); /* closing releases the flock */
 }
 
 int ckpt_fs_clean_temporaries(const char *dir, char *removed, size_t removedlen) {

@@ -18,6 +18,15 @@ int ckpt_fs_mkdirs(const char *dir, char *err, size_t errlen);
  * be 0 with *steps NULL). */
 int ckpt_fs_list(const char *dir, int64_t **steps, int *n, char *err, size_t errlen);
 
+/* One job per directory: an exclusive flock on DIR/.lock, held until
+ * ckpt_fs_unlock (or the process ends, whatever way it ends). The file
+ * names the holder (host, pid, start time) for the message another job
+ * gets. Returns the lock's fd, or -1 with err (held by another job, or the
+ * file system refuses). */
+#define CKPT_LOCK ".lock"
+int ckpt_fs_lock(const char *dir, char *err, size_t errlen);
+void ckpt_fs_unlock(int fd);
+
 /* Removes *.h5.tmp and latest.tmp left by a crash; returns how many (or -1),
  * their names listed in `removed`. */
 int ckpt_fs_clean_temporaries(const char *dir, char *removed, size_t removedlen);

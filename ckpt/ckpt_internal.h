@@ -111,6 +111,7 @@ struct ckpt_session {
   tensor_registry *reg;
   tp_mode mode;
   int read_only; /* no ckpt.dir: only a resume from a PATH */
+  int lock_fd;   /* rank 0: the directory's lock (ckpt_fs_lock), -1 elsewhere */
   ckpt_hooks hooks;
   MPI_Comm comm, dp_comm; /* writer thread only */
   int rank, world_size;

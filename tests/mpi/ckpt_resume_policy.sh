@@ -84,6 +84,21 @@ grep -q "checkpoints: resumed from $f (step" "$tmp/p.log" || fail "resume=PATH w
 grep -q "from step [1-9]" "$tmp/p.log" || fail "resume=PATH without ckpt.dir started at step 0"
 echo "ok: ckpt.resume=PATH without ckpt.dir resumes"
 
+# ---- a second job on the same ckpt.dir is refused; the first is not disturbed --------
+train_bg 0 "$tmp/l1.log" "${BASE[@]}" --set train.steps=400 --set ckpt.dir="$tmp/lock" --set ckpt.every=50
+pid=$!
+CLEANUP="kill -9 $pid 2>/dev/null"
+for _ in $(seq 1 100); do grep -q "^step" "$tmp/l1.log" 2>/dev/null && break; sleep 0.1; done
+rc=0
+train 0 "$tmp/l2.log" "${BASE[@]}" --set train.steps=2 --set ckpt.dir="$tmp/lock" --set ckpt.resume=none || rc=$?
+kill -TERM $pid
+wait $pid || true
+[ "$rc" = 1 ] || fail "a second job on a locked ckpt.dir exited $rc, expected 1"
+grep -q "ckpt.dir $tmp/lock is in use by another job (host .* pid $pid since" "$tmp/l2.log" ||
+  fail "second job: $(grep boost-train: "$tmp/l2.log")"
+grep -q "checkpoint committed" "$tmp/l1.log" || fail "the first job did not commit its preemption checkpoint: $(tail -2 "$tmp/l1.log")"
+echo "ok: a second job on the same ckpt.dir is refused, naming the first"
+
 # ---- unreadable checkpoints stop an automatic resume ---------------------------------
 u=$tmp/unreadable
 train 0 "$tmp/u0.log" "${BASE[@]}" --set train.steps=4 --set ckpt.every=2 --set ckpt.dir="$u" || fail "u0: $(tail -3 "$tmp/u0.log")"
