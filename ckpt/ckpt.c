@@ -136,6 +136,7 @@ static void read_settings(ckpt_settings *set, const train_config *cfg) {
   set->writer_nice = (int)env_int("BOOST_CKPT_WRITER_NICE", 10);
   set->fail_step = -1;
   set->fail_rank = -1;
+  set->flip_step = env_int("BOOST_CKPT_TEST_FLIP_AFTER_WRITE", -1);
   const char *fs = getenv("BOOST_CKPT_TEST_FAIL");
   if (fs && *fs) {
     long long a = -1, b = -1;

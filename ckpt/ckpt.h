@@ -19,7 +19,12 @@
  *   BOOST_CKPT_TEST_DELAY_MS=N     the writer sleeps N ms after each dataset
  *   BOOST_CKPT_TEST_FAIL=STEP[:RANK]  the checkpoint of STEP fails with an
  *                                  injected I/O error on RANK (all ranks when
- *                                  RANK is omitted) */
+ *                                  RANK is omitted)
+ *   BOOST_CKPT_TEST_FLIP_AFTER_WRITE=STEP  a byte in the middle of STEP's
+ *                                  file is flipped after it is written, before
+ *                                  the read-back that must refuse to commit it
+ *   BOOST_CKPT_TEST_NO_RESERVE=1   no disk reservation before writing
+ *   BOOST_CKPT_WRITER_NICE=N       the writer thread's nice value (default 10) */
 #ifndef BOOST_CKPT_H
 #define BOOST_CKPT_H
 

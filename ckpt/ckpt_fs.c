@@ -193,7 +193,7 @@ int ckpt_fs_commit(const char *dir, const char *tmp_name, const char *final_name
   snprintf(a, sizeof a, "%s/%s", dir, tmp_name);
   snprintf(b, sizeof b, "%s/%s", dir, final_name);
   if (rename(a, b) != 0) return fail(err, errlen, "cannot rename to", b);
-  return ckpt_fs_fsync(dir, err, errlen);
+  return ckpt_fs_fsync(dir, err, errlen) == 0 ? 0 : 1; /* renamed: committed, not yet durable */
 }
 
 int ckpt_fs_write_latest(const char *dir, const char *name, char *err, size_t errlen) {
@@ -242,11 +242,16 @@ int ckpt_fs_retain(const char *dir, int64_t step, int keep_last, int keep_every,
   int n;
   if (ckpt_fs_list(dir, &steps, &n, NULL, 0) != 0) return -1;
   int touched = 0, kept = 0;
-  char name[64], path[PATH_MAX], to[PATH_MAX + 16];
+  char name[64], path[PATH_MAX], to[PATH_MAX + 16], latest[PATH_MAX] = "";
+  if (ckpt_fs_read_latest(dir, latest, sizeof latest) != 0) latest[0] = 0;
   for (int i = 0; i < n; i++) { /* newest first */
     const int64_t s = steps[i];
     ckpt_file_name(name, sizeof name, s);
     snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (!strcmp(name, latest)) { /* never what `latest` names */
+      kept += s <= step;
+      continue;
+    }
     if (s > step) {
       snprintf(to, sizeof to, "%s" CKPT_SUPERSEDED_SUFFIX, path);
       if (rename(path, to) == 0) {

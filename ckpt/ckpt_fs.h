@@ -42,7 +42,8 @@ int ckpt_fs_reserve(const char *path, uint64_t bytes, char *err, size_t errlen);
 /* Frees blocks beyond the file's size (after a reservation). */
 int ckpt_fs_trim(const char *path);
 
-/* rename(tmp, final) + fsync(dir). */
+/* rename(tmp, final) + fsync(dir): 0, -1 (not renamed), or 1 when renamed
+ * but the directory fsync failed (err says so; the file is in place). */
 int ckpt_fs_commit(const char *dir, const char *tmp_name, const char *final_name, char *err, size_t errlen);
 
 /* Atomically points `latest` at name: write latest.tmp, fsync, rename, fsync dir. */
@@ -53,7 +54,8 @@ int ckpt_fs_read_latest(const char *dir, char *name, size_t namelen);
 /* After committing `step`: keeps the newest keep_last checkpoints with
  * step <= `step` and those whose step is a multiple of keep_every (> 0),
  * deletes the others; checkpoints NEWER than `step` belong to an abandoned
- * run (resumed from an older one) and are renamed to *.h5.superseded.
+ * run (resumed from an older one) and are renamed to *.h5.superseded. The
+ * file `latest` names is never touched.
  * Describes what it did in report. Returns the number of files touched. */
 int ckpt_fs_retain(const char *dir, int64_t step, int keep_last, int keep_every, char *report, size_t reportlen);
 

@@ -89,6 +89,7 @@ typedef struct {
   int sync_mode, delay_ms, no_reserve, writer_nice;
   int64_t fail_step; /* BOOST_CKPT_TEST_FAIL */
   int fail_rank;
+  int64_t flip_step; /* BOOST_CKPT_TEST_FLIP_AFTER_WRITE: a byte of that step's file flipped before read-back */
 } ckpt_settings;
 
 /* What the writer thread and the training thread share, under mu. */

@@ -21,6 +21,146 @@ void ckpt_format_bytes(double b, char *out, size_t n) {
   else boost_msgf(out, n, "%.0f KiB", b / 1024);
 }
 
+/* Checksums of what this rank writes: each element is hashed by the one
+ * rank that writes it, so the sums over ranks are the layout-independent
+ * checksums. Order: (tensor, category)..., loss history, activations. */
+static uint64_t *checksums(ckpt_session *s, const save_job *j, size_t *nsum) {
+  *nsum = (size_t)s->nent * CKPT_NUM_CATEGORIES + 1 + (size_t)j->acts.nact;
+  uint64_t *sums = boost_calloc(*nsum, sizeof *sums);
+  for (int i = 0; i < s->nent; i++)
+    for (int c = 0; c < CKPT_NUM_CATEGORIES; c++) {
+      const ckpt_entry *e = &s->ents[i];
+      if (e->stage_off[c] == CKPT_NO_STAGE) continue;
+      const tensor_desc *t = &s->reg->tensors[e->local];
+      int64_t start[TENSOR_MAX_DIMS], count[TENSOR_MAX_DIMS];
+      ckpt_band_slab(t, e->r0[c], e->r1[c], start, count);
+      sums[(size_t)i * CKPT_NUM_CATEGORIES + c] =
+          ckpt_hash_slab32(s->stage + e->stage_off[c], t->ndim, t->shape, start, count);
+    }
+  if (s->rank == 0) sums[(size_t)s->nent * CKPT_NUM_CATEGORIES] = ckpt_hash_run32(j->losses, (size_t)j->nloss, 0);
+  for (int a = 0; a < j->acts.nact; a++) {
+    const act_item *it = &j->acts.acts[a];
+    if (!it->has) continue;
+    const void *p = j->acts.act_buf + it->off;
+    sums[(size_t)s->nent * CKPT_NUM_CATEGORIES + 1 + a] =
+        it->d.type == CKPT_ACT_I64 ? ckpt_hash_run64(p, (size_t)it->count[0], (uint64_t)it->start[0])
+                                   : ckpt_hash_slab32(p, it->d.ndim, it->d.shape, it->start, it->count);
+  }
+  MPI_Allreduce(MPI_IN_PLACE, sums, (int)*nsum, MPI_UINT64_T, MPI_SUM, s->comm);
+  return sums;
+}
+
+/* Every rank reads back, decodes and hashes the bands it wrote, before the
+ * file may be committed: a checkpoint counts only once it has been read
+ * back verified (and retention, which runs after the commit, deletes
+ * nothing before that). Collective; returns this rank's ok. */
+static int readback(ckpt_session *s, const char *path, const uint64_t *sums, char *err, size_t errlen) {
+  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+  H5Pset_fapl_mpio(fapl, s->comm, MPI_INFO_NULL);
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+  H5Pclose(fapl);
+  int ok = f >= 0;
+  if (!ok) ckpt_h5_error(err, errlen, "read-back: cannot open the written file");
+  hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
+  H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_INDEPENDENT);
+  float *buf = s->stage_floats ? boost_calloc(s->stage_floats, sizeof *buf) : NULL;
+  const size_t n = (size_t)s->nent * CKPT_NUM_CATEGORIES;
+  uint64_t *got = boost_calloc(n ? n : 1, sizeof *got);
+  char dpath[TENSOR_NAME_MAX + 48];
+  /* Every rank opens every dataset, in the same order (as a load does); the
+   * ranks that wrote a band read it back. */
+  for (size_t k = 0; f >= 0 && k < n; k++) {
+    const ckpt_entry *e = &s->ents[k / CKPT_NUM_CATEGORIES];
+    const int c = (int)(k % CKPT_NUM_CATEGORIES);
+    boost_msgf(dpath, sizeof dpath, "read-back of %s/%s", ckpt_category_group[c], e->name);
+    hid_t ds = H5Dopen2(f, dpath + strlen("read-back of "), H5P_DEFAULT), space = ds >= 0 ? H5Dget_space(ds) : -1;
+    if (space < 0 && ok) {
+      ckpt_h5_error(err, errlen, dpath);
+      ok = 0;
+    }
+    if (ok && e->stage_off[c] != CKPT_NO_STAGE) {
+      const tensor_desc *t = &s->reg->tensors[e->local];
+      int64_t start[TENSOR_MAX_DIMS], count[TENSOR_MAX_DIMS];
+      hsize_t st[TENSOR_MAX_DIMS], ct[TENSOR_MAX_DIMS];
+      ckpt_band_slab(t, e->r0[c], e->r1[c], start, count);
+      for (int d = 0; d < t->ndim; d++) st[d] = (hsize_t)start[d], ct[d] = (hsize_t)count[d];
+      hid_t mem = H5Screate_simple(t->ndim, ct, NULL);
+      float *dst = buf + e->stage_off[c];
+      ok = H5Sselect_hyperslab(space, H5S_SELECT_SET, st, NULL, ct, NULL) >= 0 &&
+           H5Dread(ds, H5T_NATIVE_FLOAT, mem, space, dxpl, dst) >= 0;
+      if (!ok) ckpt_h5_error(err, errlen, dpath);
+      else got[k] = ckpt_hash_slab32(dst, t->ndim, t->shape, start, count);
+      H5Sclose(mem);
+    }
+    if (space >= 0) H5Sclose(space);
+    if (ds >= 0) H5Dclose(ds);
+  }
+  H5Pclose(dxpl);
+  if (f >= 0) H5Fclose(f);
+  boost_free(buf);
+  int all_ok = ckpt_all_true(s, ok);
+  if (all_ok) {
+    MPI_Allreduce(MPI_IN_PLACE, got, (int)(n ? n : 1), MPI_UINT64_T, MPI_SUM, s->comm);
+    for (size_t k = 0; k < n && all_ok; k++)
+      if (got[k] != sums[k]) {
+        boost_msgf(err, errlen, "read-back: %s/%s does not match what was written", ckpt_category_group[k % CKPT_NUM_CATEGORIES],
+                   s->ents[k / CKPT_NUM_CATEGORIES].name);
+        ok = all_ok = 0;
+      }
+  }
+  boost_free(got);
+  return ok;
+}
+
+/* Test hook: what a bad disk or a bug in the write path would leave. */
+static void flip_middle_byte(const char *path) {
+  struct stat st;
+  FILE *f = fopen(path, "r+b");
+  if (!f || stat(path, &st) != 0) {
+    if (f) fclose(f);
+    return;
+  }
+  const long at = (long)(st.st_size / 2);
+  fseek(f, at, SEEK_SET);
+  const int c = fgetc(f);
+  fseek(f, at, SEEK_SET);
+  fputc(c ^ 0x40, f);
+  fclose(f);
+}
+
+/* Rank 0 renames the verified file into place (the commit point), points
+ * `latest` at it and applies retention; every rank learns the outcome. */
+static int commit(ckpt_session *s, const save_job *j, int ok, const char *tmp_name, const char *name,
+                  const char *path, save_result *r) {
+  int committed = 0;
+  char cerr[REASON_MAX] = "";
+  if (s->rank == 0) {
+    if (ok) {
+      struct stat stt;
+      if (stat(path, &stt) == 0) r->file_bytes = (double)stt.st_size;
+      const int rc = ckpt_fs_commit(s->set.dir, tmp_name, name, cerr, sizeof cerr);
+      committed = rc >= 0;
+      if (rc > 0) /* renamed: the file is there and will be loaded, even if the directory fsync failed */
+        fprintf(stderr, "boost: warning: checkpoint %s committed, but %s\n", name, cerr);
+      if (committed) r->latest_ok = ckpt_fs_write_latest(s->set.dir, name, cerr, sizeof cerr) == 0;
+      /* Retention only behind a good `latest`: it never deletes what `latest` names. */
+      if (committed && r->latest_ok)
+        ckpt_fs_retain(s->set.dir, j->step, s->cfg.ckpt.keep_last, s->cfg.ckpt.keep_every, r->retention,
+                       sizeof r->retention);
+    }
+    if (!committed) unlink(path);
+  }
+  double meta[2] = {(double)committed, r->file_bytes};
+  MPI_Bcast(meta, 2, MPI_DOUBLE, 0, s->comm);
+  committed = meta[0] != 0.0;
+  r->file_bytes = meta[1];
+  if (ok && !committed) {
+    MPI_Bcast(cerr, (int)sizeof cerr, MPI_CHAR, 0, s->comm);
+    boost_msgf(r->reason, sizeof r->reason, "rank 0: %s", cerr);
+  }
+  return committed;
+}
+
 void ckpt_do_save(ckpt_session *s, save_result *r) {
   save_job *j = &s->job;
   const double t0 = boost_now_s(), c0 = boost_thread_cpu_s();
@@ -36,36 +176,15 @@ void ckpt_do_save(ckpt_session *s, save_result *r) {
     pthread_cond_broadcast(&s->sync.cv);
     pthread_mutex_unlock(&s->sync.mu);
   }
-  /* Checksums: each element is hashed by the one rank that writes it. */
-  const tensor_registry *reg = s->reg;
-  const size_t nsum = (size_t)s->nent * CKPT_NUM_CATEGORIES + 1 + (size_t)j->acts.nact;
-  uint64_t *sums = boost_calloc(nsum, sizeof *sums);
-  for (int i = 0; i < s->nent; i++)
-    for (int c = 0; c < CKPT_NUM_CATEGORIES; c++) {
-      const ckpt_entry *e = &s->ents[i];
-      if (e->stage_off[c] == CKPT_NO_STAGE) continue;
-      const tensor_desc *t = &reg->tensors[e->local];
-      int64_t start[TENSOR_MAX_DIMS], count[TENSOR_MAX_DIMS];
-      ckpt_band_slab(t, e->r0[c], e->r1[c], start, count);
-      sums[(size_t)i * CKPT_NUM_CATEGORIES + c] = ckpt_hash_slab32(s->stage + e->stage_off[c], t->ndim, t->shape, start, count);
-    }
-  if (s->rank == 0) sums[(size_t)s->nent * CKPT_NUM_CATEGORIES] = ckpt_hash_run32(j->losses, (size_t)j->nloss, 0);
-  for (int a = 0; a < j->acts.nact; a++) {
-    const act_item *it = &j->acts.acts[a];
-    if (!it->has) continue;
-    const void *p = j->acts.act_buf + it->off;
-    sums[(size_t)s->nent * CKPT_NUM_CATEGORIES + 1 + a] =
-        it->d.type == CKPT_ACT_I64 ? ckpt_hash_run64(p, (size_t)it->count[0], (uint64_t)it->start[0])
-                              : ckpt_hash_slab32(p, it->d.ndim, it->d.shape, it->start, it->count);
-  }
-  MPI_Allreduce(MPI_IN_PLACE, sums, (int)nsum, MPI_UINT64_T, MPI_SUM, s->comm);
-
+  size_t nsum;
+  uint64_t *sums = checksums(s, j, &nsum);
   char name[64], tmp_name[80], path[PATH_MAX + 96], err[REASON_MAX] = "";
   ckpt_file_name(name, sizeof name, j->step);
   boost_msgf(tmp_name, sizeof tmp_name, "%s" CKPT_TMP_SUFFIX, name);
   boost_msgf(path, sizeof path, "%s/%s", s->set.dir, tmp_name);
-  int ok = ckpt_write_file(s, j, path, sums, r, err, sizeof err);
-  boost_free(sums);
+  int ok = !j->acts.failed;
+  if (!ok) boost_msgf(err, sizeof err, "out of memory staging the activations");
+  ok = ckpt_agree(s, ok, err, r->reason, sizeof r->reason) && ckpt_write_file(s, j, path, sums, r, err, sizeof err);
   if (ok && s->rank == 0) ckpt_fs_trim(path);
   if (ok && ckpt_fs_fsync(path, err, sizeof err) != 0) ok = 0;
   if (ok && s->set.fail_step == j->step && (s->set.fail_rank < 0 || s->set.fail_rank == s->rank)) {
@@ -73,32 +192,10 @@ void ckpt_do_save(ckpt_session *s, save_result *r) {
     ok = 0;
   }
   ok = ckpt_agree(s, ok, err, r->reason, sizeof r->reason);
-  /* Commit (rank 0 renames; every rank learns the outcome). */
-  int committed = 0;
-  char cerr[REASON_MAX] = "";
-  if (s->rank == 0) {
-    if (ok) {
-      struct stat stt;
-      if (stat(path, &stt) == 0) r->file_bytes = (double)stt.st_size;
-      if (ckpt_fs_commit(s->set.dir, tmp_name, name, cerr, sizeof cerr) == 0) {
-        committed = 1;
-        r->latest_ok = ckpt_fs_write_latest(s->set.dir, name, cerr, sizeof cerr) == 0;
-        ckpt_fs_retain(s->set.dir, j->step, s->cfg.ckpt.keep_last, s->cfg.ckpt.keep_every, r->retention,
-                       sizeof r->retention);
-      }
-    }
-    if (!committed) unlink(path);
-  }
-  double meta[2] = {(double)committed, r->file_bytes};
-  MPI_Bcast(meta, 2, MPI_DOUBLE, 0, s->comm);
-  committed = meta[0] != 0.0;
-  r->file_bytes = meta[1];
-  if (ok && !committed) {
-    MPI_Bcast(cerr, (int)sizeof cerr, MPI_CHAR, 0, s->comm);
-    boost_msgf(r->reason, sizeof r->reason, "rank 0: %s", cerr);
-  }
-  r->ok = committed;
+  if (ok && s->set.flip_step == j->step && s->rank == 0) flip_middle_byte(path);
+  if (ok) ok = ckpt_agree(s, readback(s, path, sums, err, sizeof err), err, r->reason, sizeof r->reason);
+  boost_free(sums);
+  r->ok = commit(s, j, ok, tmp_name, name, path, r);
   r->write_s = boost_now_s() - t0;
   r->write_cpu_s = boost_thread_cpu_s() - c0;
 }
-

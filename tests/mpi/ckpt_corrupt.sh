@@ -86,4 +86,15 @@ train 0 "$tmp/t5b.log" --set ckpt.dir="$tmp/allbad" --set train.steps=2 --set ck
   fail "all bad, ckpt.resume=none: $(tail -5 "$tmp/t5b.log")"
 grep -q "from step 0" "$tmp/t5b.log" || fail "all bad, ckpt.resume=none: did not start from step 0"
 echo "ok (5): every checkpoint bad -> exit 1 naming each; ckpt.resume=none starts over"
+# ---- (6) a file damaged between write and commit is never committed ------------------
+# Every rank reads back what it wrote before the rename; a byte flipped in
+# between (BOOST_CKPT_TEST_FLIP_AFTER_WRITE) fails that checkpoint, the
+# previous one stays the newest, training goes on.
+rc=0
+BOOST_CKPT_TEST_FLIP_AFTER_WRITE=4 train 2 "$tmp/t6.log" --set ckpt.dir="$tmp/flip" --set ckpt.every=2 --set train.steps=6 || rc=$?
+[ "$rc" = 0 ] || fail "flip: exit $rc: $(tail -3 "$tmp/t6.log")"
+grep -q "checkpoint of step 4 FAILED.*read-back" "$tmp/t6.log" || fail "flip: the damaged step 4 was not refused: $(grep -i 'step 4' "$tmp/t6.log" | head -3)"
+[ ! -e "$tmp/flip/step_00000004.h5" ] || fail "flip: the damaged step 4 was committed"
+[ -f "$tmp/flip/step_00000002.h5" ] && [ -f "$tmp/flip/step_00000006.h5" ] || fail "flip: steps 2 and 6 should be committed: $(ls "$tmp/flip")"
+echo "ok (6): a file damaged before its commit is refused by the read-back: $(grep -o 'read-back[^|]*' "$tmp/t6.log" | head -1 | cut -c1-100)"
 echo "PASS: ckpt_corrupt"

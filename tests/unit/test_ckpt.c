@@ -157,8 +157,14 @@ Test(ckpt_fs, temporaries_latest_retention) {
   char latest[64];
   cr_assert_eq(ckpt_fs_read_latest(sub, latest, sizeof latest), 0);
   cr_assert_str_eq(latest, "step_00000012.h5");
-  /* committed 8 after a resume from 6: 10 and 12 belong to an abandoned run */
+  /* committed 8 after a resume from 6: 10 and 12 belong to an abandoned run.
+   * `latest` names step 2 here (say its update to 8 failed): that file is
+   * kept although retention would delete it. */
+  cr_assert_eq(ckpt_fs_write_latest(sub, "step_00000002.h5", err, sizeof err), 0, "%s", err);
   char report[512];
+  ckpt_fs_retain(sub, 8, 2, 4, report, sizeof report);
+  cr_assert(exists(sub, "step_00000002.h5"), "the file latest names was removed: %s", report);
+  cr_assert_eq(ckpt_fs_write_latest(sub, "step_00000008.h5", err, sizeof err), 0, "%s", err);
   ckpt_fs_retain(sub, 8, 2, 4, report, sizeof report);
   cr_assert(exists(sub, "step_00000008.h5") && exists(sub, "step_00000006.h5"), "%s", report);
   cr_assert(exists(sub, "step_00000004.h5"), "keep_every 4: %s", report);
