@@ -347,9 +347,12 @@ static void collect(ckpt_session *s, char *out, size_t outlen, int print) {
   if (s->rank == 0) {
     log_result(s, &r);
     if (!r.ok) {
-      fprintf(stderr, "boost: checkpoint of step %lld FAILED, nothing committed (training continues; ", (long long)r.step);
-      if (s->last_committed_step >= 0) fprintf(stderr, "step %lld remains the latest): %s\n", (long long)s->last_committed_step, r.reason);
-      else fprintf(stderr, "no checkpoint committed yet): %s\n", r.reason);
+      char latest[64] = "no checkpoint committed yet";
+      if (s->last_committed_step >= 0)
+        boost_msgf(latest, sizeof latest, "step %lld remains the latest", (long long)s->last_committed_step);
+      /* one write: a line cut by the step log would be unreadable */
+      fprintf(stderr, "boost: checkpoint of step %lld FAILED, nothing committed (training continues; %s): %s\n",
+              (long long)r.step, latest, r.reason);
       fflush(stderr);
     } else if (r.ok && !r.latest_ok) {
       fprintf(stderr, "boost: checkpoint of step %lld committed but the `latest` pointer was not updated\n", (long long)r.step);

@@ -9,9 +9,10 @@
 #
 # Floating-point results depend on the CPU (OpenBLAS picks a kernel per CPU,
 # -march=native) and the compiler, so a recorded reference only holds on the
-# machine kind that recorded it: tests/trajectory/reference-<signature>.txt.
-# On another machine the test builds the reference commit from git history
-# into a scratch directory and fingerprints it here. Without either it skips
+# machine kind and build configuration that recorded it:
+# tests/trajectory/reference-<signature>.txt. Elsewhere (another CPU, a
+# sanitizer build) the test builds the reference commit from git history, in
+# the same configuration, into a scratch directory and fingerprints it here. Without either it skips
 # (exit 77) saying why.
 #
 #   bash tests/mpi/trajectory.sh            the test (ctest: mpi_trajectory)
@@ -31,9 +32,17 @@ PY=/usr/bin/python3 # Debian's h5py and numpy belong to this interpreter
 export HDF5_PLUGIN_PATH=${HDF5_PLUGIN_PATH:-$B/hdf5-plugins}
 "$PY" -c 'import h5py, numpy' 2>/dev/null || fail "h5py/numpy not importable by $PY (Debian: python3-h5py)"
 
-signature() { # CPU model, its feature flags and the compiler: what the bits depend on
-  { grep -m1 '^model name' /proc/cpuinfo; grep -m1 '^flags' /proc/cpuinfo; cc --version | head -n 1; } |
-    sha256sum | cut -c1-12
+# The build configuration under test (a Debug/sanitizer build rounds
+# differently from a Release one: different code, same maths).
+cache_value() { sed -n "s/^$1:[A-Z]*=//p" "$B/CMakeCache.txt" 2>/dev/null | head -n 1; }
+build_type=$(cache_value CMAKE_BUILD_TYPE)
+sanitize=$(cache_value BOOST_SANITIZE)
+build_type=${build_type:-Release}
+sanitize=${sanitize:-OFF}
+
+signature() { # CPU model, its feature flags, the compiler and the build configuration: what the bits depend on
+  { grep -m1 '^model name' /proc/cpuinfo; grep -m1 '^flags' /proc/cpuinfo; cc --version | head -n 1
+    [ "$build_type/$sanitize" = Release/OFF ] || echo "$build_type/$sanitize"; } | sha256sum | cut -c1-12
 }
 sig=$(signature)
 ref_file=$SRC/tests/trajectory/reference-$sig.txt
@@ -91,7 +100,8 @@ if [ ! -f "$ref_file" ]; then
   echo "no reference recorded for signature $sig: building $REFERENCE_COMMIT"
   mkdir "$tmp/ref-src"
   git -C "$SRC" archive "$REFERENCE_COMMIT" | tar -x -C "$tmp/ref-src"
-  cmake -S "$tmp/ref-src" -B "$tmp/ref-build" -DCMAKE_BUILD_TYPE=Release -DBOOST_CUDA=OFF >"$tmp/ref-cmake.log" 2>&1 ||
+  cmake -S "$tmp/ref-src" -B "$tmp/ref-build" -DCMAKE_BUILD_TYPE="$build_type" -DBOOST_SANITIZE="$sanitize" \
+    -DBOOST_CUDA=OFF >"$tmp/ref-cmake.log" 2>&1 ||
     fail "configuring the reference tree: $(tail -n 5 "$tmp/ref-cmake.log")"
   cmake --build "$tmp/ref-build" -j"$(nproc)" --target boost-train boost-data >"$tmp/ref-build.log" 2>&1 ||
     fail "building the reference tree: $(tail -n 5 "$tmp/ref-build.log")"
