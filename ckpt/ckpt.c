@@ -21,6 +21,7 @@
 #include "ckpt_h5.h"
 #include "ckpt_internal.h"
 #include "h5z_zstd.h"
+#include "preempt.h"
 
 const char *const size_class_names[SIZE_NUM_CLASSES] = {"weights", "moments", "activations"};
 
@@ -71,6 +72,8 @@ static void *writer_main(void *arg) {
     while (s->sync.pending == JOB_NONE && !s->sync.quit) pthread_cond_wait(&s->sync.cv, &s->sync.mu);
     const job_kind kind = s->sync.pending;
     s->sync.pending = JOB_NONE;
+    s->sync.job_started = boost_now_s();
+    s->sync.job_step = s->job.step;
     pthread_mutex_unlock(&s->sync.mu);
     if (kind == JOB_NONE) break; /* quit */
     ckpt_h5_quiet();
@@ -83,12 +86,14 @@ static void *writer_main(void *arg) {
       s->sync.res_unreported = 1;
       s->sync.staged = 1;
       s->sync.busy = 0;
+      s->sync.job_started = 0;
       pthread_cond_broadcast(&s->sync.cv);
       pthread_mutex_unlock(&s->sync.mu);
     } else {
       ckpt_do_load(s, &s->lres);
       pthread_mutex_lock(&s->sync.mu);
       s->sync.busy = 0;
+      s->sync.job_started = 0;
       pthread_cond_broadcast(&s->sync.cv);
       pthread_mutex_unlock(&s->sync.mu);
     }
@@ -114,6 +119,36 @@ static double wait_idle(ckpt_session *s) {
   while (s->sync.busy) pthread_cond_wait(&s->sync.cv, &s->sync.mu);
   pthread_mutex_unlock(&s->sync.mu);
   return boost_now_s() - t0;
+}
+
+/* The watchdog: an error inside a collective HDF5/MPI-IO call on one rank
+ * (a full disk under MPI-IO, an I/O error) can leave the other ranks waiting
+ * in that collective for ever, and HDF5 cannot recover from it. When a job
+ * has run longer than ckpt.timeout, the job is aborted with one line, so the
+ * batch system can restart it from the previous checkpoint instead of
+ * holding the allocation until its time limit. */
+static void *watchdog_main(void *arg) {
+  ckpt_session *s = arg;
+  pthread_setname_np(pthread_self(), "ckpt-watchdog");
+  pthread_mutex_lock(&s->sync.mu);
+  while (!s->sync.quit) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 1;
+    pthread_cond_timedwait(&s->sync.cv, &s->sync.mu, &until);
+    const double started = s->sync.job_started;
+    if (s->sync.quit || started <= 0 || boost_now_s() - started <= s->cfg.ckpt.timeout) continue;
+    fprintf(stderr,
+            "boost: checkpoint watchdog on rank %d: the checkpoint job of step %lld has run %.0f s, longer than "
+            "ckpt.timeout=%d s; a failure inside a collective HDF5/MPI-IO call cannot be recovered, so the job is "
+            "aborted (exit %d); the newest committed checkpoint (step %lld) is intact\n",
+            s->rank, (long long)s->sync.job_step, boost_now_s() - started, s->cfg.ckpt.timeout, BOOST_EXIT_UNSAVED,
+            (long long)s->last_committed_step);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, BOOST_EXIT_UNSAVED);
+  }
+  pthread_mutex_unlock(&s->sync.mu);
+  return NULL;
 }
 
 /* ---- session (training thread) -------------------------------------------- */
@@ -219,6 +254,8 @@ ckpt_session *ckpt_open(const train_config *cfg, const process_grid *grid, tenso
   /* Every rank must have its writer, or the first collective write hangs. */
   int started = pthread_create(&s->sync.thread, NULL, writer_main, s) == 0;
   s->sync.thread_started = started;
+  if (started && s->cfg.ckpt.timeout > 0)
+    s->sync.watchdog_started = pthread_create(&s->sync.watchdog, NULL, watchdog_main, s) == 0;
   if (!ckpt_all_true(s, started)) {
     ckpt_close(s);
     boost_err(err, errlen, "cannot start the checkpoint writer thread on every rank");
@@ -454,6 +491,7 @@ void ckpt_close(ckpt_session *s) {
   pthread_cond_broadcast(&s->sync.cv);
   pthread_mutex_unlock(&s->sync.mu);
   if (s->sync.thread_started) pthread_join(s->sync.thread, NULL);
+  if (s->sync.watchdog_started) pthread_join(s->sync.watchdog, NULL);
   pthread_mutex_destroy(&s->sync.mu);
   pthread_cond_destroy(&s->sync.cv);
   MPI_Comm_free(&s->comm);

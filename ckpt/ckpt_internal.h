@@ -103,6 +103,10 @@ typedef struct {
   int busy, staged, quit;
   int res_unreported;
   double update_wait; /* ckpt_before_update's wait for the job in flight */
+  double job_started; /* boost_now_s() when the writer took the job in flight, 0 when idle */
+  int64_t job_step;
+  pthread_t watchdog;
+  int watchdog_started;
 } writer_sync;
 
 struct ckpt_session {

@@ -102,6 +102,9 @@ static const key_spec KEYS[] = {
     {"ckpt.activations", K_ENUM, F(ckpt.activations), 0, 0,
      "store low-rank bottleneck activations: none, one micro-batch (sample) or every rank's (all)", ACTS_CHOICES},
     {"ckpt.level", K_INT, F(ckpt.level), 1, 19, "zstd level", NULL},
+    {"ckpt.timeout", K_INT, F(ckpt.timeout), 0, 1e7,
+     "seconds a checkpoint write or load may take before the job is aborted (a hung collective write); 0 = never",
+     NULL},
 };
 #define NKEYS ((int)(sizeof KEYS / sizeof KEYS[0]))
 
@@ -178,6 +181,7 @@ void config_defaults(train_config *cfg) {
   cfg->ckpt.activations = ACTS_NONE;
   cfg->ckpt.keep_last = 3;
   cfg->ckpt.level = 3;
+  cfg->ckpt.timeout = 900;
 }
 
 static const key_spec *find_key(const char *name) {

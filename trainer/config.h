@@ -67,7 +67,7 @@ typedef struct {
     char dir[CONFIG_STR], resume[CONFIG_STR];
     acts_mode activations;
     resume_batch_mode resume_batch;
-    int every, keep_last, keep_every, level;
+    int every, keep_last, keep_every, level, timeout;
   } ckpt;
 } train_config;
 

@@ -326,14 +326,15 @@ float trainer_step(trainer *r, double *grad_norm) {
 static int finish(run *t, ckpt_session *ck, int status, int stop_signal, float loss, double t_start) {
   const train_state *st = &t->st;
   const int saved = ck && ckpt_wait(ck) == 0 && ckpt_last_committed(ck) == st->step;
+  const int writes = ckpt_writes(ck);
   if (ck) ckpt_close(ck);
   if (status != 0 && status != BOOST_EXIT_PREEMPTED) return status;
-  const int want_save = ckpt_writes(ck) || stop_signal;
+  const int want_save = writes || stop_signal;
   if (want_save && !saved) {
     if (t->grid.rank == 0)
       fprintf(stderr, "boost-train: %s at step %lld, but its final state was NOT committed%s; exiting with status %d\n",
               stop_signal ? "preempted" : "finished", (long long)st->step,
-              ckpt_writes(ck) ? " (see the checkpoint error above)" : " (no ckpt.dir)", BOOST_EXIT_UNSAVED);
+              writes ? " (see the checkpoint error above)" : " (no ckpt.dir)", BOOST_EXIT_UNSAVED);
     return BOOST_EXIT_UNSAVED;
   }
   if (t->grid.rank == 0 && stop_signal) {
