@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -214,6 +215,38 @@ static int open_dir(ckpt_session *s, char *err, size_t errlen) {
   return 0;
 }
 
+/* Rank 0, at start: whether the disk can hold the checkpoints retention
+ * keeps plus the one being written (a warning, not an error: files may be
+ * moved away while the run goes on). */
+static void warn_disk_space(ckpt_session *s) {
+  struct statvfs vfs;
+  if (s->rank != 0 || s->read_only || statvfs(s->set.dir, &vfs) != 0) return;
+  double held = 0; /* existing checkpoints free their space as retention removes them */
+  int64_t *steps = NULL;
+  int n = 0;
+  if (ckpt_fs_list(s->set.dir, &steps, &n, NULL, 0) == 0)
+    for (int i = 0; i < n; i++) {
+      char name[64], path[PATH_MAX + 64];
+      struct stat st;
+      ckpt_file_name(name, sizeof name, steps[i]);
+      boost_msgf(path, sizeof path, "%s/%s", s->set.dir, name);
+      if (stat(path, &st) == 0) held += (double)st.st_size;
+    }
+  free(steps);
+  const double each = ckpt_raw_bytes(s, NULL) / 1.1; /* shuffle + zstd: 1.1-1.3x on weights and moments */
+  const double need = each * (s->cfg.ckpt.keep_last + 1), have = (double)vfs.f_bavail * (double)vfs.f_frsize + held;
+  if (have >= need) return;
+  char e[32], h[32], w[32];
+  ckpt_format_bytes(each, e, sizeof e);
+  ckpt_format_bytes(have, h, sizeof h);
+  ckpt_format_bytes(need, w, sizeof w);
+  fprintf(stderr,
+          "boost: warning: ckpt.dir %s has room for %s of checkpoints, but ckpt.keep_last=%d checkpoints of ~%s each "
+          "plus the one being written need ~%s: later checkpoints will fail on a full disk (free space, or lower "
+          "ckpt.keep_last)\n",
+          s->set.dir, h, s->cfg.ckpt.keep_last, e, w);
+}
+
 ckpt_session *ckpt_open(const train_config *cfg, const process_grid *grid, tensor_registry *reg, tp_mode mode,
                         const ckpt_hooks *hooks, char *err, size_t errlen) {
   if (err && errlen) err[0] = 0;
@@ -242,6 +275,7 @@ ckpt_session *ckpt_open(const train_config *cfg, const process_grid *grid, tenso
     boost_free(s);
     return NULL;
   }
+  warn_disk_space(s);
   MPI_Comm_dup(grid->world, &s->comm);
   MPI_Comm_dup(grid->dp_comm, &s->dp_comm);
   if (s->rank == 0 && !s->read_only) {

@@ -135,6 +135,7 @@ struct ckpt_session {
   int64_t last_staged_step, last_committed_step;
   save_result last_done; /* for ckpt_last_stats */
   FILE *log;             /* rank 0: <dir>/checkpoints.jsonl */
+  double prev_file_bytes, prev_raw_bytes; /* writer thread: the last committed file, for the next reservation */
   char open_note[512];
 };
 
@@ -156,6 +157,10 @@ void ckpt_acts_free(ckpt_acts_sink *k);
 void ckpt_acts_union(ckpt_acts_sink *k, MPI_Comm pp_comm);
 /* "1.2 MiB" */
 void ckpt_format_bytes(double b, char *out, size_t n);
+/* ckpt_write.c: the raw (uncompressed) bytes of a checkpoint (j NULL: no
+ * activations or history), and the file size to reserve for it. */
+double ckpt_raw_bytes(const ckpt_session *s, const save_job *j);
+double ckpt_expected_file_bytes(const ckpt_session *s, const save_job *j);
 /* ckpt_write.c: the whole file, collectively; returns this rank's ok. */
 int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, const uint64_t *sums, save_result *r, char *err,
                     size_t errlen);

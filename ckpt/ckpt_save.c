@@ -196,6 +196,10 @@ void ckpt_do_save(ckpt_session *s, save_result *r) {
   if (ok) ok = ckpt_agree(s, readback(s, path, sums, err, sizeof err), err, r->reason, sizeof r->reason);
   boost_free(sums);
   r->ok = commit(s, j, ok, tmp_name, name, path, r);
+  if (r->ok) {
+    s->prev_file_bytes = r->file_bytes;
+    s->prev_raw_bytes = ckpt_raw_bytes(s, j);
+  }
   r->write_s = boost_now_s() - t0;
   r->write_cpu_s = boost_thread_cpu_s() - c0;
 }

@@ -133,6 +133,27 @@ static void write_root_attrs(writer *w, const save_job *j) {
   free(lay);
 }
 
+double ckpt_raw_bytes(const ckpt_session *s, const save_job *j) {
+  double raw = 256 << 10;
+  for (int i = 0; i < s->nent; i++)
+    raw += CKPT_NUM_CATEGORIES * (4.0 * (double)ckpt_entry_numel(&s->ents[i]) + 2048.0);
+  for (int a = 0; j && a < j->acts.nact; a++) {
+    double n = 1;
+    for (int k = 0; k < j->acts.acts[a].d.ndim; k++) n *= (double)j->acts.acts[a].d.shape[k];
+    raw += (j->acts.acts[a].d.type == CKPT_ACT_I64 ? 8.0 : 4.0) * n + 2048.0;
+  }
+  return raw + (j ? 4.0 * (double)j->nloss : 0.0);
+}
+
+/* After the first checkpoint of this run the previous file's size, scaled
+ * by how much more raw data this one holds, plus 10%; before it the raw
+ * size (compression only ever shrinks it, shuffle + zstd by 1.1-1.3x). */
+double ckpt_expected_file_bytes(const ckpt_session *s, const save_job *j) {
+  const double raw = ckpt_raw_bytes(s, j);
+  if (s->prev_file_bytes <= 0 || s->prev_raw_bytes <= 0) return 1.01 * raw;
+  return 1.10 * s->prev_file_bytes * (raw / s->prev_raw_bytes) + (256 << 10);
+}
+
 /* Writes the whole file collectively; returns this rank's ok. */
 int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, const uint64_t *sums, save_result *r,
                       char *err, size_t errlen) {
@@ -152,19 +173,11 @@ int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, const uint64
     if (w.file >= 0) H5Fclose(w.file);
     return 0;
   }
-  /* Reserve the uncompressed size (an upper bound) so that a full disk fails
-   * here, on every rank at once, not in the middle of collective writes. */
+  /* Reserve the file's expected size so that a full disk fails here, on
+   * every rank at once, not in the middle of collective writes. */
   if (s->rank == 0 && !s->set.no_reserve) {
-    double need = 256 << 10;
-    for (int i = 0; i < s->nent; i++) need += 1.01 * CKPT_NUM_CATEGORIES * 4.0 * (double)ckpt_entry_numel(&s->ents[i]) + CKPT_NUM_CATEGORIES * 2048.0;
-    for (int a = 0; a < j->acts.nact; a++) {
-      double n = 1;
-      for (int k = 0; k < j->acts.acts[a].d.ndim; k++) n *= (double)j->acts.acts[a].d.shape[k];
-      need += 1.01 * (j->acts.acts[a].d.type == CKPT_ACT_I64 ? 8.0 : 4.0) * n + 2048.0;
-    }
-    need += 4.0 * (double)j->nloss;
     char rerr[512];
-    if (ckpt_fs_reserve(path, (uint64_t)need, rerr, sizeof rerr) < 0) {
+    if (ckpt_fs_reserve(path, (uint64_t)ckpt_expected_file_bytes(s, j), rerr, sizeof rerr) < 0) {
       boost_msgf(w.err, sizeof w.err, "%s", rerr);
       w.ok = 0;
     }
