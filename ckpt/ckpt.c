@@ -312,7 +312,16 @@ int ckpt_resume(ckpt_session *s, train_state *st, char *msg, size_t msglen) {
   }
   const char *note = s->open_note[0] ? s->open_note : NULL;
   if (strcmp(s->cfg.ckpt.resume, "none") == 0 || s->cfg.ckpt.resume[0] == 0) {
-    boost_msgf(msg, msglen, "fresh start (ckpt.resume=none)%s%s", note ? "; " : "", note ? note : "");
+    int64_t *steps = NULL;
+    int n = 0;
+    char held[256] = "";
+    if (!s->read_only && ckpt_fs_list(s->set.dir, &steps, &n, NULL, 0) == 0 && n > 0)
+      boost_msgf(held, sizeof held,
+                 "; %s holds %d checkpoint%s (newest step %lld): kept; those at or after the steps this run commits are "
+                 "renamed *.h5.superseded then, nothing is deleted",
+                 s->set.dir, n, n == 1 ? "" : "s", (long long)steps[0]);
+    free(steps);
+    boost_msgf(msg, msglen, "fresh start (ckpt.resume=none)%s%s%s", held, note ? "; " : "", note ? note : "");
     return 0;
   }
   submit(s, JOB_LOAD, 1);
@@ -427,6 +436,11 @@ static void collect(ckpt_session *s, char *out, size_t outlen, int print) {
       fflush(stderr);
     } else if (r.ok && !r.latest_ok) {
       fprintf(stderr, "boost: checkpoint of step %lld committed but the `latest` pointer was not updated\n", (long long)r.step);
+    }
+    if (r.ok && strstr(r.retention, "superseded")) { /* never moved aside without a word */
+      printf("checkpoint: newer checkpoints of an abandoned run set aside after step %lld: %s\n", (long long)r.step,
+             r.retention);
+      fflush(stdout);
     }
     if (print && out && out[0]) {
       printf("checkpoint: %s\n", out);

@@ -192,6 +192,12 @@ int ckpt_fs_commit(const char *dir, const char *tmp_name, const char *final_name
   char a[PATH_MAX], b[PATH_MAX];
   snprintf(a, sizeof a, "%s/%s", dir, tmp_name);
   snprintf(b, sizeof b, "%s/%s", dir, final_name);
+  struct stat st;
+  if (stat(b, &st) == 0) { /* the same step of an abandoned run (ckpt.resume=none): set aside, not replaced */
+    char c[PATH_MAX + 16];
+    snprintf(c, sizeof c, "%s" CKPT_SUPERSEDED_SUFFIX, b);
+    if (rename(b, c) != 0) return fail(err, errlen, "cannot set aside the older", b);
+  }
   if (rename(a, b) != 0) return fail(err, errlen, "cannot rename to", b);
   return ckpt_fs_fsync(dir, err, errlen) == 0 ? 0 : 1; /* renamed: committed, not yet durable */
 }

@@ -43,7 +43,9 @@ int ckpt_fs_reserve(const char *path, uint64_t bytes, char *err, size_t errlen);
 int ckpt_fs_trim(const char *path);
 
 /* rename(tmp, final) + fsync(dir): 0, -1 (not renamed), or 1 when renamed
- * but the directory fsync failed (err says so; the file is in place). */
+ * but the directory fsync failed (err says so; the file is in place). An
+ * existing final file (the same step of an abandoned run) is first renamed
+ * to *.superseded, never replaced. */
 int ckpt_fs_commit(const char *dir, const char *tmp_name, const char *final_name, char *err, size_t errlen);
 
 /* Atomically points `latest` at name: write latest.tmp, fsync, rename, fsync dir. */

@@ -111,4 +111,17 @@ grep -q "holds checkpoints but none can be read: step_00000004.h5 (.*), step_000
 train 0 "$tmp/u2.log" "${BASE[@]}" --set train.steps=2 --set ckpt.dir="$u" --set ckpt.resume=none ||
   fail "ckpt.resume=none over unreadable checkpoints: $(tail -3 "$tmp/u2.log")"
 echo "ok: unreadable checkpoints stop auto-resume; ckpt.resume=none starts fresh"
+# ---- ckpt.resume=none over existing checkpoints: nothing lost, nothing moved silently ---
+n=$tmp/none
+train 0 "$tmp/n0.log" "${BASE[@]}" --set train.steps=4 --set ckpt.every=2 --set ckpt.dir="$n" || fail "n0"
+md5_2=$(md5sum <"$n/step_00000002.h5")
+train 0 "$tmp/n1.log" "${BASE[@]}" --set train.steps=2 --set ckpt.every=2 --set ckpt.dir="$n" --set ckpt.resume=none ||
+  fail "resume=none over checkpoints: $(tail -3 "$tmp/n1.log")"
+grep -q "fresh start (ckpt.resume=none); $n holds 2 checkpoints (newest step 4): kept" "$tmp/n1.log" ||
+  fail "resume=none does not say what it keeps: $(grep checkpoints: "$tmp/n1.log")"
+grep -q "checkpoint: newer checkpoints of an abandoned run set aside after step 2: superseded step_00000004.h5" "$tmp/n1.log" ||
+  fail "the superseded checkpoint is not reported"
+[ "$(md5sum <"$n/step_00000002.h5.superseded")" = "$md5_2" ] || fail "the old run's step 2 was replaced, not set aside"
+[ -f "$n/step_00000004.h5.superseded" ] && [ -f "$n/step_00000002.h5" ] || fail "resume=none left: $(ls "$n")"
+echo "ok: ckpt.resume=none keeps the old run's checkpoints (set aside as *.superseded, reported)"
 echo "PASS: resume policy"
