@@ -40,12 +40,6 @@ static float *read_f32(hid_t f, const char *path, hsize_t *dims, int *nd) {
   return v;
 }
 
-static const char *group_label(const proj_group *g) {
-  if (g->nproj == 3) return "qkv";
-  if (g->nproj == 2) return "gate_up";
-  return proj_names[g->kinds[0]];
-}
-
 /* Compares n values; prints and returns 1 when they differ beyond tolerance. */
 static int compare(const char *name, const float *stored, const float *mine, size_t n, int *bitwise) {
   double maxabs = 0, maxdiff = 0;
@@ -135,7 +129,7 @@ int main(int argc, char **argv) {
       if (!pg->lowrank) continue;
       const char *blk = pg->kinds[0] <= PROJ_O ? "attn" : "mlp";
       for (int which = 0; which < 2; which++) {
-        snprintf(name, sizeof name, CKPT_GROUP_ACTS "/layers.%d.%s.%s.%s", l, blk, group_label(pg), which ? "hpre" : "h");
+        snprintf(name, sizeof name, CKPT_GROUP_ACTS "/layers.%d.%s.%s.%s", l, blk, model_group_name(pg), which ? "hpre" : "h");
         if (H5Lexists(f, name, H5P_DEFAULT) <= 0) {
           if (!which) {
             printf("%s: missing\n", name);
