@@ -90,6 +90,15 @@ static void read_root_attrs(reader *r, const char *path) {
     r->ok = 0;
   }
   free(fmt);
+  char *optim = NULL;
+  if (r->ok && ckpt_attr_exists(r->f, "optimizer_state") > 0 && ckpt_attr_get_str(r->f, "optimizer_state", &optim) == 0 &&
+      !strcmp(optim, "absent")) {
+    boost_msgf(r->err, sizeof r->err,
+               "has no optimizer state (an export written by boost-reshard --no-optimizer): training cannot resume "
+               "from it");
+    r->ok = 0;
+  }
+  free(optim);
   if (r->ok && data_seed != s->cfg.data.seed && s->rank == 0)
     fprintf(stderr,
             "boost: warning: %s was saved with data.seed=%lld, this run uses %lld: the sample order will not continue "

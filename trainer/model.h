@@ -128,6 +128,7 @@ typedef struct {
   const model_stage *stage; /* NULL: the whole model */
   size_t arena_multiple;    /* arenas padded to a multiple of this many floats (ZeRO-1 splits them evenly
                                over dp ranks: the trainer passes dp * 16); 0: 16 */
+  int layout_only;          /* the registry (names, shapes, shards) without arenas: tools planning a layout */
 } model_options;
 
 /* Resolve parallel.tp_mode for a config ("auto": btp when every projection

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# boost-reshard: A (tp=2) -> B (tp=4, pp=2) -> A' (tp=2) is bit-exact for
+# every tensor; B's chunks line up with its layout (--plan: read
+# amplification 1.00x, the original's is higher); training resumes from a
+# resharded file and continues the original run; an export without
+# optimizer state is refused for training with a clear line; bad inputs get
+# one line and a non-zero exit.
+source "$(dirname "$0")/ckpt_common.bash"
+make_data
+RESHARD=$B/tools/boost-reshard
+[ -x "$RESHARD" ] || fail "$RESHARD not built"
+BASE=(--set train.min_lr_ratio=1 --set train.warmup_steps=0 --set model.seq_len=32)
+
+train 2 "$tmp/a.log" "${BASE[@]}" --set parallel.tp=2 --set train.steps=6 --set ckpt.dir="$tmp/full" \
+  --set train.metrics="$tmp/full.jsonl" || fail "uninterrupted run: $(tail -3 "$tmp/a.log")"
+train 2 "$tmp/a3.log" "${BASE[@]}" --set parallel.tp=2 --set train.steps=3 --set ckpt.dir="$tmp/a" ||
+  fail "first run: $(tail -3 "$tmp/a3.log")"
+A=$tmp/a/step_00000003.h5
+
+"$RESHARD" "$A" "$tmp/b.h5" --layout dp=1,tp=4,pp=2 --quiet >"$tmp/r1.log" 2>&1 || fail "A -> B: $(cat "$tmp/r1.log")"
+"$RESHARD" "$tmp/b.h5" "$tmp/a2.h5" --layout tp=2 --quiet >"$tmp/r2.log" 2>&1 || fail "B -> A': $(cat "$tmp/r2.log")"
+"$PY" - "$A" "$tmp/b.h5" "$tmp/a2.h5" <<'PYEOF' || fail "A -> B -> A' is not bit-exact"
+import hashlib, sys
+import h5py, numpy as np
+def digest(path):
+    out = {}
+    def visit(name, obj):
+        if isinstance(obj, h5py.Dataset) and name.split("/")[0] in ("model", "optim", "state"):
+            out[name] = hashlib.sha256(np.ascontiguousarray(obj[()]).tobytes()).hexdigest()
+    with h5py.File(path, "r") as f:
+        f.visititems(visit)
+    return out
+a, b, a2 = (digest(p) for p in sys.argv[1:4])
+assert a and a == b == a2, [k for k in a if a.get(k) != b.get(k) or a.get(k) != a2.get(k)][:5]
+print("%d datasets bit-exact through A -> B -> A'" % len(a))
+PYEOF
+echo "ok: A -> B -> A' bit-exact for every tensor"
+
+amp() { "$RESHARD" "$1" --plan --json --layout "$2" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["amplification"])'; }
+a_amp=$(amp "$A" tp=4,pp=2)
+b_amp=$(amp "$tmp/b.h5" tp=4,pp=2)
+"$PY" -c "import sys; a, b = $a_amp, $b_amp; sys.exit(0 if b == 1.0 and a > 1.0 else 1)" ||
+  fail "read amplification for tp=4,pp=2: original $a_amp, resharded $b_amp (expected > 1 and 1.0)"
+echo "ok: read amplification on tp=4,pp=2: $a_amp as written on tp=2, $b_amp after boost-reshard"
+
+# Training resumes from the resharded file (on its layout) and continues the run.
+train 8 "$tmp/b.log" "${BASE[@]}" --set parallel.tp=4 --set parallel.pp=2 --set train.grad_accum=2 --set train.batch_size=1 \
+  --set train.steps=6 --set ckpt.resume="$tmp/b.h5" --set ckpt.dir="$tmp/bdir" --set train.metrics="$tmp/b.jsonl" ||
+  fail "resume from B on tp=4,pp=2: $(tail -3 "$tmp/b.log")"
+grep -q "resumed from $tmp/b.h5 (step 3" "$tmp/b.log" || fail "did not resume from B: $(grep checkpoints: "$tmp/b.log")"
+"$PY" - "$tmp/full.jsonl" "$tmp/b.jsonl" <<'PYEOF' || fail "the run resumed from B does not continue the original"
+import json, sys
+a = {o["step"]: o["loss"] for o in map(json.loads, open(sys.argv[1]))}
+b = {o["step"]: o["loss"] for o in map(json.loads, open(sys.argv[2]))}
+assert sorted(b) == [4, 5, 6], sorted(b)
+for s, l in b.items():
+    assert abs(l - a[s]) <= 2e-5 * max(1, abs(a[s])), (s, l, a[s])
+PYEOF
+echo "ok: training resumed from the resharded file on tp=4,pp=2 continues the tp=2 run"
+
+# An export without optimizer state cannot resume training.
+"$RESHARD" "$A" "$tmp/export.h5" --layout tp=1 --no-optimizer --quiet >/dev/null 2>&1 || fail "--no-optimizer export"
+rc=0
+train 0 "$tmp/e.log" "${BASE[@]}" --set train.steps=6 --set ckpt.resume="$tmp/export.h5" || rc=$?
+[ "$rc" = 1 ] || fail "resuming from a --no-optimizer export exited $rc, expected 1"
+grep -q "has no optimizer state (an export written by boost-reshard --no-optimizer)" "$tmp/e.log" ||
+  fail "export: $(grep boost-train: "$tmp/e.log")"
+echo "ok: an export without optimizer state is refused for training"
+
+# Bad inputs: one line, non-zero exit.
+expect() { # want_status description command...
+  local want=$1 what=$2 rc=0
+  shift 2
+  "$@" >"$tmp/bad.out" 2>&1 || rc=$?
+  [ "$rc" = "$want" ] || fail "$what: exit $rc, expected $want: $(cat "$tmp/bad.out")"
+  [ "$(grep -c 'boost-reshard:' "$tmp/bad.out")" = 1 ] || fail "$what: expected one line: $(cat "$tmp/bad.out")"
+}
+expect 1 "missing file" "$RESHARD" "$tmp/nope.h5" "$tmp/x.h5" --layout tp=2
+printf 'not hdf5' >"$tmp/junk.h5"
+expect 1 "not an HDF5 file" "$RESHARD" "$tmp/junk.h5" "$tmp/x.h5" --layout tp=2
+expect 1 "tp that does not divide the model" "$RESHARD" "$A" "$tmp/x.h5" --layout tp=3
+expect 2 "bad --layout" "$RESHARD" "$A" "$tmp/x.h5" --layout tp=two
+expect 2 "no --layout" "$RESHARD" "$A" "$tmp/x.h5"
+[ ! -e "$tmp/x.h5" ] && [ ! -e "$tmp/x.h5.tmp" ] || fail "a failed reshard left a file"
+echo "ok: bad inputs get one line and a non-zero exit, nothing written"
+echo "PASS: ckpt_reshard"

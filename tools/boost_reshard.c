@@ -1,0 +1,455 @@
+/* boost-reshard: rewrites a checkpoint for a target parallel layout, offline.
+ *
+ *   boost-reshard IN OUT --layout dp=D,tp=T,pp=P[,mode=M] [--no-optimizer] [--quiet]
+ *   boost-reshard IN --plan --layout ... [--json]
+ *
+ * The tensors of a checkpoint are global logical tensors, so any layout can
+ * load any checkpoint as it is; what a layout changes is how well the
+ * file's chunks line up with the hyperslabs each rank reads. The rewrite
+ * chunks every tensor along the target's tensor-parallel shards (a chunk
+ * never straddles two ranks' shards), so each rank decodes only what it
+ * needs. Values and checksums do not change: the result is verified --
+ * every dataset decoded and its checksum recomputed -- before it is renamed
+ * into place. --no-optimizer drops the AdamW moments for export (recorded
+ * in the file; training cannot resume from it). --plan only prints, for
+ * each target tensor-parallel rank and pipeline stage, what it reads of IN
+ * and the read amplification (bytes of chunks touched / bytes needed).
+ *
+ * Exit status: 0 ok, 1 bad input or checkpoint, 2 usage. */
+#include <errno.h>
+#include <hdf5.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "blas_select.h"
+#include "check.h"
+#include "ckpt_fs.h"
+#include "ckpt_h5.h"
+#include "ckpt_hash.h"
+#include "ckpt_peek.h"
+#include "config.h"
+#include "h5z_zstd.h"
+#include "model.h"
+#include "util.h"
+
+typedef struct {
+  const char *in, *out;
+  int dp, tp, pp, plan, json, quiet, no_optim;
+  tp_mode mode;
+} options;
+
+static int usage(FILE *f, int status) {
+  fprintf(f,
+          "usage: boost-reshard IN OUT --layout dp=D,tp=T,pp=P[,mode=M] [--no-optimizer] [--quiet]\n"
+          "       boost-reshard IN --plan --layout dp=D,tp=T,pp=P[,mode=M] [--json]\n"
+          "\n"
+          "Rewrites checkpoint IN (a file, or a checkpoint directory: its `latest`) as OUT with\n"
+          "chunks aligned to the target layout's tensor-parallel shards; values and checksums are\n"
+          "unchanged and verified before OUT is renamed into place.\n"
+          "  --layout SPEC     target layout: dp, tp, pp and optionally the tp mode\n"
+          "                    (btp, vanilla, megatron; default: what auto picks for the model)\n"
+          "  --no-optimizer    leave out the AdamW moments (export; training cannot resume from OUT)\n"
+          "  --plan            print what each target rank reads of IN and the read amplification\n"
+          "  --json            with --plan: one JSON document\n"
+          "  --quiet           no progress bar\n"
+          "Exit status: 0 ok, 1 bad input or checkpoint, 2 usage.\n");
+  return status;
+}
+
+static int parse_layout(const char *spec, options *o, char *err, size_t errlen) {
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", spec);
+  o->dp = o->tp = o->pp = 1;
+  o->mode = TP_AUTO;
+  for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+    int v;
+    char m[32];
+    if (sscanf(tok, "dp=%d", &v) == 1 && v >= 1) o->dp = v;
+    else if (sscanf(tok, "tp=%d", &v) == 1 && v >= 1) o->tp = v;
+    else if (sscanf(tok, "pp=%d", &v) == 1 && v >= 1) o->pp = v;
+    else if (sscanf(tok, "mode=%31s", m) == 1 && !strcmp(m, "btp")) o->mode = TP_BTP;
+    else if (sscanf(tok, "mode=%31s", m) == 1 && !strcmp(m, "vanilla")) o->mode = TP_VANILLA;
+    else if (sscanf(tok, "mode=%31s", m) == 1 && !strcmp(m, "megatron")) o->mode = TP_MEGATRON;
+    else return boost_err(err, errlen, "bad --layout item '%s': expected dp=N, tp=N, pp=N or mode=btp|vanilla|megatron", tok);
+  }
+  return 0;
+}
+
+/* The target layout's tensor registry for tp rank 0 of the whole model:
+ * names, global shapes and the tensor-parallel split of every tensor. */
+static int target_registry(const train_config *cfg, const options *o, model *m, tp_mode *mode, char *err, size_t errlen) {
+  if (model_check_layout(&cfg->model, o->mode, o->tp, mode, err, errlen) != 0) return -1;
+  int *per_stage = boost_calloc((size_t)o->pp, sizeof *per_stage);
+  const int rc = model_plan_stages(&cfg->model, o->pp, cfg->parallel.stages, cfg->model.seq_len, per_stage, err, errlen);
+  boost_free(per_stage);
+  if (rc != 0) return -1;
+  comm_ctx comm;
+  comm_init_self(&comm);
+  comm.size[COMM_TP] = o->tp; /* model_init reads the group sizes only */
+  model_init(m, &cfg->model, *mode, &(model_options){.comm = &comm, .layout_only = 1});
+  return 0;
+}
+
+/* Chunk dims of a tensor aligned to its shards: the default rule applied to
+ * one shard's shape, with every extent a divisor of the shard's. */
+static void aligned_chunk(const tensor_desc *t, int ndim, const int64_t *shape, hsize_t *chunk) {
+  int64_t local[TENSOR_MAX_DIMS];
+  for (int d = 0; d < ndim; d++) local[d] = t ? t->local_shape[d] : shape[d];
+  ckpt_chunk_dims(ndim, local, chunk);
+  for (int d = 0; d < ndim; d++)
+    while (local[d] % (int64_t)chunk[d]) chunk[d]--;
+}
+
+static void progress(const options *o, size_t done, size_t total, const char *what) {
+  if (o->quiet || !isatty(STDERR_FILENO)) return;
+  const int w = 30, k = total ? (int)(w * done / total) : w;
+  fprintf(stderr, "\r[%.*s%*s] %3d%% %-40.40s", k, "==============================", w - k, "",
+          total ? (int)(100 * done / total) : 100, what);
+  if (done == total) fprintf(stderr, "\n");
+}
+
+/* ---- the rewrite ------------------------------------------------------------- */
+
+typedef struct {
+  hid_t in, out;
+  const model *m;
+  const options *o;
+  int level;
+  size_t done, total;
+  char err[1024];
+} rewrite;
+
+static herr_t copy_attr(hid_t loc, const char *name, const H5A_info_t *info, void *op) {
+  (void)info;
+  hid_t dst = *(hid_t *)op;
+  hid_t a = H5Aopen(loc, name, H5P_DEFAULT), type = H5Aget_type(a), space = H5Aget_space(a);
+  const size_t n = H5Tget_size(type) * (size_t)H5Sget_simple_extent_npoints(space);
+  void *buf = calloc(n ? n : 1, 1);
+  herr_t rc = -1;
+  if (buf && H5Aread(a, type, buf) >= 0 && !(H5Aexists(dst, name) > 0 && H5Adelete(dst, name) < 0)) {
+    hid_t b = H5Acreate2(dst, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
+    rc = b >= 0 && H5Awrite(b, type, buf) >= 0 ? 0 : -1;
+    if (b >= 0) H5Aclose(b);
+  }
+  if (H5Tis_variable_str(type) > 0) H5Dvlen_reclaim(type, space, H5P_DEFAULT, buf);
+  free(buf);
+  H5Sclose(space);
+  H5Tclose(type);
+  H5Aclose(a);
+  return rc;
+}
+
+/* One float32 tensor dataset, read whole and written with aligned chunks. */
+static int copy_tensor(rewrite *r, const char *path, const char *name) {
+  hid_t d = H5Dopen2(r->in, path, H5P_DEFAULT), space = d >= 0 ? H5Dget_space(d) : -1;
+  int ndim = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
+  if (ndim < 1 || ndim > TENSOR_MAX_DIMS) {
+    ckpt_h5_error(r->err, sizeof r->err, path);
+    return -1;
+  }
+  hsize_t dims[TENSOR_MAX_DIMS], chunk[TENSOR_MAX_DIMS];
+  int64_t shape[TENSOR_MAX_DIMS];
+  H5Sget_simple_extent_dims(space, dims, NULL);
+  size_t n = 1;
+  for (int k = 0; k < ndim; k++) shape[k] = (int64_t)dims[k], n *= (size_t)dims[k];
+  const int idx = registry_find(&r->m->reg, name);
+  aligned_chunk(idx >= 0 ? &r->m->reg.tensors[idx] : NULL, ndim, shape, chunk);
+  float *buf = malloc((n ? n : 1) * sizeof *buf);
+  uint64_t sum = 0;
+  int ok = buf && H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0 &&
+           ckpt_attr_get_u64(d, CKPT_ATTR_CHECKSUM, &sum) == 0;
+  if (!ok) ckpt_h5_error(r->err, sizeof r->err, path);
+  if (ok && ckpt_hash_run32(buf, n, 0) != sum) {
+    snprintf(r->err, sizeof r->err, "%s: checksum mismatch in IN (damaged checkpoint)", path);
+    ok = 0;
+  }
+  if (ok) {
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    H5Pset_create_intermediate_group(lcpl, 1);
+    hid_t o = -1;
+    ok = h5z_zstd_set_dcpl(dcpl, ndim, chunk, r->level) >= 0 &&
+         (o = H5Dcreate2(r->out, path, H5T_IEEE_F32LE, space, lcpl, dcpl, H5P_DEFAULT)) >= 0 &&
+         H5Dwrite(o, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0 &&
+         ckpt_attr_put_u64(o, CKPT_ATTR_CHECKSUM, sum) == 0;
+    if (!ok) ckpt_h5_error(r->err, sizeof r->err, path);
+    if (o >= 0) H5Dclose(o);
+    H5Pclose(lcpl);
+    H5Pclose(dcpl);
+  }
+  free(buf);
+  H5Sclose(space);
+  H5Dclose(d);
+  progress(r->o, ++r->done, r->total, name);
+  return ok ? 0 : -1;
+}
+
+static int copy_group_tensors(rewrite *r, const char *group) {
+  hid_t g = H5Gopen2(r->in, group, H5P_DEFAULT);
+  H5G_info_t info;
+  if (g < 0 || H5Gget_info(g, &info) < 0) {
+    ckpt_h5_error(r->err, sizeof r->err, group);
+    return -1;
+  }
+  int rc = 0;
+  for (hsize_t i = 0; rc == 0 && i < info.nlinks; i++) {
+    char name[TENSOR_NAME_MAX], path[TENSOR_NAME_MAX + 32];
+    if (H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name, H5P_DEFAULT) < 0) {
+      ckpt_h5_error(r->err, sizeof r->err, group);
+      rc = -1;
+      break;
+    }
+    snprintf(path, sizeof path, "%s/%s", group, name);
+    rc = copy_tensor(r, path, name);
+  }
+  H5Gclose(g);
+  return rc;
+}
+
+static char *layout_json(const options *o, tp_mode mode) {
+  char *s = malloc(160);
+  if (s)
+    snprintf(s, 160, "{\"world_size\":%d,\"dp\":%d,\"tp\":%d,\"pp\":%d,\"tp_mode\":\"%s\",\"zero\":0}",
+             o->dp * o->tp * o->pp, o->dp, o->tp, o->pp, tp_mode_names[mode]);
+  return s;
+}
+
+/* Root attributes (the target layout, where the file came from, what it
+ * holds), the training state and activations as they are, the tensors
+ * re-chunked. */
+static int write_out(rewrite *r, const char *tmp, tp_mode mode) {
+  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+  H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110);
+  r->out = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+  H5Pclose(fapl);
+  if (r->out < 0) {
+    ckpt_h5_error(r->err, sizeof r->err, "cannot create OUT");
+    return -1;
+  }
+  char *old_layout = NULL, *lay = layout_json(r->o, mode);
+  int rc = H5Aiterate2(r->in, H5_INDEX_NAME, H5_ITER_INC, NULL, copy_attr, &r->out) < 0 ? -1 : 0;
+  if (rc == 0 && ckpt_attr_get_str(r->in, "layout", &old_layout) == 0) {
+    for (const char *const *a = (const char *const[]){"layout", "resharded_from", "optimizer_state", NULL}; *a; a++)
+      if (H5Aexists(r->out, *a) > 0) H5Adelete(r->out, *a);
+    rc |= ckpt_attr_put_str(r->out, "layout", lay) | ckpt_attr_put_str(r->out, "resharded_from", old_layout);
+    rc |= ckpt_attr_put_str(r->out, "optimizer_state", r->o->no_optim ? "absent" : "present");
+  }
+  free(old_layout);
+  free(lay);
+  if (rc != 0) ckpt_h5_error(r->err, sizeof r->err, "root attributes");
+  if (rc == 0) rc = copy_group_tensors(r, CKPT_GROUP_MODEL);
+  if (rc == 0 && !r->o->no_optim) rc = copy_group_tensors(r, CKPT_GROUP_ADAM_M);
+  if (rc == 0 && !r->o->no_optim) rc = copy_group_tensors(r, CKPT_GROUP_ADAM_V);
+  for (const char *g = CKPT_GROUP_STATE; rc == 0 && g; g = strcmp(g, CKPT_GROUP_STATE) ? NULL : CKPT_GROUP_ACTS)
+    if (H5Lexists(r->in, g, H5P_DEFAULT) > 0 && H5Ocopy(r->in, g, r->out, g, H5P_DEFAULT, H5P_DEFAULT) < 0) {
+      ckpt_h5_error(r->err, sizeof r->err, g);
+      rc = -1;
+    }
+  if (H5Fclose(r->out) < 0 && rc == 0) {
+    ckpt_h5_error(r->err, sizeof r->err, "closing OUT");
+    rc = -1;
+  }
+  return rc;
+}
+
+/* Every tensor of OUT decoded and checked against its checksum. */
+static int verify_out(const char *path, char *err, size_t errlen) {
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0) {
+    ckpt_h5_error(err, errlen, "re-opening OUT");
+    return -1;
+  }
+  int rc = 0;
+  const char *groups[] = {CKPT_GROUP_MODEL, CKPT_GROUP_ADAM_M, CKPT_GROUP_ADAM_V};
+  for (int k = 0; rc == 0 && k < 3; k++) {
+    if (H5Lexists(f, groups[k] + 1, H5P_DEFAULT) <= 0 && k > 0) continue;
+    hid_t g = H5Gopen2(f, groups[k], H5P_DEFAULT);
+    H5G_info_t info;
+    if (g < 0 || H5Gget_info(g, &info) < 0) rc = boost_err(err, errlen, "OUT: group %s unreadable", groups[k]);
+    for (hsize_t i = 0; rc == 0 && i < info.nlinks; i++) {
+      char name[TENSOR_NAME_MAX];
+      H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name, H5P_DEFAULT);
+      hid_t d = H5Dopen2(g, name, H5P_DEFAULT), space = H5Dget_space(d);
+      const size_t n = (size_t)H5Sget_simple_extent_npoints(space);
+      float *buf = malloc((n ? n : 1) * sizeof *buf);
+      uint64_t sum = 0;
+      if (!buf || H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0 ||
+          ckpt_attr_get_u64(d, CKPT_ATTR_CHECKSUM, &sum) != 0 || ckpt_hash_run32(buf, n, 0) != sum)
+        rc = boost_err(err, errlen, "OUT: %s/%s does not verify", groups[k], name);
+      free(buf);
+      H5Sclose(space);
+      H5Dclose(d);
+    }
+    if (g >= 0) H5Gclose(g);
+  }
+  H5Fclose(f);
+  return rc;
+}
+
+/* ---- the plan ----------------------------------------------------------------- */
+
+/* Bytes of IN's chunks a hyperslab touches (what a reader decodes). */
+static double touched_bytes(hid_t in, const char *path, const tensor_desc *t) {
+  hid_t d = H5Dopen2(in, path, H5P_DEFAULT);
+  hid_t dcpl = d >= 0 ? H5Dget_create_plist(d) : -1;
+  hsize_t c[TENSOR_MAX_DIMS];
+  const int chunked = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_chunk(dcpl, t->ndim, c) == t->ndim;
+  double bytes = 4.0;
+  for (int k = 0; k < t->ndim; k++) {
+    const int64_t ck = chunked ? (int64_t)c[k] : t->shape[k];
+    const int64_t first = t->offset[k] / ck, last = (t->offset[k] + t->local_shape[k] - 1) / ck;
+    bytes *= (double)(last - first + 1) * (double)ck;
+  }
+  if (dcpl >= 0) H5Pclose(dcpl);
+  if (d >= 0) H5Dclose(d);
+  return d >= 0 ? bytes : -1.0;
+}
+
+static int plan(hid_t in, const train_config *cfg, const options *o, char *err, size_t errlen) {
+  tp_mode mode;
+  model probe;
+  if (target_registry(cfg, o, &probe, &mode, err, errlen) != 0) return -1;
+  model_free(&probe);
+  int *per_stage = boost_calloc((size_t)o->pp, sizeof *per_stage);
+  model_plan_stages(&cfg->model, o->pp, cfg->parallel.stages, cfg->model.seq_len, per_stage, err, errlen);
+  double need_all = 0, read_all = 0;
+  if (o->json) printf("{\"layout\":{\"dp\":%d,\"tp\":%d,\"pp\":%d,\"tp_mode\":\"%s\"},\"ranks\":[", o->dp, o->tp, o->pp, tp_mode_names[mode]);
+  else printf("plan: reading %s on dp=%d tp=%d pp=%d (%s); per tensor-parallel rank and stage:\n", o->in, o->dp, o->tp, o->pp, tp_mode_names[mode]);
+  int first_layer = 0, rc = 0;
+  for (int s = 0; s < o->pp && rc == 0; s++) {
+    const model_stage stage = {first_layer, per_stage[s], s == 0, s == o->pp - 1};
+    first_layer += per_stage[s];
+    for (int t = 0; t < o->tp && rc == 0; t++) {
+      comm_ctx comm;
+      comm_init_self(&comm);
+      comm.size[COMM_TP] = o->tp;
+      comm.rank[COMM_TP] = t;
+      model m;
+      model_init(&m, &cfg->model, mode, &(model_options){.comm = &comm, .stage = &stage, .layout_only = 1});
+      double need = 0, got = 0;
+      for (int i = 0; i < m.reg.count && rc == 0; i++) {
+        const tensor_desc *td = &m.reg.tensors[i];
+        for (int c = 0; c < (o->no_optim ? 1 : 3); c++) {
+          char path[TENSOR_NAME_MAX + 32];
+          const char *grp[3] = {CKPT_GROUP_MODEL, CKPT_GROUP_ADAM_M, CKPT_GROUP_ADAM_V};
+          snprintf(path, sizeof path, "%s/%s", grp[c], td->name);
+          const double b = touched_bytes(in, path, td);
+          if (b < 0) {
+            rc = boost_err(err, errlen, "%s: %s is not in the checkpoint (another model?)", o->in, path);
+            break;
+          }
+          need += 4.0 * (double)td->numel;
+          got += b;
+        }
+      }
+      if (rc == 0 && o->json)
+        printf("%s{\"stage\":%d,\"tp_rank\":%d,\"tensors\":%d,\"bytes_needed\":%.0f,\"bytes_decoded\":%.0f,\"amplification\":%.4f}",
+               s + t ? "," : "", s, t, m.reg.count, need, got, need > 0 ? got / need : 1.0);
+      else if (rc == 0)
+        printf("  stage %d tp rank %d: %3d tensors, needs %9.2f MiB, decodes %9.2f MiB of chunks: read amplification %.2fx\n",
+               s, t, m.reg.count, need / (1 << 20), got / (1 << 20), need > 0 ? got / need : 1.0);
+      need_all += need, read_all += got;
+      model_free(&m);
+    }
+  }
+  boost_free(per_stage);
+  if (rc != 0) return -1;
+  if (o->json) printf("],\"amplification\":%.4f}\n", need_all > 0 ? read_all / need_all : 1.0);
+  else
+    printf("total: every data-parallel replica needs %.2f MiB and decodes %.2f MiB (%.2fx); boost-reshard to this layout "
+           "makes it 1.00x\n", need_all / (1 << 20), read_all / (1 << 20), need_all > 0 ? read_all / need_all : 1.0);
+  return 0;
+}
+
+/* ---- main ---------------------------------------------------------------------- */
+
+static int parse_args(int argc, char **argv, options *o, char *err, size_t errlen) {
+  memset(o, 0, sizeof *o);
+  int have_layout = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--layout") && i + 1 < argc) {
+      if (parse_layout(argv[++i], o, err, errlen) != 0) return -1;
+      have_layout = 1;
+    } else if (!strcmp(argv[i], "--plan")) o->plan = 1;
+    else if (!strcmp(argv[i], "--json")) o->json = 1;
+    else if (!strcmp(argv[i], "--quiet")) o->quiet = 1;
+    else if (!strcmp(argv[i], "--no-optimizer")) o->no_optim = 1;
+    else if (argv[i][0] == '-') return boost_err(err, errlen, "unknown option '%s' (see --help)", argv[i]);
+    else if (!o->in) o->in = argv[i];
+    else if (!o->out) o->out = argv[i];
+    else return boost_err(err, errlen, "unexpected argument '%s' (see --help)", argv[i]);
+  }
+  if (!o->in) return boost_err(err, errlen, "no input checkpoint given (see --help)");
+  if (!have_layout) return boost_err(err, errlen, "--layout dp=D,tp=T,pp=P is required");
+  if (!o->plan && !o->out) return boost_err(err, errlen, "no OUT given (or --plan to only print the read plan)");
+  return 0;
+}
+
+static int run(const options *o_in, char *err, size_t errlen) {
+  const options *o = o_in;
+  ckpt_peek_info info;
+  if (ckpt_peek("", o->in, &info, err, errlen) != 1) {
+    if (!err[0]) boost_err(err, errlen, "%s: no committed checkpoint there", o->in);
+    return -1;
+  }
+  train_config cfg;
+  config_defaults(&cfg);
+  int rc = config_from_json(&cfg, info.config_json, NULL, err, errlen);
+  hid_t in = rc == 0 ? H5Fopen(info.path, H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
+  if (rc == 0 && in < 0) rc = boost_err(err, errlen, "%s: cannot open", info.path);
+  options eff = *o; /* a checkpoint without moments stays without them */
+  char *optim = NULL;
+  if (in >= 0 && ckpt_attr_get_str(in, "optimizer_state", &optim) == 0 && !strcmp(optim, "absent")) eff.no_optim = 1;
+  free(optim);
+  o = &eff;
+  if (rc == 0 && o->plan) rc = plan(in, &cfg, o, err, errlen);
+  if (rc == 0 && !o->plan) {
+    model m;
+    tp_mode mode;
+    rc = target_registry(&cfg, o, &m, &mode, err, errlen);
+    if (rc == 0) {
+      char tmp[PATH_MAX + 8];
+      snprintf(tmp, sizeof tmp, "%s.tmp", o->out);
+      rewrite r = {.in = in, .m = &m, .o = o, .level = cfg.ckpt.level};
+      r.total = (size_t)m.reg.count * (o->no_optim ? 1 : 3);
+      rc = write_out(&r, tmp, mode);
+      if (rc != 0) boost_err(err, errlen, "%s", r.err);
+      if (rc == 0) rc = verify_out(tmp, err, errlen);
+      if (rc == 0 && (boost_fsync_path(tmp) != 0 || rename(tmp, o->out) != 0))
+        rc = boost_err(err, errlen, "cannot commit %s: %s", o->out, strerror(errno));
+      if (rc == 0) boost_fsync_parent(o->out);
+      if (rc != 0) unlink(tmp);
+      if (rc == 0 && !o->quiet)
+        printf("wrote %s: step %lld for dp=%d tp=%d pp=%d (%s)%s, every tensor verified\n", o->out,
+               (long long)info.step, o->dp, o->tp, o->pp, tp_mode_names[mode], o->no_optim ? ", no optimizer state" : "");
+      model_free(&m);
+    }
+  }
+  if (in >= 0) H5Fclose(in);
+  ckpt_peek_free(&info);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(stdout, 0);
+  options o;
+  char err[1536] = "";
+  if (parse_args(argc, argv, &o, err, sizeof err) != 0) {
+    fprintf(stderr, "boost-reshard: %s\n", err);
+    return 2;
+  }
+  ckpt_h5_quiet();
+  if (h5z_zstd_register() < 0) {
+    fprintf(stderr, "boost-reshard: cannot register the zstd HDF5 filter\n");
+    return 1;
+  }
+  const int rc = run(&o, err, sizeof err);
+  if (rc != 0) fprintf(stderr, "boost-reshard: %s\n", err);
+  return rc == 0 ? 0 : 1;
+}
