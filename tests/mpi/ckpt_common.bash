@@ -73,6 +73,23 @@ for t in d["tensors"]:
     if t["category"] in ("weights", "moments"): print(t["name"] + "=" + t["checksum"])'
 }
 
+# continues_run FULL.jsonl PART.jsonl FIRST LAST: the resumed run logged
+# exactly steps FIRST..LAST, each loss within fp32 rounding (2e-5 relative)
+# of the uninterrupted run's -- another layout sums in another order.
+continues_run() {
+  "$PY" - "$@" <<'PYEOF'
+import json, sys
+a = {o["step"]: o["loss"] for o in map(json.loads, open(sys.argv[1]))}
+b = {o["step"]: o["loss"] for o in map(json.loads, open(sys.argv[2]))}
+want = list(range(int(sys.argv[3]), int(sys.argv[4]) + 1))
+if sorted(b) != want:
+    sys.exit("resumed run logged steps %s, expected %s" % (sorted(b), want))
+for s, l in b.items():
+    if abs(l - a[s]) > 2e-5 * max(1, abs(a[s])):
+        sys.exit("step %d: loss %r vs %r" % (s, l, a[s]))
+PYEOF
+}
+
 # state field of a checkpoint (step, data_cursor, tokens_seen, ...).
 state() {
   "$INSPECT" --json --no-tensors "$1" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$2"
