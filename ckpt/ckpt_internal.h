@@ -81,6 +81,7 @@ typedef struct {
   double tokens_seen;
   float *losses;
   int64_t nloss;
+  double bytes_needed, bytes_decoded; /* over all ranks: their bands, and the chunks those touch */
 } load_result;
 
 /* Settings fixed at open: the config's and the test/benchmark hooks'. */

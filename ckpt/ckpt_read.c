@@ -29,7 +29,22 @@ typedef struct {
   size_t nsum;
   int ok;
   char err[REASON_MAX];
+  double needed, decoded; /* bytes of this rank's bands, and of the chunks they touch */
 } reader;
+
+/* Bytes of the dataset's chunks a hyperslab touches (what HDF5 decodes). */
+static double chunk_bytes(hid_t d, int ndim, const int64_t *start, const int64_t *count) {
+  hid_t dcpl = H5Dget_create_plist(d);
+  hsize_t c[TENSOR_MAX_DIMS];
+  const int chunked = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_chunk(dcpl, ndim, c) == ndim;
+  if (dcpl >= 0) H5Pclose(dcpl);
+  double bytes = 4.0;
+  for (int k = 0; k < ndim; k++) {
+    const int64_t ck = chunked ? (int64_t)c[k] : count[k], first = start[k] / ck, last = (start[k] + count[k] - 1) / ck;
+    bytes *= (double)(last - first + 1) * (double)ck;
+  }
+  return bytes;
+}
 
 /* 1 when every component of an absolute path exists, 0 when one does not,
  * -1 when HDF5 cannot tell (damaged metadata). */
@@ -142,6 +157,8 @@ static void read_band(reader *r, hid_t d, hid_t space, int i, int c, const char 
   } else if (e->writer_stage == s->grid->pp_rank && e->primary) {
     r->sums[(size_t)i * CKPT_NUM_CATEGORIES + c] = ckpt_hash_slab32(dst, t->ndim, t->shape, start, count);
   }
+  r->needed += 4.0 * (double)(e->r1[c] - e->r0[c]) * (double)ckpt_row_floats(t);
+  r->decoded += chunk_bytes(d, t->ndim, start, count);
   H5Sclose(mem);
 }
 
@@ -275,6 +292,10 @@ static int try_load(ckpt_session *s, const char *path, load_result *lr, char *wh
   boost_free(r.stored);
   boost_free(r.sums);
   if (rc) gather_bands(s);
+  double io[2] = {r.needed, r.decoded};
+  MPI_Allreduce(MPI_IN_PLACE, io, 2, MPI_DOUBLE, MPI_SUM, s->comm);
+  lr->bytes_needed = io[0];
+  lr->bytes_decoded = io[1];
   return rc;
 }
 
@@ -293,10 +314,15 @@ static int list_candidates(ckpt_session *s, const char *dir, int64_t **steps) {
 static void report_loaded(ckpt_session *s, load_result *lr, const char *path, double t0, const char *skipped) {
   double bytes = 0;
   for (int i = 0; i < s->nent; i++) bytes += 4.0 * CKPT_NUM_CATEGORIES * (double)ckpt_entry_numel(&s->ents[i]);
-  char b[32];
+  char b[32], nb[32], db[32];
   ckpt_format_bytes(bytes, b, sizeof b);
-  boost_msgf(lr->msg, sizeof lr->msg, "resumed from %s (step %lld, %s of tensors verified and loaded in %.2f s)%s%s",
-             path, (long long)lr->step, b, boost_now_s() - t0, skipped[0] ? "; skipped " : "", skipped);
+  ckpt_format_bytes(lr->bytes_needed, nb, sizeof nb);
+  ckpt_format_bytes(lr->bytes_decoded, db, sizeof db);
+  boost_msgf(lr->msg, sizeof lr->msg,
+             "resumed from %s (step %lld, %s of tensors verified and loaded in %.2f s; the ranks read %s, decoding "
+             "%s of chunks: %.2fx)%s%s",
+             path, (long long)lr->step, b, boost_now_s() - t0, nb, db,
+             lr->bytes_needed > 0 ? lr->bytes_decoded / lr->bytes_needed : 1.0, skipped[0] ? "; skipped " : "", skipped);
 }
 
 void ckpt_do_load(ckpt_session *s, load_result *lr) {

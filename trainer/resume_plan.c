@@ -15,7 +15,7 @@ int config_dp_degree(const train_config *cfg, int world_size) {
 typedef struct {
   int found; /* 1 resume, 0 nothing, -1 error */
   int64_t step;
-  int layout_dp;
+  int layout_dp, layout_tp, layout_pp;
   char path[PATH_MAX];
   char msg[2048];
 } peek_result;
@@ -42,6 +42,8 @@ static char *peek_everywhere(const train_config *cfg, MPI_Comm world, peek_resul
     if (r->found == 1) {
       r->step = info.step;
       r->layout_dp = info.layout_dp;
+      r->layout_tp = info.layout_tp;
+      r->layout_pp = info.layout_pp;
       snprintf(r->path, sizeof r->path, "%s", info.path);
       if (info.skipped[0]) snprintf(r->msg, sizeof r->msg, "passed over %s", info.skipped);
     } else if (r->found == 0 && info.skipped[0]) {
@@ -129,9 +131,11 @@ int resume_plan(train_config *cfg, MPI_Comm world, char *note, size_t notelen, c
              diff);
     return -1;
   }
-  snprintf(note, notelen, "will resume %s (step %lld)", r.path, (long long)r.step);
+  const int dp = config_dp_degree(cfg, world_size);
+  snprintf(note, notelen, "will resume %s (step %lld); layout dp=%d tp=%d pp=%d -> dp=%d tp=%d pp=%d", r.path,
+           (long long)r.step, r.layout_dp, r.layout_tp, r.layout_pp, dp, cfg->parallel.tp, cfg->parallel.pp);
   if (r.msg[0]) snprintf(note + strlen(note), notelen - strlen(note), "; %s", r.msg);
-  if (keep_global_batch(cfg, &stored, r.layout_dp, config_dp_degree(cfg, world_size), note, notelen, err, errlen) != 0)
+  if (keep_global_batch(cfg, &stored, r.layout_dp, dp, note, notelen, err, errlen) != 0)
     return -1;
   if (config_diff(&stored, cfg, is_training_key, diff, sizeof diff) > 0)
     snprintf(note + strlen(note), notelen - strlen(note), "; settings changed since the checkpoint: %s", diff);
