@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "inspect.h"
@@ -87,6 +90,33 @@ static int legacy(int argc, char **argv) {
   return rc == 0 && tensors ? cmd_tensors(1, a) : rc;
 }
 
+/* Runs fn in a child process: the HDF5 library itself can crash on some
+ * malformed files (e.g. 1.10.8 frees an uninitialised pointer in
+ * H5G__link_release_table while iterating a damaged dense link table; see
+ * docs/INSPECT.md), and a damaged file must end as "exit 1, one line", never
+ * as a crash. BOOST_INSPECT_NO_FORK=1 runs in process (debugging). */
+static int run_isolated(int (*fn)(int, char **), int argc, char **argv, const char *what) {
+  const char *nf = getenv("BOOST_INSPECT_NO_FORK");
+  if (nf && nf[0] == '1') return fn(argc, argv);
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) return fn(argc, argv);
+  if (pid == 0) {
+    int rc = fn(argc, argv);
+    fflush(stdout);
+    fflush(stderr);
+    _exit(rc);
+  }
+  int st;
+  while (waitpid(pid, &st, 0) < 0)
+    if (errno != EINTR) return 1;
+  if (WIFEXITED(st)) return WEXITSTATUS(st);
+  fprintf(stderr, "boost-inspect: %s: the HDF5 library crashed reading the file (signal %d): it is damaged\n",
+          argc > 0 ? argv[argc - 1] : what, WTERMSIG(st));
+  return 1;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fputs(HELP, stderr);
@@ -98,11 +128,11 @@ int main(int argc, char **argv) {
   }
   for (size_t i = 0; i < sizeof CMDS / sizeof CMDS[0]; i++)
     if (!strcmp(argv[1], CMDS[i].name)) {
-      int rc = CMDS[i].fn(argc - 2, argv + 2);
+      int rc = run_isolated(CMDS[i].fn, argc - 2, argv + 2, argv[1]);
       fflush(stdout);
       return rc;
     }
-  if (argv[1][0] == '-' || access(argv[1], F_OK) == 0) return legacy(argc, argv);
+  if (argv[1][0] == '-' || access(argv[1], F_OK) == 0) return run_isolated(legacy, argc, argv, "checkpoint");
   fprintf(stderr, "boost-inspect: unknown subcommand '%s' (see --help)\n", argv[1]);
   return 2;
 }
