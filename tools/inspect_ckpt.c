@@ -100,6 +100,8 @@ static void read_root_attrs(ins_ckpt *c) {
   H5Eclear2(H5E_DEFAULT);
 }
 
+static int by_path(const void *a, const void *b) { return strcmp(((const ins_dset *)a)->path, ((const ins_dset *)b)->path); }
+
 /* After H5Fopen: format checks, attributes, dataset walk. */
 static int finish_open(ins_ckpt *c, char *err, size_t errlen) {
   if (c->f < 0) {
@@ -116,10 +118,15 @@ static int finish_open(ins_ckpt *c, char *err, size_t errlen) {
     else snprintf(err, errlen, "unknown checkpoint format version %lld (this boost-inspect reads version %d)", (long long)c->fv, CKPT_FORMAT_VERSION);
     return -1;
   }
-  if (H5Lvisit(c->f, H5_INDEX_NAME, H5_ITER_INC, visit_cb, c) < 0) {
+  /* H5_ITER_NATIVE: with another order HDF5 1.10 first copies a group's links
+   * into a table and, when the link index is damaged, frees the table's
+   * uninitialised entries (H5G__dense_build_table / H5G__link_release_table:
+   * a crash found by fuzzing). The native order needs no table; sort after. */
+  if (H5Lvisit(c->f, H5_INDEX_NAME, H5_ITER_NATIVE, visit_cb, c) < 0) {
     c->walk_failed = 1;
     if (!c->walk_error[0]) ckpt_h5_error(c->walk_error, sizeof c->walk_error, "cannot walk the file's groups (corrupt metadata?)");
   }
+  if (c->n > 1) qsort(c->d, (size_t)c->n, sizeof *c->d, by_path);
   H5Eclear2(H5E_DEFAULT);
   return 0;
 }
