@@ -6,7 +6,8 @@ pkgs=(build-essential cmake pkg-config git
       libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools
       libzstd-dev zstd libcriterion-dev libopenblas-dev libopenblas-openmp-dev
       libcjson-dev libinih-dev libxxhash-dev
-      fortunes python3-h5py python3-numpy)
+      fortunes python3-h5py python3-numpy
+      gnuplot-nox) # boost-inspect plot
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

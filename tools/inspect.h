@@ -1,0 +1,113 @@
+/* boost-inspect internals: opening a checkpoint defensively, the dataset
+ * list, whole-dataset reads, the verifier (also the fuzzing entry point),
+ * and the subcommands. docs/INSPECT.md describes the tool. */
+#ifndef BOOST_INSPECT_H
+#define BOOST_INSPECT_H
+
+#include <cJSON.h>
+#include <hdf5.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define INS_ERR 1024
+
+typedef struct {
+  char path[512];
+  char category[16]; /* weights | moments | activations | state | other */
+  char dtype[16];    /* float32 | float64 | int32 | int64 | uint64 | other */
+  int ndim;
+  hsize_t dims[8];
+  double raw_bytes, stored_bytes;
+  int has_checksum;
+  uint64_t checksum;
+} ins_dset;
+
+typedef struct {
+  hid_t f, fapl;
+  char path[4200];
+  ins_dset *d;
+  int n, cap;
+  int walk_failed; /* H5Lvisit stopped on an error: the list is incomplete */
+  char walk_error[INS_ERR];
+  /* root attributes (NULL / -1 when absent or unreadable) */
+  char *format, *version, *config, *layout, *algo, *acts;
+  int64_t fv, step, cursor, tseed, dseed, n_tensors, lr_step, adam_t;
+  double tokens, lr_next;
+} ins_ckpt;
+
+/* Opens PATH (a file, or a directory: its `latest`, else newest step_*.h5),
+ * checks that it is a boost checkpoint of a known format version and lists
+ * its datasets. Returns 0, or -1 with one line in err. */
+int ins_open(const char *arg, ins_ckpt *c, char *err, size_t errlen);
+/* The same on an in-memory file image (fuzzing); buf must outlive c. */
+int ins_open_image(const void *buf, size_t len, ins_ckpt *c, char *err, size_t errlen);
+void ins_close(ins_ckpt *c);
+
+/* A dataset by name, with or without the leading '/'; NULL when absent. */
+const ins_dset *ins_find(const ins_ckpt *c, const char *name);
+/* Whole dataset in its own element type (4 or 8 bytes per element); every
+ * chunk is decoded. NULL with err on failure. Caller frees. */
+void *ins_read(const ins_ckpt *c, const ins_dset *d, size_t *nelem, size_t *esz, char *err, size_t errlen);
+/* Reads a float dataset (float32 or float64) as doubles. */
+double *ins_read_f64(const ins_ckpt *c, const ins_dset *d, size_t *nelem, char *err, size_t errlen);
+double ins_numel(const ins_dset *d);
+
+/* Verification (docs/INSPECT.md). Problems are collected as lines
+ * "<object>: <what>"; digest summarises every dataset's content and every
+ * root attribute (equal digests: equal content). */
+typedef struct {
+  char **lines;
+  int n, cap;
+  int checked; /* datasets whose content was decoded and hashed */
+  uint64_t digest;
+} ins_report;
+int ins_verify(ins_ckpt *c, ins_report *r); /* returns r->n */
+void ins_report_add(ins_report *r, const char *obj, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void ins_report_free(ins_report *r);
+/* Opens and verifies a file image; returns 0 ok, 1 problem (fuzz target). */
+int ins_verify_image(const void *buf, size_t len, uint64_t *digest);
+
+/* Expected tensors of the model a stored config describes. */
+typedef struct {
+  char name[96];
+  int ndim;
+  int64_t shape[4];
+} ins_tensor;
+/* Parses the stored config JSON into the trainer's config and lists the
+ * tensors it implies (names under /model without the group). Returns the
+ * count, or -1 with err. *out is malloc'd. cfg_out (may be NULL) receives
+ * the train_config (opaque here: a struct train_config *). */
+int ins_expected_tensors(const char *config_json, ins_tensor **out, void *cfg_out, char *err, size_t errlen);
+
+/* Output helpers. */
+void ins_print_json(cJSON *o);
+void ins_shape_str(const ins_dset *d, char *out, size_t outlen);
+
+/* Subcommands: argc/argv start after the subcommand name. Each returns the
+ * exit status (0 ok, 1 checkpoint problem, 2 usage). */
+int cmd_summary(int argc, char **argv);
+int cmd_tensors(int argc, char **argv);
+int cmd_stats(int argc, char **argv);
+int cmd_spectrum(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
+int cmd_list(int argc, char **argv);
+int cmd_dump(int argc, char **argv);
+
+/* Common option parsing: --json and --help; returns the positional
+ * arguments in pos (at most maxpos), -1 on a usage error (message printed),
+ * 1 when --help was printed. Unknown options listed in extra (NULL-ended,
+ * "--name" takes a value when followed by '=' in the table: "--tensor=")
+ * are returned through vals. */
+typedef struct {
+  int json;
+  const char *pos[4];
+  int npos;
+  const char *opt_val[4]; /* values of the extra options, in table order */
+  int opt_set[4];
+} ins_args;
+int ins_parse(int argc, char **argv, const char *const *extra, int minpos, int maxpos, const char *help,
+              ins_args *a);
+
+#endif

@@ -1,0 +1,335 @@
+/* boost-inspect: opening a checkpoint defensively and reading its datasets.
+ * Every HDF5 call's result is checked; HDF5's automatic error printing is off
+ * and errors become one line (ckpt_h5_error). */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ckpt_fs.h"
+#include "ckpt_h5.h"
+#include "h5z_zstd.h"
+#include "inspect.h"
+
+static const char *category_of(const char *path) {
+  if (strncmp(path, "/model/", 7) == 0) return "weights";
+  if (strncmp(path, "/optim/", 7) == 0) return "moments";
+  if (strncmp(path, "/activations/", 13) == 0) return "activations";
+  if (strncmp(path, "/state/", 7) == 0) return "state";
+  return "other";
+}
+
+static void describe_type(hid_t type, ins_dset *d) {
+  size_t esz = type >= 0 ? H5Tget_size(type) : 0;
+  H5T_class_t cls = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
+  int le = type >= 0 && H5Tget_order(type) == H5T_ORDER_LE;
+  if (cls == H5T_FLOAT && le && (esz == 4 || esz == 8)) snprintf(d->dtype, sizeof d->dtype, "float%zu", 8 * esz);
+  else if (cls == H5T_INTEGER && le && (esz == 4 || esz == 8))
+    snprintf(d->dtype, sizeof d->dtype, "%sint%zu", H5Tget_sign(type) == H5T_SGN_NONE ? "u" : "", 8 * esz);
+  else snprintf(d->dtype, sizeof d->dtype, "other");
+  d->raw_bytes = ins_numel(d) * (double)esz;
+}
+
+static int add_dataset(ins_ckpt *c, hid_t o, const char *name) {
+  if (c->n == c->cap) {
+    int cap = c->cap ? 2 * c->cap : 256;
+    ins_dset *nd = realloc(c->d, (size_t)cap * sizeof *nd);
+    if (!nd) return -1;
+    c->d = nd, c->cap = cap;
+  }
+  ins_dset *d = &c->d[c->n++];
+  memset(d, 0, sizeof *d);
+  snprintf(d->path, sizeof d->path, "/%s", name);
+  snprintf(d->category, sizeof d->category, "%s", category_of(d->path));
+  hid_t space = H5Dget_space(o), type = H5Dget_type(o);
+  int nd = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
+  if (nd < 0 || nd > 8 || (nd > 0 && H5Sget_simple_extent_dims(space, d->dims, NULL) < 0)) d->ndim = -1;
+  else d->ndim = nd;
+  if (d->ndim >= 0) describe_type(type, d);
+  else snprintf(d->dtype, sizeof d->dtype, "other");
+  hsize_t st = H5Dget_storage_size(o);
+  d->stored_bytes = (double)st;
+  d->has_checksum = ckpt_attr_exists(o, CKPT_ATTR_CHECKSUM) == 1 && ckpt_attr_get_u64(o, CKPT_ATTR_CHECKSUM, &d->checksum) == 0;
+  if (space >= 0) H5Sclose(space);
+  if (type >= 0) H5Tclose(type);
+  H5Eclear2(H5E_DEFAULT);
+  return 0;
+}
+
+static herr_t visit_cb(hid_t root, const char *name, const H5L_info_t *info, void *data) {
+  ins_ckpt *c = data;
+  if (info->type != H5L_TYPE_HARD) {
+    snprintf(c->walk_error, sizeof c->walk_error, "/%s: not a hard link (soft or external links are not part of the format)", name);
+    return -1;
+  }
+  hid_t o = H5Oopen(root, name, H5P_DEFAULT);
+  if (o < 0) {
+    char what[700];
+    snprintf(what, sizeof what, "/%.600s: cannot open object (corrupt metadata?)", name);
+    ckpt_h5_error(c->walk_error, sizeof c->walk_error, what);
+    return -1;
+  }
+  H5I_type_t t = H5Iget_type(o);
+  int rc = 0;
+  if (t == H5I_DATASET) rc = add_dataset(c, o, name);
+  else if (t != H5I_GROUP) {
+    snprintf(c->walk_error, sizeof c->walk_error, "/%.600s: neither a group nor a dataset", name);
+    rc = -1;
+  }
+  H5Oclose(o);
+  return rc;
+}
+
+static void read_root_attrs(ins_ckpt *c) {
+  c->fv = c->step = c->cursor = c->tseed = c->dseed = c->n_tensors = c->lr_step = c->adam_t = -1;
+  c->tokens = c->lr_next = -1;
+  ckpt_attr_get_str(c->f, "format", &c->format);
+  if (ckpt_attr_get_i64(c->f, "format_version", &c->fv) != 0) c->fv = -1;
+  ckpt_attr_get_str(c->f, "software_version", &c->version);
+  ckpt_attr_get_str(c->f, "checksum_algorithm", &c->algo);
+  ckpt_attr_get_str(c->f, "config", &c->config);
+  ckpt_attr_get_str(c->f, "layout", &c->layout);
+  ckpt_attr_get_str(c->f, "activations", &c->acts);
+  struct { const char *n; int64_t *v; } iv[] = {{"step", &c->step}, {"data_cursor", &c->cursor}, {"train_seed", &c->tseed},
+      {"data_seed", &c->dseed}, {"n_tensors", &c->n_tensors}, {"lr_schedule_step", &c->lr_step}, {"adam_t", &c->adam_t}};
+  for (size_t i = 0; i < sizeof iv / sizeof iv[0]; i++)
+    if (ckpt_attr_get_i64(c->f, iv[i].n, iv[i].v) != 0) *iv[i].v = -1;
+  if (ckpt_attr_get_f64(c->f, "tokens_seen", &c->tokens) != 0) c->tokens = -1;
+  if (ckpt_attr_get_f64(c->f, "lr_next", &c->lr_next) != 0) c->lr_next = -1;
+  H5Eclear2(H5E_DEFAULT);
+}
+
+static int by_path(const void *a, const void *b) { return strcmp(((const ins_dset *)a)->path, ((const ins_dset *)b)->path); }
+
+/* After H5Fopen: format checks, attributes, dataset walk. */
+static int finish_open(ins_ckpt *c, char *err, size_t errlen) {
+  if (c->f < 0) {
+    ckpt_h5_error(err, errlen, "cannot open (not an HDF5 file, or truncated or damaged)");
+    return -1;
+  }
+  read_root_attrs(c);
+  if (!c->format || strcmp(c->format, CKPT_FORMAT_NAME) != 0) {
+    snprintf(err, errlen, "not a boost checkpoint (no root attribute format=\"%s\")", CKPT_FORMAT_NAME);
+    return -1;
+  }
+  if (c->fv != CKPT_FORMAT_VERSION) {
+    if (c->fv < 0) snprintf(err, errlen, "format_version attribute missing or unreadable");
+    else snprintf(err, errlen, "unknown checkpoint format version %lld (this boost-inspect reads version %d)", (long long)c->fv, CKPT_FORMAT_VERSION);
+    return -1;
+  }
+  /* H5_ITER_NATIVE: with another order HDF5 1.10 first copies a group's links
+   * into a table and, when the link index is damaged, frees the table's
+   * uninitialised entries (H5G__dense_build_table / H5G__link_release_table:
+   * a crash found by fuzzing). The native order needs no table; sort after. */
+  if (H5Lvisit(c->f, H5_INDEX_NAME, H5_ITER_NATIVE, visit_cb, c) < 0) {
+    c->walk_failed = 1;
+    if (!c->walk_error[0]) ckpt_h5_error(c->walk_error, sizeof c->walk_error, "cannot walk the file's groups (corrupt metadata?)");
+  }
+  if (c->n > 1) qsort(c->d, (size_t)c->n, sizeof *c->d, by_path);
+  H5Eclear2(H5E_DEFAULT);
+  return 0;
+}
+
+static int init_h5(char *err, size_t errlen) {
+  static int done = 0;
+  if (done) return 0;
+  ckpt_h5_quiet();
+  if (h5z_zstd_register() < 0) {
+    snprintf(err, errlen, "cannot register the zstd filter");
+    return -1;
+  }
+  done = 1;
+  return 0;
+}
+
+static int resolve_path(const char *arg, char *out, size_t outlen, char *err, size_t errlen) {
+  struct stat st;
+  if (stat(arg, &st) != 0) {
+    snprintf(err, errlen, "%s: no such file or directory", arg);
+    return -1;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    snprintf(out, outlen, "%s", arg);
+    return 0;
+  }
+  char name[PATH_MAX];
+  if (ckpt_fs_read_latest(arg, name, sizeof name) == 0) {
+    snprintf(out, outlen, "%s/%s", arg, name);
+    if (stat(out, &st) == 0) return 0;
+  }
+  int64_t *steps = NULL;
+  int n = 0;
+  char e[512];
+  if (ckpt_fs_list(arg, &steps, &n, e, sizeof e) != 0 || n == 0) {
+    snprintf(err, errlen, "%s: no checkpoint in this directory", arg);
+    free(steps);
+    return -1;
+  }
+  ckpt_file_name(name, sizeof name, steps[0]);
+  snprintf(out, outlen, "%s/%s", arg, name);
+  free(steps);
+  return 0;
+}
+
+int ins_open(const char *arg, ins_ckpt *c, char *err, size_t errlen) {
+  memset(c, 0, sizeof *c);
+  c->f = c->fapl = -1;
+  char e[INS_ERR];
+  if (init_h5(err, errlen) != 0) return -1;
+  if (resolve_path(arg, c->path, sizeof c->path, err, errlen) != 0) return -1;
+  struct stat st;
+  if (stat(c->path, &st) != 0 || !S_ISREG(st.st_mode)) {
+    snprintf(err, errlen, "%s: not a regular file", c->path);
+    return -1;
+  }
+  c->f = H5Fopen(c->path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (finish_open(c, e, sizeof e) != 0) {
+    snprintf(err, errlen, "%.2000s: %.1000s", c->path, e);
+    return -1;
+  }
+  return 0;
+}
+
+int ins_open_image(const void *buf, size_t len, ins_ckpt *c, char *err, size_t errlen) {
+  memset(c, 0, sizeof *c);
+  c->f = c->fapl = -1;
+  snprintf(c->path, sizeof c->path, "<image>");
+  if (init_h5(err, errlen) != 0) return -1;
+  c->fapl = H5Pcreate(H5P_FILE_ACCESS);
+  if (c->fapl < 0 || H5Pset_fapl_core(c->fapl, 1 << 16, 0) < 0 || H5Pset_file_image(c->fapl, (void *)buf, len) < 0) {
+    ckpt_h5_error(err, errlen, "cannot set up an in-memory file");
+    return -1;
+  }
+  c->f = H5Fopen("inspect-image.h5", H5F_ACC_RDONLY, c->fapl);
+  return finish_open(c, err, errlen);
+}
+
+void ins_close(ins_ckpt *c) {
+  if (c->f >= 0) H5Fclose(c->f);
+  if (c->fapl >= 0) H5Pclose(c->fapl);
+  free(c->d);
+  free(c->format), free(c->version), free(c->config), free(c->layout), free(c->algo), free(c->acts);
+  H5Eclear2(H5E_DEFAULT);
+  memset(c, 0, sizeof *c);
+  c->f = c->fapl = -1;
+}
+
+const ins_dset *ins_find(const ins_ckpt *c, const char *name) {
+  const char *n = name[0] == '/' ? name + 1 : name;
+  for (int i = 0; i < c->n; i++)
+    if (strcmp(c->d[i].path + 1, n) == 0) return &c->d[i];
+  return NULL;
+}
+
+double ins_numel(const ins_dset *d) {
+  double n = 1;
+  for (int k = 0; k < d->ndim; k++) n *= (double)d->dims[k];
+  return n;
+}
+
+static hid_t mem_type_of(const char *dtype) {
+  if (!strcmp(dtype, "float32")) return H5T_NATIVE_FLOAT;
+  if (!strcmp(dtype, "float64")) return H5T_NATIVE_DOUBLE;
+  if (!strcmp(dtype, "int32")) return H5T_NATIVE_INT32;
+  if (!strcmp(dtype, "int64")) return H5T_NATIVE_INT64;
+  if (!strcmp(dtype, "uint32")) return H5T_NATIVE_UINT32;
+  if (!strcmp(dtype, "uint64")) return H5T_NATIVE_UINT64;
+  return -1;
+}
+
+void *ins_read(const ins_ckpt *c, const ins_dset *d, size_t *nelem, size_t *esz, char *err, size_t errlen) {
+  hid_t mt = mem_type_of(d->dtype);
+  if (mt < 0 || d->ndim < 0) {
+    snprintf(err, errlen, "%s: unsupported dtype or shape", d->path);
+    return NULL;
+  }
+  double n = ins_numel(d);
+  *esz = strstr(d->dtype, "64") ? 8 : 4;
+  if (n * (double)*esz > 64e9) {
+    snprintf(err, errlen, "%s: implausible size (%.0f elements)", d->path, n);
+    return NULL;
+  }
+  *nelem = (size_t)n;
+  void *buf = malloc(*nelem * *esz + 8);
+  if (!buf) {
+    snprintf(err, errlen, "%s: out of memory", d->path);
+    return NULL;
+  }
+  hid_t ds = H5Dopen2(c->f, d->path, H5P_DEFAULT);
+  if (ds < 0 || (*nelem > 0 && H5Dread(ds, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)) {
+    char what[600];
+    snprintf(what, sizeof what, "%s: read failed (corrupt data?)", d->path);
+    ckpt_h5_error(err, errlen, what);
+    free(buf);
+    buf = NULL;
+  }
+  if (ds >= 0) H5Dclose(ds);
+  return buf;
+}
+
+double *ins_read_f64(const ins_ckpt *c, const ins_dset *d, size_t *nelem, char *err, size_t errlen) {
+  size_t esz;
+  void *raw = ins_read(c, d, nelem, &esz, err, errlen);
+  if (!raw) return NULL;
+  double *v = malloc((*nelem + 1) * sizeof *v);
+  if (!v) {
+    free(raw);
+    snprintf(err, errlen, "out of memory");
+    return NULL;
+  }
+  for (size_t i = 0; i < *nelem; i++) {
+    if (!strcmp(d->dtype, "float32")) v[i] = ((float *)raw)[i];
+    else if (!strcmp(d->dtype, "float64")) v[i] = ((double *)raw)[i];
+    else if (!strcmp(d->dtype, "int32")) v[i] = ((int32_t *)raw)[i];
+    else if (!strcmp(d->dtype, "uint32")) v[i] = ((uint32_t *)raw)[i];
+    else if (!strcmp(d->dtype, "int64")) v[i] = (double)((int64_t *)raw)[i];
+    else v[i] = (double)((uint64_t *)raw)[i];
+  }
+  free(raw);
+  return v;
+}
+
+void ins_print_json(cJSON *o) {
+  char *t = cJSON_Print(o);
+  if (t) printf("%s\n", t);
+  free(t);
+  cJSON_Delete(o);
+}
+
+void ins_shape_str(const ins_dset *d, char *out, size_t outlen) {
+  out[0] = 0;
+  for (int k = 0; k < d->ndim; k++)
+    snprintf(out + strlen(out), outlen - strlen(out), "%s%llu", k ? "x" : "", (unsigned long long)d->dims[k]);
+  if (d->ndim == 0) snprintf(out, outlen, "scalar");
+}
+
+int ins_parse(int argc, char **argv, const char *const *extra, int minpos, int maxpos, const char *help,
+              ins_args *a) {
+  memset(a, 0, sizeof *a);
+  for (int i = 0; i < argc; i++) {
+    const char *s = argv[i];
+    if (!strcmp(s, "--json")) { a->json = 1; continue; }
+    if (!strcmp(s, "--help") || !strcmp(s, "-h")) { fputs(help, stdout); return 1; }
+    int matched = 0;
+    for (int k = 0; extra && extra[k] && k < 4; k++) {
+      size_t L = strlen(extra[k]);
+      int takes = extra[k][L - 1] == '=';
+      if (strncmp(s, extra[k], takes ? L - 1 : L) != 0 || (s[takes ? L - 1 : L] != 0 && !(takes && s[L - 1] == '='))) continue;
+      matched = 1;
+      a->opt_set[k] = 1;
+      if (takes) {
+        if (s[L - 1] == '=') a->opt_val[k] = s + L;
+        else if (i + 1 < argc) a->opt_val[k] = argv[++i];
+        else { fprintf(stderr, "boost-inspect: %.*s needs a value (see --help)\n", (int)(L - 1), extra[k]); return -1; }
+      }
+      break;
+    }
+    if (matched) continue;
+    if (s[0] == '-' && s[1]) { fprintf(stderr, "boost-inspect: unknown option '%s' (see --help)\n", s); return -1; }
+    if (a->npos == maxpos) { fprintf(stderr, "boost-inspect: unexpected argument '%s' (see --help)\n", s); return -1; }
+    a->pos[a->npos++] = s;
+  }
+  if (a->npos < minpos) { fprintf(stderr, "boost-inspect: missing argument (see --help)\n%s", help); return -1; }
+  return 0;
+}

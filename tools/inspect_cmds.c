@@ -1,0 +1,266 @@
+/* boost-inspect subcommands: summary, tensors, verify, list, dump. */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ckpt_fs.h"
+#include "ckpt_h5.h"
+#include "inspect.h"
+
+/* Opens PATH or prints the one-line error; returns 0 / 1. */
+static int open_or_say(const char *path, ins_ckpt *c) {
+  char err[INS_ERR + 4300];
+  if (ins_open(path, c, err, sizeof err) == 0) return 0;
+  fprintf(stderr, "boost-inspect: %s\n", err);
+  ins_close(c);
+  return 1;
+}
+
+static cJSON *parse_or_string(const char *s) {
+  cJSON *j = s ? cJSON_Parse(s) : NULL;
+  return j ? j : cJSON_CreateString(s ? s : "");
+}
+
+static void categories(const ins_ckpt *c, double raw[3], double stored[3]) {
+  static const char *cats[3] = {"weights", "moments", "activations"};
+  for (int k = 0; k < 3; k++) raw[k] = stored[k] = 0;
+  for (int i = 0; i < c->n; i++)
+    for (int k = 0; k < 3; k++)
+      if (!strcmp(c->d[i].category, cats[k])) raw[k] += c->d[i].raw_bytes, stored[k] += c->d[i].stored_bytes;
+}
+
+static cJSON *tensor_json(const ins_dset *d) {
+  cJSON *t = cJSON_CreateObject();
+  cJSON_AddStringToObject(t, "name", d->path);
+  cJSON_AddStringToObject(t, "category", d->category);
+  cJSON_AddStringToObject(t, "dtype", d->dtype);
+  cJSON *sh = cJSON_AddArrayToObject(t, "shape");
+  for (int k = 0; k < d->ndim; k++) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)d->dims[k]));
+  cJSON_AddNumberToObject(t, "raw_bytes", d->raw_bytes);
+  cJSON_AddNumberToObject(t, "stored_bytes", d->stored_bytes);
+  cJSON_AddNumberToObject(t, "ratio", d->stored_bytes > 0 ? d->raw_bytes / d->stored_bytes : 0.0);
+  char hex[24];
+  snprintf(hex, sizeof hex, "%016llx", (unsigned long long)d->checksum);
+  cJSON_AddStringToObject(t, "checksum", d->has_checksum ? hex : "");
+  return t;
+}
+
+static void loss_info(const ins_ckpt *c, int64_t *n, float *last) {
+  *n = 0;
+  const ins_dset *d = ins_find(c, CKPT_GROUP_STATE "/loss_history");
+  char err[INS_ERR];
+  size_t m;
+  double *v = d ? ins_read_f64(c, d, &m, err, sizeof err) : NULL;
+  if (v) {
+    *n = (int64_t)m;
+    if (m) *last = (float)v[m - 1];
+  }
+  free(v);
+}
+
+static const char *const SUMMARY_HELP =
+    "usage: boost-inspect summary [--json] PATH\n"
+    "The training state of a checkpoint: step, tokens, data cursor, seeds, next LR,\n"
+    "loss history length and last value, the layout that wrote it, the config,\n"
+    "software and format version, bytes per category. Exit 1 when PATH is not a\n"
+    "readable boost checkpoint of a known format version.\n";
+
+static void summary_json(const ins_ckpt *c, int with_tensors) {
+  int64_t nloss;
+  float last = 0;
+  loss_info(c, &nloss, &last);
+  double raw[3], stored[3];
+  categories(c, raw, stored);
+  struct stat st;
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "path", c->path);
+  cJSON_AddStringToObject(o, "format", c->format ? c->format : "");
+  cJSON_AddNumberToObject(o, "format_version", (double)c->fv);
+  cJSON_AddStringToObject(o, "software_version", c->version ? c->version : "");
+  cJSON_AddStringToObject(o, "checksum_algorithm", c->algo ? c->algo : "");
+  cJSON_AddNumberToObject(o, "step", (double)c->step);
+  cJSON_AddNumberToObject(o, "data_cursor", (double)c->cursor);
+  cJSON_AddNumberToObject(o, "tokens_seen", c->tokens);
+  cJSON_AddNumberToObject(o, "train_seed", (double)c->tseed);
+  cJSON_AddNumberToObject(o, "data_seed", (double)c->dseed);
+  cJSON_AddNumberToObject(o, "lr_next", c->lr_next);
+  cJSON_AddStringToObject(o, "activations", c->acts ? c->acts : "none");
+  cJSON_AddItemToObject(o, "layout", parse_or_string(c->layout));
+  cJSON_AddItemToObject(o, "config", parse_or_string(c->config));
+  cJSON *lh = cJSON_AddObjectToObject(o, "loss_history");
+  cJSON_AddNumberToObject(lh, "count", (double)nloss);
+  if (nloss) cJSON_AddNumberToObject(lh, "last", last);
+  cJSON_AddNumberToObject(o, "file_bytes", stat(c->path, &st) == 0 ? (double)st.st_size : 0);
+  cJSON *cat = cJSON_AddObjectToObject(o, "categories");
+  static const char *cats[3] = {"weights", "moments", "activations"};
+  for (int k = 0; k < 3; k++) {
+    cJSON *e = cJSON_AddObjectToObject(cat, cats[k]);
+    cJSON_AddNumberToObject(e, "raw_bytes", raw[k]);
+    cJSON_AddNumberToObject(e, "stored_bytes", stored[k]);
+    cJSON_AddNumberToObject(e, "ratio", stored[k] > 0 ? raw[k] / stored[k] : 0.0);
+  }
+  if (with_tensors) {
+    cJSON *arr = cJSON_AddArrayToObject(o, "tensors");
+    for (int i = 0; i < c->n; i++) cJSON_AddItemToArray(arr, tensor_json(&c->d[i]));
+  }
+  ins_print_json(o);
+}
+
+static void summary_text(const ins_ckpt *c) {
+  int64_t nloss;
+  float last = 0;
+  loss_info(c, &nloss, &last);
+  double raw[3], stored[3];
+  categories(c, raw, stored);
+  static const char *cats[3] = {"weights", "moments", "activations"};
+  printf("checkpoint %s\n", c->path);
+  printf("  format %s v%lld, written by boost %s, checksums %s\n", c->format, (long long)c->fv, c->version ? c->version : "?", c->algo ? c->algo : "?");
+  printf("  step %lld | tokens %.0f | data cursor %lld | seeds train %lld data %lld | next lr %.3e\n", (long long)c->step,
+         c->tokens, (long long)c->cursor, (long long)c->tseed, (long long)c->dseed, c->lr_next);
+  printf("  loss history: %lld values", (long long)nloss);
+  if (nloss) printf(", last %.4f", last);
+  printf("\n  saved by layout %s | activations %s\n", c->layout ? c->layout : "?", c->acts ? c->acts : "none");
+  printf("  config %s\n", c->config ? c->config : "(missing)");
+  for (int k = 0; k < 3; k++)
+    if (raw[k] > 0) printf("  %-12s %12.0f raw bytes -> %12.0f stored (%.3fx)\n", cats[k], raw[k], stored[k], stored[k] > 0 ? raw[k] / stored[k] : 0.0);
+}
+
+int cmd_summary(int argc, char **argv) {
+  static const char *const extra[] = {"--tensors", NULL};
+  ins_args a;
+  int p = ins_parse(argc, argv, extra, 1, 1, SUMMARY_HELP, &a);
+  if (p) return p > 0 ? 0 : 2;
+  ins_ckpt c;
+  if (open_or_say(a.pos[0], &c)) return 1;
+  if (a.json) summary_json(&c, a.opt_set[0]);
+  else summary_text(&c);
+  ins_close(&c);
+  return 0;
+}
+
+static const char *const TENSORS_HELP =
+    "usage: boost-inspect tensors [--json] PATH\n"
+    "Every dataset: name, category, dtype, shape, stored bytes, compression ratio,\n"
+    "stored checksum (xxh3-64-elemsum-v1). Nothing is decoded (see verify).\n";
+
+int cmd_tensors(int argc, char **argv) {
+  ins_args a;
+  int p = ins_parse(argc, argv, NULL, 1, 1, TENSORS_HELP, &a);
+  if (p) return p > 0 ? 0 : 2;
+  ins_ckpt c;
+  if (open_or_say(a.pos[0], &c)) return 1;
+  if (a.json) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "path", c.path);
+    cJSON *arr = cJSON_AddArrayToObject(o, "tensors");
+    for (int i = 0; i < c.n; i++) cJSON_AddItemToArray(arr, tensor_json(&c.d[i]));
+    ins_print_json(o);
+  } else {
+    printf("  %-48s %-11s %-9s %-18s %12s %7s  %s\n", "dataset", "category", "dtype", "shape", "stored", "ratio", "checksum");
+    for (int i = 0; i < c.n; i++) {
+      const ins_dset *d = &c.d[i];
+      char shape[64];
+      ins_shape_str(d, shape, sizeof shape);
+      printf("  %-48s %-11s %-9s %-18s %12.0f %6.3fx  %016llx\n", d->path, d->category, d->dtype, shape, d->stored_bytes,
+             d->stored_bytes > 0 ? d->raw_bytes / d->stored_bytes : 0.0, (unsigned long long)d->checksum);
+    }
+  }
+  if (c.walk_failed) fprintf(stderr, "boost-inspect: %s: the list is incomplete: %s\n", c.path, c.walk_error);
+  int rc = c.walk_failed ? 1 : 0;
+  ins_close(&c);
+  return rc;
+}
+
+static const char *const VERIFY_HELP =
+    "usage: boost-inspect verify [--json] PATH\n"
+    "Checks everything a reader can: every chunk of every dataset decoded and its\n"
+    "checksum recomputed; the tensors the stored config implies all present with\n"
+    "their shapes (and nothing else in /model, /optim); root attributes present and\n"
+    "consistent; the config parses; the loss history has `step` values; stored\n"
+    "activations well formed. Prints `verify: ok` (exit 0) or one line per problem\n"
+    "naming the tensor or attribute and `verify: FAILED` (exit 1).\n";
+
+int cmd_verify(int argc, char **argv) {
+  ins_args a;
+  int p = ins_parse(argc, argv, NULL, 1, 1, VERIFY_HELP, &a);
+  if (p) return p > 0 ? 0 : 2;
+  ins_ckpt c;
+  char err[INS_ERR + 4300];
+  if (ins_open(a.pos[0], &c, err, sizeof err) != 0) {
+    fprintf(stderr, "boost-inspect: %s\n", err);
+    if (a.json) {
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "path", a.pos[0]);
+      cJSON_AddBoolToObject(o, "verified", 0);
+      cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "problems"), cJSON_CreateString(err));
+      ins_print_json(o);
+    }
+    ins_close(&c);
+    return 1;
+  }
+  ins_report r = {0};
+  ins_verify(&c, &r);
+  if (a.json) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "path", c.path);
+    cJSON_AddBoolToObject(o, "verified", r.n == 0);
+    cJSON_AddNumberToObject(o, "datasets", c.n);
+    cJSON_AddNumberToObject(o, "decoded", r.checked);
+    cJSON *arr = cJSON_AddArrayToObject(o, "problems");
+    for (int i = 0; i < r.n; i++) cJSON_AddItemToArray(arr, cJSON_CreateString(r.lines[i]));
+    ins_print_json(o);
+  } else {
+    for (int i = 0; i < r.n; i++) printf("BAD %s\n", r.lines[i]);
+    printf("verify: %s (%d datasets decoded and checksummed, %d problem%s)\n", r.n ? "FAILED" : "ok", r.checked, r.n, r.n == 1 ? "" : "s");
+  }
+  for (int i = 0; i < r.n && i < 20; i++) fprintf(stderr, "boost-inspect: %s: %s\n", c.path, r.lines[i]);
+  int rc = r.n ? 1 : 0;
+  ins_report_free(&r);
+  ins_close(&c);
+  return rc;
+}
+
+static const char *const LIST_HELP =
+    "usage: boost-inspect list [--json] DIR\n"
+    "The committed checkpoints of a checkpoint directory, newest first; `latest`\n"
+    "marks the one the directory's pointer names. Says so when there are none.\n";
+
+int cmd_list(int argc, char **argv) {
+  ins_args a;
+  int p = ins_parse(argc, argv, NULL, 1, 1, LIST_HELP, &a);
+  if (p) return p > 0 ? 0 : 2;
+  int64_t *steps = NULL;
+  int n = 0;
+  char err[512], latest[PATH_MAX] = "";
+  struct stat st;
+  if (stat(a.pos[0], &st) != 0 || !S_ISDIR(st.st_mode)) {
+    fprintf(stderr, "boost-inspect: %s: not a directory\n", a.pos[0]);
+    return 1;
+  }
+  if (ckpt_fs_list(a.pos[0], &steps, &n, err, sizeof err) != 0) {
+    fprintf(stderr, "boost-inspect: %s\n", err);
+    return 1;
+  }
+  ckpt_fs_read_latest(a.pos[0], latest, sizeof latest);
+  cJSON *arr = cJSON_CreateArray();
+  if (!a.json && n == 0) printf("no checkpoints in %s\n", a.pos[0]);
+  for (int i = 0; i < n; i++) {
+    char name[64], path[PATH_MAX + 64];
+    ckpt_file_name(name, sizeof name, steps[i]);
+    snprintf(path, sizeof path, "%s/%s", a.pos[0], name);
+    double sz = stat(path, &st) == 0 ? (double)st.st_size : -1;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "file", name);
+    cJSON_AddNumberToObject(o, "step", (double)steps[i]);
+    cJSON_AddNumberToObject(o, "bytes", sz);
+    cJSON_AddBoolToObject(o, "latest", strcmp(name, latest) == 0);
+    cJSON_AddItemToArray(arr, o);
+    if (!a.json) printf("%s  step %8lld  %10.0f bytes%s\n", name, (long long)steps[i], sz, strcmp(name, latest) == 0 ? "  <- latest" : "");
+  }
+  if (a.json) ins_print_json(arr);
+  else cJSON_Delete(arr);
+  free(steps);
+  return 0;
+}

@@ -1,0 +1,134 @@
+/* boost-inspect: the tensors a stored config implies. Mirrors the naming of
+ * trainer/model.c (model_init with tp = 1: global logical shapes), which
+ * docs/CHECKPOINT_FORMAT.md documents; parsing goes through the trainer's own
+ * config table (config_set, config_validate). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "inspect.h"
+
+typedef struct {
+  ins_tensor *t;
+  int n, cap;
+} tlist;
+
+static void push(tlist *l, const char *name, int ndim, int64_t a, int64_t b, int64_t c) {
+  if (l->n == l->cap) {
+    l->cap = l->cap ? 2 * l->cap : 64;
+    ins_tensor *nt = realloc(l->t, (size_t)l->cap * sizeof *nt);
+    if (!nt) abort();
+    l->t = nt;
+  }
+  ins_tensor *t = &l->t[l->n++];
+  memset(t, 0, sizeof *t);
+  snprintf(t->name, sizeof t->name, "%.95s", name);
+  t->ndim = ndim;
+  int64_t s[3] = {a, b, c};
+  for (int k = 0; k < ndim; k++) t->shape[k] = s[k];
+}
+
+static const char *group_name(int nproj, proj_kind k0) {
+  return nproj == 3 ? "qkv" : nproj == 2 ? "gate_up" : proj_names[k0];
+}
+
+/* One slot (projections sharing an input): one group when they agree on
+ * rank-ness, else one group per projection. */
+static void add_slot(tlist *l, const model_config *m, const char *prefix, const proj_kind *kinds, int n) {
+  int same = 1;
+  for (int i = 1; i < n; i++) same &= model_is_lowrank(m, kinds[i]) == model_is_lowrank(m, kinds[0]);
+  for (int i = 0; i < n; i += same ? n : 1) {
+    const int g = same ? n : 1;
+    const proj_kind k = kinds[i];
+    const int64_t in = k == PROJ_DOWN ? m->ffn : m->d_model;
+    const int64_t out = (k == PROJ_GATE || k == PROJ_UP) ? m->ffn : m->d_model;
+    char name[200];
+    const int nd = g > 1 ? 3 : 2;
+    if (model_is_lowrank(m, k)) {
+      const int64_t r = model_rank(m, k);
+      snprintf(name, sizeof name, "%s.%s.A", prefix, group_name(g, k));
+      if (nd == 3) push(l, name, 3, g, r, in); else push(l, name, 2, r, in, 0);
+      snprintf(name, sizeof name, "%s.%s.B", prefix, group_name(g, k));
+      if (nd == 3) push(l, name, 3, g, out, r); else push(l, name, 2, out, r, 0);
+    } else {
+      snprintf(name, sizeof name, "%s.%s.W", prefix, group_name(g, k));
+      if (nd == 3) push(l, name, 3, g, out, in); else push(l, name, 2, out, in, 0);
+    }
+  }
+}
+
+/* JSON value -> the string config_set parses. */
+static int value_string(const cJSON *v, char *out, size_t outlen) {
+  if (cJSON_IsString(v)) snprintf(out, outlen, "%s", v->valuestring);
+  else if (cJSON_IsBool(v)) snprintf(out, outlen, "%s", cJSON_IsTrue(v) ? "true" : "false");
+  else if (cJSON_IsNumber(v) && isfinite(v->valuedouble)) {
+    double d = v->valuedouble;
+    if (d == floor(d) && fabs(d) < 9e15) snprintf(out, outlen, "%lld", (long long)d);
+    else snprintf(out, outlen, "%.17g", d);
+  } else return -1;
+  return 0;
+}
+
+static int parse_config(const char *json, train_config *cfg, char *err, size_t errlen) {
+  cJSON *j = json ? cJSON_Parse(json) : NULL;
+  if (!j || !cJSON_IsObject(j)) {
+    snprintf(err, errlen, "%s", json ? "not a JSON object" : "missing or unreadable");
+    cJSON_Delete(j);
+    return -1;
+  }
+  config_defaults(cfg);
+  char v[CONFIG_STR + 64], e[512];
+  const cJSON *preset = cJSON_GetObjectItemCaseSensitive(j, "model.preset");
+  int rc = 0;
+  if (preset && (value_string(preset, v, sizeof v) != 0 || config_set(cfg, "model.preset", v, e, sizeof e) != 0)) {
+    snprintf(err, errlen, "model.preset: not a known preset");
+    rc = -1;
+  }
+  for (const cJSON *it = j->child; it && !rc; it = it->next) {
+    if (!it->string || !strcmp(it->string, "model.preset")) continue;
+    if (value_string(it, v, sizeof v) != 0) {
+      snprintf(err, errlen, "key '%.200s' has a value of the wrong type", it->string);
+      rc = -1;
+    } else if (config_set(cfg, it->string, v, e, sizeof e) != 0) {
+      snprintf(err, errlen, "%.900s", e);
+      rc = -1;
+    }
+  }
+  cJSON_Delete(j);
+  if (!rc && config_validate(cfg, e, sizeof e) != 0) {
+    snprintf(err, errlen, "%.900s", e);
+    rc = -1;
+  }
+  return rc;
+}
+
+int ins_expected_tensors(const char *config_json, ins_tensor **out, void *cfg_out, char *err, size_t errlen) {
+  train_config cfg;
+  *out = NULL;
+  if (parse_config(config_json, &cfg, err, errlen) != 0) return -1;
+  const model_config *m = &cfg.model;
+  tlist l = {0};
+  push(&l, "embed.weight", 2, m->vocab, m->d_model, 0);
+  static const proj_kind attn_in[] = {PROJ_Q, PROJ_K, PROJ_V}, attn_out[] = {PROJ_O};
+  static const proj_kind mlp_in[] = {PROJ_GATE, PROJ_UP}, mlp_out[] = {PROJ_DOWN};
+  char name[96];
+  for (int i = 0; i < m->n_layers; i++) {
+    snprintf(name, sizeof name, "layers.%d.attn_norm", i);
+    push(&l, name, 1, m->d_model, 0, 0);
+    snprintf(name, sizeof name, "layers.%d.attn", i);
+    add_slot(&l, m, name, attn_in, 3);
+    add_slot(&l, m, name, attn_out, 1);
+    snprintf(name, sizeof name, "layers.%d.mlp_norm", i);
+    push(&l, name, 1, m->d_model, 0, 0);
+    snprintf(name, sizeof name, "layers.%d.mlp", i);
+    add_slot(&l, m, name, mlp_in, 2);
+    add_slot(&l, m, name, mlp_out, 1);
+  }
+  push(&l, "final_norm", 1, m->d_model, 0, 0);
+  if (!m->tie_embeddings) push(&l, "lm_head.weight", 2, m->vocab, m->d_model, 0);
+  if (cfg_out) memcpy(cfg_out, &cfg, sizeof cfg);
+  *out = l.t;
+  return l.n;
+}

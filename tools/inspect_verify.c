@@ -1,0 +1,268 @@
+/* boost-inspect verify: everything a reader can check without the trainer.
+ *  - root attributes present, typed and consistent (format, version,
+ *    checksum algorithm, step = lr_schedule_step = adam_t, seeds and
+ *    activations mode equal to the stored config's, layout sizes, n_tensors);
+ *  - the stored config parses and validates; the tensors it implies are all
+ *    present under /model, /optim/adam_m, /optim/adam_v with their shapes and
+ *    float32, and those groups hold nothing else;
+ *  - the group walk completes (a damaged group index is an error, never a
+ *    shorter list);
+ *  - every dataset: every chunk decoded and its xxh3-64-elemsum-v1 checksum
+ *    recomputed and compared with its attribute;
+ *  - /state/loss_history has `step` values; stored activations well formed.
+ * Each problem is one line naming the tensor or attribute. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "ckpt_h5.h"
+#include "ckpt_hash.h"
+#include "config.h"
+#include "inspect.h"
+
+void ins_report_add(ins_report *r, const char *obj, const char *fmt, ...) {
+  char msg[1200];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (r->n == r->cap) {
+    r->cap = r->cap ? 2 * r->cap : 16;
+    char **nl = realloc(r->lines, (size_t)r->cap * sizeof *nl);
+    if (!nl) abort();
+    r->lines = nl;
+  }
+  size_t len = strlen(obj) + strlen(msg) + 3;
+  r->lines[r->n] = malloc(len);
+  if (!r->lines[r->n]) abort();
+  snprintf(r->lines[r->n], len, "%s: %s", obj, msg);
+  r->n++;
+}
+
+void ins_report_free(ins_report *r) {
+  for (int i = 0; i < r->n; i++) free(r->lines[i]);
+  free(r->lines);
+  memset(r, 0, sizeof *r);
+}
+
+static void mix(ins_report *r, const void *p, size_t n) { r->digest = XXH3_64bits_withSeed(p, n, r->digest); }
+
+/* Every attribute of an object, raw bytes in its file type, into the digest. */
+static herr_t attr_cb(hid_t loc, const char *name, const H5A_info_t *info, void *data) {
+  (void)info;
+  ins_report *r = data;
+  mix(r, name, strlen(name));
+  hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
+  hid_t t = a >= 0 ? H5Aget_type(a) : -1, s = a >= 0 ? H5Aget_space(a) : -1;
+  hssize_t np = s >= 0 ? H5Sget_simple_extent_npoints(s) : -1;
+  size_t sz = t >= 0 ? H5Tget_size(t) : 0;
+  int rc = -1;
+  if (np >= 0 && sz > 0 && (double)np * (double)sz < 1e8 && H5Tis_variable_str(t) == 0 && H5Tget_class(t) != H5T_VLEN) {
+    void *buf = calloc((size_t)np * sz + 1, 1);
+    if (buf && H5Aread(a, t, buf) >= 0) {
+      mix(r, buf, (size_t)np * sz);
+      rc = 0;
+    }
+    free(buf);
+  }
+  if (t >= 0) H5Tclose(t);
+  if (s >= 0) H5Sclose(s);
+  if (a >= 0) H5Aclose(a);
+  return rc;
+}
+
+static void digest_attrs(const ins_ckpt *c, ins_report *r, const char *obj) {
+  hid_t o = H5Oopen(c->f, obj, H5P_DEFAULT);
+  if (o < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return; /* absence is reported elsewhere */
+  }
+  hsize_t idx = 0;
+  if (H5Aiterate2(o, H5_INDEX_NAME, H5_ITER_INC, &idx, attr_cb, r) < 0)
+    ins_report_add(r, obj, "attributes unreadable (corrupt metadata?)");
+  H5Oclose(o);
+  H5Eclear2(H5E_DEFAULT);
+}
+
+static void check_root(const ins_ckpt *c, ins_report *r, const train_config *cfg, int cfg_ok) {
+  if (!c->version || !c->version[0]) ins_report_add(r, "attribute software_version", "missing or empty");
+  if (!c->algo || strcmp(c->algo, CKPT_CHECKSUM_ALGORITHM) != 0)
+    ins_report_add(r, "attribute checksum_algorithm", "'%s', expected '%s'", c->algo ? c->algo : "(missing)", CKPT_CHECKSUM_ALGORITHM);
+  if (c->step < 0) ins_report_add(r, "attribute step", "missing, unreadable or negative");
+  if (c->lr_step != c->step) ins_report_add(r, "attribute lr_schedule_step", "%lld differs from step %lld", (long long)c->lr_step, (long long)c->step);
+  if (c->adam_t != c->step) ins_report_add(r, "attribute adam_t", "%lld differs from step %lld", (long long)c->adam_t, (long long)c->step);
+  if (c->cursor < 0) ins_report_add(r, "attribute data_cursor", "missing, unreadable or negative");
+  if (!(c->tokens >= 0) || !isfinite(c->tokens)) ins_report_add(r, "attribute tokens_seen", "missing, unreadable or invalid");
+  if (!isfinite(c->lr_next) || c->lr_next < 0) ins_report_add(r, "attribute lr_next", "missing, unreadable or invalid");
+  if (ckpt_attr_exists(c->f, "train_seed") != 1) ins_report_add(r, "attribute train_seed", "missing");
+  if (ckpt_attr_exists(c->f, "data_seed") != 1) ins_report_add(r, "attribute data_seed", "missing");
+  const char *acts = c->acts ? c->acts : "";
+  if (strcmp(acts, "none") && strcmp(acts, "sample") && strcmp(acts, "all"))
+    ins_report_add(r, "attribute activations", "'%s', expected none, sample or all", c->acts ? c->acts : "(missing)");
+  if (cfg_ok) {
+    if (cfg->train.seed != c->tseed) ins_report_add(r, "attribute train_seed", "%lld differs from the config's train.seed %lld", (long long)c->tseed, (long long)cfg->train.seed);
+    if (cfg->data.seed != c->dseed) ins_report_add(r, "attribute data_seed", "%lld differs from the config's data.seed %lld", (long long)c->dseed, (long long)cfg->data.seed);
+    if (strcmp(acts_mode_names[cfg->ckpt.activations], acts) != 0) ins_report_add(r, "attribute activations", "'%s' differs from the config's ckpt.activations '%s'", acts, acts_mode_names[cfg->ckpt.activations]);
+  }
+  cJSON *lay = c->layout ? cJSON_Parse(c->layout) : NULL;
+  const char *keys[] = {"world_size", "dp", "tp", "pp"};
+  double v[4] = {0};
+  int ok = lay && cJSON_IsObject(lay);
+  for (int k = 0; ok && k < 4; k++) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(lay, keys[k]);
+    ok = cJSON_IsNumber(x) && x->valuedouble >= 1 && x->valuedouble == floor(x->valuedouble);
+    if (ok) v[k] = x->valuedouble;
+  }
+  if (!ok) ins_report_add(r, "attribute layout", "missing or not a JSON object with positive world_size, dp, tp, pp");
+  else if (v[0] != v[1] * v[2] * v[3]) ins_report_add(r, "attribute layout", "world_size %.0f != dp*tp*pp = %.0f", v[0], v[1] * v[2] * v[3]);
+  cJSON_Delete(lay);
+}
+
+/* The expected tensors in each of the three tensor groups, and nothing else there. */
+static void check_tensor_set(const ins_ckpt *c, ins_report *r, const ins_tensor *t, int nt) {
+  static const char *groups[3] = {CKPT_GROUP_MODEL, CKPT_GROUP_ADAM_M, CKPT_GROUP_ADAM_V};
+  char p[256];
+  for (int g = 0; g < 3; g++)
+    for (int i = 0; i < nt; i++) {
+      snprintf(p, sizeof p, "%s/%s", groups[g], t[i].name);
+      const ins_dset *d = ins_find(c, p);
+      if (!d) {
+        ins_report_add(r, p, "missing (the stored config implies it)%s", c->walk_failed ? "; the group walk failed" : "");
+        continue;
+      }
+      int same = d->ndim == t[i].ndim;
+      for (int k = 0; same && k < d->ndim; k++) same = (int64_t)d->dims[k] == t[i].shape[k];
+      char got[64], want[64] = "";
+      if (!same) {
+        ins_shape_str(d, got, sizeof got);
+        for (int k = 0; k < t[i].ndim; k++) snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", k ? "x" : "", (long long)t[i].shape[k]);
+        ins_report_add(r, p, "shape %s, the stored config implies %s", got, want);
+      }
+      if (strcmp(d->dtype, "float32") != 0) ins_report_add(r, p, "dtype %s, expected float32", d->dtype);
+    }
+  for (int i = 0; i < c->n; i++) {
+    const char *dp = c->d[i].path;
+    for (int g = 0; g < 3; g++) {
+      size_t L = strlen(groups[g]);
+      if (strncmp(dp, groups[g], L) != 0 || dp[L] != '/') continue;
+      int known = 0;
+      for (int k = 0; k < nt && !known; k++) known = !strcmp(dp + L + 1, t[k].name);
+      if (!known) ins_report_add(r, dp, "not a tensor of the model the stored config describes");
+    }
+  }
+}
+
+/* Decodes every dataset and recomputes its checksum. */
+static void check_contents(const ins_ckpt *c, ins_report *r) {
+  char err[INS_ERR];
+  for (int i = 0; i < c->n; i++) {
+    const ins_dset *d = &c->d[i];
+    mix(r, d->path, strlen(d->path));
+    if (d->ndim < 0) {
+      ins_report_add(r, d->path, "unreadable dataspace (corrupt metadata?)");
+      continue;
+    }
+    if (!d->has_checksum) ins_report_add(r, d->path, "no readable %s attribute", CKPT_ATTR_CHECKSUM);
+    size_t n, esz;
+    void *buf = ins_read(c, d, &n, &esz, err, sizeof err);
+    if (!buf) {
+      ins_report_add(r, d->path, "%s", strchr(err, ':') && !strncmp(err, d->path, strlen(d->path)) ? err + strlen(d->path) + 2 : err);
+      continue;
+    }
+    uint64_t h = esz == 8 ? ckpt_hash_run64(buf, n, 0) : ckpt_hash_run32(buf, n, 0);
+    free(buf);
+    r->checked++;
+    mix(r, &h, sizeof h);
+    mix(r, d->dims, sizeof d->dims[0] * (size_t)d->ndim);
+    if (d->has_checksum && h != d->checksum)
+      ins_report_add(r, d->path, "checksum mismatch (stored %016llx, computed %016llx)", (unsigned long long)d->checksum, (unsigned long long)h);
+  }
+}
+
+static void check_state(const ins_ckpt *c, ins_report *r) {
+  const ins_dset *d = ins_find(c, CKPT_GROUP_STATE "/loss_history");
+  if (!d) {
+    ins_report_add(r, CKPT_GROUP_STATE "/loss_history", "missing");
+    return;
+  }
+  if (d->ndim != 1 || strcmp(d->dtype, "float32") != 0 || (c->step >= 0 && (int64_t)d->dims[0] != c->step))
+    ins_report_add(r, d->path, "expected float32 [step = %lld]", (long long)c->step);
+}
+
+void ins_check_activations(const ins_ckpt *c, ins_report *r, const train_config *cfg, const ins_tensor *t, int nt);
+
+/* The trainer's loader finds every tensor by name (H5Lexists, H5Dopen by
+ * path), which goes through each group's name index; the walk above does
+ * not. A damaged name index must be reported here too, or verify would say
+ * ok on a file the loader refuses. */
+static void check_name_lookups(ins_ckpt *c, ins_report *r) {
+  for (int i = 0; i < c->n; i++) {
+    const char *p = c->d[i].path;
+    char part[sizeof c->d[i].path];
+    int ok = 1;
+    snprintf(part, sizeof part, "%s", p);
+    for (char *q = part + 1; ok && *q; q++) /* every component, as the loader's check does */
+      if (*q == '/') {
+        *q = 0;
+        ok = H5Lexists(c->f, part, H5P_DEFAULT) > 0;
+        *q = '/';
+      }
+    hid_t o = ok && H5Lexists(c->f, p, H5P_DEFAULT) > 0 ? H5Oopen(c->f, p, H5P_DEFAULT) : -1;
+    if (o < 0) ins_report_add(r, p, "cannot be found by name (damaged group index: the trainer's loader would refuse this file)");
+    else H5Oclose(o);
+  }
+  /* Every group's and dataset's whole object header (what other readers,
+   * h5py's visit for one, read): a damaged header block is damage, even
+   * where the tensors themselves still read. */
+  static const char *groups[] = {"/", "/model", "/optim", CKPT_GROUP_ADAM_M, CKPT_GROUP_ADAM_V, CKPT_GROUP_STATE,
+                                 CKPT_GROUP_ACTS};
+  for (int i = 0; i < (int)(sizeof groups / sizeof *groups) + c->n; i++) {
+    const char *p = i < (int)(sizeof groups / sizeof *groups) ? groups[i] : c->d[i - (int)(sizeof groups / sizeof *groups)].path;
+    if (p[1] && H5Lexists(c->f, p, H5P_DEFAULT) <= 0) continue; /* a missing group is reported elsewhere */
+    H5O_info_t info;
+    if (H5Oget_info_by_name2(c->f, p, &info, H5O_INFO_ALL, H5P_DEFAULT) < 0)
+      ins_report_add(r, p, "object header unreadable (corrupt metadata)");
+  }
+  H5Eclear2(H5E_DEFAULT);
+}
+
+int ins_verify(ins_ckpt *c, ins_report *r) {
+  char err[INS_ERR];
+  train_config cfg;
+  ins_tensor *t = NULL;
+  int nt = ins_expected_tensors(c->config, &t, &cfg, err, sizeof err);
+  if (nt < 0) ins_report_add(r, "attribute config", "%s", err);
+  if (c->walk_failed) ins_report_add(r, "file structure", "%s", c->walk_error);
+  check_root(c, r, &cfg, nt >= 0);
+  if (nt >= 0) {
+    check_tensor_set(c, r, t, nt);
+    if (c->n_tensors != nt) ins_report_add(r, "attribute n_tensors", "%lld, the stored config implies %d", (long long)c->n_tensors, nt);
+  }
+  check_name_lookups(c, r);
+  check_state(c, r);
+  check_contents(c, r);
+  if (c->acts && strcmp(c->acts, "none") != 0 && nt >= 0) ins_check_activations(c, r, &cfg, t, nt);
+  static const char *objs[] = {"/", "/model", "/optim", CKPT_GROUP_ADAM_M, CKPT_GROUP_ADAM_V, CKPT_GROUP_STATE, CKPT_GROUP_ACTS};
+  for (size_t i = 0; i < sizeof objs / sizeof objs[0]; i++) digest_attrs(c, r, objs[i]);
+  for (int i = 0; i < c->n; i++) digest_attrs(c, r, c->d[i].path);
+  free(t);
+  H5Eclear2(H5E_DEFAULT);
+  return r->n;
+}
+
+int ins_verify_image(const void *buf, size_t len, uint64_t *digest) {
+  ins_ckpt c;
+  char err[INS_ERR];
+  int rc = 1;
+  if (ins_open_image(buf, len, &c, err, sizeof err) == 0) {
+    ins_report r = {0};
+    rc = ins_verify(&c, &r) ? 1 : 0;
+    if (digest) *digest = r.digest;
+    ins_report_free(&r);
+  }
+  ins_close(&c);
+  return rc;
+}
