@@ -173,6 +173,7 @@ static void read_settings(ckpt_settings *set, const train_config *cfg) {
   set->fail_step = -1;
   set->fail_rank = -1;
   set->flip_step = env_int("BOOST_CKPT_TEST_FLIP_AFTER_WRITE", -1);
+  set->dirsync_fail_step = env_int("BOOST_CKPT_TEST_DIRSYNC_FAIL", -1);
   const char *fs = getenv("BOOST_CKPT_TEST_FAIL");
   if (fs && *fs) {
     long long a = -1, b = -1;
@@ -524,7 +525,8 @@ void ckpt_after_step(ckpt_session *s, const train_state *st, int force, char *st
 int ckpt_wait(ckpt_session *s) {
   if (!s) return 0;
   wait_idle(s);
-  collect(s, NULL, 0, 0);
+  char done[REASON_MAX + 128];
+  collect(s, done, sizeof done, 1); /* the outcome of the last checkpoint is logged, not swallowed */
   if (!s->attempted) return 0;
   return s->last_ok ? 0 : -1;
 }

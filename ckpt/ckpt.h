@@ -23,6 +23,8 @@
  *   BOOST_CKPT_TEST_FLIP_AFTER_WRITE=STEP  a byte in the middle of STEP's
  *                                  file is flipped after it is written, before
  *                                  the read-back that must refuse to commit it
+ *   BOOST_CKPT_TEST_DIRSYNC_FAIL=STEP  the directory fsync after STEP's rename
+ *                                  reports failure (the file is in place)
  *   BOOST_CKPT_TEST_NO_RESERVE=1   no disk reservation before writing
  *   BOOST_CKPT_WRITER_NICE=N       the writer thread's nice value (default 10) */
 #ifndef BOOST_CKPT_H

@@ -91,6 +91,7 @@ typedef struct {
   int64_t fail_step; /* BOOST_CKPT_TEST_FAIL */
   int fail_rank;
   int64_t flip_step; /* BOOST_CKPT_TEST_FLIP_AFTER_WRITE: a byte of that step's file flipped before read-back */
+  int64_t dirsync_fail_step; /* BOOST_CKPT_TEST_DIRSYNC_FAIL: that step's directory fsync after the rename fails */
 } ckpt_settings;
 
 /* What the writer thread and the training thread share, under mu. */

@@ -138,7 +138,11 @@ static int commit(ckpt_session *s, const save_job *j, int ok, const char *tmp_na
     if (ok) {
       struct stat stt;
       if (stat(path, &stt) == 0) r->file_bytes = (double)stt.st_size;
-      const int rc = ckpt_fs_commit(s->set.dir, tmp_name, name, cerr, sizeof cerr);
+      int rc = ckpt_fs_commit(s->set.dir, tmp_name, name, cerr, sizeof cerr);
+      if (rc == 0 && s->set.dirsync_fail_step == j->step) { /* test hook: the rename happened, its fsync "failed" */
+        boost_msgf(cerr, sizeof cerr, "fsync %s: %s (injected, BOOST_CKPT_TEST_DIRSYNC_FAIL)", s->set.dir, strerror(EIO));
+        rc = 1;
+      }
       committed = rc >= 0;
       if (rc > 0) /* renamed: the file is there and will be loaded, even if the directory fsync failed */
         fprintf(stderr, "boost: warning: checkpoint %s committed, but %s\n", name, cerr);
