@@ -59,49 +59,21 @@ static void add_slot(tlist *l, const model_config *m, const char *prefix, const 
   }
 }
 
-/* JSON value -> the string config_set parses. */
-static int value_string(const cJSON *v, char *out, size_t outlen) {
-  if (cJSON_IsString(v)) snprintf(out, outlen, "%s", v->valuestring);
-  else if (cJSON_IsBool(v)) snprintf(out, outlen, "%s", cJSON_IsTrue(v) ? "true" : "false");
-  else if (cJSON_IsNumber(v) && isfinite(v->valuedouble)) {
-    double d = v->valuedouble;
-    if (d == floor(d) && fabs(d) < 9e15) snprintf(out, outlen, "%lld", (long long)d);
-    else snprintf(out, outlen, "%.17g", d);
-  } else return -1;
-  return 0;
-}
-
+/* The stored config, read as the trainer's resume does (config_from_json:
+ * keys this version does not know, from older or newer writers, are
+ * skipped), then validated. */
 static int parse_config(const char *json, train_config *cfg, char *err, size_t errlen) {
-  cJSON *j = json ? cJSON_Parse(json) : NULL;
-  if (!j || !cJSON_IsObject(j)) {
-    snprintf(err, errlen, "%s", json ? "not a JSON object" : "missing or unreadable");
-    cJSON_Delete(j);
+  if (!json) {
+    snprintf(err, errlen, "missing or unreadable");
     return -1;
   }
   config_defaults(cfg);
-  char v[CONFIG_STR + 64], e[512];
-  const cJSON *preset = cJSON_GetObjectItemCaseSensitive(j, "model.preset");
-  int rc = 0;
-  if (preset && (value_string(preset, v, sizeof v) != 0 || config_set(cfg, "model.preset", v, e, sizeof e) != 0)) {
-    snprintf(err, errlen, "model.preset: not a known preset");
-    rc = -1;
-  }
-  for (const cJSON *it = j->child; it && !rc; it = it->next) {
-    if (!it->string || !strcmp(it->string, "model.preset")) continue;
-    if (value_string(it, v, sizeof v) != 0) {
-      snprintf(err, errlen, "key '%.200s' has a value of the wrong type", it->string);
-      rc = -1;
-    } else if (config_set(cfg, it->string, v, e, sizeof e) != 0) {
-      snprintf(err, errlen, "%.900s", e);
-      rc = -1;
-    }
-  }
-  cJSON_Delete(j);
-  if (!rc && config_validate(cfg, e, sizeof e) != 0) {
+  char e[1024];
+  if (config_from_json(cfg, json, NULL, e, sizeof e) != 0 || config_validate(cfg, e, sizeof e) != 0) {
     snprintf(err, errlen, "%.900s", e);
-    rc = -1;
+    return -1;
   }
-  return rc;
+  return 0;
 }
 
 int ins_expected_tensors(const char *config_json, ins_tensor **out, void *cfg_out, char *err, size_t errlen) {

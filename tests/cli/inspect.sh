@@ -102,4 +102,11 @@ f = h5py.File('$tmp/m.h5', 'r+'); $mut" || fail "h5py: $mut"
   if "$INSPECT" verify "$tmp/m.h5" >"$tmp/m.txt" 2>&1; then fail "verify says ok after: $mut"; fi
   grep -q "^BAD " "$tmp/m.txt" || fail "no problem named after $mut: $(cat "$tmp/m.txt")"
 done
+# A key another version of boost wrote (and this one does not know, like the
+# removed train.out_dir) is skipped, as the trainer's resume skips it.
+cp "$f" "$tmp/old.h5"
+"$PY" -c "import h5py, json, numpy as np
+f = h5py.File('$tmp/old.h5', 'r+'); c = json.loads(f.attrs['config']); c['train.out_dir'] = 'runs/x'
+f.attrs.modify('config', np.bytes_(json.dumps(c).encode()))" || fail "h5py: add an unknown key"
+"$INSPECT" verify "$tmp/old.h5" >"$tmp/old.txt" 2>&1 || fail "verify refuses a config key of another version: $(cat "$tmp/old.txt")"
 echo "ok: boost-inspect subcommands, --json, diff, spectrum, old flags, bad inputs"
