@@ -147,6 +147,38 @@ void ckpt_chunk_dims(int ndim, const int64_t *shape, hsize_t *chunk) {
   }
 }
 
+hid_t ckpt_bf16_type(void) {
+  hid_t t = H5Tcopy(H5T_IEEE_F32LE);
+  if (t < 0) return -1;
+  /* Shrink the float32 type to its top 16 bits: fields first, then the
+   * offset, precision and size that the fields must fit in. */
+  if (H5Tset_fields(t, 15, 7, 8, 0, 7) < 0 || H5Tset_offset(t, 0) < 0 || H5Tset_precision(t, 16) < 0 ||
+      H5Tset_size(t, 2) < 0 || H5Tset_ebias(t, 127) < 0) {
+    H5Tclose(t);
+    return -1;
+  }
+  return t;
+}
+
+int ckpt_type_is_bf16(hid_t type) {
+  if (type < 0 || H5Tget_class(type) != H5T_FLOAT || H5Tget_size(type) != 2) return 0;
+  size_t spos, epos, esize, mpos, msize;
+  if (H5Tget_fields(type, &spos, &epos, &esize, &mpos, &msize) < 0) return 0;
+  return spos == 15 && epos == 7 && esize == 8 && mpos == 0 && msize == 7 && H5Tget_ebias(type) == 127 &&
+         H5Tget_order(type) == H5T_ORDER_LE;
+}
+
+void ckpt_round_bf16(float *v, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, &v[i], sizeof u);
+    if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) u |= 0x00400000u; /* NaN: keep it quiet and NaN */
+    else u += 0x7fffu + ((u >> 16) & 1u);
+    u &= 0xffff0000u;
+    memcpy(&v[i], &u, sizeof u);
+  }
+}
+
 void ckpt_file_name(char *out, size_t outlen, int64_t step) { snprintf(out, outlen, "step_%08lld.h5", (long long)step); }
 
 int64_t ckpt_parse_file_name(const char *name) {

@@ -51,6 +51,18 @@ int ckpt_attr_exists(hid_t obj, const char *name);
  * at most CKPT_CHUNK_ELEMS elements per chunk. */
 void ckpt_chunk_dims(int ndim, const int64_t *shape, hsize_t *chunk);
 
+/* bfloat16 as an HDF5 float type (sign bit 15, 8 exponent bits at 7, 7
+ * mantissa bits, bias 127: the top half of an IEEE float32), so HDF5 and
+ * h5py convert it to float32 on read. boost-reshard --bf16 stores exported
+ * weights with it; its checksum is the float32 one over the values as read.
+ * Caller closes the type. */
+hid_t ckpt_bf16_type(void);
+/* 1 when a dataset's file type is that bfloat16 layout. */
+int ckpt_type_is_bf16(hid_t type);
+/* Rounds float32 values to the nearest bfloat16 (ties to even), in place;
+ * NaN stays NaN, values beyond bf16's range become infinities. */
+void ckpt_round_bf16(float *v, size_t n);
+
 /* "step_00000040.h5" for a step. */
 void ckpt_file_name(char *out, size_t outlen, int64_t step);
 /* Parses a committed checkpoint file name; returns the step or -1. */

@@ -1,6 +1,6 @@
 /* boost-reshard: rewrites a checkpoint for a target parallel layout, offline.
  *
- *   boost-reshard IN OUT --layout dp=D,tp=T,pp=P[,mode=M] [--no-optimizer] [--quiet]
+ *   boost-reshard IN OUT --layout dp=D,tp=T,pp=P[,mode=M] [--no-optimizer] [--bf16] [--quiet]
  *   boost-reshard IN --plan --layout ... [--json]
  *
  * The tensors of a checkpoint are global logical tensors, so any layout can
@@ -11,7 +11,10 @@
  * needs. Values and checksums do not change: the result is verified --
  * every dataset decoded and its checksum recomputed -- before it is renamed
  * into place. --no-optimizer drops the AdamW moments for export (recorded
- * in the file; training cannot resume from it). --plan only prints, for
+ * in the file; training cannot resume from it); --bf16 also stores the
+ * weights as bfloat16 (rounded to nearest even; their checksums are
+ * recomputed over the rounded values as a float32 reader sees them, so every
+ * reader verifies them as before). --plan only prints, for
  * each target tensor-parallel rank and pipeline stage, what it reads of IN
  * and the read amplification (bytes of chunks touched / bytes needed).
  *
@@ -38,13 +41,13 @@
 
 typedef struct {
   const char *in, *out;
-  int dp, tp, pp, plan, json, quiet, no_optim;
+  int dp, tp, pp, plan, json, quiet, no_optim, bf16;
   tp_mode mode;
 } options;
 
 static int usage(FILE *f, int status) {
   fprintf(f,
-          "usage: boost-reshard IN OUT --layout dp=D,tp=T,pp=P[,mode=M] [--no-optimizer] [--quiet]\n"
+          "usage: boost-reshard IN OUT --layout dp=D,tp=T,pp=P[,mode=M] [--no-optimizer] [--bf16] [--quiet]\n"
           "       boost-reshard IN --plan --layout dp=D,tp=T,pp=P[,mode=M] [--json]\n"
           "\n"
           "Rewrites checkpoint IN (a file, or a checkpoint directory: its `latest`) as OUT with\n"
@@ -53,6 +56,8 @@ static int usage(FILE *f, int status) {
           "  --layout SPEC     target layout: dp, tp, pp and optionally the tp mode\n"
           "                    (btp, vanilla, megatron; default: what auto picks for the model)\n"
           "  --no-optimizer    leave out the AdamW moments (export; training cannot resume from OUT)\n"
+          "  --bf16            weights as bfloat16, half the size (export; implies --no-optimizer);\n"
+          "                    HDF5 and h5py read them back as float32\n"
           "  --plan            print what each target rank reads of IN and the read amplification\n"
           "  --json            with --plan: one JSON document\n"
           "  --quiet           no progress bar\n"
@@ -143,8 +148,9 @@ static herr_t copy_attr(hid_t loc, const char *name, const H5A_info_t *info, voi
   return rc;
 }
 
-/* One float32 tensor dataset, read whole and written with aligned chunks. */
-static int copy_tensor(rewrite *r, const char *path, const char *name) {
+/* One tensor dataset, read whole as float32 and written with aligned chunks,
+ * as float32 or (bf16) rounded to bfloat16 with its checksum recomputed. */
+static int copy_tensor(rewrite *r, const char *path, const char *name, int bf16) {
   hid_t d = H5Dopen2(r->in, path, H5P_DEFAULT), space = d >= 0 ? H5Dget_space(d) : -1;
   int ndim = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
   if (ndim < 1 || ndim > TENSOR_MAX_DIMS) {
@@ -167,20 +173,26 @@ static int copy_tensor(rewrite *r, const char *path, const char *name) {
     snprintf(r->err, sizeof r->err, "%s: checksum mismatch in IN (damaged checkpoint)", path);
     ok = 0;
   }
+  if (ok && bf16) {
+    ckpt_round_bf16(buf, n);
+    sum = ckpt_hash_run32(buf, n, 0);
+  }
   if (ok) {
+    hid_t ftype = bf16 ? ckpt_bf16_type() : H5Tcopy(H5T_IEEE_F32LE);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
     hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
     H5Pset_create_intermediate_group(lcpl, 1);
     hid_t o = -1;
     ok = h5z_zstd_set_dcpl(dcpl, ndim, chunk, r->level) >= 0 &&
-         (o = H5Dcreate2(r->out, path, H5T_IEEE_F32LE, space, lcpl, dcpl, H5P_DEFAULT)) >= 0 &&
+         (o = H5Dcreate2(r->out, path, ftype, space, lcpl, dcpl, H5P_DEFAULT)) >= 0 &&
          H5Dwrite(o, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0 &&
          ckpt_attr_put_u64(o, CKPT_ATTR_CHECKSUM, sum) == 0;
     if (!ok) ckpt_h5_error(r->err, sizeof r->err, path);
     if (o >= 0) H5Dclose(o);
     H5Pclose(lcpl);
     H5Pclose(dcpl);
+    if (ftype >= 0) H5Tclose(ftype);
   }
   free(buf);
   H5Sclose(space);
@@ -189,7 +201,7 @@ static int copy_tensor(rewrite *r, const char *path, const char *name) {
   return ok ? 0 : -1;
 }
 
-static int copy_group_tensors(rewrite *r, const char *group) {
+static int copy_group_tensors(rewrite *r, const char *group, int bf16) {
   hid_t g = H5Gopen2(r->in, group, H5P_DEFAULT);
   H5G_info_t info;
   if (g < 0 || H5Gget_info(g, &info) < 0) {
@@ -205,7 +217,7 @@ static int copy_group_tensors(rewrite *r, const char *group) {
       break;
     }
     snprintf(path, sizeof path, "%s/%s", group, name);
-    rc = copy_tensor(r, path, name);
+    rc = copy_tensor(r, path, name, bf16);
   }
   H5Gclose(g);
   return rc;
@@ -234,17 +246,18 @@ static int write_out(rewrite *r, const char *tmp, tp_mode mode) {
   char *old_layout = NULL, *lay = layout_json(r->o, mode);
   int rc = H5Aiterate2(r->in, H5_INDEX_NAME, H5_ITER_INC, NULL, copy_attr, &r->out) < 0 ? -1 : 0;
   if (rc == 0 && ckpt_attr_get_str(r->in, "layout", &old_layout) == 0) {
-    for (const char *const *a = (const char *const[]){"layout", "resharded_from", "optimizer_state", NULL}; *a; a++)
+    for (const char *const *a = (const char *const[]){"layout", "resharded_from", "optimizer_state", "weights_dtype", NULL}; *a; a++)
       if (H5Aexists(r->out, *a) > 0) H5Adelete(r->out, *a);
     rc |= ckpt_attr_put_str(r->out, "layout", lay) | ckpt_attr_put_str(r->out, "resharded_from", old_layout);
     rc |= ckpt_attr_put_str(r->out, "optimizer_state", r->o->no_optim ? "absent" : "present");
+    rc |= ckpt_attr_put_str(r->out, "weights_dtype", r->o->bf16 ? "bf16" : "f32");
   }
   free(old_layout);
   free(lay);
   if (rc != 0) ckpt_h5_error(r->err, sizeof r->err, "root attributes");
-  if (rc == 0) rc = copy_group_tensors(r, CKPT_GROUP_MODEL);
-  if (rc == 0 && !r->o->no_optim) rc = copy_group_tensors(r, CKPT_GROUP_ADAM_M);
-  if (rc == 0 && !r->o->no_optim) rc = copy_group_tensors(r, CKPT_GROUP_ADAM_V);
+  if (rc == 0) rc = copy_group_tensors(r, CKPT_GROUP_MODEL, r->o->bf16);
+  if (rc == 0 && !r->o->no_optim) rc = copy_group_tensors(r, CKPT_GROUP_ADAM_M, 0);
+  if (rc == 0 && !r->o->no_optim) rc = copy_group_tensors(r, CKPT_GROUP_ADAM_V, 0);
   for (const char *g = CKPT_GROUP_STATE; rc == 0 && g; g = strcmp(g, CKPT_GROUP_STATE) ? NULL : CKPT_GROUP_ACTS)
     if (H5Lexists(r->in, g, H5P_DEFAULT) > 0 && H5Ocopy(r->in, g, r->out, g, H5P_DEFAULT, H5P_DEFAULT) < 0) {
       ckpt_h5_error(r->err, sizeof r->err, g);
@@ -379,6 +392,7 @@ static int parse_args(int argc, char **argv, options *o, char *err, size_t errle
     else if (!strcmp(argv[i], "--json")) o->json = 1;
     else if (!strcmp(argv[i], "--quiet")) o->quiet = 1;
     else if (!strcmp(argv[i], "--no-optimizer")) o->no_optim = 1;
+    else if (!strcmp(argv[i], "--bf16")) o->bf16 = o->no_optim = 1;
     else if (argv[i][0] == '-') return boost_err(err, errlen, "unknown option '%s' (see --help)", argv[i]);
     else if (!o->in) o->in = argv[i];
     else if (!o->out) o->out = argv[i];
@@ -406,6 +420,9 @@ static int run(const options *o_in, char *err, size_t errlen) {
   char *optim = NULL;
   if (in >= 0 && ckpt_attr_get_str(in, "optimizer_state", &optim) == 0 && !strcmp(optim, "absent")) eff.no_optim = 1;
   free(optim);
+  char *wdtype = NULL; /* and bf16 weights stay bf16: float32 would only pretend to more precision */
+  if (in >= 0 && ckpt_attr_get_str(in, "weights_dtype", &wdtype) == 0 && !strcmp(wdtype, "bf16")) eff.bf16 = eff.no_optim = 1;
+  free(wdtype);
   o = &eff;
   if (rc == 0 && o->plan) rc = plan(in, &cfg, o, err, errlen);
   if (rc == 0 && !o->plan) {
@@ -426,7 +443,7 @@ static int run(const options *o_in, char *err, size_t errlen) {
       if (rc != 0) unlink(tmp);
       if (rc == 0 && !o->quiet)
         printf("wrote %s: step %lld for dp=%d tp=%d pp=%d (%s)%s, every tensor verified\n", o->out,
-               (long long)info.step, o->dp, o->tp, o->pp, tp_mode_names[mode], o->no_optim ? ", no optimizer state" : "");
+               (long long)info.step, o->dp, o->tp, o->pp, tp_mode_names[mode], o->bf16 ? ", bf16 weights, no optimizer state" : o->no_optim ? ", no optimizer state" : "");
       model_free(&m);
     }
   }

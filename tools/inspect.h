@@ -31,6 +31,7 @@ typedef struct {
   char walk_error[INS_ERR];
   /* root attributes (NULL / -1 when absent or unreadable) */
   char *format, *version, *config, *layout, *algo, *acts;
+  char *optim_state, *weights_dtype; /* written by boost-reshard exports; NULL in training checkpoints */
   int64_t fv, step, cursor, tseed, dseed, n_tensors, lr_step, adam_t;
   double tokens, lr_next;
 } ins_ckpt;

@@ -24,7 +24,8 @@ static void describe_type(hid_t type, ins_dset *d) {
   size_t esz = type >= 0 ? H5Tget_size(type) : 0;
   H5T_class_t cls = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
   int le = type >= 0 && H5Tget_order(type) == H5T_ORDER_LE;
-  if (cls == H5T_FLOAT && le && (esz == 4 || esz == 8)) snprintf(d->dtype, sizeof d->dtype, "float%zu", 8 * esz);
+  if (ckpt_type_is_bf16(type)) snprintf(d->dtype, sizeof d->dtype, "bfloat16");
+  else if (cls == H5T_FLOAT && le && (esz == 4 || esz == 8)) snprintf(d->dtype, sizeof d->dtype, "float%zu", 8 * esz);
   else if (cls == H5T_INTEGER && le && (esz == 4 || esz == 8))
     snprintf(d->dtype, sizeof d->dtype, "%sint%zu", H5Tget_sign(type) == H5T_SGN_NONE ? "u" : "", 8 * esz);
   else snprintf(d->dtype, sizeof d->dtype, "other");
@@ -91,6 +92,8 @@ static void read_root_attrs(ins_ckpt *c) {
   ckpt_attr_get_str(c->f, "config", &c->config);
   ckpt_attr_get_str(c->f, "layout", &c->layout);
   ckpt_attr_get_str(c->f, "activations", &c->acts);
+  ckpt_attr_get_str(c->f, "optimizer_state", &c->optim_state);
+  ckpt_attr_get_str(c->f, "weights_dtype", &c->weights_dtype);
   struct { const char *n; int64_t *v; } iv[] = {{"step", &c->step}, {"data_cursor", &c->cursor}, {"train_seed", &c->tseed},
       {"data_seed", &c->dseed}, {"n_tensors", &c->n_tensors}, {"lr_schedule_step", &c->lr_step}, {"adam_t", &c->adam_t}};
   for (size_t i = 0; i < sizeof iv / sizeof iv[0]; i++)
@@ -210,6 +213,7 @@ void ins_close(ins_ckpt *c) {
   if (c->fapl >= 0) H5Pclose(c->fapl);
   free(c->d);
   free(c->format), free(c->version), free(c->config), free(c->layout), free(c->algo), free(c->acts);
+  free(c->optim_state), free(c->weights_dtype);
   H5Eclear2(H5E_DEFAULT);
   memset(c, 0, sizeof *c);
   c->f = c->fapl = -1;
@@ -229,7 +233,7 @@ double ins_numel(const ins_dset *d) {
 }
 
 static hid_t mem_type_of(const char *dtype) {
-  if (!strcmp(dtype, "float32")) return H5T_NATIVE_FLOAT;
+  if (!strcmp(dtype, "float32") || !strcmp(dtype, "bfloat16")) return H5T_NATIVE_FLOAT; /* bf16 widens exactly */
   if (!strcmp(dtype, "float64")) return H5T_NATIVE_DOUBLE;
   if (!strcmp(dtype, "int32")) return H5T_NATIVE_INT32;
   if (!strcmp(dtype, "int64")) return H5T_NATIVE_INT64;
@@ -279,7 +283,7 @@ double *ins_read_f64(const ins_ckpt *c, const ins_dset *d, size_t *nelem, char *
     return NULL;
   }
   for (size_t i = 0; i < *nelem; i++) {
-    if (!strcmp(d->dtype, "float32")) v[i] = ((float *)raw)[i];
+    if (!strcmp(d->dtype, "float32") || !strcmp(d->dtype, "bfloat16")) v[i] = ((float *)raw)[i];
     else if (!strcmp(d->dtype, "float64")) v[i] = ((double *)raw)[i];
     else if (!strcmp(d->dtype, "int32")) v[i] = ((int32_t *)raw)[i];
     else if (!strcmp(d->dtype, "uint32")) v[i] = ((uint32_t *)raw)[i];

@@ -87,6 +87,8 @@ static void summary_json(const ins_ckpt *c, int with_tensors) {
   cJSON_AddNumberToObject(o, "data_seed", (double)c->dseed);
   cJSON_AddNumberToObject(o, "lr_next", c->lr_next);
   cJSON_AddStringToObject(o, "activations", c->acts ? c->acts : "none");
+  cJSON_AddStringToObject(o, "optimizer_state", c->optim_state ? c->optim_state : "present");
+  cJSON_AddStringToObject(o, "weights_dtype", c->weights_dtype ? c->weights_dtype : "f32");
   cJSON_AddItemToObject(o, "layout", parse_or_string(c->layout));
   cJSON_AddItemToObject(o, "config", parse_or_string(c->config));
   cJSON *lh = cJSON_AddObjectToObject(o, "loss_history");
@@ -122,6 +124,8 @@ static void summary_text(const ins_ckpt *c) {
   printf("  loss history: %lld values", (long long)nloss);
   if (nloss) printf(", last %.4f", last);
   printf("\n  saved by layout %s | activations %s\n", c->layout ? c->layout : "?", c->acts ? c->acts : "none");
+  if (c->optim_state && !strcmp(c->optim_state, "absent"))
+    printf("  export: weights %s, no optimizer state (training cannot resume from it)\n", c->weights_dtype ? c->weights_dtype : "f32");
   printf("  config %s\n", c->config ? c->config : "(missing)");
   for (int k = 0; k < 3; k++)
     if (raw[k] > 0) printf("  %-12s %12.0f raw bytes -> %12.0f stored (%.3fx)\n", cats[k], raw[k], stored[k], stored[k] > 0 ? raw[k] / stored[k] : 0.0);

@@ -124,8 +124,16 @@ static void check_root(const ins_ckpt *c, ins_report *r, const train_config *cfg
 /* The expected tensors in each of the three tensor groups, and nothing else there. */
 static void check_tensor_set(const ins_ckpt *c, ins_report *r, const ins_tensor *t, int nt) {
   static const char *groups[3] = {CKPT_GROUP_MODEL, CKPT_GROUP_ADAM_M, CKPT_GROUP_ADAM_V};
+  /* An export (boost-reshard --no-optimizer / --bf16) says so in root
+   * attributes; without them a file is a training checkpoint. */
+  const int no_moments = c->optim_state && !strcmp(c->optim_state, "absent");
+  const int bf16 = c->weights_dtype && !strcmp(c->weights_dtype, "bf16");
+  if (c->optim_state && !no_moments && strcmp(c->optim_state, "present"))
+    ins_report_add(r, "attribute optimizer_state", "'%s', expected present or absent", c->optim_state);
+  if (c->weights_dtype && !bf16 && strcmp(c->weights_dtype, "f32"))
+    ins_report_add(r, "attribute weights_dtype", "'%s', expected f32 or bf16", c->weights_dtype);
   char p[256];
-  for (int g = 0; g < 3; g++)
+  for (int g = 0; g < (no_moments ? 1 : 3); g++)
     for (int i = 0; i < nt; i++) {
       snprintf(p, sizeof p, "%s/%s", groups[g], t[i].name);
       const ins_dset *d = ins_find(c, p);
@@ -141,7 +149,8 @@ static void check_tensor_set(const ins_ckpt *c, ins_report *r, const ins_tensor 
         for (int k = 0; k < t[i].ndim; k++) snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", k ? "x" : "", (long long)t[i].shape[k]);
         ins_report_add(r, p, "shape %s, the stored config implies %s", got, want);
       }
-      if (strcmp(d->dtype, "float32") != 0) ins_report_add(r, p, "dtype %s, expected float32", d->dtype);
+      const char *want_dtype = g == 0 && bf16 ? "bfloat16" : "float32";
+      if (strcmp(d->dtype, want_dtype) != 0) ins_report_add(r, p, "dtype %s, expected %s", d->dtype, want_dtype);
     }
   for (int i = 0; i < c->n; i++) {
     const char *dp = c->d[i].path;
@@ -151,6 +160,7 @@ static void check_tensor_set(const ins_ckpt *c, ins_report *r, const ins_tensor 
       int known = 0;
       for (int k = 0; k < nt && !known; k++) known = !strcmp(dp + L + 1, t[k].name);
       if (!known) ins_report_add(r, dp, "not a tensor of the model the stored config describes");
+      else if (g > 0 && no_moments) ins_report_add(r, dp, "present although the attribute optimizer_state says absent");
     }
   }
 }

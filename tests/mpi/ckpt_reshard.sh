@@ -59,6 +59,43 @@ train 0 "$tmp/e.log" "${BASE[@]}" --set train.steps=6 --set ckpt.resume="$tmp/ex
 grep -q "has no optimizer state (an export written by boost-reshard --no-optimizer)" "$tmp/e.log" ||
   fail "export: $(grep boost-train: "$tmp/e.log")"
 echo "ok: an export without optimizer state is refused for training"
+"$INSPECT" verify "$tmp/export.h5" >"$tmp/v.log" 2>&1 || fail "verify of a --no-optimizer export: $(tail -3 "$tmp/v.log")"
+echo "ok: boost-inspect verify accepts the --no-optimizer export"
+
+# bf16 export: weights rounded to nearest even bfloat16 (what numpy computes
+# independently), read back as float32 by h5py, about half the weight bytes,
+# verified by boost-inspect, refused for training, and kept bf16 when
+# resharded again.
+"$RESHARD" "$A" "$tmp/bf16.h5" --layout tp=2 --bf16 --quiet >"$tmp/r3.log" 2>&1 || fail "--bf16: $(cat "$tmp/r3.log")"
+"$INSPECT" verify "$tmp/bf16.h5" >"$tmp/v16.log" 2>&1 || fail "verify of the bf16 export: $(tail -3 "$tmp/v16.log")"
+"$INSPECT" summary "$tmp/bf16.h5" | grep -q "export: weights bf16, no optimizer state" || fail "summary does not show the bf16 export"
+"$PY" - "$A" "$tmp/bf16.h5" <<'PYEOF' || fail "bf16 export values"
+import sys
+import h5py, numpy as np
+def rne(x):
+    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return u.astype(np.uint32).view(np.float32)
+with h5py.File(sys.argv[1], "r") as a, h5py.File(sys.argv[2], "r") as b:
+    assert "optim" not in b, "moments in a bf16 export"
+    n = 0
+    for name, d in b["model"].items():
+        assert d.id.get_type().get_size() == 2, (name, "not 2-byte elements")
+        got, want = d[()].astype(np.float32), rne(a["model"][name][()])
+        assert np.array_equal(got, want), (name, float(np.abs(got - want).max()))
+        n += 1
+    wa = sum(d.id.get_storage_size() for d in a["model"].values())
+    wb = sum(d.id.get_storage_size() for d in b["model"].values())
+    assert wb < 0.65 * wa, (wa, wb)
+print("%d weight tensors are the bf16 rounding of the original; stored weight bytes %d -> %d" % (n, wa, wb))
+PYEOF
+rc=0
+train 0 "$tmp/e16.log" "${BASE[@]}" --set train.steps=6 --set ckpt.resume="$tmp/bf16.h5" || rc=$?
+[ "$rc" = 1 ] || fail "resuming from a bf16 export exited $rc, expected 1"
+"$RESHARD" "$tmp/bf16.h5" "$tmp/bf16b.h5" --layout tp=1 --quiet >/dev/null 2>&1 || fail "resharding the bf16 export"
+"$INSPECT" diff "$tmp/bf16.h5" "$tmp/bf16b.h5" | grep -q "diff: 0 datasets differ" || fail "resharding a bf16 export changed values"
+"$INSPECT" summary "$tmp/bf16b.h5" | grep -q "export: weights bf16" || fail "resharding a bf16 export widened it"
+echo "ok: --bf16 export: nearest-even bf16 weights, verified, refused for training, stays bf16 when resharded"
 
 # Bad inputs: one line, non-zero exit.
 expect() { # want_status description command...
