@@ -1,5 +1,7 @@
 #include "ckpt_h5.h"
 
+#include "ckpt_hash.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,6 +179,58 @@ void ckpt_round_bf16(float *v, size_t n) {
     u &= 0xffff0000u;
     memcpy(&v[i], &u, sizeof u);
   }
+}
+
+typedef struct {
+  const char *group;
+  char *why;
+  size_t whylen;
+  int bad;
+} group_check;
+
+static herr_t check_one_dataset(hid_t g, const char *name, const H5L_info_t *info, void *data) {
+  (void)info;
+  group_check *a = data;
+  hid_t d = H5Dopen2(g, name, H5P_DEFAULT);
+  hid_t space = d >= 0 ? H5Dget_space(d) : -1, type = d >= 0 ? H5Dget_type(d) : -1;
+  const hssize_t n = space >= 0 ? H5Sget_simple_extent_npoints(space) : -1;
+  const size_t esz = type >= 0 ? H5Tget_size(type) : 0;
+  const int is_float = type >= 0 && H5Tget_class(type) == H5T_FLOAT;
+  const hid_t mtype = esz == 8 ? (is_float ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT64) : (is_float ? H5T_NATIVE_FLOAT : H5T_NATIVE_INT32);
+  uint64_t stored = 0;
+  void *buf = n >= 0 && (esz == 4 || esz == 8 || (is_float && esz == 2)) ? malloc((size_t)n * 8 + 8) : NULL;
+  int ok = buf && ckpt_attr_get_u64(d, CKPT_ATTR_CHECKSUM, &stored) == 0 &&
+           (n == 0 || H5Dread(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0);
+  if (ok) ok = (esz == 8 ? ckpt_hash_run64(buf, (size_t)n, 0) : ckpt_hash_run32(buf, (size_t)n, 0)) == stored;
+  if (!ok && !a->bad) {
+    char what[512];
+    snprintf(what, sizeof what, "%s/%s: unreadable or checksum mismatch", a->group, name);
+    ckpt_h5_error(a->why, a->whylen, what);
+  }
+  a->bad |= !ok;
+  free(buf);
+  if (type >= 0) H5Tclose(type);
+  if (space >= 0) H5Sclose(space);
+  if (d >= 0) H5Dclose(d);
+  return 0;
+}
+
+int ckpt_check_group(hid_t file, const char *group, char *why, size_t whylen) {
+  group_check a = {.group = group, .why = why, .whylen = whylen};
+  hid_t g = H5Gopen2(file, group, H5P_DEFAULT);
+  H5O_info_t info;
+  if (g < 0 || H5Oget_info2(g, &info, H5O_INFO_ALL) < 0 ||
+      H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, check_one_dataset, &a) < 0) {
+    if (!a.bad) {
+      char what[512];
+      snprintf(what, sizeof what, "%s: group unreadable", group);
+      ckpt_h5_error(why, whylen, what);
+    }
+    a.bad = 1;
+  }
+  if (g >= 0) H5Gclose(g);
+  H5Eclear2(H5E_DEFAULT);
+  return a.bad ? -1 : 0;
 }
 
 void ckpt_file_name(char *out, size_t outlen, int64_t step) { snprintf(out, outlen, "step_%08lld.h5", (long long)step); }

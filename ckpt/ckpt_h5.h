@@ -63,6 +63,12 @@ int ckpt_type_is_bf16(hid_t type);
  * NaN stays NaN, values beyond bf16's range become infinities. */
 void ckpt_round_bf16(float *v, size_t n);
 
+/* Every dataset directly in `group`: its header read, every chunk decoded
+ * and its CKPT_ATTR_CHECKSUM recomputed (4-byte elements with the 32-bit
+ * rule, 8-byte with the 64-bit one). 0 when all agree, else -1 with the
+ * first problem in why. */
+int ckpt_check_group(hid_t file, const char *group, char *why, size_t whylen);
+
 /* "step_00000040.h5" for a step. */
 void ckpt_file_name(char *out, size_t outlen, int64_t step);
 /* Parses a committed checkpoint file name; returns the step or -1. */

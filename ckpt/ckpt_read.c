@@ -238,58 +238,17 @@ static void read_loss_history(reader *r) {
  * make the file unusable; but it is damage, and boost-inspect verify reports
  * it, so the loader says so too (rank 0 decodes the group and checks every
  * checksum; the activations are a small sample next to the weights). */
-typedef struct {
-  char what[REASON_MAX];
-  int bad;
-} acts_check;
-
-static herr_t check_one_act(hid_t g, const char *name, const H5L_info_t *info, void *data) {
-  (void)info;
-  acts_check *a = data;
-  hid_t d = H5Dopen2(g, name, H5P_DEFAULT);
-  hid_t space = d >= 0 ? H5Dget_space(d) : -1, type = d >= 0 ? H5Dget_type(d) : -1;
-  const hssize_t n = space >= 0 ? H5Sget_simple_extent_npoints(space) : -1;
-  const size_t esz = type >= 0 ? H5Tget_size(type) : 0;
-  uint64_t stored = 0;
-  void *buf = n >= 0 && (esz == 4 || esz == 8) ? malloc((size_t)n * esz + 8) : NULL;
-  const hid_t mtype = esz == 8 ? (H5Tget_class(type) == H5T_FLOAT ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT64)
-                               : (H5Tget_class(type) == H5T_FLOAT ? H5T_NATIVE_FLOAT : H5T_NATIVE_INT32);
-  int ok = buf && ckpt_attr_get_u64(d, CKPT_ATTR_CHECKSUM, &stored) == 0 &&
-           (n == 0 || H5Dread(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0);
-  if (ok) ok = (esz == 8 ? ckpt_hash_run64(buf, (size_t)n, 0) : ckpt_hash_run32(buf, (size_t)n, 0)) == stored;
-  if (!ok && !a->bad) {
-    char what[REASON_MAX];
-    snprintf(what, sizeof what, CKPT_GROUP_ACTS "/%s: unreadable or checksum mismatch", name);
-    ckpt_h5_error(a->what, sizeof a->what, what);
-  }
-  a->bad |= !ok;
-  free(buf);
-  if (type >= 0) H5Tclose(type);
-  if (space >= 0) H5Sclose(space);
-  if (d >= 0) H5Dclose(d);
-  return 0;
-}
-
 static void check_stored_acts(reader *r, const char *path) {
   if (r->s->rank != 0 || H5Lexists(r->f, CKPT_GROUP_ACTS, H5P_DEFAULT) <= 0) {
     H5Eclear2(H5E_DEFAULT);
     return;
   }
-  acts_check a = {.bad = 0};
-  hid_t g = H5Gopen2(r->f, CKPT_GROUP_ACTS, H5P_DEFAULT);
-  H5O_info_t info;
-  if (g < 0 || H5Oget_info2(g, &info, H5O_INFO_ALL) < 0 ||
-      H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, check_one_act, &a) < 0) {
-    if (!a.bad) ckpt_h5_error(a.what, sizeof a.what, CKPT_GROUP_ACTS ": group unreadable");
-    a.bad = 1;
-  }
-  if (g >= 0) H5Gclose(g);
-  H5Eclear2(H5E_DEFAULT);
-  if (a.bad)
+  char what[REASON_MAX];
+  if (ckpt_check_group(r->f, CKPT_GROUP_ACTS, what, sizeof what) != 0)
     fprintf(stderr,
             "boost: warning: %s: stored activations damaged (%s); training does not use them, so it resumes from "
             "this file\n",
-            path, a.what);
+            path, what);
 }
 
 /* Every element was hashed by exactly one rank: the sums over ranks are the

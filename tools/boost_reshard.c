@@ -18,10 +18,18 @@
  * each target tensor-parallel rank and pipeline stage, what it reads of IN
  * and the read amplification (bytes of chunks touched / bytes needed).
  *
+ * Under mpirun (N ranks) the rewrite is parallel: every tensor is split
+ * into N bands of whole chunk rows, each rank reads, checks and compresses
+ * its band and writes it collectively (MPI-IO), so time and memory per rank
+ * fall with N; the training state and activations are then copied by rank
+ * 0 and every rank verifies a share of the tensors. The file is the same
+ * as the serial one's, value for value.
+ *
  * Exit status: 0 ok, 1 bad input or checkpoint, 2 usage. */
 #include <errno.h>
 #include <hdf5.h>
 #include <limits.h>
+#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +50,7 @@
 typedef struct {
   const char *in, *out;
   int dp, tp, pp, plan, json, quiet, no_optim, bf16;
+  int rank, nranks; /* of MPI_COMM_WORLD: > 1 under mpirun (the parallel rewrite) */
   tp_mode mode;
 } options;
 
@@ -61,6 +70,8 @@ static int usage(FILE *f, int status) {
           "  --plan            print what each target rank reads of IN and the read amplification\n"
           "  --json            with --plan: one JSON document\n"
           "  --quiet           no progress bar\n"
+          "Under mpirun -n N the rewrite runs on N ranks (each reads, compresses and writes a\n"
+          "band of every tensor through MPI-IO); OUT must be on a file system every rank sees.\n"
           "Exit status: 0 ok, 1 bad input or checkpoint, 2 usage.\n");
   return status;
 }
@@ -110,7 +121,7 @@ static void aligned_chunk(const tensor_desc *t, int ndim, const int64_t *shape, 
 }
 
 static void progress(const options *o, size_t done, size_t total, const char *what) {
-  if (o->quiet || !isatty(STDERR_FILENO)) return;
+  if (o->quiet || o->rank != 0 || !isatty(STDERR_FILENO)) return;
   const int w = 30, k = total ? (int)(w * done / total) : w;
   fprintf(stderr, "\r[%.*s%*s] %3d%% %-40.40s", k, "==============================", w - k, "",
           total ? (int)(100 * done / total) : 100, what);
@@ -270,8 +281,183 @@ static int write_out(rewrite *r, const char *tmp, tp_mode mode) {
   return rc;
 }
 
-/* Every tensor of OUT decoded and checked against its checksum. */
-static int verify_out(const char *path, char *err, size_t errlen) {
+/* ---- the parallel rewrite (under mpirun) ------------------------------------ */
+
+/* All ranks agree that all are ok; the first failing rank's reason reaches
+ * every rank (so rank 0 prints it). */
+static int agree(const options *o, int ok, char *err, size_t errlen) {
+  int all = ok;
+  MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (all) return 1;
+  int first = ok ? o->nranks : o->rank;
+  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", ok ? "" : err);
+  MPI_Bcast(msg, sizeof msg, MPI_CHAR, first, MPI_COMM_WORLD);
+  snprintf(err, errlen, "%s", msg);
+  return 0;
+}
+
+/* This rank's band of one tensor of IN: whole chunk rows of dimension 0,
+ * read, checked against IN's checksum (summed over the ranks: the checksum
+ * is a sum over elements) and written collectively. Every rank calls this
+ * for every tensor in the same order. */
+static int copy_tensor_band(rewrite *r, hid_t in_rd, const char *path, const char *name, int bf16, hid_t dxpl) {
+  const options *o = r->o;
+  hid_t d = H5Dopen2(in_rd, path, H5P_DEFAULT), space = d >= 0 ? H5Dget_space(d) : -1;
+  const int ndim = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
+  uint64_t stored = 0;
+  int ok = ndim >= 1 && ndim <= TENSOR_MAX_DIMS && ckpt_attr_get_u64(d, CKPT_ATTR_CHECKSUM, &stored) == 0;
+  hsize_t dims[TENSOR_MAX_DIMS] = {0}, chunk[TENSOR_MAX_DIMS] = {0}, start[TENSOR_MAX_DIMS] = {0}, count[TENSOR_MAX_DIMS] = {0};
+  float *buf = NULL;
+  size_t n = 0, row = 1;
+  if (ok) {
+    H5Sget_simple_extent_dims(space, dims, NULL);
+    int64_t shape[TENSOR_MAX_DIMS];
+    for (int k = 0; k < ndim; k++) shape[k] = (int64_t)dims[k], count[k] = dims[k], row *= k ? (size_t)dims[k] : 1;
+    const int idx = registry_find(&r->m->reg, name);
+    aligned_chunk(idx >= 0 ? &r->m->reg.tensors[idx] : NULL, ndim, shape, chunk);
+    const hsize_t blocks = dims[0] / chunk[0];
+    const hsize_t b0 = blocks * (hsize_t)o->rank / (hsize_t)o->nranks, b1 = blocks * (hsize_t)(o->rank + 1) / (hsize_t)o->nranks;
+    start[0] = b0 * chunk[0];
+    count[0] = (b1 - b0) * chunk[0];
+    n = (size_t)count[0] * row;
+    buf = malloc((n ? n : 1) * sizeof *buf);
+    hid_t mem = n ? H5Screate_simple(ndim, count, NULL) : -1;
+    ok = buf != NULL && (n == 0 || (mem >= 0 && H5Sselect_hyperslab(space, H5S_SELECT_SET, start, NULL, count, NULL) >= 0 &&
+                                   H5Dread(d, H5T_NATIVE_FLOAT, mem, space, H5P_DEFAULT, buf) >= 0));
+    if (mem >= 0) H5Sclose(mem);
+  }
+  if (!ok) ckpt_h5_error(r->err, sizeof r->err, path);
+  uint64_t sums[2] = {0, 0}; /* IN's values, and what OUT will hold */
+  if (ok) {
+    sums[0] = ckpt_hash_run32(buf, n, (uint64_t)start[0] * row);
+    if (bf16) ckpt_round_bf16(buf, n);
+    sums[1] = bf16 ? ckpt_hash_run32(buf, n, (uint64_t)start[0] * row) : sums[0];
+  }
+  MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  if (ok && sums[0] != stored) {
+    snprintf(r->err, sizeof r->err, "%s: checksum mismatch in IN (damaged checkpoint)", path);
+    ok = 0;
+  }
+  if (agree(o, ok, r->err, sizeof r->err)) {
+    hid_t ftype = bf16 ? ckpt_bf16_type() : H5Tcopy(H5T_IEEE_F32LE);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE), lcpl = H5Pcreate(H5P_LINK_CREATE);
+    H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
+    H5Pset_create_intermediate_group(lcpl, 1);
+    const hsize_t one = 1;
+    hid_t ospace = H5Screate_simple(ndim, dims, NULL), mem = n ? H5Screate_simple(ndim, count, NULL) : H5Screate_simple(1, &one, NULL);
+    hid_t od = -1;
+    ok = h5z_zstd_set_dcpl(dcpl, ndim, chunk, r->level) >= 0 &&
+         (od = H5Dcreate2(r->out, path, ftype, ospace, lcpl, dcpl, H5P_DEFAULT)) >= 0;
+    if (ok && n == 0) H5Sselect_none(ospace), H5Sselect_none(mem);
+    else if (ok) H5Sselect_hyperslab(ospace, H5S_SELECT_SET, start, NULL, count, NULL);
+    /* Parallel filtered writes cannot convert types: bf16 goes in as the
+     * top halves of the rounded floats, in the file type itself. */
+    if (bf16)
+      for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &buf[i], sizeof u);
+        ((uint16_t *)buf)[i] = (uint16_t)(u >> 16);
+      }
+    static const float dummy[1] = {0};
+    if (ok && H5Dwrite(od, bf16 ? ftype : H5T_NATIVE_FLOAT, mem, ospace, dxpl, n ? (void *)buf : (void *)dummy) < 0) ok = 0;
+    if (ok && ckpt_attr_put_u64(od, CKPT_ATTR_CHECKSUM, sums[1]) != 0) ok = 0;
+    if (od >= 0 && H5Dclose(od) < 0) ok = 0;
+    if (!ok) ckpt_h5_error(r->err, sizeof r->err, path);
+    H5Sclose(mem), H5Sclose(ospace), H5Pclose(lcpl), H5Pclose(dcpl), H5Tclose(ftype);
+    ok = agree(o, ok, r->err, sizeof r->err);
+  } else ok = 0;
+  free(buf);
+  if (space >= 0) H5Sclose(space);
+  if (d >= 0) H5Dclose(d);
+  progress(o, ++r->done, r->total, name);
+  return ok ? 0 : -1;
+}
+
+/* The tensors' names of one group of IN, as every rank lists them. */
+static int group_names(hid_t in, const char *group, char (**names)[TENSOR_NAME_MAX], int *count, char *err, size_t errlen) {
+  hid_t g = H5Gopen2(in, group, H5P_DEFAULT);
+  H5G_info_t info;
+  *names = NULL, *count = 0;
+  if (g < 0 || H5Gget_info(g, &info) < 0) {
+    if (g >= 0) H5Gclose(g);
+    ckpt_h5_error(err, errlen, group);
+    return -1;
+  }
+  *names = calloc(info.nlinks ? info.nlinks : 1, sizeof **names);
+  int rc = *names ? 0 : -1;
+  for (hsize_t i = 0; rc == 0 && i < info.nlinks; i++)
+    if (H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, (*names)[i], TENSOR_NAME_MAX, H5P_DEFAULT) < 0) {
+      ckpt_h5_error(err, errlen, group);
+      rc = -1;
+    }
+  *count = (int)info.nlinks;
+  H5Gclose(g);
+  return rc;
+}
+
+static int write_out_parallel(rewrite *r, const char *tmp, tp_mode mode) {
+  const options *o = r->o;
+  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+  H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110);
+  H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, MPI_INFO_NULL);
+  r->out = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+  H5Pclose(fapl);
+  if (r->out < 0) ckpt_h5_error(r->err, sizeof r->err, "cannot create OUT");
+  if (!agree(o, r->out >= 0, r->err, sizeof r->err)) {
+    if (r->out >= 0) H5Fclose(r->out);
+    return -1;
+  }
+  /* Root attributes: every rank writes the same values (collective). */
+  char *old_layout = NULL, *lay = layout_json(o, mode);
+  int ok = H5Aiterate2(r->in, H5_INDEX_NAME, H5_ITER_INC, NULL, copy_attr, &r->out) >= 0;
+  if (ok && ckpt_attr_get_str(r->in, "layout", &old_layout) == 0) {
+    for (const char *const *a = (const char *const[]){"layout", "resharded_from", "optimizer_state", "weights_dtype", NULL}; *a; a++)
+      if (H5Aexists(r->out, *a) > 0) H5Adelete(r->out, *a);
+    ok = (ckpt_attr_put_str(r->out, "layout", lay) | ckpt_attr_put_str(r->out, "resharded_from", old_layout) |
+          ckpt_attr_put_str(r->out, "optimizer_state", o->no_optim ? "absent" : "present") |
+          ckpt_attr_put_str(r->out, "weights_dtype", o->bf16 ? "bf16" : "f32")) == 0;
+  }
+  free(old_layout);
+  free(lay);
+  if (!ok) ckpt_h5_error(r->err, sizeof r->err, "root attributes");
+  ok = agree(o, ok, r->err, sizeof r->err);
+  hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
+  H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
+  const char *groups[3] = {CKPT_GROUP_MODEL, CKPT_GROUP_ADAM_M, CKPT_GROUP_ADAM_V};
+  for (int g = 0; ok && g < (o->no_optim ? 1 : 3); g++) {
+    char(*names)[TENSOR_NAME_MAX] = NULL;
+    int count = 0;
+    ok = agree(o, group_names(r->in, groups[g], &names, &count, r->err, sizeof r->err) == 0, r->err, sizeof r->err);
+    for (int i = 0; ok && i < count; i++) {
+      char path[TENSOR_NAME_MAX + 32];
+      snprintf(path, sizeof path, "%s/%s", groups[g], names[i]);
+      ok = copy_tensor_band(r, r->in, path, names[i], g == 0 && o->bf16, dxpl) == 0;
+    }
+    free(names);
+  }
+  H5Pclose(dxpl);
+  if (H5Fclose(r->out) < 0 && ok) {
+    ckpt_h5_error(r->err, sizeof r->err, "closing OUT");
+    ok = 0;
+  }
+  ok = agree(o, ok, r->err, sizeof r->err);
+  /* The training state and activations as they are: rank 0, serially. */
+  if (ok && o->rank == 0) {
+    hid_t out = H5Fopen(tmp, H5F_ACC_RDWR, H5P_DEFAULT);
+    ok = out >= 0;
+    for (const char *g = CKPT_GROUP_STATE; ok && g; g = strcmp(g, CKPT_GROUP_STATE) ? NULL : CKPT_GROUP_ACTS)
+      if (H5Lexists(r->in, g, H5P_DEFAULT) > 0 && H5Ocopy(r->in, g, out, g, H5P_DEFAULT, H5P_DEFAULT) < 0) ok = 0;
+    if (out >= 0 && H5Fclose(out) < 0) ok = 0;
+    if (!ok) ckpt_h5_error(r->err, sizeof r->err, "copying the training state and activations");
+  }
+  return agree(o, ok, r->err, sizeof r->err) ? 0 : -1;
+}
+
+/* Every tensor of OUT decoded and checked against its checksum (under
+ * mpirun each rank checks every nranks-th tensor). */
+static int verify_out(const char *path, const options *o, char *err, size_t errlen) {
   hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
   if (f < 0) {
     ckpt_h5_error(err, errlen, "re-opening OUT");
@@ -285,6 +471,7 @@ static int verify_out(const char *path, char *err, size_t errlen) {
     H5G_info_t info;
     if (g < 0 || H5Gget_info(g, &info) < 0) rc = boost_err(err, errlen, "OUT: group %s unreadable", groups[k]);
     for (hsize_t i = 0; rc == 0 && i < info.nlinks; i++) {
+      if ((int)(i % (hsize_t)o->nranks) != o->rank) continue;
       char name[TENSOR_NAME_MAX];
       H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name, H5P_DEFAULT);
       hid_t d = H5Dopen2(g, name, H5P_DEFAULT), space = H5Dget_space(d);
@@ -300,6 +487,12 @@ static int verify_out(const char *path, char *err, size_t errlen) {
     }
     if (g >= 0) H5Gclose(g);
   }
+  /* The training state and activations were copied as they are: damage in
+   * IN there would be damage in OUT. */
+  char why[768];
+  for (const char *g = CKPT_GROUP_STATE; rc == 0 && o->rank == 0 && g; g = strcmp(g, CKPT_GROUP_STATE) ? NULL : CKPT_GROUP_ACTS)
+    if (H5Lexists(f, g, H5P_DEFAULT) > 0 && ckpt_check_group(f, g, why, sizeof why) != 0)
+      rc = boost_err(err, errlen, "%s (copied from IN as it is: IN is damaged there)", why);
   H5Fclose(f);
   return rc;
 }
@@ -407,8 +600,11 @@ static int parse_args(int argc, char **argv, options *o, char *err, size_t errle
 static int run(const options *o_in, char *err, size_t errlen) {
   const options *o = o_in;
   ckpt_peek_info info;
-  if (ckpt_peek("", o->in, &info, err, errlen) != 1) {
-    if (!err[0]) boost_err(err, errlen, "%s: no committed checkpoint there", o->in);
+  const int found = ckpt_peek("", o->in, &info, err, errlen) == 1;
+  if (!found && !err[0]) boost_err(err, errlen, "%s: no committed checkpoint there", o->in);
+  if (!strncmp(err, "ckpt.resume=", 12)) memmove(err, err + 12, strlen(err + 12) + 1); /* the trainer's wording */
+  if (o->nranks > 1 ? !agree(o, found, err, errlen) : !found) {
+    if (found) ckpt_peek_free(&info);
     return -1;
   }
   train_config cfg;
@@ -425,6 +621,7 @@ static int run(const options *o_in, char *err, size_t errlen) {
   free(wdtype);
   o = &eff;
   if (rc == 0 && o->plan) rc = plan(in, &cfg, o, err, errlen);
+  if (o->nranks > 1 && !agree(o, rc == 0, err, errlen)) rc = -1;
   if (rc == 0 && !o->plan) {
     model m;
     tp_mode mode;
@@ -434,16 +631,20 @@ static int run(const options *o_in, char *err, size_t errlen) {
       snprintf(tmp, sizeof tmp, "%s.tmp", o->out);
       rewrite r = {.in = in, .m = &m, .o = o, .level = cfg.ckpt.level};
       r.total = (size_t)m.reg.count * (o->no_optim ? 1 : 3);
-      rc = write_out(&r, tmp, mode);
+      rc = o->nranks > 1 ? write_out_parallel(&r, tmp, mode) : write_out(&r, tmp, mode);
       if (rc != 0) boost_err(err, errlen, "%s", r.err);
-      if (rc == 0) rc = verify_out(tmp, err, errlen);
-      if (rc == 0 && (boost_fsync_path(tmp) != 0 || rename(tmp, o->out) != 0))
+      if (rc == 0) rc = verify_out(tmp, o, err, errlen);
+      if (o->nranks > 1 && !agree(o, rc == 0, err, errlen)) rc = -1;
+      if (rc == 0 && o->rank == 0 && (boost_fsync_path(tmp) != 0 || rename(tmp, o->out) != 0))
         rc = boost_err(err, errlen, "cannot commit %s: %s", o->out, strerror(errno));
-      if (rc == 0) boost_fsync_parent(o->out);
-      if (rc != 0) unlink(tmp);
-      if (rc == 0 && !o->quiet)
-        printf("wrote %s: step %lld for dp=%d tp=%d pp=%d (%s)%s, every tensor verified\n", o->out,
-               (long long)info.step, o->dp, o->tp, o->pp, tp_mode_names[mode], o->bf16 ? ", bf16 weights, no optimizer state" : o->no_optim ? ", no optimizer state" : "");
+      if (rc == 0 && o->rank == 0) boost_fsync_parent(o->out);
+      if (o->nranks > 1 && !agree(o, rc == 0, err, errlen)) rc = -1;
+      if (rc != 0 && o->rank == 0) unlink(tmp);
+      if (rc == 0 && !o->quiet && o->rank == 0)
+        printf("wrote %s: step %lld for dp=%d tp=%d pp=%d (%s)%s, every tensor verified%s\n", o->out,
+               (long long)info.step, o->dp, o->tp, o->pp, tp_mode_names[mode],
+               o->bf16 ? ", bf16 weights, no optimizer state" : o->no_optim ? ", no optimizer state" : "",
+               o->nranks > 1 ? " (parallel rewrite)" : "");
       model_free(&m);
     }
   }
@@ -452,21 +653,34 @@ static int run(const options *o_in, char *err, size_t errlen) {
   return rc;
 }
 
+/* MPI only when a launcher started us: a plain run stays a plain serial
+ * process (no MPI singleton start-up). */
+static int under_mpirun(void) {
+  return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK") || getenv("MPI_LOCALNRANKS");
+}
+
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(stdout, 0);
   options o;
   char err[1536] = "";
-  if (parse_args(argc, argv, &o, err, sizeof err) != 0) {
-    fprintf(stderr, "boost-reshard: %s\n", err);
-    return 2;
+  const int mpi = under_mpirun();
+  int rank = 0, nranks = 1;
+  if (mpi) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
   }
+  int rc = parse_args(argc, argv, &o, err, sizeof err) != 0 ? 2 : 0;
+  o.rank = rank, o.nranks = nranks;
+  if (rc == 0 && nranks > 1 && o.plan) o.nranks = 1; /* --plan prints; rank 0 alone does it */
   ckpt_h5_quiet();
-  if (h5z_zstd_register() < 0) {
-    fprintf(stderr, "boost-reshard: cannot register the zstd HDF5 filter\n");
-    return 1;
+  if (rc == 0 && h5z_zstd_register() < 0) {
+    boost_err(err, sizeof err, "cannot register the zstd HDF5 filter");
+    rc = 1;
   }
-  const int rc = run(&o, err, sizeof err);
-  if (rc != 0) fprintf(stderr, "boost-reshard: %s\n", err);
-  return rc == 0 ? 0 : 1;
+  if (rc == 0 && (o.nranks > 1 || rank == 0)) rc = run(&o, err, sizeof err) == 0 ? 0 : 1;
+  if (rc != 0 && rank == 0) fprintf(stderr, "boost-reshard: %s\n", err);
+  if (mpi) MPI_Finalize();
+  return rc;
 }

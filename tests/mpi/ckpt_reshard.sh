@@ -97,6 +97,36 @@ train 0 "$tmp/e16.log" "${BASE[@]}" --set train.steps=6 --set ckpt.resume="$tmp/
 "$INSPECT" summary "$tmp/bf16b.h5" | grep -q "export: weights bf16" || fail "resharding a bf16 export widened it"
 echo "ok: --bf16 export: nearest-even bf16 weights, verified, refused for training, stays bf16 when resharded"
 
+# Under mpirun: the parallel rewrite (3 ranks: uneven bands, ranks with
+# empty bands) writes the same values as the serial one, f32 and bf16; a
+# damaged IN (a flipped byte in a weight chunk) fails on every rank with one
+# line, within a bounded time, leaving nothing.
+"$RESHARD" "$A" "$tmp/s4.h5" --layout tp=4,pp=2 --quiet >/dev/null 2>&1 || fail "serial A -> tp=4,pp=2"
+timeout 120 $MPIRUN -n 3 "$RESHARD" "$A" "$tmp/p4.h5" --layout tp=4,pp=2 >"$tmp/p.log" 2>&1 || fail "parallel rewrite: $(cat "$tmp/p.log")"
+grep -q "(parallel rewrite)" "$tmp/p.log" || fail "the rewrite under mpirun was not parallel: $(cat "$tmp/p.log")"
+timeout 120 $MPIRUN -n 3 "$RESHARD" "$A" "$tmp/p16.h5" --layout tp=2 --bf16 --quiet >"$tmp/p.log" 2>&1 || fail "parallel --bf16: $(cat "$tmp/p.log")"
+for pair in "s4.h5 p4.h5" "bf16.h5 p16.h5"; do
+  set -- $pair
+  "$INSPECT" verify "$tmp/$2" >/dev/null 2>&1 || fail "the parallel rewrite $2 does not verify"
+  "$INSPECT" diff "$tmp/$1" "$tmp/$2" | grep -q "diff: 0 datasets differ" || fail "parallel $2 differs from serial $1"
+done
+cp "$A" "$tmp/damaged.h5"
+"$PY" - "$tmp/damaged.h5" <<'PYEOF' || fail "could not damage the copy"
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as f:
+    c = f["model/layers.0.mlp.down.A"].id.get_chunk_info(0)
+off = c.byte_offset + c.size // 2
+d = bytearray(open(sys.argv[1], "rb").read()); d[off] ^= 0x10; open(sys.argv[1], "wb").write(d)
+PYEOF
+for np in 1 3; do
+  rc=0
+  timeout 120 $MPIRUN -n $np "$RESHARD" "$tmp/damaged.h5" "$tmp/dmg.h5" --layout tp=2 --quiet >"$tmp/d.log" 2>&1 || rc=$?
+  [ "$rc" = 1 ] || fail "damaged IN on $np ranks: exit $rc (124: a hang), expected 1: $(cat "$tmp/d.log")"
+  [ "$(grep -c '^boost-reshard: .*layers.0.mlp.down.A' "$tmp/d.log")" = 1 ] || fail "damaged IN on $np ranks: $(cat "$tmp/d.log")"
+  [ ! -e "$tmp/dmg.h5" ] && [ ! -e "$tmp/dmg.h5.tmp" ] || fail "a failed parallel reshard left a file"
+done
+echo "ok: the parallel rewrite under mpirun equals the serial one (f32 and bf16); a damaged IN fails with one line on 1 and 3 ranks"
+
 # Bad inputs: one line, non-zero exit.
 expect() { # want_status description command...
   local want=$1 what=$2 rc=0
