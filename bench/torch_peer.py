@@ -6,7 +6,13 @@ docs/PERFORMANCE.md).
     /usr/bin/python3 bench/torch_peer.py --preset cola-60m --batch 4 --seq 256 \
         --steps 12 --warmup 2 --threads 2 [--json]
 
-Run it with Debian's /usr/bin/python3 (python3-torch 1.13 lives there).
+Run it with Debian's /usr/bin/python3 (python3-torch 1.13 lives there), or
+with the python of a virtual environment holding the current PyTorch wheel
+(bench/bench_vs_torch.sh makes one). --mode picks what a user of that
+PyTorch would turn on:
+  eager    explicit attention matmuls + mask, AdamW foreach (works on 1.13)
+  fast     F.scaled_dot_product_attention(is_causal=True) and AdamW fused=True
+  compile  fast, and the model wrapped in torch.compile (inductor, C++ codegen)
 
 The model is the one boost trains (docs/ and ARCHITECTURE.md "The model"):
 LLaMA-style decoder, embedding [V,d] without scaling; per layer
@@ -108,6 +114,8 @@ def apply_rope(x, cos, sin):
 
 
 class Attention(nn.Module):
+    sdpa = False  # set by --mode fast/compile
+
     def __init__(self, d, heads, rank, seq):
         super().__init__()
         self.heads, self.hd = heads, d // heads
@@ -127,6 +135,9 @@ class Attention(nn.Module):
         q = apply_rope(self.q(x).view(B, T, H, hd), self.cos, self.sin).transpose(1, 2)
         k = apply_rope(self.k(x).view(B, T, H, hd), self.cos, self.sin).transpose(1, 2)
         v = self.v(x).view(B, T, H, hd).transpose(1, 2)
+        if Attention.sdpa:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.o(y.transpose(1, 2).reshape(B, T, d))
         att = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(hd)) + self.mask[:T, :T]
         att = torch.softmax(att, dim=-1)
         y = torch.matmul(att, v).transpose(1, 2).reshape(B, T, d)
@@ -271,15 +282,42 @@ def main():
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--foreach", choices=("auto", "on", "off"), default="on",
                     help="torch.optim.AdamW foreach implementation (on: multi-tensor, the faster on CPU)")
+    ap.add_argument("--mode", choices=("eager", "fast", "compile"), default="eager",
+                    help="eager: explicit attention, AdamW foreach; fast: SDPA + fused AdamW; compile: fast + torch.compile")
+    ap.add_argument("--ddp", type=int, default=1,
+                    help="data-parallel processes (DistributedDataParallel over gloo on this machine); "
+                         "--batch is per process, --threads per process; rank 0 reports the global tokens/s")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     args = ap.parse_args()
+    if args.mode != "eager" and not hasattr(F, "scaled_dot_product_attention"):
+        ap.error(f"--mode {args.mode} needs PyTorch 2 (this is {torch.__version__})")
+    Attention.sdpa = args.mode != "eager"
     if args.batch < 1 or args.seq < 1 or args.steps < 1 or args.warmup < 0 or args.threads < 1:
         ap.error("batch, seq, steps, threads must be >= 1 and warmup >= 0")
 
     cfg = PRESETS[args.preset]
     if cfg["d"] % cfg["heads"] or (cfg["d"] // cfg["heads"]) % 2:
         ap.error("d must split into heads of even size")
+    if args.ddp < 1:
+        ap.error("--ddp must be >= 1")
+    if args.ddp == 1:
+        return train(args, cfg, 0, 1)
+    import torch.multiprocessing as mp
+    port = 29500 + os.getpid() % 2000
+    mp.spawn(ddp_worker, args=(args, cfg, port), nprocs=args.ddp, join=True)
+    return 0
 
+
+def ddp_worker(rank, args, cfg, port):
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=args.ddp)
+    try:
+        train(args, cfg, rank, args.ddp)
+    finally:
+        dist.destroy_process_group()
+
+
+def train(args, cfg, rank, world):
     torch.set_num_threads(args.threads)
     h = openblas_handle()
     if h is not None:  # torch does not know its BLAS is OpenBLAS: set its pool too
@@ -293,10 +331,20 @@ def main():
     # decoupled weight decay on matrices only (as boost: not on RMSNorm gains)
     groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
               {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-    opt = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, foreach=foreach)
+    if args.mode == "eager":
+        opt = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, foreach=foreach)
+    else:
+        opt = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, fused=True)
+    step_model = model
+    if world > 1:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        step_model = DDP(model)
+    if args.mode == "compile":
+        step_model = torch.compile(step_model)
+    silent = rank != 0  # rank 0 reports
 
-    gen = torch.Generator().manual_seed(args.seed + 1)
-    ntok = args.batch * args.seq
+    gen = torch.Generator().manual_seed(args.seed + 1 + rank)
+    ntok = args.batch * args.seq * world  # global tokens per step
     step_s, losses, foreign = [], [], []
     for step in range(args.warmup + args.steps):
         batch = torch.randint(0, cfg["vocab"], (args.batch, args.seq + 1), generator=gen)
@@ -304,7 +352,7 @@ def main():
         j0 = cpu_jiffies()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = model(x, y)
+        loss = step_model(x, y)
         loss.backward()
         gnorm = torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
@@ -315,7 +363,7 @@ def main():
         if step >= args.warmup:
             step_s.append(dt)
             foreign.append(fc)
-        if not args.json:
+        if not args.json and not silent:
             tag = "warmup" if step < args.warmup else "step"
             print(f"{tag} {step:3d} loss {lv:.4f} grad_norm {float(gnorm):.3f} {dt * 1e3:8.1f} ms "
                   f"{ntok / dt:8.1f} tok/s" + ("" if fc is None else f"  other load {fc:.2f} cores"), flush=True)
@@ -334,6 +382,7 @@ def main():
         "steps": args.steps,
         "warmup": args.warmup,
         "threads": args.threads,
+        "ddp": world,
         "params": n_params,
         "tokens_per_s": round(med_tps, 2),
         "tokens_per_s_min": round(min(tps), 2),
@@ -350,10 +399,13 @@ def main():
         "peak_rss_kib": rss_kib,
         "torch_version": torch.__version__,
         "torch_threads": torch.get_num_threads(),
-        "adamw_foreach": args.foreach,
+        "adamw_foreach": args.foreach if args.mode == "eager" else "fused",
+        "mode": args.mode,
         "openblas_coretype_env": os.environ.get("OPENBLAS_CORETYPE", ""),
     }
     out.update(blas_report())
+    if silent:
+        return 0
     if args.json:
         print(json.dumps(out))
     else:

@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# boost-train against the PyTorch a user would install (issue 10).
+#
+#   bash bench/bench_vs_torch.sh [BUILD_DIR]        (default BUILD_DIR: ./build)
+#
+# The peer is the current PyTorch wheel from the package index, installed by
+# this script (not by CI) into a virtual environment (BENCH_TORCH_VENV,
+# default BUILD_DIR/torch-venv; BENCH_TORCH_VERSION, default 2.15.0), run in
+# three modes of bench/torch_peer.py -- eager (explicit attention, AdamW
+# foreach), fast (scaled_dot_product_attention + fused AdamW) and compile
+# (fast + torch.compile) -- next to Debian's PyTorch (python3-torch, eager)
+# when /usr/bin/python3 has it. Same model, optimizer, batch, sequence length
+# and thread count on both sides, one after the other on the same machine.
+#
+# Per configuration (preset:batch:seq, BENCH_CONFIGS) one table row: tokens/s
+# of boost (median of steps 3..) and of each peer column (median of timed
+# steps), boost over the best PyTorch column, boost's model GFLOP/s as a
+# fraction of the sgemm peak measured in the same run, and peak RSS of boost
+# and of the best PyTorch column (/usr/bin/time). Then data parallelism:
+# boost 1 rank vs mpirun -n 2 (dp=2), one thread per rank, against PyTorch
+# DDP (gloo) with one and two processes in the fast mode; the scaling is
+# tokens/s at 2 over tokens/s at 1.
+#
+# Environment (optional): BENCH_CONFIGS (default "cola-60m:4:256
+# llama-60m:4:256 cola-60m:4:1024 llama-60m:4:1024 cola-130m:4:256"),
+# BENCH_MODES (default "eager fast compile"), BENCH_DP_CONFIG (default
+# cola-60m:4:256; empty: no dp rows), BENCH_THREADS (2), BENCH_BOOST_STEPS
+# (8), BENCH_TORCH_STEPS (6), BENCH_TORCH_WARMUP (2; compile mode adds 2 for
+# compilation), BENCH_OUT (results folder). Exit status 0 when every run
+# succeeded, 1 when some failed (the table shows the rest), 2 on setup error.
+set -u -o pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=$(cd "${1:-$ROOT/build}" 2>/dev/null && pwd) || { echo "bench_vs_torch: build folder not found" >&2; exit 2; }
+CONFIGS=${BENCH_CONFIGS:-"cola-60m:4:256 llama-60m:4:256 cola-60m:4:1024 llama-60m:4:1024 cola-130m:4:256"}
+MODES=${BENCH_MODES:-"eager fast compile"}
+DP_CONFIG=${BENCH_DP_CONFIG-cola-60m:4:256}
+THREADS=${BENCH_THREADS:-2}
+BOOST_STEPS=${BENCH_BOOST_STEPS:-8}
+TORCH_STEPS=${BENCH_TORCH_STEPS:-6}
+TORCH_WARMUP=${BENCH_TORCH_WARMUP:-2}
+VENV=${BENCH_TORCH_VENV:-$BUILD/torch-venv}
+TORCH_VERSION=${BENCH_TORCH_VERSION:-2.15.0}
+OUT=${BENCH_OUT:-$BUILD/bench-vs-torch/$(date +%Y%m%d-%H%M%S)}
+MPIRUN=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}
+TRAIN=$BUILD/trainer/boost-train
+PEER=$ROOT/bench/torch_peer.py
+
+die() { echo "bench_vs_torch: $*" >&2; exit 2; }
+log() { echo "bench_vs_torch: $*" >&2; }
+[ -x "$TRAIN" ] || die "$TRAIN not built (bash scripts/build.sh)"
+[ -x "$BUILD/bench/sgemm-peak" ] || die "$BUILD/bench/sgemm-peak not built"
+[ -x /usr/bin/time ] || die "/usr/bin/time not found (Debian package 'time')"
+mkdir -p "$OUT" || die "cannot create $OUT"
+
+if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
+  log "installing torch==$TORCH_VERSION from the package index into $VENV (a few GB, once)"
+  python3 -m venv "$VENV" && "$VENV/bin/pip" install -q "torch==$TORCH_VERSION" ||
+    die "could not install torch==$TORCH_VERSION into $VENV"
+fi
+WHEEL_PY=$VENV/bin/python
+DEBIAN_PY=
+/usr/bin/python3 -c "import torch" 2>/dev/null && DEBIAN_PY=/usr/bin/python3
+
+export OMP_NUM_THREADS=$THREADS
+"$BUILD/tools/boost-data" -q -o "$OUT/f.tok" /usr/share/games/fortunes >/dev/null || die "boost-data failed"
+"$BUILD/bench/sgemm-peak" --threads "$THREADS" >"$OUT/sgemm.json" 2>/dev/null || die "sgemm-peak failed"
+
+FAILED=0
+# run NAME CMD...: stdout/stderr to NAME.out/.err, peak RSS (KiB) to NAME.rss.
+run() {
+  local name=$1
+  shift
+  /usr/bin/time -f %M -o "$OUT/$name.rss" "$@" >"$OUT/$name.out" 2>"$OUT/$name.err" ||
+    { log "run $name failed: $(tail -2 "$OUT/$name.err")"; FAILED=1; }
+}
+boost() { # name preset batch seq np threads
+  local name=$1 preset=$2 batch=$3 seq=$4 np=$5 threads=$6 launcher=()
+  [ "$np" -gt 1 ] && launcher=($MPIRUN -n "$np")
+  log "boost $name"
+  OMP_NUM_THREADS=$threads run "$name" "${launcher[@]}" "$TRAIN" --set model.preset="$preset" --set data.train="$OUT/f.tok" \
+    --set model.seq_len="$seq" --set train.batch_size="$batch" --set train.steps="$BOOST_STEPS" --set train.threads="$threads" \
+    --set train.val_batches=0 --set parallel.dp="$np" --set train.metrics="$OUT/$name.jsonl"
+}
+torch_run() { # name python mode preset batch seq threads ddp
+  local name=$1 py=$2 mode=$3 preset=$4 batch=$5 seq=$6 threads=$7 ddp=$8 warm=$TORCH_WARMUP
+  [ "$mode" = compile ] && warm=$((warm + 2))
+  log "torch $name"
+  OMP_NUM_THREADS=$threads run "$name" "$py" "$PEER" --preset "$preset" --batch "$batch" --seq "$seq" --steps "$TORCH_STEPS" \
+    --warmup "$warm" --threads "$threads" --mode "$mode" --ddp "$ddp" --json
+}
+
+TAGS=()
+for c in $CONFIGS; do
+  IFS=: read -r preset batch seq <<<"$c"
+  tag="$preset-b$batch-t$seq"
+  TAGS+=("$tag")
+  boost "$tag.boost" "$preset" "$batch" "$seq" 1 "$THREADS"
+  [ -n "$DEBIAN_PY" ] && torch_run "$tag.debian-eager" "$DEBIAN_PY" eager "$preset" "$batch" "$seq" "$THREADS" 1
+  for m in $MODES; do torch_run "$tag.wheel-$m" "$WHEEL_PY" "$m" "$preset" "$batch" "$seq" "$THREADS" 1; done
+done
+if [ -n "$DP_CONFIG" ]; then
+  IFS=: read -r preset batch seq <<<"$DP_CONFIG"
+  boost "dp.boost1" "$preset" "$batch" "$seq" 1 1
+  boost "dp.boost2" "$preset" "$batch" "$seq" 2 1
+  torch_run "dp.torch1" "$WHEEL_PY" fast "$preset" "$batch" "$seq" 1 1
+  torch_run "dp.torch2" "$WHEEL_PY" fast "$preset" "$batch" "$seq" 1 2
+fi
+
+"$WHEEL_PY" - "$OUT" "$MODES" "${DEBIAN_PY:+debian}" "$DP_CONFIG" "${TAGS[@]}" <<'EOF'
+import json, os, statistics, sys
+out, modes, debian, dp_config, tags = sys.argv[1], sys.argv[2].split(), sys.argv[3], sys.argv[4], sys.argv[5:]
+def rss(name):
+    try: return int(open(f"{out}/{name}.rss").read().split()[-1]) / 1024
+    except (OSError, ValueError, IndexError): return None
+def boost(name):
+    try: rows = [json.loads(l) for l in open(f"{out}/{name}.jsonl")]
+    except OSError: return None, None
+    rows = [r for r in rows if r.get("step", 0) > 2]
+    if not rows: return None, None
+    return statistics.median(r["tokens_per_s"] for r in rows), statistics.median(r["gflops"] for r in rows)
+def torch(name):
+    try:
+        for line in open(f"{out}/{name}.out"):
+            if line.startswith("{"): return json.loads(line)
+    except OSError: pass
+    return None
+peak = json.load(open(f"{out}/sgemm.json"))
+peak_gf = max(peak.get("sgemm_gflops", 0), peak.get("square_gflops", 0))
+cols = (["debian-eager"] if debian else []) + [f"wheel-{m}" for m in modes]
+info = next((torch(f"{t}.wheel-{m}") for t in tags for m in modes if torch(f"{t}.wheel-{m}")), None)
+lines = [f"cpu: {open('/proc/cpuinfo').read().split('model name')[1].split(':')[1].splitlines()[0].strip()}, "
+         f"{os.cpu_count()} cores; sgemm peak {peak_gf:.0f} GFLOP/s",
+         f"PyTorch wheel: {info['torch_version'] if info else '?'}, BLAS {info.get('torch_blas_info') if info else '?'}",
+         "", "| config | boost tok/s | " + " | ".join(f"{c} tok/s" for c in cols) +
+         " | boost / best PyTorch | boost GFLOP/s (of sgemm peak) | RSS MiB boost / best PyTorch |",
+         "|---" * (5 + len(cols)) + "|"]
+for t in tags:
+    btps, bgf = boost(f"{t}.boost")
+    vals = {c: torch(f"{t}.{c}") for c in cols}
+    best = max((c for c in cols if vals[c]), key=lambda c: vals[c]["tokens_per_s"], default=None)
+    f = lambda x, p=0: "n/a" if x is None else f"{x:.{p}f}"
+    cells = [f(vals[c]["tokens_per_s"] if vals[c] else None) for c in cols]
+    ratio = btps / vals[best]["tokens_per_s"] if btps and best else None
+    lines.append(f"| {t} | {f(btps)} | " + " | ".join(cells) + f" | **{f(ratio, 2)}x** ({best or '-'}) | "
+                 f"{f(bgf)} ({f(100 * bgf / peak_gf if bgf else None)}%) | {f(rss(t + '.boost'))} / {f(rss(t + '.' + best) if best else None)} |")
+if dp_config:
+    b1, _ = boost("dp.boost1"); b2, _ = boost("dp.boost2")
+    t1, t2 = torch("dp.torch1"), torch("dp.torch2")
+    s = lambda a, b: "n/a" if not a or not b else f"{b / a:.2f}x"
+    lines += ["", f"data parallel, {dp_config} per rank, one thread per rank:", "",
+              "| | 1 rank tok/s | 2 ranks tok/s | scaling |", "|---|---|---|---|",
+              f"| boost (mpirun -n 2, dp=2) | {b1 and round(b1)} | {b2 and round(b2)} | {s(b1, b2)} |",
+              f"| PyTorch DDP gloo (fast) | {t1 and round(t1['tokens_per_s'])} | {t2 and round(t2['tokens_per_s'])} | "
+              f"{s(t1 and t1['tokens_per_s'], t2 and t2['tokens_per_s'])} |"]
+text = "\n".join(lines)
+print(text)
+open(f"{out}/results.md", "w").write(text + "\n")
+EOF
+exit $FAILED
