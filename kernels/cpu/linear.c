@@ -18,6 +18,21 @@
 
 #include "ops.h"
 
+/* The plain GEMM the model's projection groups are made of. Split over our
+ * OpenMP threads by rows or columns of C (sgemm_slice), OpenBLAS serial
+ * inside: on the bottleneck shapes (K or N = r) OpenBLAS's own threading ran
+ * at 60-120 GFLOP/s on two cores where two independent slices run at
+ * 150-190 (docs/PERFORMANCE.md). */
+void gemm(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta,
+          float *C, int ldc) {
+  if (M <= 0 || N <= 0) return;
+  const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
+  int saved = blas_serial_begin();
+#pragma omp parallel if (gemm_worth_threads((double)M * N * K))
+  sgemm_slice(boost_thread_id(), boost_team_size(), ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+  blas_serial_end(saved);
+}
+
 void linear_forward(float *out, const float *in, const float *W, int N, int Cin, int Cout) {
   if (N <= 0 || Cout <= 0) return;
   int saved = blas_serial_begin();

@@ -1,5 +1,5 @@
 /* Pieces the tensor-parallel model composes around its collectives: the
- * plain GEMM and accumulate, the btp RMSNorm folded into the A-GEMM, and the
+ * accumulate, the btp RMSNorm folded into the A-GEMM, and the
  * vocab-parallel cross-entropy (contracts in ops.h).
  *
  * This file deliberately does not include cpu_internal.h: these loops were
@@ -10,12 +10,6 @@
 #include <math.h>
 
 #include "ops.h"
-
-void gemm(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta,
-          float *C, int ldc) {
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, A,
-              lda, B, ldb, beta, C, ldc);
-}
 
 void add_inplace(float *y, const float *x, size_t n) {
 #pragma omp parallel for simd schedule(static)
