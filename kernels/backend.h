@@ -50,10 +50,12 @@ typedef struct boost_ops {
                        int hd);
   void (*rope_backward)(float *din, const float *dout, const float *cos_t, const float *sin_t, int B, int T, int H,
                         int hd);
-  void (*attention_forward)(float *out, float *att, const float *q, const float *k, const float *v, int B, int T, int H,
-                            int hd);
+  /* attention keeps per-row stats [B,H,T,2] for the backward, no [B,H,T,T] */
+  size_t (*attention_scratch_floats)(int B, int T, int H);
+  void (*attention_forward)(float *out, float *stats, float *scratch, const float *q, const float *k, const float *v,
+                            int B, int T, int H, int hd);
   void (*attention_backward)(float *dq, float *dk, float *dv, float *scratch, const float *dout, const float *q,
-                             const float *k, const float *v, const float *att, int B, int T, int H, int hd);
+                             const float *k, const float *v, const float *stats, int B, int T, int H, int hd);
   /* loss */
   void (*crossentropy_forward)(float *losses, const float *logits, const int32_t *targets, int N, int V);
   void (*crossentropy_backward)(float *dlogits, float *losses, const float *logits, const int32_t *targets, int N,

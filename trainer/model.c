@@ -58,7 +58,7 @@ static void layer_forward(model *m, int l, const float *x, float *x_out, int reu
   slot_forward(m, l, SLOT_ATTN_IN, a->xn1, NULL, btp ? a->rstd1 : NULL, reuse_bottleneck);
   o->rope_forward(a->q, a->q, m->rope_cos, m->rope_sin, B, T, H, hd);
   o->rope_forward(a->k, a->k, m->rope_cos, m->rope_sin, B, T, H, hd);
-  o->attention_forward(a->attn_out, a->att, a->q, a->k, a->v, B, T, H, hd);
+  o->attention_forward(a->attn_out, a->att, m->s.d_att, a->q, a->k, a->v, B, T, H, hd);
   slot_forward(m, l, SLOT_ATTN_OUT, a->attn_out, m->s.proj_out, NULL, reuse_bottleneck);
   o->add_forward(a->resid_mid, x, m->s.proj_out, Nd);
 

@@ -66,7 +66,7 @@ typedef struct {
 typedef struct {
   float *rstd1, *xn1;                  /* xn: normalised (btp: x * gain, unnormalised) */
   float *hpre[PROJ_COUNT], *h[PROJ_COUNT]; /* per group: [N, g*r_loc] (+N for btp norm scalars) */
-  float *q, *k, *v, *att, *attn_out;
+  float *q, *k, *v, *att, *attn_out; /* att: attention row stats [B, H, T, 2] (max, 1/sum) */
   float *resid_mid, *rstd2, *xn2;
   float *gate, *gate_act, *up, *prod;
 } layer_acts;

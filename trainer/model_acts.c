@@ -36,7 +36,7 @@ static float *carve(carver *c, size_t n) {
 static void carve_recomputable(model *m, carver *c, layer_acts *a) {
   const model_config *cfg = &m->cfg;
   const size_t N = (size_t)m->B * m->T, T = m->T;
-  const size_t dr = m->d_res, da = m->d_qkv, F = m->ffn_loc, att = (size_t)m->B * m->heads_loc * T * T;
+  const size_t dr = m->d_res, da = m->d_qkv, F = m->ffn_loc, att = (size_t)m->B * m->heads_loc * T * 2;
   a->xn1 = carve(c, N * dr);
   a->q = carve(c, N * da);
   a->k = carve(c, N * da);
@@ -68,7 +68,7 @@ static void carve_bottleneck(model *m, carver *c, layer_acts *a, int l) {
 static void layout_acts(model *m, carver *c) {
   const model_config *cfg = &m->cfg;
   const size_t N = (size_t)m->B * m->T, T = m->T, d = cfg->d_model, hd = d / cfg->n_heads;
-  const size_t dr = m->d_res, da = m->d_qkv, F = m->ffn_loc, att = (size_t)m->B * m->heads_loc * T * T;
+  const size_t dr = m->d_res, da = m->d_qkv, F = m->ffn_loc;
   size_t max_g = 1;
   for (int l = 0; l < m->nl; l++)
     for (int gi = 0; gi < m->layers[l].ngroups; gi++)
@@ -115,7 +115,7 @@ static void layout_acts(model *m, carver *c) {
   m->s.d_q = carve(c, N * da);
   m->s.d_k = carve(c, N * da);
   m->s.d_v = carve(c, N * da);
-  m->s.d_att = carve(c, att);
+  m->s.d_att = carve(c, m->ops->attention_scratch_floats(m->B, m->T, m->heads_loc));
   m->s.d_prod = carve(c, N * F);
   m->s.d_gate = carve(c, N * F);
   m->s.d_up = carve(c, N * F);

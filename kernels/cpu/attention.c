@@ -1,24 +1,34 @@
-/* Causal multi-head attention, one (batch, head) at a time.
+/* Causal multi-head attention, one (batch, head) at a time, never storing
+ * the [B, H, T, T] probabilities.
  *
  * q, k, v, out, dq, dk, dv: [B, T, H, hd] (token stride ld = H*hd), so the
  * (b, h) slice starts at b*T*ld + h*hd with leading dimension ld.
- * att, scratch: [B, H, T, T].  scale = 1/sqrt(hd).
+ * stats: [B, H, T, 2], each row's max logit m and 1/sum of exponentials,
+ * all the forward keeps for the backward. scale = 1/sqrt(hd).
  *   forward : S = scale Q K^T; P = softmax over j <= i (j > i exactly 0);
  *             O = P V
- *   backward: dP = dO V^T; dS = P * (dP - rowsum(dP * P));
+ *   backward: P recomputed from Q, K and stats; dP = dO V^T;
+ *             dS = P * (dP - rowsum(dP * P));
  *             dQ = scale dS K; dK = scale dS^T Q; dV = P^T dO
+ * The recomputation repeats the forward's own operations (the same sgemm
+ * call per row block, the same exp of S - m, the same product with 1/sum),
+ * so P is bit for bit the forward's and so is every result. Memory: O(B H T)
+ * kept per layer instead of O(B H T^2) (1 GiB less for cola-60m at T=1024,
+ * B=4), and a scratch of a few T x T blocks (attention_scratch_floats). The
+ * cost is one more Q K^T GEMM and exp per element in the backward.
+ *
  * Causality is used to skip work: rows go in blocks of ATT_BLOCK and each
  * block only multiplies against keys 0..end of block (about half the GEMM
  * flops of the full T x T product for long T).
  *
  * Threads: one OpenMP region, OpenBLAS single-threaded inside (see
  * cpu_internal.h). With at least as many (b, h) slices as threads, each
- * thread takes whole slices (static schedule), so a slice's T x T matrices
- * stay in its core's cache from the row pass to the column pass. With fewer
- * slices (B*H = 1 at inference) the row blocks are dealt round-robin
- * (static, chunk 1, which balances the causal triangle), then a barrier,
- * then the column blocks. Every output element comes from one fixed
- * sequence of operations: deterministic. */
+ * thread takes whole slices (static schedule) and keeps the slice's P and dS
+ * in its own scratch, in cache from the row pass to the column pass. With
+ * fewer slices (B*H = 1 at inference) the row blocks are dealt round-robin
+ * (static, chunk 1, which balances the causal triangle) into one scratch
+ * per slice, then a barrier, then the column blocks. Every output element
+ * comes from one fixed sequence of operations: deterministic. */
 #include "cpu_internal.h"
 
 #include <cblas.h>
@@ -27,32 +37,53 @@
 
 #define ATT_BLOCK 64
 
-/* Row block [i0, i1) of one (b, h) slice: S = scale Q K^T over keys
- * [0, i1), causal softmax in place, O = P V. */
-static void attn_forward_block(float *O, float *P, const float *Q, const float *K, const float *V, int T, int hd,
-                               int ld, float scale, int i0, int i1) {
+/* Rows [i0, i1) of one (b, h) slice's P into Prow (row i at Prow + (i -
+ * i0) * T, zero right of the diagonal). With stats_out, the rows' max and
+ * 1/sum are computed and stored (forward); else they are read from stats
+ * (backward) and P comes out bit for bit the same. */
+static void attn_probs(float *Prow, float *stats, int write_stats, const float *Q, const float *K, int T, int hd, int ld,
+                       float scale, int i0, int i1) {
   int mb = i1 - i0;
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mb, i1, hd, scale, Q + (size_t)i0 * ld, ld, K, ld, 0.0f,
-              P + (size_t)i0 * T, T);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mb, i1, hd, scale, Q + (size_t)i0 * ld, ld, K, ld, 0.0f, Prow,
+              T);
   for (int i = i0; i < i1; i++) {
-    float *row = P + (size_t)i * T;
+    float *row = Prow + (size_t)(i - i0) * T;
     int len = i + 1;
-    float m = -INFINITY;
+    float m, inv;
+    if (write_stats) {
+      m = -INFINITY;
 #pragma omp simd reduction(max : m)
-    for (int j = 0; j < len; j++) m = row[j] > m ? row[j] : m;
-    float sum = 0.0f;
+      for (int j = 0; j < len; j++) m = row[j] > m ? row[j] : m;
+      float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-    for (int j = 0; j < len; j++) {
-      float e = boost_expf_nonpos(row[j] - m);
-      row[j] = e;
-      sum += e;
-    }
-    float inv = 1.0f / sum;
+      for (int j = 0; j < len; j++) {
+        float e = boost_expf_nonpos(row[j] - m);
+        row[j] = e;
+        sum += e;
+      }
+      inv = 1.0f / sum;
+      stats[2 * (size_t)i] = m;
+      stats[2 * (size_t)i + 1] = inv;
 #pragma omp simd
-    for (int j = 0; j < len; j++) row[j] *= inv;
+      for (int j = 0; j < len; j++) row[j] *= inv;
+    } else {
+      m = stats[2 * (size_t)i];
+      inv = stats[2 * (size_t)i + 1];
+#pragma omp simd
+      for (int j = 0; j < len; j++) {
+        float e = boost_expf_nonpos(row[j] - m);
+        row[j] = e * inv;
+      }
+    }
     for (int j = len; j < T; j++) row[j] = 0.0f;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mb, hd, i1, 1.0f, P + (size_t)i0 * T, T, V, ld, 0.0f,
+}
+
+/* Row block [i0, i1) of the forward: P rows into Prow (scratch), O = P V. */
+static void attn_forward_block(float *O, float *Prow, float *stats, const float *Q, const float *K, const float *V,
+                               int T, int hd, int ld, float scale, int i0, int i1) {
+  attn_probs(Prow, stats, 1, Q, K, T, hd, ld, scale, i0, i1);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i1 - i0, hd, i1, 1.0f, Prow, T, V, ld, 0.0f,
               O + (size_t)i0 * ld, ld);
 }
 
@@ -100,10 +131,16 @@ static int attn_par(int B, int T, int H, int hd) {
 #define ATT_SLICE(bh)                               \
   int b = (bh) / H, h = (bh) % H;                   \
   size_t off = (size_t)b * T * ld + (size_t)h * hd; \
-  size_t aoff = (size_t)T * T * (bh)
+  float *st = stats + 2 * (size_t)T * (bh)
 
-void attention_forward(float *out, float *att, const float *q, const float *k, const float *v, int B, int T, int H,
-                       int hd) {
+size_t attention_scratch_floats(int B, int T, int H) {
+  const size_t threads = (size_t)boost_omp_threads(), BH = (size_t)B * H, TT = (size_t)T * T;
+  const size_t fwd = threads * ATT_BLOCK * (size_t)T, bwd = (BH < threads ? BH : threads) * 2 * TT;
+  return fwd > bwd ? fwd : bwd;
+}
+
+void attention_forward(float *out, float *stats, float *scratch, const float *q, const float *k, const float *v, int B,
+                       int T, int H, int hd) {
   if (B <= 0 || T <= 0 || H <= 0 || hd <= 0) return;
   const int ld = H * hd, BH = B * H;
   const float scale = 1.0f / sqrtf((float)hd);
@@ -111,13 +148,13 @@ void attention_forward(float *out, float *att, const float *q, const float *k, c
   int saved = blas_serial_begin();
 #pragma omp parallel if (attn_par(B, T, H, hd))
   {
+    float *Prow = scratch + (size_t)boost_thread_id() * ATT_BLOCK * T;
     if (BH >= boost_team_size()) {
-      /* whole slices per thread: a slice's att stays in this core's cache */
 #pragma omp for schedule(static)
       for (int bh = 0; bh < BH; bh++) {
         ATT_SLICE(bh);
         for (int i0 = 0; i0 < T; i0 += ATT_BLOCK)
-          attn_forward_block(out + off, att + aoff, q + off, k + off, v + off, T, hd, ld, scale, i0,
+          attn_forward_block(out + off, Prow, st, q + off, k + off, v + off, T, hd, ld, scale, i0,
                              i0 + ATT_BLOCK < T ? i0 + ATT_BLOCK : T);
       }
     } else {
@@ -126,7 +163,7 @@ void attention_forward(float *out, float *att, const float *q, const float *k, c
       for (long task = 0; task < (long)BH * nblk; task++) {
         int bh = (int)(task / nblk), i0 = (int)(task % nblk) * ATT_BLOCK;
         ATT_SLICE(bh);
-        attn_forward_block(out + off, att + aoff, q + off, k + off, v + off, T, hd, ld, scale, i0,
+        attn_forward_block(out + off, Prow, st, q + off, k + off, v + off, T, hd, ld, scale, i0,
                            i0 + ATT_BLOCK < T ? i0 + ATT_BLOCK : T);
       }
     }
@@ -134,45 +171,60 @@ void attention_forward(float *out, float *att, const float *q, const float *k, c
   blas_serial_end(saved);
 }
 
+/* Row block [i0, i1) of the backward: P's rows recomputed into the slice's
+ * P scratch, then (when dQ or dK is wanted) dS's rows and dQ. */
+static void attn_backward_block(float *dQ, float *P, float *D, const float *st, int need_ds, const float *dO,
+                                const float *Q, const float *K, const float *V, int T, int hd, int ld, float scale,
+                                int i0, int i1) {
+  attn_probs(P + (size_t)i0 * T, (float *)st, 0, Q, K, T, hd, ld, scale, i0, i1);
+  if (need_ds) attn_backward_rows(dQ, D, dO, K, V, P, T, hd, ld, scale, i0, i1);
+}
+
 void attention_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout, const float *q,
-                        const float *k, const float *v, const float *att, int B, int T, int H, int hd) {
+                        const float *k, const float *v, const float *stats_in, int B, int T, int H, int hd) {
   if (B <= 0 || T <= 0 || H <= 0 || hd <= 0) return;
   if (!dq && !dk && !dv) return;
+  float *stats = (float *)stats_in; /* read only here (attn_probs with write_stats 0) */
   const int ld = H * hd, BH = B * H;
   const float scale = 1.0f / sqrtf((float)hd);
   const int nblk = (T + ATT_BLOCK - 1) / ATT_BLOCK;
   const int need_ds = dq != NULL || dk != NULL;
+  const size_t TT = (size_t)T * T;
   int saved = blas_serial_begin();
 #pragma omp parallel if (attn_par(B, T, H, hd))
   {
     if (BH >= boost_team_size()) {
+      /* whole slices per thread, P and dS in this thread's scratch */
+      float *P = scratch + (size_t)boost_thread_id() * 2 * TT, *D = P + TT;
 #pragma omp for schedule(static)
       for (int bh = 0; bh < BH; bh++) {
         ATT_SLICE(bh);
-        for (int i0 = 0; need_ds && i0 < T; i0 += ATT_BLOCK)
-          attn_backward_rows(dq ? dq + off : NULL, scratch + aoff, dout + off, k + off, v + off, att + aoff, T, hd, ld,
-                             scale, i0, i0 + ATT_BLOCK < T ? i0 + ATT_BLOCK : T);
+        for (int i0 = 0; i0 < T; i0 += ATT_BLOCK)
+          attn_backward_block(dq ? dq + off : NULL, P, D, st, need_ds, dout + off, q + off, k + off, v + off, T, hd,
+                              ld, scale, i0, i0 + ATT_BLOCK < T ? i0 + ATT_BLOCK : T);
         for (int j0 = 0; (dk || dv) && j0 < T; j0 += ATT_BLOCK)
-          attn_backward_cols(dk ? dk + off : NULL, dv ? dv + off : NULL, scratch + aoff, dout + off, q + off,
-                             att + aoff, T, hd, ld, scale, j0, j0 + ATT_BLOCK < T ? j0 + ATT_BLOCK : T);
+          attn_backward_cols(dk ? dk + off : NULL, dv ? dv + off : NULL, D, dout + off, q + off, P, T, hd, ld, scale,
+                             j0, j0 + ATT_BLOCK < T ? j0 + ATT_BLOCK : T);
       }
     } else {
-      if (need_ds) {
+      /* few slices: one P, dS scratch per slice */
 #pragma omp for schedule(static, 1)
-        for (long task = 0; task < (long)BH * nblk; task++) {
-          int bh = (int)(task / nblk), i0 = (int)(task % nblk) * ATT_BLOCK;
-          ATT_SLICE(bh);
-          attn_backward_rows(dq ? dq + off : NULL, scratch + aoff, dout + off, k + off, v + off, att + aoff, T, hd, ld,
-                             scale, i0, i0 + ATT_BLOCK < T ? i0 + ATT_BLOCK : T);
-        } /* implicit barrier: dK needs every dS row below its block */
-      }
+      for (long task = 0; task < (long)BH * nblk; task++) {
+        int bh = (int)(task / nblk), i0 = (int)(task % nblk) * ATT_BLOCK;
+        ATT_SLICE(bh);
+        float *P = scratch + (size_t)bh * 2 * TT;
+        attn_backward_block(dq ? dq + off : NULL, P, P + TT, st, need_ds, dout + off, q + off, k + off, v + off, T, hd,
+                            ld, scale, i0, i0 + ATT_BLOCK < T ? i0 + ATT_BLOCK : T);
+      } /* implicit barrier: dK and dV need every row below their block */
       if (dk || dv) {
 #pragma omp for schedule(static, 1)
         for (long task = 0; task < (long)BH * nblk; task++) {
           int bh = (int)(task / nblk), j0 = (int)(task % nblk) * ATT_BLOCK;
           ATT_SLICE(bh);
-          attn_backward_cols(dk ? dk + off : NULL, dv ? dv + off : NULL, scratch + aoff, dout + off, q + off,
-                             att + aoff, T, hd, ld, scale, j0, j0 + ATT_BLOCK < T ? j0 + ATT_BLOCK : T);
+          (void)st;
+          float *P = scratch + (size_t)bh * 2 * TT;
+          attn_backward_cols(dk ? dk + off : NULL, dv ? dv + off : NULL, P + TT, dout + off, q + off, P, T, hd, ld,
+                             scale, j0, j0 + ATT_BLOCK < T ? j0 + ATT_BLOCK : T);
         }
       }
     }

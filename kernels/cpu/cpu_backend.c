@@ -23,6 +23,7 @@ const boost_ops cpu_ops = {
     .rope_tables = rope_tables,
     .rope_forward = rope_forward,
     .rope_backward = rope_backward,
+    .attention_scratch_floats = attention_scratch_floats,
     .attention_forward = attention_forward,
     .attention_backward = attention_backward,
     .crossentropy_forward = crossentropy_forward,

@@ -37,13 +37,17 @@ void rope_backward(float *din, const float *dout, const float *cos_t, const floa
 
 /* ---- causal multi-head attention ---------------------------------------
  * q, k, v, out: [B, T, H, hd] (row stride H*hd per token).
- * att: [B, H, T, T] softmax probabilities saved for backward (upper triangle 0).
+ * stats: [B, H, T, 2] per row max logit and 1/sum of exponentials, saved by
+ * the forward for the backward (which recomputes the probabilities from
+ * them, bit for bit). scratch: attention_scratch_floats(B, T, H) floats,
+ * sized with the OpenMP thread count the kernels will run with.
  * scale = 1/sqrt(hd). */
-void attention_forward(float *out, float *att, const float *q, const float *k, const float *v,
+size_t attention_scratch_floats(int B, int T, int H);
+void attention_forward(float *out, float *stats, float *scratch, const float *q, const float *k, const float *v,
                        int B, int T, int H, int hd);
-/* dq, dk, dv assigned. scratch: [B, H, T, T] floats. */
+/* dq, dk, dv assigned (NULL skips). */
 void attention_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
-                        const float *q, const float *k, const float *v, const float *att,
+                        const float *q, const float *k, const float *v, const float *stats,
                         int B, int T, int H, int hd);
 
 /* ---- SiLU: out = x * sigmoid(x) ---------------------------------------- */
