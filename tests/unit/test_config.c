@@ -140,6 +140,6 @@ Test(config, help_lists_default_allowed_and_meaning_of_every_key) {
     cr_expect(next != NULL && strstr(next, "allowed: ") != NULL, "%s has no default/allowed line", *k);
   }
   cr_expect(strstr(buf, "default: auto; allowed: auto, btp, vanilla or megatron") != NULL);
-  cr_expect(strstr(buf, "default: 3; allowed: integer 1..19") != NULL);
+  cr_expect(strstr(buf, "default: 1; allowed: integer 1..19") != NULL);
   free(buf);
 }
