@@ -592,7 +592,7 @@ static void attn_ref(double *out, double *att, double *dq, double *dk, double *d
   free(P), free(dS);
 }
 
-/* T > 64 exercises the row/column blocking of the kernel. */
+/* T > 128 (ATT_BLOCK) exercises the row/column blocking of the kernel. */
 static void attention_vs_naive(int B, int T, int H, int hd, uint64_t seed) {
   rng_seed(seed);
   size_t n = (size_t)B * T * H * hd, na = (size_t)B * H * T * T;
@@ -645,9 +645,9 @@ static void attention_vs_naive(int B, int T, int H, int hd, uint64_t seed) {
 
 Test(ops_fwd, attention_vs_naive_small) { attention_vs_naive(2, 5, 2, 4, 33); }
 Test(ops_fwd, attention_vs_naive_blocked_parallel) { attention_vs_naive(1, 131, 3, 8, 34); }
-Test(ops_fwd, attention_vs_naive_blocked_serial) { attention_vs_naive(1, 70, 1, 5, 35); }
+Test(ops_fwd, attention_vs_naive_blocked_serial) { attention_vs_naive(1, 140, 1, 5, 35); }
 /* B*H = 1 but enough work to thread: row/column blocks dealt round-robin */
-Test(ops_fwd, attention_vs_naive_one_head_threaded) { attention_vs_naive(1, 200, 1, 9, 37); }
+Test(ops_fwd, attention_vs_naive_one_head_threaded) { attention_vs_naive(1, 300, 1, 9, 37); }
 
 /* Sizes above the threading threshold: GEMMs split over OpenMP threads by
  * rows (M >= N) or columns, CoLA fused per token block. Forward and all
@@ -1026,8 +1026,8 @@ Test(ops_accum, backward_twice_doubles_param_grads) {
 /* Sizes large enough that every OpenMP path engages (>= 16Ki elements). */
 Test(ops_determinism, two_calls_bitwise_equal) {
   rng_seed(61);
-  /* attention: B*H = 6 slices, T = 100 crosses a row block */
-  enum { B = 2, T = 100, H = 3, hd = 16 };
+  /* attention: B*H = 6 slices, T = 200 crosses a row block */
+  enum { B = 2, T = 200, H = 3, hd = 16 };
   size_t n = (size_t)B * T * H * hd, na = (size_t)B * H * T * 2;
   float *q = frand(n, -2, 2), *k = frand(n, -2, 2), *v = frand(n, -1, 1), *dout = frand(n, -1, 1);
   float *o1 = falloc(n), *o2 = falloc(n), *a1 = falloc(na), *a2 = falloc(na), *scr = falloc(attention_scratch_floats(B, T, H));
