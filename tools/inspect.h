@@ -57,10 +57,20 @@ double ins_numel(const ins_dset *d);
  * "<object>: <what>"; digest summarises every dataset's content and every
  * root attribute (equal digests: equal content). */
 typedef struct {
+  int ran;             /* the forward pass ran on the stored tokens */
+  int datasets;        /* stored activation datasets compared */
+  int mismatched;      /* of which differ beyond the tolerance */
+  int bitwise;         /* every one equal bit for bit */
+  double max_rel_diff; /* largest max |diff| / max(1, max |stored|) */
+  char skipped[160];   /* why they were not recomputed, when not */
+} ins_acts_check;
+typedef struct {
   char **lines;
   int n, cap;
   int checked; /* datasets whose content was decoded and hashed */
   uint64_t digest;
+  int no_recompute;    /* in: do not recompute stored activations (verify --no-recompute) */
+  ins_acts_check acts; /* out: the recomputation, when activations are stored */
 } ins_report;
 int ins_verify(ins_ckpt *c, ins_report *r); /* returns r->n */
 void ins_report_add(ins_report *r, const char *obj, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

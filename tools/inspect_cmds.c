@@ -178,17 +178,22 @@ int cmd_tensors(int argc, char **argv) {
 }
 
 static const char *const VERIFY_HELP =
-    "usage: boost-inspect verify [--json] PATH\n"
+    "usage: boost-inspect verify [--json] [--no-recompute] PATH\n"
     "Checks everything a reader can: every chunk of every dataset decoded and its\n"
     "checksum recomputed; the tensors the stored config implies all present with\n"
     "their shapes (and nothing else in /model, /optim); root attributes present and\n"
     "consistent; the config parses; the loss history has `step` values; stored\n"
-    "activations well formed. Prints `verify: ok` (exit 0) or one line per problem\n"
-    "naming the tensor or attribute and `verify: FAILED` (exit 1).\n";
+    "activations well formed and, when nothing else is wrong, recomputed: the model\n"
+    "the stored config describes runs forward on the stored tokens with the stored\n"
+    "weights and must reproduce every stored activation within 1e-5 of its largest\n"
+    "magnitude (--no-recompute skips this; it costs one forward pass of the model).\n"
+    "Prints `verify: ok` (exit 0) or one line per problem naming the tensor or\n"
+    "attribute and `verify: FAILED` (exit 1).\n";
 
 int cmd_verify(int argc, char **argv) {
   ins_args a;
-  int p = ins_parse(argc, argv, NULL, 1, 1, VERIFY_HELP, &a);
+  static const char *const extra[] = {"--no-recompute", NULL};
+  int p = ins_parse(argc, argv, extra, 1, 1, VERIFY_HELP, &a);
   if (p) return p > 0 ? 0 : 2;
   ins_ckpt c;
   char err[INS_ERR + 4300];
@@ -204,7 +209,7 @@ int cmd_verify(int argc, char **argv) {
     ins_close(&c);
     return 1;
   }
-  ins_report r = {0};
+  ins_report r = {.no_recompute = a.opt_set[0]};
   ins_verify(&c, &r);
   if (a.json) {
     cJSON *o = cJSON_CreateObject();
@@ -212,11 +217,24 @@ int cmd_verify(int argc, char **argv) {
     cJSON_AddBoolToObject(o, "verified", r.n == 0);
     cJSON_AddNumberToObject(o, "datasets", c.n);
     cJSON_AddNumberToObject(o, "decoded", r.checked);
+    if (r.acts.ran || r.acts.skipped[0]) {
+      cJSON *ac = cJSON_AddObjectToObject(o, "activations_recomputed");
+      cJSON_AddBoolToObject(ac, "ran", r.acts.ran);
+      cJSON_AddNumberToObject(ac, "datasets", r.acts.datasets);
+      cJSON_AddNumberToObject(ac, "mismatched", r.acts.mismatched);
+      cJSON_AddBoolToObject(ac, "bitwise", r.acts.ran && r.acts.bitwise);
+      cJSON_AddNumberToObject(ac, "max_rel_diff", r.acts.max_rel_diff);
+      if (r.acts.skipped[0]) cJSON_AddStringToObject(ac, "skipped", r.acts.skipped);
+    }
     cJSON *arr = cJSON_AddArrayToObject(o, "problems");
     for (int i = 0; i < r.n; i++) cJSON_AddItemToArray(arr, cJSON_CreateString(r.lines[i]));
     ins_print_json(o);
   } else {
     for (int i = 0; i < r.n; i++) printf("BAD %s\n", r.lines[i]);
+    if (r.acts.ran)
+      printf("activations: %d datasets recomputed from the stored weights, %s (max relative diff %.2g)\n", r.acts.datasets,
+             r.acts.mismatched ? "MISMATCH" : r.acts.bitwise ? "bit for bit" : "within 1e-5", r.acts.max_rel_diff);
+    else if (r.acts.skipped[0]) printf("activations: not recomputed (%s)\n", r.acts.skipped);
     printf("verify: %s (%d datasets decoded and checksummed, %d problem%s)\n", r.n ? "FAILED" : "ok", r.checked, r.n, r.n == 1 ? "" : "s");
   }
   for (int i = 0; i < r.n && i < 20; i++) fprintf(stderr, "boost-inspect: %s: %s\n", c.path, r.lines[i]);

@@ -203,6 +203,7 @@ static void check_state(const ins_ckpt *c, ins_report *r) {
 }
 
 void ins_check_activations(const ins_ckpt *c, ins_report *r, const train_config *cfg, const ins_tensor *t, int nt);
+void ins_recompute_activations(const ins_ckpt *c, ins_report *r, const train_config *cfg, ins_acts_check *out);
 
 /* The trainer's loader finds every tensor by name (H5Lexists, H5Dopen by
  * path), which goes through each group's name index; the walk above does
@@ -254,7 +255,12 @@ int ins_verify(ins_ckpt *c, ins_report *r) {
   check_name_lookups(c, r);
   check_state(c, r);
   check_contents(c, r);
-  if (c->acts && strcmp(c->acts, "none") != 0 && nt >= 0) ins_check_activations(c, r, &cfg, t, nt);
+  if (c->acts && strcmp(c->acts, "none") != 0 && nt >= 0) {
+    ins_check_activations(c, r, &cfg, t, nt);
+    /* Only a file without any problem so far builds the model: its weights
+     * all decoded with the shapes the config implies. */
+    if (r->n == 0 && !r->no_recompute) ins_recompute_activations(c, r, &cfg, &r->acts);
+  }
   static const char *objs[] = {"/", "/model", "/optim", CKPT_GROUP_ADAM_M, CKPT_GROUP_ADAM_V, CKPT_GROUP_STATE, CKPT_GROUP_ACTS};
   for (size_t i = 0; i < sizeof objs / sizeof objs[0]; i++) digest_attrs(c, r, objs[i]);
   for (int i = 0; i < c->n; i++) digest_attrs(c, r, c->d[i].path);

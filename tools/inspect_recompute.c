@@ -1,0 +1,132 @@
+/* boost-inspect verify: the stored activations recomputed from the stored
+ * weights. The model the stored config describes is built on this one
+ * process (any saving layout: tensors are stored whole), its parameters are
+ * read from /model, the forward pass runs on the stored tokens, and every
+ * stored layer input, bottleneck h and pre-activation hpre is compared with
+ * what the model computes.
+ *
+ * Tolerance: the saving run may have had another layout (tp shards the
+ * bottleneck sums, online RMSNorm sums in another order), so values agree to
+ * fp32 rounding, not bit for bit: max |diff| <= 1e-5 x max(1, max |stored|)
+ * per dataset, the bound tests/mpi/ckpt_activations.sh checks across
+ * layouts. Runs only on a file with no problem found so far (a well-formed
+ * checkpoint whose weights decoded), so a malformed file never makes it
+ * allocate a model. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt_h5.h"
+#include "config.h"
+#include "inspect.h"
+#include "model.h"
+
+#define RECOMPUTE_TOL 1e-5
+
+/* Reads every parameter of the registry from /model; 0 on success. */
+static int load_weights(const ins_ckpt *c, model *m, ins_report *r) {
+  char err[INS_ERR], path[160];
+  for (int i = 0; i < m->reg.count; i++) {
+    const tensor_desc *t = &m->reg.tensors[i];
+    snprintf(path, sizeof path, CKPT_GROUP_MODEL "/%s", t->name);
+    const ins_dset *d = ins_find(c, path);
+    size_t n = 0, esz = 0;
+    float *v = d && !strcmp(d->dtype, "float32") ? ins_read(c, d, &n, &esz, err, sizeof err) : NULL;
+    if (!v || esz != sizeof(float) || n != t->numel) {
+      ins_report_add(r, path, "cannot be read as the model's float32 tensor of %zu values: activations not recomputed", t->numel);
+      free(v);
+      return -1;
+    }
+    memcpy(registry_data(&m->reg, TENSOR_PARAMS, i), v, n * sizeof *v);
+    free(v);
+  }
+  return 0;
+}
+
+/* Compares one stored dataset with the model's values; returns 1 when it was
+ * checked (matching or not). */
+static int compare(const ins_ckpt *c, ins_report *r, const char *path, const float *mine, size_t n, ins_acts_check *out) {
+  const ins_dset *d = ins_find(c, path);
+  if (!d) return 0;
+  char err[INS_ERR];
+  size_t got = 0, esz = 0;
+  float *v = !strcmp(d->dtype, "float32") ? ins_read(c, d, &got, &esz, err, sizeof err) : NULL;
+  if (!v || esz != sizeof(float) || got != n) {
+    ins_report_add(r, path, "%zu values stored, the model computes %zu", v ? got : (size_t)0, n);
+    out->mismatched++;
+    free(v);
+    return 1;
+  }
+  double maxabs = 0, maxdiff = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (fabs(v[i]) > maxabs) maxabs = fabs(v[i]);
+    const double dd = fabs((double)v[i] - (double)mine[i]);
+    if (!(dd <= maxdiff)) maxdiff = dd; /* a NaN on either side counts */
+  }
+  const double scale = maxabs > 1 ? maxabs : 1, rel = maxdiff / scale;
+  if (!(rel <= RECOMPUTE_TOL)) {
+    out->mismatched++;
+    ins_report_add(r, path, "not what the stored weights compute from the stored tokens: max |diff| %.3g (tolerance %.0e x %.3g)",
+                   maxdiff, RECOMPUTE_TOL, scale);
+  }
+  if (!(rel <= out->max_rel_diff)) out->max_rel_diff = rel;
+  if (memcmp(v, mine, n * sizeof *v) != 0) out->bitwise = 0;
+  out->datasets++;
+  free(v);
+  return 1;
+}
+
+static void compare_layers(const ins_ckpt *c, ins_report *r, model *m, size_t N, ins_acts_check *out) {
+  char path[256];
+  for (int l = 0; l < m->nl; l++) {
+    snprintf(path, sizeof path, CKPT_GROUP_ACTS "/layers.%d.input", l);
+    compare(c, r, path, m->cur->resid[l], N * (size_t)m->d_res, out);
+    for (int gi = 0; gi < m->layers[l].ngroups; gi++) {
+      const proj_group *pg = &m->layers[l].groups[gi];
+      if (!pg->lowrank) continue;
+      const char *blk = pg->kinds[0] <= PROJ_O ? "attn" : "mlp";
+      const size_t n = N * (size_t)pg->nproj * (size_t)pg->r;
+      snprintf(path, sizeof path, CKPT_GROUP_ACTS "/layers.%d.%s.%s.h", l, blk, model_group_name(pg));
+      compare(c, r, path, m->cur->acts[l].h[gi], n, out);
+      snprintf(path, sizeof path, CKPT_GROUP_ACTS "/layers.%d.%s.%s.hpre", l, blk, model_group_name(pg));
+      compare(c, r, path, m->cur->acts[l].hpre[gi], n, out);
+    }
+  }
+}
+
+void ins_recompute_activations(const ins_ckpt *c, ins_report *r, const train_config *cfg, ins_acts_check *out);
+void ins_recompute_activations(const ins_ckpt *c, ins_report *r, const train_config *cfg, ins_acts_check *out) {
+  memset(out, 0, sizeof *out);
+  out->bitwise = 1;
+  if (c->weights_dtype && !strcmp(c->weights_dtype, "bf16")) {
+    snprintf(out->skipped, sizeof out->skipped, "bf16 weights: the stored activations came from the fp32 ones");
+    return;
+  }
+  const ins_dset *tok = ins_find(c, CKPT_GROUP_ACTS "/tokens");
+  char err[INS_ERR];
+  tp_mode mode;
+  if (!tok || tok->ndim != 2 || model_check_layout(&cfg->model, cfg->parallel.tp_mode, 1, &mode, err, sizeof err) != 0) {
+    snprintf(out->skipped, sizeof out->skipped, "the stored config does not build a model on one process");
+    return;
+  }
+  const int B = (int)tok->dims[0], T = (int)tok->dims[1];
+  size_t ntok = 0, esz = 0;
+  int32_t *tokens = ins_read(c, tok, &ntok, &esz, err, sizeof err);
+  if (!tokens || esz != sizeof(int32_t) || ntok != (size_t)B * (size_t)T) {
+    ins_report_add(r, tok->path, "unreadable: activations not recomputed");
+    free(tokens);
+    return;
+  }
+  model m;
+  model_init(&m, &cfg->model, mode, &(model_options){0});
+  if (load_weights(c, &m, r) == 0) {
+    model_alloc_acts(&m, B, T, 1, RECOMPUTE_NONE);
+    model_use_acts(&m, 0);
+    model_forward(&m, tokens, NULL, B, T);
+    compare_layers(c, r, &m, (size_t)B * (size_t)T, out);
+    out->ran = 1;
+  }
+  model_free(&m);
+  free(tokens);
+}
