@@ -120,11 +120,25 @@ static void aligned_chunk(const tensor_desc *t, int ndim, const int64_t *shape, 
     while (local[d] % (int64_t)chunk[d]) chunk[d]--;
 }
 
+/* A bar redrawn in place on a terminal; in a batch log (not a TTY) one line
+ * per tenth of the tensors, once the run has taken 5 s (short runs stay
+ * quiet). */
 static void progress(const options *o, size_t done, size_t total, const char *what) {
-  if (o->quiet || o->rank != 0 || !isatty(STDERR_FILENO)) return;
+  if (o->quiet || o->rank != 0) return;
+  const int pct = total ? (int)(100 * done / total) : 100;
+  if (!isatty(STDERR_FILENO)) {
+    static double t0;
+    static int last_tenth;
+    if (t0 == 0) t0 = boost_now_s();
+    const double el = boost_now_s() - t0;
+    if (pct / 10 > last_tenth && el >= 5) {
+      fprintf(stderr, "boost-reshard: %3d%% (%zu/%zu tensors, %.0f s)\n", pct, done, total, el);
+      last_tenth = pct / 10;
+    }
+    return;
+  }
   const int w = 30, k = total ? (int)(w * done / total) : w;
-  fprintf(stderr, "\r[%.*s%*s] %3d%% %-40.40s", k, "==============================", w - k, "",
-          total ? (int)(100 * done / total) : 100, what);
+  fprintf(stderr, "\r[%.*s%*s] %3d%% %-40.40s", k, "==============================", w - k, "", pct, what);
   if (done == total) fprintf(stderr, "\n");
 }
 
