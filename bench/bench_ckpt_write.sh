@@ -4,15 +4,20 @@
 #
 #   bash bench/bench_ckpt_write.sh [BUILD_DIR] [PRESET]     (default ./build cola-60m)
 #
-# For each zstd level in LEVELS (default "1 3") boost-train trains one step
-# of PRESET and writes its checkpoint synchronously (BOOST_CKPT_SYNC=1: the
-# time-to-durable of a final save on preemption: staging, checksums,
-# shuffle + zstd per chunk, HDF5 write, fsync, read-back verification,
-# rename and directory fsync). The same raw tensor bytes (weights and AdamW
+# For each zstd level in LEVELS (default "1 3"), REPEAT times (default 3),
+# boost-train trains three steps of PRESET, checkpointing each synchronously
+# (BOOST_CKPT_SYNC=1), and the last save is measured: its time-to-durable,
+# what a final save on preemption costs (staging, checksums, shuffle + zstd
+# per chunk, HDF5 write, fsync, read-back verification, rename and directory
+# fsync), and its phases. The same raw tensor bytes (weights and AdamW
 # moments, dumped by boost-inspect) then go through `zstd -L -T1` (single
-# thread, same level, no shuffle: what the CLI does with a file), and dd
-# writes as many bytes with conv=fsync. Prints per level: boost's MB/s of
-# raw bytes and its ratio, zstd's, and boost over zstd.
+# thread, same level, no shuffle: what the CLI does with a file), then the
+# same guarantees as the durable save (`sync FILE`, an fsync, and `zstd -t`,
+# the read-back test), and dd writes as many bytes with conv=fsync. Prints
+# per level, in MB/s of raw bytes: the write (boost's checksums, shuffle +
+# zstd and writes into the file system, from checkpoints.jsonl's phases_s
+# against `zstd -T1` writing its file) and the time-to-durable (boost's whole
+# save against zstd + fsync + test), with both compression ratios.
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 PRESET=${2:-cola-60m}
@@ -23,35 +28,62 @@ tmp=$(mktemp -d "${BENCH_TMP:-/tmp}/boost_bench_ckpt_write.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 "$BUILD/tools/boost-data" -q -o "$tmp/f.tok" /usr/share/games/fortunes >/dev/null
 echo "cpu:$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2) | disk: $(df -h "$tmp" | awk 'NR==2{print $1}') | preset $PRESET"
+REPEAT=${REPEAT:-3}
 for level in $LEVELS; do
-  rm -rf "$tmp/ck"
-  BOOST_CKPT_SYNC=1 "$BUILD/trainer/boost-train" --set model.preset="$PRESET" --set data.train="$tmp/f.tok" \
-    --set model.seq_len=64 --set train.batch_size=1 --set train.val_batches=0 --set train.threads=2 --set train.steps=1 \
-    --set ckpt.dir="$tmp/ck" --set ckpt.level="$level" >"$tmp/train.log" 2>&1 || { tail -3 "$tmp/train.log"; exit 1; }
-  f=$tmp/ck/step_00000001.h5
-  : >"$tmp/raw"
-  for cat in weights moments; do
-    "$BUILD/tools/boost-inspect" --dump-category "$cat" "$tmp/$cat.raw" "$f" >/dev/null
-    cat "$tmp/$cat.raw" >>"$tmp/raw"
-    rm -f "$tmp/$cat.raw"
+  : >"$tmp/times"
+  for rep in $(seq "$REPEAT"); do
+    # Three synchronous saves in one run; the last is measured (a save after
+    # others, as a final save on preemption is: buffers already in place).
+    rm -rf "$tmp/ck"
+    BOOST_CKPT_SYNC=1 "$BUILD/trainer/boost-train" --set model.preset="$PRESET" --set data.train="$tmp/f.tok" \
+      --set model.seq_len=64 --set train.batch_size=1 --set train.val_batches=0 --set train.threads=2 --set train.steps=3 \
+      --set ckpt.every=1 --set ckpt.dir="$tmp/ck" --set ckpt.level="$level" >"$tmp/train.log" 2>&1 ||
+      { tail -3 "$tmp/train.log"; exit 1; }
+    f=$tmp/ck/step_00000003.h5
+    if [ "$rep" = 1 ]; then
+      : >"$tmp/raw"
+      for cat in weights moments; do
+        "$BUILD/tools/boost-inspect" --dump-category "$cat" "$tmp/$cat.raw" "$f" >/dev/null
+        cat "$tmp/$cat.raw" >>"$tmp/raw"
+        rm -f "$tmp/$cat.raw"
+      done
+    fi
+    tail -1 "$tmp/ck/checkpoints.jsonl" >>"$tmp/saves.jsonl"
+    sync
+    t0=$(date +%s.%N)
+    zstd "-$level" -T1 -q -f "$tmp/raw" -o "$tmp/raw.zst"
+    t1=$(date +%s.%N)
+    sync "$tmp/raw.zst"
+    zstd -t -T1 -q "$tmp/raw.zst"
+    t2=$(date +%s.%N)
+    dd if=/dev/zero of="$tmp/dd.bin" bs=4M count=$(( ($(stat -c %s "$f") + 4194303) / 4194304 )) conv=fsync status=none
+    t3=$(date +%s.%N)
+    rm -f "$tmp/dd.bin"
+    echo "$t0 $t1 $t2 $t3 $(stat -c %s "$f")" >>"$tmp/times"
   done
-  sync
-  t0=$(date +%s.%N)
-  zstd "-$level" -T1 -q -f "$tmp/raw" -o "$tmp/raw.zst"
-  t1=$(date +%s.%N)
-  dd if=/dev/zero of="$tmp/dd.bin" bs=4M count=$(( ($(stat -c %s "$f") + 4194303) / 4194304 )) conv=fsync status=none
-  t2=$(date +%s.%N)
-  rm -f "$tmp/dd.bin"
-  python3 - "$tmp/ck/checkpoints.jsonl" "$(stat -c %s "$tmp/raw")" "$(stat -c %s "$tmp/raw.zst")" "$t0" "$t1" "$t2" \
-    "$(stat -c %s "$f")" "$level" <<'EOF'
-import json, sys
-rec = [json.loads(l) for l in open(sys.argv[1])][-1]
-raw, zst, t0, t1, t2, fbytes, level = int(sys.argv[2]), int(sys.argv[3]), *map(float, sys.argv[4:7]), int(sys.argv[7]), sys.argv[8]
-ours = rec["raw_bytes"]["weights"] + rec["raw_bytes"]["moments"]
-assert ours == raw, (ours, raw)
-b_mbs, z_mbs, dd_mbs = raw / rec["write_s"] / 1e6, raw / (t1 - t0) / 1e6, fbytes / (t2 - t1) / 1e6
-print(f"level {level}: boost durable save {rec['write_s']:.2f} s ({b_mbs:.0f} MB/s of raw, ratio {rec['ratio']:.3f}) | "
-      f"zstd -{level} -T1 {t1 - t0:.2f} s ({z_mbs:.0f} MB/s, ratio {raw / zst:.3f}) | boost / zstd {b_mbs / z_mbs:.2f}x | "
-      f"dd of the file's bytes (fsync) {t2 - t1:.2f} s ({dd_mbs:.0f} MB/s)")
+  python3 - "$tmp/saves.jsonl" "$tmp/times" "$(stat -c %s "$tmp/raw")" "$(stat -c %s "$tmp/raw.zst")" "$level" "$REPEAT" <<'EOF'
+import json, statistics, sys
+recs = [json.loads(l) for l in open(sys.argv[1])][-int(sys.argv[6]):]
+times = [list(map(float, l.split())) for l in open(sys.argv[2])]
+raw, zst, level = int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+for r in recs:
+    assert r["committed"] and r["raw_bytes"]["weights"] + r["raw_bytes"]["moments"] == raw, r
+med = statistics.median
+# In sync mode stall_s is the whole time training was blocked: staging + the writer's write_s.
+b_enc, b_dur = med(r["phases_s"]["encode_write"] for r in recs), med(r["stall_s"] for r in recs)
+b_stage = med(r["stall_s"] - r["write_s"] for r in recs)
+b_ver = med(r["phases_s"]["verify"] for r in recs)
+b_sync = med(r["phases_s"]["fsync"] for r in recs)
+z_enc, z_dur = med(t[1] - t[0] for t in times), med(t[2] - t[0] for t in times)
+dd = med(t[4] / (t[3] - t[2]) / 1e6 for t in times)
+mbs = lambda sec: raw / sec / 1e6
+print(f"level {level} ({raw / 1e6:.0f} MB raw, median of {len(recs)}): write: boost {b_enc:.2f} s ({mbs(b_enc):.0f} MB/s, "
+      f"ratio {recs[-1]['ratio']:.3f}) | zstd -{level} -T1 {z_enc:.2f} s ({mbs(z_enc):.0f} MB/s, ratio {raw / zst:.3f}) | "
+      f"boost / zstd {z_enc / b_enc:.2f}x")
+print(f"level {level}: durable: boost {b_dur:.2f} s ({mbs(b_dur):.0f} MB/s; staging {b_stage:.2f} s, fsync {b_sync:.2f} s, read-back verification "
+      f"{b_ver:.2f} s) | zstd + fsync + zstd -t {z_dur:.2f} s ({mbs(z_dur):.0f} MB/s) | boost / zstd {z_dur / b_dur:.2f}x | "
+      f"dd of the file's bytes (fsync) {dd:.0f} MB/s")
+print(f"level {level}: each run (boost write, zstd write): " +
+      ", ".join(f"{r['phases_s']['encode_write']:.2f}/{t[1] - t[0]:.2f}" for r, t in zip(recs, times)))
 EOF
 done

@@ -373,6 +373,11 @@ static void log_result(ckpt_session *s, const save_result *r) {
   cJSON_AddNumberToObject(o, "stall_s", r->stall_s);
   cJSON_AddNumberToObject(o, "update_wait_s", r->update_wait_s);
   cJSON_AddNumberToObject(o, "wait_prev_s", r->wait_prev_s);
+  cJSON *ph = cJSON_AddObjectToObject(o, "phases_s");
+  cJSON_AddNumberToObject(ph, "encode_write", r->encode_s);
+  cJSON_AddNumberToObject(ph, "fsync", r->fsync_s);
+  cJSON_AddNumberToObject(ph, "verify", r->verify_s);
+  cJSON_AddNumberToObject(ph, "commit", r->commit_s);
   cJSON_AddNumberToObject(o, "write_s", r->write_s);
   cJSON_AddNumberToObject(o, "write_cpu_s", r->write_cpu_s);
   cJSON_AddNumberToObject(o, "file_bytes", r->file_bytes);

@@ -68,6 +68,9 @@ typedef struct {
   int ok, valid;
   char reason[REASON_MAX];
   double write_s, write_cpu_s, stall_s, wait_prev_s, update_wait_s;
+  /* write_s by phase: checksums + shuffle/zstd + HDF5/MPI-IO writes into the
+   * file system; fsync; the read-back verification; rename and retention */
+  double encode_s, fsync_s, verify_s, commit_s;
   double raw[SIZE_NUM_CLASSES], stored[SIZE_NUM_CLASSES], file_bytes;
   char retention[512];
   int latest_ok;
