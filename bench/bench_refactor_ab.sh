@@ -8,10 +8,11 @@
 # Build the old tree with e.g.
 #   git archive REV | tar -x -C /tmp/old && cmake -S /tmp/old -B /tmp/old/build \
 #     -DCMAKE_BUILD_TYPE=Release -DBOOST_CUDA=OFF && cmake --build /tmp/old/build --target boost-train
-# cola-60m shapes (vocab 320: the byte-level corpus), T=256, B=4, 2 threads,
-# 12 steps; the median step time of steps 3..12 per run.
+# cola-60m shapes (vocab 320: the byte-level corpus), T=256 (AB_SEQ), B=4,
+# 2 threads, 12 steps (AB_STEPS); the median step time of steps 3.. per run.
 set -euo pipefail
 old=${1:?OLD_BUILD}; new=${2:?NEW_BUILD}; rounds=${3:-3}
+seq_len=${AB_SEQ:-256}; steps=${AB_STEPS:-12}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$new/tools/boost-data" -q -o "$tmp/f.tok" /usr/share/games/fortunes >/dev/null
@@ -21,7 +22,7 @@ for round in $(seq 1 "$rounds"); do
     bin=$old/trainer/boost-train
     [ "$side" = new ] && bin=$new/trainer/boost-train
     OMP_NUM_THREADS=2 "$bin" --set model.preset=cola-60m --set model.vocab=320 --set data.train="$tmp/f.tok" \
-      --set train.batch_size=4 --set model.seq_len=256 --set train.steps=12 --set train.val_batches=0 \
+      --set train.batch_size=4 --set model.seq_len="$seq_len" --set train.steps="$steps" --set train.val_batches=0 \
       --set train.threads=2 >"$tmp/$side.log" 2>&1
     /usr/bin/python3 - "$tmp/$side.log" "$side" "$round" <<'PYEOF'
 import re, statistics, sys

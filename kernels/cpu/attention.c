@@ -38,7 +38,8 @@
 #define ATT_BLOCK 128 /* 64 measured 3-6% slower at T=1024: row blocks that small keep the GEMMs far from peak */
 
 /* Rows [i0, i1) of one (b, h) slice's P into Prow (row i at Prow + (i -
- * i0) * T, zero right of the diagonal). With stats_out, the rows' max and
+ * i0) * T, zero right of the diagonal up to column i1; the columns from i1
+ * on are left as they are: no GEMM of the forward or backward reads them). With stats_out, the rows' max and
  * 1/sum are computed and stored (forward); else they are read from stats
  * (backward) and P comes out bit for bit the same. */
 static void attn_probs(float *Prow, float *stats, int write_stats, const float *Q, const float *K, int T, int hd, int ld,
@@ -75,7 +76,7 @@ static void attn_probs(float *Prow, float *stats, int write_stats, const float *
         row[j] = e * inv;
       }
     }
-    for (int j = len; j < T; j++) row[j] = 0.0f;
+    for (int j = len; j < i1; j++) row[j] = 0.0f; /* columns >= i1 are never read (see attn_backward_cols) */
   }
 }
 
@@ -103,7 +104,7 @@ static void attn_backward_rows(float *dQ, float *D, const float *dO, const float
     for (int j = 0; j < len; j++) rs += d[j] * p[j];
 #pragma omp simd
     for (int j = 0; j < len; j++) d[j] = p[j] * (d[j] - rs);
-    for (int j = len; j < T; j++) d[j] = 0.0f;
+    for (int j = len; j < i1; j++) d[j] = 0.0f;
   }
   if (dQ)
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mb, hd, i1, scale, D + (size_t)i0 * T, T, K, ld, 0.0f,
@@ -111,7 +112,9 @@ static void attn_backward_rows(float *dQ, float *D, const float *dO, const float
 }
 
 /* Column block [j0, j1): rows i < j0 of these columns are 0, so contract
- * over i in [j0, T): dV = P^T dO, dK = scale dS^T Q. */
+ * over i in [j0, T): dV = P^T dO, dK = scale dS^T Q. The rows it reads are
+ * i >= j0, whose row blocks end at or after j1: every entry read was
+ * written (or zeroed) by the row pass. */
 static void attn_backward_cols(float *dK, float *dV, const float *D, const float *dO, const float *Q, const float *P,
                                int T, int hd, int ld, float scale, int j0, int j1) {
   int nb = j1 - j0;
