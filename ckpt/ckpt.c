@@ -174,6 +174,7 @@ static void read_settings(ckpt_settings *set, const train_config *cfg) {
   set->fail_rank = -1;
   set->flip_step = env_int("BOOST_CKPT_TEST_FLIP_AFTER_WRITE", -1);
   set->dirsync_fail_step = env_int("BOOST_CKPT_TEST_DIRSYNC_FAIL", -1);
+  set->readback_hdf5 = env_int("BOOST_CKPT_TEST_READBACK_HDF5", 0) != 0;
   const char *fs = getenv("BOOST_CKPT_TEST_FAIL");
   if (fs && *fs) {
     long long a = -1, b = -1;

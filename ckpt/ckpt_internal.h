@@ -95,6 +95,7 @@ typedef struct {
   int fail_rank;
   int64_t flip_step; /* BOOST_CKPT_TEST_FLIP_AFTER_WRITE: a byte of that step's file flipped before read-back */
   int64_t dirsync_fail_step; /* BOOST_CKPT_TEST_DIRSYNC_FAIL: that step's directory fsync after the rename fails */
+  int readback_hdf5;         /* BOOST_CKPT_TEST_READBACK_HDF5: read back through H5Dread, the path for other pipelines */
 } ckpt_settings;
 
 /* What the writer thread and the training thread share, under mu. */
@@ -173,5 +174,10 @@ int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, const uint64
 void ckpt_do_save(ckpt_session *s, save_result *r);
 /* ckpt_read.c: resume (writer thread). */
 void ckpt_do_load(ckpt_session *s, load_result *lr);
+
+/* ckpt_readback.c: every rank reads back, decodes and hashes the bands it
+ * wrote to the closed file at path and compares the sums with `sums`
+ * (collective). Returns this rank's ok; err says what failed. */
+int ckpt_readback(ckpt_session *s, const char *path, const uint64_t *sums, char *err, size_t errlen);
 
 #endif

@@ -50,71 +50,6 @@ static uint64_t *checksums(ckpt_session *s, const save_job *j, size_t *nsum) {
   return sums;
 }
 
-/* Every rank reads back, decodes and hashes the bands it wrote, before the
- * file may be committed: a checkpoint counts only once it has been read
- * back verified (and retention, which runs after the commit, deletes
- * nothing before that). Collective; returns this rank's ok. */
-static int readback(ckpt_session *s, const char *path, const uint64_t *sums, char *err, size_t errlen) {
-  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-  H5Pset_fapl_mpio(fapl, s->comm, MPI_INFO_NULL);
-  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
-  H5Pclose(fapl);
-  int ok = f >= 0;
-  if (!ok) ckpt_h5_error(err, errlen, "read-back: cannot open the written file");
-  hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
-  H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_INDEPENDENT);
-  /* Into the staging buffer: its contents are written and hashed, and the
-   * writer owns it until this job ends. A fresh buffer of that size cost
-   * more in first-touch page faults (~1.2 s for cola-60m's 513 MB) than
-   * the decoding itself. */
-  float *buf = s->stage;
-  const size_t n = (size_t)s->nent * CKPT_NUM_CATEGORIES;
-  uint64_t *got = boost_calloc(n ? n : 1, sizeof *got);
-  char dpath[TENSOR_NAME_MAX + 48];
-  /* Every rank opens every dataset, in the same order (as a load does); the
-   * ranks that wrote a band read it back. */
-  for (size_t k = 0; f >= 0 && k < n; k++) {
-    const ckpt_entry *e = &s->ents[k / CKPT_NUM_CATEGORIES];
-    const int c = (int)(k % CKPT_NUM_CATEGORIES);
-    boost_msgf(dpath, sizeof dpath, "read-back of %s/%s", ckpt_category_group[c], e->name);
-    hid_t ds = H5Dopen2(f, dpath + strlen("read-back of "), H5P_DEFAULT), space = ds >= 0 ? H5Dget_space(ds) : -1;
-    if (space < 0 && ok) {
-      ckpt_h5_error(err, errlen, dpath);
-      ok = 0;
-    }
-    if (ok && e->stage_off[c] != CKPT_NO_STAGE) {
-      const tensor_desc *t = &s->reg->tensors[e->local];
-      int64_t start[TENSOR_MAX_DIMS], count[TENSOR_MAX_DIMS];
-      hsize_t st[TENSOR_MAX_DIMS], ct[TENSOR_MAX_DIMS];
-      ckpt_band_slab(t, e->r0[c], e->r1[c], start, count);
-      for (int d = 0; d < t->ndim; d++) st[d] = (hsize_t)start[d], ct[d] = (hsize_t)count[d];
-      hid_t mem = H5Screate_simple(t->ndim, ct, NULL);
-      float *dst = buf + e->stage_off[c];
-      ok = H5Sselect_hyperslab(space, H5S_SELECT_SET, st, NULL, ct, NULL) >= 0 &&
-           H5Dread(ds, H5T_NATIVE_FLOAT, mem, space, dxpl, dst) >= 0;
-      if (!ok) ckpt_h5_error(err, errlen, dpath);
-      else got[k] = ckpt_hash_slab32(dst, t->ndim, t->shape, start, count);
-      H5Sclose(mem);
-    }
-    if (space >= 0) H5Sclose(space);
-    if (ds >= 0) H5Dclose(ds);
-  }
-  H5Pclose(dxpl);
-  if (f >= 0) H5Fclose(f);
-  int all_ok = ckpt_all_true(s, ok);
-  if (all_ok) {
-    MPI_Allreduce(MPI_IN_PLACE, got, (int)(n ? n : 1), MPI_UINT64_T, MPI_SUM, s->comm);
-    for (size_t k = 0; k < n && all_ok; k++)
-      if (got[k] != sums[k]) {
-        boost_msgf(err, errlen, "read-back: %s/%s does not match what was written", ckpt_category_group[k % CKPT_NUM_CATEGORIES],
-                   s->ents[k / CKPT_NUM_CATEGORIES].name);
-        ok = all_ok = 0;
-      }
-  }
-  boost_free(got);
-  return ok;
-}
-
 /* Test hook: what a bad disk or a bug in the write path would leave. */
 static void flip_middle_byte(const char *path) {
   struct stat st;
@@ -204,7 +139,7 @@ void ckpt_do_save(ckpt_session *s, save_result *r) {
   }
   ok = ckpt_agree(s, ok, err, r->reason, sizeof r->reason);
   if (ok && s->set.flip_step == j->step && s->rank == 0) flip_middle_byte(path);
-  if (ok) ok = ckpt_agree(s, readback(s, path, sums, err, sizeof err), err, r->reason, sizeof r->reason);
+  if (ok) ok = ckpt_agree(s, ckpt_readback(s, path, sums, err, sizeof err), err, r->reason, sizeof r->reason);
   boost_free(sums);
   const double t_ver = boost_now_s();
   r->verify_s = t_ver - t_sync;

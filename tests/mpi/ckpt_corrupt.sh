@@ -97,6 +97,16 @@ grep -q "checkpoint of step 4 FAILED.*read-back" "$tmp/t6.log" || fail "flip: th
 [ ! -e "$tmp/flip/step_00000004.h5" ] || fail "flip: the damaged step 4 was committed"
 [ -f "$tmp/flip/step_00000002.h5" ] && [ -f "$tmp/flip/step_00000006.h5" ] || fail "flip: steps 2 and 6 should be committed: $(ls "$tmp/flip")"
 echo "ok (6): a file damaged before its commit is refused by the read-back: $(grep -o 'read-back[^|]*' "$tmp/t6.log" | head -1 | cut -c1-100)"
+# The same through H5Dread, the read-back path for datasets stored with
+# another pipeline than the writer's (the direct chunk decode is the default).
+rc=0
+BOOST_CKPT_TEST_READBACK_HDF5=1 BOOST_CKPT_TEST_FLIP_AFTER_WRITE=4 train 2 "$tmp/t6h.log" --set ckpt.dir="$tmp/fliph" --set ckpt.every=2 \
+  --set train.steps=6 --set parallel.tp=2 || rc=$?
+[ "$rc" = 0 ] || fail "flip (H5Dread read-back): exit $rc: $(tail -3 "$tmp/t6h.log")"
+grep -q "checkpoint of step 4 FAILED.*read-back" "$tmp/t6h.log" || fail "flip (H5Dread read-back): step 4 was not refused"
+[ -f "$tmp/fliph/step_00000002.h5" ] && [ -f "$tmp/fliph/step_00000006.h5" ] && [ ! -e "$tmp/fliph/step_00000004.h5" ] ||
+  fail "flip (H5Dread read-back): expected steps 2 and 6 only: $(ls "$tmp/fliph")"
+echo "ok (6b): the same through the H5Dread read-back (tp=2)"
 # ---- (7) the directory fsync fails after the rename: the file is committed -------------
 # It is in place and would be loaded, so it counts as committed (with a
 # warning), not as a failed save.

@@ -1,0 +1,240 @@
+/* The read-back verification of a written checkpoint, before its commit:
+ * every rank reads back, decodes and hashes the bands it wrote, so a
+ * checkpoint counts only once it has been read back verified (retention,
+ * which runs after the commit, deletes nothing before that).
+ *
+ * The file is closed by the collective write by then, so each rank opens it
+ * on its own (read-only, POSIX driver) and reads the stored chunks of its
+ * bands directly (H5Dread_chunk, which parallel HDF5 refuses through MPI-IO):
+ * one zstd decode per chunk, the byte unshuffle below and the checksum
+ * terms of the chunk's elements while it is in cache, with no trip through
+ * HDF5's filter pipeline, chunk cache and copies (that path was a quarter
+ * of a cola-60m save). A dataset whose pipeline is not the one we
+ * write (shuffle, then zstd; element type float32 little-endian), or a chunk
+ * stored with a filter skipped, is read through H5Dread instead. Either way
+ * the hyperslab goes through the same element-sum checksum as the written
+ * data, so a difference anywhere (metadata, chunk index, compressed bytes,
+ * zstd frame checksum, values) fails the save. */
+#include <string.h>
+#include <zstd.h>
+
+#include "check.h"
+#include "ckpt_h5.h"
+#include "ckpt_hash.h"
+#include "ckpt_internal.h"
+#include "h5z_zstd.h"
+
+typedef struct {
+  ZSTD_DCtx *dctx;
+  unsigned char *packed, *shuffled; /* a stored chunk; its decoded bytes */
+  uint32_t *plain;                  /* unshuffled elements */
+  size_t packed_cap, chunk_cap;     /* bytes; elements */
+} chunk_reader;
+
+static void reader_free(chunk_reader *cr) {
+  ZSTD_freeDCtx(cr->dctx);
+  boost_free(cr->packed);
+  boost_free(cr->shuffled);
+  boost_free(cr->plain);
+}
+
+/* HDF5's shuffle filter for 4-byte elements stores byte b of element i at
+ * b*n + i; this is its inverse. */
+static void unshuffle32(uint32_t *restrict out, const unsigned char *restrict in, size_t n) {
+  const unsigned char *b0 = in, *b1 = in + n, *b2 = in + 2 * n, *b3 = in + 3 * n;
+  for (size_t i = 0; i < n; i++)
+    out[i] = (uint32_t)b0[i] | (uint32_t)b1[i] << 8 | (uint32_t)b2[i] << 16 | (uint32_t)b3[i] << 24;
+}
+
+/* The dataset's chunk shape when its pipeline is exactly what the writer
+ * sets (shuffle, zstd) on float32 little-endian; 0 otherwise. */
+static int direct_readable(hid_t ds, int ndim, hsize_t *cdims) {
+  hid_t dcpl = H5Dget_create_plist(ds), type = H5Dget_type(ds);
+  int ok = dcpl >= 0 && type >= 0 && H5Tequal(type, H5T_IEEE_F32LE) > 0 && H5Pget_layout(dcpl) == H5D_CHUNKED &&
+           H5Pget_chunk(dcpl, ndim, cdims) == ndim && H5Pget_nfilters(dcpl) == 2;
+  for (unsigned i = 0; ok && i < 2; i++) {
+    unsigned flags, cd[8];
+    size_t ncd = 8;
+    char name[64];
+    const H5Z_filter_t id = H5Pget_filter2(dcpl, i, &flags, &ncd, cd, sizeof name, name, NULL);
+    ok = id == (i == 0 ? H5Z_FILTER_SHUFFLE : (H5Z_filter_t)H5Z_FILTER_ZSTD);
+  }
+  if (type >= 0) H5Tclose(type);
+  if (dcpl >= 0) H5Pclose(dcpl);
+  H5Eclear2(H5E_DEFAULT);
+  return ok;
+}
+
+/* Decodes the stored chunk at `off` into cr->plain (ce elements). Returns 1,
+ * 0 when the chunk was stored with a filter skipped (read it through HDF5),
+ * -1 on an error (message in err). */
+static int decode_chunk(chunk_reader *cr, hid_t ds, const hsize_t *off, size_t ce, const char *what, char *err,
+                        size_t errlen) {
+  hsize_t stored = 0;
+  if (H5Dget_chunk_storage_size(ds, off, &stored) < 0) {
+    ckpt_h5_error(err, errlen, what);
+    return -1;
+  }
+  if (stored == 0) { /* never written: HDF5 would read the fill value (0) */
+    memset(cr->plain, 0, ce * sizeof *cr->plain);
+    return 1;
+  }
+  if (stored > cr->packed_cap) {
+    boost_free(cr->packed);
+    cr->packed_cap = (size_t)stored;
+    cr->packed = boost_calloc(cr->packed_cap, 1);
+  }
+  uint32_t mask = 0;
+  if (H5Dread_chunk(ds, H5P_DEFAULT, off, &mask, cr->packed) < 0) {
+    ckpt_h5_error(err, errlen, what);
+    return -1;
+  }
+  if (mask != 0) return 0;
+  const size_t got = ZSTD_decompressDCtx(cr->dctx, cr->shuffled, ce * 4, cr->packed, (size_t)stored);
+  if (ZSTD_isError(got) || got != ce * 4) {
+    boost_msgf(err, errlen, "%s: a stored chunk does not decode to %zu bytes (%s)", what, ce * 4,
+               ZSTD_isError(got) ? ZSTD_getErrorName(got) : "wrong size");
+    return -1;
+  }
+  unshuffle32(cr->plain, cr->shuffled, ce);
+  return 1;
+}
+
+/* The checksum terms of the hyperslab [st, st + ct) of dataset ds (global
+ * shape gshape), from its stored chunks: each chunk is decoded and its part
+ * of the slab hashed while it is in cache (the terms add up in any order).
+ * Returns 1 with *sum, 0 when the dataset must be read through HDF5
+ * instead, -1 on an error. */
+static int hash_slab_by_chunks(chunk_reader *cr, hid_t ds, int ndim, const int64_t *gshape, const hsize_t *st,
+                               const hsize_t *ct, uint64_t *sum, const char *what, char *err, size_t errlen) {
+  hsize_t cd[TENSOR_MAX_DIMS];
+  if (ndim < 1 || ndim > TENSOR_MAX_DIMS || !direct_readable(ds, ndim, cd)) return 0;
+  size_t ce = 1;
+  for (int d = 0; d < ndim; d++) ce *= (size_t)cd[d];
+  if (ce > cr->chunk_cap) {
+    boost_free(cr->shuffled);
+    boost_free(cr->plain);
+    cr->chunk_cap = ce;
+    cr->shuffled = boost_calloc(ce, 4);
+    cr->plain = boost_calloc(ce, sizeof *cr->plain);
+  }
+  *sum = 0;
+  for (int d = 0; d < ndim; d++)
+    if (ct[d] == 0) return 1;
+  /* Every chunk meeting the slab, in row-major order of the chunk grid. */
+  hsize_t off[TENSOR_MAX_DIMS], first[TENSOR_MAX_DIMS];
+  for (int d = 0; d < ndim; d++) off[d] = first[d] = st[d] / cd[d] * cd[d];
+  for (;;) {
+    const int rc = decode_chunk(cr, ds, off, ce, what, err, errlen);
+    if (rc <= 0) return rc;
+    /* The chunk's part of the slab: the whole chunk, or (at the slab's
+     * edges) a block compacted into the free decode buffer first. */
+    int64_t lo[TENSOR_MAX_DIMS], ext[TENSOR_MAX_DIMS];
+    hsize_t idx[TENSOR_MAX_DIMS];
+    int whole = 1;
+    for (int d = 0; d < ndim; d++) {
+      const hsize_t l = off[d] > st[d] ? off[d] : st[d];
+      const hsize_t h = off[d] + cd[d] < st[d] + ct[d] ? off[d] + cd[d] : st[d] + ct[d];
+      lo[d] = (int64_t)l;
+      ext[d] = (int64_t)(h - l);
+      idx[d] = l;
+      whole &= l == off[d] && h == off[d] + cd[d];
+    }
+    const void *part = cr->plain;
+    if (!whole) {
+      uint32_t *packed = (uint32_t *)(void *)cr->shuffled;
+      size_t w = 0;
+      const size_t run = (size_t)ext[ndim - 1];
+      for (;;) {
+        size_t src = 0;
+        for (int d = 0; d < ndim; d++) src = src * (size_t)cd[d] + (size_t)(idx[d] - off[d]);
+        memcpy(packed + w, cr->plain + src, run * sizeof *packed);
+        w += run;
+        int d = ndim - 2;
+        for (; d >= 0; d--) {
+          if (++idx[d] < (hsize_t)(lo[d] + ext[d])) break;
+          idx[d] = (hsize_t)lo[d];
+        }
+        if (d < 0) break;
+      }
+      part = packed;
+    }
+    *sum += ckpt_hash_slab32(part, ndim, gshape, lo, ext);
+    int d = ndim - 1;
+    for (; d >= 0; d--) {
+      off[d] += cd[d];
+      if (off[d] < st[d] + ct[d]) break;
+      off[d] = first[d];
+    }
+    if (d < 0) return 1;
+  }
+}
+
+int ckpt_readback(ckpt_session *s, const char *path, const uint64_t *sums, char *err, size_t errlen) {
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  int ok = f >= 0;
+  if (!ok) ckpt_h5_error(err, errlen, "read-back: cannot open the written file");
+  /* Into the staging buffer: its contents are written and hashed, and the
+   * writer owns it until this job ends. A fresh buffer of that size cost
+   * more in first-touch page faults (~1.2 s for cola-60m's 513 MB) than
+   * the decoding itself. */
+  float *buf = s->stage;
+  const size_t n = (size_t)s->nent * CKPT_NUM_CATEGORIES;
+  uint64_t *got = boost_calloc(n ? n : 1, sizeof *got);
+  chunk_reader cr = {.dctx = ZSTD_createDCtx()};
+  if (!cr.dctx) boost_fail("out of memory (zstd decompression context)");
+  char dpath[TENSOR_NAME_MAX + 48];
+  /* Every rank opens every dataset, in the same order (as a load does); the
+   * ranks that wrote a band read it back. */
+  for (size_t k = 0; f >= 0 && k < n; k++) {
+    const ckpt_entry *e = &s->ents[k / CKPT_NUM_CATEGORIES];
+    const int c = (int)(k % CKPT_NUM_CATEGORIES);
+    boost_msgf(dpath, sizeof dpath, "read-back of %s/%s", ckpt_category_group[c], e->name);
+    hid_t ds = H5Dopen2(f, dpath + strlen("read-back of "), H5P_DEFAULT), space = ds >= 0 ? H5Dget_space(ds) : -1;
+    if (space < 0 && ok) {
+      ckpt_h5_error(err, errlen, dpath);
+      ok = 0;
+    }
+    if (ok && e->stage_off[c] != CKPT_NO_STAGE) {
+      const tensor_desc *t = &s->reg->tensors[e->local];
+      int64_t start[TENSOR_MAX_DIMS], count[TENSOR_MAX_DIMS];
+      hsize_t st[TENSOR_MAX_DIMS], ct[TENSOR_MAX_DIMS];
+      ckpt_band_slab(t, e->r0[c], e->r1[c], start, count);
+      for (int d = 0; d < t->ndim; d++) st[d] = (hsize_t)start[d], ct[d] = (hsize_t)count[d];
+      int rc = !s->set.readback_hdf5 && H5Sget_simple_extent_ndims(space) == t->ndim
+                   ? hash_slab_by_chunks(&cr, ds, t->ndim, t->shape, st, ct, &got[k], dpath, err, errlen)
+                   : 0;
+      if (rc == 0) { /* another pipeline: through HDF5, into the staging buffer */
+        float *dst = buf + e->stage_off[c];
+        hid_t mem = H5Screate_simple(t->ndim, ct, NULL);
+        rc = H5Sselect_hyperslab(space, H5S_SELECT_SET, st, NULL, ct, NULL) >= 0 &&
+                     H5Dread(ds, H5T_NATIVE_FLOAT, mem, space, H5P_DEFAULT, dst) >= 0
+                 ? 1
+                 : -1;
+        if (rc < 0) ckpt_h5_error(err, errlen, dpath);
+        else got[k] = ckpt_hash_slab32(dst, t->ndim, t->shape, start, count);
+        H5Sclose(mem);
+      }
+      ok = rc > 0;
+    }
+    if (space >= 0) H5Sclose(space);
+    if (ds >= 0) H5Dclose(ds);
+  }
+  reader_free(&cr);
+  if (f >= 0 && H5Fclose(f) < 0 && ok) {
+    ckpt_h5_error(err, errlen, "read-back: closing the written file");
+    ok = 0;
+  }
+  int all_ok = ckpt_all_true(s, ok);
+  if (all_ok) {
+    MPI_Allreduce(MPI_IN_PLACE, got, (int)(n ? n : 1), MPI_UINT64_T, MPI_SUM, s->comm);
+    for (size_t k = 0; k < n && all_ok; k++)
+      if (got[k] != sums[k]) {
+        boost_msgf(err, errlen, "read-back: %s/%s does not match what was written", ckpt_category_group[k % CKPT_NUM_CATEGORIES],
+                   s->ents[k / CKPT_NUM_CATEGORIES].name);
+        ok = all_ok = 0;
+      }
+  }
+  boost_free(got);
+  return ok;
+}
