@@ -343,6 +343,9 @@ static int finish(run *t, ckpt_session *ck, int status, int stop_signal, float l
   } else if (t->grid.rank == 0) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
+    /* A resumed run with no step left trains none: its final loss is the
+     * checkpoint's last one, not a NaN. */
+    if (isnan(loss) && st->loss_count > 0) loss = st->loss_history[st->loss_count - 1];
     printf("done: step %lld, %.0f tokens, %.1f s, final loss %.4f, peak RSS %.0f MiB\n", (long long)st->step,
            st->tokens_seen, boost_now_s() - t_start, loss, ru.ru_maxrss / 1024.0);
   }

@@ -44,6 +44,10 @@ grep -q "checkpoints: resumed from $tmp/p1b/step_00000004.h5 (step 4" "$tmp/p1b2
   fail "the second run did not resume from step 4: $(grep checkpoints: "$tmp/p1b2.log")"
 grep -q "from step 4" "$tmp/p1b2.log" || fail "the second run does not start at step 4"
 check_same_run p1 "$tmp/p1a" "$tmp/p1b" 8
+# Resumed with no step left: it trains none and reports the checkpoint's last loss.
+train 0 "$tmp/p1b3.log" "${CONST[@]}" --set train.steps=8 --set ckpt.dir="$tmp/p1b" || fail "resumed at the end: $(tail -5 "$tmp/p1b3.log")"
+last=$(grep -o "final loss [0-9.]*" "$tmp/p1b2.log")
+grep -q "^done: step 8, .*$last," "$tmp/p1b3.log" || fail "resumed at the end: expected '$last': $(tail -1 "$tmp/p1b3.log")"
 
 # ---- two ranks, every parallel layout: 3 + 3 steps -----------------------------
 DP=(--set train.min_lr_ratio=1 --set ckpt.every=3 --set train.grad_accum=2)
