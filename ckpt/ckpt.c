@@ -303,8 +303,9 @@ ckpt_session *ckpt_open(const train_config *cfg, const process_grid *grid, tenso
 /* A failed attempt wrote into the arenas: start from the init again. */
 static void reset_arenas(ckpt_session *s, uint64_t seed) {
   registry_init_params(s->reg, seed);
-  memset(s->reg->arena[TENSOR_ADAM_M], 0, s->reg->numel * sizeof(float));
-  memset(s->reg->arena[TENSOR_ADAM_V], 0, s->reg->numel * sizeof(float));
+  const size_t nmom = s->reg->mom_end - s->reg->mom_begin;
+  memset(s->reg->arena[TENSOR_ADAM_M], 0, nmom * sizeof(float));
+  memset(s->reg->arena[TENSOR_ADAM_V], 0, nmom * sizeof(float));
 }
 
 int ckpt_resume(ckpt_session *s, train_state *st, char *msg, size_t msglen) {
@@ -481,7 +482,7 @@ static void stage_job(ckpt_session *s, const train_state *st) {
     s->hooks.activations(s->hooks.ctx, st, s->cfg.ckpt.activations, &j->acts);
     ckpt_acts_union(&j->acts, s->grid->pp_comm);
   }
-  if (s->hooks.gather_moments) s->hooks.gather_moments(s->hooks.ctx);
+  ckpt_stage_moments(s); /* ZeRO-1: from the chunk owners (collective over dp) */
   j->deferred = s->deferred_seen && !s->set.sync_mode;
   if (!j->deferred) ckpt_copy_to_stage(s, 1);
 }

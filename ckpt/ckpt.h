@@ -53,12 +53,11 @@ void ckpt_acts_add(ckpt_acts_sink *sink, const char *name, ckpt_act_type type, i
 void ckpt_acts_set_batch(ckpt_acts_sink *sink, int B, int T);
 
 /* What the checkpoint package asks of the trainer, at a step boundary when a
- * checkpoint is due (both collective over world; either may be NULL). */
+ * checkpoint is due (collective over world; may be NULL). ZeRO-1 moment
+ * chunks (tensor_registry.mom_*) are exchanged with the replicas writing
+ * them by the package itself. */
 typedef struct {
   void *ctx;
-  /* Make the registry's moment arenas whole on every rank (ZeRO-1 keeps
-   * each replica's chunk current only). */
-  void (*gather_moments)(void *ctx);
   /* Recompute and add the activations ckpt.activations asks for (the last
    * micro-batch of the step, with the weights being saved). */
   void (*activations)(void *ctx, const train_state *st, acts_mode mode, ckpt_acts_sink *sink);

@@ -180,4 +180,14 @@ void ckpt_do_load(ckpt_session *s, load_result *lr);
  * (collective). Returns this rank's ok; err says what failed. */
 int ckpt_readback(ckpt_session *s, const char *path, const uint64_t *sums, char *err, size_t errlen);
 
+/* ckpt_stage.c, ZeRO-1 moments (tensor_registry.mom_*): moves entry e's
+ * moments of category c (1 or 2) between this replica's band buffer (rows
+ * ckpt_band_of of its dp rank; NULL when empty) and the replicas' chunks:
+ * chunks -> bands (to_bands, a save) or bands -> chunks (a load).
+ * Collective over dp. */
+void ckpt_exchange_moments(ckpt_session *s, const ckpt_entry *e, int c, float *band, int to_bands);
+/* A save's moments into the staging buffer from the chunk owners (training
+ * thread, at the step boundary; nothing when the moments are whole). */
+void ckpt_stage_moments(ckpt_session *s);
+
 #endif

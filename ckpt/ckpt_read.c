@@ -30,7 +30,21 @@ typedef struct {
   int ok;
   char err[REASON_MAX];
   double needed, decoded; /* bytes of this rank's bands, and of the chunks they touch */
+  /* ZeRO-1: the moment bands are read here, then moved to their chunks'
+   * owners (mom_off per entry and category, in floats) */
+  float *mom_buf;
+  size_t *mom_off;
 } reader;
+
+/* Where band (i, c) of a load goes: the arena, or the moment band buffer. */
+static float *band_dst(reader *r, int i, int c) {
+  ckpt_session *s = r->s;
+  const ckpt_entry *e = &s->ents[i];
+  const tensor_desc *t = &s->reg->tensors[e->local];
+  if (c != 0 && r->mom_buf) return r->mom_buf + r->mom_off[(size_t)i * CKPT_NUM_CATEGORIES + c];
+  const size_t at = t->arena_offset + (size_t)e->r0[c] * ckpt_row_floats(t);
+  return c == 0 ? s->reg->arena[TENSOR_PARAMS] + at : registry_moment_at(s->reg, ckpt_category_arena[c], at);
+}
 
 /* Bytes of the dataset's chunks a hyperslab touches (what HDF5 decodes). */
 static double chunk_bytes(hid_t d, int ndim, const int64_t *start, const int64_t *count) {
@@ -163,7 +177,7 @@ static void read_band(reader *r, hid_t d, hid_t space, int i, int c, const char 
   for (int k = 0; k < t->ndim; k++) st[k] = (hsize_t)start[k], ct[k] = (hsize_t)count[k];
   hid_t mem = H5Screate_simple(t->ndim, ct, NULL);
   H5Sselect_hyperslab(space, H5S_SELECT_SET, st, NULL, ct, NULL);
-  float *dst = registry_data(s->reg, ckpt_category_arena[c], e->local) + (size_t)e->r0[c] * ckpt_row_floats(t);
+  float *dst = band_dst(r, i, c);
   if (H5Dread(d, H5T_NATIVE_FLOAT, mem, space, r->dxpl, dst) < 0) {
     char what[TENSOR_NAME_MAX + 64];
     boost_msgf(what, sizeof what, "tensor %s: read failed (corrupt data?)", dpath);
@@ -268,8 +282,9 @@ static int verify_checksums(reader *r, char *why, size_t whylen) {
   return 1;
 }
 
-/* Replicas all-gather their bands. */
-static void gather_bands(ckpt_session *s) {
+/* Replicas all-gather their bands (ZeRO-1 moments: each band goes to the
+ * chunks' owners instead). */
+static void gather_bands(ckpt_session *s, const reader *r) {
   const process_grid *g = s->grid;
   if (g->dp <= 1) return;
   int *counts = boost_calloc((size_t)g->dp, sizeof *counts), *displs = boost_calloc((size_t)g->dp, sizeof *displs);
@@ -280,14 +295,19 @@ static void gather_bands(ckpt_session *s) {
     const size_t rf = ckpt_row_floats(t);
     BOOST_ASSERT((size_t)t->numel <= (size_t)INT_MAX); /* refused by ckpt_build_table */
     for (int c = 0; c < CKPT_NUM_CATEGORIES; c++) {
+      if (c != 0 && r->mom_buf) {
+        ckpt_exchange_moments(s, e, c, r->mom_buf + r->mom_off[(size_t)i * CKPT_NUM_CATEGORIES + c], 0);
+        continue;
+      }
       for (int k = 0; k < g->dp; k++) {
         int64_t a, b;
         ckpt_band_of(e, t, c, k, g->dp, &a, &b);
         counts[k] = (int)((size_t)(b - a) * rf);
         displs[k] = (int)((size_t)a * rf);
       }
-      MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, registry_data(s->reg, ckpt_category_arena[c], e->local),
-                     counts, displs, MPI_FLOAT, s->dp_comm);
+      float *whole = c == 0 ? registry_data(s->reg, TENSOR_PARAMS, e->local)
+                            : registry_moment_at(s->reg, ckpt_category_arena[c], t->arena_offset);
+      MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, whole, counts, displs, MPI_FLOAT, s->dp_comm);
     }
   }
   boost_free(counts);
@@ -310,6 +330,16 @@ static int try_load(ckpt_session *s, const char *path, load_result *lr, char *wh
   r.sums = boost_calloc(r.nsum, sizeof *r.sums);
   r.dxpl = H5Pcreate(H5P_DATASET_XFER);
   H5Pset_dxpl_mpio(r.dxpl, H5FD_MPIO_INDEPENDENT);
+  if (registry_moments_sharded(s->reg)) {
+    size_t n = 0;
+    r.mom_off = boost_calloc((size_t)s->nent * CKPT_NUM_CATEGORIES, sizeof *r.mom_off);
+    for (int i = 0; i < s->nent; i++)
+      for (int c = 1; c < CKPT_NUM_CATEGORIES && s->ents[i].local >= 0; c++) {
+        r.mom_off[(size_t)i * CKPT_NUM_CATEGORIES + c] = n;
+        n += (size_t)(s->ents[i].r1[c] - s->ents[i].r0[c]) * ckpt_row_floats(&s->reg->tensors[s->ents[i].local]);
+      }
+    r.mom_buf = boost_calloc(n ? n : 1, sizeof *r.mom_buf);
+  }
   lr->touched = 1;
   for (int i = 0; i < s->nent && r.ok; i++)
     for (int c = 0; c < CKPT_NUM_CATEGORIES && r.ok; c++) read_tensor(&r, i, c);
@@ -326,7 +356,9 @@ static int try_load(ckpt_session *s, const char *path, load_result *lr, char *wh
   int rc = ckpt_agree(s, r.ok, r.err, why, whylen) && verify_checksums(&r, why, whylen);
   boost_free(r.stored);
   boost_free(r.sums);
-  if (rc) gather_bands(s);
+  if (rc) gather_bands(s, &r);
+  boost_free(r.mom_buf);
+  boost_free(r.mom_off);
   double io[2] = {r.needed, r.decoded};
   MPI_Allreduce(MPI_IN_PLACE, io, 2, MPI_DOUBLE, MPI_SUM, s->comm);
   lr->bytes_needed = io[0];

@@ -8,15 +8,17 @@
 #include "check.h"
 #include "ckpt_internal.h"
 
-/* Copies what this rank writes from the live arenas into the staging buffer. */
+/* Copies what this rank writes from the live arenas into the staging buffer
+ * (sharded ZeRO-1 moments excepted: ckpt_stage_moments brought them). */
 void ckpt_copy_to_stage(ckpt_session *s, int parallel) {
   const tensor_registry *reg = s->reg;
   for (int i = 0; i < s->nent; i++) {
     const ckpt_entry *e = &s->ents[i];
     for (int c = 0; c < CKPT_NUM_CATEGORIES; c++) {
-      if (e->stage_off[c] == CKPT_NO_STAGE) continue;
-      const size_t rf = ckpt_row_floats(&reg->tensors[e->local]);
-      const float *src = registry_data(reg, ckpt_category_arena[c], e->local) + (size_t)e->r0[c] * rf;
+      if (e->stage_off[c] == CKPT_NO_STAGE || (c != 0 && registry_moments_sharded(reg))) continue;
+      const tensor_desc *t = &reg->tensors[e->local];
+      const size_t rf = ckpt_row_floats(t), at = t->arena_offset + (size_t)e->r0[c] * rf;
+      const float *src = c == 0 ? reg->arena[TENSOR_PARAMS] + at : registry_moment_at(reg, ckpt_category_arena[c], at);
       float *dst = s->stage + e->stage_off[c];
       const size_t n = (size_t)(e->r1[c] - e->r0[c]) * rf, blk = (size_t)1 << 18;
       if (parallel && n > blk) {
@@ -30,6 +32,63 @@ void ckpt_copy_to_stage(ckpt_session *s, int parallel) {
         memcpy(dst, src, n * sizeof(float));
       }
     }
+  }
+}
+
+/* ---- ZeRO-1 moments --------------------------------------------------------------
+ * Each replica holds one chunk of the moment arenas; a checkpoint is written
+ * in bands of rows per replica (ckpt_band_of). Both are contiguous ranges
+ * of the arena index space, so for one tensor the pieces a replica sends
+ * to the others are consecutive in its buffer, in replica order: one
+ * MPI_Alltoallv per tensor and category moves them (each element once),
+ * without a whole copy of the moments anywhere. */
+
+static void intersect(size_t a0, size_t a1, size_t b0, size_t b1, size_t *x0, size_t *x1) {
+  *x0 = a0 > b0 ? a0 : b0;
+  *x1 = a1 < b1 ? a1 : b1;
+  if (*x1 < *x0) *x1 = *x0;
+}
+
+void ckpt_exchange_moments(ckpt_session *s, const ckpt_entry *e, int c, float *band, int to_bands) {
+  const tensor_registry *reg = s->reg;
+  const tensor_desc *t = &reg->tensors[e->local];
+  const int dp = s->grid->dp, me = s->grid->dp_rank;
+  const size_t rf = ckpt_row_floats(t), t0 = t->arena_offset, t1 = t0 + t->numel, len = reg->mom_end - reg->mom_begin;
+  BOOST_ASSERT(reg->mom_shards == dp && reg->mom_begin == len * (size_t)me);
+  int *cc = boost_calloc((size_t)dp * 4, sizeof *cc), *cd = cc + dp, *bc = cc + 2 * dp, *bd = cc + 3 * dp;
+  size_t m0, m1, mine0, mine1;
+  intersect(t0, t1, reg->mom_begin, reg->mom_end, &m0, &m1); /* this tensor in my chunk */
+  int64_t a, b;
+  ckpt_band_of(e, t, c, me, dp, &a, &b);
+  const size_t band0 = t0 + (size_t)a * rf, band1 = t0 + (size_t)b * rf; /* my band */
+  for (int k = 0; k < dp; k++) {
+    size_t x0, x1;
+    ckpt_band_of(e, t, c, k, dp, &a, &b); /* replica k's band against my chunk */
+    intersect(t0 + (size_t)a * rf, t0 + (size_t)b * rf, m0, m1, &x0, &x1);
+    cc[k] = (int)(x1 - x0);
+    cd[k] = x1 > x0 ? (int)(x0 - m0) : 0;
+    intersect(band0, band1, len * (size_t)k, len * (size_t)(k + 1), &mine0, &mine1); /* my band against k's chunk */
+    bc[k] = (int)(mine1 - mine0);
+    bd[k] = mine1 > mine0 ? (int)(mine0 - band0) : 0;
+  }
+  float dummy = 0.0f;
+  float *chunk = m1 > m0 ? registry_moment_at(reg, ckpt_category_arena[c], m0) : &dummy;
+  if (!band || band1 == band0) band = &dummy;
+  if (to_bands)
+    MPI_Alltoallv(chunk, cc, cd, MPI_FLOAT, band, bc, bd, MPI_FLOAT, s->dp_comm);
+  else
+    MPI_Alltoallv(band, bc, bd, MPI_FLOAT, chunk, cc, cd, MPI_FLOAT, s->dp_comm);
+  boost_free(cc);
+}
+
+void ckpt_stage_moments(ckpt_session *s) {
+  if (!registry_moments_sharded(s->reg)) return;
+  for (int i = 0; i < s->nent; i++) {
+    const ckpt_entry *e = &s->ents[i];
+    /* the replicas of one dp group agree on this: they share tp and pp ranks */
+    if (e->local < 0 || !e->primary || e->writer_stage != s->grid->pp_rank) continue;
+    for (int c = 1; c < CKPT_NUM_CATEGORIES; c++)
+      ckpt_exchange_moments(s, e, c, e->stage_off[c] != CKPT_NO_STAGE ? s->stage + e->stage_off[c] : NULL, 1);
   }
 }
 

@@ -8,15 +8,6 @@
  * boundary) */
 #define ACTS_PP_TAG 0x6b63
 
-static void gather_moments(void *ctx) {
-  trainer_ckpt_ctx *c = ctx;
-  if (!c->cfg->parallel.zero) return;
-  /* Checkpoints hold whole moments: collect the replicas' chunks first. */
-  const size_t chunk = c->m->reg.numel / (size_t)c->grid->dp;
-  comm_allgather_chunks(c->comm, COMM_DP, c->m->reg.arena[TENSOR_ADAM_M], chunk);
-  comm_allgather_chunks(c->comm, COMM_DP, c->m->reg.arena[TENSOR_ADAM_V], chunk);
-}
-
 /* The last micro-batch (tokens and sample indices) and, recomputed with the
  * weights being saved, the bottleneck activations h = silu(A x) of every
  * low-rank group of every layer ("sample": replica 0's micro-batch; "all":
@@ -90,4 +81,4 @@ static void activations(void *ctx, const train_state *st, acts_mode mode, ckpt_a
   }
 }
 
-ckpt_hooks trainer_ckpt_hooks(trainer_ckpt_ctx *ctx) { return (ckpt_hooks){ctx, gather_moments, activations}; }
+ckpt_hooks trainer_ckpt_hooks(trainer_ckpt_ctx *ctx) { return (ckpt_hooks){ctx, activations}; }

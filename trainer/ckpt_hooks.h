@@ -1,6 +1,5 @@
 /* What the trainer gives the checkpoint package (ckpt.h's ckpt_hooks): the
- * ZeRO-1 moment gather and the recompute of the bottleneck activations a
- * checkpoint stores. */
+ * recompute of the bottleneck activations a checkpoint stores. */
 #ifndef BOOST_CKPT_HOOKS_H
 #define BOOST_CKPT_HOOKS_H
 

@@ -129,6 +129,8 @@ typedef struct {
   size_t arena_multiple;    /* arenas padded to a multiple of this many floats (ZeRO-1 splits them evenly
                                over dp ranks: the trainer passes dp * 16); 0: 16 */
   int layout_only;          /* the registry (names, shapes, shards) without arenas: tools planning a layout */
+  int zero_shards, zero_rank; /* ZeRO-1: the moment arenas hold chunk zero_rank of zero_shards (the trainer passes
+                                 dp, dp_rank); 0 or 1: whole */
 } model_options;
 
 /* Resolve parallel.tp_mode for a config ("auto": btp when every projection

@@ -182,6 +182,7 @@ void model_init(model *m, const model_config *cfg, tp_mode mode, const model_opt
   m->reg.numel = (m->reg.numel + multiple - 1) / multiple * multiple;
   unsigned mask = (1u << TENSOR_PARAMS) | (1u << TENSOR_GRADS);
   if (opt->with_optimizer) mask |= (1u << TENSOR_ADAM_M) | (1u << TENSOR_ADAM_V);
+  if (opt->with_optimizer && opt->zero_shards > 1) registry_shard_moments(&m->reg, opt->zero_shards, opt->zero_rank);
   if (!opt->layout_only) registry_allocate(&m->reg, mask);
 }
 

@@ -2,6 +2,7 @@
 
 #include <math.h>
 
+#include "check.h"
 #include "ops.h"
 
 float lr_at(const train_config *cfg, int step) {
@@ -22,7 +23,10 @@ void optimizer_step(model *m, const train_config *cfg, float lr, int t, float gr
     const tensor_desc *td = &m->reg.tensors[i];
     if (!tensor_clip_range(td, begin, end, &lo, &hi)) continue;
     hp.weight_decay = (td->flags & TENSOR_DECAY) ? cfg->train.weight_decay : 0.0f;
-    m->ops->adamw_update(m->reg.arena[TENSOR_PARAMS] + lo, m->reg.arena[TENSOR_GRADS] + lo, m->reg.arena[TENSOR_ADAM_M] + lo,
-                 m->reg.arena[TENSOR_ADAM_V] + lo, hi - lo, hp, t, grad_scale);
+    /* ZeRO-1: the moments of [begin, end) are all this replica holds */
+    BOOST_ASSERT(lo >= m->reg.mom_begin && hi <= m->reg.mom_end);
+    m->ops->adamw_update(m->reg.arena[TENSOR_PARAMS] + lo, m->reg.arena[TENSOR_GRADS] + lo,
+                         registry_moment_at(&m->reg, TENSOR_ADAM_M, lo), registry_moment_at(&m->reg, TENSOR_ADAM_V, lo),
+                         hi - lo, hp, t, grad_scale);
   }
 }

@@ -58,9 +58,25 @@ int registry_add(tensor_registry *reg, const char *name, int ndim, const int64_t
   return reg->count++;
 }
 
+static int is_moment(int c) { return c == TENSOR_ADAM_M || c == TENSOR_ADAM_V; }
+
 void registry_allocate(tensor_registry *reg, unsigned category_mask) {
+  if (reg->mom_shards <= 1) {
+    reg->mom_begin = 0;
+    reg->mom_end = reg->numel;
+  }
   for (int c = 0; c < TENSOR_NUM_CATEGORIES; c++)
-    if ((category_mask & (1u << c)) && !reg->arena[c]) reg->arena[c] = boost_calloc(reg->numel, sizeof(float));
+    if ((category_mask & (1u << c)) && !reg->arena[c])
+      reg->arena[c] = boost_calloc(is_moment(c) ? reg->mom_end - reg->mom_begin : reg->numel, sizeof(float));
+}
+
+void registry_shard_moments(tensor_registry *reg, int shards, int rank) {
+  BOOST_ASSERT(shards >= 1 && rank >= 0 && rank < shards && reg->numel % (size_t)shards == 0);
+  BOOST_ASSERT(!reg->arena[TENSOR_ADAM_M] && !reg->arena[TENSOR_ADAM_V]);
+  const size_t chunk = reg->numel / (size_t)shards;
+  reg->mom_shards = shards;
+  reg->mom_begin = chunk * (size_t)rank;
+  reg->mom_end = reg->mom_begin + chunk;
 }
 
 int registry_find(const tensor_registry *reg, const char *name) {
@@ -76,9 +92,14 @@ int64_t tensor_global_numel(const tensor_desc *t) {
 }
 
 void registry_print_memory(const tensor_registry *reg, const char *prefix) {
-  double mib = (double)reg->numel * sizeof(float) / (1 << 20);
-  for (int c = 0; c < TENSOR_NUM_CATEGORIES; c++)
-    if (reg->arena[c]) printf("%s%-8s %9.2f MiB  (%d tensors, %zu floats)\n", prefix, tensor_category_names[c], mib, reg->count, reg->numel);
+  for (int c = 0; c < TENSOR_NUM_CATEGORIES; c++) {
+    if (!reg->arena[c]) continue;
+    const size_t n = is_moment(c) ? reg->mom_end - reg->mom_begin : reg->numel;
+    printf("%s%-8s %9.2f MiB  (%d tensors, %zu floats", prefix, tensor_category_names[c], (double)n * sizeof(float) / (1 << 20),
+           reg->count, n);
+    if (is_moment(c) && registry_moments_sharded(reg)) printf("; ZeRO-1: 1/%d of %zu", reg->mom_shards, reg->numel);
+    printf(")\n");
+  }
 }
 
 void registry_init_params(tensor_registry *reg, uint64_t seed) {

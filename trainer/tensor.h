@@ -49,6 +49,12 @@ typedef struct {
   int count, capacity;
   int tp_rank, tp_size; /* how split_dim is divided */
   size_t numel;         /* local floats per category */
+  /* The AdamW moment arenas hold the floats [mom_begin, mom_end) of the
+   * arena index space: everything (0, numel) unless ZeRO-1 shards them over
+   * mom_shards data-parallel replicas, each holding one equal chunk. Set
+   * (registry_shard_moments) before registry_allocate. */
+  size_t mom_begin, mom_end;
+  int mom_shards;
   float *arena[TENSOR_NUM_CATEGORIES];
 } tensor_registry;
 
@@ -61,8 +67,23 @@ int registry_add(tensor_registry *reg, const char *name, int ndim, const int64_t
                  unsigned flags);
 
 /* Allocate (zeroed) the arenas of the categories whose bit is set in mask,
- * e.g. (1 << TENSOR_PARAMS) | (1 << TENSOR_GRADS). */
+ * e.g. (1 << TENSOR_PARAMS) | (1 << TENSOR_GRADS). The moment arenas get
+ * mom_end - mom_begin floats (all of numel unless sharded). */
 void registry_allocate(tensor_registry *reg, unsigned category_mask);
+
+/* ZeRO-1: the moments of this registry are split into `shards` equal chunks
+ * of the (padded) arena, this replica holding chunk `rank`. numel must be a
+ * multiple of shards. */
+void registry_shard_moments(tensor_registry *reg, int shards, int rank);
+
+/* Whether the moment arenas hold only a chunk. */
+static inline int registry_moments_sharded(const tensor_registry *reg) { return reg->mom_shards > 1; }
+
+/* The moment arena of category cat (TENSOR_ADAM_M or TENSOR_ADAM_V) at arena
+ * index `at`, which must lie in [mom_begin, mom_end). */
+static inline float *registry_moment_at(const tensor_registry *reg, tensor_category cat, size_t at) {
+  return reg->arena[cat] + (at - reg->mom_begin);
+}
 
 /* Draw every parameter: element values are a function of (seed, tensor name,
  * global element index) only, so any sharding yields the same global values. */

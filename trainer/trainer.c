@@ -285,7 +285,8 @@ trainer *trainer_create(const train_config *cfg, MPI_Comm world, char *err, size
   r->global_batch = (int64_t)r->B * cfg->train.grad_accum * r->grid.dp;
   /* Arenas split evenly over dp ranks (ZeRO-1 chunks): pad to a multiple. */
   const model_options mo = {.comm = &r->comm, .with_optimizer = 1, .stage = &r->stage,
-                            .arena_multiple = (size_t)r->grid.dp * 16};
+                            .arena_multiple = (size_t)r->grid.dp * 16,
+                            .zero_shards = cfg->parallel.zero ? r->grid.dp : 1, .zero_rank = r->grid.dp_rank};
   model_init(&r->m, &cfg->model, r->mode, &mo);
   model_init_params(&r->m, (uint64_t)cfg->train.seed);
   model_alloc_acts(&r->m, r->B, r->T, nsets, recompute);

@@ -118,4 +118,5 @@ elastic tiny pp=2,accum=2 dp=2                      # pp -> dp
 elastic tiny dp=2,tp=2,pp=2,accum=2 tp=2,mode=vanilla,pp=2,accum=2  # world 8 -> 4, mode change
 elastic llama-tiny tp=2,mode=megatron dp=2,zero=1   # full-rank: tp -> dp + ZeRO
 elastic llama-tiny dp=2 tp=2,pp=2,accum=2           # full-rank: dp -> tp x pp
+elastic tiny dp=2,pp=2,zero=1,accum=2 dp=2,tp=2,zero=1,accum=1  # ZeRO-1 chunks per stage -> per tp shard
 echo "PASS: $pair elastic restarts continue the uninterrupted run within $TOL"

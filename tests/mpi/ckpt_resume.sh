@@ -66,7 +66,7 @@ two_ranks() { # tag layout args...
 two_ranks dp2                                            # data parallel
 two_ranks tp2 --set parallel.tp=2                        # tensor parallel (btp)
 two_ranks pp2 --set parallel.pp=2                        # pipeline (1F1B over the 2 micro-batches)
-two_ranks zero2 --set parallel.zero=1                    # ZeRO-1: moments gathered before each save
+two_ranks zero2 --set parallel.zero=1                    # ZeRO-1: moment chunks sent to the band writers at each save, back at the load
 
 # ---- retention and the latest pointer ------------------------------------------
 train 0 "$tmp/ret.log" --set train.steps=10 --set ckpt.every=2 --set ckpt.keep_last=2 --set ckpt.keep_every=4 \

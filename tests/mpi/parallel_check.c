@@ -399,6 +399,15 @@ static void check_traffic(const options *o, const layout *l, const char *ls, con
   }
   int ok = 1;
   for (int k = 0; k < 4; k++) ok &= got[k] == want[k];
+  /* ZeRO-1 keeps 1/dp of each moment arena per replica */
+  size_t mom = 0, mom_want = 0;
+  if (r) {
+    const tensor_registry *reg = &trainer_model(r->t)->reg;
+    mom = reg->mom_end - reg->mom_begin;
+    mom_want = l->zero ? reg->numel / (size_t)l->dp : reg->numel;
+  }
+  verdict(mom == mom_want, "moment memory %s %s (rank 0): %zu floats per moment arena (want %zu%s)", o->preset, ls, mom,
+          mom_want, l->zero ? ", 1/dp of the arena" : "");
   verdict(ok,
           "traffic %s %s (rank 0): dp all-reduce %llu (want %llu), reduce-scatter %llu (want %llu), all-gather %llu "
           "(want %llu), pp send+recv %llu (want %llu) bytes/step",
@@ -500,13 +509,20 @@ static void check_layout(const options *o, const layout *l) {
   if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
 }
 
+/* Floats of one arena (ZeRO-1 moment arenas hold one chunk). */
+static size_t arena_floats(const tensor_registry *reg, int cat) {
+  return cat == TENSOR_ADAM_M || cat == TENSOR_ADAM_V ? reg->mom_end - reg->mom_begin : reg->numel;
+}
+
 static int bitwise_equal_runs(const run *a, const run *b, int steps) {
   if (memcmp(a->losses, b->losses, (size_t)steps * sizeof(float)) != 0) return 0;
   const model *ma = trainer_model(a->t), *mb = trainer_model(b->t);
   if (ma->reg.numel != mb->reg.numel) return 0;
   for (int cat = TENSOR_PARAMS; cat < TENSOR_NUM_CATEGORIES; cat++) {
     if (cat == TENSOR_GRADS) continue;
-    if (memcmp(ma->reg.arena[cat], mb->reg.arena[cat], ma->reg.numel * sizeof(float)) != 0) return 0;
+    if (arena_floats(&ma->reg, cat) != arena_floats(&mb->reg, cat) ||
+        memcmp(ma->reg.arena[cat], mb->reg.arena[cat], arena_floats(&ma->reg, cat) * sizeof(float)) != 0)
+      return 0;
   }
   return 1;
 }
@@ -523,7 +539,7 @@ static uint64_t run_digest(const run *r, int steps, MPI_Comm comm) {
   FNV(r->losses, (size_t)steps * sizeof(float));
   const model *m = trainer_model(r->t);
   for (int cat = TENSOR_PARAMS; cat < TENSOR_NUM_CATEGORIES; cat++)
-    if (cat != TENSOR_GRADS) FNV(m->reg.arena[cat], m->reg.numel * sizeof(float));
+    if (cat != TENSOR_GRADS) FNV(m->reg.arena[cat], arena_floats(&m->reg, cat) * sizeof(float));
   int size;
   MPI_Comm_size(comm, &size);
   uint64_t *all = malloc((size_t)size * sizeof *all), out = 1469598103934665603ull;
