@@ -71,9 +71,9 @@ void ckpt_exchange_moments(ckpt_session *s, const ckpt_entry *e, int c, float *b
     bc[k] = (int)(mine1 - mine0);
     bd[k] = mine1 > mine0 ? (int)(mine0 - band0) : 0;
   }
-  float dummy = 0.0f;
-  float *chunk = m1 > m0 ? registry_moment_at(reg, ckpt_category_arena[c], m0) : &dummy;
-  if (!band || band1 == band0) band = &dummy;
+  float no_chunk = 0.0f, no_band = 0.0f; /* distinct: send and receive buffers must not alias */
+  float *chunk = m1 > m0 ? registry_moment_at(reg, ckpt_category_arena[c], m0) : &no_chunk;
+  if (!band || band1 == band0) band = &no_band;
   if (to_bands)
     MPI_Alltoallv(chunk, cc, cd, MPI_FLOAT, band, bc, bd, MPI_FLOAT, s->dp_comm);
   else
