@@ -1,0 +1,29 @@
+/* boost-reshard internals shared by its files: the options, the target
+ * layout's registry and the --plan report (reshard_plan.c). The rewrite
+ * itself is boost_reshard.c. */
+#ifndef BOOST_RESHARD_H
+#define BOOST_RESHARD_H
+
+#include <hdf5.h>
+#include <stddef.h>
+
+#include "config.h"
+#include "model.h"
+
+typedef struct {
+  const char *in, *out;
+  int dp, tp, pp, plan, json, quiet, no_optim, bf16;
+  int rank, nranks; /* of MPI_COMM_WORLD: > 1 under mpirun (the parallel rewrite) */
+  tp_mode mode;
+} options;
+
+/* The target layout's tensor registry (tp rank 0, whole model, no arenas)
+ * and its tp mode. Returns -1 with err when the layout does not fit. */
+int reshard_target_registry(const train_config *cfg, const options *o, model *m, tp_mode *mode, char *err, size_t errlen);
+
+/* --plan: what every tensor-parallel rank and stage of the target layout
+ * would read of IN as it is (bytes needed vs chunk bytes decoded), printed
+ * (--json: one document). Returns -1 with err. */
+int reshard_plan(hid_t in, const train_config *cfg, const options *o, char *err, size_t errlen);
+
+#endif
