@@ -89,15 +89,11 @@ static int open_data(run *r, char *err, size_t errlen) {
   return 0;
 }
 
-/* This rank's ZeRO-1 chunk of the arenas (all of it without ZeRO). */
+/* This rank's ZeRO-1 chunk of the arenas (all of it without ZeRO): the
+ * range its moment arenas hold (model_init sharded them). */
 static void zero_chunk(const run *r, size_t *begin, size_t *end) {
-  if (!r->cfg->parallel.zero) {
-    *begin = 0, *end = r->m.reg.numel;
-    return;
-  }
-  const size_t chunk = r->m.reg.numel / (size_t)r->grid.dp; /* model_init pads to a multiple */
-  *begin = chunk * (size_t)r->grid.dp_rank;
-  *end = *begin + chunk;
+  *begin = r->m.reg.mom_begin;
+  *end = r->m.reg.mom_end;
 }
 
 /* Whether this rank's loss counts in a reduction over world: one tp rank of
