@@ -26,7 +26,11 @@
 # BENCH_MODES (default "eager fast compile"), BENCH_DP_CONFIG (default
 # cola-60m:4:256; empty: no dp rows), BENCH_THREADS (2), BENCH_BOOST_STEPS
 # (8), BENCH_TORCH_STEPS (6), BENCH_TORCH_WARMUP (2; compile mode adds 2 for
-# compilation), BENCH_OUT (results folder). Exit status 0 when every run
+# compilation), BENCH_ROUNDS (1: every configuration is run that many times,
+# the sides interleaved; each cell is then the median over rounds, and the
+# per-round ratios are listed under the table, since on a shared VM the
+# spread between rounds can exceed the margins being measured), BENCH_OUT
+# (results folder). Exit status 0 when every run
 # succeeded, 1 when some failed (the table shows the rest), 2 on setup error.
 set -u -o pipefail
 
@@ -39,6 +43,7 @@ THREADS=${BENCH_THREADS:-2}
 BOOST_STEPS=${BENCH_BOOST_STEPS:-8}
 TORCH_STEPS=${BENCH_TORCH_STEPS:-6}
 TORCH_WARMUP=${BENCH_TORCH_WARMUP:-2}
+ROUNDS=${BENCH_ROUNDS:-1}
 VENV=${BENCH_TORCH_VENV:-$BUILD/torch-venv}
 TORCH_VERSION=${BENCH_TORCH_VERSION:-2.15.0}
 OUT=${BENCH_OUT:-$BUILD/bench-vs-torch/$(date +%Y%m%d-%H%M%S)}
@@ -93,23 +98,35 @@ torch_run() { # name python mode preset batch seq threads ddp
 TAGS=()
 for c in $CONFIGS; do
   IFS=: read -r preset batch seq <<<"$c"
-  tag="$preset-b$batch-t$seq"
-  TAGS+=("$tag")
-  boost "$tag.boost" "$preset" "$batch" "$seq" 1 "$THREADS"
-  [ -n "$DEBIAN_PY" ] && torch_run "$tag.debian-eager" "$DEBIAN_PY" eager "$preset" "$batch" "$seq" "$THREADS" 1
-  for m in $MODES; do torch_run "$tag.wheel-$m" "$WHEEL_PY" "$m" "$preset" "$batch" "$seq" "$THREADS" 1; done
+  TAGS+=("$preset-b$batch-t$seq")
 done
-if [ -n "$DP_CONFIG" ]; then
-  IFS=: read -r preset batch seq <<<"$DP_CONFIG"
-  boost "dp.boost1" "$preset" "$batch" "$seq" 1 1
-  boost "dp.boost2" "$preset" "$batch" "$seq" 2 1
-  torch_run "dp.torch1" "$WHEEL_PY" fast "$preset" "$batch" "$seq" 1 1
-  torch_run "dp.torch2" "$WHEEL_PY" fast "$preset" "$batch" "$seq" 1 2
-fi
+# Round r's files end in .rR (round 1: no suffix, as with BENCH_ROUNDS=1).
+for round in $(seq "$ROUNDS"); do
+  r=
+  [ "$round" -gt 1 ] && r=.r$round
+  for c in $CONFIGS; do
+    IFS=: read -r preset batch seq <<<"$c"
+    tag="$preset-b$batch-t$seq"
+    boost "$tag.boost$r" "$preset" "$batch" "$seq" 1 "$THREADS"
+    [ -n "$DEBIAN_PY" ] && torch_run "$tag.debian-eager$r" "$DEBIAN_PY" eager "$preset" "$batch" "$seq" "$THREADS" 1
+    for m in $MODES; do torch_run "$tag.wheel-$m$r" "$WHEEL_PY" "$m" "$preset" "$batch" "$seq" "$THREADS" 1; done
+  done
+  if [ -n "$DP_CONFIG" ]; then
+    IFS=: read -r preset batch seq <<<"$DP_CONFIG"
+    boost "dp.boost1$r" "$preset" "$batch" "$seq" 1 1
+    boost "dp.boost2$r" "$preset" "$batch" "$seq" 2 1
+    torch_run "dp.torch1$r" "$WHEEL_PY" fast "$preset" "$batch" "$seq" 1 1
+    torch_run "dp.torch2$r" "$WHEEL_PY" fast "$preset" "$batch" "$seq" 1 2
+  fi
+done
 
-"$WHEEL_PY" - "$OUT" "$MODES" "${DEBIAN_PY:+debian}" "$DP_CONFIG" "${TAGS[@]}" <<'EOF'
+"$WHEEL_PY" - "$OUT" "$MODES" "${DEBIAN_PY:+debian}" "$DP_CONFIG" "$ROUNDS" "${TAGS[@]}" <<'EOF'
 import json, os, statistics, sys
-out, modes, debian, dp_config, tags = sys.argv[1], sys.argv[2].split(), sys.argv[3], sys.argv[4], sys.argv[5:]
+out, modes, debian, dp_config, rounds, tags = sys.argv[1], sys.argv[2].split(), sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6:]
+SFX = [""] + [f".r{k}" for k in range(2, rounds + 1)]
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
 def rss(name):
     try: return int(open(f"{out}/{name}.rss").read().split()[-1]) / 1024
     except (OSError, ValueError, IndexError): return None
@@ -125,6 +142,11 @@ def torch(name):
             if line.startswith("{"): return json.loads(line)
     except OSError: pass
     return None
+def boost_tps(name):  # median over rounds of each round's median step rate, and the same for GFLOP/s
+    got = [boost(name + x) for x in SFX]
+    return med(g[0] for g in got), med(g[1] for g in got)
+def torch_tps(name):
+    return med(((torch(name + x) or {}).get("tokens_per_s")) for x in SFX)
 peak = json.load(open(f"{out}/sgemm.json"))
 peak_gf = max(peak.get("sgemm_gflops", 0), peak.get("square_gflops", 0))
 cols = (["debian-eager"] if debian else []) + [f"wheel-{m}" for m in modes]
@@ -135,24 +157,32 @@ lines = [f"cpu: {open('/proc/cpuinfo').read().split('model name')[1].split(':')[
          "", "| config | boost tok/s | " + " | ".join(f"{c} tok/s" for c in cols) +
          " | boost / best PyTorch | boost GFLOP/s (of sgemm peak) | RSS MiB boost / best PyTorch |",
          "|---" * (5 + len(cols)) + "|"]
+per_round = []
 for t in tags:
-    btps, bgf = boost(f"{t}.boost")
-    vals = {c: torch(f"{t}.{c}") for c in cols}
-    best = max((c for c in cols if vals[c]), key=lambda c: vals[c]["tokens_per_s"], default=None)
+    btps, bgf = boost_tps(f"{t}.boost")
+    vals = {c: torch_tps(f"{t}.{c}") for c in cols}
+    best = max((c for c in cols if vals[c]), key=lambda c: vals[c], default=None)
     f = lambda x, p=0: "n/a" if x is None else f"{x:.{p}f}"
-    cells = [f(vals[c]["tokens_per_s"] if vals[c] else None) for c in cols]
-    ratio = btps / vals[best]["tokens_per_s"] if btps and best else None
+    cells = [f(vals[c]) for c in cols]
+    ratio = btps / vals[best] if btps and best else None
+    if rounds > 1 and best:
+        rr = []
+        for x in SFX:
+            b, p = boost(f"{t}.boost{x}")[0], (torch(f"{t}.{best}{x}") or {}).get("tokens_per_s")
+            rr.append(f"{b / p:.2f}x" if b and p else "n/a")
+        per_round.append(f"- {t}: boost / {best} per round: " + ", ".join(rr))
     lines.append(f"| {t} | {f(btps)} | " + " | ".join(cells) + f" | **{f(ratio, 2)}x** ({best or '-'}) | "
                  f"{f(bgf)} ({f(100 * bgf / peak_gf if bgf else None)}%) | {f(rss(t + '.boost'))} / {f(rss(t + '.' + best) if best else None)} |")
+if per_round:
+    lines += ["", f"{rounds} rounds, sides interleaved; the cells are medians over rounds:"] + per_round
 if dp_config:
-    b1, _ = boost("dp.boost1"); b2, _ = boost("dp.boost2")
-    t1, t2 = torch("dp.torch1"), torch("dp.torch2")
+    b1, _ = boost_tps("dp.boost1"); b2, _ = boost_tps("dp.boost2")
+    t1, t2 = torch_tps("dp.torch1"), torch_tps("dp.torch2")
     s = lambda a, b: "n/a" if not a or not b else f"{b / a:.2f}x"
     lines += ["", f"data parallel, {dp_config} per rank, one thread per rank:", "",
               "| | 1 rank tok/s | 2 ranks tok/s | scaling |", "|---|---|---|---|",
               f"| boost (mpirun -n 2, dp=2) | {b1 and round(b1)} | {b2 and round(b2)} | {s(b1, b2)} |",
-              f"| PyTorch DDP gloo (fast) | {t1 and round(t1['tokens_per_s'])} | {t2 and round(t2['tokens_per_s'])} | "
-              f"{s(t1 and t1['tokens_per_s'], t2 and t2['tokens_per_s'])} |"]
+              f"| PyTorch DDP gloo (fast) | {t1 and round(t1)} | {t2 and round(t2)} | {s(t1, t2)} |"]
 text = "\n".join(lines)
 print(text)
 open(f"{out}/results.md", "w").write(text + "\n")
