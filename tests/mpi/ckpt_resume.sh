@@ -77,5 +77,15 @@ got=$(cd "$tmp/ret" && ls step_*.h5* | tr '\n' ' ')
 [ "$(cat "$tmp/ret/latest")" = step_00000010.h5 ] || fail "latest = $(cat "$tmp/ret/latest")"
 n=$(grep -c '"committed":true' "$tmp/ret/checkpoints.jsonl")
 [ "$n" = 5 ] || fail "checkpoints.jsonl records $n commits, expected 5"
+# Each record splits write_s into its phases (encode_write, fsync, verify, commit).
+"$PY" - "$tmp/ret/checkpoints.jsonl" <<'PYEOF' || fail "checkpoints.jsonl: phases_s missing or not adding up to write_s"
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    ph = r["phases_s"]
+    assert set(ph) == {"encode_write", "fsync", "verify", "commit"}, ph
+    assert all(v >= 0 for v in ph.values()), ph
+    assert abs(sum(ph.values()) - r["write_s"]) <= 1e-3 + 1e-3 * r["write_s"], (ph, r["write_s"])
+PYEOF
 echo "ok: retention kept steps 4 8 10, latest -> step_00000010.h5, 5 commits logged"
 echo "PASS: ckpt_resume"
