@@ -117,9 +117,19 @@ static void submit(ckpt_session *s, job_kind kind, int staged) {
 static double wait_idle(ckpt_session *s) {
   const double t0 = boost_now_s();
   pthread_mutex_lock(&s->sync.mu);
+  s->sync.trainer_waiting++;
   while (s->sync.busy) pthread_cond_wait(&s->sync.cv, &s->sync.mu);
+  s->sync.trainer_waiting--;
   pthread_mutex_unlock(&s->sync.mu);
   return boost_now_s() - t0;
+}
+
+int ckpt_trainer_waiting(ckpt_session *s) {
+  if (s->set.sync_mode) return 1;
+  pthread_mutex_lock(&s->sync.mu);
+  const int w = s->sync.trainer_waiting > 0;
+  pthread_mutex_unlock(&s->sync.mu);
+  return w;
 }
 
 /* The watchdog: an error inside a collective HDF5/MPI-IO call on one rank
@@ -175,6 +185,7 @@ static void read_settings(ckpt_settings *set, const train_config *cfg) {
   set->flip_step = env_int("BOOST_CKPT_TEST_FLIP_AFTER_WRITE", -1);
   set->dirsync_fail_step = env_int("BOOST_CKPT_TEST_DIRSYNC_FAIL", -1);
   set->readback_hdf5 = env_int("BOOST_CKPT_TEST_READBACK_HDF5", 0) != 0;
+  set->direct_write = env_int("BOOST_CKPT_DIRECT", 1) != 0;
   const char *fs = getenv("BOOST_CKPT_TEST_FAIL");
   if (fs && *fs) {
     long long a = -1, b = -1;
@@ -266,6 +277,7 @@ ckpt_session *ckpt_open(const train_config *cfg, const process_grid *grid, tenso
   s->rank = grid->rank;
   s->world_size = grid->world_size;
   read_settings(&s->set, cfg);
+  s->direct = ckpt_direct_new();
   s->last_staged_step = -1;
   s->last_committed_step = -1;
   s->read_only = !cfg->ckpt.dir[0]; /* resume from a PATH, write nothing */
@@ -274,6 +286,7 @@ ckpt_session *ckpt_open(const train_config *cfg, const process_grid *grid, tenso
     ckpt_fs_unlock(s->lock_fd);
     boost_free(s->ents);
     boost_free(s->stage);
+    ckpt_direct_free(s->direct);
     boost_free(s);
     return NULL;
   }
@@ -396,6 +409,7 @@ static void log_result(ckpt_session *s, const save_result *r) {
   cJSON_AddNumberToObject(o, "tp", s->grid->tp);
   cJSON_AddNumberToObject(o, "pp", s->grid->pp);
   cJSON_AddBoolToObject(o, "sync", s->set.sync_mode);
+  cJSON_AddStringToObject(o, "writer", r->direct ? "direct" : "collective");
   if (r->retention[0]) cJSON_AddStringToObject(o, "retention", r->retention);
   char *txt = cJSON_PrintUnformatted(o);
   if (txt) {
@@ -557,6 +571,7 @@ void ckpt_close(ckpt_session *s) {
   ckpt_fs_unlock(s->lock_fd);
   boost_free(s->stage);
   boost_free(s->ents);
+  ckpt_direct_free(s->direct);
   free(s->job.losses);
   ckpt_acts_free(&s->job.acts);
   free(s->lres.losses);

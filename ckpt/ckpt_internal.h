@@ -15,6 +15,7 @@
 #include <stdio.h>
 
 #include "ckpt.h"
+#include "ckpt_direct.h"
 #include "ckpt_plan.h"
 #include "util.h"
 
@@ -72,6 +73,7 @@ typedef struct {
    * file system; fsync; the read-back verification; rename and retention */
   double encode_s, fsync_s, verify_s, commit_s;
   double raw[SIZE_NUM_CLASSES], stored[SIZE_NUM_CLASSES], file_bytes;
+  int direct; /* written by the direct writer (ckpt_direct.h), not HDF5's collective filtered writes */
   char retention[512];
   int latest_ok;
 } save_result;
@@ -96,6 +98,7 @@ typedef struct {
   int64_t flip_step; /* BOOST_CKPT_TEST_FLIP_AFTER_WRITE: a byte of that step's file flipped before read-back */
   int64_t dirsync_fail_step; /* BOOST_CKPT_TEST_DIRSYNC_FAIL: that step's directory fsync after the rename fails */
   int readback_hdf5;         /* BOOST_CKPT_TEST_READBACK_HDF5: read back through H5Dread, the path for other pipelines */
+  int direct_write;          /* BOOST_CKPT_DIRECT (default 1): 0 always writes through HDF5's collective filters */
 } ckpt_settings;
 
 /* What the writer thread and the training thread share, under mu. */
@@ -107,6 +110,7 @@ typedef struct {
   pthread_cond_t cv;
   job_kind pending; /* taken by the writer */
   int busy, staged, quit;
+  int trainer_waiting; /* the training thread waits for the job in flight (wait_idle) */
   int res_unreported;
   double update_wait; /* ckpt_before_update's wait for the job in flight */
   double job_started; /* boost_now_s() when the writer took the job in flight, 0 when idle */
@@ -128,6 +132,7 @@ struct ckpt_session {
   int rank, world_size;
 
   ckpt_entry *ents; /* the plan (ckpt_plan.h) */
+  ckpt_direct *direct; /* writer thread: the direct writer's scratch */
   int nent;
   float *stage;
   size_t stage_floats;
@@ -150,6 +155,9 @@ struct ckpt_session {
  * rank, prefixed with its rank when world_size > 1. */
 int ckpt_agree(ckpt_session *s, int ok, const char *mine, char *out, size_t outlen);
 int ckpt_all_true(ckpt_session *s, int v);
+/* Whether the training thread is waiting for the writer now (synchronous
+ * saves, the final save, a save waiting for the previous one). */
+int ckpt_trainer_waiting(ckpt_session *s);
 void ckpt_sleep_ms(int ms);
 
 /* ckpt_table.c: the plan from every rank's registry (collective over the

@@ -1,23 +1,34 @@
-/* Writing a checkpoint file, collectively (writer thread): every rank
- * creates every dataset; ranks with data select their hyperslab, the
- * others nothing (filtered parallel writes are collective). The first
- * failure on any rank stops every rank at the next agreement. */
+/* Writing a checkpoint file (writer thread), in one of two ways with the
+ * same result:
+ *  - direct (ckpt_direct.h), when every chunk of the file comes from one
+ *    rank: rank 0 alone holds the file in HDF5, every rank encodes its own
+ *    chunks and writes them where rank 0 placed them;
+ *  - collective: every rank creates every dataset; ranks with data select
+ *    their hyperslab, the others nothing (filtered parallel writes are
+ *    collective), and HDF5 runs the filters.
+ * The first failure on any rank stops every rank at the next agreement. */
 #include <cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "ckpt_direct.h"
 #include "ckpt_fs.h"
 #include "ckpt_h5.h"
 #include "ckpt_internal.h"
+#include "ckpt_vfd.h"
 #include "h5z_zstd.h"
 #include "optim.h"
 
 typedef struct {
   ckpt_session *s;
-  hid_t file, dxpl;
-  int ok;                  /* this rank has not failed yet */
+  hid_t file, dxpl; /* file: rank 0's only when direct */
+  int ok;           /* this rank has not failed yet */
   char err[REASON_MAX];
   save_result *r;
+  int direct, fd; /* the direct writer: this rank's descriptor */
 } writer;
 
 static void wfail(writer *w, const char *fmt, const char *arg) {
@@ -26,6 +37,52 @@ static void wfail(writer *w, const char *fmt, const char *arg) {
   boost_msgf(what, sizeof what, fmt, arg);
   ckpt_h5_error(w->err, sizeof w->err, what);
   w->ok = 0;
+}
+
+/* One filtered dataset through the direct writer: rank 0 creates it, every
+ * rank's chunks go where rank 0 places them. */
+static void write_dataset_direct(writer *w, hid_t loc, const char *path, const char *name, hid_t ftype, int ndim,
+                                 const int64_t *gshape, const int64_t *start, const int64_t *count, const void *buf,
+                                 uint64_t checksum, int kind) {
+  ckpt_session *s = w->s;
+  hsize_t dims[TENSOR_MAX_DIMS], chunk[TENSOR_MAX_DIMS];
+  double raw = (double)H5Tget_size(ftype), stored = 0.0;
+  for (int d = 0; d < ndim; d++) {
+    dims[d] = (hsize_t)gshape[d];
+    raw *= (double)gshape[d];
+  }
+  ckpt_chunk_dims(ndim, gshape, chunk);
+  hid_t dset = -1;
+  if (s->rank == 0) {
+    hid_t space = H5Screate_simple(ndim, dims, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    if (space < 0 || dcpl < 0 || h5z_zstd_set_dcpl(dcpl, ndim, chunk, s->cfg.ckpt.level) < 0 ||
+        H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) < 0 ||
+        (dset = H5Dcreate2(loc, name, ftype, space, H5P_DEFAULT, dcpl, H5P_DEFAULT)) < 0)
+      wfail(w, "H5Dcreate %s", path);
+    if (dcpl >= 0) H5Pclose(dcpl);
+    if (space >= 0) H5Sclose(space);
+  }
+  char why[512] = "";
+  const int has = count != NULL && buf != NULL;
+  /* All of the rank's cores while training waits for this save (a final
+   * save, synchronous saves); one beside training otherwise. */
+  const int threads = ckpt_trainer_waiting(s) && s->cfg.train.threads > 1 ? s->cfg.train.threads : 1;
+  if (!ckpt_direct_write(s->direct, s->comm, dset, w->fd, ndim, gshape, chunk, H5Tget_size(ftype), s->cfg.ckpt.level,
+                         threads, has ? start : NULL, has ? count : NULL, has ? buf : NULL, &stored, why,
+                         sizeof why) &&
+      w->ok) {
+    boost_msgf(w->err, sizeof w->err, "%s: %s", path, why);
+    w->ok = 0;
+  }
+  if (dset >= 0) {
+    if (ckpt_attr_put_u64(dset, CKPT_ATTR_CHECKSUM, checksum) < 0) wfail(w, "checksum attribute of %s", path);
+    if (H5Dclose(dset) < 0) wfail(w, "H5Dclose %s", path);
+  }
+  if (kind >= 0 && s->rank == 0) {
+    w->r->raw[kind] += raw;
+    w->r->stored[kind] += stored;
+  }
+  if (s->set.delay_ms > 0) ckpt_sleep_ms(s->set.delay_ms);
 }
 
 /* One dataset, collectively: every rank creates it; ranks with data select
@@ -39,6 +96,14 @@ static void write_dataset(writer *w, hid_t loc, const char *path, const char *na
   for (int d = 0; d < ndim; d++) {
     dims[d] = (hsize_t)gshape[d];
     n *= gshape[d];
+  }
+  if (w->direct && (filtered && n > 0)) {
+    write_dataset_direct(w, loc, path, name, ftype, ndim, gshape, start, count, buf, checksum, kind);
+    return;
+  }
+  if (w->direct && s->rank != 0) { /* rank 0 writes the small unfiltered ones from its data */
+    if (s->set.delay_ms > 0) ckpt_sleep_ms(s->set.delay_ms);
+    return;
   }
   hid_t space = H5Screate_simple(ndim, dims, NULL);
   hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
@@ -86,6 +151,7 @@ static void write_dataset(writer *w, hid_t loc, const char *path, const char *na
 }
 
 static hid_t make_group(writer *w, const char *path) {
+  if (w->direct && w->s->rank != 0) return -1;
   hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
   H5Pset_create_intermediate_group(lcpl, 1);
   hid_t gid = H5Gcreate2(w->file, path, lcpl, H5P_DEFAULT, H5P_DEFAULT);
@@ -109,6 +175,7 @@ static char *layout_json(const ckpt_session *s) {
 
 static void write_root_attrs(writer *w, const save_job *j) {
   ckpt_session *s = w->s;
+  if (w->direct && s->rank != 0) return;
   hid_t f = w->file;
   char *cfg_json = config_to_json(&s->cfg), *lay = layout_json(s);
   int rc = 0;
@@ -154,11 +221,50 @@ double ckpt_expected_file_bytes(const ckpt_session *s, const save_job *j) {
   return 1.10 * s->prev_file_bytes * (raw / s->prev_raw_bytes) + (256 << 10);
 }
 
-/* Writes the whole file collectively; returns this rank's ok. */
-int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, const uint64_t *sums, save_result *r,
-                      char *err, size_t errlen) {
-  writer w = {s, -1, -1, 1, "", r};
-  const tensor_registry *reg = s->reg;
+/* Whether this file goes through the direct writer: every rank's every
+ * filtered hyperslab is made of whole chunks (collective). */
+static int direct_possible(ckpt_session *s, const save_job *j) {
+  int ok = s->set.direct_write && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__; /* memory bytes are the file's */
+  hsize_t chunk[TENSOR_MAX_DIMS];
+  for (int i = 0; ok && i < s->nent; i++) {
+    const ckpt_entry *e = &s->ents[i];
+    ckpt_chunk_dims(e->ndim, e->shape, chunk);
+    for (int c = 0; ok && c < CKPT_NUM_CATEGORIES; c++) {
+      if (e->stage_off[c] == CKPT_NO_STAGE) continue;
+      int64_t start[TENSOR_MAX_DIMS], count[TENSOR_MAX_DIMS];
+      ckpt_band_slab(&s->reg->tensors[e->local], e->r0[c], e->r1[c], start, count);
+      ok = ckpt_direct_slab_aligned(e->ndim, e->shape, chunk, start, count);
+    }
+  }
+  for (int a = 0; ok && a < j->acts.nact; a++) {
+    const act_item *it = &j->acts.acts[a];
+    if (!it->has) continue;
+    ckpt_chunk_dims(it->d.ndim, it->d.shape, chunk);
+    ok = ckpt_direct_slab_aligned(it->d.ndim, it->d.shape, chunk, it->start, it->count);
+  }
+  MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, s->comm);
+  return ok;
+}
+
+/* Creates the file: collectively through MPI-IO, or (direct) on rank 0
+ * through ckpt_vfd.c, then every rank opens its own descriptor. */
+static void create_file(writer *w, const char *path, char *err, size_t errlen) {
+  ckpt_session *s = w->s;
+  if (w->direct) {
+    if (s->rank == 0) {
+      hid_t fapl = ckpt_vfd_fapl();
+      w->file = fapl < 0 ? -1 : H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+      if (fapl >= 0) H5Pclose(fapl);
+      if (w->file < 0) wfail(w, "H5Fcreate %s", path);
+    }
+    if (!ckpt_agree(s, w->ok, w->err, err, errlen)) return;
+    w->fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (w->fd < 0) {
+      boost_msgf(w->err, sizeof w->err, "cannot open %s for writing: %s", path, strerror(errno));
+      w->ok = 0;
+    }
+    return;
+  }
   hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
   H5Pset_fapl_mpio(fapl, s->comm, MPI_INFO_NULL);
   H5Pset_coll_metadata_write(fapl, 1);
@@ -166,11 +272,22 @@ int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, const uint64
   /* The 1.10 file format: compact chunk indexes (single chunk, fixed array)
    * instead of one v1 B-tree per dataset; every HDF5 >= 1.10 reads it. */
   H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110);
-  w.file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
-  if (w.file < 0) wfail(&w, "H5Fcreate %s", path);
+  w->file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+  if (w->file < 0) wfail(w, "H5Fcreate %s", path);
   H5Pclose(fapl);
+}
+
+/* Writes the whole file; returns this rank's ok. */
+int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, const uint64_t *sums, save_result *r,
+                      char *err, size_t errlen) {
+  writer w = {s, -1, -1, 1, "", r, 0, -1};
+  const tensor_registry *reg = s->reg;
+  w.direct = direct_possible(s, j);
+  r->direct = w.direct;
+  create_file(&w, path, err, errlen);
   if (!ckpt_agree(s, w.ok, w.err, err, errlen)) {
     if (w.file >= 0) H5Fclose(w.file);
+    if (w.fd >= 0) close(w.fd);
     return 0;
   }
   /* Reserve the file's expected size so that a full disk fails here, on
@@ -184,7 +301,7 @@ int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, const uint64
   }
   int go = ckpt_agree(s, w.ok, w.err, err, errlen);
   w.dxpl = H5Pcreate(H5P_DATASET_XFER);
-  H5Pset_dxpl_mpio(w.dxpl, H5FD_MPIO_COLLECTIVE);
+  if (!w.direct) H5Pset_dxpl_mpio(w.dxpl, H5FD_MPIO_COLLECTIVE);
   if (go) {
     write_root_attrs(&w, j);
     hid_t groups[CKPT_NUM_CATEGORIES];
@@ -236,9 +353,31 @@ int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, const uint64
     }
   }
   H5Pclose(w.dxpl);
-  /* Collective MPI_File_sync of what HDF5 wrote, then close. */
-  if (go && H5Fflush(w.file, H5F_SCOPE_GLOBAL) < 0) wfail(&w, "H5Fflush %s", path);
-  if (H5Fclose(w.file) < 0) wfail(&w, "H5Fclose %s", path);
+  if (w.direct) {
+    char why[512];
+    if (!ckpt_direct_finish(s->direct, why, sizeof why) && w.ok) {
+      boost_msgf(w.err, sizeof w.err, "%s: %s", path, why);
+      w.ok = 0;
+    }
+    if (w.fd >= 0 && close(w.fd) != 0) {
+      boost_msgf(w.err, sizeof w.err, "closing %s: %s", path, strerror(errno));
+      w.ok = 0;
+    }
+    /* every rank's chunks are in before rank 0 writes the metadata */
+    go = ckpt_all_true(s, w.ok) && go;
+    if (w.file >= 0 && !w.ok) ckpt_vfd_abandon(); /* failed: release it without writing more */
+    if (w.file >= 0 && H5Fclose(w.file) < 0) {
+      wfail(&w, "H5Fclose %s", path);
+      ckpt_vfd_abandon();
+      H5Fclose(w.file);
+    }
+    MPI_Bcast(r->raw, SIZE_NUM_CLASSES, MPI_DOUBLE, 0, s->comm);
+    MPI_Bcast(r->stored, SIZE_NUM_CLASSES, MPI_DOUBLE, 0, s->comm);
+  } else {
+    /* Collective MPI_File_sync of what HDF5 wrote, then close. */
+    if (go && H5Fflush(w.file, H5F_SCOPE_GLOBAL) < 0) wfail(&w, "H5Fflush %s", path);
+    if (H5Fclose(w.file) < 0) wfail(&w, "H5Fclose %s", path);
+  }
   if (!w.ok) boost_msgf(err, errlen, "%s", w.err);
   return w.ok;
 }

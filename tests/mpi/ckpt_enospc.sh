@@ -76,13 +76,15 @@ rm -rf "$k1"
 # leave the other rank waiting in HDF5 for ever. The watchdog
 # (ckpt.timeout) must end the job with one line and a non-zero status
 # instead of hanging; the committed checkpoint stays intact and the next
-# start cleans up and resumes from it.
+# start cleans up and resumes from it. The collective writer is forced
+# (BOOST_CKPT_DIRECT=0): it is what layouts whose shards cut chunks use; the
+# direct writer's own full disk is in ckpt_direct.sh.
 umount "$mnt"
 mount -t tmpfs -o size=2500k tmpfs "$mnt" || fail "remount"
 w=$mnt/wd
 t0=$(date +%s)
 rc=0
-BOOST_CKPT_TEST_NO_RESERVE=1 timeout 120 $MPIRUN -n 2 "$TRAIN" --set data.train="$tmp/f.tok" "${COMMON[@]}" \
+BOOST_CKPT_DIRECT=0 BOOST_CKPT_TEST_NO_RESERVE=1 timeout 120 $MPIRUN -n 2 "$TRAIN" --set data.train="$tmp/f.tok" "${COMMON[@]}" \
   --set ckpt.dir="$w" --set train.steps=8 --set ckpt.every=2 --set ckpt.keep_last=5 --set ckpt.timeout=8 \
   >"$tmp/wd.log" 2>&1 || rc=$?
 t1=$(date +%s)
