@@ -13,7 +13,12 @@
 # moments, dumped by boost-inspect) then go through `zstd -L -T1` (single
 # thread, same level, no shuffle: what the CLI does with a file), then the
 # same guarantees as the durable save (`sync FILE`, an fsync, and `zstd -t`,
-# the read-back test), and dd writes as many bytes with conv=fsync. Prints
+# the read-back test), and dd writes as many bytes with conv=fsync.
+# THREADS (default 2) is train.threads: a save that training waits for
+# encodes its chunks on that many threads (the direct writer,
+# ckpt/ckpt_direct.h); THREADS=1 compares core for core with `zstd -T1`
+# (whose own reads and writes run on an I/O thread, as our chunk writes do).
+# Prints
 # per level, in MB/s of raw bytes: the write (boost's checksums, shuffle +
 # zstd and writes into the file system, from checkpoints.jsonl's phases_s
 # against `zstd -T1` writing its file) and the time-to-durable (boost's whole
@@ -36,7 +41,7 @@ for level in $LEVELS; do
     # others, as a final save on preemption is: buffers already in place).
     rm -rf "$tmp/ck"
     BOOST_CKPT_SYNC=1 "$BUILD/trainer/boost-train" --set model.preset="$PRESET" --set data.train="$tmp/f.tok" \
-      --set model.seq_len=64 --set train.batch_size=1 --set train.val_batches=0 --set train.threads=2 --set train.steps=3 \
+      --set model.seq_len=64 --set train.batch_size=1 --set train.val_batches=0 --set train.threads="${THREADS:-2}" --set train.steps=3 \
       --set ckpt.every=1 --set ckpt.dir="$tmp/ck" --set ckpt.level="$level" >"$tmp/train.log" 2>&1 ||
       { tail -3 "$tmp/train.log"; exit 1; }
     f=$tmp/ck/step_00000003.h5
@@ -61,7 +66,7 @@ for level in $LEVELS; do
     rm -f "$tmp/dd.bin"
     echo "$t0 $t1 $t2 $t3 $(stat -c %s "$f")" >>"$tmp/times"
   done
-  python3 - "$tmp/saves.jsonl" "$tmp/times" "$(stat -c %s "$tmp/raw")" "$(stat -c %s "$tmp/raw.zst")" "$level" "$REPEAT" <<'EOF'
+  python3 - "$tmp/saves.jsonl" "$tmp/times" "$(stat -c %s "$tmp/raw")" "$(stat -c %s "$tmp/raw.zst")" "$level" "$REPEAT" "${THREADS:-2}" <<'EOF'
 import json, statistics, sys
 recs = [json.loads(l) for l in open(sys.argv[1])][-int(sys.argv[6]):]
 times = [list(map(float, l.split())) for l in open(sys.argv[2])]
@@ -77,7 +82,8 @@ b_sync = med(r["phases_s"]["fsync"] for r in recs)
 z_enc, z_dur = med(t[1] - t[0] for t in times), med(t[2] - t[0] for t in times)
 dd = med(t[4] / (t[3] - t[2]) / 1e6 for t in times)
 mbs = lambda sec: raw / sec / 1e6
-print(f"level {level} ({raw / 1e6:.0f} MB raw, median of {len(recs)}): write: boost {b_enc:.2f} s ({mbs(b_enc):.0f} MB/s, "
+print(f"level {level} ({raw / 1e6:.0f} MB raw, median of {len(recs)}; {recs[-1].get('writer', 'collective')} writer, "
+      f"{sys.argv[7]} encoding thread(s)): write: boost {b_enc:.2f} s ({mbs(b_enc):.0f} MB/s, "
       f"ratio {recs[-1]['ratio']:.3f}) | zstd -{level} -T1 {z_enc:.2f} s ({mbs(z_enc):.0f} MB/s, ratio {raw / zst:.3f}) | "
       f"boost / zstd {z_enc / b_enc:.2f}x")
 print(f"level {level}: durable: boost {b_dur:.2f} s ({mbs(b_dur):.0f} MB/s; staging {b_stage:.2f} s, fsync {b_sync:.2f} s, read-back verification "
