@@ -15,6 +15,7 @@
  * the hyperslab goes through the same element-sum checksum as the written
  * data, so a difference anywhere (metadata, chunk index, compressed bytes,
  * zstd frame checksum, values) fails the save. */
+#include <omp.h>
 #include <string.h>
 #include <zstd.h>
 
@@ -24,18 +25,55 @@
 #include "ckpt_internal.h"
 #include "h5z_zstd.h"
 
+/* One decoding thread's state. */
 typedef struct {
   ZSTD_DCtx *dctx;
-  unsigned char *packed, *shuffled; /* a stored chunk; its decoded bytes */
-  uint32_t *plain;                  /* unshuffled elements */
-  size_t packed_cap, chunk_cap;     /* bytes; elements */
+  unsigned char *shuffled; /* a decoded chunk; then the compacted part of an edge chunk */
+  uint32_t *plain;         /* unshuffled elements */
+  size_t cap;              /* elements */
+} chunk_decoder;
+
+/* Chunks are read (HDF5: one thread) RB at a time, then decoded and hashed
+ * in parallel when training waits for the save. */
+#define RB 16
+
+typedef struct {
+  chunk_decoder *dec;
+  int ndec, threads;
+  unsigned char *packed[RB]; /* stored chunks of the batch */
+  size_t packed_cap[RB];
+  hsize_t stored[RB], off[RB][TENSOR_MAX_DIMS];
+  uint64_t part[RB];
+  char bad[RB][160]; /* a chunk that does not decode: why */
 } chunk_reader;
 
 static void reader_free(chunk_reader *cr) {
-  ZSTD_freeDCtx(cr->dctx);
-  boost_free(cr->packed);
-  boost_free(cr->shuffled);
-  boost_free(cr->plain);
+  for (int t = 0; t < cr->ndec; t++) {
+    ZSTD_freeDCtx(cr->dec[t].dctx);
+    boost_free(cr->dec[t].shuffled);
+    boost_free(cr->dec[t].plain);
+  }
+  boost_free(cr->dec);
+  for (int i = 0; i < RB; i++) boost_free(cr->packed[i]);
+}
+
+static void reader_ready(chunk_reader *cr, size_t ce) {
+  if (cr->ndec < cr->threads) {
+    cr->dec = boost_realloc(cr->dec, (size_t)cr->threads, sizeof *cr->dec);
+    memset(cr->dec + cr->ndec, 0, (size_t)(cr->threads - cr->ndec) * sizeof *cr->dec);
+    cr->ndec = cr->threads;
+  }
+  for (int t = 0; t < cr->ndec; t++) {
+    chunk_decoder *d = &cr->dec[t];
+    if (!d->dctx && !(d->dctx = ZSTD_createDCtx())) boost_fail("out of memory (zstd decompression context)");
+    if (d->cap < ce) {
+      boost_free(d->shuffled);
+      boost_free(d->plain);
+      d->cap = ce;
+      d->shuffled = boost_calloc(ce, 4);
+      d->plain = boost_calloc(ce, sizeof *d->plain);
+    }
+  }
 }
 
 /* HDF5's shuffle filter for 4-byte elements stores byte b of element i at
@@ -65,109 +103,129 @@ static int direct_readable(hid_t ds, int ndim, hsize_t *cdims) {
   return ok;
 }
 
-/* Decodes the stored chunk at `off` into cr->plain (ce elements). Returns 1,
- * 0 when the chunk was stored with a filter skipped (read it through HDF5),
- * -1 on an error (message in err). */
-static int decode_chunk(chunk_reader *cr, hid_t ds, const hsize_t *off, size_t ce, const char *what, char *err,
-                        size_t errlen) {
+/* Reads the stored chunk at off into batch slot i. Returns 1, 0 when the
+ * chunk was stored with a filter skipped (read it through HDF5), -1 on an
+ * error (message in err). */
+static int read_chunk(chunk_reader *cr, int i, hid_t ds, const hsize_t *off, const char *what, char *err,
+                      size_t errlen) {
   hsize_t stored = 0;
   if (H5Dget_chunk_storage_size(ds, off, &stored) < 0) {
     ckpt_h5_error(err, errlen, what);
     return -1;
   }
-  if (stored == 0) { /* never written: HDF5 would read the fill value (0) */
-    memset(cr->plain, 0, ce * sizeof *cr->plain);
-    return 1;
-  }
-  if (stored > cr->packed_cap) {
-    boost_free(cr->packed);
-    cr->packed_cap = (size_t)stored;
-    cr->packed = boost_calloc(cr->packed_cap, 1);
+  cr->stored[i] = stored;
+  if (stored == 0) return 1; /* never written: HDF5 would read the fill value (0) */
+  if (stored > cr->packed_cap[i]) {
+    boost_free(cr->packed[i]);
+    cr->packed_cap[i] = (size_t)stored;
+    cr->packed[i] = boost_calloc(cr->packed_cap[i], 1);
   }
   uint32_t mask = 0;
-  if (H5Dread_chunk(ds, H5P_DEFAULT, off, &mask, cr->packed) < 0) {
+  if (H5Dread_chunk(ds, H5P_DEFAULT, off, &mask, cr->packed[i]) < 0) {
     ckpt_h5_error(err, errlen, what);
     return -1;
   }
-  if (mask != 0) return 0;
-  const size_t got = ZSTD_decompressDCtx(cr->dctx, cr->shuffled, ce * 4, cr->packed, (size_t)stored);
-  if (ZSTD_isError(got) || got != ce * 4) {
-    boost_msgf(err, errlen, "%s: a stored chunk does not decode to %zu bytes (%s)", what, ce * 4,
-               ZSTD_isError(got) ? ZSTD_getErrorName(got) : "wrong size");
-    return -1;
+  return mask == 0 ? 1 : 0;
+}
+
+/* Decodes batch slot i and sums the checksum terms of its part of the slab
+ * [st, st + ct) into cr->part[i] (cr->bad[i] on failure). */
+static void hash_chunk(chunk_reader *cr, int i, chunk_decoder *dc, int ndim, const int64_t *gshape, const hsize_t *cd,
+                       size_t ce, const hsize_t *st, const hsize_t *ct) {
+  const hsize_t *off = cr->off[i];
+  cr->bad[i][0] = 0;
+  if (cr->stored[i] == 0) {
+    memset(dc->plain, 0, ce * sizeof *dc->plain);
+  } else {
+    const size_t got = ZSTD_decompressDCtx(dc->dctx, dc->shuffled, ce * 4, cr->packed[i], (size_t)cr->stored[i]);
+    if (ZSTD_isError(got) || got != ce * 4) {
+      boost_msgf(cr->bad[i], sizeof cr->bad[i], "a stored chunk does not decode to %zu bytes (%s)", ce * 4,
+                 ZSTD_isError(got) ? ZSTD_getErrorName(got) : "wrong size");
+      return;
+    }
+    unshuffle32(dc->plain, dc->shuffled, ce);
   }
-  unshuffle32(cr->plain, cr->shuffled, ce);
-  return 1;
+  /* The chunk's part of the slab: the whole chunk, or (at the slab's
+   * edges) a block compacted into the free decode buffer first. */
+  int64_t lo[TENSOR_MAX_DIMS], ext[TENSOR_MAX_DIMS];
+  hsize_t idx[TENSOR_MAX_DIMS];
+  int whole = 1;
+  for (int d = 0; d < ndim; d++) {
+    const hsize_t l = off[d] > st[d] ? off[d] : st[d];
+    const hsize_t h = off[d] + cd[d] < st[d] + ct[d] ? off[d] + cd[d] : st[d] + ct[d];
+    lo[d] = (int64_t)l;
+    ext[d] = (int64_t)(h - l);
+    idx[d] = l;
+    whole &= l == off[d] && h == off[d] + cd[d];
+  }
+  const void *part = dc->plain;
+  if (!whole) {
+    uint32_t *packed = (uint32_t *)(void *)dc->shuffled;
+    size_t w = 0;
+    const size_t run = (size_t)ext[ndim - 1];
+    for (;;) {
+      size_t src = 0;
+      for (int d = 0; d < ndim; d++) src = src * (size_t)cd[d] + (size_t)(idx[d] - off[d]);
+      memcpy(packed + w, dc->plain + src, run * sizeof *packed);
+      w += run;
+      int d = ndim - 2;
+      for (; d >= 0; d--) {
+        if (++idx[d] < (hsize_t)(lo[d] + ext[d])) break;
+        idx[d] = (hsize_t)lo[d];
+      }
+      if (d < 0) break;
+    }
+    part = packed;
+  }
+  cr->part[i] = ckpt_hash_slab32(part, ndim, gshape, lo, ext);
 }
 
 /* The checksum terms of the hyperslab [st, st + ct) of dataset ds (global
  * shape gshape), from its stored chunks: each chunk is decoded and its part
- * of the slab hashed while it is in cache (the terms add up in any order).
- * Returns 1 with *sum, 0 when the dataset must be read through HDF5
- * instead, -1 on an error. */
+ * of the slab hashed while it is in cache (the terms add up in any order,
+ * so the chunks of a batch are decoded on cr->threads threads). Returns 1
+ * with *sum, 0 when the dataset must be read through HDF5 instead, -1 on an
+ * error. */
 static int hash_slab_by_chunks(chunk_reader *cr, hid_t ds, int ndim, const int64_t *gshape, const hsize_t *st,
                                const hsize_t *ct, uint64_t *sum, const char *what, char *err, size_t errlen) {
   hsize_t cd[TENSOR_MAX_DIMS];
   if (ndim < 1 || ndim > TENSOR_MAX_DIMS || !direct_readable(ds, ndim, cd)) return 0;
   size_t ce = 1;
   for (int d = 0; d < ndim; d++) ce *= (size_t)cd[d];
-  if (ce > cr->chunk_cap) {
-    boost_free(cr->shuffled);
-    boost_free(cr->plain);
-    cr->chunk_cap = ce;
-    cr->shuffled = boost_calloc(ce, 4);
-    cr->plain = boost_calloc(ce, sizeof *cr->plain);
-  }
+  reader_ready(cr, ce);
   *sum = 0;
   for (int d = 0; d < ndim; d++)
     if (ct[d] == 0) return 1;
   /* Every chunk meeting the slab, in row-major order of the chunk grid. */
   hsize_t off[TENSOR_MAX_DIMS], first[TENSOR_MAX_DIMS];
   for (int d = 0; d < ndim; d++) off[d] = first[d] = st[d] / cd[d] * cd[d];
-  for (;;) {
-    const int rc = decode_chunk(cr, ds, off, ce, what, err, errlen);
-    if (rc <= 0) return rc;
-    /* The chunk's part of the slab: the whole chunk, or (at the slab's
-     * edges) a block compacted into the free decode buffer first. */
-    int64_t lo[TENSOR_MAX_DIMS], ext[TENSOR_MAX_DIMS];
-    hsize_t idx[TENSOR_MAX_DIMS];
-    int whole = 1;
-    for (int d = 0; d < ndim; d++) {
-      const hsize_t l = off[d] > st[d] ? off[d] : st[d];
-      const hsize_t h = off[d] + cd[d] < st[d] + ct[d] ? off[d] + cd[d] : st[d] + ct[d];
-      lo[d] = (int64_t)l;
-      ext[d] = (int64_t)(h - l);
-      idx[d] = l;
-      whole &= l == off[d] && h == off[d] + cd[d];
-    }
-    const void *part = cr->plain;
-    if (!whole) {
-      uint32_t *packed = (uint32_t *)(void *)cr->shuffled;
-      size_t w = 0;
-      const size_t run = (size_t)ext[ndim - 1];
-      for (;;) {
-        size_t src = 0;
-        for (int d = 0; d < ndim; d++) src = src * (size_t)cd[d] + (size_t)(idx[d] - off[d]);
-        memcpy(packed + w, cr->plain + src, run * sizeof *packed);
-        w += run;
-        int d = ndim - 2;
-        for (; d >= 0; d--) {
-          if (++idx[d] < (hsize_t)(lo[d] + ext[d])) break;
-          idx[d] = (hsize_t)lo[d];
-        }
-        if (d < 0) break;
+  for (int more = 1; more;) {
+    int n = 0;
+    while (more && n < RB) {
+      memcpy(cr->off[n], off, sizeof off);
+      const int rc = read_chunk(cr, n, ds, off, what, err, errlen);
+      if (rc <= 0) return rc;
+      n++;
+      int d = ndim - 1;
+      for (; d >= 0; d--) {
+        off[d] += cd[d];
+        if (off[d] < st[d] + ct[d]) break;
+        off[d] = first[d];
       }
-      part = packed;
+      more = d >= 0;
     }
-    *sum += ckpt_hash_slab32(part, ndim, gshape, lo, ext);
-    int d = ndim - 1;
-    for (; d >= 0; d--) {
-      off[d] += cd[d];
-      if (off[d] < st[d] + ct[d]) break;
-      off[d] = first[d];
+    const int threads = cr->threads < n ? cr->threads : n;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+    for (int i = 0; i < n; i++) hash_chunk(cr, i, &cr->dec[omp_get_thread_num()], ndim, gshape, cd, ce, st, ct);
+    for (int i = 0; i < n; i++) {
+      if (cr->bad[i][0]) {
+        boost_msgf(err, errlen, "%s: %s", what, cr->bad[i]);
+        return -1;
+      }
+      *sum += cr->part[i];
     }
-    if (d < 0) return 1;
   }
+  return 1;
 }
 
 int ckpt_readback(ckpt_session *s, const char *path, const uint64_t *sums, char *err, size_t errlen) {
@@ -181,8 +239,7 @@ int ckpt_readback(ckpt_session *s, const char *path, const uint64_t *sums, char 
   float *buf = s->stage;
   const size_t n = (size_t)s->nent * CKPT_NUM_CATEGORIES;
   uint64_t *got = boost_calloc(n ? n : 1, sizeof *got);
-  chunk_reader cr = {.dctx = ZSTD_createDCtx()};
-  if (!cr.dctx) boost_fail("out of memory (zstd decompression context)");
+  chunk_reader cr = {.threads = ckpt_trainer_waiting(s) && s->cfg.train.threads > 1 ? s->cfg.train.threads : 1};
   char dpath[TENSOR_NAME_MAX + 48];
   /* Every rank opens every dataset, in the same order (as a load does); the
    * ranks that wrote a band read it back. */
