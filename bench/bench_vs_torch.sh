@@ -15,7 +15,9 @@
 # Per configuration (preset:batch:seq, BENCH_CONFIGS) one table row: tokens/s
 # of boost (median of steps 3..) and of each peer column (median of timed
 # steps), boost over the best PyTorch column, boost's model GFLOP/s as a
-# fraction of the sgemm peak measured in the same run, and peak RSS of boost
+# fraction of the sgemm peak (bench/sgemm-peak, measured right before each
+# boost run: this VM's speed drifts by 10-15% within a run, so a peak taken
+# once at the start misstates the fraction for runs made later), and peak RSS of boost
 # and of the best PyTorch column (/usr/bin/time). Then data parallelism:
 # boost 1 rank vs mpirun -n 2 (dp=2), one thread per rank, against PyTorch
 # DDP (gloo) with one and two processes in the fast mode; the scaling is
@@ -107,6 +109,7 @@ for round in $(seq "$ROUNDS"); do
   for c in $CONFIGS; do
     IFS=: read -r preset batch seq <<<"$c"
     tag="$preset-b$batch-t$seq"
+    "$BUILD/bench/sgemm-peak" --threads "$THREADS" >"$OUT/$tag.boost$r.sgemm.json" 2>/dev/null || rm -f "$OUT/$tag.boost$r.sgemm.json"
     boost "$tag.boost$r" "$preset" "$batch" "$seq" 1 "$THREADS"
     [ -n "$DEBIAN_PY" ] && torch_run "$tag.debian-eager$r" "$DEBIAN_PY" eager "$preset" "$batch" "$seq" "$THREADS" 1
     for m in $MODES; do torch_run "$tag.wheel-$m$r" "$WHEEL_PY" "$m" "$preset" "$batch" "$seq" "$THREADS" 1; done
@@ -147,15 +150,22 @@ def boost_tps(name):  # median over rounds of each round's median step rate, and
     return med(g[0] for g in got), med(g[1] for g in got)
 def torch_tps(name):
     return med(((torch(name + x) or {}).get("tokens_per_s")) for x in SFX)
-peak = json.load(open(f"{out}/sgemm.json"))
-peak_gf = max(peak.get("sgemm_gflops", 0), peak.get("square_gflops", 0))
+def peak_of(path):
+    try:
+        p = json.load(open(path))
+        return max(p.get("sgemm_gflops", 0), p.get("square_gflops", 0)) or None
+    except (OSError, ValueError): return None
+peak_gf = peak_of(f"{out}/sgemm.json")
+def efficiency(name):  # boost's GFLOP/s over the sgemm peak measured right before it (the run's first peak if missing)
+    gf, pk = boost(name)[1], peak_of(f"{out}/{name}.sgemm.json") or peak_gf
+    return gf / pk if gf and pk else None
 cols = (["debian-eager"] if debian else []) + [f"wheel-{m}" for m in modes]
 info = next((torch(f"{t}.wheel-{m}") for t in tags for m in modes if torch(f"{t}.wheel-{m}")), None)
 lines = [f"cpu: {open('/proc/cpuinfo').read().split('model name')[1].split(':')[1].splitlines()[0].strip()}, "
-         f"{os.cpu_count()} cores; sgemm peak {peak_gf:.0f} GFLOP/s",
+         f"{os.cpu_count()} cores; sgemm peak {peak_gf:.0f} GFLOP/s at the start (each boost run's own peak is measured right before it)",
          f"PyTorch wheel: {info['torch_version'] if info else '?'}, BLAS {info.get('torch_blas_info') if info else '?'}",
          "", "| config | boost tok/s | " + " | ".join(f"{c} tok/s" for c in cols) +
-         " | boost / best PyTorch | boost GFLOP/s (of sgemm peak) | RSS MiB boost / best PyTorch |",
+         " | boost / best PyTorch | boost GFLOP/s (of the sgemm peak next to it) | RSS MiB boost / best PyTorch |",
          "|---" * (5 + len(cols)) + "|"]
 per_round = []
 for t in tags:
@@ -165,14 +175,17 @@ for t in tags:
     f = lambda x, p=0: "n/a" if x is None else f"{x:.{p}f}"
     cells = [f(vals[c]) for c in cols]
     ratio = btps / vals[best] if btps and best else None
+    eff = med(efficiency(f"{t}.boost{x}") for x in SFX)
     if rounds > 1 and best:
-        rr = []
+        rr, ee = [], []
         for x in SFX:
             b, p = boost(f"{t}.boost{x}")[0], (torch(f"{t}.{best}{x}") or {}).get("tokens_per_s")
             rr.append(f"{b / p:.2f}x" if b and p else "n/a")
-        per_round.append(f"- {t}: boost / {best} per round: " + ", ".join(rr))
+            e = efficiency(f"{t}.boost{x}")
+            ee.append(f"{100 * e:.0f}%" if e else "n/a")
+        per_round.append(f"- {t}: boost / {best} per round: " + ", ".join(rr) + "; of the sgemm peak: " + ", ".join(ee))
     lines.append(f"| {t} | {f(btps)} | " + " | ".join(cells) + f" | **{f(ratio, 2)}x** ({best or '-'}) | "
-                 f"{f(bgf)} ({f(100 * bgf / peak_gf if bgf else None)}%) | {f(rss(t + '.boost'))} / {f(rss(t + '.' + best) if best else None)} |")
+                 f"{f(bgf)} ({f(100 * eff if eff else None)}%) | {f(rss(t + '.boost'))} / {f(rss(t + '.' + best) if best else None)} |")
 if per_round:
     lines += ["", f"{rounds} rounds, sides interleaved; the cells are medians over rounds:"] + per_round
 if dp_config:
