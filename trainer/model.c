@@ -104,7 +104,7 @@ static void layer_backward(model *m, int l, const float *x, float *dx, float *dx
 
 /* ---- the stage ----------------------------------------------------------- */
 
-float model_forward(model *m, const int32_t *tokens, const int32_t *targets, int B, int T) {
+static float forward_stage(model *m, const int32_t *tokens, const int32_t *targets, int B, int T, float grad_scale) {
   if (!m->act_arena) model_alloc_acts(m, B, T, 1, RECOMPUTE_NONE);
   BOOST_ASSERT(m->B == B && m->T == T);
   const int N = B * T;
@@ -114,7 +114,16 @@ float model_forward(model *m, const int32_t *tokens, const int32_t *targets, int
     m->ops->embedding_forward(resid[0], tokens, P(m, m->wte), N, m->cfg.vocab, m->d_res);
   }
   for (int l = 0; l < m->nl; l++) layer_forward(m, l, resid[l], resid[l + 1], 0);
-  return m->stage.has_head ? head_forward(m, targets, N) : 0.0f;
+  return m->stage.has_head ? head_forward(m, targets, N, grad_scale) : 0.0f;
+}
+
+float model_forward(model *m, const int32_t *tokens, const int32_t *targets, int B, int T) {
+  return forward_stage(m, tokens, targets, B, T, 0.0f);
+}
+
+float model_forward_train(model *m, const int32_t *tokens, const int32_t *targets, int B, int T, float scale) {
+  BOOST_ASSERT(scale > 0.0f);
+  return forward_stage(m, tokens, targets, B, T, scale);
 }
 
 void model_backward(model *m, const int32_t *tokens, const int32_t *targets, int B, int T, float scale) {

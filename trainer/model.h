@@ -83,6 +83,9 @@ typedef struct {
   float **resid; /* num_layers + 1 points of the residual stream, [N, d_res] */
   layer_acts *acts;
   float *rstd_f, *x_full, *xn_f, *logits, *losses, *ce_max, *ce_sum;
+  /* logits_grad_scale > 0: a training forward already turned the logits
+   * into d loss / d logits with that dloss per token (model_forward_train) */
+  float logits_grad_scale;
 } act_set;
 
 /* Gradient and scratch buffers shared by every micro-batch (backward runs
@@ -176,6 +179,12 @@ int model_plan_stages(const model_config *cfg, int pp, const char *spec, int T, 
 /* Forward; returns the mean loss over B*T targets on the stage with the head
  * (NULL targets: logits only), 0 elsewhere. */
 float model_forward(model *m, const int32_t *tokens, const int32_t *targets, int B, int T);
+/* The forward of a training micro-batch whose backward will use dloss per
+ * token = scale: on the stage with the head (tp = 1) the cross-entropy
+ * computes the losses and d loss / d logits in one pass over the logits, in
+ * place, instead of one pass here and two more in the backward. The same
+ * operations as model_forward followed by model_backward, so the same bits. */
+float model_forward_train(model *m, const int32_t *tokens, const int32_t *targets, int B, int T, float scale);
 /* Backward of the last forward; grads accumulate with dloss per token = scale. */
 void model_backward(model *m, const int32_t *tokens, const int32_t *targets, int B, int T, float scale);
 

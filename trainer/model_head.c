@@ -28,9 +28,14 @@ static void parallel_crossentropy_forward(model *m, const int32_t *targets, int 
   m->ops->vocab_ce_losses(a->losses, a->ce_sum, a->ce_max, N);
 }
 
-float head_forward(model *m, const int32_t *targets, int N) {
+/* grad_scale > 0 (a training forward, tp = 1): the cross-entropy's backward
+ * runs here, in place, and its losses are the forward's (the op computes
+ * both from one pass of max, exp and sum over each row); head_backward then
+ * starts from the gradient already in a->logits. */
+float head_forward(model *m, const int32_t *targets, int N, float grad_scale) {
   const boost_ops *o = m->ops;
   act_set *a = m->cur;
+  a->logits_grad_scale = 0.0f;
   const int d = m->cfg.d_model;
   const float *x = a->resid[m->nl];
   if (gathers_head_input(m)) {
@@ -41,7 +46,10 @@ float head_forward(model *m, const int32_t *targets, int N) {
   o->linear_forward(a->logits, a->xn_f, P(m, m->lm_head), N, d, m->vocab_loc);
   if (!targets) return 0.0f;
   model_validate_tokens(m, targets, (size_t)N, "target");
-  if (m->tp == 1)
+  if (m->tp == 1 && grad_scale > 0.0f) {
+    o->crossentropy_backward(a->logits, a->losses, a->logits, targets, N, m->cfg.vocab, grad_scale);
+    a->logits_grad_scale = grad_scale;
+  } else if (m->tp == 1)
     o->crossentropy_forward(a->losses, a->logits, targets, N, m->cfg.vocab);
   else
     parallel_crossentropy_forward(m, targets, N);
@@ -53,10 +61,13 @@ void head_backward(model *m, const int32_t *targets, int N, float scale, float *
   act_set *a = m->cur;
   model_scratch *s = &m->s;
   const int d = m->cfg.d_model;
-  if (m->tp == 1)
+  if (a->logits_grad_scale > 0.0f)
+    BOOST_ASSERT(a->logits_grad_scale == scale); /* the gradient is there already */
+  else if (m->tp == 1)
     o->crossentropy_backward(a->logits, NULL, a->logits, targets, N, m->cfg.vocab, scale);
   else
     o->vocab_ce_backward(a->logits, a->ce_sum, a->ce_max, targets, m->vocab_start, N, m->vocab_loc, scale);
+  a->logits_grad_scale = 0.0f;
   o->linear_backward(s->d_xn, G(m, m->lm_head), a->logits, a->xn_f, P(m, m->lm_head), N, d, m->vocab_loc);
   if (m->tp > 1) comm_allreduce_sum(m->comm, COMM_TP, s->d_xn, (size_t)N * d);
   if (gathers_head_input(m)) {

@@ -24,7 +24,7 @@ void slot_backward(model *m, int l, int slot, const float *X, float *dout_overri
                    float *dX);
 
 /* model_head.c: final norm, LM head and loss on the last stage. */
-float head_forward(model *m, const int32_t *targets, int N);
+float head_forward(model *m, const int32_t *targets, int N, float grad_scale);
 /* Leaves d loss / d (last layer's output) in dx [N, d_res]. */
 void head_backward(model *m, const int32_t *targets, int N, float scale, float *dx);
 void model_validate_tokens(const model *m, const int32_t *tok, size_t n, const char *what);

@@ -31,11 +31,14 @@ void pipeline_free(pipeline *p) {
   memset(p, 0, sizeof *p);
 }
 
-static double forward_micro(pipeline *p, int micro, int set, const int32_t *in, const int32_t *tg) {
+/* train_scale > 0: a training micro-batch whose backward uses that dloss per
+ * token (the head fuses its loss gradient into the forward); 0: evaluation. */
+static double forward_micro(pipeline *p, int micro, int set, const int32_t *in, const int32_t *tg, float train_scale) {
   const size_t act = stage_act_numel(p);
   const int s = p->pp_rank;
   if (s > 0) comm_recv(p->comm, COMM_PP, model_stage_input(p->m), act, s - 1, micro);
-  double loss = model_forward(p->m, in, tg, p->B, p->T);
+  double loss = train_scale > 0.0f ? model_forward_train(p->m, in, tg, p->B, p->T, train_scale)
+                                   : model_forward(p->m, in, tg, p->B, p->T);
   if (s < p->pp - 1) {
     MPI_Wait(&p->send_fwd[set], MPI_STATUS_IGNORE);
     comm_isend(p->comm, COMM_PP, model_stage_output(p->m), act, s + 1, micro, &p->send_fwd[set]);
@@ -71,7 +74,7 @@ double pipeline_train(pipeline *p, int micro_batches, float scale, pipeline_fetc
     model_use_acts(p->m, set);
     if (do_fwd) {
       fetch(ctx, micro, in, tg);
-      loss_sum += forward_micro(p, micro, set, in, tg);
+      loss_sum += forward_micro(p, micro, set, in, tg, scale);
       fwd++;
       if (++inflight > p->peak_inflight) p->peak_inflight = inflight;
     } else {
@@ -89,7 +92,7 @@ double pipeline_train(pipeline *p, int micro_batches, float scale, pipeline_fetc
 float pipeline_forward(pipeline *p, const int32_t *in, const int32_t *tg, int tag) {
   model_use_acts(p->m, 0);
   p->send_fwd[0] = MPI_REQUEST_NULL;
-  const float loss = (float)forward_micro(p, tag, 0, in, tg);
+  const float loss = (float)forward_micro(p, tag, 0, in, tg, 0.0f);
   MPI_Wait(&p->send_fwd[0], MPI_STATUS_IGNORE);
   return loss;
 }

@@ -110,6 +110,45 @@ Test(model, tp_code_paths_match_the_plain_forward_on_one_rank) {
   }
 }
 
+/* The training forward computes the cross-entropy's gradient in place of
+ * the logits (one pass instead of three): losses and every gradient must
+ * be the plain forward-then-backward's to the last bit, on a vocabulary
+ * wide enough for whole vector loops and a ragged tail. */
+Test(model, training_forward_fuses_the_loss_gradient_bit_for_bit) {
+  model_config cfg = small_config("all");
+  cfg.vocab = 1037;
+  const int B = 2, T = 5, N = B * T;
+  int32_t in[10], tg[10];
+  random_tokens(in, N, cfg.vocab, 3);
+  random_tokens(tg, N, cfg.vocab, 4);
+  model plain, fused;
+  model_init(&plain, &cfg, TP_NONE, NULL);
+  model_init(&fused, &cfg, TP_NONE, NULL);
+  model_init_params(&plain, 11);
+  model_init_params(&fused, 11);
+  for (int step = 0; step < 2; step++) { /* the second also checks the fused state does not leak into the next */
+    model_zero_grads(&plain);
+    model_zero_grads(&fused);
+    float lp = model_forward(&plain, in, tg, B, T);
+    model_backward(&plain, in, tg, B, T, 0.5f / N);
+    float lf = model_forward_train(&fused, in, tg, B, T, 0.5f / N);
+    model_backward(&fused, in, tg, B, T, 0.5f / N);
+    cr_expect(memcmp(&lp, &lf, sizeof lp) == 0, "step %d: loss %.9g (fused) vs %.9g", step, lf, lp);
+    for (int i = 0; i < plain.reg.count; i++) {
+      const tensor_desc *t = &plain.reg.tensors[i];
+      cr_expect(memcmp(registry_data(&plain.reg, TENSOR_GRADS, i), registry_data(&fused.reg, TENSOR_GRADS, i),
+                       t->numel * sizeof(float)) == 0,
+                "step %d: gradient of %s differs", step, t->name);
+    }
+    /* an evaluation forward in between must see logits, not a gradient */
+    float ep = model_forward(&plain, in, tg, B, T), ef = model_forward(&fused, in, tg, B, T);
+    cr_expect(memcmp(&ep, &ef, sizeof ep) == 0 && memcmp(&ep, &lp, sizeof ep) == 0, "evaluation loss %.9g vs %.9g", ef,
+              ep);
+  }
+  model_free(&plain);
+  model_free(&fused);
+}
+
 Test(model, registry_names_and_shapes) {
   model_config cfg = small_config("all");
   model m;
