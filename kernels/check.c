@@ -2,6 +2,7 @@
 
 #include <stdarg.h>
 #include <string.h>
+#include <sys/mman.h>
 
 void boost_fail(const char *fmt, ...) {
   va_list ap;
@@ -14,13 +15,30 @@ void boost_fail(const char *fmt, ...) {
   exit(1);
 }
 
+/* Blocks of at least this size (the arenas of parameters, gradients,
+ * moments and activations, the logits, checkpoint staging) are aligned to
+ * and rounded up to 2 MiB and asked for as transparent huge pages, before
+ * anything touches them. Kernels stream through them with strides of whole
+ * rows (GEMM packing, softmax over the vocabulary): with 4 KiB pages most of
+ * those rows cost a TLB miss, and first-touch faults come 512 times as
+ * often. Where the kernel does not do THP (or says no), madvise fails and
+ * the block is an ordinary one. */
+#define BOOST_HUGE_MIN ((size_t)8 << 20)
+#define BOOST_HUGE_PAGE ((size_t)2 << 20)
+
 void *boost_calloc(size_t count, size_t size) {
-  if (count != 0 && size > ((size_t)-1 - 64) / count) boost_fail("allocation of %zu x %zu bytes overflows", count, size);
+  if (count != 0 && size > ((size_t)-1 - BOOST_HUGE_PAGE) / count)
+    boost_fail("allocation of %zu x %zu bytes overflows", count, size);
   size_t bytes = count * size;
-  size_t rounded = (bytes + 63) / 64 * 64;
+  const int huge = bytes >= BOOST_HUGE_MIN;
+  const size_t align = huge ? BOOST_HUGE_PAGE : 64;
+  size_t rounded = (bytes + align - 1) / align * align;
   if (rounded == 0) rounded = 64;
-  void *p = aligned_alloc(64, rounded);
+  void *p = aligned_alloc(align, rounded);
   if (!p) boost_fail("out of memory allocating %.1f MiB", (double)bytes / (1 << 20));
+#ifdef MADV_HUGEPAGE
+  if (huge) (void)madvise(p, rounded, MADV_HUGEPAGE); /* advice only: failure leaves 4 KiB pages */
+#endif
   memset(p, 0, rounded);
   return p;
 }

@@ -18,6 +18,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "ops.h"
 
 /* ------------------------------------------------------------------ utils */

@@ -445,3 +445,22 @@ Test(ops_threads, gemm_kernels_use_every_thread) {
   }
   free(x), free(W), free(y), free(A), free(Bm), free(hp), free(h), free(att), free(scr);
 }
+
+/* ============================================================ allocation */
+
+/* boost_calloc: large blocks (the arenas) come 2 MiB-aligned so the kernel
+ * can back them with transparent huge pages; every block is zero-filled
+ * and small ones stay 64-byte aligned. */
+Test(ops_special, allocations_are_aligned_and_zeroed) {
+  const size_t sizes[] = {1, 100, (size_t)8 << 20, ((size_t)8 << 20) + 4, (size_t)19 << 20};
+  for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+    unsigned char *p = boost_calloc(sizes[s], 1);
+    const uintptr_t align = sizes[s] >= ((size_t)8 << 20) ? ((uintptr_t)2 << 20) : 64;
+    cr_expect((uintptr_t)p % align == 0, "%zu bytes at %p: not aligned to %zu", sizes[s], (void *)p, (size_t)align);
+    size_t nonzero = 0;
+    for (size_t i = 0; i < sizes[s]; i++) nonzero += p[i] != 0;
+    cr_expect_eq(nonzero, 0, "%zu bytes: %zu not zero", sizes[s], nonzero);
+    memset(p, 0xab, sizes[s]); /* all of it is writable */
+    boost_free(p);
+  }
+}
