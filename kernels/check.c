@@ -16,7 +16,7 @@ void boost_fail(const char *fmt, ...) {
 }
 
 /* Blocks of at least this size (the arenas of parameters, gradients,
- * moments and activations, the logits, checkpoint staging) are aligned to
+ * moments and activations, the logits among them) are aligned to
  * and rounded up to 2 MiB and asked for as transparent huge pages, before
  * anything touches them. Kernels stream through them with strides of whole
  * rows (GEMM packing, softmax over the vocabulary): with 4 KiB pages most of

@@ -181,9 +181,11 @@ int model_plan_stages(const model_config *cfg, int pp, const char *spec, int T, 
 float model_forward(model *m, const int32_t *tokens, const int32_t *targets, int B, int T);
 /* The forward of a training micro-batch whose backward will use dloss per
  * token = scale: on the stage with the head (tp = 1) the cross-entropy
- * computes the losses and d loss / d logits in one pass over the logits, in
- * place, instead of one pass here and two more in the backward. The same
- * operations as model_forward followed by model_backward, so the same bits. */
+ * computes the losses and d loss / d logits together, in place, while each
+ * row of logits is in cache (max, exp and sum, scale: three passes over a
+ * row where the forward's loss and the backward's gradient made five). The
+ * same operations as model_forward followed by model_backward, so the same
+ * bits. */
 float model_forward_train(model *m, const int32_t *tokens, const int32_t *targets, int B, int T, float scale);
 /* Backward of the last forward; grads accumulate with dloss per token = scale. */
 void model_backward(model *m, const int32_t *tokens, const int32_t *targets, int B, int T, float scale);
