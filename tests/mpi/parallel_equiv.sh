@@ -8,7 +8,7 @@
 # step must be what the formulas say; zero=1 must match zero=0 and every
 # recompute mode must match none (bitwise); one multi-rank layout run twice
 # (in one job and in two jobs) must be bitwise identical.
-# The check itself is tests/mpi/parallel_check.c (one line per check).
+# The check itself is tests/mpi/parallel_check/ (one line per check).
 set -euo pipefail
 
 : "${BOOST_BINARY_DIR:?set BOOST_BINARY_DIR to the build directory}"
