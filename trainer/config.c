@@ -79,7 +79,7 @@ static const key_spec KEYS[] = {
     {"train.log_every", K_INT, F(train.log_every), 1, 1e9, "log line every N steps", NULL},
     {"train.threads", K_INT, F(train.threads), 0, 4096, "OpenMP/BLAS threads per rank (0 = all cores / ranks)", NULL},
     {"train.seed", K_I64, F(train.seed), 0, BIG, "parameter init seed", NULL},
-    {"train.metrics", K_STR, F(train.metrics), 0, 0, "JSON-lines metrics file (empty = none)", NULL},
+    {"train.metrics", K_STR, F(train.metrics), 0, 0, "JSON-lines metrics file, one line per step, appended to (a resumed run continues it; empty = none)", NULL},
     {"parallel.dp", K_INT, F(parallel.dp), 1, 1 << 20, "data-parallel degree", NULL},
     {"parallel.tp", K_INT, F(parallel.tp), 1, 1 << 20, "tensor-parallel degree", NULL},
     {"parallel.pp", K_INT, F(parallel.pp), 1, 1 << 20, "pipeline stages", NULL},
