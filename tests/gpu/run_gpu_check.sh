@@ -73,7 +73,7 @@ standalone_build() {
     fi
   done
   for p in "${pids[@]}"; do wait "$p" || return 1; done
-  local csrc=("$root"/kernels/check.c "$root"/kernels/cpu/*.c "$root"/tests/gpu/gpu_check.c)
+  local csrc=("$root"/kernels/check.c "$root"/kernels/cpu/*.c "$root"/tests/gpu/gpu_check.c "$root"/tests/gpu/gpu_bench.c)
   # the CPU reference's BLAS: OpenBLAS where it is installed, else the naive one
   local blas_inc=() blas_lib=()
   local probe=$out/blas_probe
