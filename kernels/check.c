@@ -15,17 +15,6 @@ void boost_fail(const char *fmt, ...) {
   exit(1);
 }
 
-/* Blocks of at least this size (the arenas of parameters, gradients,
- * moments and activations, the logits among them) are aligned to
- * and rounded up to 2 MiB and asked for as transparent huge pages, before
- * anything touches them. Kernels stream through them with strides of whole
- * rows (GEMM packing, softmax over the vocabulary): with 4 KiB pages most of
- * those rows cost a TLB miss, and first-touch faults come 512 times as
- * often. Where the kernel does not do THP (or says no), madvise fails and
- * the block is an ordinary one. */
-#define BOOST_HUGE_MIN ((size_t)8 << 20)
-#define BOOST_HUGE_PAGE ((size_t)2 << 20)
-
 void *boost_calloc(size_t count, size_t size) {
   if (count != 0 && size > ((size_t)-1 - BOOST_HUGE_PAGE) / count)
     boost_fail("allocation of %zu x %zu bytes overflows", count, size);

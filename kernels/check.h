@@ -21,7 +21,17 @@ void boost_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noret
     if (!(cond)) boost_fail("internal error at %s:%d: %s", __FILE__, __LINE__, #cond); \
   } while (0)
 
-/* Allocation that never returns NULL; aligned to 64 bytes, zero-filled. */
+/* Allocation that never returns NULL, zero-filled; aligned to 64 bytes, or
+ * for blocks of BOOST_HUGE_MIN bytes and more (the arenas of parameters,
+ * gradients, moments and activations, the logits among them) aligned to and
+ * rounded up to BOOST_HUGE_PAGE and asked for as transparent huge pages
+ * before anything touches them. Kernels stream through those blocks with
+ * strides of whole rows (GEMM packing, softmax over the vocabulary): with
+ * 4 KiB pages most rows cost a TLB miss, and first-touch faults come 512
+ * times as often. Where the kernel does not do THP (or says no), the block
+ * is an ordinary one. */
+#define BOOST_HUGE_MIN ((size_t)8 << 20)
+#define BOOST_HUGE_PAGE ((size_t)2 << 20)
 void *boost_calloc(size_t count, size_t size);
 /* realloc of count * size bytes that never returns NULL (p from malloc or
  * realloc, not boost_calloc). */

@@ -111,7 +111,7 @@ Test(model, tp_code_paths_match_the_plain_forward_on_one_rank) {
 }
 
 /* The training forward computes the cross-entropy's gradient in place of
- * the logits (one pass instead of three): losses and every gradient must
+ * the logits, while each row is in cache: losses and every gradient must
  * be the plain forward-then-backward's to the last bit, on a vocabulary
  * wide enough for whole vector loops and a ragged tail. */
 Test(model, training_forward_fuses_the_loss_gradient_bit_for_bit) {

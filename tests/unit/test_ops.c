@@ -452,10 +452,10 @@ Test(ops_threads, gemm_kernels_use_every_thread) {
  * can back them with transparent huge pages; every block is zero-filled
  * and small ones stay 64-byte aligned. */
 Test(ops_special, allocations_are_aligned_and_zeroed) {
-  const size_t sizes[] = {1, 100, (size_t)8 << 20, ((size_t)8 << 20) + 4, (size_t)19 << 20};
+  const size_t sizes[] = {1, 100, BOOST_HUGE_MIN - 4, BOOST_HUGE_MIN, BOOST_HUGE_MIN + 4, (size_t)19 << 20};
   for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
     unsigned char *p = boost_calloc(sizes[s], 1);
-    const uintptr_t align = sizes[s] >= ((size_t)8 << 20) ? ((uintptr_t)2 << 20) : 64;
+    const uintptr_t align = sizes[s] >= BOOST_HUGE_MIN ? BOOST_HUGE_PAGE : 64;
     cr_expect((uintptr_t)p % align == 0, "%zu bytes at %p: not aligned to %zu", sizes[s], (void *)p, (size_t)align);
     size_t nonzero = 0;
     for (size_t i = 0; i < sizes[s]; i++) nonzero += p[i] != 0;
