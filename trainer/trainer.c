@@ -37,6 +37,17 @@ static void format_count(double v, char *out, size_t n) {
   else snprintf(out, n, "%.0f", v);
 }
 
+/* BOOST_TRAIN_TEST_STEP_DELAY_MS=N: every step then lasts at least N ms
+ * longer (outside the timed part), so a test's signal lands mid-run however
+ * fast the machine runs the tiny model. */
+static long test_step_delay_ms(void) {
+  const char *v = getenv("BOOST_TRAIN_TEST_STEP_DELAY_MS");
+  if (!v || !*v) return 0;
+  char *end;
+  long ms = strtol(v, &end, 10);
+  return *end == '\0' && ms > 0 && ms <= 60000 ? ms : 0;
+}
+
 /* Every rank reaches the same verdict, rank 0 prints it. */
 static int fail_all(const process_grid *g, const char *msg) {
   if (g->rank == 0) fprintf(stderr, "boost-train: %s\n", msg);
@@ -392,6 +403,7 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
   }
 
   const double flops_per_token = model_flops_per_token(&cfg->model, t->T);
+  const long step_delay_ms = test_step_delay_ms();
   const double t_start = boost_now_s();
   int status = 0, stop_signal = 0;
   float loss = NAN;
@@ -406,6 +418,7 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
       break;
     }
     double dt = boost_now_s() - t0;
+    if (step_delay_ms > 0) nanosleep(&(struct timespec){step_delay_ms / 1000, step_delay_ms % 1000 * 1000000L}, NULL);
 
     const int last = st->step == cfg->train.steps;
     const int preempted = preempt_agreed(t->grid.world);

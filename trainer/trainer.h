@@ -30,7 +30,8 @@ train_state *trainer_state(trainer *t);
  * ran (and the final checkpoint committed, when checkpoints are on),
  * BOOST_EXIT_PREEMPTED after a committed preemption checkpoint,
  * BOOST_EXIT_UNSAVED when the run ended without its final state committed,
- * 1 on error (the error was printed as one line). */
+ * 1 on error (the error was printed as one line). Test hook (environment):
+ * BOOST_TRAIN_TEST_STEP_DELAY_MS=N sleeps N ms after each step. */
 int trainer_run(const train_config *cfg, MPI_Comm world);
 
 #endif

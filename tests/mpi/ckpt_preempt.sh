@@ -10,6 +10,9 @@ source "$(dirname "$0")/ckpt_common.bash"
 make_data
 STEPS=40
 CFG=(--set train.steps=$STEPS --set ckpt.every=0 --set train.lr=2e-3)
+# The runs that get a signal sleep 50 ms after each step: a fast machine
+# runs the tiny model's 40 steps in ~50 ms, before the signal could land.
+SLOW=50
 
 # waits until the metrics file has at least N lines (the run is N steps in)
 wait_steps() {
@@ -25,7 +28,7 @@ preempt_case() { # tag NP signal
   local tag=$1 np=$2 sig=$3 rc=0 pid
   train "$np" "$tmp/$tag.a.log" "${CFG[@]}" --set ckpt.dir="$tmp/$tag.a" --set train.metrics="$tmp/$tag.a.jsonl" ||
     fail "$tag: uninterrupted run: $(tail -5 "$tmp/$tag.a.log")"
-  train_bg "$np" "$tmp/$tag.b1.log" "${CFG[@]}" --set ckpt.dir="$tmp/$tag.b" --set train.metrics="$tmp/$tag.b.jsonl"
+  BOOST_TRAIN_TEST_STEP_DELAY_MS=$SLOW train_bg "$np" "$tmp/$tag.b1.log" "${CFG[@]}" --set ckpt.dir="$tmp/$tag.b" --set train.metrics="$tmp/$tag.b.jsonl"
   pid=$!
   CLEANUP="kill -9 $pid 2>/dev/null"
   wait_steps "$tmp/$tag.b.jsonl" 3 || { kill -9 $pid 2>/dev/null; fail "$tag: the run did not get going"; }
@@ -65,7 +68,7 @@ preempt_case usr1 2 USR1   # mpirun -n 2, SIGUSR1 to mpirun
 # mpirun, so the ranks get the time they need (plain mpirun would SIGKILL
 # them about a second after forwarding SIGTERM).
 LAUNCH="${BOOST_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}/tools/boost-mpirun"
-MPIRUN="$LAUNCH --allow-run-as-root --oversubscribe" BOOST_CKPT_TEST_DELAY_MS=25 \
+MPIRUN="$LAUNCH --allow-run-as-root --oversubscribe" BOOST_CKPT_TEST_DELAY_MS=25 BOOST_TRAIN_TEST_STEP_DELAY_MS=$SLOW \
   train_bg 2 "$tmp/launch.log" "${CFG[@]}" --set ckpt.dir="$tmp/launch" --set train.metrics="$tmp/launch.jsonl"
 pid=$!
 CLEANUP="kill -9 $pid 2>/dev/null; pkill -9 -f boost_ckpt_test 2>/dev/null"
@@ -84,7 +87,7 @@ echo "ok (launch): SIGTERM to tools/boost-mpirun -> step $k committed after $(aw
 
 # Preempted with nothing committed (no ckpt.dir): not 75 -- nothing to
 # requeue from -- but 74, "ended without its final state committed".
-train_bg 0 "$tmp/nockpt.log" "${CFG[@]}" --set train.metrics="$tmp/nockpt.jsonl"
+BOOST_TRAIN_TEST_STEP_DELAY_MS=$SLOW train_bg 0 "$tmp/nockpt.log" "${CFG[@]}" --set train.metrics="$tmp/nockpt.jsonl"
 pid=$!
 CLEANUP="kill -9 $pid 2>/dev/null"
 wait_steps "$tmp/nockpt.jsonl" 2 || { kill -9 $pid 2>/dev/null; fail "nockpt: the run did not get going"; }

@@ -78,14 +78,18 @@ grep -q "from step [1-9]" "$tmp/p.log" || fail "resume=PATH without ckpt.dir sta
 echo "ok: ckpt.resume=PATH without ckpt.dir resumes"
 
 # ---- a second job on the same ckpt.dir is refused; the first is not disturbed --------
-train_bg 0 "$tmp/l1.log" "${BASE[@]}" --set train.steps=400 --set ckpt.dir="$tmp/lock" --set ckpt.every=50
+# the first job runs until the SIGTERM below (steps of >= 10 ms: on a fast
+# machine 400 tiny steps were over in 0.5 s, before the second job started)
+BOOST_TRAIN_TEST_STEP_DELAY_MS=10 train_bg 0 "$tmp/l1.log" "${BASE[@]}" --set train.steps=100000 --set ckpt.dir="$tmp/lock" --set ckpt.every=50
 pid=$!
 CLEANUP="kill -9 $pid 2>/dev/null"
 for _ in $(seq 1 100); do grep -q "^step" "$tmp/l1.log" 2>/dev/null && break; sleep 0.1; done
 rc=0
 train 0 "$tmp/l2.log" "${BASE[@]}" --set train.steps=2 --set ckpt.dir="$tmp/lock" --set ckpt.resume=none || rc=$?
 kill -TERM $pid
-wait $pid || true
+rc1=0
+wait $pid || rc1=$?
+[ "$rc1" = 75 ] || fail "the first job exited $rc1 after SIGTERM, expected 75: $(tail -2 "$tmp/l1.log")"
 [ "$rc" = 1 ] || fail "a second job on a locked ckpt.dir exited $rc, expected 1"
 grep -q "ckpt.dir $tmp/lock is in use by another job (host .* pid $pid since" "$tmp/l2.log" ||
   fail "second job: $(grep boost-train: "$tmp/l2.log")"
