@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Quick start: install what is needed, build, tokenize the Debian `fortunes`
-# corpus and train the tiny CoLA model on it (a few minutes on 2 cores).
+# corpus and train the tiny CoLA model on it (under a minute on 2 cores).
 # Extra arguments go to boost-train, e.g. --set train.steps=50. It checkpoints
 # into runs/quickstart/ckpt, so running it again resumes where it stopped.
 set -euo pipefail
