@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -57,4 +58,39 @@ int boost_fsync_parent(const char *path) {
   else
     *slash = '\0';
   return boost_fsync_path(dir);
+}
+
+/* -1 when path names an existing non-regular file or one of the inputs. */
+static int check_replaceable(const char *what, const char *path, const char *const *inputs, int n_inputs, char *err,
+                             size_t errlen) {
+  struct stat st;
+  if (stat(path, &st) != 0) return 0; /* nothing there yet */
+  if (S_ISDIR(st.st_mode)) return boost_err(err, errlen, "%s %s is a directory", what, path);
+  if (!S_ISREG(st.st_mode))
+    return boost_err(err, errlen, "%s %s exists and is not a regular file (a device or FIFO): it would be replaced", what,
+                     path);
+  for (int i = 0; i < n_inputs; i++) {
+    struct stat in;
+    if (inputs[i] && stat(inputs[i], &in) == 0 && in.st_dev == st.st_dev && in.st_ino == st.st_ino)
+      return boost_err(err, errlen, "%s %s is the input %s: writing it would destroy what is being read", what, path,
+                       inputs[i]);
+  }
+  return 0;
+}
+
+int boost_check_output(const char *path, const char *const *inputs, int n_inputs, char *err, size_t errlen) {
+  if (!path || !*path) return boost_err(err, errlen, "the output path is empty");
+  char dir[PATH_MAX];
+  if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir) return boost_err(err, errlen, "output path too long");
+  char *slash = strrchr(dir, '/');
+  if (!slash) snprintf(dir, sizeof dir, ".");
+  else if (slash == dir) dir[1] = '\0';
+  else *slash = '\0';
+  struct stat st;
+  if (stat(dir, &st) != 0) return boost_err(err, errlen, "cannot write %s: directory %s: %s", path, dir, strerror(errno));
+  if (!S_ISDIR(st.st_mode)) return boost_err(err, errlen, "cannot write %s: %s is not a directory", path, dir);
+  if (check_replaceable("output", path, inputs, n_inputs, err, errlen) != 0) return -1;
+  char tmp[PATH_MAX + 8];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  return check_replaceable("the output's temporary", tmp, inputs, n_inputs, err, errlen);
 }

@@ -22,4 +22,12 @@ int boost_fsync_path(const char *path);
 /* fsync of the directory that holds path; -1 with errno on failure. */
 int boost_fsync_parent(const char *path);
 
+/* Checks an output path before a program writes it (through PATH.tmp,
+ * renamed over PATH once complete): PATH is not empty, its directory exists,
+ * and neither PATH nor PATH.tmp is an existing non-regular file (a device, a
+ * FIFO, a directory) or the same file as one of the n_inputs inputs (NULL
+ * entries are skipped). Returns 0, or -1 with a one-line message naming the
+ * path and the reason. */
+int boost_check_output(const char *path, const char *const *inputs, int n_inputs, char *err, size_t errlen);
+
 #endif
