@@ -30,6 +30,8 @@
 #include <hdf5.h>
 #include <limits.h>
 #include <mpi.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,47 +50,6 @@
 #include "reshard.h"
 #include "util.h"
 
-
-static int usage(FILE *f, int status) {
-  fprintf(f,
-          "usage: boost-reshard IN OUT --layout dp=D,tp=T,pp=P[,mode=M] [--no-optimizer] [--bf16] [--quiet]\n"
-          "       boost-reshard IN --plan --layout dp=D,tp=T,pp=P[,mode=M] [--json]\n"
-          "\n"
-          "Rewrites checkpoint IN (a file, or a checkpoint directory: its `latest`) as OUT with\n"
-          "chunks aligned to the target layout's tensor-parallel shards; values and checksums are\n"
-          "unchanged and verified before OUT is renamed into place.\n"
-          "  --layout SPEC     target layout: dp, tp, pp and optionally the tp mode\n"
-          "                    (btp, vanilla, megatron; default: what auto picks for the model)\n"
-          "  --no-optimizer    leave out the AdamW moments (export; training cannot resume from OUT)\n"
-          "  --bf16            weights as bfloat16, half the size (export; implies --no-optimizer);\n"
-          "                    HDF5 and h5py read them back as float32\n"
-          "  --plan            print what each target rank reads of IN and the read amplification\n"
-          "  --json            with --plan: one JSON document\n"
-          "  --quiet           no progress bar\n"
-          "Under mpirun -n N the rewrite runs on N ranks (each reads, compresses and writes a\n"
-          "band of every tensor through MPI-IO); OUT must be on a file system every rank sees.\n"
-          "Exit status: 0 ok, 1 bad input or checkpoint, 2 usage.\n");
-  return status;
-}
-
-static int parse_layout(const char *spec, options *o, char *err, size_t errlen) {
-  char buf[256];
-  snprintf(buf, sizeof buf, "%s", spec);
-  o->dp = o->tp = o->pp = 1;
-  o->mode = TP_AUTO;
-  for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-    int v;
-    char m[32];
-    if (sscanf(tok, "dp=%d", &v) == 1 && v >= 1) o->dp = v;
-    else if (sscanf(tok, "tp=%d", &v) == 1 && v >= 1) o->tp = v;
-    else if (sscanf(tok, "pp=%d", &v) == 1 && v >= 1) o->pp = v;
-    else if (sscanf(tok, "mode=%31s", m) == 1 && !strcmp(m, "btp")) o->mode = TP_BTP;
-    else if (sscanf(tok, "mode=%31s", m) == 1 && !strcmp(m, "vanilla")) o->mode = TP_VANILLA;
-    else if (sscanf(tok, "mode=%31s", m) == 1 && !strcmp(m, "megatron")) o->mode = TP_MEGATRON;
-    else return boost_err(err, errlen, "bad --layout item '%s': expected dp=N, tp=N, pp=N or mode=btp|vanilla|megatron", tok);
-  }
-  return 0;
-}
 
 /* Chunk dims of a tensor aligned to its shards: the default rule applied to
  * one shard's shape, with every extent a divisor of the shard's. */
@@ -130,8 +91,50 @@ typedef struct {
   const options *o;
   int level;
   size_t done, total;
+  uint64_t reserve_bytes; /* OUT's expected size, reserved before any write */
   char err[1024];
 } rewrite;
+
+/* Space for OUT, reserved on rank 0 right after it is created, so that a
+ * full disk fails here with a message (every rank agreeing) and not inside
+ * HDF5's writes, which crash or, under MPI-IO, hang the other ranks. */
+static int reserve_out(rewrite *r, const char *tmp) {
+  if (r->o->rank != 0 || r->reserve_bytes == 0) return 0;
+  char why[512];
+  if (ckpt_fs_reserve(tmp, r->reserve_bytes, why, sizeof why) >= 0) return 0;
+  boost_msgf(r->err, sizeof r->err, "%s (OUT %s)", why, r->o->out);
+  return -1;
+}
+
+/* What OUT will hold, with a margin: IN's size (a third of it without the
+ * two AdamW moments, a sixth with bf16 weights too) plus an eighth and
+ * 256 KiB, since chunks aligned to smaller shards compress a little worse and
+ * index more chunks (+2-3% seen on the tiny model). */
+static uint64_t expected_out_bytes(const options *o, const char *in_path) {
+  struct stat st;
+  if (stat(in_path, &st) != 0) return 0;
+  const uint64_t in = (uint64_t)st.st_size, part = o->bf16 ? in / 6 : o->no_optim ? in / 3 : in;
+  return part + part / 8 + (256u << 10);
+}
+
+/* The temporary OUT, removed when a signal stops the rewrite. */
+static volatile sig_atomic_t g_tmp_set;
+static char g_tmp_out[PATH_MAX + 8];
+
+static void on_stop_signal(int sig) {
+  if (g_tmp_set) unlink(g_tmp_out);
+  _exit(128 + sig);
+}
+
+static void remove_tmp_on_signals(const char *tmp) {
+  snprintf(g_tmp_out, sizeof g_tmp_out, "%s", tmp);
+  g_tmp_set = 1;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  for (const int *sig = (const int[]){SIGINT, SIGTERM, SIGHUP, 0}; *sig; sig++) sigaction(*sig, &sa, NULL);
+}
 
 static herr_t copy_attr(hid_t loc, const char *name, const H5A_info_t *info, void *op) {
   (void)info;
@@ -245,7 +248,11 @@ static int write_out(rewrite *r, const char *tmp, tp_mode mode) {
   r->out = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
   H5Pclose(fapl);
   if (r->out < 0) {
-    ckpt_h5_error(r->err, sizeof r->err, "cannot create OUT");
+    ckpt_h5_error(r->err, sizeof r->err, "cannot create the temporary OUT");
+    return -1;
+  }
+  if (reserve_out(r, tmp) != 0) {
+    H5Fclose(r->out);
     return -1;
   }
   char *old_layout = NULL, *lay = layout_json(r->o, mode);
@@ -398,8 +405,8 @@ static int write_out_parallel(rewrite *r, const char *tmp, tp_mode mode) {
   H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, MPI_INFO_NULL);
   r->out = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
   H5Pclose(fapl);
-  if (r->out < 0) ckpt_h5_error(r->err, sizeof r->err, "cannot create OUT");
-  if (!agree(o, r->out >= 0, r->err, sizeof r->err)) {
+  if (r->out < 0) ckpt_h5_error(r->err, sizeof r->err, "cannot create the temporary OUT");
+  if (!agree(o, r->out >= 0 && reserve_out(r, tmp) == 0, r->err, sizeof r->err)) {
     if (r->out >= 0) H5Fclose(r->out);
     return -1;
   }
@@ -493,29 +500,6 @@ static int verify_out(const char *path, const options *o, char *err, size_t errl
 
 /* ---- main ---------------------------------------------------------------------- */
 
-static int parse_args(int argc, char **argv, options *o, char *err, size_t errlen) {
-  memset(o, 0, sizeof *o);
-  int have_layout = 0;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--layout") && i + 1 < argc) {
-      if (parse_layout(argv[++i], o, err, errlen) != 0) return -1;
-      have_layout = 1;
-    } else if (!strcmp(argv[i], "--plan")) o->plan = 1;
-    else if (!strcmp(argv[i], "--json")) o->json = 1;
-    else if (!strcmp(argv[i], "--quiet")) o->quiet = 1;
-    else if (!strcmp(argv[i], "--no-optimizer")) o->no_optim = 1;
-    else if (!strcmp(argv[i], "--bf16")) o->bf16 = o->no_optim = 1;
-    else if (argv[i][0] == '-') return boost_err(err, errlen, "unknown option '%s' (see --help)", argv[i]);
-    else if (!o->in) o->in = argv[i];
-    else if (!o->out) o->out = argv[i];
-    else return boost_err(err, errlen, "unexpected argument '%s' (see --help)", argv[i]);
-  }
-  if (!o->in) return boost_err(err, errlen, "no input checkpoint given (see --help)");
-  if (!have_layout) return boost_err(err, errlen, "--layout dp=D,tp=T,pp=P is required");
-  if (!o->plan && !o->out) return boost_err(err, errlen, "no OUT given (or --plan to only print the read plan)");
-  return 0;
-}
-
 static int run(const options *o_in, char *err, size_t errlen) {
   const options *o = o_in;
   ckpt_peek_info info;
@@ -542,23 +526,31 @@ static int run(const options *o_in, char *err, size_t errlen) {
   if (rc == 0 && o->plan) rc = reshard_plan(in, &cfg, o, err, errlen);
   if (o->nranks > 1 && !agree(o, rc == 0, err, errlen)) rc = -1;
   if (rc == 0 && !o->plan) {
+    const char *inputs[] = {info.path, o->in};
+    if (o->rank == 0 && boost_check_output(o->out, inputs, 2, err, errlen) != 0) rc = -1;
+    if (o->nranks > 1 && !agree(o, rc == 0, err, errlen)) rc = -1;
+  }
+  if (rc == 0 && !o->plan) {
     model m;
     tp_mode mode;
     rc = reshard_target_registry(&cfg, o, &m, &mode, err, errlen);
     if (rc == 0) {
       char tmp[PATH_MAX + 8];
       snprintf(tmp, sizeof tmp, "%s.tmp", o->out);
-      rewrite r = {.in = in, .m = &m, .o = o, .level = cfg.ckpt.level};
+      rewrite r = {.in = in, .m = &m, .o = o, .level = cfg.ckpt.level, .reserve_bytes = expected_out_bytes(o, info.path)};
       r.total = (size_t)m.reg.count * (o->no_optim ? 1 : 3);
+      if (o->rank == 0) remove_tmp_on_signals(tmp);
       rc = o->nranks > 1 ? write_out_parallel(&r, tmp, mode) : write_out(&r, tmp, mode);
       if (rc != 0) boost_err(err, errlen, "%s", r.err);
       if (rc == 0) rc = verify_out(tmp, o, err, errlen);
       if (o->nranks > 1 && !agree(o, rc == 0, err, errlen)) rc = -1;
+      if (rc == 0 && o->rank == 0) ckpt_fs_trim(tmp); /* the reservation's blocks past the end */
       if (rc == 0 && o->rank == 0 && (boost_fsync_path(tmp) != 0 || rename(tmp, o->out) != 0))
         rc = boost_err(err, errlen, "cannot commit %s: %s", o->out, strerror(errno));
       if (rc == 0 && o->rank == 0) boost_fsync_parent(o->out);
       if (o->nranks > 1 && !agree(o, rc == 0, err, errlen)) rc = -1;
       if (rc != 0 && o->rank == 0) unlink(tmp);
+      g_tmp_set = 0;
       if (rc == 0 && !o->quiet && o->rank == 0)
         printf("wrote %s: step %lld for dp=%d tp=%d pp=%d (%s)%s, every tensor verified%s\n", o->out,
                (long long)info.step, o->dp, o->tp, o->pp, tp_mode_names[mode],
@@ -580,7 +572,7 @@ static int under_mpirun(void) {
 
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(stdout, 0);
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return reshard_usage(stdout, 0);
   options o;
   char err[1536] = "";
   const int mpi = under_mpirun();
@@ -590,7 +582,7 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
   }
-  int rc = parse_args(argc, argv, &o, err, sizeof err) != 0 ? 2 : 0;
+  int rc = reshard_parse_args(argc, argv, &o, err, sizeof err) != 0 ? 2 : 0;
   o.rank = rank, o.nranks = nranks;
   if (rc == 0 && nranks > 1 && o.plan) o.nranks = 1; /* --plan prints; rank 0 alone does it */
   ckpt_h5_quiet();

@@ -1,11 +1,12 @@
 /* boost-reshard internals shared by its files: the options, the target
- * layout's registry and the --plan report (reshard_plan.c). The rewrite
- * itself is boost_reshard.c. */
+ * layout's registry and the --plan report (reshard_plan.c), the command
+ * line (reshard_args.c). The rewrite itself is boost_reshard.c. */
 #ifndef BOOST_RESHARD_H
 #define BOOST_RESHARD_H
 
 #include <hdf5.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "config.h"
 #include "model.h"
@@ -16,6 +17,11 @@ typedef struct {
   int rank, nranks; /* of MPI_COMM_WORLD: > 1 under mpirun (the parallel rewrite) */
   tp_mode mode;
 } options;
+
+/* reshard_args.c: the usage text (returns status) and the command line
+ * into o; -1 with a one-line err on a usage error. */
+int reshard_usage(FILE *f, int status);
+int reshard_parse_args(int argc, char **argv, options *o, char *err, size_t errlen);
 
 /* The target layout's tensor registry (tp rank 0, whole model, no arenas)
  * and its tp mode. Returns -1 with err when the layout does not fit. */
