@@ -400,13 +400,15 @@ int main(int argc, char **argv) {
   }
   sort_dedupe(&l);
   if (l.n == 0) die(1, "no input files found (all %d inputs empty or skipped)", ninputs);
-  /* Never read the output (or its temp file) as an input. */
-  struct stat ost;
-  if (stat(out, &ost) == 0)
-    for (size_t i = 0; i < l.n; i++)
-      if (l.v[i].dev == ost.st_dev && l.v[i].ino == ost.st_ino) die(1, "%s: output is also an input", out);
-
+  /* Never write over an input (as the output or its temp file), a device
+   * or a FIFO. */
   char err[1024];
+  const char **paths = boost_calloc(l.n, sizeof *paths);
+  for (size_t i = 0; i < l.n; i++) paths[i] = l.v[i].path;
+  const int out_ok = boost_check_output(out, paths, (int)l.n, err, sizeof err) == 0;
+  boost_free(paths);
+  if (!out_ok) die(1, "%s", err);
+
   stats s = {0};
   s.w = data_writer_open(out, 2, DATA_BYTE_VOCAB, DATA_BYTE_TOKENIZER, DATA_BYTE_EOT, err, sizeof err);
   if (!s.w) die(1, "%s", err);
