@@ -6,6 +6,7 @@
 
 #include <cJSON.h>
 #include <hdf5.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,6 +44,11 @@ int ins_open(const char *arg, ins_ckpt *c, char *err, size_t errlen);
 /* The same on an in-memory file image (fuzzing); buf must outlive c. */
 int ins_open_image(const void *buf, size_t len, ins_ckpt *c, char *err, size_t errlen);
 void ins_close(ins_ckpt *c);
+/* ins_open, printing its error (one line on stderr). With need_complete, a
+ * file whose group walk failed is refused as well: every subcommand but
+ * tensors and verify (which report the walk themselves) would otherwise
+ * print a silently shortened result. Returns 0, or 1 (c closed). */
+int ins_open_or_say(const char *arg, ins_ckpt *c, int need_complete);
 
 /* A dataset by name, with or without the leading '/'; NULL when absent. */
 const ins_dset *ins_find(const ins_ckpt *c, const char *name);
@@ -89,6 +95,20 @@ typedef struct {
  * count, or -1 with err. *out is malloc'd. cfg_out (may be NULL) receives
  * the train_config (opaque here: a struct train_config *). */
 int ins_expected_tensors(const char *config_json, ins_tensor **out, void *cfg_out, char *err, size_t errlen);
+
+/* An output file written safely: OUT is checked first (boost_check_output:
+ * not a device, FIFO, directory or one of the inputs), the bytes go to
+ * OUT.tmp, which commit fsyncs and renames over OUT (then fsyncs its
+ * directory); abort (and any failure) removes OUT.tmp only, so OUT keeps its
+ * old content. Errors name the file and the reason. */
+typedef struct {
+  int fd;
+  char path[PATH_MAX], tmp[PATH_MAX + 8];
+} ins_out;
+int ins_out_open(ins_out *o, const char *path, const char *const *inputs, int n_inputs, char *err, size_t errlen);
+int ins_out_write(ins_out *o, const void *buf, size_t n, char *err, size_t errlen);
+int ins_out_commit(ins_out *o, char *err, size_t errlen); /* 0, or -1 (aborted) */
+void ins_out_abort(ins_out *o);
 
 /* Output helpers. */
 void ins_print_json(cJSON *o);

@@ -1,6 +1,7 @@
 /* boost-inspect: opening a checkpoint defensively and reading its datasets.
  * Every HDF5 call's result is checked; HDF5's automatic error printing is off
  * and errors become one line (ckpt_h5_error). */
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,7 +150,7 @@ static int init_h5(char *err, size_t errlen) {
 static int resolve_path(const char *arg, char *out, size_t outlen, char *err, size_t errlen) {
   struct stat st;
   if (stat(arg, &st) != 0) {
-    snprintf(err, errlen, "%s: no such file or directory", arg);
+    snprintf(err, errlen, "%s: %s", arg, strerror(errno));
     return -1;
   }
   if (!S_ISDIR(st.st_mode)) {
@@ -206,6 +207,21 @@ int ins_open_image(const void *buf, size_t len, ins_ckpt *c, char *err, size_t e
   }
   c->f = H5Fopen("inspect-image.h5", H5F_ACC_RDONLY, c->fapl);
   return finish_open(c, err, errlen);
+}
+
+int ins_open_or_say(const char *arg, ins_ckpt *c, int need_complete) {
+  char err[INS_ERR + 4300];
+  if (ins_open(arg, c, err, sizeof err) != 0) {
+    fprintf(stderr, "boost-inspect: %s\n", err);
+    ins_close(c);
+    return 1;
+  }
+  if (need_complete && c->walk_failed) {
+    fprintf(stderr, "boost-inspect: %s: damaged (the dataset list is incomplete): %s\n", c->path, c->walk_error);
+    ins_close(c);
+    return 1;
+  }
+  return 0;
 }
 
 void ins_close(ins_ckpt *c) {

@@ -1,22 +1,15 @@
 /* boost-inspect subcommands: summary, tensors, verify, list, dump. */
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ckpt_fs.h"
 #include "ckpt_h5.h"
 #include "inspect.h"
-
-/* Opens PATH or prints the one-line error; returns 0 / 1. */
-static int open_or_say(const char *path, ins_ckpt *c) {
-  char err[INS_ERR + 4300];
-  if (ins_open(path, c, err, sizeof err) == 0) return 0;
-  fprintf(stderr, "boost-inspect: %s\n", err);
-  ins_close(c);
-  return 1;
-}
 
 static cJSON *parse_or_string(const char *s) {
   cJSON *j = s ? cJSON_Parse(s) : NULL;
@@ -47,17 +40,23 @@ static cJSON *tensor_json(const ins_dset *d) {
   return t;
 }
 
-static void loss_info(const ins_ckpt *c, int64_t *n, float *last) {
+/* The loss history's length and last value (none stored: 0); -1 with the
+ * one-line message printed when it is stored but cannot be read. */
+static int loss_info(const ins_ckpt *c, int64_t *n, float *last) {
   *n = 0;
   const ins_dset *d = ins_find(c, CKPT_GROUP_STATE "/loss_history");
+  if (!d) return 0;
   char err[INS_ERR];
   size_t m;
-  double *v = d ? ins_read_f64(c, d, &m, err, sizeof err) : NULL;
-  if (v) {
-    *n = (int64_t)m;
-    if (m) *last = (float)v[m - 1];
+  double *v = ins_read_f64(c, d, &m, err, sizeof err);
+  if (!v) {
+    fprintf(stderr, "boost-inspect: %s: %s\n", c->path, err);
+    return -1;
   }
+  *n = (int64_t)m;
+  if (m) *last = (float)v[m - 1];
   free(v);
+  return 0;
 }
 
 static const char *const SUMMARY_HELP =
@@ -67,10 +66,10 @@ static const char *const SUMMARY_HELP =
     "software and format version, bytes per category. Exit 1 when PATH is not a\n"
     "readable boost checkpoint of a known format version.\n";
 
-static void summary_json(const ins_ckpt *c, int with_tensors) {
+static int summary_json(const ins_ckpt *c, int with_tensors) {
   int64_t nloss;
   float last = 0;
-  loss_info(c, &nloss, &last);
+  if (loss_info(c, &nloss, &last) != 0) return 1;
   double raw[3], stored[3];
   categories(c, raw, stored);
   struct stat st;
@@ -108,12 +107,13 @@ static void summary_json(const ins_ckpt *c, int with_tensors) {
     for (int i = 0; i < c->n; i++) cJSON_AddItemToArray(arr, tensor_json(&c->d[i]));
   }
   ins_print_json(o);
+  return 0;
 }
 
-static void summary_text(const ins_ckpt *c) {
+static int summary_text(const ins_ckpt *c) {
   int64_t nloss;
   float last = 0;
-  loss_info(c, &nloss, &last);
+  if (loss_info(c, &nloss, &last) != 0) return 1;
   double raw[3], stored[3];
   categories(c, raw, stored);
   static const char *cats[3] = {"weights", "moments", "activations"};
@@ -129,6 +129,7 @@ static void summary_text(const ins_ckpt *c) {
   printf("  config %s\n", c->config ? c->config : "(missing)");
   for (int k = 0; k < 3; k++)
     if (raw[k] > 0) printf("  %-12s %12.0f raw bytes -> %12.0f stored (%.3fx)\n", cats[k], raw[k], stored[k], stored[k] > 0 ? raw[k] / stored[k] : 0.0);
+  return 0;
 }
 
 int cmd_summary(int argc, char **argv) {
@@ -137,11 +138,10 @@ int cmd_summary(int argc, char **argv) {
   int p = ins_parse(argc, argv, extra, 1, 1, SUMMARY_HELP, &a);
   if (p) return p > 0 ? 0 : 2;
   ins_ckpt c;
-  if (open_or_say(a.pos[0], &c)) return 1;
-  if (a.json) summary_json(&c, a.opt_set[0]);
-  else summary_text(&c);
+  if (ins_open_or_say(a.pos[0], &c, 1)) return 1;
+  int rc = a.json ? summary_json(&c, a.opt_set[0]) : summary_text(&c);
   ins_close(&c);
-  return 0;
+  return rc;
 }
 
 static const char *const TENSORS_HELP =
@@ -154,7 +154,7 @@ int cmd_tensors(int argc, char **argv) {
   int p = ins_parse(argc, argv, NULL, 1, 1, TENSORS_HELP, &a);
   if (p) return p > 0 ? 0 : 2;
   ins_ckpt c;
-  if (open_or_say(a.pos[0], &c)) return 1;
+  if (ins_open_or_say(a.pos[0], &c, 0)) return 1; /* a failed walk: the list so far, then exit 1 */
   if (a.json) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "path", c.path);
@@ -258,7 +258,7 @@ int cmd_list(int argc, char **argv) {
   char err[512], latest[PATH_MAX] = "";
   struct stat st;
   if (stat(a.pos[0], &st) != 0 || !S_ISDIR(st.st_mode)) {
-    fprintf(stderr, "boost-inspect: %s: not a directory\n", a.pos[0]);
+    fprintf(stderr, "boost-inspect: %s: %s\n", a.pos[0], access(a.pos[0], F_OK) != 0 ? strerror(errno) : "not a directory");
     return 1;
   }
   if (ckpt_fs_list(a.pos[0], &steps, &n, err, sizeof err) != 0) {

@@ -54,14 +54,9 @@ int cmd_diff(int argc, char **argv) {
   if (p) return p > 0 ? 0 : 2;
   ins_ckpt x, y;
   char err[INS_ERR + 4300];
-  if (ins_open(a.pos[0], &x, err, sizeof err) != 0) {
-    fprintf(stderr, "boost-inspect: %s\n", err);
+  if (ins_open_or_say(a.pos[0], &x, 1)) return 1;
+  if (ins_open_or_say(a.pos[1], &y, 1)) {
     ins_close(&x);
-    return 1;
-  }
-  if (ins_open(a.pos[1], &y, err, sizeof err) != 0) {
-    fprintf(stderr, "boost-inspect: %s\n", err);
-    ins_close(&x), ins_close(&y);
     return 1;
   }
   cJSON *arr = cJSON_CreateArray();

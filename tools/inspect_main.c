@@ -104,7 +104,13 @@ static int run_isolated(int (*fn)(int, char **), int argc, char **argv, const ch
   if (pid < 0) return fn(argc, argv);
   if (pid == 0) {
     int rc = fn(argc, argv);
-    fflush(stdout);
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+      /* SIGPIPE ignored: the reader went away (EPIPE), quietly as below. */
+      if (errno == EPIPE) _exit(128 + SIGPIPE);
+      fprintf(stderr, "boost-inspect: cannot write standard output: %s\n", errno ? strerror(errno) : "write error");
+      rc = 1;
+    }
     fflush(stderr);
     _exit(rc);
   }
@@ -112,6 +118,13 @@ static int run_isolated(int (*fn)(int, char **), int argc, char **argv, const ch
   while (waitpid(pid, &st, 0) < 0)
     if (errno != EINTR) return 1;
   if (WIFEXITED(st)) return WEXITSTATUS(st);
+  if (WTERMSIG(st) == SIGPIPE) {
+    /* The reader of stdout went away (`| head -1`): not damage. End as any
+     * filter does, by SIGPIPE, silently (the shell's status 141). */
+    signal(SIGPIPE, SIG_DFL);
+    raise(SIGPIPE);
+    return 128 + SIGPIPE;
+  }
   fprintf(stderr, "boost-inspect: %s: the HDF5 library crashed reading the file (signal %d): it is damaged\n",
           argc > 0 ? argv[argc - 1] : what, WTERMSIG(st));
   return 1;

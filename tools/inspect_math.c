@@ -7,14 +7,6 @@
 
 #include "inspect.h"
 
-static int open_or_say(const char *path, ins_ckpt *c) {
-  char err[INS_ERR + 4300];
-  if (ins_open(path, c, err, sizeof err) == 0) return 0;
-  fprintf(stderr, "boost-inspect: %s\n", err);
-  ins_close(c);
-  return 1;
-}
-
 static const char *const STATS_HELP =
     "usage: boost-inspect stats [--json] PATH [--tensor NAME]\n"
     "Per dataset (or only NAME, with or without the leading /): element count,\n"
@@ -47,7 +39,7 @@ int cmd_stats(int argc, char **argv) {
   int p = ins_parse(argc, argv, extra, 1, 1, STATS_HELP, &a);
   if (p) return p > 0 ? 0 : 2;
   ins_ckpt c;
-  if (open_or_say(a.pos[0], &c)) return 1;
+  if (ins_open_or_say(a.pos[0], &c, 1)) return 1;
   const char *only = a.opt_val[0];
   if (only && !ins_find(&c, only)) {
     fprintf(stderr, "boost-inspect: %s: no dataset named %s\n", c.path, only);
@@ -137,6 +129,12 @@ static int lowrank_svals(const double *B, const double *A, int out, int r, int i
   return info ? -1 : 0;
 }
 
+static size_t count_nonfinite(const double *v, size_t n) {
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) k += !isfinite(v[i]);
+  return k;
+}
+
 static const char *const SPECTRUM_HELP =
     "usage: boost-inspect spectrum [--json] PATH\n"
     "For every low-rank group (model/<prefix>.A [g, r, in] or [r, in] with .B\n"
@@ -173,7 +171,7 @@ int cmd_spectrum(int argc, char **argv) {
   int p = ins_parse(argc, argv, NULL, 1, 1, SPECTRUM_HELP, &a);
   if (p) return p > 0 ? 0 : 2;
   ins_ckpt c;
-  if (open_or_say(a.pos[0], &c)) return 1;
+  if (ins_open_or_say(a.pos[0], &c, 1)) return 1;
   cJSON *arr = cJSON_CreateArray();
   int rc = 0, groups = 0;
   for (int i = 0; i < c.n; i++) {
@@ -185,7 +183,7 @@ int cmd_spectrum(int argc, char **argv) {
     const ins_dset *B = ins_find(&c, bname);
     const int o = A->ndim - 2;
     if (!B || B->ndim != A->ndim || o < 0 || o > 1 || (o && B->dims[0] != A->dims[0]) || B->dims[o + 1] != A->dims[o]) {
-      fprintf(stderr, "boost-inspect: %s: no matching %s\n", A->path, bname);
+      fprintf(stderr, "boost-inspect: %s: %s: no matching %s\n", c.path, A->path, bname);
       rc = 1;
       continue;
     }
@@ -193,7 +191,16 @@ int cmd_spectrum(int argc, char **argv) {
     size_t na, nb;
     double *av = ins_read_f64(&c, A, &na, err, sizeof err), *bv = av ? ins_read_f64(&c, B, &nb, err, sizeof err) : NULL;
     double *s = malloc((size_t)r * sizeof *s + 8);
-    for (int k = 0; av && bv && k < g; k++) {
+    /* LAPACK on NaN or Inf prints "** On entry to DLASCL ..." on stdout and
+     * returns garbage: refuse the factor instead, naming it. */
+    const ins_dset *bad = av && bv ? (count_nonfinite(av, na) ? A : count_nonfinite(bv, nb) ? B : NULL) : NULL;
+    if (bad) {
+      size_t nf = count_nonfinite(bad == A ? av : bv, bad == A ? na : nb);
+      fprintf(stderr, "boost-inspect: %s: %s holds %zu NaN or Inf value%s: no spectrum for %s\n", c.path, bad->path, nf,
+              nf == 1 ? "" : "s", A->path + 7);
+      rc = 1;
+    }
+    for (int k = 0; av && bv && !bad && k < g; k++) {
       if (lowrank_svals(bv + (size_t)k * out * r, av + (size_t)k * r * in, out, r, in, s) != 0) {
         fprintf(stderr, "boost-inspect: %s: SVD failed\n", A->path);
         rc = 1;
