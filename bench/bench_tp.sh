@@ -4,7 +4,7 @@
 #
 #   bash bench/bench_tp.sh [BUILD_DIR]          (default BUILD_DIR: ./build)
 #
-# Needs BUILD_DIR/trainer/boost-train and BUILD_DIR/tools/boost-data
+# Needs BUILD_DIR/run/boost-train and BUILD_DIR/tools/boost-data
 # (cmake --build BUILD_DIR --target boost-train boost-data), mpirun (Open MPI),
 # python3 (standard library only) and /usr/bin/time.
 #
@@ -86,7 +86,7 @@ PY=${BENCH_PYTHON:-python3}
 MPIRUN=${BENCH_MPIRUN:-mpirun}
 OUT=${BENCH_OUT:-$BUILD/bench-tp/$(date +%Y%m%d-%H%M%S)}
 
-TRAIN=$BUILD/trainer/boost-train
+TRAIN=$BUILD/run/boost-train
 DATA_TOOL=$BUILD/tools/boost-data
 TIME=/usr/bin/time
 

@@ -32,7 +32,7 @@ pp=1
 dp=$((ranks / (tp * pp)))
 
 status=0
-tools/boost-mpirun --grace 110 -n "$ranks" build/trainer/boost-train \
+tools/boost-mpirun --grace 110 -n "$ranks" build/run/boost-train \
   --config examples/quickstart.ini \
   --set model.preset=cola-60m \
   --set parallel.dp="$dp" --set parallel.tp="$tp" --set parallel.pp="$pp" \

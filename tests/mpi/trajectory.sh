@@ -54,7 +54,8 @@ awk -f "$SRC/tests/trajectory/gen_corpus.awk" >"$tmp/corpus.txt"
 
 # fingerprint_all BUILD_DIR OUT: every layout's fingerprint, one block each.
 fingerprint_all() {
-  local bd=$1 out=$2 name np
+  local bd=$1 out=$2 name np train=$1/run/boost-train
+  [ -x "$train" ] || train=$bd/trainer/boost-train # the reference tree predates run/
   "$bd/tools/boost-data" -q --fortune-split -o "$tmp/corpus.tok" "$tmp/corpus.txt" >/dev/null ||
     fail "boost-data of the generated corpus"
   : >"$out"
@@ -66,7 +67,7 @@ fingerprint_all() {
     rm -rf "$dir"
     mkdir -p "$dir"
     # shellcheck disable=SC2086 # sets is a list of --set arguments
-    local cmd=("$bd/trainer/boost-train" "${common[@]}" --set train.threads="$threads"
+    local cmd=("$train" "${common[@]}" --set train.threads="$threads"
       --set train.metrics="$dir/metrics.jsonl" --set ckpt.dir="$dir/ck" $sets)
     if [ "$np" = 1 ]; then
       OMP_NUM_THREADS=$threads "${cmd[@]}" </dev/null >"$dir/log" 2>&1 || fail "$name: $(tail -n 3 "$dir/log")"
