@@ -313,12 +313,11 @@ ckpt_session *ckpt_open(const train_config *cfg, const process_grid *grid, tenso
   return s;
 }
 
-/* A failed attempt wrote into the arenas: start from the init again. */
+/* A failed attempt wrote into the arenas: the run starts from the init again. */
 static void reset_arenas(ckpt_session *s, uint64_t seed) {
-  registry_init_params(s->reg, seed);
-  const size_t nmom = s->reg->mom_end - s->reg->mom_begin;
-  memset(s->reg->arena[TENSOR_ADAM_M], 0, nmom * sizeof(float));
-  memset(s->reg->arena[TENSOR_ADAM_V], 0, nmom * sizeof(float));
+  (void)seed;
+  BOOST_ASSERT(s->hooks.reset);
+  s->hooks.reset(s->hooks.ctx);
 }
 
 int ckpt_resume(ckpt_session *s, train_state *st, char *msg, size_t msglen) {

@@ -15,20 +15,27 @@ void boost_fail(const char *fmt, ...) {
   exit(1);
 }
 
-void *boost_calloc(size_t count, size_t size) {
-  if (count != 0 && size > ((size_t)-1 - BOOST_HUGE_PAGE) / count)
-    boost_fail("allocation of %zu x %zu bytes overflows", count, size);
+void *boost_try_calloc(size_t count, size_t size) {
+  if (count != 0 && size > ((size_t)-1 - BOOST_HUGE_PAGE) / count) return NULL;
   size_t bytes = count * size;
   const int huge = bytes >= BOOST_HUGE_MIN;
   const size_t align = huge ? BOOST_HUGE_PAGE : 64;
   size_t rounded = (bytes + align - 1) / align * align;
   if (rounded == 0) rounded = 64;
   void *p = aligned_alloc(align, rounded);
-  if (!p) boost_fail("out of memory allocating %.1f MiB", (double)bytes / (1 << 20));
+  if (!p) return NULL;
 #ifdef MADV_HUGEPAGE
   if (huge) (void)madvise(p, rounded, MADV_HUGEPAGE); /* advice only: failure leaves 4 KiB pages */
 #endif
   memset(p, 0, rounded);
+  return p;
+}
+
+void *boost_calloc(size_t count, size_t size) {
+  if (count != 0 && size > ((size_t)-1 - BOOST_HUGE_PAGE) / count)
+    boost_fail("allocation of %zu x %zu bytes overflows", count, size);
+  void *p = boost_try_calloc(count, size);
+  if (!p) boost_fail("out of memory allocating %.1f MiB", (double)count * size / (1 << 20));
   return p;
 }
 

@@ -33,6 +33,9 @@ void boost_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noret
 #define BOOST_HUGE_MIN ((size_t)8 << 20)
 #define BOOST_HUGE_PAGE ((size_t)2 << 20)
 void *boost_calloc(size_t count, size_t size);
+/* The same, returning NULL when the memory cannot be had (or the size
+ * overflows): for callers that report the failure themselves. */
+void *boost_try_calloc(size_t count, size_t size);
 /* realloc of count * size bytes that never returns NULL (p from malloc or
  * realloc, not boost_calloc). */
 void *boost_realloc(void *p, size_t count, size_t size);

@@ -17,11 +17,27 @@
  * layers.L.input [nseq*T, d]; each rank adds the hyperslab it holds (rows
  * of its replica, r or d columns of its tensor-parallel shard, layers of its
  * pipeline stage). */
+/* An activation of backend memory (count's elements, row-major) added to the
+ * sink through a host copy (*host, grown as needed). */
+static void add_from_backend(model *m, ckpt_acts_sink *sink, const char *name, int ndim, const int64_t *shape,
+                             const int64_t *start, const int64_t *count, int has, const boost_act *src, float **host,
+                             size_t *host_n) {
+  size_t n = 1;
+  for (int k = 0; k < ndim; k++) n *= (size_t)count[k];
+  BOOST_ASSERT(m->be->act_dtype == BOOST_F32);
+  if (has && n > *host_n) {
+    boost_free(*host);
+    *host = boost_calloc(n, sizeof **host);
+    *host_n = n;
+  }
+  if (has) m->be->mem->download(m->be, *host, src, n * sizeof(float));
+  ckpt_acts_add(sink, name, CKPT_ACT_F32, ndim, shape, start, count, has, *host);
+}
+
 static void activations(void *ctx, const train_state *st, acts_mode mode, ckpt_acts_sink *sink) {
   trainer_ckpt_ctx *c = ctx;
   int have = mode != ACTS_NONE && st->last_tokens && st->last_B > 0 && st->last_T > 0;
-  MPI_Allreduce(MPI_IN_PLACE, &have, 1, MPI_INT, MPI_MIN, c->grid->world);
-  if (!have) return;
+  if (!comm_control_min_int(c->comm, COMM_WORLD, have)) return;
   model *m = c->m;
   const process_grid *g = c->grid;
   const int B = st->last_B, T = st->last_T, dp = g->dp;
@@ -48,6 +64,8 @@ static void activations(void *ctx, const train_state *st, acts_mode mode, ckpt_a
     boost_free(idx);
   }
   char name[128];
+  float *host = NULL;
+  size_t host_n = 0;
   const int d = m->cfg.d_model;
   /* full recompute keeps no per-layer bottleneck: inputs only */
   const int keep_h = m->recompute != RECOMPUTE_FULL;
@@ -60,7 +78,8 @@ static void activations(void *ctx, const train_state *st, acts_mode mode, ckpt_a
       const int64_t sh[2] = {nseq * T, d}, st0[2] = {row0, sharded ? (int64_t)g->tp_rank * m->d_res : 0},
                     ct[2] = {N, m->d_res};
       snprintf(name, sizeof name, "layers.%d.input", L);
-      ckpt_acts_add(sink, name, CKPT_ACT_F32, 2, sh, st0, ct, replica_writes && (sharded || g->tp_rank == 0), m->cur->resid[l]);
+      add_from_backend(m, sink, name, 2, sh, st0, ct, replica_writes && (sharded || g->tp_rank == 0), m->cur->resid[l],
+                       &host, &host_n);
     }
     if (!keep_h) continue;
     for (int gi = 0; gi < lp->ngroups; gi++) {
@@ -72,13 +91,23 @@ static void activations(void *ctx, const train_state *st, acts_mode mode, ckpt_a
       const int w = replica_writes && (sharded || g->tp_rank == 0);
       const char *blk = pg->kinds[0] <= PROJ_O ? "attn" : "mlp";
       snprintf(name, sizeof name, "layers.%d.%s.%s.h", L, blk, model_group_name(pg));
-      ckpt_acts_add(sink, name, CKPT_ACT_F32, 3, sh, st0, ct, w, la->h[gi]);
+      add_from_backend(m, sink, name, 3, sh, st0, ct, w, la->h[gi], &host, &host_n);
       if (all) {
         snprintf(name, sizeof name, "layers.%d.%s.%s.hpre", L, blk, model_group_name(pg));
-        ckpt_acts_add(sink, name, CKPT_ACT_F32, 3, sh, st0, ct, w, la->hpre[gi]);
+        add_from_backend(m, sink, name, 3, sh, st0, ct, w, la->hpre[gi], &host, &host_n);
       }
     }
   }
+  boost_free(host);
 }
 
-ckpt_hooks trainer_ckpt_hooks(trainer_ckpt_ctx *ctx) { return (ckpt_hooks){ctx, activations}; }
+static void reset(void *ctx) {
+  trainer_ckpt_ctx *c = ctx;
+  model *m = c->m;
+  model_init_params(m, (uint64_t)c->cfg->train.seed);
+  const size_t nmom = m->reg.mom_end - m->reg.mom_begin;
+  m->be->mem->zero(m->be, m->reg.arena[TENSOR_ADAM_M], nmom * sizeof(float));
+  m->be->mem->zero(m->be, m->reg.arena[TENSOR_ADAM_V], nmom * sizeof(float));
+}
+
+ckpt_hooks trainer_ckpt_hooks(trainer_ckpt_ctx *ctx) { return (ckpt_hooks){ctx, activations, reset}; }

@@ -20,14 +20,11 @@
 #include "data.h"
 #include "grid.h"
 #include "model.h"
-#include "ops.h"
 #include "optim.h"
 #include "pipeline.h"
 #include "preempt.h"
 #include "resume_plan.h"
 #include "train_state.h"
-
-void openblas_set_num_threads(int);
 
 
 static void format_count(double v, char *out, size_t n) {
@@ -58,6 +55,7 @@ struct trainer {
   const train_config *cfg;
   process_grid grid;
   comm_ctx comm;
+  boost_backend *be;
   tp_mode mode;
   int threads;
   train_state st;
@@ -100,13 +98,6 @@ static int open_data(run *r, char *err, size_t errlen) {
   return 0;
 }
 
-/* This rank's ZeRO-1 chunk of the arenas (all of it without ZeRO): the
- * range its moment arenas hold (model_init sharded them). */
-static void zero_chunk(const run *r, size_t *begin, size_t *end) {
-  *begin = r->m.reg.mom_begin;
-  *end = r->m.reg.mom_end;
-}
-
 /* Whether this rank's loss counts in a reduction over world: one tp rank of
  * the last pipeline stage of each replica. */
 static int owns_loss(const run *r) { return r->grid.tp_rank == 0 && r->grid.pp_rank == r->grid.pp - 1; }
@@ -126,7 +117,7 @@ static float evaluate(run *r) {
     tot[0] += owns_loss(r) ? loss : 0.0;
     tot[1] += owns_loss(r) ? 1.0 : 0.0;
   }
-  comm_allreduce_sum_f64(&r->comm, COMM_WORLD, tot, 2);
+  comm_control_sum_f64(&r->comm, COMM_WORLD, tot, 2);
   return (float)(tot[0] / tot[1]);
 }
 
@@ -152,34 +143,46 @@ static void fetch_micro(void *ctx, int micro, int32_t *in, int32_t *tg) {
  * norm. */
 static float train_step(run *r, train_state *st, double *grad_norm) {
   const train_config *cfg = r->cfg;
+  model *m = &r->m;
+  boost_backend *be = r->be;
   const int M = cfg->train.grad_accum;
   const float scale = 1.0f / ((float)r->B * r->T * M * r->grid.dp);
-  model_zero_grads(&r->m);
+  model_zero_grads(m);
   fetch_ctx fc = {r, st->data_cursor};
-  const double loss_sum = pipeline_train(&r->pipe, M, scale, fetch_micro, &fc, &st->last_tokens);
+  pipeline_train(&r->pipe, M, scale, fetch_micro, &fc, &st->last_tokens);
   st->last_B = r->B;
   st->last_T = r->T;
   /* Gradients over dp: all-reduced, or (ZeRO-1) reduce-scattered so each
    * replica updates its chunk of the parameters and moments, then the
    * parameters are all-gathered. */
-  size_t begin, end;
-  zero_chunk(r, &begin, &end);
-  float *grads = r->m.reg.arena[TENSOR_GRADS];
+  const size_t chunk = m->reg.mom_end - m->reg.mom_begin;
+  float *grads = m->reg.arena[TENSOR_GRADS];
   if (cfg->parallel.zero)
-    comm_reduce_scatter_sum(&r->comm, COMM_DP, grads, end - begin);
+    comm_reduce_scatter_sum(&r->comm, COMM_DP, grads, chunk);
   else
-    comm_allreduce_sum(&r->comm, COMM_DP, grads, r->m.reg.numel);
+    comm_allreduce_sum(&r->comm, COMM_DP, grads, m->reg.numel);
   /* Loss: owned by one rank per replica, summed over dp. Gradient norm: tp
    * shards and pipeline stages summed (replicated tensors counted once),
-   * dp replicas hold equal gradients (counted once) or disjoint chunks. */
-  const int count_grads = cfg->parallel.zero || r->grid.dp_rank == 0;
-  double red[2] = {owns_loss(r) ? loss_sum : 0.0, count_grads ? model_grad_sumsq_range(&r->m, begin, end) : 0.0};
-  comm_allreduce_sum_f64(&r->comm, COMM_WORLD, red, 2);
+   * dp replicas hold equal gradients (counted once) or disjoint chunks.
+   * Both reduced in backend memory and read back once: the step's one
+   * synchronisation. */
+  double *stats = model_loss_sum(m);
+  if (!owns_loss(r)) be->mem->zero(be, &stats[0], sizeof(double));
+  if (cfg->parallel.zero || r->grid.dp_rank == 0)
+    model_grad_sumsq(m);
+  else
+    be->mem->zero(be, &stats[1], sizeof(double));
+  comm_allreduce_sum_f64(&r->comm, COMM_WORLD, stats, 2);
+  double red[2];
+  model_download_stats(m, red);
   *grad_norm = sqrt(red[1]);
   float lr = lr_at(cfg, (int)st->step);
   ckpt_before_update(r->ck); /* a checkpoint's deferred copy of params/moments must be done */
-  optimizer_step(&r->m, cfg, lr, (int)st->step + 1, clip_scale(*grad_norm, cfg->train.grad_clip), begin, end);
-  if (cfg->parallel.zero) comm_allgather_chunks(&r->comm, COMM_DP, r->m.reg.arena[TENSOR_PARAMS], end - begin);
+  optimizer_step(m, cfg, lr, (int)st->step + 1, boost_clip_scale(*grad_norm, cfg->train.grad_clip));
+  if (cfg->parallel.zero) {
+    comm_allgather_chunks(&r->comm, COMM_DP, m->reg.arena[TENSOR_PARAMS], chunk);
+    registry_refresh_work(&m->reg);
+  }
   return (float)(red[0] / ((double)M * r->grid.dp));
 }
 
@@ -224,7 +227,7 @@ static void print_start(run *r, const train_state *st, int threads) {
          cfg->model.rank_attn, cfg->model.rank_mlp, cfg->model.lowrank);
   registry_print_memory(&r->m.reg, "  memory ");
   printf("  memory %-8s %9.2f MiB  (micro-batch %d x %d, %d in flight; %.2f MiB per layer kept with recompute=%s)\n",
-         "acts", (double)r->m.act_numel * 4 / (1 << 20), r->B, r->T, r->m.nsets,
+         "acts", (double)r->m.act_bytes / (1 << 20), r->B, r->T, r->m.nsets,
          (double)r->m.act_bytes_per_layer / (1 << 20), recompute_names[r->m.recompute]);
   if (r->grid.pp > 1) {
     char layers[512] = "";
@@ -281,17 +284,25 @@ trainer *trainer_create(const train_config *cfg, MPI_Comm world, char *err, size
   r->stage.has_head = s == pp - 1;
   /* 1F1B keeps at most pp - stage micro-batches in flight */
   const int nsets = (pp - s) < cfg->train.grad_accum ? (pp - s) : cfg->train.grad_accum;
-  comm_init(&r->comm, r->grid.tp_comm, r->grid.dp_comm, r->grid.pp_comm, r->grid.world);
   r->threads = cfg->train.threads;
   if (r->threads <= 0) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     r->threads = (int)(cores / world_size) > 0 ? (int)(cores / world_size) : 1;
   }
-  omp_set_num_threads(r->threads);
-  openblas_set_num_threads(r->threads);
+  /* The backend on every rank, or a refusal on every rank. */
+  char be_err[512] = "";
+  r->be = boost_backend_create(device_names[cfg->train.device], BOOST_F32, r->threads, 0, be_err, sizeof be_err);
+  int have_be = r->be != NULL;
+  MPI_Allreduce(MPI_IN_PLACE, &have_be, 1, MPI_INT, MPI_MIN, world); /* control plane: every rank or none */
+  if (!have_be) {
+    snprintf(err, errlen, "%s", be_err[0] ? be_err : "the backend could not be created on every rank");
+    trainer_destroy(r);
+    return NULL;
+  }
+  comm_init_mpi(&r->comm, r->be, r->grid.tp_comm, r->grid.dp_comm, r->grid.pp_comm, r->grid.world);
   r->global_batch = (int64_t)r->B * cfg->train.grad_accum * r->grid.dp;
   /* Arenas split evenly over dp ranks (ZeRO-1 chunks): pad to a multiple. */
-  const model_options mo = {.comm = &r->comm, .with_optimizer = 1, .stage = &r->stage,
+  const model_options mo = {.backend = r->be, .comm = &r->comm, .with_optimizer = 1, .stage = &r->stage,
                             .arena_multiple = (size_t)r->grid.dp * 16,
                             .zero_shards = cfg->parallel.zero ? r->grid.dp : 1, .zero_rank = r->grid.dp_rank};
   model_init(&r->m, &cfg->model, r->mode, &mo);
@@ -307,6 +318,8 @@ void trainer_destroy(trainer *r) {
   pipeline_free(&r->pipe);
   boost_free(r->layers_per_stage);
   if (r->m.layers) model_free(&r->m);
+  if (r->comm.ops) comm_free(&r->comm);
+  boost_backend_destroy(r->be);
   if (r->train_src) data_close(r->train_src);
   if (r->val_src) data_close(r->val_src);
   grid_free(&r->grid);

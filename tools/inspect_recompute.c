@@ -38,17 +38,26 @@ static int load_weights(const ins_ckpt *c, model *m, ins_report *r) {
       free(v);
       return -1;
     }
-    memcpy(registry_data(&m->reg, TENSOR_PARAMS, i), v, n * sizeof *v);
+    registry_upload(&m->reg, TENSOR_PARAMS, i, v);
     free(v);
   }
+  registry_refresh_work(&m->reg);
   return 0;
 }
 
-/* Compares one stored dataset with the model's values; returns 1 when it was
- * checked (matching or not). */
-static int compare(const ins_ckpt *c, ins_report *r, const char *path, const float *mine, size_t n, ins_acts_check *out) {
+/* Compares one stored dataset with the model's values (backend memory);
+ * returns 1 when it was checked (matching or not). */
+static int compare(const ins_ckpt *c, ins_report *r, const char *path, const model *m, const boost_act *dev, size_t n,
+                   ins_acts_check *out) {
   const ins_dset *d = ins_find(c, path);
   if (!d) return 0;
+  float *mine = malloc((n ? n : 1) * sizeof *mine);
+  if (!mine) {
+    ins_report_add(r, path, "out of memory comparing %zu values", n);
+    out->mismatched++;
+    return 1;
+  }
+  m->be->mem->download(m->be, mine, dev, n * sizeof *mine);
   char err[INS_ERR];
   size_t got = 0, esz = 0;
   float *v = !strcmp(d->dtype, "float32") ? ins_read(c, d, &got, &esz, err, sizeof err) : NULL;
@@ -56,6 +65,7 @@ static int compare(const ins_ckpt *c, ins_report *r, const char *path, const flo
     ins_report_add(r, path, "%zu values stored, the model computes %zu", v ? got : (size_t)0, n);
     out->mismatched++;
     free(v);
+    free(mine);
     return 1;
   }
   double maxabs = 0, maxdiff = 0;
@@ -74,6 +84,7 @@ static int compare(const ins_ckpt *c, ins_report *r, const char *path, const flo
   if (memcmp(v, mine, n * sizeof *v) != 0) out->bitwise = 0;
   out->datasets++;
   free(v);
+  free(mine);
   return 1;
 }
 
@@ -81,16 +92,16 @@ static void compare_layers(const ins_ckpt *c, ins_report *r, model *m, size_t N,
   char path[256];
   for (int l = 0; l < m->nl; l++) {
     snprintf(path, sizeof path, CKPT_GROUP_ACTS "/layers.%d.input", l);
-    compare(c, r, path, m->cur->resid[l], N * (size_t)m->d_res, out);
+    compare(c, r, path, m, m->cur->resid[l], N * (size_t)m->d_res, out);
     for (int gi = 0; gi < m->layers[l].ngroups; gi++) {
       const proj_group *pg = &m->layers[l].groups[gi];
       if (!pg->lowrank) continue;
       const char *blk = pg->kinds[0] <= PROJ_O ? "attn" : "mlp";
       const size_t n = N * (size_t)pg->nproj * (size_t)pg->r;
       snprintf(path, sizeof path, CKPT_GROUP_ACTS "/layers.%d.%s.%s.h", l, blk, model_group_name(pg));
-      compare(c, r, path, m->cur->acts[l].h[gi], n, out);
+      compare(c, r, path, m, m->cur->acts[l].h[gi], n, out);
       snprintf(path, sizeof path, CKPT_GROUP_ACTS "/layers.%d.%s.%s.hpre", l, blk, model_group_name(pg));
-      compare(c, r, path, m->cur->acts[l].hpre[gi], n, out);
+      compare(c, r, path, m, m->cur->acts[l].hpre[gi], n, out);
     }
   }
 }

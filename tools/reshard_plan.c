@@ -17,7 +17,7 @@ int reshard_target_registry(const train_config *cfg, const options *o, model *m,
   boost_free(per_stage);
   if (rc != 0) return -1;
   comm_ctx comm;
-  comm_init_self(&comm);
+  comm_init_self(&comm, NULL);
   comm.size[COMM_TP] = o->tp; /* model_init reads the group sizes only */
   model_init(m, &cfg->model, *mode, &(model_options){.comm = &comm, .layout_only = 1});
   return 0;
@@ -56,7 +56,7 @@ int reshard_plan(hid_t in, const train_config *cfg, const options *o, char *err,
     first_layer += per_stage[s];
     for (int t = 0; t < o->tp && rc == 0; t++) {
       comm_ctx comm;
-      comm_init_self(&comm);
+      comm_init_self(&comm, NULL);
       comm.size[COMM_TP] = o->tp;
       comm.rank[COMM_TP] = t;
       model m;

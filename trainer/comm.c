@@ -1,3 +1,5 @@
+/* The comm layer's front: counting, the act-type calls, the column gather
+ * and scatter, and the control plane. Backends: comm_mpi.c (and NCCL). */
 #include "comm.h"
 
 #include <stdio.h>
@@ -6,36 +8,13 @@
 #include "check.h"
 
 const char *const comm_group_names[COMM_NUM_GROUPS] = {"tp", "dp", "pp", "world"};
-const char *const comm_kind_names[COMM_NUM_KINDS] = {"allreduce", "allgather", "reduce_scatter", "sendrecv"};
+const char *const comm_kind_names[COMM_NUM_KINDS] = {"allreduce", "allgather", "reduce_scatter", "sendrecv",
+                                                     "alltoall"};
 
-void comm_init_self(comm_ctx *c) {
+void comm_free(comm_ctx *c) {
+  if (c->scratch && c->be) c->be->mem->free(c->be, c->scratch);
+  if (c->ops && c->ops->destroy) c->ops->destroy(c);
   memset(c, 0, sizeof *c);
-  for (int g = 0; g < COMM_NUM_GROUPS; g++) {
-    c->comm[g] = MPI_COMM_SELF;
-    c->size[g] = 1;
-  }
-}
-
-comm_ctx *comm_self(void) {
-  static comm_ctx self;
-  static int ready;
-  if (!ready) {
-    comm_init_self(&self);
-    ready = 1;
-  }
-  return &self;
-}
-
-void comm_init(comm_ctx *c, MPI_Comm tp, MPI_Comm dp, MPI_Comm pp, MPI_Comm world) {
-  memset(c, 0, sizeof *c);
-  c->comm[COMM_TP] = tp;
-  c->comm[COMM_DP] = dp;
-  c->comm[COMM_PP] = pp;
-  c->comm[COMM_WORLD] = world;
-  for (int g = 0; g < COMM_NUM_GROUPS; g++) {
-    MPI_Comm_size(c->comm[g], &c->size[g]);
-    MPI_Comm_rank(c->comm[g], &c->rank[g]);
-  }
 }
 
 void comm_reset_counts(comm_ctx *c) { memset(c->count, 0, sizeof c->count); }
@@ -49,84 +28,115 @@ static void count(comm_ctx *c, comm_group g, comm_kind k, size_t bytes, double t
   ct->seconds += MPI_Wtime() - t0;
 }
 
-/* MPI counts are int: large buffers go in pieces. */
-#define COMM_CHUNK ((size_t)1 << 28)
+static boost_dtype act_type(const comm_ctx *c) { return c->be ? c->be->act_dtype : BOOST_F32; }
 
-static void allreduce(comm_ctx *c, comm_group g, float *buf, size_t n, MPI_Op op) {
+static void allreduce(comm_ctx *c, comm_group g, void *buf, size_t n, boost_dtype t, comm_redop op) {
   if (c->size[g] == 1 || n == 0) return;
-  double t0 = MPI_Wtime();
-  for (size_t off = 0; off < n; off += COMM_CHUNK) {
-    int cnt = (int)(n - off < COMM_CHUNK ? n - off : COMM_CHUNK);
-    MPI_Allreduce(MPI_IN_PLACE, buf + off, cnt, MPI_FLOAT, op, c->comm[g]);
-  }
-  count(c, g, COMM_ALLREDUCE, n * sizeof(float), t0);
+  const double t0 = MPI_Wtime();
+  c->ops->allreduce(c, g, buf, n, t, op);
+  count(c, g, COMM_ALLREDUCE, n * boost_dtype_size(t), t0);
 }
 
-void comm_allreduce_sum(comm_ctx *c, comm_group g, float *buf, size_t n) { allreduce(c, g, buf, n, MPI_SUM); }
-void comm_allreduce_max(comm_ctx *c, comm_group g, float *buf, size_t n) { allreduce(c, g, buf, n, MPI_MAX); }
-
+void comm_allreduce_sum(comm_ctx *c, comm_group g, float *buf, size_t n) { allreduce(c, g, buf, n, BOOST_F32, COMM_SUM); }
+void comm_allreduce_max(comm_ctx *c, comm_group g, float *buf, size_t n) { allreduce(c, g, buf, n, BOOST_F32, COMM_MAX); }
 void comm_allreduce_sum_f64(comm_ctx *c, comm_group g, double *buf, size_t n) {
-  if (c->size[g] == 1 || n == 0) return;
-  BOOST_ASSERT(n < (size_t)1 << 31);
-  double t0 = MPI_Wtime();
-  MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, c->comm[g]);
-  count(c, g, COMM_ALLREDUCE, n * sizeof(double), t0);
+  allreduce(c, g, buf, n, BOOST_F64, COMM_SUM);
+}
+void comm_allreduce_act(comm_ctx *c, comm_group g, boost_act *buf, size_t n) {
+  allreduce(c, g, buf, n, act_type(c), COMM_SUM);
+}
+
+void comm_allreduce_btp(comm_ctx *c, comm_group g, boost_act *h, size_t n_h, float *ss, size_t n_ss) {
+  if (c->size[g] == 1 || n_h + n_ss == 0) return;
+  const double t0 = MPI_Wtime();
+  c->ops->allreduce_pair(c, g, h, n_h, act_type(c), ss, n_ss);
+  count(c, g, COMM_ALLREDUCE, n_h * boost_dtype_size(act_type(c)) + n_ss * sizeof(float), t0);
 }
 
 void comm_reduce_scatter_sum(comm_ctx *c, comm_group g, float *buf, size_t chunk) {
   if (c->size[g] == 1 || chunk == 0) return;
-  BOOST_ASSERT(chunk < (size_t)1 << 31);
-  double t0 = MPI_Wtime();
-  /* In place, MPI leaves the result at the start of the buffer. */
-  MPI_Reduce_scatter_block(MPI_IN_PLACE, buf, (int)chunk, MPI_FLOAT, MPI_SUM, c->comm[g]);
-  if (c->rank[g] != 0) memmove(buf + (size_t)c->rank[g] * chunk, buf, chunk * sizeof(float));
-  count(c, g, COMM_REDUCE_SCATTER, chunk * c->size[g] * sizeof(float), t0);
+  const double t0 = MPI_Wtime();
+  c->ops->reduce_scatter(c, g, buf, chunk, BOOST_F32);
+  count(c, g, COMM_REDUCE_SCATTER, chunk * (size_t)c->size[g] * sizeof(float), t0);
 }
 
 void comm_allgather_chunks(comm_ctx *c, comm_group g, float *buf, size_t chunk) {
   if (c->size[g] == 1 || chunk == 0) return;
-  BOOST_ASSERT(chunk < (size_t)1 << 31);
-  double t0 = MPI_Wtime();
-  MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)chunk, MPI_FLOAT, c->comm[g]);
+  const double t0 = MPI_Wtime();
+  c->ops->allgather_chunks(c, g, buf, chunk, BOOST_F32);
   count(c, g, COMM_ALLGATHER, chunk * sizeof(float), t0);
 }
 
-void comm_allgather_cols(comm_ctx *c, comm_group g, const float *local, float *full, size_t rows, size_t cols) {
+static void *scratch(comm_ctx *c, size_t bytes) {
+  if (bytes > c->scratch_bytes) {
+    if (c->scratch) c->be->mem->free(c->be, c->scratch);
+    c->scratch = boost_be_alloc(c->be, bytes, "the column gather's buffer");
+    c->scratch_bytes = bytes;
+  }
+  return c->scratch;
+}
+
+void comm_allgather_cols(comm_ctx *c, comm_group g, const boost_act *local, boost_act *full, size_t rows, size_t cols) {
   const int p = c->size[g];
+  const size_t es = boost_dtype_size(act_type(c)), n = rows * cols;
+  BOOST_ASSERT(c->be);
   if (p == 1) {
-    memcpy(full, local, rows * cols * sizeof(float));
+    c->be->mem->copy(c->be, full, local, n * es);
     return;
   }
-  double t0 = MPI_Wtime();
-  size_t n = rows * cols;
-  BOOST_ASSERT(n * p < (size_t)1 << 31);
-  /* Gather [p][rows][cols] into the tail of full's space? full is exactly
-   * rows*cols*p, so gather into a scratch then interleave. */
-  float *stage = boost_calloc(n * p, sizeof(float));
-  MPI_Allgather(local, (int)n, MPI_FLOAT, stage, (int)n, MPI_FLOAT, c->comm[g]);
+  const double t0 = MPI_Wtime();
+  /* Gathered as [p][rows][cols], then interleaved into [rows][p * cols]. */
+  char *stage = scratch(c, n * (size_t)p * es);
+  c->ops->allgather(c, g, local, stage, n, act_type(c));
   for (int r = 0; r < p; r++)
-    for (size_t i = 0; i < rows; i++) memcpy(full + i * cols * p + r * cols, stage + (size_t)r * n + i * cols, cols * sizeof(float));
-  boost_free(stage);
-  count(c, g, COMM_ALLGATHER, n * sizeof(float), t0);
+    c->be->mem->copy2d(c->be, (char *)full + (size_t)r * cols * es, cols * (size_t)p * es, stage + (size_t)r * n * es,
+                       cols * es, cols * es, rows);
+  count(c, g, COMM_ALLGATHER, n * es, t0);
 }
 
-void comm_scatter_cols(const comm_ctx *c, comm_group g, const float *full, float *local, size_t rows, size_t cols) {
+void comm_scatter_cols(comm_ctx *c, comm_group g, const boost_act *full, boost_act *local, size_t rows, size_t cols) {
   const int p = c->size[g], me = c->rank[g];
-  for (size_t i = 0; i < rows; i++) memcpy(local + i * cols, full + i * cols * p + me * cols, cols * sizeof(float));
+  const size_t es = boost_dtype_size(act_type(c));
+  BOOST_ASSERT(c->be);
+  c->be->mem->copy2d(c->be, local, cols * es, (const char *)full + (size_t)me * cols * es, cols * (size_t)p * es,
+                     cols * es, rows);
 }
 
-void comm_isend(comm_ctx *c, comm_group g, const float *buf, size_t n, int peer, int tag, MPI_Request *req) {
-  BOOST_ASSERT(n < (size_t)1 << 31);
-  double t0 = MPI_Wtime();
-  MPI_Isend(buf, (int)n, MPI_FLOAT, peer, tag, c->comm[g], req);
-  count(c, g, COMM_SENDRECV, n * sizeof(float), t0);
+void comm_isend_act(comm_ctx *c, comm_group g, const boost_act *buf, size_t n, int peer, int tag, comm_request *req) {
+  const double t0 = MPI_Wtime();
+  c->ops->isend(c, g, buf, n, act_type(c), peer, tag, req);
+  count(c, g, COMM_SENDRECV, n * boost_dtype_size(act_type(c)), t0);
 }
 
-void comm_recv(comm_ctx *c, comm_group g, float *buf, size_t n, int peer, int tag) {
-  BOOST_ASSERT(n < (size_t)1 << 31);
-  double t0 = MPI_Wtime();
-  MPI_Recv(buf, (int)n, MPI_FLOAT, peer, tag, c->comm[g], MPI_STATUS_IGNORE);
-  count(c, g, COMM_SENDRECV, n * sizeof(float), t0);
+void comm_recv_act(comm_ctx *c, comm_group g, boost_act *buf, size_t n, int peer, int tag) {
+  const double t0 = MPI_Wtime();
+  c->ops->recv(c, g, buf, n, act_type(c), peer, tag);
+  count(c, g, COMM_SENDRECV, n * boost_dtype_size(act_type(c)), t0);
+}
+
+void comm_wait(comm_ctx *c, comm_request *req) { c->ops->wait(c, req); }
+
+void comm_alltoallv_f32(comm_ctx *c, comm_group g, const float *send, const size_t *scount, const size_t *sdispl,
+                        float *recv, const size_t *rcount, const size_t *rdispl) {
+  const double t0 = MPI_Wtime();
+  size_t moved = 0;
+  for (int r = 0; r < c->size[g]; r++) moved += r == c->rank[g] ? 0 : scount[r];
+  c->ops->alltoallv(c, g, send, scount, sdispl, recv, rcount, rdispl, BOOST_F32);
+  count(c, g, COMM_ALLTOALL, moved * sizeof(float), t0);
+}
+
+void comm_control_sum_f64(comm_ctx *c, comm_group g, double *host, int n) {
+  if (c->size[g] > 1 && n > 0) MPI_Allreduce(MPI_IN_PLACE, host, n, MPI_DOUBLE, MPI_SUM, c->mpi[g]);
+}
+
+int comm_control_max_int(comm_ctx *c, comm_group g, int v) {
+  if (c->size[g] > 1) MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MAX, c->mpi[g]);
+  return v;
+}
+
+int comm_control_min_int(comm_ctx *c, comm_group g, int v) {
+  if (c->size[g] > 1) MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MIN, c->mpi[g]);
+  return v;
 }
 
 void comm_format_counts(const comm_ctx *c, char *out, size_t outlen) {

@@ -5,9 +5,17 @@
  *   reduce  forward: all-reduce (sum)    backward: identity
  *   gather  forward: all-gather columns  backward: scatter (keep my columns)
  *
- * Every call counts bytes, calls and seconds per group and kind; the trainer
- * reports them per step. One interface; this is the MPI backend (host
- * buffers). A NCCL backend keeps the same calls over device buffers. */
+ * One interface, backends behind it (comm_backend): MPI (comm_mpi.c) moves
+ * host buffers -- the CPU backends' memory directly, any other backend's
+ * through host staging -- and NCCL moves device buffers. Every data-plane
+ * call names the memory it moves by the compute backend's types (float,
+ * the act type, double) and counts bytes, calls and seconds per group and
+ * kind; the trainer reports them per step. Requests are opaque: nothing
+ * outside a backend sees MPI_Request or an event.
+ *
+ * Control plane: small host values every rank must agree on (a failure
+ * flag, a step number, a signal) go through comm_control_* (MPI on the
+ * host, uncounted), never through the data plane. */
 #ifndef BOOST_COMM_H
 #define BOOST_COMM_H
 
@@ -15,8 +23,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend.h"
+
 typedef enum { COMM_TP = 0, COMM_DP, COMM_PP, COMM_WORLD, COMM_NUM_GROUPS } comm_group;
-typedef enum { COMM_ALLREDUCE = 0, COMM_ALLGATHER, COMM_REDUCE_SCATTER, COMM_SENDRECV, COMM_NUM_KINDS } comm_kind;
+typedef enum { COMM_ALLREDUCE = 0, COMM_ALLGATHER, COMM_REDUCE_SCATTER, COMM_SENDRECV, COMM_ALLTOALL, COMM_NUM_KINDS } comm_kind;
+typedef enum { COMM_SUM = 0, COMM_MAX } comm_redop;
 
 extern const char *const comm_group_names[COMM_NUM_GROUPS];
 extern const char *const comm_kind_names[COMM_NUM_KINDS];
@@ -26,49 +37,98 @@ typedef struct {
   double seconds;
 } comm_counter;
 
+/* An operation in flight (opaque; zero-initialised means none). */
 typedef struct {
-  MPI_Comm comm[COMM_NUM_GROUPS];
+  uint64_t opaque[2];
+} comm_request;
+
+typedef struct comm_ctx comm_ctx;
+
+/* What a communication backend implements; the comm_* functions below
+ * count and dispatch. Buffers are the compute backend's memory (c->be), or
+ * host memory when c->be is NULL. n counts elements of type t. */
+typedef struct {
+  const char *name;
+  void (*allreduce)(comm_ctx *c, comm_group g, void *buf, size_t n, boost_dtype t, comm_redop op);
+  /* [a (n_a of type ta), b (n_b floats)] summed as one collective where the
+   * backend can (the btp bottleneck and its norm statistics) */
+  void (*allreduce_pair)(comm_ctx *c, comm_group g, void *a, size_t n_a, boost_dtype ta, float *b, size_t n_b);
+  /* buf: size * chunk elements; leaves this rank's chunk of the sum at
+   * buf + rank * chunk */
+  void (*reduce_scatter)(comm_ctx *c, comm_group g, void *buf, size_t chunk, boost_dtype t);
+  /* buf: size * chunk elements, this rank's at buf + rank * chunk: fills the others */
+  void (*allgather_chunks)(comm_ctx *c, comm_group g, void *buf, size_t chunk, boost_dtype t);
+  /* recv: size blocks of n elements, block r from rank r */
+  void (*allgather)(comm_ctx *c, comm_group g, const void *send, void *recv, size_t n, boost_dtype t);
+  /* element counts and displacements per rank, as MPI_Alltoallv */
+  void (*alltoallv)(comm_ctx *c, comm_group g, const void *send, const size_t *scount, const size_t *sdispl,
+                    void *recv, const size_t *rcount, const size_t *rdispl, boost_dtype t);
+  void (*isend)(comm_ctx *c, comm_group g, const void *buf, size_t n, boost_dtype t, int peer, int tag,
+                comm_request *req);
+  void (*recv)(comm_ctx *c, comm_group g, void *buf, size_t n, boost_dtype t, int peer, int tag);
+  void (*wait)(comm_ctx *c, comm_request *req);
+  void (*destroy)(comm_ctx *c);
+} comm_backend;
+
+struct comm_ctx {
+  const comm_backend *ops;
+  void *impl;         /* the backend's group handles */
+  boost_backend *be;  /* whose memory the buffers are; NULL: host memory */
+  MPI_Comm mpi[COMM_NUM_GROUPS]; /* the groups' MPI communicators (control plane; backends may use them) */
   int size[COMM_NUM_GROUPS], rank[COMM_NUM_GROUPS];
   comm_counter count[COMM_NUM_GROUPS][COMM_NUM_KINDS];
-} comm_ctx;
+  void *scratch; /* backend memory for comm_allgather_cols */
+  size_t scratch_bytes;
+};
 
-/* A single-process context (every group of size 1) for tests and tools. */
-void comm_init_self(comm_ctx *c);
-/* A shared context whose groups are all MPI_COMM_SELF (one process): what a
- * model built without a comm uses. Its collectives are no-ops. */
-comm_ctx *comm_self(void);
-/* Groups borrowed from a process grid (not freed by comm). */
-void comm_init(comm_ctx *c, MPI_Comm tp, MPI_Comm dp, MPI_Comm pp, MPI_Comm world);
+/* The MPI backend over groups borrowed from a process grid (not freed):
+ * buffers in be's memory (NULL: host memory). */
+void comm_init_mpi(comm_ctx *c, boost_backend *be, MPI_Comm tp, MPI_Comm dp, MPI_Comm pp, MPI_Comm world);
+/* A single-process context (every group of size 1, MPI_COMM_SELF): its
+ * collectives move nothing. */
+void comm_init_self(comm_ctx *c, boost_backend *be);
+void comm_free(comm_ctx *c);
 void comm_reset_counts(comm_ctx *c);
 /* Bytes of one kind over one group since the last reset. */
 uint64_t comm_bytes(const comm_ctx *c, comm_group g, comm_kind k);
 
-/* In-place sum over the group (counted; skipped when the group has 1 rank). */
+/* ---- data plane (counted; nothing happens in a group of one rank) ---- */
 void comm_allreduce_sum(comm_ctx *c, comm_group g, float *buf, size_t n);
 void comm_allreduce_max(comm_ctx *c, comm_group g, float *buf, size_t n);
-/* Sum of doubles (scalar statistics: loss, squared norms). */
 void comm_allreduce_sum_f64(comm_ctx *c, comm_group g, double *buf, size_t n);
-/* buf holds size * chunk floats: sums them over the group and leaves this
- * rank's chunk of the sum at buf + rank * chunk (ZeRO-1 gradients). */
+/* Activations and their gradients (the compute backend's act type). */
+void comm_allreduce_act(comm_ctx *c, comm_group g, boost_act *buf, size_t n);
+/* The btp bottleneck H [n_h act elements] and its per-token local sums of
+ * squares ss [n_ss floats], summed together in one collective. */
+void comm_allreduce_btp(comm_ctx *c, comm_group g, boost_act *h, size_t n_h, float *ss, size_t n_ss);
+/* ZeRO-1: gradients reduce-scattered, parameters all-gathered (float). */
 void comm_reduce_scatter_sum(comm_ctx *c, comm_group g, float *buf, size_t chunk);
-/* buf holds size * chunk floats, this rank's chunk at buf + rank * chunk:
- * gathers every rank's chunk into place (ZeRO-1 parameters). */
 void comm_allgather_chunks(comm_ctx *c, comm_group g, float *buf, size_t chunk);
-/* Gather column shards: local [rows, cols] -> full [rows, cols * size]. */
-void comm_allgather_cols(comm_ctx *c, comm_group g, const float *local, float *full, size_t rows, size_t cols);
-/* Keep this rank's column shard: full [rows, cols * size] -> local [rows, cols]. */
-void comm_scatter_cols(const comm_ctx *c, comm_group g, const float *full, float *local, size_t rows, size_t cols);
-
-/* Point-to-point within a group (pipeline stages), counted as sendrecv.
- * comm_isend's buffer must stay untouched until *req completes. */
-void comm_isend(comm_ctx *c, comm_group g, const float *buf, size_t n, int peer, int tag, MPI_Request *req);
-void comm_recv(comm_ctx *c, comm_group g, float *buf, size_t n, int peer, int tag);
+/* Gather column shards (act): local [rows, cols] -> full [rows, cols * size]. */
+void comm_allgather_cols(comm_ctx *c, comm_group g, const boost_act *local, boost_act *full, size_t rows, size_t cols);
+/* Keep this rank's column shard: full [rows, cols * size] -> local [rows, cols] (no message). */
+void comm_scatter_cols(comm_ctx *c, comm_group g, const boost_act *full, boost_act *local, size_t rows, size_t cols);
+/* Point-to-point of activations within a group (pipeline stages), counted
+ * as sendrecv. comm_isend's buffer must stay untouched until comm_wait. */
+void comm_isend_act(comm_ctx *c, comm_group g, const boost_act *buf, size_t n, int peer, int tag, comm_request *req);
+void comm_recv_act(comm_ctx *c, comm_group g, boost_act *buf, size_t n, int peer, int tag);
+/* Completes req (none: returns at once) and clears it. */
+void comm_wait(comm_ctx *c, comm_request *req);
+/* Floats moved between ranks in pieces (counts and displacements in floats). */
+void comm_alltoallv_f32(comm_ctx *c, comm_group g, const float *send, const size_t *scount, const size_t *sdispl,
+                        float *recv, const size_t *rcount, const size_t *rdispl);
 
 /* Conjugate pairs (what parallel layers call). */
-static inline void comm_copy_forward(comm_ctx *c, comm_group g, float *x, size_t n) { (void)c, (void)g, (void)x, (void)n; }
-static inline void comm_copy_backward(comm_ctx *c, comm_group g, float *dx, size_t n) { comm_allreduce_sum(c, g, dx, n); }
-static inline void comm_reduce_forward(comm_ctx *c, comm_group g, float *x, size_t n) { comm_allreduce_sum(c, g, x, n); }
-static inline void comm_reduce_backward(comm_ctx *c, comm_group g, float *dx, size_t n) { (void)c, (void)g, (void)dx, (void)n; }
+static inline void comm_copy_forward(comm_ctx *c, comm_group g, boost_act *x, size_t n) { (void)c, (void)g, (void)x, (void)n; }
+static inline void comm_copy_backward(comm_ctx *c, comm_group g, boost_act *dx, size_t n) { comm_allreduce_act(c, g, dx, n); }
+static inline void comm_reduce_forward(comm_ctx *c, comm_group g, boost_act *x, size_t n) { comm_allreduce_act(c, g, x, n); }
+static inline void comm_reduce_backward(comm_ctx *c, comm_group g, boost_act *dx, size_t n) { (void)c, (void)g, (void)dx, (void)n; }
+
+/* ---- control plane (host values, MPI, uncounted) ---- */
+void comm_control_sum_f64(comm_ctx *c, comm_group g, double *host, int n);
+/* The largest / smallest value over the group. */
+int comm_control_max_int(comm_ctx *c, comm_group g, int v);
+int comm_control_min_int(comm_ctx *c, comm_group g, int v);
 
 /* One line per (group, kind) with traffic, e.g. "tp allreduce 12.3 MiB/41". */
 void comm_format_counts(const comm_ctx *c, char *out, size_t outlen);

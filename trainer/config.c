@@ -16,6 +16,7 @@ const char *const proj_names[PROJ_COUNT] = {"q", "k", "v", "o", "gate", "up", "d
 const char *const tp_mode_names[TP_MODE_COUNT] = {"none", "btp", "vanilla", "megatron", "auto"};
 const char *const recompute_names[RECOMPUTE_COUNT] = {"none", "lowrank", "full"};
 const char *const acts_mode_names[ACTS_COUNT] = {"none", "sample", "all"};
+const char *const device_names[DEVICE_COUNT] = {"cpu", "guarded", "cuda"};
 
 typedef enum { K_INT, K_I64, K_FLOAT, K_STR, K_BOOL, K_ENUM } key_type;
 
@@ -30,6 +31,8 @@ static const enum_choice TP_MODE_CHOICES[] = {
 static const enum_choice RECOMPUTE_CHOICES[] = {
     {"none", RECOMPUTE_NONE}, {"lowrank", RECOMPUTE_LOWRANK}, {"full", RECOMPUTE_FULL}, {NULL, 0}};
 static const enum_choice RESUME_BATCH_CHOICES[] = {{"keep", RESUME_BATCH_KEEP}, {"config", RESUME_BATCH_CONFIG}, {NULL, 0}};
+static const enum_choice DEVICE_CHOICES[] = {
+    {"cpu", DEVICE_CPU}, {"guarded", DEVICE_GUARDED}, {"cuda", DEVICE_CUDA}, {NULL, 0}};
 static const enum_choice ACTS_CHOICES[] = {{"none", ACTS_NONE}, {"sample", ACTS_SAMPLE}, {"all", ACTS_ALL}, {NULL, 0}};
 
 typedef struct {
@@ -78,6 +81,10 @@ static const key_spec KEYS[] = {
     {"train.val_batches", K_INT, F(train.val_batches), 0, 1e9, "micro-batches per validation (0 = none)", NULL},
     {"train.log_every", K_INT, F(train.log_every), 1, 1e9, "log line every N steps", NULL},
     {"train.threads", K_INT, F(train.threads), 0, 4096, "OpenMP/BLAS threads per rank (0 = all cores / ranks)", NULL},
+    {"train.device", K_ENUM, F(train.device), 0, 0,
+     "where the model runs: cpu, cuda (NVIDIA GPU, one per rank), or guarded (the CPU kernels behind memory the host "
+     "cannot touch: a test backend)",
+     DEVICE_CHOICES},
     {"train.seed", K_I64, F(train.seed), 0, BIG, "parameter init seed", NULL},
     {"train.metrics", K_STR, F(train.metrics), 0, 0, "JSON-lines metrics file, one line per step, appended to (a resumed run continues it; empty = none)", NULL},
     {"parallel.dp", K_INT, F(parallel.dp), 1, 1 << 20, "data-parallel degree", NULL},

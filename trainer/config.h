@@ -30,6 +30,10 @@ extern const char *const recompute_names[RECOMPUTE_COUNT];
 /* ckpt.resume_batch: on resume, keep the checkpoint's global batch (derive
  * the per-replica split) or take the config's split as it is. */
 typedef enum { RESUME_BATCH_KEEP = 0, RESUME_BATCH_CONFIG, RESUME_BATCH_COUNT } resume_batch_mode;
+/* train.device: where a rank's model lives and runs (kernels/backend.h);
+ * guarded is the CPU kernels behind memory the host cannot touch (tests). */
+typedef enum { DEVICE_CPU = 0, DEVICE_GUARDED, DEVICE_CUDA, DEVICE_COUNT } device_kind;
+extern const char *const device_names[DEVICE_COUNT];
 /* ckpt.activations */
 typedef enum { ACTS_NONE = 0, ACTS_SAMPLE, ACTS_ALL, ACTS_COUNT } acts_mode;
 extern const char *const acts_mode_names[ACTS_COUNT];
@@ -53,6 +57,7 @@ typedef struct {
   } data;
   struct {
     int batch_size, grad_accum, steps, warmup_steps, val_every, val_batches, log_every, threads;
+    device_kind device;
     float lr, min_lr_ratio, weight_decay, beta1, beta2, eps, grad_clip;
     int64_t seed;
     char metrics[CONFIG_STR];

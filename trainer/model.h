@@ -62,13 +62,18 @@ typedef struct {
   int first_group[NUM_SLOTS + 1]; /* groups of slot s: [first_group[s], first_group[s+1]) */
 } layer_param;
 
-/* Saved activations of one layer (pointers into the activation arena). */
+/* Saved activations of one layer: backend memory carved from the
+ * activation arena; boost_act in the backend's act type, float statistics. */
 typedef struct {
-  float *rstd1, *xn1;                  /* xn: normalised (btp: x * gain, unnormalised) */
-  float *hpre[PROJ_COUNT], *h[PROJ_COUNT]; /* per group: [N, g*r_loc] (+N for btp norm scalars) */
-  float *q, *k, *v, *att, *attn_out; /* att: attention row stats [B, H, T, 2] (max, 1/sum) */
-  float *resid_mid, *rstd2, *xn2;
-  float *gate, *gate_act, *up, *prod;
+  float *rstd1;
+  boost_act *xn1;                            /* normalised (btp: x * gain, unnormalised) */
+  boost_act *hpre[PROJ_COUNT], *h[PROJ_COUNT]; /* per group: [N, g*r_loc]; hpre is followed by the btp norm's
+                                                 N float sums of squares (group_ss) */
+  boost_act *q, *k, *v, *attn_out;
+  float *att; /* attention row stats [B, H, T, 2] (max, 1/sum) */
+  boost_act *resid_mid, *xn2;
+  float *rstd2;
+  boost_act *gate, *gate_act, *up, *prod;
 } layer_acts;
 
 /* The layers this pipeline stage holds (global indices), and whether it
@@ -80,9 +85,12 @@ typedef struct {
 
 /* Activations of one micro-batch in flight. */
 typedef struct {
-  float **resid; /* num_layers + 1 points of the residual stream, [N, d_res] */
+  boost_act **resid; /* num_layers + 1 points of the residual stream, [N, d_res] */
   layer_acts *acts;
-  float *rstd_f, *x_full, *xn_f, *logits, *losses, *ce_max, *ce_sum;
+  float *rstd_f, *losses, *ce_max, *ce_sum;
+  boost_act *x_full, *xn_f, *logits;
+  int32_t *tokens, *targets; /* [N] each, uploaded by model_set_batch */
+  int has_targets;
   /* logits_grad_scale > 0: a training forward already turned the logits
    * into d loss / d logits with that dloss per token (model_forward_train) */
   float logits_grad_scale;
@@ -91,18 +99,21 @@ typedef struct {
 /* Gradient and scratch buffers shared by every micro-batch (backward runs
  * one micro-batch at a time). */
 typedef struct {
-  float *d_resid[2], *d_xn, *d_xfull, *d_tmp, *d_attn, *d_q, *d_k, *d_v, *d_att;
-  float *d_prod, *d_gate, *d_up, *d_h, *d_ss, *proj_out;
+  boost_act *d_resid[2], *d_xn, *d_xfull, *d_tmp, *d_attn, *d_q, *d_k, *d_v;
+  void *d_att;
+  boost_act *d_prod, *d_gate, *d_up, *d_h, *proj_out;
+  float *d_ss;
 } model_scratch;
 
 typedef struct {
   model_config cfg;
-  const boost_ops *ops; /* the backend every numeric op goes through */
+  boost_backend *be; /* not owned: memory and every numeric op */
   tp_mode mode;
   model_stage stage;
   int nl; /* layers on this stage */
   recompute_mode recompute;
-  comm_ctx *comm; /* not owned */
+  comm_ctx *comm; /* not owned (own_comm when none was given) */
+  comm_ctx own_comm;
   int tp, tp_rank;
   /* local widths */
   int d_res, d_qkv, heads_loc, ffn_loc, vocab_loc, vocab_start;
@@ -110,23 +121,25 @@ typedef struct {
   tensor_registry reg;
   int wte, lm_head, final_norm;
   layer_param *layers;
+  boost_optim_plan *plan; /* with the optimizer: this rank's AdamW segments ([mom_begin, mom_end)) */
 
   int B, T, nsets;
-  float *act_arena;
-  size_t act_numel;
+  void *act_arena;
+  size_t act_bytes;
   size_t act_bytes_per_layer; /* kept per layer per micro-batch in flight */
   act_set *sets;
   act_set *cur; /* the micro-batch forward/backward work on (model_use_acts) */
-  float *d_in;  /* after model_backward on a stage without the embedding: d loss / d stage input */
+  boost_act *d_in;  /* after model_backward on a stage without the embedding: d loss / d stage input */
   float *rope_cos, *rope_sin;
+  double *stats; /* backend memory: [0] the training losses accumulated since model_loss_reset, [1] model_grad_sumsq */
   model_scratch s;
 } model;
 
 /* How a model is built besides its config and tp mode. Zero-initialised
  * fields take the defaults. */
 typedef struct {
-  const boost_ops *ops;     /* NULL: cpu_ops */
-  comm_ctx *comm;           /* NULL: a single process (comm_self()) */
+  boost_backend *backend;   /* NULL: the process's default CPU backend (float) */
+  comm_ctx *comm;           /* NULL: a single process */
   int with_optimizer;       /* allocate the AdamW moment arenas */
   const model_stage *stage; /* NULL: the whole model */
   size_t arena_multiple;    /* arenas padded to a multiple of this many floats (ZeRO-1 splits them evenly
@@ -145,7 +158,8 @@ void model_init(model *m, const model_config *cfg, tp_mode mode, const model_opt
 void model_free(model *m);
 
 /* Deterministic init: each element is a function of (seed, tensor name,
- * global element index), so any sharding yields the same global values. */
+ * global element index), so any sharding yields the same global values.
+ * Drawn on the host and uploaded (the working copy follows). */
 void model_init_params(model *m, uint64_t seed);
 
 /* Activation arena for nsets micro-batches of B x T in flight (pipeline
@@ -162,9 +176,9 @@ void model_use_acts(model *m, int set);
  * model_stage_output(), takes the gradient w.r.t. it in
  * model_stage_output_grad() before model_backward, and leaves the gradient
  * w.r.t. its input in m->d_in. Each is [B*T, d_res]. */
-static inline float *model_stage_input(model *m) { return m->cur->resid[0]; }
-static inline float *model_stage_output(model *m) { return m->cur->resid[m->nl]; }
-static inline float *model_stage_output_grad(model *m) { return m->s.d_resid[0]; }
+static inline boost_act *model_stage_input(model *m) { return m->cur->resid[0]; }
+static inline boost_act *model_stage_output(model *m) { return m->cur->resid[m->nl]; }
+static inline boost_act *model_stage_output_grad(model *m) { return m->s.d_resid[0]; }
 
 /* Name of a projection group in tensor names: "qkv", "gate_up", or the
  * single projection's ("q", "o", "down", ...). */
@@ -176,27 +190,43 @@ const char *model_group_name(const proj_group *g);
 int model_plan_stages(const model_config *cfg, int pp, const char *spec, int T, int *layers_per_stage, char *err,
                       size_t errlen);
 
-/* Forward; returns the mean loss over B*T targets on the stage with the head
- * (NULL targets: logits only), 0 elsewhere. */
+/* The current set's micro-batch: tokens and (NULL: none) targets, [B*T]
+ * each, checked against the vocabulary on the host and uploaded. */
+void model_set_batch(model *m, const int32_t *tokens, const int32_t *targets);
+
+/* model_set_batch, then the forward; returns the mean loss over B*T targets
+ * on the stage with the head (NULL targets: logits only), 0 elsewhere. The
+ * loss is read back (a synchronisation): evaluation and tests. */
 float model_forward(model *m, const int32_t *tokens, const int32_t *targets, int B, int T);
-/* The forward of a training micro-batch whose backward will use dloss per
- * token = scale: on the stage with the head (tp = 1) the cross-entropy
- * computes the losses and d loss / d logits together, in place, while each
- * row of logits is in cache (max, exp and sum, scale: three passes over a
- * row where the forward's loss and the backward's gradient made five). The
- * same operations as model_forward followed by model_backward, so the same
- * bits. */
-float model_forward_train(model *m, const int32_t *tokens, const int32_t *targets, int B, int T, float scale);
-/* Backward of the last forward; grads accumulate with dloss per token = scale. */
-void model_backward(model *m, const int32_t *tokens, const int32_t *targets, int B, int T, float scale);
+/* The forward of a training micro-batch already set (model_set_batch)
+ * whose backward will use dloss per token = scale. Its mean loss is added
+ * to the loss sum (model_loss_sum), not read back. On the stage with the
+ * head (tp = 1) the cross-entropy computes the losses and d loss / d logits
+ * together, in place, while each row of logits is in cache (max, exp and
+ * sum, scale: three passes over a row where the forward's loss and the
+ * backward's gradient made five). The same operations as model_forward
+ * followed by model_backward, so the same bits. */
+void model_forward_train(model *m, int B, int T, float scale);
+/* Backward of the current set's last forward; grads accumulate with dloss
+ * per token = scale. */
+void model_backward(model *m, float scale);
 
 void model_zero_grads(model *m);
+/* The training loss sum (double, backend memory) and its reset. */
+static inline double *model_loss_sum(model *m) { return &m->stats[0]; }
+void model_loss_reset(model *m);
 
-/* Sum of squared gradients counting tp-replicated tensors on tp rank 0 only:
- * summed over the tp group it is the squared norm of the global gradient. */
-double model_grad_sumsq(const model *m);
-/* The same over the arena range [begin, end) (a ZeRO-1 chunk). */
-double model_grad_sumsq_range(const model *m, size_t begin, size_t end);
+/* Sum of squared gradients over this rank's optimizer segments (the ZeRO-1
+ * chunk, or everything), counting tp-replicated tensors on tp rank 0 only:
+ * summed over the tp group (and ZeRO-1 replicas) it is the squared norm of
+ * the global gradient. Written to the returned double of backend memory. */
+double *model_grad_sumsq(model *m);
+/* Both statistics read back: [0] loss sum, [1] gradient sum of squares. */
+void model_download_stats(model *m, double out[2]);
+
+/* The optimizer step over this rank's segments: AdamW with lr, step t (from
+ * 1) and the gradient clip scale; the working copy follows. */
+void model_adamw(model *m, adamw_hparams hp, int t, float grad_scale);
 
 int64_t model_num_params(const model *m);
 double model_flops_per_token(const model_config *cfg, int T);

@@ -1,6 +1,7 @@
-/* Activation memory: one arena carved into named buffers for every
- * micro-batch in flight (act_set), plus gradient and scratch buffers shared
- * by all. What a set keeps per layer depends on parallel.recompute (model.h). */
+/* Activation memory: one arena of backend memory carved into named buffers
+ * for every micro-batch in flight (act_set), plus gradient and scratch
+ * buffers shared by all. What a set keeps per layer depends on
+ * parallel.recompute (model.h). Every buffer starts 64-byte aligned. */
 #include "model_internal.h"
 
 #include <string.h>
@@ -8,7 +9,7 @@
 #include "check.h"
 
 void model_free_acts(model *m) {
-  boost_free(m->act_arena);
+  if (m->act_arena) m->be->mem->free(m->be, m->act_arena);
   m->act_arena = NULL;
   for (int k = 0; k < m->nsets; k++) {
     boost_free(m->sets[k].resid);
@@ -20,16 +21,20 @@ void model_free_acts(model *m) {
   m->nsets = 0;
 }
 
+/* Two passes: a NULL base measures, a real one hands out addresses. */
 typedef struct {
-  float *base;
-  size_t used;
+  char *base;
+  size_t used; /* bytes */
+  const boost_backend *be;
 } carver;
 
-static float *carve(carver *c, size_t n) {
-  float *p = c->base ? c->base + c->used : NULL;
-  c->used += (n + 15) / 16 * 16;
+static void *carve_bytes(carver *c, size_t bytes) {
+  void *p = c->base ? c->base + c->used : NULL;
+  c->used += (bytes + 63) / 64 * 64;
   return p;
 }
+static boost_act *carve(carver *c, size_t n) { return carve_bytes(c, boost_act_bytes(c->be, n)); }
+static float *carve_f32(carver *c, size_t n) { return carve_bytes(c, n * sizeof(float)); }
 
 /* What recompute may rebuild: one copy shared by all layers and sets when
  * recomputing, else one per layer. */
@@ -41,7 +46,7 @@ static void carve_recomputable(model *m, carver *c, layer_acts *a) {
   a->q = carve(c, N * da);
   a->k = carve(c, N * da);
   a->v = carve(c, N * da);
-  a->att = carve(c, att);
+  a->att = carve_f32(c, att);
   a->attn_out = carve(c, N * da);
   a->resid_mid = carve(c, N * dr);
   a->xn2 = carve(c, N * dr);
@@ -55,20 +60,59 @@ static void carve_recomputable(model *m, carver *c, layer_acts *a) {
 static void carve_bottleneck(model *m, carver *c, layer_acts *a, int l) {
   const size_t N = (size_t)m->B * m->T;
   const layer_param *lp = &m->layers[l];
-  a->rstd1 = carve(c, N);
-  a->rstd2 = carve(c, N);
+  a->rstd1 = carve_f32(c, N);
+  a->rstd2 = carve_f32(c, N);
   for (int gi = 0; gi < lp->ngroups; gi++) {
-    const size_t w = group_width(&lp->groups[gi]);
-    if (!w) continue;
-    a->hpre[gi] = carve(c, N * w + N); /* + N: the fused norm's sum of squares */
-    a->h[gi] = carve(c, N * w);
+    const proj_group *g = &lp->groups[gi];
+    if (!group_width(g)) continue;
+    /* + N floats: the fused norm's sums of squares (group_ss) */
+    a->hpre[gi] = carve_bytes(c, group_ss_offset(m, N, g) + N * sizeof(float));
+    a->h[gi] = carve(c, N * group_width(g));
+  }
+}
+
+static void carve_head(model *m, carver *c, act_set *s) {
+  const size_t N = (size_t)m->B * m->T, d = m->cfg.d_model;
+  s->rstd_f = carve_f32(c, N);
+  s->x_full = carve(c, N * d);
+  s->xn_f = carve(c, N * d);
+  s->logits = carve(c, N * (size_t)m->vocab_loc);
+  s->losses = carve_f32(c, N);
+  s->ce_max = carve_f32(c, N);
+  s->ce_sum = carve_f32(c, 2 * N);
+}
+
+static void carve_scratch(model *m, carver *c, size_t max_g) {
+  const model_config *cfg = &m->cfg;
+  const size_t N = (size_t)m->B * m->T, T = m->T, d = cfg->d_model, hd = d / cfg->n_heads;
+  const size_t dr = m->d_res, da = m->d_qkv, F = m->ffn_loc;
+  const size_t big = d > (size_t)cfg->ffn ? d : (size_t)cfg->ffn;
+  m->rope_cos = carve_f32(c, T * hd / 2);
+  m->rope_sin = carve_f32(c, T * hd / 2);
+  m->s.d_resid[0] = carve(c, N * dr);
+  m->s.d_resid[1] = carve(c, N * dr);
+  m->s.d_xn = carve(c, N * big);
+  m->s.d_xfull = carve(c, N * d);
+  m->s.d_tmp = carve(c, N * big);
+  m->s.d_attn = carve(c, N * da);
+  m->s.d_q = carve(c, N * da);
+  m->s.d_k = carve(c, N * da);
+  m->s.d_v = carve(c, N * da);
+  m->s.d_att = carve_bytes(c, m->be->ops->attention_scratch_bytes(m->be, m->B, m->T, m->heads_loc));
+  m->s.d_prod = carve(c, N * F);
+  m->s.d_gate = carve(c, N * F);
+  m->s.d_up = carve(c, N * F);
+  m->s.d_h = carve(c, N * max_g);
+  m->s.d_ss = carve_f32(c, 2 * N);
+  m->s.proj_out = carve(c, N * d);
+  for (int k = 0; k < m->nsets; k++) {
+    m->sets[k].tokens = carve_bytes(c, N * sizeof(int32_t));
+    m->sets[k].targets = carve_bytes(c, N * sizeof(int32_t));
   }
 }
 
 static void layout_acts(model *m, carver *c) {
-  const model_config *cfg = &m->cfg;
-  const size_t N = (size_t)m->B * m->T, T = m->T, d = cfg->d_model, hd = d / cfg->n_heads;
-  const size_t dr = m->d_res, da = m->d_qkv, F = m->ffn_loc;
+  const size_t N = (size_t)m->B * m->T;
   size_t max_g = 1;
   for (int l = 0; l < m->nl; l++)
     for (int gi = 0; gi < m->layers[l].ngroups; gi++)
@@ -83,7 +127,7 @@ static void layout_acts(model *m, carver *c) {
   for (int k = 0; k < m->nsets; k++) {
     act_set *s = &m->sets[k];
     const size_t before = c->used;
-    for (int l = 0; l <= m->nl; l++) s->resid[l] = carve(c, N * dr);
+    for (int l = 0; l <= m->nl; l++) s->resid[l] = carve(c, N * m->d_res);
     for (int l = 0; l < m->nl; l++) {
       layer_acts *a = &s->acts[l];
       if (m->recompute == RECOMPUTE_NONE)
@@ -92,36 +136,10 @@ static void layout_acts(model *m, carver *c) {
         *a = shared;
       if (m->recompute != RECOMPUTE_FULL) carve_bottleneck(m, c, a, l);
     }
-    if (k == 0 && m->nl > 0) m->act_bytes_per_layer = (c->used - before) * sizeof(float) / (size_t)m->nl;
-    if (m->stage.has_head) {
-      s->rstd_f = carve(c, N);
-      s->x_full = carve(c, N * d);
-      s->xn_f = carve(c, N * d);
-      s->logits = carve(c, N * (size_t)m->vocab_loc);
-      s->losses = carve(c, N);
-      s->ce_max = carve(c, N);
-      s->ce_sum = carve(c, 2 * N);
-    }
+    if (k == 0 && m->nl > 0) m->act_bytes_per_layer = (c->used - before) / (size_t)m->nl;
+    if (m->stage.has_head) carve_head(m, c, s);
   }
-  const size_t big = d > (size_t)cfg->ffn ? d : (size_t)cfg->ffn;
-  m->rope_cos = carve(c, T * hd / 2);
-  m->rope_sin = carve(c, T * hd / 2);
-  m->s.d_resid[0] = carve(c, N * dr);
-  m->s.d_resid[1] = carve(c, N * dr);
-  m->s.d_xn = carve(c, N * big);
-  m->s.d_xfull = carve(c, N * d);
-  m->s.d_tmp = carve(c, N * big);
-  m->s.d_attn = carve(c, N * da);
-  m->s.d_q = carve(c, N * da);
-  m->s.d_k = carve(c, N * da);
-  m->s.d_v = carve(c, N * da);
-  m->s.d_att = carve(c, m->ops->attention_scratch_floats(m->B, m->T, m->heads_loc));
-  m->s.d_prod = carve(c, N * F);
-  m->s.d_gate = carve(c, N * F);
-  m->s.d_up = carve(c, N * F);
-  m->s.d_h = carve(c, N * max_g);
-  m->s.d_ss = carve(c, 2 * N);
-  m->s.proj_out = carve(c, N * d);
+  carve_scratch(m, c, max_g);
 }
 
 void model_use_acts(model *m, int set) {
@@ -143,12 +161,12 @@ void model_alloc_acts(model *m, int B, int T, int nsets, recompute_mode recomput
     m->sets[k].resid = boost_calloc((size_t)m->nl + 1, sizeof *m->sets[k].resid);
     m->sets[k].acts = boost_calloc((size_t)m->nl + 1, sizeof *m->sets[k].acts);
   }
-  carver c = {NULL, 0};
+  carver c = {NULL, 0, m->be};
   layout_acts(m, &c);
-  m->act_numel = c.used;
-  m->act_arena = boost_calloc(c.used, sizeof(float));
-  c = (carver){m->act_arena, 0};
+  m->act_bytes = c.used;
+  m->act_arena = boost_be_alloc(m->be, c.used, "the activation arena");
+  c = (carver){m->act_arena, 0, m->be};
   layout_acts(m, &c);
   model_use_acts(m, 0);
-  m->ops->rope_tables(m->rope_cos, m->rope_sin, T, m->cfg.d_model / m->cfg.n_heads, m->cfg.rope_theta);
+  m->be->ops->rope_tables(m->be, m->rope_cos, m->rope_sin, T, m->cfg.d_model / m->cfg.n_heads, m->cfg.rope_theta);
 }

@@ -4,11 +4,27 @@
 
 #include "model.h"
 
-static inline float *P(const model *m, int idx) { return registry_data(&m->reg, TENSOR_PARAMS, idx); }
+/* A parameter as the ops read it (the working copy, act type), and its
+ * float gradient. */
+static inline boost_act *P(const model *m, int idx) { return registry_work(&m->reg, idx); }
 static inline float *G(const model *m, int idx) { return registry_data(&m->reg, TENSOR_GRADS, idx); }
+
+/* n act elements past p */
+static inline boost_act *AT(const model *m, const boost_act *p, size_t n) { return boost_act_at(m->be, p, n); }
 
 /* Columns of a group's bottleneck on this rank: nproj * r_loc. */
 static inline size_t group_width(const proj_group *g) { return (size_t)g->nproj * g->r_loc; }
+
+/* Where a group's hpre buffer keeps the btp norm's per-token sums of
+ * squares: right behind the N x width bottleneck when the act type is float
+ * (so both travel as one message), 64-byte aligned otherwise. */
+static inline size_t group_ss_offset(const model *m, size_t N, const proj_group *g) {
+  const size_t b = boost_act_bytes(m->be, N * group_width(g));
+  return m->be->act_dtype == BOOST_F32 ? b : (b + 63) / 64 * 64;
+}
+static inline float *group_ss(const model *m, const boost_act *hpre, const proj_group *g, size_t N) {
+  return (float *)((char *)hpre + group_ss_offset(m, N, g));
+}
 
 /* model_acts.c */
 void model_free_acts(model *m);
@@ -18,15 +34,16 @@ void model_free_acts(model *m);
  * q/k/v/gate/up buffers. rstd (btp): the fused norm's per-token scale.
  * reuse_bottleneck: the saved h is current (low-rank recompute): skip the
  * A-GEMMs and their all-reduce. */
-void slot_forward(model *m, int l, int slot, const float *X, float *out_override, float *rstd, int reuse_bottleneck);
+void slot_forward(model *m, int l, int slot, const boost_act *X, boost_act *out_override, float *rstd,
+                  int reuse_bottleneck);
 /* dX [N, in_loc] assigned; with rstd, dss gets d loss / d (sum of squares). */
-void slot_backward(model *m, int l, int slot, const float *X, float *dout_override, const float *rstd, float *dss,
-                   float *dX);
+void slot_backward(model *m, int l, int slot, const boost_act *X, boost_act *dout_override, const float *rstd,
+                   float *dss, boost_act *dX);
 
-/* model_head.c: final norm, LM head and loss on the last stage. */
-float head_forward(model *m, const int32_t *targets, int N, float grad_scale);
+/* model_head.c: final norm, LM head and loss on the last stage. Training
+ * (grad_scale > 0) adds the mean loss to the loss sum; evaluation returns it. */
+float head_forward(model *m, int N, float grad_scale);
 /* Leaves d loss / d (last layer's output) in dx [N, d_res]. */
-void head_backward(model *m, const int32_t *targets, int N, float scale, float *dx);
-void model_validate_tokens(const model *m, const int32_t *tok, size_t n, const char *what);
+void head_backward(model *m, int N, float scale, boost_act *dx);
 
 #endif

@@ -158,16 +158,19 @@ static void register_params(model *m) {
   }
 }
 
+static boost_optim_plan *optimizer_plan(model *m);
+
 void model_init(model *m, const model_config *cfg, tp_mode mode, const model_options *opt) {
   static const model_options defaults = {0};
   if (!opt) opt = &defaults;
   memset(m, 0, sizeof *m);
   m->cfg = *cfg;
-  m->ops = opt->ops ? opt->ops : &cpu_ops;
+  m->be = opt->backend ? opt->backend : boost_backend_default();
   m->mode = mode;
   m->stage = opt->stage ? *opt->stage : (model_stage){0, cfg->n_layers, 1, 1};
   m->nl = m->stage.num_layers;
-  m->comm = opt->comm ? opt->comm : comm_self();
+  if (!opt->comm) comm_init_self(&m->own_comm, m->be);
+  m->comm = opt->comm ? opt->comm : &m->own_comm;
   m->tp = m->comm->size[COMM_TP];
   m->tp_rank = m->comm->rank[COMM_TP];
   const int d = cfg->d_model, V = cfg->vocab, t = m->tp;
@@ -183,17 +186,54 @@ void model_init(model *m, const model_config *cfg, tp_mode mode, const model_opt
   unsigned mask = (1u << TENSOR_PARAMS) | (1u << TENSOR_GRADS);
   if (opt->with_optimizer) mask |= (1u << TENSOR_ADAM_M) | (1u << TENSOR_ADAM_V);
   if (opt->with_optimizer && opt->zero_shards > 1) registry_shard_moments(&m->reg, opt->zero_shards, opt->zero_rank);
-  if (!opt->layout_only) registry_allocate(&m->reg, mask);
+  if (opt->layout_only) return;
+  registry_allocate(&m->reg, m->be, mask);
+  m->stats = boost_be_alloc(m->be, 3 * sizeof(double), "the loss and norm statistics");
+  if (opt->with_optimizer) m->plan = optimizer_plan(m);
+}
+
+/* This rank's AdamW segments: every tensor's part of the moment range, with
+ * its weight-decay flag, counted in the gradient norm unless it is
+ * replicated over tp and this is not tp rank 0. */
+static boost_optim_plan *optimizer_plan(model *m) {
+  const tensor_registry *r = &m->reg;
+  boost_segment *segs = boost_calloc((size_t)(r->count ? r->count : 1), sizeof *segs);
+  int n = 0;
+  size_t lo, hi;
+  for (int i = 0; i < r->count; i++) {
+    const tensor_desc *t = &r->tensors[i];
+    if (!tensor_clip_range(t, r->mom_begin, r->mom_end, &lo, &hi)) continue;
+    segs[n++] = (boost_segment){lo, hi - lo,
+                                ((t->flags & TENSOR_DECAY) ? BOOST_SEG_DECAY : 0u) |
+                                    ((t->split_dim < 0 && m->tp_rank != 0) ? 0u : BOOST_SEG_NORM)};
+  }
+  boost_optim_plan *p = m->be->ops->optim_plan_create(m->be, segs, n, r->mom_begin, r->mom_end);
+  boost_free(segs);
+  return p;
 }
 
 void model_free(model *m) {
+  model_free_acts(m);
+  if (m->plan) m->be->ops->optim_plan_free(m->be, m->plan);
+  if (m->stats) m->be->mem->free(m->be, m->stats);
   registry_free(&m->reg);
   boost_free(m->layers);
-  model_free_acts(m);
+  if (m->comm == &m->own_comm) comm_free(&m->own_comm);
   memset(m, 0, sizeof *m);
 }
 
-void model_init_params(model *m, uint64_t seed) { registry_init_params(&m->reg, seed); }
+void model_init_params(model *m, uint64_t seed) {
+  size_t most = 1;
+  for (int i = 0; i < m->reg.count; i++)
+    if (m->reg.tensors[i].numel > most) most = m->reg.tensors[i].numel;
+  float *host = boost_calloc(most, sizeof *host);
+  for (int i = 0; i < m->reg.count; i++) {
+    tensor_init_values(&m->reg.tensors[i], seed, host);
+    registry_upload(&m->reg, TENSOR_PARAMS, i, host);
+  }
+  boost_free(host);
+  registry_refresh_work(&m->reg);
+}
 
 /* ---- accounting ---------------------------------------------------------- */
 
@@ -240,9 +280,7 @@ int model_plan_stages(const model_config *c, int pp, const char *spec, int T, in
     return 0;
   }
   /* Minimise the largest stage cost (FLOPs per token): exact over contiguous
-   * splits by dynamic programming, O(pp * L^2). */
-  if (pp > 256)
-    return boost_err(err, errlen, "parallel.pp %d: the balanced stage plan handles up to 256 stages; give parallel.stages", pp);
+   * splits by dynamic programming, O(pp * L^2) with pp <= L. */
   model_config one = *c;
   one.n_layers = 1;
   const double head = 6.0 * c->d_model * (double)c->vocab;

@@ -9,9 +9,9 @@
  * lr*min_lr_ratio at `steps`. step counts from 0. */
 float lr_at(const train_config *cfg, int step);
 
-/* AdamW over the arena range [begin, end) (every parameter: 0, reg.numel)
- * with the given clip scale; t counts from 1. Each tensor keeps its own
- * weight-decay setting, also when the range cuts through it (ZeRO-1). */
-void optimizer_step(model *m, const train_config *cfg, float lr, int t, float grad_scale, size_t begin, size_t end);
+/* AdamW over the model's optimizer segments (its ZeRO-1 chunk, or every
+ * parameter) with the given clip scale; t counts from 1. Each tensor keeps
+ * its own weight-decay setting, also when the chunk cuts through it. */
+void optimizer_step(model *m, const train_config *cfg, float lr, int t, float grad_scale);
 
 #endif

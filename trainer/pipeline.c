@@ -17,7 +17,9 @@ void pipeline_init(pipeline *p, model *m, comm_ctx *comm, int pp, int pp_rank) {
   p->nsets = m->nsets;
   p->in = boost_calloc((size_t)p->nsets * p->B * p->T, sizeof *p->in);
   p->tg = boost_calloc((size_t)p->nsets * p->B * p->T, sizeof *p->tg);
-  p->grad_out = boost_calloc((size_t)p->nsets * stage_act_numel(p), sizeof *p->grad_out);
+  if (pp_rank > 0)
+    p->grad_out = boost_be_alloc(m->be, boost_act_bytes(m->be, (size_t)p->nsets * stage_act_numel(p)),
+                                 "the pipeline's gradient buffers");
   p->send_fwd = boost_calloc((size_t)p->nsets, sizeof *p->send_fwd);
   p->send_bwd = boost_calloc((size_t)p->nsets, sizeof *p->send_bwd);
 }
@@ -25,47 +27,61 @@ void pipeline_init(pipeline *p, model *m, comm_ctx *comm, int pp, int pp_rank) {
 void pipeline_free(pipeline *p) {
   boost_free(p->in);
   boost_free(p->tg);
-  boost_free(p->grad_out);
+  if (p->grad_out) p->m->be->mem->free(p->m->be, p->grad_out);
   boost_free(p->send_fwd);
   boost_free(p->send_bwd);
   memset(p, 0, sizeof *p);
 }
 
 /* train_scale > 0: a training micro-batch whose backward uses that dloss per
- * token (the head fuses its loss gradient into the forward); 0: evaluation. */
-static double forward_micro(pipeline *p, int micro, int set, const int32_t *in, const int32_t *tg, float train_scale) {
+ * token (the head fuses its loss gradient into the forward); 0: evaluation,
+ * whose loss is returned. */
+static float forward_micro(pipeline *p, int micro, int set, const int32_t *in, const int32_t *tg, float train_scale) {
   const size_t act = stage_act_numel(p);
   const int s = p->pp_rank;
-  if (s > 0) comm_recv(p->comm, COMM_PP, model_stage_input(p->m), act, s - 1, micro);
-  double loss = train_scale > 0.0f ? model_forward_train(p->m, in, tg, p->B, p->T, train_scale)
-                                   : model_forward(p->m, in, tg, p->B, p->T);
+  if (s > 0) comm_recv_act(p->comm, COMM_PP, model_stage_input(p->m), act, s - 1, micro);
+  float loss = 0.0f;
+  if (train_scale > 0.0f) {
+    model_set_batch(p->m, in, tg);
+    model_forward_train(p->m, p->B, p->T, train_scale);
+  } else {
+    loss = model_forward(p->m, in, tg, p->B, p->T);
+  }
   if (s < p->pp - 1) {
-    MPI_Wait(&p->send_fwd[set], MPI_STATUS_IGNORE);
-    comm_isend(p->comm, COMM_PP, model_stage_output(p->m), act, s + 1, micro, &p->send_fwd[set]);
+    comm_wait(p->comm, &p->send_fwd[set]);
+    comm_isend_act(p->comm, COMM_PP, model_stage_output(p->m), act, s + 1, micro, &p->send_fwd[set]);
   }
   return loss;
 }
 
-static void backward_micro(pipeline *p, int micro, int set, const int32_t *in, const int32_t *tg, float scale) {
+static void backward_micro(pipeline *p, int micro, int set, float scale) {
   const size_t act = stage_act_numel(p);
   const int s = p->pp_rank;
-  if (s < p->pp - 1) comm_recv(p->comm, COMM_PP, model_stage_output_grad(p->m), act, s + 1, micro);
-  model_backward(p->m, in, tg, p->B, p->T, scale);
+  boost_backend *be = p->m->be;
+  if (s < p->pp - 1) comm_recv_act(p->comm, COMM_PP, model_stage_output_grad(p->m), act, s + 1, micro);
+  model_backward(p->m, scale);
   if (s > 0) {
-    MPI_Wait(&p->send_bwd[set], MPI_STATUS_IGNORE);
-    memcpy(p->grad_out + set * act, p->m->d_in, act * sizeof(float));
-    comm_isend(p->comm, COMM_PP, p->grad_out + set * act, act, s - 1, micro, &p->send_bwd[set]);
+    comm_wait(p->comm, &p->send_bwd[set]);
+    boost_act *out = boost_act_at(be, p->grad_out, (size_t)set * act);
+    be->mem->copy(be, out, p->m->d_in, boost_act_bytes(be, act));
+    comm_isend_act(p->comm, COMM_PP, out, act, s - 1, micro, &p->send_bwd[set]);
   }
 }
 
-double pipeline_train(pipeline *p, int micro_batches, float scale, pipeline_fetch_fn fetch, void *ctx,
-                      const int32_t **last_tokens) {
+static void wait_all(pipeline *p) {
+  for (int k = 0; k < p->nsets; k++) {
+    comm_wait(p->comm, &p->send_fwd[k]);
+    comm_wait(p->comm, &p->send_bwd[k]);
+  }
+}
+
+void pipeline_train(pipeline *p, int micro_batches, float scale, pipeline_fetch_fn fetch, void *ctx,
+                    const int32_t **last_tokens) {
   const int M = micro_batches, nsets = p->nsets;
   const int warm = (p->pp - p->pp_rank - 1) < M ? (p->pp - p->pp_rank - 1) : M;
   const size_t BT = (size_t)p->B * p->T;
-  double loss_sum = 0.0;
   int fwd = 0, bwd = 0, inflight = 0;
-  for (int k = 0; k < nsets; k++) p->send_fwd[k] = p->send_bwd[k] = MPI_REQUEST_NULL;
+  model_loss_reset(p->m);
   while (bwd < M) {
     /* forward while warming up or in the steady phase, else backward */
     const int do_fwd = fwd < M && fwd - bwd <= warm;
@@ -74,25 +90,22 @@ double pipeline_train(pipeline *p, int micro_batches, float scale, pipeline_fetc
     model_use_acts(p->m, set);
     if (do_fwd) {
       fetch(ctx, micro, in, tg);
-      loss_sum += forward_micro(p, micro, set, in, tg, scale);
+      forward_micro(p, micro, set, in, tg, scale);
       fwd++;
       if (++inflight > p->peak_inflight) p->peak_inflight = inflight;
     } else {
-      backward_micro(p, micro, set, in, tg, scale);
+      backward_micro(p, micro, set, scale);
       bwd++;
       inflight--;
     }
   }
-  MPI_Waitall(nsets, p->send_fwd, MPI_STATUSES_IGNORE);
-  MPI_Waitall(nsets, p->send_bwd, MPI_STATUSES_IGNORE);
+  wait_all(p);
   *last_tokens = p->in + (size_t)((M - 1) % nsets) * BT;
-  return loss_sum;
 }
 
 float pipeline_forward(pipeline *p, const int32_t *in, const int32_t *tg, int tag) {
   model_use_acts(p->m, 0);
-  p->send_fwd[0] = MPI_REQUEST_NULL;
-  const float loss = (float)forward_micro(p, tag, 0, in, tg, 0.0f);
-  MPI_Wait(&p->send_fwd[0], MPI_STATUS_IGNORE);
+  const float loss = forward_micro(p, tag, 0, in, tg, 0.0f);
+  comm_wait(p->comm, &p->send_fwd[0]);
   return loss;
 }

@@ -6,7 +6,6 @@
 #ifndef BOOST_PIPELINE_H
 #define BOOST_PIPELINE_H
 
-#include <mpi.h>
 #include <stdint.h>
 
 #include "comm.h"
@@ -20,9 +19,9 @@ typedef struct {
   comm_ctx *comm;
   int pp, pp_rank;
   int B, T, nsets; /* nsets: micro-batches in flight, the model's activation sets */
-  int32_t *in, *tg; /* [nsets][B*T]: tokens of each micro-batch in flight */
-  float *grad_out;  /* [nsets][B*T*d_res]: stage-input gradients being sent */
-  MPI_Request *send_fwd, *send_bwd;
+  int32_t *in, *tg; /* host [nsets][B*T]: tokens of each micro-batch in flight */
+  boost_act *grad_out; /* backend memory [nsets][B*T*d_res]: stage-input gradients being sent */
+  comm_request *send_fwd, *send_bwd;
   int peak_inflight; /* the most micro-batches in flight seen on this stage */
 } pipeline;
 
@@ -33,11 +32,11 @@ void pipeline_free(pipeline *p);
 /* micro_batches forwards and backwards in a 1F1B schedule (warm-up
  * forwards, then one forward and one backward alternately, then the
  * remaining backwards), gradients accumulated with d loss / d token = scale.
- * Returns the sum of the micro-batches' mean losses on the last stage (0
- * elsewhere). Afterwards *last_tokens points at the last micro-batch's
- * tokens. */
-double pipeline_train(pipeline *p, int micro_batches, float scale, pipeline_fetch_fn fetch, void *ctx,
-                      const int32_t **last_tokens);
+ * The micro-batches' mean losses add up in the model's loss sum on the last
+ * stage (model_loss_sum). Afterwards *last_tokens points at the last
+ * micro-batch's tokens (host memory). */
+void pipeline_train(pipeline *p, int micro_batches, float scale, pipeline_fetch_fn fetch, void *ctx,
+                    const int32_t **last_tokens);
 
 /* One forward of a micro-batch already in p->in/p->tg set 0 through the
  * stages (targets NULL: logits only); returns its mean loss on the last

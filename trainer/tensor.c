@@ -19,7 +19,9 @@ void registry_init(tensor_registry *reg, int tp_rank, int tp_size) {
 }
 
 void registry_free(tensor_registry *reg) {
-  for (int c = 0; c < TENSOR_NUM_CATEGORIES; c++) boost_free(reg->arena[c]);
+  if (reg->be && reg->work && (void *)reg->work != (void *)reg->arena[TENSOR_PARAMS]) reg->be->mem->free(reg->be, reg->work);
+  for (int c = 0; c < TENSOR_NUM_CATEGORIES; c++)
+    if (reg->arena[c]) reg->be->mem->free(reg->be, reg->arena[c]);
   free(reg->tensors);
   memset(reg, 0, sizeof *reg);
 }
@@ -60,14 +62,41 @@ int registry_add(tensor_registry *reg, const char *name, int ndim, const int64_t
 
 static int is_moment(int c) { return c == TENSOR_ADAM_M || c == TENSOR_ADAM_V; }
 
-void registry_allocate(tensor_registry *reg, unsigned category_mask) {
+void registry_allocate(tensor_registry *reg, boost_backend *be, unsigned category_mask) {
+  BOOST_ASSERT(!reg->be || reg->be == be);
+  reg->be = be;
   if (reg->mom_shards <= 1) {
     reg->mom_begin = 0;
     reg->mom_end = reg->numel;
   }
   for (int c = 0; c < TENSOR_NUM_CATEGORIES; c++)
-    if ((category_mask & (1u << c)) && !reg->arena[c])
-      reg->arena[c] = boost_calloc(is_moment(c) ? reg->mom_end - reg->mom_begin : reg->numel, sizeof(float));
+    if ((category_mask & (1u << c)) && !reg->arena[c]) {
+      char what[64];
+      snprintf(what, sizeof what, "the %s arena", tensor_category_names[c]);
+      reg->arena[c] = boost_be_alloc(be, (is_moment(c) ? reg->mom_end - reg->mom_begin : reg->numel) * sizeof(float), what);
+    }
+  if (reg->arena[TENSOR_PARAMS] && !reg->work)
+    reg->work = be->act_dtype == BOOST_F32 ? (boost_act *)reg->arena[TENSOR_PARAMS]
+                                           : boost_be_alloc(be, boost_act_bytes(be, reg->numel), "the working weights");
+}
+
+void registry_download(const tensor_registry *reg, tensor_category cat, int index, float *host) {
+  const tensor_desc *t = &reg->tensors[index];
+  const float *src = is_moment(cat) ? registry_moment_at(reg, cat, t->arena_offset) : registry_data(reg, cat, index);
+  BOOST_ASSERT(!is_moment(cat) || (t->arena_offset >= reg->mom_begin && t->arena_offset + t->numel <= reg->mom_end));
+  reg->be->mem->download(reg->be, host, src, t->numel * sizeof(float));
+}
+
+void registry_upload(tensor_registry *reg, tensor_category cat, int index, const float *host) {
+  const tensor_desc *t = &reg->tensors[index];
+  float *dst = is_moment(cat) ? registry_moment_at(reg, cat, t->arena_offset) : registry_data(reg, cat, index);
+  BOOST_ASSERT(!is_moment(cat) || (t->arena_offset >= reg->mom_begin && t->arena_offset + t->numel <= reg->mom_end));
+  reg->be->mem->upload(reg->be, dst, host, t->numel * sizeof(float));
+}
+
+void registry_refresh_work(tensor_registry *reg) {
+  if ((void *)reg->work != (void *)reg->arena[TENSOR_PARAMS])
+    reg->be->ops->to_act(reg->be, reg->work, reg->arena[TENSOR_PARAMS], reg->numel);
 }
 
 void registry_shard_moments(tensor_registry *reg, int shards, int rank) {
@@ -102,27 +131,23 @@ void registry_print_memory(const tensor_registry *reg, const char *prefix) {
   }
 }
 
-void registry_init_params(tensor_registry *reg, uint64_t seed) {
-  for (int i = 0; i < reg->count; i++) {
-    const tensor_desc *t = &reg->tensors[i];
-    float *w = registry_data(reg, TENSOR_PARAMS, i);
-    if (t->flags & TENSOR_INIT_ONES) {
-      for (size_t j = 0; j < t->numel; j++) w[j] = 1.0f;
-      continue;
-    }
-    const uint64_t key = rng_mix64(seed) ^ rng_hash_str(t->name);
-    /* Local element j -> its global row-major index, dimension by dimension. */
+void tensor_init_values(const tensor_desc *t, uint64_t seed, float *w) {
+  if (t->flags & TENSOR_INIT_ONES) {
+    for (size_t j = 0; j < t->numel; j++) w[j] = 1.0f;
+    return;
+  }
+  const uint64_t key = rng_mix64(seed) ^ rng_hash_str(t->name);
+  /* Local element j -> its global row-major index, dimension by dimension. */
 #pragma omp parallel for schedule(static)
-    for (size_t j = 0; j < t->numel; j++) {
-      size_t rem = j;
-      uint64_t global = 0, stride = 1;
-      for (int dim = t->ndim - 1; dim >= 0; dim--) {
-        uint64_t coord = rem % (size_t)t->local_shape[dim] + (uint64_t)t->offset[dim];
-        rem /= (size_t)t->local_shape[dim];
-        global += coord * stride;
-        stride *= (uint64_t)t->shape[dim];
-      }
-      w[j] = (float)(t->init_std * rng_normal(key, global));
+  for (size_t j = 0; j < t->numel; j++) {
+    size_t rem = j;
+    uint64_t global = 0, stride = 1;
+    for (int dim = t->ndim - 1; dim >= 0; dim--) {
+      uint64_t coord = rem % (size_t)t->local_shape[dim] + (uint64_t)t->offset[dim];
+      rem /= (size_t)t->local_shape[dim];
+      global += coord * stride;
+      stride *= (uint64_t)t->shape[dim];
     }
+    w[j] = (float)(t->init_std * rng_normal(key, global));
   }
 }

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend.h"
+
 #define TENSOR_MAX_DIMS 4
 #define TENSOR_NAME_MAX 96
 
@@ -55,7 +57,12 @@ typedef struct {
    * (registry_shard_moments) before registry_allocate. */
   size_t mom_begin, mom_end;
   int mom_shards;
+  /* Backend memory (registry_allocate's backend): float arenas, and the
+   * working copy of the parameters in the backend's act_dtype that the
+   * model's ops read (the params arena itself when that is float). */
   float *arena[TENSOR_NUM_CATEGORIES];
+  boost_act *work;
+  boost_backend *be;
 } tensor_registry;
 
 void registry_init(tensor_registry *reg, int tp_rank, int tp_size);
@@ -67,9 +74,10 @@ int registry_add(tensor_registry *reg, const char *name, int ndim, const int64_t
                  unsigned flags);
 
 /* Allocate (zeroed) the arenas of the categories whose bit is set in mask,
- * e.g. (1 << TENSOR_PARAMS) | (1 << TENSOR_GRADS). The moment arenas get
- * mom_end - mom_begin floats (all of numel unless sharded). */
-void registry_allocate(tensor_registry *reg, unsigned category_mask);
+ * e.g. (1 << TENSOR_PARAMS) | (1 << TENSOR_GRADS), in be's memory. The
+ * moment arenas get mom_end - mom_begin floats (all of numel unless
+ * sharded); the params category brings the working copy. */
+void registry_allocate(tensor_registry *reg, boost_backend *be, unsigned category_mask);
 
 /* ZeRO-1: the moments of this registry are split into `shards` equal chunks
  * of the (padded) arena, this replica holding chunk `rank`. numel must be a
@@ -85,15 +93,28 @@ static inline float *registry_moment_at(const tensor_registry *reg, tensor_categ
   return reg->arena[cat] + (at - reg->mom_begin);
 }
 
-/* Draw every parameter: element values are a function of (seed, tensor name,
- * global element index) only, so any sharding yields the same global values. */
-void registry_init_params(tensor_registry *reg, uint64_t seed);
+/* The initial values of tensor t's local hyperslab into host memory
+ * (t->numel floats): normal(0, init_std) as a function of (seed, tensor
+ * name, global element index) only, so any sharding yields the same global
+ * values; 1 for TENSOR_INIT_ONES. */
+void tensor_init_values(const tensor_desc *t, uint64_t seed, float *host);
+
+/* Host <-> backend copies of one tensor's local hyperslab (cat's arena; the
+ * moments must hold it whole) and the refresh of the working copy from the
+ * float parameters, all through the registry's backend. */
+void registry_download(const tensor_registry *reg, tensor_category cat, int index, float *host);
+void registry_upload(tensor_registry *reg, tensor_category cat, int index, const float *host);
+void registry_refresh_work(tensor_registry *reg);
 
 /* -1 when absent. */
 int registry_find(const tensor_registry *reg, const char *name);
 
+/* A tensor's place in an arena (backend memory: an address, not for the host). */
 static inline float *registry_data(const tensor_registry *reg, tensor_category cat, int index) {
   return reg->arena[cat] + reg->tensors[index].arena_offset;
+}
+static inline boost_act *registry_work(const tensor_registry *reg, int index) {
+  return boost_act_at(reg->be, reg->work, reg->tensors[index].arena_offset);
 }
 
 /* Global element count of a tensor. */

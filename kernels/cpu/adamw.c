@@ -96,12 +96,3 @@ void scale_inplace(float *x, size_t n, float s) {
 #pragma omp parallel for simd schedule(static) if (n >= BOOST_PAR_MIN)
   for (size_t i = 0; i < n; i++) x[i] *= s;
 }
-
-/* min(1, max_norm / norm); 1 when max_norm <= 0 or norm <= max_norm (also
- * for a NaN norm: callers detect non-finite norms themselves). An infinite
- * norm gives 0. */
-float clip_scale(double norm, float max_norm) {
-  if (!(max_norm > 0.0f)) return 1.0f;
-  if (norm > (double)max_norm) return (float)((double)max_norm / norm);
-  return 1.0f;
-}

@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend.h"
+
 /* ---- embedding: out[N,C] = wte[tokens[n], :], wte [V, C] ---------------- */
 void embedding_forward(float *out, const int32_t *tokens, const float *wte, int N, int V, int C);
 /* dwte[V,C] += scatter of dout rows (deterministic: no atomics). */
@@ -132,10 +134,8 @@ void vocab_ce_backward(float *logits, const float *sums, const float *mx, const 
 double loss_mean(const float *losses, int N);
 
 /* ---- AdamW (decoupled weight decay, bias correction) ---------------------
- * step t starts at 1. grad is multiplied by grad_scale first (clipping). */
-typedef struct {
-  float lr, beta1, beta2, eps, weight_decay;
-} adamw_hparams;
+ * step t starts at 1. grad is multiplied by grad_scale first (clipping).
+ * adamw_hparams: backend.h. */
 /* Tensors that take no decay (norms, embeddings) pass hp.weight_decay = 0. */
 void adamw_update(float *param, const float *grad, float *m, float *v, size_t n, adamw_hparams hp, int t,
                   float grad_scale);
@@ -145,7 +145,5 @@ void adamw_update(float *param, const float *grad, float *m, float *v, size_t n,
  * given n and thread count). */
 double sum_squares(const float *x, size_t n);
 void scale_inplace(float *x, size_t n, float s);
-/* Scale to clip a global norm: min(1, max_norm / norm); 1 when max_norm <= 0. */
-float clip_scale(double norm, float max_norm);
 
 #endif

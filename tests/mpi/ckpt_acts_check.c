@@ -109,6 +109,7 @@ int main(int argc, char **argv) {
   model_alloc_acts(&m, B, T, 1, RECOMPUTE_NONE);
   model_use_acts(&m, 0);
   model_forward(&m, tokens, NULL, B, T);
+  /* the default CPU backend: its activations are host memory, read in place */
 
   const size_t N = (size_t)B * T;
   int bad = 0, checked = 0, bitwise = 1;
@@ -120,7 +121,7 @@ int main(int argc, char **argv) {
     if (H5Lexists(f, name, H5P_DEFAULT) > 0) {
       float *v = read_f32(f, name, dims, &nd);
       if (!v || dims[0] != N) boost_fail("%s: unexpected shape", name);
-      bad |= compare(name + strlen(CKPT_GROUP_ACTS) + 1, v, m.cur->resid[l], N * (size_t)m.d_res, &bitwise);
+      bad |= compare(name + strlen(CKPT_GROUP_ACTS) + 1, v, (const float *)m.cur->resid[l], N * (size_t)m.d_res, &bitwise);
       checked++;
       free(v);
     }
@@ -139,7 +140,7 @@ int main(int argc, char **argv) {
         }
         float *v = read_f32(f, name, dims, &nd);
         if (!v || nd != 3 || dims[0] != N || (int)dims[1] != pg->nproj || (int)dims[2] != pg->r) boost_fail("%s: unexpected shape", name);
-        bad |= compare(name + strlen(CKPT_GROUP_ACTS) + 1, v, which ? m.cur->acts[l].hpre[gi] : m.cur->acts[l].h[gi], N * (size_t)pg->nproj * pg->r, &bitwise);
+        bad |= compare(name + strlen(CKPT_GROUP_ACTS) + 1, v, (const float *)(which ? m.cur->acts[l].hpre[gi] : m.cur->acts[l].h[gi]), N * (size_t)pg->nproj * pg->r, &bitwise);
         checked++;
         free(v);
       }

@@ -116,7 +116,7 @@ int main(int argc, char **argv) {
   registry_init(&m.reg, g.tp_rank, g.tp);
   for (int k = 0; k < NSPECS; k++)
     if (SPECS[k].all_stages || k % pp == g.pp_rank) registry_add(&m.reg, SPECS[k].name, SPECS[k].ndim, SPECS[k].shape, SPECS[k].split, 0);
-  registry_allocate(&m.reg, (1u << TENSOR_PARAMS) | (1u << TENSOR_GRADS) | (1u << TENSOR_ADAM_M) | (1u << TENSOR_ADAM_V));
+  registry_allocate(&m.reg, boost_backend_default(), (1u << TENSOR_PARAMS) | (1u << TENSOR_GRADS) | (1u << TENSOR_ADAM_M) | (1u << TENSOR_ADAM_V));
   for (int c = 0; c < 3; c++) memset(m.reg.arena[CATS[c]], 0xAB, m.reg.numel * sizeof(float));
 
   train_config cfg;

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "ops.h"
 
 static uint64_t rng = 88172645463325252ull;
 static float rnd(float lo, float hi) {
@@ -180,9 +181,19 @@ Test(ops_tp, vocab_parallel_crossentropy_equals_the_fused_kernel) {
   free(logits);
 }
 
-Test(ops_tp, cpu_backend_table_is_complete) {
-  const void *const *fn = (const void *const *)&cpu_ops.gemm;
-  const size_t n = (sizeof cpu_ops - offsetof(boost_ops, gemm)) / sizeof(void *);
-  for (size_t i = 0; i < n; i++) cr_expect_not_null(fn[i], "cpu_ops entry %zu is NULL", i);
-  cr_expect_str_eq(cpu_ops.name, "cpu");
+Test(ops_tp, backend_tables_are_complete) {
+  const char *names[] = {"cpu", "guarded"};
+  for (int b = 0; b < 2; b++) {
+    char err[256];
+    boost_backend *be = boost_backend_create(names[b], BOOST_F32, 0, 0, err, sizeof err);
+    cr_assert_not_null(be, "%s: %s", names[b], err);
+    const void *const *fn = (const void *const *)be->ops;
+    for (size_t i = 0; i < sizeof(boost_ops) / sizeof(void *); i++)
+      cr_expect_not_null(fn[i], "%s ops entry %zu is NULL", names[b], i);
+    fn = (const void *const *)be->mem;
+    for (size_t i = 0; i < sizeof(boost_mem_ops) / sizeof(void *); i++)
+      cr_expect_not_null(fn[i], "%s memory entry %zu is NULL", names[b], i);
+    cr_expect_str_eq(be->name, names[b]);
+    boost_backend_destroy(be);
+  }
 }

@@ -1,0 +1,84 @@
+/* The backend object's shared parts: dtype sizes, the factory over the
+ * backends this build has, checked arena allocation, the clip scale. */
+#include "backend.h"
+
+#include <string.h>
+
+#include "check.h"
+#include "util.h"
+
+const char *const boost_dtype_names[BOOST_DTYPE_COUNT] = {"f32", "bf16", "f64", "i32"};
+
+size_t boost_dtype_size(boost_dtype t) {
+  static const size_t sizes[BOOST_DTYPE_COUNT] = {4, 2, 8, 4};
+  BOOST_ASSERT((int)t >= 0 && t < BOOST_DTYPE_COUNT);
+  return sizes[t];
+}
+
+/* Each backend's constructor (cpu/cpu_backend.c, guarded_backend.c,
+ * cuda/cuda_backend.cu). */
+boost_backend *cpu_backend_create(boost_dtype act_dtype, int threads, char *err, size_t errlen);
+boost_backend *guarded_backend_create(boost_backend *inner, char *err, size_t errlen);
+#ifdef BOOST_HAVE_CUDA
+boost_backend *cuda_backend_create(boost_dtype act_dtype, int device, char *err, size_t errlen);
+#endif
+
+int boost_backend_built(const char *name) {
+  if (!strcmp(name, "cpu") || !strcmp(name, "guarded")) return 1;
+#ifdef BOOST_HAVE_CUDA
+  if (!strcmp(name, "cuda")) return 1;
+#endif
+  return 0;
+}
+
+boost_backend *boost_backend_create(const char *name, boost_dtype act_dtype, int threads, int device, char *err,
+                                    size_t errlen) {
+  (void)device;
+  if (act_dtype != BOOST_F32 && act_dtype != BOOST_BF16) {
+    boost_err(err, errlen, "backend %s: activations cannot be %s (f32 or bf16)", name, boost_dtype_names[act_dtype]);
+    return NULL;
+  }
+  if (!strcmp(name, "cpu")) return cpu_backend_create(act_dtype, threads, err, errlen);
+  if (!strcmp(name, "guarded")) {
+    boost_backend *inner = cpu_backend_create(act_dtype, threads, err, errlen);
+    boost_backend *be = inner ? guarded_backend_create(inner, err, errlen) : NULL;
+    if (inner && !be) boost_backend_destroy(inner);
+    return be;
+  }
+  if (!strcmp(name, "cuda")) {
+#ifdef BOOST_HAVE_CUDA
+    return cuda_backend_create(act_dtype, device, err, errlen);
+#else
+    boost_err(err, errlen, "train.device = cuda: this boost was built without CUDA (no nvcc at configure time)");
+    return NULL;
+#endif
+  }
+  boost_err(err, errlen, "unknown backend '%s' (cpu, guarded or cuda)", name);
+  return NULL;
+}
+
+void boost_backend_destroy(boost_backend *be) {
+  if (be) be->destroy(be);
+}
+
+boost_backend *boost_backend_default(void) {
+  static boost_backend *cpu;
+  if (!cpu) cpu = cpu_backend_create(BOOST_F32, 0, NULL, 0);
+  BOOST_ASSERT(cpu);
+  return cpu;
+}
+
+void *boost_be_alloc(boost_backend *be, size_t bytes, const char *what) {
+  void *p = be->mem->alloc(be, bytes);
+  if (!p) boost_fail("out of %s memory allocating %s (%.1f MiB)", be->name, what, (double)bytes / (1 << 20));
+  return p;
+}
+
+/* min(1, max_norm / norm); 1 when max_norm <= 0 or norm <= max_norm (also
+ * for a NaN norm: callers detect non-finite norms themselves). An infinite
+ * norm gives 0. */
+float boost_clip_scale(double norm, float max_norm) {
+  if (!(max_norm > 0.0f)) return 1.0f;
+  if (norm > (double)max_norm) return (float)((double)max_norm / norm);
+  return 1.0f;
+}

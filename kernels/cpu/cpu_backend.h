@@ -1,0 +1,23 @@
+/* The CPU backend's pieces shared by its float and bf16 tables (not a
+ * public interface: the backend is reached through kernels/backend.h). */
+#ifndef BOOST_KERNELS_CPU_BACKEND_H
+#define BOOST_KERNELS_CPU_BACKEND_H
+
+#include "backend.h"
+
+/* The bf16 table, or NULL when this build has none. */
+const boost_ops *cpu_bf16_ops(void);
+
+/* Entries that do not depend on the activation type. */
+boost_optim_plan *cpu_optim_plan_create(boost_backend *be, const boost_segment *segs, int nseg, size_t mom_begin,
+                                        size_t mom_end);
+void cpu_optim_plan_free(boost_backend *be, boost_optim_plan *p);
+void cpu_grad_sumsq(boost_backend *be, const boost_optim_plan *p, const float *grads, double *out);
+void cpu_loss_accumulate(boost_backend *be, const float *losses, int N, double *acc);
+void cpu_rope_tables(boost_backend *be, float *cos_t, float *sin_t, int T, int hd, float theta);
+void cpu_vocab_ce_losses(boost_backend *be, float *losses, const float *sums, const float *mx, int N);
+/* AdamW's float update over the plan's segments (master weights and moments). */
+void cpu_adamw_f32(const boost_optim_plan *p, float *params, const float *grads, float *m, float *v, adamw_hparams hp,
+                   int t, float grad_scale);
+
+#endif

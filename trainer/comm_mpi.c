@@ -1,0 +1,254 @@
+/* The MPI communication backend. MPI moves host memory: the CPU backends'
+ * buffers directly (host_view), any other backend's through a host copy
+ * (download, MPI, upload) -- correct everywhere, fast where memory is host
+ * memory; GPUs use the NCCL backend instead. bf16 sums use a user-defined
+ * MPI operation that adds in float and rounds back to nearest even. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "comm.h"
+
+/* MPI counts are int: large buffers go in pieces. */
+#define COMM_CHUNK ((size_t)1 << 28)
+
+typedef struct {
+  MPI_Op bf16_sum;
+} mpi_impl;
+
+static float bf16_value(uint16_t h) {
+  union {
+    uint32_t u;
+    float f;
+  } v = {(uint32_t)h << 16};
+  return v.f;
+}
+
+static uint16_t bf16_round(float f) {
+  union {
+    float f;
+    uint32_t u;
+  } v = {f};
+  if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40); /* NaN stays a (quiet) NaN */
+  return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
+}
+
+static void bf16_sum_op(void *in, void *inout, int *len, MPI_Datatype *type) {
+  (void)type;
+  const uint16_t *a = in;
+  uint16_t *b = inout;
+  for (int i = 0; i < *len; i++) b[i] = bf16_round(bf16_value(a[i]) + bf16_value(b[i]));
+}
+
+static MPI_Datatype mpi_type(boost_dtype t) {
+  switch (t) {
+  case BOOST_F32: return MPI_FLOAT;
+  case BOOST_BF16: return MPI_UINT16_T;
+  case BOOST_F64: return MPI_DOUBLE;
+  case BOOST_I32: return MPI_INT32_T;
+  default: BOOST_ASSERT(!"unknown dtype"); return MPI_BYTE;
+  }
+}
+
+static MPI_Op mpi_op(comm_ctx *c, boost_dtype t, comm_redop op) {
+  if (t == BOOST_BF16) {
+    BOOST_ASSERT(op == COMM_SUM);
+    return ((mpi_impl *)c->impl)->bf16_sum;
+  }
+  return op == COMM_SUM ? MPI_SUM : MPI_MAX;
+}
+
+/* ---- host views of the buffers -------------------------------------------------
+ * A buffer MPI can touch: backend memory itself when it is host memory, else
+ * a host copy (from the buffer when `in`, back into it by host_done when
+ * `out`). */
+typedef struct {
+  void *host;
+  int staged;
+} host_buf;
+
+static host_buf host_of(comm_ctx *c, const void *p, size_t bytes, int in) {
+  host_buf h = {(void *)p, 0};
+  if (!c->be || !bytes) return h;
+  h.host = c->be->mem->host_view(c->be, p);
+  if (h.host) return h;
+  h.host = boost_calloc(bytes, 1);
+  h.staged = 1;
+  if (in) c->be->mem->download(c->be, h.host, p, bytes);
+  return h;
+}
+
+static void host_done(comm_ctx *c, host_buf h, void *p, size_t bytes, int out) {
+  if (!h.staged) return;
+  if (out) c->be->mem->upload(c->be, p, h.host, bytes);
+  boost_free(h.host);
+}
+
+static void mpi_allreduce(comm_ctx *c, comm_group g, void *buf, size_t n, boost_dtype t, comm_redop op) {
+  const size_t es = boost_dtype_size(t);
+  host_buf h = host_of(c, buf, n * es, 1);
+  for (size_t off = 0; off < n; off += COMM_CHUNK) {
+    const int cnt = (int)(n - off < COMM_CHUNK ? n - off : COMM_CHUNK);
+    MPI_Allreduce(MPI_IN_PLACE, (char *)h.host + off * es, cnt, mpi_type(t), mpi_op(c, t, op), c->mpi[g]);
+  }
+  host_done(c, h, buf, n * es, 1);
+}
+
+static void mpi_allreduce_pair(comm_ctx *c, comm_group g, void *a, size_t n_a, boost_dtype ta, float *b, size_t n_b) {
+  /* float bottleneck with its statistics right behind it: one message */
+  if (ta == BOOST_F32 && (float *)a + n_a == b) {
+    mpi_allreduce(c, g, a, n_a + n_b, BOOST_F32, COMM_SUM);
+    return;
+  }
+  const size_t ea = boost_dtype_size(ta);
+  BOOST_ASSERT(n_a < COMM_CHUNK && n_b < COMM_CHUNK);
+  host_buf ha = host_of(c, a, n_a * ea, 1), hb = host_of(c, b, n_b * sizeof(float), 1);
+  MPI_Request r[2];
+  MPI_Iallreduce(MPI_IN_PLACE, ha.host, (int)n_a, mpi_type(ta), mpi_op(c, ta, COMM_SUM), c->mpi[g], &r[0]);
+  MPI_Iallreduce(MPI_IN_PLACE, hb.host, (int)n_b, MPI_FLOAT, MPI_SUM, c->mpi[g], &r[1]);
+  MPI_Waitall(2, r, MPI_STATUSES_IGNORE);
+  host_done(c, ha, a, n_a * ea, 1);
+  host_done(c, hb, b, n_b * sizeof(float), 1);
+}
+
+static void mpi_reduce_scatter(comm_ctx *c, comm_group g, void *buf, size_t chunk, boost_dtype t) {
+  BOOST_ASSERT(chunk < (size_t)1 << 31);
+  const size_t es = boost_dtype_size(t), bytes = chunk * (size_t)c->size[g] * es;
+  host_buf h = host_of(c, buf, bytes, 1);
+  /* In place, MPI leaves the result at the start of the buffer. */
+  MPI_Reduce_scatter_block(MPI_IN_PLACE, h.host, (int)chunk, mpi_type(t), mpi_op(c, t, COMM_SUM), c->mpi[g]);
+  if (c->rank[g] != 0) memmove((char *)h.host + (size_t)c->rank[g] * chunk * es, h.host, chunk * es);
+  host_done(c, h, buf, bytes, 1);
+}
+
+static void mpi_allgather_chunks(comm_ctx *c, comm_group g, void *buf, size_t chunk, boost_dtype t) {
+  BOOST_ASSERT(chunk < (size_t)1 << 31);
+  const size_t bytes = chunk * (size_t)c->size[g] * boost_dtype_size(t);
+  host_buf h = host_of(c, buf, bytes, 1);
+  MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, h.host, (int)chunk, mpi_type(t), c->mpi[g]);
+  host_done(c, h, buf, bytes, 1);
+}
+
+static void mpi_allgather(comm_ctx *c, comm_group g, const void *send, void *recv, size_t n, boost_dtype t) {
+  const size_t es = boost_dtype_size(t);
+  BOOST_ASSERT(n * (size_t)c->size[g] < (size_t)1 << 31);
+  host_buf hs = host_of(c, send, n * es, 1), hr = host_of(c, recv, n * (size_t)c->size[g] * es, 0);
+  MPI_Allgather(hs.host, (int)n, mpi_type(t), hr.host, (int)n, mpi_type(t), c->mpi[g]);
+  host_done(c, hs, (void *)send, n * es, 0);
+  host_done(c, hr, recv, n * (size_t)c->size[g] * es, 1);
+}
+
+static int *int_counts(const size_t *v, int n) {
+  int *out = boost_calloc((size_t)n, sizeof *out);
+  for (int i = 0; i < n; i++) {
+    BOOST_ASSERT(v[i] < (size_t)1 << 31);
+    out[i] = (int)v[i];
+  }
+  return out;
+}
+
+static void mpi_alltoallv(comm_ctx *c, comm_group g, const void *send, const size_t *scount, const size_t *sdispl,
+                          void *recv, const size_t *rcount, const size_t *rdispl, boost_dtype t) {
+  const int p = c->size[g];
+  const size_t es = boost_dtype_size(t);
+  size_t send_end = 0, recv_end = 0;
+  for (int r = 0; r < p; r++) {
+    if (scount[r] && sdispl[r] + scount[r] > send_end) send_end = sdispl[r] + scount[r];
+    if (rcount[r] && rdispl[r] + rcount[r] > recv_end) recv_end = rdispl[r] + rcount[r];
+  }
+  host_buf hs = host_of(c, send, send_end * es, 1), hr = host_of(c, recv, recv_end * es, 0);
+  int *sc = int_counts(scount, p), *sd = int_counts(sdispl, p), *rc = int_counts(rcount, p), *rd = int_counts(rdispl, p);
+  /* MPI buffers must not alias: an empty side gets a placeholder of its own */
+  static char no_send, no_recv;
+  MPI_Alltoallv(send_end ? hs.host : &no_send, sc, sd, mpi_type(t), recv_end ? hr.host : &no_recv, rc, rd, mpi_type(t),
+                c->mpi[g]);
+  boost_free(sc), boost_free(sd), boost_free(rc), boost_free(rd);
+  host_done(c, hs, (void *)send, send_end * es, 0);
+  host_done(c, hr, recv, recv_end * es, 1);
+}
+
+/* A request: the MPI_Request, and (low bit set: in flight) the host copy a
+ * staged send owns until it completes. */
+static void mpi_isend(comm_ctx *c, comm_group g, const void *buf, size_t n, boost_dtype t, int peer, int tag,
+                      comm_request *req) {
+  BOOST_ASSERT(n < (size_t)1 << 31 && req->opaque[1] == 0);
+  host_buf h = host_of(c, buf, n * boost_dtype_size(t), 1);
+  MPI_Request r;
+  MPI_Isend(h.host, (int)n, mpi_type(t), peer, tag, c->mpi[g], &r);
+  _Static_assert(sizeof(MPI_Request) <= sizeof req->opaque[0], "an MPI_Request fits the opaque request");
+  memcpy(&req->opaque[0], &r, sizeof r);
+  req->opaque[1] = (h.staged ? (uint64_t)(uintptr_t)h.host : 0) | 1u;
+}
+
+static void mpi_recv(comm_ctx *c, comm_group g, void *buf, size_t n, boost_dtype t, int peer, int tag) {
+  BOOST_ASSERT(n < (size_t)1 << 31);
+  const size_t bytes = n * boost_dtype_size(t);
+  host_buf h = host_of(c, buf, bytes, 0);
+  MPI_Recv(h.host, (int)n, mpi_type(t), peer, tag, c->mpi[g], MPI_STATUS_IGNORE);
+  host_done(c, h, buf, bytes, 1);
+}
+
+static void mpi_wait(comm_ctx *c, comm_request *req) {
+  (void)c;
+  if (!(req->opaque[1] & 1u)) return;
+  MPI_Request r;
+  memcpy(&r, &req->opaque[0], sizeof r);
+  MPI_Wait(&r, MPI_STATUS_IGNORE);
+  void *staged = (void *)(uintptr_t)(req->opaque[1] & ~(uint64_t)1);
+  if (staged) boost_free(staged);
+  memset(req, 0, sizeof *req);
+}
+
+static void mpi_destroy(comm_ctx *c) {
+  mpi_impl *m = c->impl;
+  if (!m) return;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Op_free(&m->bf16_sum);
+  boost_free(m);
+  c->impl = NULL;
+}
+
+static const comm_backend mpi_backend = {
+    .name = "mpi",
+    .allreduce = mpi_allreduce,
+    .allreduce_pair = mpi_allreduce_pair,
+    .reduce_scatter = mpi_reduce_scatter,
+    .allgather_chunks = mpi_allgather_chunks,
+    .allgather = mpi_allgather,
+    .alltoallv = mpi_alltoallv,
+    .isend = mpi_isend,
+    .recv = mpi_recv,
+    .wait = mpi_wait,
+    .destroy = mpi_destroy,
+};
+
+static void init_common(comm_ctx *c, boost_backend *be) {
+  memset(c, 0, sizeof *c);
+  c->ops = &mpi_backend;
+  c->be = be;
+}
+
+void comm_init_mpi(comm_ctx *c, boost_backend *be, MPI_Comm tp, MPI_Comm dp, MPI_Comm pp, MPI_Comm world) {
+  init_common(c, be);
+  mpi_impl *m = boost_calloc(1, sizeof *m);
+  c->impl = m;
+  c->mpi[COMM_TP] = tp;
+  c->mpi[COMM_DP] = dp;
+  c->mpi[COMM_PP] = pp;
+  c->mpi[COMM_WORLD] = world;
+  for (int g = 0; g < COMM_NUM_GROUPS; g++) {
+    MPI_Comm_size(c->mpi[g], &c->size[g]);
+    MPI_Comm_rank(c->mpi[g], &c->rank[g]);
+  }
+  MPI_Op_create(bf16_sum_op, 1, &m->bf16_sum);
+}
+
+void comm_init_self(comm_ctx *c, boost_backend *be) {
+  init_common(c, be);
+  for (int g = 0; g < COMM_NUM_GROUPS; g++) {
+    c->mpi[g] = MPI_COMM_SELF;
+    c->size[g] = 1;
+  }
+}
