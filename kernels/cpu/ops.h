@@ -69,15 +69,6 @@ void linear_forward(float *out, const float *in, const float *W, int N, int Cin,
 void linear_backward(float *din, float *dW, const float *dout, const float *in, const float *W,
                      int N, int Cin, int Cout);
 
-/* ---- CoLA bottleneck: out = silu(in . A^T) . B^T
- * A: [r, Cin], B: [Cout, r]; saves hpre = in.A^T and h = silu(hpre), both [N, r]. */
-void cola_forward(float *out, float *hpre, float *h, const float *in, const float *A, const float *B,
-                  int N, int Cin, int r, int Cout);
-/* din assigned (skipped if NULL); dA, dB accumulate. scratch: [N, r]. */
-void cola_backward(float *din, float *dA, float *dB, float *scratch, const float *dout, const float *in,
-                   const float *hpre, const float *h, const float *A, const float *B,
-                   int N, int Cin, int r, int Cout);
-
 /* ---- fused softmax cross-entropy over logits [N, V] ----------------------
  * losses[n] = logsumexp(logits[n]) - logits[n][target[n]] (max-subtracted,
  * stable for large logits). Targets must be in [0, V). */

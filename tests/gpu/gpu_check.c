@@ -395,42 +395,6 @@ static void test_linear(int N, int Cin, int Cout) {
   boost_free(g), boost_free(gd), boost_free(gw);
 }
 
-static void test_cola(int N, int Cin, int r, int Cout) {
-  char name[64];
-  snprintf(name, sizeof name, "cola N%d %d->%d->%d", N, Cin, r, Cout);
-  size_t ni = (size_t)N * Cin, no = (size_t)N * Cout, nr = (size_t)N * r, na = (size_t)r * Cin,
-         nb = (size_t)Cout * r;
-  float *in = hnew(ni), *A = hnew(na), *Bm = hnew(nb), *out = hnew(no), *hpre = hnew(nr), *h = hnew(nr);
-  float *dout = hnew(no), *din = hnew(ni), *dA = hnew(na), *dB = hnew(nb), *scr = hnew(nr);
-  fill(in, ni, 1.0f, 0.0f);
-  fill(A, na, 2.0f / sqrtf((float)Cin), 0.0f);
-  fill(Bm, nb, 2.0f / sqrtf((float)r), 0.0f);
-  fill(dout, no, 1.0f, 0.0f);
-  fill(dA, na, 1.0f, 0.0f);
-  fill(dB, nb, 1.0f, 0.0f);
-  gpu_bf16 *d_in = dev_bf16(in, ni), *d_A = dev_bf16(A, na), *d_B = dev_bf16(Bm, nb), *d_dout = dev_bf16(dout, no);
-  gpu_bf16 *d_out = dev_bf16_empty(no), *d_hpre = dev_bf16_empty(nr), *d_h = dev_bf16_empty(nr);
-  gpu_bf16 *d_din = dev_bf16_empty(ni), *d_scr = dev_bf16_empty(nr);
-  float *d_dA = dev_f32(dA, na), *d_dB = dev_f32(dB, nb);
-  cola_forward(out, hpre, h, in, A, Bm, N, Cin, r, Cout);
-  cola_backward(din, dA, dB, scr, dout, in, hpre, h, A, Bm, N, Cin, r, Cout);
-  gpu_cola_forward(&ctx, d_out, d_hpre, d_h, d_in, d_A, d_B, N, Cin, r, Cout);
-  gpu_cola_backward(&ctx, d_din, d_dA, d_dB, d_scr, d_dout, d_in, d_hpre, d_h, d_A, d_B, N, Cin, r, Cout);
-  float *g_out = get_bf16(d_out, no), *g_hpre = get_bf16(d_hpre, nr), *g_h = get_bf16(d_h, nr);
-  float *g_din = get_bf16(d_din, ni), *g_dA = get_f32(d_dA, na), *g_dB = get_f32(d_dB, nb);
-  check(name, "hpre", g_hpre, hpre, nr, TOL_BF16);
-  check(name, "h", g_h, h, nr, TOL_BF16);
-  check(name, "out", g_out, out, no, TOL_CHAIN);
-  check(name, "din", g_din, din, ni, TOL_CHAIN);
-  check(name, "dA+=", g_dA, dA, na, TOL_BF16);
-  check(name, "dB+=", g_dB, dB, nb, TOL_BF16);
-  gpu_free(d_in), gpu_free(d_A), gpu_free(d_B), gpu_free(d_dout), gpu_free(d_out), gpu_free(d_hpre);
-  gpu_free(d_h), gpu_free(d_din), gpu_free(d_scr), gpu_free(d_dA), gpu_free(d_dB);
-  boost_free(in), boost_free(A), boost_free(Bm), boost_free(out), boost_free(hpre), boost_free(h);
-  boost_free(dout), boost_free(din), boost_free(dA), boost_free(dB), boost_free(scr);
-  boost_free(g_out), boost_free(g_hpre), boost_free(g_h), boost_free(g_din), boost_free(g_dA), boost_free(g_dB);
-}
-
 static void test_crossentropy(int N, int V) {
   char name[64];
   snprintf(name, sizeof name, "crossentropy N%d V%d", N, V);
@@ -576,8 +540,6 @@ int main(void) {
   test_elementwise(1001);
   test_linear(128, 128, 96);
   test_linear(77, 100, 33);
-  test_cola(128, 128, 32, 96);
-  test_cola(77, 100, 24, 50);
   test_crossentropy(64, 1000);
   test_crossentropy(33, 997);
   test_crossentropy(16, 32000);

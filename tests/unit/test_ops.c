@@ -268,20 +268,8 @@ Test(ops_accum, backward_twice_doubles_param_grads) {
   linear_backward(din, W2, dy, in, W, N, Cin, Cout);
   linear_backward(din, W2, dy, in, W, N, Cin, Cout);
   assert_doubled("linear dW", W1, W2, Cout * Cin);
-  /* cola */
-  float *A = frand(r * Cin, -1, 1), *B = frand(Cout * r, -1, 1), *hpre = falloc(N * r), *h = falloc(N * r);
-  float *y = falloc(N * Cout), *scratch = falloc(N * r);
-  cola_forward(y, hpre, h, in, A, B, N, Cin, r, Cout);
-  float *A1 = calloc(r * Cin, sizeof(float)), *A2 = calloc(r * Cin, sizeof(float));
-  float *B1 = calloc(Cout * r, sizeof(float)), *B2 = calloc(Cout * r, sizeof(float));
-  cola_backward(din, A1, B1, scratch, dy, in, hpre, h, A, B, N, Cin, r, Cout);
-  cola_backward(din, A2, B2, scratch, dy, in, hpre, h, A, B, N, Cin, r, Cout);
-  cola_backward(din, A2, B2, scratch, dy, in, hpre, h, A, B, N, Cin, r, Cout);
-  assert_doubled("cola dA", A1, A2, r * Cin);
-  assert_doubled("cola dB", B1, B2, Cout * r);
   free(dout), free(e1), free(e2), free(x), free(w), free(out), free(rstd), free(w1), free(w2), free(dx);
-  free(in), free(W), free(dy), free(din), free(W1), free(W2), free(A), free(B), free(hpre), free(h), free(y);
-  free(scratch), free(A1), free(A2), free(B1), free(B2);
+  free(in), free(W), free(dy), free(din), free(W1), free(W2);
 }
 
 /* =========================================================== determinism */
@@ -316,25 +304,9 @@ Test(ops_determinism, two_calls_bitwise_equal) {
   assert_bitwise("crossentropy dlogits", g1, g2, sizeof(float) * NC * VC);
   assert_bitwise("crossentropy losses", l1, l2, sizeof(float) * NC);
 
-  /* cola (OpenBLAS splits GEMMs over M/N, never over K) */
-  enum { N = 300, Cin = 64, r = 16, Cout = 80 };
-  float *in = frand(N * Cin, -1, 1), *A = frand(r * Cin, -1, 1), *Bm = frand(Cout * r, -1, 1);
-  float *hp = falloc(N * r), *h = falloc(N * r), *y = falloc(N * Cout), *dy = frand(N * Cout, -1, 1);
-  float *din1 = falloc(N * Cin), *din2 = falloc(N * Cin), *sc = falloc(N * r);
-  float *dA1 = calloc(r * Cin, sizeof(float)), *dA2 = calloc(r * Cin, sizeof(float)),
-        *dB1 = calloc(Cout * r, sizeof(float)), *dB2 = calloc(Cout * r, sizeof(float));
-  cola_forward(y, hp, h, in, A, Bm, N, Cin, r, Cout);
-  cola_backward(din1, dA1, dB1, sc, dy, in, hp, h, A, Bm, N, Cin, r, Cout);
-  cola_backward(din2, dA2, dB2, sc, dy, in, hp, h, A, Bm, N, Cin, r, Cout);
-  assert_bitwise("cola din", din1, din2, sizeof(float) * N * Cin);
-  assert_bitwise("cola dA", dA1, dA2, sizeof(float) * r * Cin);
-  assert_bitwise("cola dB", dB1, dB2, sizeof(float) * Cout * r);
-
   free(q), free(k), free(v), free(dout), free(o1), free(o2), free(a1), free(a2), free(scr);
   free(dq1), free(dk1), free(dv1), free(dq2), free(dk2), free(dv2);
   free(logits), free(g1), free(g2), free(l1), free(l2);
-  free(in), free(A), free(Bm), free(hp), free(h), free(y), free(dy), free(din1), free(din2), free(sc);
-  free(dA1), free(dA2), free(dB1), free(dB2);
 }
 
 /* The scatter/column reductions sum in token order whatever the thread
@@ -417,21 +389,19 @@ Test(ops_threads, gemm_kernels_use_every_thread) {
   rng_seed(71);
   enum { N = 512, C = 1024, R = 256, B = 2, T = 256, H = 8, hd = 64 };
   float *x = frand((size_t)N * C, -1, 1), *W = frand((size_t)C * C, -1, 1), *y = falloc((size_t)N * C);
-  float *A = frand((size_t)R * C, -1, 1), *Bm = frand((size_t)C * R, -1, 1), *hp = falloc((size_t)N * R),
-        *h = falloc((size_t)N * R);
+  float *A = frand((size_t)R * C, -1, 1), *hp = falloc((size_t)N * R);
   float *att = falloc((size_t)B * H * T * 2), *scr = falloc(attention_scratch_floats(B, T, H));
 #pragma omp parallel
   { /* start the OpenMP workers before measuring */
   }
-  const char *names[4] = {"linear_forward", "cola_forward", "attention_forward", "gemm"};
-  for (int kind = 0; kind < 4; kind++) {
+  const char *names[3] = {"linear_forward", "attention_forward", "gemm"};
+  for (int kind = 0; kind < 3; kind++) {
     long s0, o0, s1, o1;
     thread_ticks(&s0, &o0);
     do {
       if (kind == 0) linear_forward(y, x, W, N, C, C);
-      if (kind == 1) cola_forward(y, hp, h, x, A, Bm, N, C, R, C);
-      if (kind == 2) attention_forward(y, att, scr, x, x + 1, x + 2, B, T, H, hd);
-      if (kind == 3) gemm(0, 1, N, R, C, x, C, A, C, 0.0f, hp, R); /* a bottleneck shape */
+      if (kind == 1) attention_forward(y, att, scr, x, x + 1, x + 2, B, T, H, hd);
+      if (kind == 2) gemm(0, 1, N, R, C, x, C, A, C, 0.0f, hp, R); /* a bottleneck shape */
       thread_ticks(&s1, &o1);
     } while (s1 - s0 < 30);
     long self = s1 - s0, others = o1 - o0;
@@ -443,7 +413,7 @@ Test(ops_threads, gemm_kernels_use_every_thread) {
     cr_expect(openblas_get_num_threads() == blas_nt, "%s changed the OpenBLAS thread count from %d to %d", names[kind],
               blas_nt, openblas_get_num_threads());
   }
-  free(x), free(W), free(y), free(A), free(Bm), free(hp), free(h), free(att), free(scr);
+  free(x), free(W), free(y), free(A), free(hp), free(att), free(scr);
 }
 
 /* ============================================================ allocation */
