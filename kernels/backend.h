@@ -188,6 +188,7 @@ typedef struct boost_ops {
 
 struct boost_backend {
   const char *name;    /* "cpu", "guarded", "cuda" */
+  char info[192];      /* one line for the start-up log: the device, precision, GEMM library and instructions */
   boost_dtype act_dtype;
   const boost_mem_ops *mem;
   const boost_ops *ops;

@@ -10,6 +10,7 @@
  * backend bit for bit is how the tests know that no host code reads or
  * writes backend memory behind the seam's back. */
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "backend.h"
@@ -270,6 +271,7 @@ boost_backend *guarded_backend_create(boost_backend *inner, char *err, size_t er
   g->inner = inner;
   be->name = "guarded";
   be->act_dtype = inner->act_dtype;
+  snprintf(be->info, sizeof be->info, "guarded (test backend: the host cannot touch its memory) over %.120s", inner->info);
   be->mem = &guarded_mem;
   be->ops = &guarded_ops;
   be->impl = g;

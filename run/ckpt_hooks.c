@@ -1,6 +1,7 @@
 #include "ckpt_hooks.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "check.h"
 
@@ -18,19 +19,28 @@
  * of its replica, r or d columns of its tensor-parallel shard, layers of its
  * pipeline stage). */
 /* An activation of backend memory (count's elements, row-major) added to the
- * sink through a host copy (*host, grown as needed). */
+ * sink through a host copy (*host, grown as needed). bf16 activations are
+ * widened to float on the way, which is exact. */
 static void add_from_backend(model *m, ckpt_acts_sink *sink, const char *name, int ndim, const int64_t *shape,
                              const int64_t *start, const int64_t *count, int has, const boost_act *src, float **host,
                              size_t *host_n) {
   size_t n = 1;
   for (int k = 0; k < ndim; k++) n *= (size_t)count[k];
-  BOOST_ASSERT(m->be->act_dtype == BOOST_F32);
   if (has && n > *host_n) {
     boost_free(*host);
     *host = boost_calloc(n, sizeof **host);
     *host_n = n;
   }
-  if (has) m->be->mem->download(m->be, *host, src, n * sizeof(float));
+  if (has && m->be->act_dtype == BOOST_F32) m->be->mem->download(m->be, *host, src, n * sizeof(float));
+  if (has && m->be->act_dtype == BOOST_BF16) {
+    /* the bf16 values into the upper halves of the host floats, then widened in place from the back */
+    uint16_t *h = (uint16_t *)*host;
+    m->be->mem->download(m->be, h, src, n * sizeof *h);
+    for (size_t i = n; i-- > 0;) {
+      const uint32_t u = (uint32_t)h[i] << 16;
+      memcpy(&(*host)[i], &u, sizeof u);
+    }
+  }
   ckpt_acts_add(sink, name, CKPT_ACT_F32, ndim, shape, start, count, has, *host);
 }
 

@@ -243,6 +243,7 @@ static void print_start(run *r, const train_state *st, int threads) {
     printf("pipeline: %d stages with %s layers, 1F1B over %d micro-batches, bubble fraction (P-1)/(M+P-1) = %.3f\n", P,
            layers, M, (double)(P - 1) / (M + P - 1));
   }
+  printf("backend: %s\n", r->be->info);
   printf("layout dp=%d tp=%d (%s) pp=%d | data: %lld train / %lld validation samples of %d tokens | global batch %lld "
          "sequences (%d x %d accum x %d dp) | %d threads/rank | from step %lld\n",
          r->grid.dp, r->grid.tp, tp_mode_names[r->mode], r->grid.pp, (long long)data_split_num_samples(&r->train),
@@ -291,7 +292,8 @@ trainer *trainer_create(const train_config *cfg, MPI_Comm world, char *err, size
   }
   /* The backend on every rank, or a refusal on every rank. */
   char be_err[512] = "";
-  r->be = boost_backend_create(device_names[cfg->train.device], BOOST_F32, r->threads, 0, be_err, sizeof be_err);
+  const boost_dtype act = cfg->train.precision == PRECISION_BF16 ? BOOST_BF16 : BOOST_F32;
+  r->be = boost_backend_create(device_names[cfg->train.device], act, r->threads, 0, be_err, sizeof be_err);
   int have_be = r->be != NULL;
   MPI_Allreduce(MPI_IN_PLACE, &have_be, 1, MPI_INT, MPI_MIN, world); /* control plane: every rank or none */
   if (!have_be) {
@@ -410,6 +412,7 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
     trainer_destroy(t);
     return 1;
   }
+  registry_refresh_work(&t->m.reg); /* a resume loaded the float masters: the working copy follows */
   if (t->grid.rank == 0) {
     print_start(t, st, t->threads);
     if (ck) printf("checkpoints: %s\n", msg);

@@ -17,6 +17,7 @@ const char *const tp_mode_names[TP_MODE_COUNT] = {"none", "btp", "vanilla", "meg
 const char *const recompute_names[RECOMPUTE_COUNT] = {"none", "lowrank", "full"};
 const char *const acts_mode_names[ACTS_COUNT] = {"none", "sample", "all"};
 const char *const device_names[DEVICE_COUNT] = {"cpu", "guarded", "cuda"};
+const char *const precision_names[PRECISION_COUNT] = {"fp32", "bf16"};
 
 typedef enum { K_INT, K_I64, K_FLOAT, K_STR, K_BOOL, K_ENUM } key_type;
 
@@ -33,6 +34,7 @@ static const enum_choice RECOMPUTE_CHOICES[] = {
 static const enum_choice RESUME_BATCH_CHOICES[] = {{"keep", RESUME_BATCH_KEEP}, {"config", RESUME_BATCH_CONFIG}, {NULL, 0}};
 static const enum_choice DEVICE_CHOICES[] = {
     {"cpu", DEVICE_CPU}, {"guarded", DEVICE_GUARDED}, {"cuda", DEVICE_CUDA}, {NULL, 0}};
+static const enum_choice PRECISION_CHOICES[] = {{"fp32", PRECISION_FP32}, {"bf16", PRECISION_BF16}, {NULL, 0}};
 static const enum_choice ACTS_CHOICES[] = {{"none", ACTS_NONE}, {"sample", ACTS_SAMPLE}, {"all", ACTS_ALL}, {NULL, 0}};
 
 typedef struct {
@@ -85,6 +87,10 @@ static const key_spec KEYS[] = {
      "where the model runs: cpu, cuda (NVIDIA GPU, one per rank), or guarded (the CPU kernels behind memory the host "
      "cannot touch: a test backend)",
      DEVICE_CHOICES},
+    {"train.precision", K_ENUM, F(train.precision), 0, 0,
+     "fp32, or bf16: bf16 activations and working weights, fp32 master weights, moments and statistics, GEMMs "
+     "accumulating in fp32 (docs/PRECISION.md)",
+     PRECISION_CHOICES},
     {"train.seed", K_I64, F(train.seed), 0, BIG, "parameter init seed", NULL},
     {"train.metrics", K_STR, F(train.metrics), 0, 0, "JSON-lines metrics file, one line per step, appended to (a resumed run continues it; empty = none)", NULL},
     {"parallel.dp", K_INT, F(parallel.dp), 1, 1 << 20, "data-parallel degree", NULL},

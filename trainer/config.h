@@ -34,6 +34,10 @@ typedef enum { RESUME_BATCH_KEEP = 0, RESUME_BATCH_CONFIG, RESUME_BATCH_COUNT } 
  * guarded is the CPU kernels behind memory the host cannot touch (tests). */
 typedef enum { DEVICE_CPU = 0, DEVICE_GUARDED, DEVICE_CUDA, DEVICE_COUNT } device_kind;
 extern const char *const device_names[DEVICE_COUNT];
+/* train.precision: the mixed-precision policy (docs/PRECISION.md): fp32
+ * everywhere, or bf16 activations and working weights over fp32 masters. */
+typedef enum { PRECISION_FP32 = 0, PRECISION_BF16, PRECISION_COUNT } precision_kind;
+extern const char *const precision_names[PRECISION_COUNT];
 /* ckpt.activations */
 typedef enum { ACTS_NONE = 0, ACTS_SAMPLE, ACTS_ALL, ACTS_COUNT } acts_mode;
 extern const char *const acts_mode_names[ACTS_COUNT];
@@ -58,6 +62,7 @@ typedef struct {
   struct {
     int batch_size, grad_accum, steps, warmup_steps, val_every, val_batches, log_every, threads;
     device_kind device;
+    precision_kind precision;
     float lr, min_lr_ratio, weight_decay, beta1, beta2, eps, grad_clip;
     int64_t seed;
     char metrics[CONFIG_STR];

@@ -3,12 +3,15 @@
  * entry below is the ops.h kernel itself; the thread count (OpenMP and
  * OpenBLAS) is the backend's, set at creation. */
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
 #include "check.h"
+#include "blas_select.h"
 #include "cpu_backend.h"
+#include "gemm_bf16.h"
 #include "ops.h"
 #include "util.h"
 
@@ -83,12 +86,6 @@ static const boost_mem_ops cpu_mem = {
 };
 
 /* ---- the optimizer over whole arenas --------------------------------------- */
-
-struct boost_optim_plan {
-  boost_segment *segs;
-  int nseg;
-  size_t mom_begin, mom_end;
-};
 
 boost_optim_plan *cpu_optim_plan_create(boost_backend *be, const boost_segment *segs, int nseg, size_t mom_begin,
                                         size_t mom_end) {
@@ -333,7 +330,28 @@ static const boost_ops cpu_f32_ops = {
 
 /* ---- the object ---------------------------------------------------------------- */
 
-static void cpu_destroy(boost_backend *be) { boost_free(be); }
+typedef struct {
+  float *scratch[CPU_SCRATCH_SLOTS];
+  size_t cap[CPU_SCRATCH_SLOTS];
+} cpu_impl;
+
+float *cpu_scratch(boost_backend *be, int slot, size_t n) {
+  cpu_impl *c = be->impl;
+  BOOST_ASSERT(slot >= 0 && slot < CPU_SCRATCH_SLOTS);
+  if (n > c->cap[slot]) {
+    boost_free(c->scratch[slot]);
+    c->scratch[slot] = boost_calloc(n, sizeof(float));
+    c->cap[slot] = n;
+  }
+  return c->scratch[slot];
+}
+
+static void cpu_destroy(boost_backend *be) {
+  cpu_impl *c = be->impl;
+  for (int i = 0; i < CPU_SCRATCH_SLOTS; i++) boost_free(c->scratch[i]);
+  boost_free(c);
+  boost_free(be);
+}
 
 boost_backend *cpu_backend_create(boost_dtype act_dtype, int threads, char *err, size_t errlen) {
   const boost_ops *ops = act_dtype == BOOST_F32 ? &cpu_f32_ops : cpu_bf16_ops();
@@ -350,6 +368,14 @@ boost_backend *cpu_backend_create(boost_dtype act_dtype, int threads, char *err,
   be->act_dtype = act_dtype;
   be->mem = &cpu_mem;
   be->ops = ops;
+  be->impl = boost_calloc(1, sizeof(cpu_impl));
+  if (act_dtype == BOOST_F32) {
+    snprintf(be->info, sizeof be->info, "cpu, fp32: OpenBLAS sgemm (%s kernels)", blas_core_name());
+  } else {
+    char g[128];
+    gemm_bf16_info(g, sizeof g);
+    snprintf(be->info, sizeof be->info, "cpu, bf16 over fp32 masters: GEMMs %s", g);
+  }
   be->destroy = cpu_destroy;
   return be;
 }

@@ -8,6 +8,20 @@
 /* The bf16 table, or NULL when this build has none. */
 const boost_ops *cpu_bf16_ops(void);
 
+/* An optimizer plan on the CPU: the segments as given. */
+struct boost_optim_plan {
+  boost_segment *segs;
+  int nseg;
+  size_t mom_begin, mom_end;
+};
+
+/* Host scratch of the backend (slots 0..CPU_SCRATCH_SLOTS-1), n floats,
+ * grown as needed and kept: the bf16 ops widen operands into it. */
+#define CPU_SCRATCH_SLOTS 8
+float *cpu_scratch(boost_backend *be, int slot, size_t n);
+/* The working copy (bf16) of every segment of the plan, rounded from params. */
+void cpu_plan_round_work(const boost_optim_plan *p, uint16_t *work, const float *params);
+
 /* Entries that do not depend on the activation type. */
 boost_optim_plan *cpu_optim_plan_create(boost_backend *be, const boost_segment *segs, int nseg, size_t mom_begin,
                                         size_t mom_end);
