@@ -51,6 +51,26 @@ expect_committed() {
   echo "ok ($tag): step $k committed (final save $(grep -o 'checkpoint: step [0-9]* committed [0-9.]* s' "$tmp/$tag.log" | tail -1 | awk '{print $5}') s), exit 75 after $(($(date +%s) - t0)) s"
 }
 
+# 0. SIGTERM to the launcher as the job starts (as soon as its trap is
+# there): boost-mpirun relays it once the ranks catch SIGUSR1, and the run
+# stops after start-up with nothing to save.
+set -m
+BOOST_CKPT_TEST_DELAY_MS=0 train_bg 2 "$tmp/early.log" "${CFG[@]}" --set ckpt.dir="$tmp/early"
+pid=$!
+set +m
+CLEANUP="kill -9 $pid 2>/dev/null; pkill -9 -P $pid 2>/dev/null"
+for i in $(seq 1 100); do
+  mask=$(awk '/^SigCgt:/ {print $2}' "/proc/$pid/status" 2>/dev/null) || true
+  [ -n "$mask" ] && (((16#$mask >> 14) & 1)) && break
+  sleep 0.01
+done
+kill -TERM "$pid"
+rc=0
+wait "$pid" || rc=$?
+[ "$rc" = 75 ] || fail "early: SIGTERM to boost-mpirun as the job starts exited $rc, expected 75: $(tail -3 "$tmp/early.log")"
+grep -q '^preempted by signal 10 during start-up' "$tmp/early.log" || fail "early: not stopped at start-up: $(tail -3 "$tmp/early.log")"
+echo "ok (early): SIGTERM to boost-mpirun as the job starts -> stopped after start-up, exit 75"
+
 # 1. SIGTERM to every process of the job at once (a batch system that
 # signals the whole step): the wrapper, mpirun and the ranks.
 start all 2
