@@ -32,9 +32,9 @@ static void usage(FILE *f) {
           "75 preempted after its final checkpoint committed, or stopped before training with\n"
           "nothing to save (requeue), 74 ended, done or preempted, without its final state\n"
           "committed. Stop signals: SIGTERM, SIGUSR1, SIGINT, SIGHUP, at any time (start-up\n"
-          "included); a second one 2 s or more after the first, or SIGUSR2, exits at once\n"
-          "(75 if nothing is unsaved, else 74). Under mpirun, launch preemptible runs with\n"
-          "tools/boost-mpirun.\n"
+          "included); a second Ctrl-C 2 s or more after the first stop, or SIGUSR2, exits at\n"
+          "once (75 if nothing is unsaved, else 74). Under mpirun, launch preemptible runs\n"
+          "with tools/boost-mpirun.\n"
           "Presets: tiny, cola-60m, cola-130m, cola-350m, cola-1b, cola-7b and llama-* twins.\n"
           "Keys (section.key), with default and allowed values:\n");
   config_print_help(f);

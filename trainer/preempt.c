@@ -36,6 +36,9 @@ static void on_stop(int sig) {
     received = sig;
     return;
   }
+  /* Only a person presses Ctrl-C twice; batch systems repeat SIGTERM right
+   * before their SIGKILL, and the seconds left may still finish the save. */
+  if (sig != SIGINT) return;
   const double since = (double)(now.tv_sec - first_at.tv_sec) + 1e-9 * (double)(now.tv_nsec - first_at.tv_nsec);
   if (since >= PREEMPT_REPEAT_S) force_exit(sig);
 }

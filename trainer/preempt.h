@@ -6,11 +6,13 @@
  * line of main, so a signal during start-up, data opening, model build or
  * checkpoint load is remembered until the run can act on it.
  *
- * A second stop signal at least PREEMPT_REPEAT_S seconds after the first,
- * or SIGUSR2 at any time, ends the process at once: status 75 while the
- * state is marked committed (preempt_set_committed), 74 otherwise. (The
- * window keeps one stop delivered twice -- to the ranks and through the
- * launcher -- from counting as two.) */
+ * SIGINT (a second Ctrl-C) at least PREEMPT_REPEAT_S seconds after the
+ * first stop signal, or SIGUSR2 at any time, ends the process at once:
+ * status 75 while the state is marked committed (preempt_set_committed), 74
+ * otherwise. (The window keeps one stop delivered twice -- to the ranks and
+ * through the launcher -- from counting as two. A repeated SIGTERM, SIGUSR1
+ * or SIGHUP does not force: batch systems send SIGTERM again right before
+ * their SIGKILL, and the seconds left may still finish the save.) */
 #ifndef BOOST_PREEMPT_H
 #define BOOST_PREEMPT_H
 
@@ -18,7 +20,7 @@
 
 #define BOOST_EXIT_PREEMPTED 75 /* EX_TEMPFAIL: try again later (a checkpoint of the last step committed) */
 #define BOOST_EXIT_UNSAVED 74   /* EX_IOERR: the run ended (done or preempted) without its final state committed */
-#define PREEMPT_REPEAT_S 2.0    /* a second stop signal sooner than this is the first one delivered twice */
+#define PREEMPT_REPEAT_S 2.0    /* a second Ctrl-C sooner than this is the first stop delivered twice */
 
 /* Installs the handlers. SIGINT and SIGHUP stay ignored when they were
  * ignored at start (nohup, a background job of a script), as shells do. */

@@ -4,9 +4,9 @@
 # every process at once -- ends in a committed final checkpoint and exit
 # 75, even when that save takes seconds (plain Open MPI mpirun kills the
 # ranks about 1 s after a SIGTERM or SIGINT reaches it, and exits 1). A
-# second stop signal forces the exit: 74, the checkpoint in flight
-# abandoned, the next start removes its temporary. boost-train says so at
-# start when it runs under plain mpirun.
+# second Ctrl-C forces the exit: 74, the checkpoint in flight
+# abandoned, the next start removes its temporary; a repeated SIGTERM does
+# not. boost-train says so at start when it runs under plain mpirun.
 source "$(dirname "$0")/ckpt_common.bash"
 make_data
 LAUNCH="${BOOST_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}/tools/boost-mpirun"
@@ -88,34 +88,44 @@ start ranks 2
 kill -TERM $(ranks_of "$(mpirun_pid)")
 expect_committed ranks
 
-# 4. A second stop signal (2.5 s later, while the final save runs: ~8 s
-# now) forces the exit: 74, nothing committed; the next start cleans up.
+# 4. A second Ctrl-C (2.5 s after a SIGTERM, while the final save runs:
+# ~8 s now) forces the exit: 74, nothing committed; the next start cleans
+# up. A repeated SIGTERM does not (batch systems send one right before
+# their SIGKILL; the seconds left may finish the save).
 export BOOST_CKPT_TEST_DELAY_MS=60
 start second 2
 kill -TERM "$pid"
-sleep 2.5
+sleep 1
 kill -TERM "$pid"
+sleep 1.5
+kill -INT "$pid"
 rc=0
 wait "$pid" || rc=$?
-[ "$rc" = 74 ] || fail "second: two stop signals exited $rc, expected 74: $(grep -v '^  ' "$tmp/second.log" | tail -4)"
+[ "$rc" = 74 ] || fail "second: SIGTERM, SIGTERM, SIGINT exited $rc, expected 74: $(grep -v '^  ' "$tmp/second.log" | tail -4)"
+grep -q 'boost-mpirun: SIGTERM again: the ranks are still saving' "$tmp/second.log" || fail "second: the repeated SIGTERM was not reported"
 grep -q 'boost-train: signal 12: exiting now with status 74' "$tmp/second.log" || fail "second: no forced-exit line"
 ! grep -q 'checkpoint committed' "$tmp/second.log" || fail "second: the save committed anyway (too fast to test)"
 train 0 "$tmp/second.2.log" --set train.steps=1 --set ckpt.dir="$tmp/second" || fail "second: the next start failed"
 grep -q 'removed 1 temporary' "$tmp/second.2.log" || fail "second: the next start did not remove the temporary"
-echo "ok (second): a second SIGTERM 2.5 s into the final save -> exit 74 at once; the next start removed the temporary"
+echo "ok (second): a second Ctrl-C 2.5 s into the final save -> exit 74 at once; the next start removed the temporary"
 
-# 5. One process: a second SIGTERM 2.5 s after the first forces the exit too
-# (the same signal twice within 2 s counts as one).
+# 5. One process: SIGTERM three times (twice at once, once 2.5 s later)
+# still ends in the committed checkpoint; SIGINT twice, 2.5 s apart, forces.
 start single 0
 kill -TERM "$pid"
 kill -TERM "$pid"
 sleep 2.5
 kill -TERM "$pid"
+expect_committed single
+start single2 0
+kill -INT "$pid"
+sleep 2.5
+kill -INT "$pid"
 rc=0
 wait "$pid" || rc=$?
-[ "$rc" = 74 ] || fail "single: exit status $rc, expected 74: $(tail -3 "$tmp/single.log")"
-grep -q 'boost-train: signal 15 again: exiting now with status 74' "$tmp/single.log" || fail "single: no forced-exit line"
-echo "ok (single): SIGTERM twice at once then again 2.5 s later -> exit 74"
+[ "$rc" = 74 ] || fail "single2: exit status $rc, expected 74: $(tail -3 "$tmp/single2.log")"
+grep -q 'boost-train: signal 2 again: exiting now with status 74' "$tmp/single2.log" || fail "single2: no forced-exit line"
+echo "ok (single2): Ctrl-C twice, 2.5 s apart -> exit 74"
 
 # 6. The start-up line about plain mpirun: there, not under the wrapper or
 # without mpirun.
