@@ -71,6 +71,14 @@ wait "$pid" || rc=$?
 grep -q '^preempted by signal 10 during start-up' "$tmp/early.log" || fail "early: not stopped at start-up: $(tail -3 "$tmp/early.log")"
 echo "ok (early): SIGTERM to boost-mpirun as the job starts -> stopped after start-up, exit 75"
 
+# expect_forced TAG LINE: waits; exit 74 and the forced-exit LINE in the log.
+expect_forced() {
+  local rc=0
+  wait "$pid" || rc=$?
+  [ "$rc" = 74 ] || fail "$1: exit status $rc, expected 74: $(grep -v '^  ' "$tmp/$1.log" | tail -4)"
+  grep -q "$2" "$tmp/$1.log" || fail "$1: no forced-exit line '$2'"
+}
+
 # 1. SIGTERM to every process of the job at once (a batch system that
 # signals the whole step): the wrapper, mpirun and the ranks.
 start all 2
@@ -99,11 +107,8 @@ sleep 1
 kill -TERM "$pid"
 sleep 1.5
 kill -INT "$pid"
-rc=0
-wait "$pid" || rc=$?
-[ "$rc" = 74 ] || fail "second: SIGTERM, SIGTERM, SIGINT exited $rc, expected 74: $(grep -v '^  ' "$tmp/second.log" | tail -4)"
+expect_forced second 'boost-train: signal 12: exiting now with status 74'
 grep -q 'boost-mpirun: SIGTERM again: the ranks are still saving' "$tmp/second.log" || fail "second: the repeated SIGTERM was not reported"
-grep -q 'boost-train: signal 12: exiting now with status 74' "$tmp/second.log" || fail "second: no forced-exit line"
 ! grep -q 'checkpoint committed' "$tmp/second.log" || fail "second: the save committed anyway (too fast to test)"
 train 0 "$tmp/second.2.log" --set train.steps=1 --set ckpt.dir="$tmp/second" || fail "second: the next start failed"
 grep -q 'removed 1 temporary' "$tmp/second.2.log" || fail "second: the next start did not remove the temporary"
@@ -121,10 +126,7 @@ start single2 0
 kill -INT "$pid"
 sleep 2.5
 kill -INT "$pid"
-rc=0
-wait "$pid" || rc=$?
-[ "$rc" = 74 ] || fail "single2: exit status $rc, expected 74: $(tail -3 "$tmp/single2.log")"
-grep -q 'boost-train: signal 2 again: exiting now with status 74' "$tmp/single2.log" || fail "single2: no forced-exit line"
+expect_forced single2 'boost-train: signal 2 again: exiting now with status 74'
 echo "ok (single2): Ctrl-C twice, 2.5 s apart -> exit 74"
 
 # 6. The start-up line about plain mpirun: there, not under the wrapper or
