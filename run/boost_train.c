@@ -10,7 +10,9 @@
 
 #include "blas_select.h"
 #include "config.h"
+#include "preempt.h"
 #include "resume_plan.h"
+#include "test_hooks.h"
 #include "trainer.h"
 
 static void usage(FILE *f) {
@@ -27,14 +29,21 @@ static void usage(FILE *f) {
           "  --help             this text\n"
           "\n"
           "Exit status: 0 done (final checkpoint committed when ckpt.dir is set), 1 error,\n"
-          "75 preempted (SIGTERM/SIGUSR1) after its final checkpoint committed (requeue),\n"
-          "74 ended, done or preempted, without its final state committed.\n"
+          "75 preempted after its final checkpoint committed, or stopped before training with\n"
+          "nothing to save (requeue), 74 ended, done or preempted, without its final state\n"
+          "committed. Stop signals: SIGTERM, SIGUSR1, SIGINT, SIGHUP, at any time (start-up\n"
+          "included); a second Ctrl-C 2 s or more after the first stop, or SIGUSR2, exits at\n"
+          "once (75 if nothing is unsaved, else 74). Under mpirun, launch preemptible runs\n"
+          "with tools/boost-mpirun.\n"
           "Presets: tiny, cola-60m, cola-130m, cola-350m, cola-1b, cola-7b and llama-* twins.\n"
           "Keys (section.key), with default and allowed values:\n");
   config_print_help(f);
 }
 
 int main(int argc, char **argv) {
+  /* From here on a stop signal is remembered, never fatal: the run acts on
+   * it once its state is consistent (trainer_run). */
+  preempt_install_handlers();
   const char *config_path = NULL;
   char **sets = calloc((size_t)argc, sizeof *sets);
   int nsets = 0, print_only = 0;
@@ -61,8 +70,11 @@ int main(int argc, char **argv) {
     }
   }
 
+  test_sleep_ms(test_delay_ms("BOOST_TRAIN_TEST_START_DELAY_MS"));
   int provided, rank;
+  preempt_block(1); /* MPI's helper threads inherit the stop signals blocked */
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  preempt_block(0);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   train_config cfg;
   char err[1024];
@@ -77,6 +89,8 @@ int main(int argc, char **argv) {
     if (rank == 0) {
       printf("boost-train %s | OpenBLAS core %s | config:\n", BOOST_VERSION, blas_core_name());
       config_print(&cfg, "  ");
+      const char *launcher = preempt_launcher_note();
+      if (launcher && !print_only) printf("%s\n", launcher);
       fflush(stdout);
     }
     char note[4096];

@@ -24,6 +24,7 @@
 #include "pipeline.h"
 #include "preempt.h"
 #include "resume_plan.h"
+#include "test_hooks.h"
 #include "train_state.h"
 
 
@@ -32,17 +33,6 @@ static void format_count(double v, char *out, size_t n) {
   else if (v >= 1e6) snprintf(out, n, "%.2fM", v / 1e6);
   else if (v >= 1e3) snprintf(out, n, "%.1fk", v / 1e3);
   else snprintf(out, n, "%.0f", v);
-}
-
-/* BOOST_TRAIN_TEST_STEP_DELAY_MS=N: every step then lasts at least N ms
- * longer (outside the timed part), so a test's signal lands mid-run however
- * fast the machine runs the tiny model. */
-static long test_step_delay_ms(void) {
-  const char *v = getenv("BOOST_TRAIN_TEST_STEP_DELAY_MS");
-  if (!v || !*v) return 0;
-  char *end;
-  long ms = strtol(v, &end, 10);
-  return *end == '\0' && ms > 0 && ms <= 60000 ? ms : 0;
 }
 
 /* Every rank reaches the same verdict, rank 0 prints it. */
@@ -349,6 +339,7 @@ float trainer_step(trainer *r, double *grad_norm) {
 static int finish(run *t, ckpt_session *ck, int status, int stop_signal, float loss, double t_start) {
   const train_state *st = &t->st;
   const int saved = ck && ckpt_wait(ck) == 0 && ckpt_last_committed(ck) == st->step;
+  if (saved) preempt_set_committed(1);
   const int writes = ckpt_writes(ck);
   if (ck) ckpt_close(ck);
   if (status != 0 && status != BOOST_EXIT_PREEMPTED) return status;
@@ -376,6 +367,47 @@ static int finish(run *t, ckpt_session *ck, int status, int stop_signal, float l
   return status;
 }
 
+/* A stop signal that came before training (start-up, data, model build,
+ * checkpoint load) ends the run here: nothing was trained since the newest
+ * committed state or the fresh start, so there is nothing to save and the
+ * requeued run starts where this one would have. Collective. */
+static int stopped_before_training(const run *t, const char *when) {
+  const int sig = preempt_agreed(t->grid.world);
+  if (sig && t->grid.rank == 0) {
+    printf("preempted by signal %d %s: nothing trained, nothing to save; exiting with status %d for requeue\n", sig,
+           when, BOOST_EXIT_PREEMPTED);
+    fflush(stdout);
+  }
+  return sig;
+}
+
+/* After the resume, the last reasons not to train: a stop signal that came
+ * during start-up (75), train.steps below the resumed step (refused: the run
+ * is past the end it asks for, not "done"), train.metrics that cannot be
+ * opened. Only then is train.metrics opened (appended to: a resumed run
+ * continues it), so a refused start leaves no file. Collective; 0 to train. */
+static int accept_start(run *t, char *err, size_t errlen) {
+  const train_state *st = &t->st;
+  char when[96];
+  snprintf(when, sizeof when, "during start-up, before training from step %lld", (long long)st->step);
+  if (stopped_before_training(t, when)) return BOOST_EXIT_PREEMPTED;
+  if (st->step > t->cfg->train.steps) {
+    snprintf(err, errlen,
+             "train.steps=%d is below the resumed checkpoint's step %lld: nothing to train (set train.steps above "
+             "%lld to continue this run; ckpt.resume=none starts a new one)",
+             t->cfg->train.steps, (long long)st->step, (long long)st->step);
+    return fail_all(&t->grid, err);
+  }
+  int ok = 1;
+  if (t->grid.rank == 0 && t->cfg->train.metrics[0]) {
+    t->metrics = fopen(t->cfg->train.metrics, "a");
+    ok = t->metrics != NULL;
+    if (!ok) snprintf(err, errlen, "cannot open train.metrics %s: %s", t->cfg->train.metrics, strerror(errno));
+  }
+  MPI_Bcast(&ok, 1, MPI_INT, 0, t->grid.world); /* every rank stops, not rank 0 alone */
+  return ok ? 0 : fail_all(&t->grid, err);
+}
+
 int trainer_run(const train_config *cfg, MPI_Comm world) {
   char err[1024];
   run *t = trainer_create(cfg, world, err, sizeof err);
@@ -385,32 +417,27 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
     if (rank == 0) fprintf(stderr, "boost-train: %s\n", err);
     return 1;
   }
-  int metrics_ok = 1;
-  if (t->grid.rank == 0 && cfg->train.metrics[0]) {
-    t->metrics = fopen(cfg->train.metrics, "a");
-    metrics_ok = t->metrics != NULL;
-    snprintf(err, sizeof err, "cannot open train.metrics %s: %s", cfg->train.metrics, strerror(errno));
-  }
-  MPI_Bcast(&metrics_ok, 1, MPI_INT, 0, world); /* every rank stops, not rank 0 alone */
-  if (!metrics_ok) {
-    fail_all(&t->grid, err);
+  if (stopped_before_training(t, "during start-up")) {
     trainer_destroy(t);
-    return 1;
+    return BOOST_EXIT_PREEMPTED;
   }
 
   train_state *st = &t->st;
-  preempt_install_handlers();
   t->hooks_ctx = (trainer_ckpt_ctx){cfg, &t->grid, &t->comm, &t->m, &t->pipe};
   const ckpt_hooks hooks = trainer_ckpt_hooks(&t->hooks_ctx);
   ckpt_session *ck = ckpt_open(cfg, &t->grid, &t->m.reg, t->mode, &hooks, err, sizeof err);
   t->ck = ck;
   char msg[2048] = "";
+  int status = 0;
   if ((!ck && err[0]) || ckpt_resume(ck, st, msg, sizeof msg) < 0) {
-    fail_all(&t->grid, ck ? msg : err);
+    status = fail_all(&t->grid, ck ? msg : err);
+  } else {
+    status = accept_start(t, err, sizeof err);
+  }
+  if (status != 0) {
     if (ck) ckpt_close(ck);
-    if (t->metrics) fclose(t->metrics);
     trainer_destroy(t);
-    return 1;
+    return status;
   }
   registry_refresh_work(&t->m.reg); /* a resume loaded the float masters: the working copy follows */
   if (t->grid.rank == 0) {
@@ -419,11 +446,12 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
   }
 
   const double flops_per_token = model_flops_per_token(&cfg->model, t->T);
-  const long step_delay_ms = test_step_delay_ms();
+  const long step_delay_ms = test_delay_ms("BOOST_TRAIN_TEST_STEP_DELAY_MS");
   const double t_start = boost_now_s();
-  int status = 0, stop_signal = 0;
+  int stop_signal = 0;
   float loss = NAN;
   while (st->step < cfg->train.steps) {
+    preempt_set_committed(0); /* from here a forced exit loses work */
     double t0 = boost_now_s(), gnorm = 0.0;
     comm_reset_counts(&t->comm);
     float lr = lr_at(cfg, (int)st->step);
@@ -434,7 +462,7 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
       break;
     }
     double dt = boost_now_s() - t0;
-    if (step_delay_ms > 0) nanosleep(&(struct timespec){step_delay_ms / 1000, step_delay_ms % 1000 * 1000000L}, NULL);
+    test_sleep_ms(step_delay_ms);
 
     const int last = st->step == cfg->train.steps;
     const int preempted = preempt_agreed(t->grid.world);

@@ -30,8 +30,13 @@ train_state *trainer_state(trainer *t);
  * ran (and the final checkpoint committed, when checkpoints are on),
  * BOOST_EXIT_PREEMPTED after a committed preemption checkpoint,
  * BOOST_EXIT_UNSAVED when the run ended without its final state committed,
- * 1 on error (the error was printed as one line). Test hook (environment):
- * BOOST_TRAIN_TEST_STEP_DELAY_MS=N sleeps N ms after each step. */
+ * 1 on error (the error was printed as one line; also when train.steps is
+ * below the resumed checkpoint's step). A stop signal that came before
+ * training (the caller installs the handlers first: preempt.h) returns
+ * BOOST_EXIT_PREEMPTED once the checkpoint is loaded, with nothing trained
+ * or written. train.metrics is opened (appended to) only once the start is
+ * accepted. Test hook (environment): BOOST_TRAIN_TEST_STEP_DELAY_MS=N sleeps
+ * N ms after each step. */
 int trainer_run(const train_config *cfg, MPI_Comm world);
 
 #endif

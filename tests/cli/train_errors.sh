@@ -48,6 +48,25 @@ printf '[model]\nd_model = 64\nthis is not ini\n' >"$tmp/bad.ini"
 expect_error "bad.ini" "$bin" --config "$tmp/bad.ini"
 expect_error "missing.ini" "$bin" --config "$tmp/missing.ini"
 
+# A refused start leaves no metrics file (it is opened only once the start is
+# accepted); a resumed run still appends to an existing one.
+touch "$tmp/afile"
+expect_error "afile" "$bin" "${base[@]}" --set ckpt.dir="$tmp/afile" --set train.metrics="$tmp/refused.jsonl"
+[ ! -e "$tmp/refused.jsonl" ] || fail "a refused start (ckpt.dir is a file) created the metrics file"
+"$bin" "${base[@]}" --set train.steps=4 --set ckpt.dir="$tmp/ck" --set train.metrics="$tmp/m.jsonl" >"$tmp/out" 2>&1 ||
+  fail "a run with checkpoints failed: $(tail -2 "$tmp/out")"
+# train.steps below the checkpoint's step: refused with one line, exit 1 (the
+# run is past the end it asks for; not "done", nothing trained or written)
+expect_error "train.steps=2 is below the resumed checkpoint's step 4: nothing to train" \
+  "$bin" "${base[@]}" --set train.steps=2 --set ckpt.dir="$tmp/ck" --set train.metrics="$tmp/m.jsonl"
+[ "$(wc -l <"$tmp/m.jsonl")" = 4 ] || fail "the refused resume changed the metrics file"
+"$bin" "${base[@]}" --set train.steps=6 --set ckpt.dir="$tmp/ck" --set train.metrics="$tmp/m.jsonl" >"$tmp/out" 2>&1 ||
+  fail "the resumed run failed: $(tail -2 "$tmp/out")"
+[ "$(grep -o '"step":[0-9]*' "$tmp/m.jsonl" | cut -d: -f2 | tr '\n' ' ')" = "1 2 3 4 5 6 " ] ||
+  fail "the resumed run did not append steps 5-6 to the metrics file: $(cat "$tmp/m.jsonl" | head -c 300)"
+"$bin" "${base[@]}" --set train.steps=6 --set ckpt.dir="$tmp/ck" >"$tmp/out" 2>&1 || fail "a finished run resumed at its end did not exit 0"
+grep -q '^done: step 6' "$tmp/out" || fail "a finished run resumed at its end did not say done"
+
 # Under mpirun, mpirun adds its own report; ours is one "boost-train:" line
 # (rank 0 speaks for all).
 expect_mpi_error() {
