@@ -26,35 +26,6 @@
 
 const char *const size_class_names[SIZE_NUM_CLASSES] = {"weights", "moments", "activations"};
 
-void ckpt_sleep_ms(int ms) {
-  struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  while (nanosleep(&t, &t) != 0 && errno == EINTR) {
-  }
-}
-
-/* ---- agreement helpers (writer thread, s->comm) --------------------------- */
-
-/* Every rank learns whether all were ok; if not, `out` gets the message of
- * the lowest failing rank, prefixed with its rank when world_size > 1. */
-int ckpt_agree(ckpt_session *s, int ok, const char *mine, char *out, size_t outlen) {
-  int who = ok ? INT_MAX : s->rank;
-  MPI_Allreduce(MPI_IN_PLACE, &who, 1, MPI_INT, MPI_MIN, s->comm);
-  if (who == INT_MAX) return 1;
-  char buf[REASON_MAX];
-  if (s->rank == who) {
-    if (s->world_size > 1) boost_msgf(buf, sizeof buf, "rank %d: %s", s->rank, mine);
-    else boost_msgf(buf, sizeof buf, "%s", mine);
-  }
-  MPI_Bcast(buf, (int)sizeof buf, MPI_CHAR, who, s->comm);
-  if (out) boost_msgf(out, outlen, "%s", buf);
-  return 0;
-}
-
-int ckpt_all_true(ckpt_session *s, int v) {
-  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MIN, s->comm);
-  return v;
-}
-
 /* ---- the writer thread ----------------------------------------------------- */
 
 static void *writer_main(void *arg) {
@@ -122,14 +93,6 @@ static double wait_idle(ckpt_session *s) {
   s->sync.trainer_waiting--;
   pthread_mutex_unlock(&s->sync.mu);
   return boost_now_s() - t0;
-}
-
-int ckpt_trainer_waiting(ckpt_session *s) {
-  if (s->set.sync_mode) return 1;
-  pthread_mutex_lock(&s->sync.mu);
-  const int w = s->sync.trainer_waiting > 0;
-  pthread_mutex_unlock(&s->sync.mu);
-  return w;
 }
 
 /* The watchdog: an error inside a collective HDF5/MPI-IO call on one rank

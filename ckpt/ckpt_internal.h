@@ -150,14 +150,18 @@ struct ckpt_session {
   char open_note[512];
 };
 
-/* ckpt_session.c: agreement over s->comm (writer thread). Every rank learns
- * whether all were ok; if not, `out` gets the message of the lowest failing
- * rank, prefixed with its rank when world_size > 1. */
+/* ckpt_agree.c (a leaf: calls nothing of the package). Agreement over
+ * s->comm (writer thread): every rank learns whether all were ok; if not,
+ * `out` gets the message of the lowest failing rank, prefixed with its rank
+ * when world_size > 1. */
 int ckpt_agree(ckpt_session *s, int ok, const char *mine, char *out, size_t outlen);
 int ckpt_all_true(ckpt_session *s, int v);
 /* Whether the training thread is waiting for the writer now (synchronous
  * saves, the final save, a save waiting for the previous one). */
 int ckpt_trainer_waiting(ckpt_session *s);
+/* Threads the writer may use now: all of the rank's while training waits
+ * for it, one beside training otherwise. */
+int ckpt_work_threads(ckpt_session *s);
 void ckpt_sleep_ms(int ms);
 
 /* ckpt_table.c: the plan from every rank's registry (collective over the

@@ -66,7 +66,7 @@ static void write_dataset_direct(writer *w, hid_t loc, const char *path, const c
   const int has = count != NULL && buf != NULL;
   /* All of the rank's cores while training waits for this save (a final
    * save, synchronous saves); one beside training otherwise. */
-  const int threads = ckpt_trainer_waiting(s) && s->cfg.train.threads > 1 ? s->cfg.train.threads : 1;
+  const int threads = ckpt_work_threads(s);
   if (!ckpt_direct_write(s->direct, s->comm, dset, w->fd, ndim, gshape, chunk, H5Tget_size(ftype), s->cfg.ckpt.level,
                          threads, has ? start : NULL, has ? count : NULL, has ? buf : NULL, &stored, why,
                          sizeof why) &&
