@@ -245,10 +245,17 @@ ckpt_session *ckpt_open(const train_config *cfg, const process_grid *grid, tenso
   s->last_committed_step = -1;
   s->read_only = !cfg->ckpt.dir[0]; /* resume from a PATH, write nothing */
   s->lock_fd = -1;
-  if ((!s->read_only && open_dir(s, err, errlen) != 0) || ckpt_build_table(s, err, errlen) != 0) {
+  int bad = (!s->read_only && open_dir(s, err, errlen) != 0) || ckpt_build_table(s, err, errlen) != 0;
+  if (!bad) { /* every rank has its staging memory, or none goes on */
+    char why[256] = "";
+    int ok = ckpt_stage_alloc(s, why, sizeof why) == 0;
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, grid->world);
+    if (!ok) bad = boost_err(err, errlen, "%s", why[0] ? why : "another rank cannot allocate its checkpoint staging");
+  }
+  if (bad) {
     ckpt_fs_unlock(s->lock_fd);
     boost_free(s->ents);
-    boost_free(s->stage);
+    ckpt_stage_free(s);
     ckpt_direct_free(s->direct);
     boost_free(s);
     return NULL;
@@ -256,6 +263,7 @@ ckpt_session *ckpt_open(const train_config *cfg, const process_grid *grid, tenso
   warn_disk_space(s);
   MPI_Comm_dup(grid->world, &s->comm);
   MPI_Comm_dup(grid->dp_comm, &s->dp_comm);
+  comm_init_mpi(&s->hcomm, NULL, MPI_COMM_SELF, s->dp_comm, MPI_COMM_SELF, s->comm);
   if (s->rank == 0 && !s->read_only) {
     char p[PATH_MAX];
     boost_msgf(p, sizeof p, "%s/checkpoints.jsonl", s->set.dir);
@@ -274,13 +282,6 @@ ckpt_session *ckpt_open(const train_config *cfg, const process_grid *grid, tenso
     return NULL;
   }
   return s;
-}
-
-/* A failed attempt wrote into the arenas: the run starts from the init again. */
-static void reset_arenas(ckpt_session *s, uint64_t seed) {
-  (void)seed;
-  BOOST_ASSERT(s->hooks.reset);
-  s->hooks.reset(s->hooks.ctx);
 }
 
 int ckpt_resume(ckpt_session *s, train_state *st, char *msg, size_t msglen) {
@@ -310,12 +311,13 @@ int ckpt_resume(ckpt_session *s, train_state *st, char *msg, size_t msglen) {
     return -1;
   }
   if (lr->status == 0) {
-    if (lr->touched) reset_arenas(s, (uint64_t)s->cfg.train.seed);
     boost_msgf(msg, msglen, "%s%s%s", lr->msg, note ? "; " : "", note ? note : "");
     free(lr->losses);
     lr->losses = NULL;
     return 0;
   }
+  ckpt_upload_loaded(s); /* verified: only now into the arenas */
+  ckpt_load_report(s, lr);
   st->step = lr->step;
   st->data_cursor = lr->data_cursor;
   st->tokens_seen = lr->tokens_seen;
@@ -458,9 +460,9 @@ static void stage_job(ckpt_session *s, const train_state *st) {
     s->hooks.activations(s->hooks.ctx, st, s->cfg.ckpt.activations, &j->acts);
     ckpt_acts_union(&j->acts, s->grid->pp_comm);
   }
-  ckpt_stage_moments(s); /* ZeRO-1: from the chunk owners (collective over dp) */
   j->deferred = s->deferred_seen && !s->set.sync_mode;
-  if (!j->deferred) ckpt_copy_to_stage(s, 1);
+  if (j->deferred) s->reg->be->mem->mark(s->reg->be); /* the writer copies this state on the copy stream */
+  else ckpt_copy_to_stage(s, 0);
 }
 
 void ckpt_after_step(ckpt_session *s, const train_state *st, int force, char *status, size_t statuslen) {
@@ -527,11 +529,12 @@ void ckpt_close(ckpt_session *s) {
   if (s->sync.watchdog_started) pthread_join(s->sync.watchdog, NULL);
   pthread_mutex_destroy(&s->sync.mu);
   pthread_cond_destroy(&s->sync.cv);
+  comm_free(&s->hcomm);
   MPI_Comm_free(&s->comm);
   MPI_Comm_free(&s->dp_comm);
   if (s->log) fclose(s->log);
   ckpt_fs_unlock(s->lock_fd);
-  boost_free(s->stage);
+  ckpt_stage_free(s);
   boost_free(s->ents);
   ckpt_direct_free(s->direct);
   free(s->job.losses);

@@ -61,9 +61,6 @@ typedef struct {
   /* Recompute and add the activations ckpt.activations asks for (the last
    * micro-batch of the step, with the weights being saved). */
   void (*activations)(void *ctx, const train_state *st, acts_mode mode, ckpt_acts_sink *sink);
-  /* A failed load wrote into the arenas: back to the initial parameters,
-   * zero moments. */
-  void (*reset)(void *ctx);
 } ckpt_hooks;
 
 /* Removes temporaries a crash left in cfg->ckpt.dir, starts the writer

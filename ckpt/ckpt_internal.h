@@ -10,12 +10,14 @@
 #define BOOST_CKPT_INTERNAL_H
 
 #include <hdf5.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include "ckpt.h"
 #include "ckpt_direct.h"
+#include "comm.h"
 #include "ckpt_plan.h"
 #include "util.h"
 
@@ -79,9 +81,10 @@ typedef struct {
 } save_result;
 
 typedef struct {
-  int status; /* 1 loaded, 0 nothing loaded, -1 fatal */
+  int status; /* 1 read and verified into the staging buffer, 0 nothing loaded, -1 fatal */
   char msg[2048];
-  int touched; /* some arena was (partly) overwritten by a failed attempt */
+  char path[PATH_MAX + 64], skipped[1536]; /* what was loaded; what was passed over, with why */
+  double t0;                               /* when the load started */
   int64_t step, data_cursor;
   double tokens_seen;
   float *losses;
@@ -134,8 +137,12 @@ struct ckpt_session {
   ckpt_entry *ents; /* the plan (ckpt_plan.h) */
   ckpt_direct *direct; /* writer thread: the direct writer's scratch */
   int nent;
-  float *stage;
-  size_t stage_floats;
+  /* Host memory (the backend's host_alloc): the staging buffer (a save's
+   * bands, a load's bands) and the exchange buffer (a whole tensor or a
+   * ZeRO-1 chunk piece, dp > 1). */
+  float *stage, *xbuf;
+  size_t stage_floats, xbuf_floats;
+  comm_ctx hcomm; /* the data plane on host memory over comm / dp_comm: ZeRO-1 moments, the replicas' bands */
 
   writer_sync sync;
   save_job job;
@@ -167,8 +174,21 @@ void ckpt_sleep_ms(int ms);
 /* ckpt_table.c: the plan from every rank's registry (collective over the
  * grid). Returns -1 with err when the registries disagree. */
 int ckpt_build_table(ckpt_session *s, char *err, size_t errlen);
-/* ckpt_stage.c */
-void ckpt_copy_to_stage(ckpt_session *s, int parallel);
+/* ckpt_stage.c. The staging and exchange buffers (after ckpt_build_table);
+ * -1 with err when host memory cannot be had. */
+int ckpt_stage_alloc(ckpt_session *s, char *err, size_t errlen);
+void ckpt_stage_free(ckpt_session *s);
+/* What this rank writes, from the arenas into the staging buffer through the
+ * backend: synchronously (the training thread at the step boundary) or, when
+ * async, on the copy stream from the state at the training thread's last
+ * mark() (the writer thread). ZeRO-1 moments come from their chunk owners
+ * (collective over dp). */
+void ckpt_copy_to_stage(ckpt_session *s, int async);
+/* A verified load (the bands in the staging buffer) into the arenas: the
+ * replicas' bands all-gathered, ZeRO-1 moment bands sent to the chunk
+ * owners, uploaded, the working copy refreshed (training thread;
+ * collective over dp). */
+void ckpt_upload_loaded(ckpt_session *s);
 void ckpt_acts_reset(ckpt_acts_sink *k);
 void ckpt_acts_free(ckpt_acts_sink *k);
 /* The dataset list as the union over pipeline stages, in stage order. */
@@ -184,22 +204,15 @@ int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, const uint64
                     size_t errlen);
 /* ckpt_save.c: checksums, write, commit (writer thread). */
 void ckpt_do_save(ckpt_session *s, save_result *r);
-/* ckpt_read.c: resume (writer thread). */
+/* ckpt_read.c: resume (writer thread): the newest usable candidate read
+ * and verified into the staging buffer. */
 void ckpt_do_load(ckpt_session *s, load_result *lr);
+/* The one-line account of a load the arenas now hold (lr->msg). */
+void ckpt_load_report(ckpt_session *s, load_result *lr);
 
 /* ckpt_readback.c: every rank reads back, decodes and hashes the bands it
  * wrote to the closed file at path and compares the sums with `sums`
  * (collective). Returns this rank's ok; err says what failed. */
 int ckpt_readback(ckpt_session *s, const char *path, const uint64_t *sums, char *err, size_t errlen);
-
-/* ckpt_stage.c, ZeRO-1 moments (tensor_registry.mom_*): moves entry e's
- * moments of category c (1 or 2) between this replica's band buffer (rows
- * ckpt_band_of of its dp rank; NULL when empty) and the replicas' chunks:
- * chunks -> bands (to_bands, a save) or bands -> chunks (a load).
- * Collective over dp. */
-void ckpt_exchange_moments(ckpt_session *s, const ckpt_entry *e, int c, float *band, int to_bands);
-/* A save's moments into the staging buffer from the chunk owners (training
- * thread, at the step boundary; nothing when the moments are whole). */
-void ckpt_stage_moments(ckpt_session *s);
 
 #endif

@@ -112,7 +112,7 @@ void ckpt_do_save(ckpt_session *s, save_result *r) {
   r->stall_s = j->stall_s;
   r->wait_prev_s = j->wait_prev_s;
   if (j->deferred) { /* the copy training waits for before its next update */
-    ckpt_copy_to_stage(s, 0);
+    ckpt_copy_to_stage(s, 1);
     pthread_mutex_lock(&s->sync.mu);
     s->sync.staged = 1;
     pthread_cond_broadcast(&s->sync.cv);

@@ -101,13 +101,4 @@ static void activations(void *ctx, const train_state *st, acts_mode mode, ckpt_a
   boost_free(host);
 }
 
-static void reset(void *ctx) {
-  trainer_ckpt_ctx *c = ctx;
-  model *m = c->m;
-  model_init_params(m, (uint64_t)c->cfg->train.seed);
-  const size_t nmom = m->reg.mom_end - m->reg.mom_begin;
-  m->be->mem->zero(m->be, m->reg.arena[TENSOR_ADAM_M], nmom * sizeof(float));
-  m->be->mem->zero(m->be, m->reg.arena[TENSOR_ADAM_V], nmom * sizeof(float));
-}
-
-ckpt_hooks trainer_ckpt_hooks(trainer_ckpt_ctx *ctx) { return (ckpt_hooks){ctx, activations, reset}; }
+ckpt_hooks trainer_ckpt_hooks(trainer_ckpt_ctx *ctx) { return (ckpt_hooks){ctx, activations}; }
