@@ -43,5 +43,5 @@ int ckpt_trainer_waiting(ckpt_session *s) {
 }
 
 int ckpt_work_threads(ckpt_session *s) {
-  return ckpt_trainer_waiting(s) && s->cfg.train.threads > 1 ? s->cfg.train.threads : 1;
+  return ckpt_trainer_waiting(s) && s->cfg.threads > 1 ? s->cfg.threads : 1;
 }

@@ -57,11 +57,12 @@ struct ckpt_acts_sink {
 };
 
 typedef struct {
-  int64_t step, data_cursor;
-  double tokens_seen;
+  int64_t step;
+  ckpt_meta meta; /* the root attributes: the run's block, then the package's fields */
   float *losses;
   int64_t nloss, loss_cap;
   int deferred;                /* the writer copies parameters and moments from the live arenas */
+  int oom;                     /* no memory for the copy of the metadata or losses: the checkpoint fails */
   double stall_s, wait_prev_s; /* measured by the training thread */
   ckpt_acts_sink acts;
 } save_job;
@@ -85,16 +86,14 @@ typedef struct {
   char msg[2048];
   char path[PATH_MAX + 64], skipped[1536]; /* what was loaded; what was passed over, with why */
   double t0;                               /* when the load started */
-  int64_t step, data_cursor;
-  double tokens_seen;
+  ckpt_meta meta;                          /* the loaded file's root attributes */
   float *losses;
   int64_t nloss;
   double bytes_needed, bytes_decoded; /* over all ranks: their bands, and the chunks those touch */
 } load_result;
 
-/* Settings fixed at open: the config's and the test/benchmark hooks'. */
+/* The test and benchmark hooks (environment), read at open. */
 typedef struct {
-  char dir[CONFIG_STR];
   int sync_mode, delay_ms, no_reserve, writer_nice;
   int64_t fail_step; /* BOOST_CKPT_TEST_FAIL */
   int fail_rank;
@@ -102,7 +101,7 @@ typedef struct {
   int64_t dirsync_fail_step; /* BOOST_CKPT_TEST_DIRSYNC_FAIL: that step's directory fsync after the rename fails */
   int readback_hdf5;         /* BOOST_CKPT_TEST_READBACK_HDF5: read back through H5Dread, the path for other pipelines */
   int direct_write;          /* BOOST_CKPT_DIRECT (default 1): 0 always writes through HDF5's collective filters */
-} ckpt_settings;
+} ckpt_env;
 
 /* What the writer thread and the training thread share, under mu. */
 typedef enum { JOB_NONE = 0, JOB_SAVE, JOB_LOAD } job_kind;
@@ -123,11 +122,10 @@ typedef struct {
 } writer_sync;
 
 struct ckpt_session {
-  train_config cfg;
-  ckpt_settings set;
+  ckpt_settings cfg;
+  ckpt_env set;
   const process_grid *grid;
   tensor_registry *reg;
-  tp_mode mode;
   int read_only; /* no ckpt.dir: only a resume from a PATH */
   int lock_fd;   /* rank 0: the directory's lock (ckpt_fs_lock), -1 elsewhere */
   ckpt_hooks hooks;

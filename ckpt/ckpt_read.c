@@ -87,40 +87,31 @@ static int open_file(ckpt_session *s, const char *path, hid_t *f, char *why, siz
   return -1;
 }
 
+/* The root attributes through the schema: a boost checkpoint of a version
+ * this build reads, with what a resume needs, and with optimizer state. */
 static void read_root_attrs(reader *r, const char *path) {
   ckpt_session *s = r->s;
   load_result *lr = r->lr;
-  char *fmt = NULL;
-  int64_t version = 0, data_seed = s->cfg.data.seed;
-  if (ckpt_attr_get_str(r->f, "format", &fmt) < 0 || strcmp(fmt, CKPT_FORMAT_NAME) != 0) {
-    ckpt_h5_error(r->err, sizeof r->err, "not a boost checkpoint (attribute 'format')");
+  ckpt_meta_free(&lr->meta);
+  char why[512];
+  const char *missing = NULL;
+  if (ckpt_meta_read(r->f, &lr->meta, why, sizeof why) != 0) {
+    boost_msgf(r->err, sizeof r->err, "%s", why);
     r->ok = 0;
-  } else if (ckpt_attr_get_i64(r->f, "format_version", &version) < 0 || version < 1 || version > CKPT_FORMAT_VERSION) {
-    boost_msgf(r->err, sizeof r->err, "format_version %lld is not supported (this build reads 1..%d)",
-               (long long)version, CKPT_FORMAT_VERSION);
+  } else if ((missing = ckpt_meta_missing(&lr->meta, CKPT_META_RESUME))) {
+    boost_msgf(r->err, sizeof r->err, "training state attribute %s missing or unreadable", missing);
     r->ok = 0;
-  } else if (ckpt_attr_get_i64(r->f, "step", &lr->step) < 0 ||
-             ckpt_attr_get_i64(r->f, "data_cursor", &lr->data_cursor) < 0 ||
-             ckpt_attr_get_f64(r->f, "tokens_seen", &lr->tokens_seen) < 0 ||
-             ckpt_attr_get_i64(r->f, "data_seed", &data_seed) < 0) {
-    ckpt_h5_error(r->err, sizeof r->err, "training state attributes");
-    r->ok = 0;
-  }
-  free(fmt);
-  char *optim = NULL;
-  if (r->ok && ckpt_attr_exists(r->f, "optimizer_state") > 0 && ckpt_attr_get_str(r->f, "optimizer_state", &optim) == 0 &&
-      !strcmp(optim, "absent")) {
+  } else if (!strcmp(ckpt_meta_str(&lr->meta, CKPT_META_F_optimizer_state), "absent")) {
     boost_msgf(r->err, sizeof r->err,
                "has no optimizer state (an export written by boost-reshard --no-optimizer): training cannot resume "
                "from it");
     r->ok = 0;
   }
-  free(optim);
-  if (r->ok && data_seed != s->cfg.data.seed && s->rank == 0)
+  if (r->ok && lr->meta.data_seed != s->cfg.data_seed && s->rank == 0)
     fprintf(stderr,
             "boost: warning: %s was saved with data.seed=%lld, this run uses %lld: the sample order will not continue "
             "the saved run\n",
-            path, (long long)data_seed, (long long)s->cfg.data.seed);
+            path, (long long)lr->meta.data_seed, (long long)s->cfg.data_seed);
 }
 
 /* The groups' object headers, whole: a damaged header is a damaged file
@@ -330,17 +321,17 @@ void ckpt_load_report(ckpt_session *s, load_result *lr) {
   boost_msgf(lr->msg, sizeof lr->msg,
              "resumed from %s (step %lld, %s of tensors verified and loaded in %.2f s; the ranks read %s, decoding "
              "%s of chunks: %.2fx)%s%s",
-             lr->path, (long long)lr->step, b, boost_now_s() - lr->t0, nb, db,
+             lr->path, (long long)lr->meta.step, b, boost_now_s() - lr->t0, nb, db,
              lr->bytes_needed > 0 ? lr->bytes_decoded / lr->bytes_needed : 1.0, lr->skipped[0] ? "; skipped " : "",
              lr->skipped);
 }
 
 void ckpt_do_load(ckpt_session *s, load_result *lr) {
   lr->t0 = boost_now_s();
-  const char *resume = s->cfg.ckpt.resume;
   char dir[PATH_MAX], single[PATH_MAX] = "";
-  boost_msgf(dir, sizeof dir, "%s", s->set.dir);
-  if (strcmp(resume, "auto") != 0) {
+  boost_msgf(dir, sizeof dir, "%s", s->cfg.dir);
+  if (s->cfg.resume.kind == CKPT_FROM_PATH) {
+    const char *resume = s->cfg.resume.path;
     struct stat st;
     if (stat(resume, &st) == 0 && S_ISDIR(st.st_mode)) boost_msgf(dir, sizeof dir, "%s", resume);
     else boost_msgf(single, sizeof single, "%s", resume);
