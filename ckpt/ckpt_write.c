@@ -260,6 +260,32 @@ static void create_file(writer *w, const char *path, char *err, size_t errlen) {
   H5Pclose(fapl);
 }
 
+/* The stored activations (group /activations), sums[a] the checksum of
+ * dataset a; every rank takes part (collective). */
+static void write_activations(writer *w, const save_job *j, const uint64_t *sums) {
+  ckpt_session *s = w->s;
+  hid_t ga = make_group(w, CKPT_GROUP_ACTS);
+  if (ga >= 0) {
+    int rc = ckpt_attr_put_str(ga, "mode", ckpt_meta_str(&j->meta, CKPT_META_F_activations));
+    rc |= ckpt_attr_put_str(ga, "weights", "recomputed at save time with the weights of this checkpoint");
+    rc |= ckpt_attr_put_i64(ga, "micro_batch", j->acts.act_B);
+    rc |= ckpt_attr_put_i64(ga, "seq_len", j->acts.act_T);
+    if (rc) wfail(w, "attributes of %s", CKPT_GROUP_ACTS);
+  }
+  char path_ds[ACT_NAME_MAX + 32];
+  int go = 1;
+  for (int a = 0; go && a < j->acts.nact; a++) {
+    const act_item *it = &j->acts.acts[a];
+    hid_t ft = it->d.type == CKPT_ACT_F32 ? H5T_IEEE_F32LE : it->d.type == CKPT_ACT_I32 ? H5T_STD_I32LE : H5T_STD_I64LE;
+    hid_t mt = it->d.type == CKPT_ACT_F32 ? H5T_NATIVE_FLOAT : it->d.type == CKPT_ACT_I32 ? H5T_NATIVE_INT32 : H5T_NATIVE_INT64;
+    boost_msgf(path_ds, sizeof path_ds, CKPT_GROUP_ACTS "/%s", it->d.name);
+    write_dataset(w, ga, path_ds, it->d.name, ft, mt, it->d.ndim, it->d.shape, 1, it->start, it->has ? it->count : NULL,
+                  it->has ? j->acts.act_buf + it->off : NULL, sums[a], SIZE_ACTS);
+    go = ckpt_all_true(s, w->ok);
+  }
+  if (ga >= 0) H5Gclose(ga);
+}
+
 /* Writes the whole file; returns this rank's ok. */
 int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, const uint64_t *sums, save_result *r,
                       char *err, size_t errlen) {
@@ -314,26 +340,7 @@ int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, const uint64
       if (gs >= 0) H5Gclose(gs);
       go = ckpt_all_true(s, w.ok);
     }
-    if (go && j->acts.nact > 0) {
-      hid_t ga = make_group(&w, CKPT_GROUP_ACTS);
-      if (ga >= 0) {
-        int rc = ckpt_attr_put_str(ga, "mode", ckpt_meta_str(&j->meta, CKPT_META_F_activations));
-        rc |= ckpt_attr_put_str(ga, "weights", "recomputed at save time with the weights of this checkpoint");
-        rc |= ckpt_attr_put_i64(ga, "micro_batch", j->acts.act_B);
-        rc |= ckpt_attr_put_i64(ga, "seq_len", j->acts.act_T);
-        if (rc) wfail(&w, "attributes of %s", CKPT_GROUP_ACTS);
-      }
-      for (int a = 0; go && a < j->acts.nact; a++) {
-        const act_item *it = &j->acts.acts[a];
-        hid_t ft = it->d.type == CKPT_ACT_F32 ? H5T_IEEE_F32LE : it->d.type == CKPT_ACT_I32 ? H5T_STD_I32LE : H5T_STD_I64LE;
-        hid_t mt = it->d.type == CKPT_ACT_F32 ? H5T_NATIVE_FLOAT : it->d.type == CKPT_ACT_I32 ? H5T_NATIVE_INT32 : H5T_NATIVE_INT64;
-        boost_msgf(path_ds, sizeof path_ds, CKPT_GROUP_ACTS "/%s", it->d.name);
-        write_dataset(&w, ga, path_ds, it->d.name, ft, mt, it->d.ndim, it->d.shape, 1, it->start, it->has ? it->count : NULL,
-                      it->has ? j->acts.act_buf + it->off : NULL, sums[(size_t)s->nent * CKPT_NUM_CATEGORIES + 1 + a], SIZE_ACTS);
-        go = ckpt_all_true(s, w.ok);
-      }
-      if (ga >= 0) H5Gclose(ga);
-    }
+    if (go && j->acts.nact > 0) write_activations(&w, j, sums + (size_t)s->nent * CKPT_NUM_CATEGORIES + 1);
   }
   H5Pclose(w.dxpl);
   if (w.direct) {
