@@ -229,6 +229,7 @@ ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tens
     BOOST_ASSERT(reg->arena[ckpt_category_arena[c]] != NULL); /* the caller allocates the moments */
   ckpt_session *s = boost_calloc(1, sizeof *s);
   s->cfg = *cfg;
+  if (!s->cfg.abort_status) s->cfg.abort_status = 1; /* never a success status for an aborted job */
   s->grid = grid;
   s->reg = reg;
   if (hooks) s->hooks = *hooks;

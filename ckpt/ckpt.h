@@ -60,7 +60,7 @@ typedef struct {
   int threads;               /* the rank's cores: a save training waits for encodes on all of them */
   int activations;           /* the activations hook adds datasets to every save */
   int64_t data_seed;         /* this run's sample order: a resume from another warns */
-  int abort_status;          /* the exit status of the watchdog's abort (the run's "ended unsaved") */
+  int abort_status;          /* the exit status of the watchdog's abort (the run's "ended unsaved"; 0: 1) */
 } ckpt_settings;
 
 typedef struct ckpt_session ckpt_session;

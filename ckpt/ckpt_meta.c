@@ -96,8 +96,8 @@ int ckpt_meta_read(hid_t obj, ckpt_meta *m, char *why, size_t whylen) {
     snprintf(why, whylen, "format_version attribute missing or unreadable");
     return -1;
   }
-  if (m->format_version != CKPT_FORMAT_VERSION) {
-    snprintf(why, whylen, "unknown checkpoint format version %lld (this boost reads version %d)",
+  if (m->format_version < 1 || m->format_version > CKPT_FORMAT_VERSION) {
+    snprintf(why, whylen, "unknown checkpoint format version %lld (this boost reads versions 1 to %d)",
              (long long)m->format_version, CKPT_FORMAT_VERSION);
     return -1;
   }

@@ -100,7 +100,7 @@ int ckpt_meta_write(hid_t obj, const ckpt_meta *m, char *why, size_t whylen);
 /* Every attribute of the table that obj holds, into m (initialised first);
  * attributes of another type are marked unreadable. Then the format's
  * identity: returns 0 for a boost checkpoint of a version this build
- * reads, -1 with why otherwise (m holds what was read either way). */
+ * reads (1 to CKPT_FORMAT_VERSION), -1 with why otherwise (m holds what was read either way). */
 int ckpt_meta_read(hid_t obj, ckpt_meta *m, char *why, size_t whylen);
 /* The first field with all of `flags` that m lacks (NULL: none). */
 const char *ckpt_meta_missing(const ckpt_meta *m, unsigned flags);
