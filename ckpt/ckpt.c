@@ -461,8 +461,12 @@ static void stage_job(ckpt_session *s, const ckpt_meta *meta, const float *losse
     ckpt_acts_union(&j->acts, s->grid->pp_comm);
   }
   j->deferred = s->deferred_seen && !s->set.sync_mode;
-  if (j->deferred) s->reg->be->mem->mark(s->reg->be); /* the writer copies this state on the copy stream */
-  else ckpt_copy_to_stage(s, 0);
+  if (j->deferred) {
+    s->reg->be->mem->mark(s->reg->be); /* the writer copies this state on the copy stream */
+  } else {
+    ckpt_copy_to_stage(s, 0);
+    ckpt_stage_moments(s); /* ZeRO-1: from the chunk owners (collective over dp) */
+  }
 }
 
 void ckpt_after_step(ckpt_session *s, const ckpt_meta *meta, const float *losses, int64_t nloss, int force,

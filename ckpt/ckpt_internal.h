@@ -136,9 +136,10 @@ struct ckpt_session {
   ckpt_direct *direct; /* writer thread: the direct writer's scratch */
   int nent;
   /* Host memory (the backend's host_alloc): the staging buffer (a save's
-   * bands, a load's bands) and the exchange buffer (a whole tensor or a
-   * ZeRO-1 chunk piece, dp > 1). */
-  float *stage, *xbuf;
+   * bands, a load's bands), the exchange buffer (a whole tensor or a ZeRO-1
+   * chunk piece, dp > 1) and, with ZeRO-1, a save's copy of this replica's
+   * chunks of both moments (mchunk: m then v). */
+  float *stage, *xbuf, *mchunk;
   size_t stage_floats, xbuf_floats;
   comm_ctx hcomm; /* the data plane on host memory over comm / dp_comm: ZeRO-1 moments, the replicas' bands */
 
@@ -176,12 +177,19 @@ int ckpt_build_table(ckpt_session *s, char *err, size_t errlen);
  * -1 with err when host memory cannot be had. */
 int ckpt_stage_alloc(ckpt_session *s, char *err, size_t errlen);
 void ckpt_stage_free(ckpt_session *s);
-/* What this rank writes, from the arenas into the staging buffer through the
+/* What this rank writes, from the arenas into host memory through the
  * backend: synchronously (the training thread at the step boundary) or, when
  * async, on the copy stream from the state at the training thread's last
- * mark() (the writer thread). ZeRO-1 moments come from their chunk owners
- * (collective over dp). */
+ * mark() (the writer thread, before it lets the optimizer go on). Its bands
+ * go to the staging buffer; with ZeRO-1 its moment chunks go whole to
+ * s->mchunk, for ckpt_stage_moments. */
 void ckpt_copy_to_stage(ckpt_session *s, int async);
+/* ZeRO-1, after ckpt_copy_to_stage: the moment bands this rank writes, from
+ * the chunk owners' host copies (comm_alltoallv_f32 over s->hcomm, one per
+ * tensor and moment; host memory only, so the writer does it after the
+ * optimizer was let go). Collective over dp; nothing when the moments are
+ * whole. */
+void ckpt_stage_moments(ckpt_session *s);
 /* A verified load (the bands in the staging buffer) into the arenas: the
  * replicas' bands all-gathered, ZeRO-1 moment bands sent to the chunk
  * owners, uploaded, the working copy refreshed (training thread;

@@ -117,6 +117,7 @@ void ckpt_do_save(ckpt_session *s, save_result *r) {
     s->sync.staged = 1;
     pthread_cond_broadcast(&s->sync.cv);
     pthread_mutex_unlock(&s->sync.mu);
+    ckpt_stage_moments(s); /* ZeRO-1, from the host copies: training goes on meanwhile */
   }
   size_t nsum;
   uint64_t *sums = checksums(s, j, &nsum);

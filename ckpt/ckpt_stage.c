@@ -33,14 +33,16 @@ int ckpt_stage_alloc(ckpt_session *s, char *err, size_t errlen) {
   if (s->grid->dp > 1) /* whole tensors and ZeRO-1 chunk pieces, one at a time */
     for (int i = 0; i < s->reg->count; i++)
       if (s->reg->tensors[i].numel > s->xbuf_floats) s->xbuf_floats = s->reg->tensors[i].numel;
+  const size_t mchunk_floats = registry_moments_sharded(s->reg) ? 2 * (s->reg->mom_end - s->reg->mom_begin) : 0;
   /* Allocated and touched now (zero-filled): a checkpoint is always written
    * at the end of a run, and faulting the pages in at the first checkpoint
    * would make its deferred copy outlast the next step. */
   s->stage = s->stage_floats ? be->mem->host_alloc(be, s->stage_floats * sizeof(float)) : NULL;
   s->xbuf = s->xbuf_floats ? be->mem->host_alloc(be, s->xbuf_floats * sizeof(float)) : NULL;
-  if ((s->stage_floats && !s->stage) || (s->xbuf_floats && !s->xbuf))
+  s->mchunk = mchunk_floats ? be->mem->host_alloc(be, mchunk_floats * sizeof(float)) : NULL;
+  if ((s->stage_floats && !s->stage) || (s->xbuf_floats && !s->xbuf) || (mchunk_floats && !s->mchunk))
     return boost_err(err, errlen, "out of host memory for checkpoint staging (%.1f MiB)",
-                     4.0 * (double)(s->stage_floats + s->xbuf_floats) / (1 << 20));
+                     4.0 * (double)(s->stage_floats + s->xbuf_floats + mchunk_floats) / (1 << 20));
   return 0;
 }
 
@@ -48,7 +50,8 @@ void ckpt_stage_free(ckpt_session *s) {
   boost_backend *be = s->reg->be;
   if (s->stage) be->mem->host_free(be, s->stage);
   if (s->xbuf) be->mem->host_free(be, s->xbuf);
-  s->stage = s->xbuf = NULL;
+  if (s->mchunk) be->mem->host_free(be, s->mchunk);
+  s->stage = s->xbuf = s->mchunk = NULL;
 }
 
 /* ---- ZeRO-1 moments --------------------------------------------------------------
@@ -93,21 +96,14 @@ static void moment_counts(const ckpt_session *s, const ckpt_entry *e, int c, siz
 }
 
 /* A save's moments of entry e, category c, into its band (NULL when this
- * replica's band is empty) from the chunk owners: this replica's piece is
- * downloaded (on the copy stream when async), then exchanged. Collective
- * over dp. */
-static void stage_moment(ckpt_session *s, const ckpt_entry *e, int c, float *band, int async) {
-  boost_backend *be = s->reg->be;
+ * replica's band is empty) from the chunk owners, each sending from its
+ * host copy of its chunk (s->mchunk). Collective over dp. */
+static void stage_moment(ckpt_session *s, const ckpt_entry *e, int c, float *band) {
   const int dp = s->grid->dp;
+  const size_t len = s->reg->mom_end - s->reg->mom_begin;
   size_t *cnt = boost_calloc((size_t)dp * 4, sizeof *cnt), m0, m1;
   moment_counts(s, e, c, cnt, cnt + dp, cnt + 2 * dp, cnt + 3 * dp, &m0, &m1);
-  float *piece = xbuf(s, m1 > m0 ? m1 - m0 : 1);
-  if (m1 > m0 && async) {
-    be->mem->download_async(be, piece, registry_moment_at(s->reg, ckpt_category_arena[c], m0), (m1 - m0) * sizeof(float));
-    be->mem->copy_sync(be);
-  } else if (m1 > m0) {
-    be->mem->download(be, piece, registry_moment_at(s->reg, ckpt_category_arena[c], m0), (m1 - m0) * sizeof(float));
-  }
+  const float *piece = s->mchunk + (size_t)(c - 1) * len + (m1 > m0 ? m0 - s->reg->mom_begin : 0);
   comm_alltoallv_f32(&s->hcomm, COMM_DP, piece, cnt, cnt + dp, band, cnt + 2 * dp, cnt + 3 * dp);
   boost_free(cnt);
 }
@@ -141,14 +137,23 @@ void ckpt_copy_to_stage(ckpt_session *s, int async) {
       else be->mem->download(be, s->stage + e->stage_off[c], arena_rows(s, e, c, e->r0[c]), bytes);
     }
   }
+  const size_t len = reg->mom_end - reg->mom_begin;
+  for (int c = 1; sharded && c < CKPT_NUM_CATEGORIES; c++) { /* ZeRO-1: this replica's chunks, whole */
+    float *dst = s->mchunk + (size_t)(c - 1) * len;
+    if (async) be->mem->download_async(be, dst, reg->arena[ckpt_category_arena[c]], len * sizeof(float));
+    else be->mem->download(be, dst, reg->arena[ckpt_category_arena[c]], len * sizeof(float));
+  }
   if (async) be->mem->copy_sync(be);
-  if (!sharded) return;
+}
+
+void ckpt_stage_moments(ckpt_session *s) {
+  if (!registry_moments_sharded(s->reg)) return;
   for (int i = 0; i < s->nent; i++) {
     const ckpt_entry *e = &s->ents[i];
     /* the replicas of one dp group agree on this: they share tp and pp ranks */
     if (e->local < 0 || !e->primary || e->writer_stage != s->grid->pp_rank) continue;
     for (int c = 1; c < CKPT_NUM_CATEGORIES; c++)
-      stage_moment(s, e, c, e->stage_off[c] != CKPT_NO_STAGE ? s->stage + e->stage_off[c] : NULL, async);
+      stage_moment(s, e, c, e->stage_off[c] != CKPT_NO_STAGE ? s->stage + e->stage_off[c] : NULL);
   }
 }
 
