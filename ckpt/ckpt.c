@@ -22,38 +22,8 @@
 #include "ckpt_h5.h"
 #include "ckpt_internal.h"
 #include "h5z_zstd.h"
-#include "preempt.h"
 
 const char *const size_class_names[SIZE_NUM_CLASSES] = {"weights", "moments", "activations"};
-
-void ckpt_sleep_ms(int ms) {
-  struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  while (nanosleep(&t, &t) != 0 && errno == EINTR) {
-  }
-}
-
-/* ---- agreement helpers (writer thread, s->comm) --------------------------- */
-
-/* Every rank learns whether all were ok; if not, `out` gets the message of
- * the lowest failing rank, prefixed with its rank when world_size > 1. */
-int ckpt_agree(ckpt_session *s, int ok, const char *mine, char *out, size_t outlen) {
-  int who = ok ? INT_MAX : s->rank;
-  MPI_Allreduce(MPI_IN_PLACE, &who, 1, MPI_INT, MPI_MIN, s->comm);
-  if (who == INT_MAX) return 1;
-  char buf[REASON_MAX];
-  if (s->rank == who) {
-    if (s->world_size > 1) boost_msgf(buf, sizeof buf, "rank %d: %s", s->rank, mine);
-    else boost_msgf(buf, sizeof buf, "%s", mine);
-  }
-  MPI_Bcast(buf, (int)sizeof buf, MPI_CHAR, who, s->comm);
-  if (out) boost_msgf(out, outlen, "%s", buf);
-  return 0;
-}
-
-int ckpt_all_true(ckpt_session *s, int v) {
-  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MIN, s->comm);
-  return v;
-}
 
 /* ---- the writer thread ----------------------------------------------------- */
 
@@ -124,14 +94,6 @@ static double wait_idle(ckpt_session *s) {
   return boost_now_s() - t0;
 }
 
-int ckpt_trainer_waiting(ckpt_session *s) {
-  if (s->set.sync_mode) return 1;
-  pthread_mutex_lock(&s->sync.mu);
-  const int w = s->sync.trainer_waiting > 0;
-  pthread_mutex_unlock(&s->sync.mu);
-  return w;
-}
-
 /* The watchdog: an error inside a collective HDF5/MPI-IO call on one rank
  * (a full disk under MPI-IO, an I/O error) can leave the other ranks waiting
  * in that collective for ever, and HDF5 cannot recover from it. When a job
@@ -148,15 +110,15 @@ static void *watchdog_main(void *arg) {
     until.tv_sec += 1;
     pthread_cond_timedwait(&s->sync.cv, &s->sync.mu, &until);
     const double started = s->sync.job_started;
-    if (s->sync.quit || started <= 0 || boost_now_s() - started <= s->cfg.ckpt.timeout) continue;
+    if (s->sync.quit || started <= 0 || boost_now_s() - started <= s->cfg.timeout) continue;
     fprintf(stderr,
             "boost: checkpoint watchdog on rank %d: the checkpoint job of step %lld has run %.0f s, longer than "
             "ckpt.timeout=%d s; a failure inside a collective HDF5/MPI-IO call cannot be recovered, so the job is "
             "aborted (exit %d); the newest committed checkpoint (step %lld) is intact\n",
-            s->rank, (long long)s->sync.job_step, boost_now_s() - started, s->cfg.ckpt.timeout, BOOST_EXIT_UNSAVED,
+            s->rank, (long long)s->sync.job_step, boost_now_s() - started, s->cfg.timeout, s->cfg.abort_status,
             (long long)s->last_committed_step);
     fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, BOOST_EXIT_UNSAVED);
+    MPI_Abort(MPI_COMM_WORLD, s->cfg.abort_status);
   }
   pthread_mutex_unlock(&s->sync.mu);
   return NULL;
@@ -172,8 +134,7 @@ static int64_t env_int(const char *name, int64_t dflt) {
   return end == v ? dflt : (int64_t)x;
 }
 
-static void read_settings(ckpt_settings *set, const train_config *cfg) {
-  boost_msgf(set->dir, sizeof set->dir, "%s", cfg->ckpt.dir);
+static void read_env(ckpt_env *set) {
   set->sync_mode = env_int("BOOST_CKPT_SYNC", 0) != 0;
   set->delay_ms = (int)env_int("BOOST_CKPT_TEST_DELAY_MS", 0);
   set->no_reserve = env_int("BOOST_CKPT_TEST_NO_RESERVE", 0) != 0;
@@ -203,14 +164,14 @@ static int open_dir(ckpt_session *s, char *err, size_t errlen) {
   int ok = 1;
   if (s->rank == 0) {
     char why[768];
-    if (ckpt_fs_mkdirs(s->set.dir, why, sizeof why) != 0) {
+    if (ckpt_fs_mkdirs(s->cfg.dir, why, sizeof why) != 0) {
       boost_msgf(msg, sizeof msg, "ckpt.dir: %s", why);
       ok = 0;
-    } else if ((s->lock_fd = ckpt_fs_lock(s->set.dir, msg, sizeof msg)) < 0) {
+    } else if ((s->lock_fd = ckpt_fs_lock(s->cfg.dir, msg, sizeof msg)) < 0) {
       ok = 0;
     } else { /* ours alone now: temporaries here are a crashed run's, not a live job's */
       char removed[400];
-      int nrem = ckpt_fs_clean_temporaries(s->set.dir, removed, sizeof removed);
+      int nrem = ckpt_fs_clean_temporaries(s->cfg.dir, removed, sizeof removed);
       if (nrem > 0)
         boost_msgf(s->open_note, sizeof s->open_note, "removed %d temporar%s left by an interrupted run (%s)", nrem,
                    nrem == 1 ? "y" : "ies", removed);
@@ -220,11 +181,11 @@ static int open_dir(ckpt_session *s, char *err, size_t errlen) {
   MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, 0, grid->world);
   if (!ok) return boost_err(err, errlen, "%s", msg);
   struct stat st;
-  ok = stat(s->set.dir, &st) == 0 && S_ISDIR(st.st_mode);
+  ok = stat(s->cfg.dir, &st) == 0 && S_ISDIR(st.st_mode);
   MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, grid->world);
   if (!ok)
     return boost_err(err, errlen, "ckpt.dir %s is not visible on every rank (checkpoints need a shared file system)",
-                     s->set.dir);
+                     s->cfg.dir);
   return 0;
 }
 
@@ -233,21 +194,21 @@ static int open_dir(ckpt_session *s, char *err, size_t errlen) {
  * moved away while the run goes on). */
 static void warn_disk_space(ckpt_session *s) {
   struct statvfs vfs;
-  if (s->rank != 0 || s->read_only || statvfs(s->set.dir, &vfs) != 0) return;
+  if (s->rank != 0 || s->read_only || statvfs(s->cfg.dir, &vfs) != 0) return;
   double held = 0; /* existing checkpoints free their space as retention removes them */
   int64_t *steps = NULL;
   int n = 0;
-  if (ckpt_fs_list(s->set.dir, &steps, &n, NULL, 0) == 0)
+  if (ckpt_fs_list(s->cfg.dir, &steps, &n, NULL, 0) == 0)
     for (int i = 0; i < n; i++) {
       char name[64], path[PATH_MAX + 64];
       struct stat st;
       ckpt_file_name(name, sizeof name, steps[i]);
-      boost_msgf(path, sizeof path, "%s/%s", s->set.dir, name);
+      boost_msgf(path, sizeof path, "%s/%s", s->cfg.dir, name);
       if (stat(path, &st) == 0) held += (double)st.st_size;
     }
   free(steps);
   const double each = ckpt_raw_bytes(s, NULL) / 1.1; /* shuffle + zstd: 1.1-1.3x on weights and moments */
-  const double need = each * (s->cfg.ckpt.keep_last + 1), have = (double)vfs.f_bavail * (double)vfs.f_frsize + held;
+  const double need = each * (s->cfg.keep_last + 1), have = (double)vfs.f_bavail * (double)vfs.f_frsize + held;
   if (have >= need) return;
   char e[32], h[32], w[32];
   ckpt_format_bytes(each, e, sizeof e);
@@ -257,35 +218,40 @@ static void warn_disk_space(ckpt_session *s) {
           "boost: warning: ckpt.dir %s has room for %s of checkpoints, but ckpt.keep_last=%d checkpoints of ~%s each "
           "plus the one being written need ~%s: later checkpoints will fail on a full disk (free space, or lower "
           "ckpt.keep_last)\n",
-          s->set.dir, h, s->cfg.ckpt.keep_last, e, w);
+          s->cfg.dir, h, s->cfg.keep_last, e, w);
 }
 
-ckpt_session *ckpt_open(const train_config *cfg, const process_grid *grid, tensor_registry *reg, tp_mode mode,
+ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tensor_registry *reg,
                         const ckpt_hooks *hooks, char *err, size_t errlen) {
   if (err && errlen) err[0] = 0;
-  const int resume_path = strcmp(cfg->ckpt.resume, "auto") != 0 && strcmp(cfg->ckpt.resume, "none") != 0 &&
-                          cfg->ckpt.resume[0];
-  if (!cfg->ckpt.dir[0] && !resume_path) return NULL;
+  if (!cfg->dir[0] && cfg->resume.kind != CKPT_FROM_PATH) return NULL;
   for (int c = 0; c < CKPT_NUM_CATEGORIES; c++)
     BOOST_ASSERT(reg->arena[ckpt_category_arena[c]] != NULL); /* the caller allocates the moments */
   ckpt_session *s = boost_calloc(1, sizeof *s);
   s->cfg = *cfg;
+  if (!s->cfg.abort_status) s->cfg.abort_status = 1; /* never a success status for an aborted job */
   s->grid = grid;
   s->reg = reg;
-  s->mode = mode;
   if (hooks) s->hooks = *hooks;
   s->rank = grid->rank;
   s->world_size = grid->world_size;
-  read_settings(&s->set, cfg);
+  read_env(&s->set);
   s->direct = ckpt_direct_new();
   s->last_staged_step = -1;
   s->last_committed_step = -1;
-  s->read_only = !cfg->ckpt.dir[0]; /* resume from a PATH, write nothing */
+  s->read_only = !cfg->dir[0]; /* resume from a PATH, write nothing */
   s->lock_fd = -1;
-  if ((!s->read_only && open_dir(s, err, errlen) != 0) || ckpt_build_table(s, err, errlen) != 0) {
+  int bad = (!s->read_only && open_dir(s, err, errlen) != 0) || ckpt_build_table(s, err, errlen) != 0;
+  if (!bad) { /* every rank has its staging memory, or none goes on */
+    char why[256] = "";
+    int ok = ckpt_stage_alloc(s, why, sizeof why) == 0;
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, grid->world);
+    if (!ok) bad = boost_err(err, errlen, "%s", why[0] ? why : "another rank cannot allocate its checkpoint staging");
+  }
+  if (bad) {
     ckpt_fs_unlock(s->lock_fd);
     boost_free(s->ents);
-    boost_free(s->stage);
+    ckpt_stage_free(s);
     ckpt_direct_free(s->direct);
     boost_free(s);
     return NULL;
@@ -293,9 +259,10 @@ ckpt_session *ckpt_open(const train_config *cfg, const process_grid *grid, tenso
   warn_disk_space(s);
   MPI_Comm_dup(grid->world, &s->comm);
   MPI_Comm_dup(grid->dp_comm, &s->dp_comm);
+  comm_init_mpi(&s->hcomm, NULL, MPI_COMM_SELF, s->dp_comm, MPI_COMM_SELF, s->comm);
   if (s->rank == 0 && !s->read_only) {
     char p[PATH_MAX];
-    boost_msgf(p, sizeof p, "%s/checkpoints.jsonl", s->set.dir);
+    boost_msgf(p, sizeof p, "%s/checkpoints.jsonl", s->cfg.dir);
     s->log = fopen(p, "a");
   }
   pthread_mutex_init(&s->sync.mu, NULL);
@@ -303,7 +270,7 @@ ckpt_session *ckpt_open(const train_config *cfg, const process_grid *grid, tenso
   /* Every rank must have its writer, or the first collective write hangs. */
   int started = pthread_create(&s->sync.thread, NULL, writer_main, s) == 0;
   s->sync.thread_started = started;
-  if (started && s->cfg.ckpt.timeout > 0)
+  if (started && s->cfg.timeout > 0)
     s->sync.watchdog_started = pthread_create(&s->sync.watchdog, NULL, watchdog_main, s) == 0;
   if (!ckpt_all_true(s, started)) {
     ckpt_close(s);
@@ -313,28 +280,24 @@ ckpt_session *ckpt_open(const train_config *cfg, const process_grid *grid, tenso
   return s;
 }
 
-/* A failed attempt wrote into the arenas: the run starts from the init again. */
-static void reset_arenas(ckpt_session *s, uint64_t seed) {
-  (void)seed;
-  BOOST_ASSERT(s->hooks.reset);
-  s->hooks.reset(s->hooks.ctx);
-}
-
-int ckpt_resume(ckpt_session *s, train_state *st, char *msg, size_t msglen) {
+int ckpt_resume(ckpt_session *s, ckpt_meta *meta, float **losses, int64_t *nloss, char *msg, size_t msglen) {
+  ckpt_meta_init(meta);
+  *losses = NULL;
+  *nloss = 0;
   if (!s) {
     boost_msgf(msg, msglen, "fresh start");
     return 0;
   }
   const char *note = s->open_note[0] ? s->open_note : NULL;
-  if (strcmp(s->cfg.ckpt.resume, "none") == 0 || s->cfg.ckpt.resume[0] == 0) {
+  if (s->cfg.resume.kind == CKPT_FROM_NONE) {
     int64_t *steps = NULL;
     int n = 0;
     char held[256] = "";
-    if (!s->read_only && ckpt_fs_list(s->set.dir, &steps, &n, NULL, 0) == 0 && n > 0)
+    if (!s->read_only && ckpt_fs_list(s->cfg.dir, &steps, &n, NULL, 0) == 0 && n > 0)
       boost_msgf(held, sizeof held,
                  "; %s holds %d checkpoint%s (newest step %lld): kept; those at or after the steps this run commits are "
                  "renamed *.h5.superseded then, nothing is deleted",
-                 s->set.dir, n, n == 1 ? "" : "s", (long long)steps[0]);
+                 s->cfg.dir, n, n == 1 ? "" : "s", (long long)steps[0]);
     free(steps);
     boost_msgf(msg, msglen, "fresh start (ckpt.resume=none)%s%s%s", held, note ? "; " : "", note ? note : "");
     return 0;
@@ -347,21 +310,20 @@ int ckpt_resume(ckpt_session *s, train_state *st, char *msg, size_t msglen) {
     return -1;
   }
   if (lr->status == 0) {
-    if (lr->touched) reset_arenas(s, (uint64_t)s->cfg.train.seed);
     boost_msgf(msg, msglen, "%s%s%s", lr->msg, note ? "; " : "", note ? note : "");
     free(lr->losses);
     lr->losses = NULL;
     return 0;
   }
-  st->step = lr->step;
-  st->data_cursor = lr->data_cursor;
-  st->tokens_seen = lr->tokens_seen;
-  st->loss_count = 0;
-  for (int64_t i = 0; i < lr->nloss; i++) train_state_push_loss(st, lr->losses[i]);
-  free(lr->losses);
+  ckpt_upload_loaded(s); /* verified: only now into the arenas */
+  ckpt_load_report(s, lr);
+  *meta = lr->meta; /* the caller owns them now */
+  *losses = lr->losses;
+  *nloss = lr->nloss;
+  ckpt_meta_init(&lr->meta);
   lr->losses = NULL;
-  s->last_committed_step = lr->step;
-  s->last_staged_step = lr->step;
+  s->last_committed_step = meta->step;
+  s->last_staged_step = meta->step;
   boost_msgf(msg, msglen, "%s%s%s", lr->msg, note ? "; " : "", note ? note : "");
   return 1;
 }
@@ -474,38 +436,46 @@ int ckpt_writes(const ckpt_session *s) { return s && !s->read_only; }
 
 int ckpt_due(const ckpt_session *s, int64_t step, int force) {
   if (!ckpt_writes(s) || step == s->last_staged_step) return 0;
-  return force || (s->cfg.ckpt.every > 0 && step % s->cfg.ckpt.every == 0);
+  return force || (s->cfg.every > 0 && step % s->cfg.every == 0);
 }
 
-/* The job's training state and activations, copied at the step boundary. */
-static void stage_job(ckpt_session *s, const train_state *st) {
+/* The job's metadata, loss history and activations, copied at the step
+ * boundary, and (unless deferred) the tensors. Without memory for the
+ * copies the checkpoint fails (j->oom), training goes on. */
+static void stage_job(ckpt_session *s, const ckpt_meta *meta, const float *losses, int64_t nloss) {
   save_job *j = &s->job;
-  j->step = st->step;
-  j->data_cursor = st->data_cursor;
-  j->tokens_seen = st->tokens_seen;
-  if (st->loss_count > j->loss_cap) {
-    const int64_t cap = st->loss_count + 1024;
-    j->losses = boost_realloc(j->losses, (size_t)cap, sizeof *j->losses);
-    j->loss_cap = cap;
+  j->step = meta->step;
+  ckpt_meta_free(&j->meta);
+  int ok = ckpt_meta_copy(&j->meta, meta) == 0;
+  if (ok && nloss > j->loss_cap) {
+    float *p = realloc(j->losses, (size_t)(nloss + 1024) * sizeof *p);
+    if (p) j->losses = p, j->loss_cap = nloss + 1024;
+    ok = p != NULL;
   }
-  j->nloss = st->loss_count;
-  if (j->nloss) memcpy(j->losses, st->loss_history, (size_t)j->nloss * sizeof(float));
+  j->nloss = ok ? nloss : 0;
+  if (j->nloss) memcpy(j->losses, losses, (size_t)j->nloss * sizeof(float));
+  j->oom = !ok;
   ckpt_acts_reset(&j->acts);
-  if (s->cfg.ckpt.activations != ACTS_NONE && s->hooks.activations) {
-    s->hooks.activations(s->hooks.ctx, st, s->cfg.ckpt.activations, &j->acts);
+  if (s->cfg.activations && s->hooks.activations) {
+    s->hooks.activations(s->hooks.ctx, &j->acts);
     ckpt_acts_union(&j->acts, s->grid->pp_comm);
   }
-  ckpt_stage_moments(s); /* ZeRO-1: from the chunk owners (collective over dp) */
   j->deferred = s->deferred_seen && !s->set.sync_mode;
-  if (!j->deferred) ckpt_copy_to_stage(s, 1);
+  if (j->deferred) {
+    s->reg->be->mem->mark(s->reg->be); /* the writer copies this state on the copy stream */
+  } else {
+    ckpt_copy_to_stage(s, 0);
+    ckpt_stage_moments(s); /* ZeRO-1: from the chunk owners (collective over dp) */
+  }
 }
 
-void ckpt_after_step(ckpt_session *s, const train_state *st, int force, char *status, size_t statuslen) {
+void ckpt_after_step(ckpt_session *s, const ckpt_meta *meta, const float *losses, int64_t nloss, int force,
+                     char *status, size_t statuslen) {
   if (statuslen) boost_msgf(status, statuslen, "-");
   if (!s) return;
   char done[REASON_MAX + 128] = "", waited[96] = "";
   collect(s, done, sizeof done, 0);
-  if (!ckpt_due(s, st->step, force)) {
+  if (!ckpt_due(s, meta->step, force)) {
     if (done[0] && statuslen) boost_msgf(status, statuslen, "%s", done);
     return;
   }
@@ -521,12 +491,12 @@ void ckpt_after_step(ckpt_session *s, const train_state *st, int force, char *st
     boost_msgf(waited, sizeof waited, "waited %.2f s; ", wait_prev);
   }
   const double t1 = boost_now_s();
-  stage_job(s, st);
+  stage_job(s, meta, losses, nloss);
   const double stall = boost_now_s() - t1;
   s->job.stall_s = stall;
   s->job.wait_prev_s = wait_prev;
   s->attempted = 1;
-  s->last_staged_step = st->step;
+  s->last_staged_step = meta->step;
   submit(s, JOB_SAVE, !s->job.deferred);
   char now_txt[96] = "";
   if (s->set.sync_mode) { /* the baseline: training blocks for the whole save */
@@ -536,7 +506,7 @@ void ckpt_after_step(ckpt_session *s, const train_state *st, int force, char *st
     pthread_mutex_unlock(&s->sync.mu);
     collect(s, done, sizeof done, 0);
   } else {
-    boost_msgf(now_txt, sizeof now_txt, "step %lld staged, stall %.0f ms", (long long)st->step, stall * 1e3);
+    boost_msgf(now_txt, sizeof now_txt, "step %lld staged, stall %.0f ms", (long long)meta->step, stall * 1e3);
   }
   if (statuslen)
     boost_msgf(status, statuslen, "%s%s%s%s", waited, done, done[0] && now_txt[0] ? " | " : "", now_txt);
@@ -564,16 +534,19 @@ void ckpt_close(ckpt_session *s) {
   if (s->sync.watchdog_started) pthread_join(s->sync.watchdog, NULL);
   pthread_mutex_destroy(&s->sync.mu);
   pthread_cond_destroy(&s->sync.cv);
+  comm_free(&s->hcomm);
   MPI_Comm_free(&s->comm);
   MPI_Comm_free(&s->dp_comm);
   if (s->log) fclose(s->log);
   ckpt_fs_unlock(s->lock_fd);
-  boost_free(s->stage);
+  ckpt_stage_free(s);
   boost_free(s->ents);
   ckpt_direct_free(s->direct);
   free(s->job.losses);
+  ckpt_meta_free(&s->job.meta);
   ckpt_acts_free(&s->job.acts);
   free(s->lres.losses);
+  ckpt_meta_free(&s->lres.meta);
   free(s);
 }
 

@@ -2,14 +2,23 @@
  * whole state into one parallel-HDF5 file per checkpoint, atomic commit,
  * retention, and resume. See docs/CHECKPOINT_FORMAT.md.
  *
- * The trainer calls, on every rank:
- *   s = ckpt_open(cfg, grid, model)          (NULL when ckpt.dir is empty)
- *   ckpt_resume(s, &state, ...)              once, before the first step
+ * The run calls, on every rank:
+ *   s = ckpt_open(&settings, grid, reg, &hooks, err, errlen)
+ *                                            (NULL when nothing is written or read)
+ *   ckpt_resume(s, &meta, &losses, &nloss, msg, msglen)
+ *                                            once, before the first step
  *   ckpt_before_update(s)                    in every step, before the optimizer
  *                                            changes parameters and moments
- *   ckpt_after_step(s, &state, force, ...)   after every optimizer step
+ *   ckpt_after_step(s, &meta, losses, nloss, force, status, statuslen)
+ *                                            after every optimizer step
  *   ckpt_close(s)                            waits for the last commit
  * All calls are collective over grid->world except ckpt_before_update.
+ *
+ * The package knows nothing of the training side: it takes its settings
+ * (ckpt_settings) at open and, at each save, the run's metadata block (the
+ * root attributes of ckpt_meta.h the run provides, and the loss history);
+ * tensors are the registry's arenas, moved through its backend
+ * (kernels/backend.h) and, between ranks, through the comm layer.
  *
  * One writer thread per rank makes every HDF5 call of the process (HDF5 is
  * not thread-safe), on its own duplicates of the world and data-parallel
@@ -34,10 +43,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "ckpt_meta.h"
+#include "ckpt_peek.h"
 #include "grid.h"
 #include "tensor.h"
-#include "train_state.h"
+
+/* What the package needs of the run's settings (the run fills it from its
+ * config: ckpt.* keys, train.threads, data.seed, its exit statuses). */
+typedef struct {
+  char dir[CKPT_PATH_MAX];   /* ckpt.dir: where checkpoints are written (empty: none) */
+  ckpt_from resume;          /* ckpt.resume */
+  int every;                 /* a checkpoint after every `every` steps (0: only forced ones) */
+  int keep_last, keep_every; /* retention */
+  int level;                 /* zstd level */
+  int timeout;               /* seconds a checkpoint job may run before the watchdog aborts (0: never) */
+  int threads;               /* the rank's cores: a save training waits for encodes on all of them */
+  int activations;           /* the activations hook adds datasets to every save */
+  int64_t data_seed;         /* this run's sample order: a resume from another warns */
+  int abort_status;          /* the exit status of the watchdog's abort (the run's "ended unsaved"; 0: 1) */
+} ckpt_settings;
 
 typedef struct ckpt_session ckpt_session;
 
@@ -52,61 +76,64 @@ void ckpt_acts_add(ckpt_acts_sink *sink, const char *name, ckpt_act_type type, i
 /* The micro-batch the activations belong to (attributes of the group). */
 void ckpt_acts_set_batch(ckpt_acts_sink *sink, int B, int T);
 
-/* What the checkpoint package asks of the trainer, at a step boundary when a
+/* What the checkpoint package asks of the run, at a step boundary when a
  * checkpoint is due (collective over world; may be NULL). ZeRO-1 moment
  * chunks (tensor_registry.mom_*) are exchanged with the replicas writing
  * them by the package itself. */
 typedef struct {
   void *ctx;
-  /* Recompute and add the activations ckpt.activations asks for (the last
-   * micro-batch of the step, with the weights being saved). */
-  void (*activations)(void *ctx, const train_state *st, acts_mode mode, ckpt_acts_sink *sink);
-  /* A failed load wrote into the arenas: back to the initial parameters,
-   * zero moments. */
-  void (*reset)(void *ctx);
+  /* Recompute and add the activations the run stores (settings.activations:
+   * the last micro-batch of the step, with the weights being saved). */
+  void (*activations)(void *ctx, ckpt_acts_sink *sink);
 } ckpt_hooks;
 
-/* Removes temporaries a crash left in cfg->ckpt.dir, starts the writer
- * thread. reg: the tensors to save and load (parameters and both AdamW
- * moment arenas allocated); mode: the tensor-parallel mode that runs (for
- * the layout record). Returns NULL when no checkpoint is written or read
- * (ckpt.dir empty and ckpt.resume not a path; with a path and no ckpt.dir
- * the session reads only); on an unusable directory
- * returns NULL with *err set, the same on every rank. */
-ckpt_session *ckpt_open(const train_config *cfg, const process_grid *grid, tensor_registry *reg, tp_mode mode,
+/* Removes temporaries a crash left in set->dir, starts the writer thread.
+ * reg: the tensors to save and load (parameters and both AdamW moment
+ * arenas allocated, in reg->be's memory). Returns NULL when no checkpoint
+ * is written or read (no dir and no resume PATH; with a PATH and no dir the
+ * session reads only); on an unusable directory or too little host memory
+ * for staging returns NULL with *err set, the same on every rank. */
+ckpt_session *ckpt_open(const ckpt_settings *set, const process_grid *grid, tensor_registry *reg,
                         const ckpt_hooks *hooks, char *err, size_t errlen);
 
-/* Applies cfg->ckpt.resume (auto | none | PATH): loads parameters, AdamW
- * moments and *st. Returns 1 when resumed, 0 for a fresh start; msg gets a
- * one-line account for the log (what was loaded or skipped and why).
- * auto: the newest committed checkpoint in ckpt.dir whose checksums verify
- * (bad ones are reported on stderr and skipped). PATH: that file (or the
- * newest good one in that directory); a bad file is fatal. A checkpoint of a
- * different model (missing tensor, other shape) is fatal. */
-int ckpt_resume(ckpt_session *s, train_state *st, char *msg, size_t msglen);
+/* Applies set->resume (auto | none | PATH): loads parameters and AdamW
+ * moments into the arenas, the root attributes into *meta (ckpt_meta_free)
+ * and the loss history into *losses (malloc'd) / *nloss. Returns 1 when
+ * resumed, 0 for a fresh start (meta absent, no losses), -1 on a fatal
+ * problem; msg gets a one-line account for the log (what was loaded or
+ * skipped and why). auto: the newest committed checkpoint in dir whose
+ * checksums verify (bad ones are reported on stderr and skipped). PATH: that
+ * file (or the newest good one in that directory); a bad file is fatal. A
+ * file that fails is never loaded in part: the arenas change only once a
+ * file has verified. */
+int ckpt_resume(ckpt_session *s, ckpt_meta *meta, float **losses, int64_t *nloss, char *msg, size_t msglen);
 
 /* Staging is deferred: after ckpt_after_step stages a checkpoint, the writer
- * thread copies parameters and moments while the next forward/backward runs
- * (they change only at the optimizer step). Call this right before every
+ * thread copies parameters and moments (the backend's copy stream, from the
+ * state at the step boundary) while the next forward/backward runs (they
+ * change only at the optimizer step). Call this right before every
  * optimizer step; it returns at once unless that copy is still running, and
  * the time it waits counts as the checkpoint's stall. A caller that never
  * calls it gets synchronous staging inside ckpt_after_step. NULL s is fine. */
 void ckpt_before_update(ckpt_session *s);
 
-/* Whether this session writes checkpoints (ckpt.dir set); without ckpt.dir a
- * session only resumes from ckpt.resume=PATH. */
+/* Whether this session writes checkpoints (settings.dir set); without a dir
+ * a session only resumes from a resume PATH. */
 int ckpt_writes(const ckpt_session *s);
 
-/* Whether the checkpoint package saves after `step` (ckpt.every, or
+/* Whether the checkpoint package saves after `step` (settings.every, or
  * force: the last step, a preemption). */
 int ckpt_due(const ckpt_session *s, int64_t step, int force);
 
-/* Starts a checkpoint when one is due (ckpt_due); returns
- * immediately after staging. status gets a short state for the step's log
- * line ("-", "step 40 staged, stall 1 ms", "step 20 committed 1.2 s 3.4 MiB
+/* Starts a checkpoint of meta->step when one is due (ckpt_due); returns
+ * immediately after staging. meta: the run's metadata block (the
+ * CKPT_META_RUN fields of ckpt_meta.h; copied), losses: the loss history
+ * (nloss values; copied). status gets a short state for the step's log line
+ * ("-", "step 40 staged, stall 1 ms", "step 20 committed 1.2 s 3.4 MiB
  * 1.18x", ...). If the previous checkpoint is still being written, waits for
  * it first and reports the wait. */
-void ckpt_after_step(ckpt_session *s, const train_state *st, int force, char *status, size_t statuslen);
+void ckpt_after_step(ckpt_session *s, const ckpt_meta *meta, const float *losses, int64_t nloss, int force,
+                     char *status, size_t statuslen);
 
 /* Waits for the checkpoint in flight to commit (or fail). Returns 0 when the
  * last checkpoint attempted committed (or none was attempted), -1 if not. */

@@ -89,11 +89,6 @@ int ckpt_fs_list(const char *dir, int64_t **steps, int *n, char *err, size_t err
   return 0;
 }
 
-static int ends_with(const char *s, const char *suffix) {
-  size_t a = strlen(s), b = strlen(suffix);
-  return a >= b && strcmp(s + a - b, suffix) == 0;
-}
-
 int ckpt_fs_lock(const char *dir, char *err, size_t errlen) {
   char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/" CKPT_LOCK, dir);
@@ -134,7 +129,7 @@ int ckpt_fs_clean_temporaries(const char *dir, char *removed, size_t removedlen)
   struct dirent *e;
   char path[PATH_MAX];
   while ((e = readdir(d))) {
-    const int tmp_ckpt = strncmp(e->d_name, "step_", 5) == 0 && ends_with(e->d_name, ".h5" CKPT_TMP_SUFFIX);
+    const int tmp_ckpt = strncmp(e->d_name, "step_", 5) == 0 && boost_ends_with(e->d_name, ".h5" CKPT_TMP_SUFFIX);
     const int tmp_latest = strcmp(e->d_name, CKPT_LATEST CKPT_TMP_SUFFIX) == 0;
     if (!tmp_ckpt && !tmp_latest) continue;
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);

@@ -10,12 +10,14 @@
 #define BOOST_CKPT_INTERNAL_H
 
 #include <hdf5.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include "ckpt.h"
 #include "ckpt_direct.h"
+#include "comm.h"
 #include "ckpt_plan.h"
 #include "util.h"
 
@@ -55,11 +57,12 @@ struct ckpt_acts_sink {
 };
 
 typedef struct {
-  int64_t step, data_cursor;
-  double tokens_seen;
+  int64_t step;
+  ckpt_meta meta; /* the root attributes: the run's block, then the package's fields */
   float *losses;
   int64_t nloss, loss_cap;
   int deferred;                /* the writer copies parameters and moments from the live arenas */
+  int oom;                     /* no memory for the copy of the metadata or losses: the checkpoint fails */
   double stall_s, wait_prev_s; /* measured by the training thread */
   ckpt_acts_sink acts;
 } save_job;
@@ -79,19 +82,18 @@ typedef struct {
 } save_result;
 
 typedef struct {
-  int status; /* 1 loaded, 0 nothing loaded, -1 fatal */
+  int status; /* 1 read and verified into the staging buffer, 0 nothing loaded, -1 fatal */
   char msg[2048];
-  int touched; /* some arena was (partly) overwritten by a failed attempt */
-  int64_t step, data_cursor;
-  double tokens_seen;
+  char path[PATH_MAX + 64], skipped[1536]; /* what was loaded; what was passed over, with why */
+  double t0;                               /* when the load started */
+  ckpt_meta meta;                          /* the loaded file's root attributes */
   float *losses;
   int64_t nloss;
   double bytes_needed, bytes_decoded; /* over all ranks: their bands, and the chunks those touch */
 } load_result;
 
-/* Settings fixed at open: the config's and the test/benchmark hooks'. */
+/* The test and benchmark hooks (environment), read at open. */
 typedef struct {
-  char dir[CONFIG_STR];
   int sync_mode, delay_ms, no_reserve, writer_nice;
   int64_t fail_step; /* BOOST_CKPT_TEST_FAIL */
   int fail_rank;
@@ -99,7 +101,7 @@ typedef struct {
   int64_t dirsync_fail_step; /* BOOST_CKPT_TEST_DIRSYNC_FAIL: that step's directory fsync after the rename fails */
   int readback_hdf5;         /* BOOST_CKPT_TEST_READBACK_HDF5: read back through H5Dread, the path for other pipelines */
   int direct_write;          /* BOOST_CKPT_DIRECT (default 1): 0 always writes through HDF5's collective filters */
-} ckpt_settings;
+} ckpt_env;
 
 /* What the writer thread and the training thread share, under mu. */
 typedef enum { JOB_NONE = 0, JOB_SAVE, JOB_LOAD } job_kind;
@@ -120,11 +122,10 @@ typedef struct {
 } writer_sync;
 
 struct ckpt_session {
-  train_config cfg;
-  ckpt_settings set;
+  ckpt_settings cfg;
+  ckpt_env set;
   const process_grid *grid;
   tensor_registry *reg;
-  tp_mode mode;
   int read_only; /* no ckpt.dir: only a resume from a PATH */
   int lock_fd;   /* rank 0: the directory's lock (ckpt_fs_lock), -1 elsewhere */
   ckpt_hooks hooks;
@@ -134,8 +135,13 @@ struct ckpt_session {
   ckpt_entry *ents; /* the plan (ckpt_plan.h) */
   ckpt_direct *direct; /* writer thread: the direct writer's scratch */
   int nent;
-  float *stage;
-  size_t stage_floats;
+  /* Host memory (the backend's host_alloc): the staging buffer (a save's
+   * bands, a load's bands), the exchange buffer (a whole tensor or a ZeRO-1
+   * chunk piece, dp > 1) and, with ZeRO-1, a save's copy of this replica's
+   * chunks of both moments (mchunk: m then v). */
+  float *stage, *xbuf, *mchunk;
+  size_t stage_floats, xbuf_floats;
+  comm_ctx hcomm; /* the data plane on host memory over comm / dp_comm: ZeRO-1 moments, the replicas' bands */
 
   writer_sync sync;
   save_job job;
@@ -150,21 +156,45 @@ struct ckpt_session {
   char open_note[512];
 };
 
-/* ckpt_session.c: agreement over s->comm (writer thread). Every rank learns
- * whether all were ok; if not, `out` gets the message of the lowest failing
- * rank, prefixed with its rank when world_size > 1. */
+/* ckpt_agree.c (a leaf: calls nothing of the package). Agreement over
+ * s->comm (writer thread): every rank learns whether all were ok; if not,
+ * `out` gets the message of the lowest failing rank, prefixed with its rank
+ * when world_size > 1. */
 int ckpt_agree(ckpt_session *s, int ok, const char *mine, char *out, size_t outlen);
 int ckpt_all_true(ckpt_session *s, int v);
 /* Whether the training thread is waiting for the writer now (synchronous
  * saves, the final save, a save waiting for the previous one). */
 int ckpt_trainer_waiting(ckpt_session *s);
+/* Threads the writer may use now: all of the rank's while training waits
+ * for it, one beside training otherwise. */
+int ckpt_work_threads(ckpt_session *s);
 void ckpt_sleep_ms(int ms);
 
 /* ckpt_table.c: the plan from every rank's registry (collective over the
  * grid). Returns -1 with err when the registries disagree. */
 int ckpt_build_table(ckpt_session *s, char *err, size_t errlen);
-/* ckpt_stage.c */
-void ckpt_copy_to_stage(ckpt_session *s, int parallel);
+/* ckpt_stage.c. The staging and exchange buffers (after ckpt_build_table);
+ * -1 with err when host memory cannot be had. */
+int ckpt_stage_alloc(ckpt_session *s, char *err, size_t errlen);
+void ckpt_stage_free(ckpt_session *s);
+/* What this rank writes, from the arenas into host memory through the
+ * backend: synchronously (the training thread at the step boundary) or, when
+ * async, on the copy stream from the state at the training thread's last
+ * mark() (the writer thread, before it lets the optimizer go on). Its bands
+ * go to the staging buffer; with ZeRO-1 its moment chunks go whole to
+ * s->mchunk, for ckpt_stage_moments. */
+void ckpt_copy_to_stage(ckpt_session *s, int async);
+/* ZeRO-1, after ckpt_copy_to_stage: the moment bands this rank writes, from
+ * the chunk owners' host copies (comm_alltoallv_f32 over s->hcomm, one per
+ * tensor and moment; host memory only, so the writer does it after the
+ * optimizer was let go). Collective over dp; nothing when the moments are
+ * whole. */
+void ckpt_stage_moments(ckpt_session *s);
+/* A verified load (the bands in the staging buffer) into the arenas: the
+ * replicas' bands all-gathered, ZeRO-1 moment bands sent to the chunk
+ * owners, uploaded, the working copy refreshed (training thread;
+ * collective over dp). */
+void ckpt_upload_loaded(ckpt_session *s);
 void ckpt_acts_reset(ckpt_acts_sink *k);
 void ckpt_acts_free(ckpt_acts_sink *k);
 /* The dataset list as the union over pipeline stages, in stage order. */
@@ -180,22 +210,15 @@ int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, const uint64
                     size_t errlen);
 /* ckpt_save.c: checksums, write, commit (writer thread). */
 void ckpt_do_save(ckpt_session *s, save_result *r);
-/* ckpt_read.c: resume (writer thread). */
+/* ckpt_read.c: resume (writer thread): the newest usable candidate read
+ * and verified into the staging buffer. */
 void ckpt_do_load(ckpt_session *s, load_result *lr);
+/* The one-line account of a load the arenas now hold (lr->msg). */
+void ckpt_load_report(ckpt_session *s, load_result *lr);
 
 /* ckpt_readback.c: every rank reads back, decodes and hashes the bands it
  * wrote to the closed file at path and compares the sums with `sums`
  * (collective). Returns this rank's ok; err says what failed. */
 int ckpt_readback(ckpt_session *s, const char *path, const uint64_t *sums, char *err, size_t errlen);
-
-/* ckpt_stage.c, ZeRO-1 moments (tensor_registry.mom_*): moves entry e's
- * moments of category c (1 or 2) between this replica's band buffer (rows
- * ckpt_band_of of its dp rank; NULL when empty) and the replicas' chunks:
- * chunks -> bands (to_bands, a save) or bands -> chunks (a load).
- * Collective over dp. */
-void ckpt_exchange_moments(ckpt_session *s, const ckpt_entry *e, int c, float *band, int to_bands);
-/* A save's moments into the staging buffer from the chunk owners (training
- * thread, at the step boundary; nothing when the moments are whole). */
-void ckpt_stage_moments(ckpt_session *s);
 
 #endif

@@ -10,22 +10,33 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ckpt_meta.h"
+
+#define CKPT_PATH_MAX PATH_MAX
+
+/* Where a resume reads from (the run's ckpt.resume, parsed once): the newest
+ * good checkpoint of the checkpoint directory, nothing, or a named file or
+ * directory. */
+typedef enum { CKPT_FROM_AUTO = 0, CKPT_FROM_NONE, CKPT_FROM_PATH } ckpt_from_kind;
+typedef struct {
+  ckpt_from_kind kind;
+  char path[CKPT_PATH_MAX]; /* CKPT_FROM_PATH */
+} ckpt_from;
+
 typedef struct {
   char path[PATH_MAX];
-  int64_t step;
-  int64_t format_version;
-  char *config_json; /* malloc'd */
-  int layout_dp, layout_tp, layout_pp;
+  ckpt_meta meta;     /* its root attributes (ckpt_peek_free) */
+  ckpt_layout layout; /* the layout that wrote it */
   char skipped[1024]; /* newer files whose attributes could not be read, with why */
 } ckpt_peek_info;
 
-/* The checkpoint `resume` (auto | PATH; a directory is searched like auto)
- * names, given ckpt.dir `dir` (may be empty with a PATH): for auto, the
- * newest committed file whose root attributes read. Returns 1 with *out
- * filled, 0 when there is nothing to resume (empty or missing directory:
- * out->skipped says whether unreadable files were passed over), -1 with
- * err when a named PATH cannot be used. */
-int ckpt_peek(const char *dir, const char *resume, ckpt_peek_info *out, char *err, size_t errlen);
+/* The checkpoint `from` names, given the checkpoint directory `dir` (may be
+ * empty with a PATH): for auto (or a PATH that is a directory), the newest
+ * committed file whose root attributes read. Returns 1 with *out filled, 0
+ * when there is nothing to resume (none, an empty or missing directory:
+ * out->skipped says whether unreadable files were passed over), -1 with err
+ * (naming the path) when a named PATH cannot be used. */
+int ckpt_peek(const char *dir, const ckpt_from *from, ckpt_peek_info *out, char *err, size_t errlen);
 void ckpt_peek_free(ckpt_peek_info *p);
 
 #endif

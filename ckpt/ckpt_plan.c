@@ -88,6 +88,11 @@ static void plan_bases(ckpt_entry *ents, int n, int dp) {
   boost_free(order);
 }
 
+/* Floats a band takes in the staging buffer (64-byte aligned). */
+static size_t band_floats(const ckpt_entry *e, const tensor_registry *reg, int c) {
+  return ((size_t)(e->r1[c] - e->r0[c]) * ckpt_row_floats(&reg->tensors[e->local]) + 15) & ~(size_t)15;
+}
+
 size_t ckpt_plan(ckpt_entry *ents, int n, const tensor_registry *reg, int dp, int dp_rank, int pp_rank) {
   for (int i = 0; i < n; i++) {
     hsize_t ch[TENSOR_MAX_DIMS];
@@ -105,8 +110,21 @@ size_t ckpt_plan(ckpt_entry *ents, int n, const tensor_registry *reg, int dp, in
       e->stage_off[c] = CKPT_NO_STAGE;
       if (e->local < 0 || !e->primary || e->writer_stage != pp_rank || e->r1[c] <= e->r0[c]) continue;
       e->stage_off[c] = stage_floats;
-      stage_floats += ((size_t)(e->r1[c] - e->r0[c]) * ckpt_row_floats(&reg->tensors[e->local]) + 15) & ~(size_t)15;
+      stage_floats += band_floats(e, reg, c);
     }
   }
   return stage_floats;
+}
+
+size_t ckpt_plan_load(ckpt_entry *ents, int n, const tensor_registry *reg) {
+  size_t floats = 0;
+  for (int i = 0; i < n; i++)
+    for (int c = 0; c < CKPT_NUM_CATEGORIES; c++) {
+      ckpt_entry *e = &ents[i];
+      e->load_off[c] = CKPT_NO_STAGE;
+      if (e->local < 0 || e->r1[c] <= e->r0[c]) continue;
+      e->load_off[c] = floats;
+      floats += band_floats(e, reg, c);
+    }
+  return floats;
 }

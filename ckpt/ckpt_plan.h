@@ -40,7 +40,9 @@ typedef struct {
   int64_t chunk0;   /* chunk extent along dim 0 (a function of the global shape) */
   int base[CKPT_NUM_CATEGORIES];                /* replica of the first chunk row when there are fewer than dp */
   int64_t r0[CKPT_NUM_CATEGORIES], r1[CKPT_NUM_CATEGORIES]; /* this rank's band: local rows [r0, r1) */
-  size_t stage_off[CKPT_NUM_CATEGORIES];        /* floats into the staging buffer, or CKPT_NO_STAGE */
+  size_t stage_off[CKPT_NUM_CATEGORIES];        /* what this rank writes: floats into the staging buffer, or CKPT_NO_STAGE */
+  size_t load_off[CKPT_NUM_CATEGORIES];         /* what this rank reads on a load (its band of every tensor it
+                                                   holds): floats into the staging buffer, or CKPT_NO_STAGE */
 } ckpt_entry;
 
 int64_t ckpt_entry_numel(const ckpt_entry *e);
@@ -58,5 +60,10 @@ void ckpt_band_slab(const tensor_desc *t, int64_t r0, int64_t r1, int64_t *start
  * are set: chunk rows, base replicas, this rank's bands and staging offsets.
  * Returns the staging buffer's size in floats. */
 size_t ckpt_plan(ckpt_entry *ents, int n, const tensor_registry *reg, int dp, int dp_rank, int pp_rank);
+
+/* After ckpt_plan: where a load puts this rank's bands (every tensor it
+ * holds, written by it or not) in the same staging buffer. Returns the
+ * floats that takes. */
+size_t ckpt_plan_load(ckpt_entry *ents, int n, const tensor_registry *reg);
 
 #endif

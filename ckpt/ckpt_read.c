@@ -1,7 +1,9 @@
-/* Resume (writer thread): the candidates newest first, each read into the
- * arenas through this layout's plan -- every replica reads its bands and
- * hashes what it would write, the replicas all-gather them -- and verified
- * against the stored checksums. Any problem with a file (unreadable,
+/* Resume (writer thread): the candidates newest first, each read through
+ * this layout's plan -- every replica reads its bands into the host staging
+ * buffer and hashes what it would write -- and verified against the stored
+ * checksums. Only a verified file goes on into the arenas (the training
+ * thread's ckpt_upload_loaded: the replicas' bands all-gathered, uploaded),
+ * so a file that fails leaves the model as it was. Any problem with a file (unreadable,
  * damaged metadata, a missing or misshapen tensor, a checksum mismatch)
  * makes it unusable and the previous one is tried: the model itself was
  * compared with the stored config before this (run/resume_plan.c), so
@@ -30,21 +32,7 @@ typedef struct {
   int ok;
   char err[REASON_MAX];
   double needed, decoded; /* bytes of this rank's bands, and of the chunks they touch */
-  /* ZeRO-1: the moment bands are read here, then moved to their chunks'
-   * owners (mom_off per entry and category, in floats) */
-  float *mom_buf;
-  size_t *mom_off;
 } reader;
-
-/* Where band (i, c) of a load goes: the arena, or the moment band buffer. */
-static float *band_dst(reader *r, int i, int c) {
-  ckpt_session *s = r->s;
-  const ckpt_entry *e = &s->ents[i];
-  const tensor_desc *t = &s->reg->tensors[e->local];
-  if (c != 0 && r->mom_buf) return r->mom_buf + r->mom_off[(size_t)i * CKPT_NUM_CATEGORIES + c];
-  const size_t at = t->arena_offset + (size_t)e->r0[c] * ckpt_row_floats(t);
-  return c == 0 ? s->reg->arena[TENSOR_PARAMS] + at : registry_moment_at(s->reg, ckpt_category_arena[c], at);
-}
 
 /* Bytes of the dataset's chunks a hyperslab touches (what HDF5 decodes). */
 static double chunk_bytes(hid_t d, int ndim, const int64_t *start, const int64_t *count) {
@@ -99,40 +87,31 @@ static int open_file(ckpt_session *s, const char *path, hid_t *f, char *why, siz
   return -1;
 }
 
+/* The root attributes through the schema: a boost checkpoint of a version
+ * this build reads, with what a resume needs, and with optimizer state. */
 static void read_root_attrs(reader *r, const char *path) {
   ckpt_session *s = r->s;
   load_result *lr = r->lr;
-  char *fmt = NULL;
-  int64_t version = 0, data_seed = s->cfg.data.seed;
-  if (ckpt_attr_get_str(r->f, "format", &fmt) < 0 || strcmp(fmt, CKPT_FORMAT_NAME) != 0) {
-    ckpt_h5_error(r->err, sizeof r->err, "not a boost checkpoint (attribute 'format')");
+  ckpt_meta_free(&lr->meta);
+  char why[512];
+  const char *missing = NULL;
+  if (ckpt_meta_read(r->f, &lr->meta, why, sizeof why) != 0) {
+    boost_msgf(r->err, sizeof r->err, "%s", why);
     r->ok = 0;
-  } else if (ckpt_attr_get_i64(r->f, "format_version", &version) < 0 || version < 1 || version > CKPT_FORMAT_VERSION) {
-    boost_msgf(r->err, sizeof r->err, "format_version %lld is not supported (this build reads 1..%d)",
-               (long long)version, CKPT_FORMAT_VERSION);
+  } else if ((missing = ckpt_meta_missing(&lr->meta, CKPT_META_RESUME))) {
+    boost_msgf(r->err, sizeof r->err, "training state attribute %s missing or unreadable", missing);
     r->ok = 0;
-  } else if (ckpt_attr_get_i64(r->f, "step", &lr->step) < 0 ||
-             ckpt_attr_get_i64(r->f, "data_cursor", &lr->data_cursor) < 0 ||
-             ckpt_attr_get_f64(r->f, "tokens_seen", &lr->tokens_seen) < 0 ||
-             ckpt_attr_get_i64(r->f, "data_seed", &data_seed) < 0) {
-    ckpt_h5_error(r->err, sizeof r->err, "training state attributes");
-    r->ok = 0;
-  }
-  free(fmt);
-  char *optim = NULL;
-  if (r->ok && ckpt_attr_exists(r->f, "optimizer_state") > 0 && ckpt_attr_get_str(r->f, "optimizer_state", &optim) == 0 &&
-      !strcmp(optim, "absent")) {
+  } else if (!strcmp(ckpt_meta_str(&lr->meta, CKPT_META_F_optimizer_state), "absent")) {
     boost_msgf(r->err, sizeof r->err,
                "has no optimizer state (an export written by boost-reshard --no-optimizer): training cannot resume "
                "from it");
     r->ok = 0;
   }
-  free(optim);
-  if (r->ok && data_seed != s->cfg.data.seed && s->rank == 0)
+  if (r->ok && lr->meta.data_seed != s->cfg.data_seed && s->rank == 0)
     fprintf(stderr,
             "boost: warning: %s was saved with data.seed=%lld, this run uses %lld: the sample order will not continue "
             "the saved run\n",
-            path, (long long)data_seed, (long long)s->cfg.data.seed);
+            path, (long long)lr->meta.data_seed, (long long)s->cfg.data_seed);
 }
 
 /* The groups' object headers, whole: a damaged header is a damaged file
@@ -165,8 +144,8 @@ static int check_shape(reader *r, hid_t space, const ckpt_entry *e, const char *
   return 0;
 }
 
-/* This replica's band of tensor i, category c, into the arena; hashed by
- * the rank that would write it. */
+/* This replica's band of tensor i, category c, into the staging buffer;
+ * hashed by the rank that would write it. */
 static void read_band(reader *r, hid_t d, hid_t space, int i, int c, const char *dpath) {
   ckpt_session *s = r->s;
   const ckpt_entry *e = &s->ents[i];
@@ -177,7 +156,7 @@ static void read_band(reader *r, hid_t d, hid_t space, int i, int c, const char 
   for (int k = 0; k < t->ndim; k++) st[k] = (hsize_t)start[k], ct[k] = (hsize_t)count[k];
   hid_t mem = H5Screate_simple(t->ndim, ct, NULL);
   H5Sselect_hyperslab(space, H5S_SELECT_SET, st, NULL, ct, NULL);
-  float *dst = band_dst(r, i, c);
+  float *dst = s->stage + e->load_off[c];
   if (H5Dread(d, H5T_NATIVE_FLOAT, mem, space, r->dxpl, dst) < 0) {
     char what[TENSOR_NAME_MAX + 64];
     boost_msgf(what, sizeof what, "tensor %s: read failed (corrupt data?)", dpath);
@@ -282,40 +261,8 @@ static int verify_checksums(reader *r, char *why, size_t whylen) {
   return 1;
 }
 
-/* Replicas all-gather their bands (ZeRO-1 moments: each band goes to the
- * chunks' owners instead). */
-static void gather_bands(ckpt_session *s, const reader *r) {
-  const process_grid *g = s->grid;
-  if (g->dp <= 1) return;
-  int *counts = boost_calloc((size_t)g->dp, sizeof *counts), *displs = boost_calloc((size_t)g->dp, sizeof *displs);
-  for (int i = 0; i < s->nent; i++) {
-    const ckpt_entry *e = &s->ents[i];
-    if (e->local < 0) continue;
-    const tensor_desc *t = &s->reg->tensors[e->local];
-    const size_t rf = ckpt_row_floats(t);
-    BOOST_ASSERT((size_t)t->numel <= (size_t)INT_MAX); /* refused by ckpt_build_table */
-    for (int c = 0; c < CKPT_NUM_CATEGORIES; c++) {
-      if (c != 0 && r->mom_buf) {
-        ckpt_exchange_moments(s, e, c, r->mom_buf + r->mom_off[(size_t)i * CKPT_NUM_CATEGORIES + c], 0);
-        continue;
-      }
-      for (int k = 0; k < g->dp; k++) {
-        int64_t a, b;
-        ckpt_band_of(e, t, c, k, g->dp, &a, &b);
-        counts[k] = (int)((size_t)(b - a) * rf);
-        displs[k] = (int)((size_t)a * rf);
-      }
-      float *whole = c == 0 ? registry_data(s->reg, TENSOR_PARAMS, e->local)
-                            : registry_moment_at(s->reg, ckpt_category_arena[c], t->arena_offset);
-      MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, whole, counts, displs, MPI_FLOAT, s->dp_comm);
-    }
-  }
-  boost_free(counts);
-  boost_free(displs);
-}
-
-/* Reads one candidate into the arenas. Returns 1 ok, 0 unusable (reason in
- * why). Collective. */
+/* Reads one candidate into the staging buffer and verifies it. Returns 1
+ * ok, 0 unusable (reason in why). Collective. */
 static int try_load(ckpt_session *s, const char *path, load_result *lr, char *why, size_t whylen) {
   reader r = {.s = s, .lr = lr, .ok = 1};
   if (open_file(s, path, &r.f, why, whylen) != 0) return 0;
@@ -330,17 +277,6 @@ static int try_load(ckpt_session *s, const char *path, load_result *lr, char *wh
   r.sums = boost_calloc(r.nsum, sizeof *r.sums);
   r.dxpl = H5Pcreate(H5P_DATASET_XFER);
   H5Pset_dxpl_mpio(r.dxpl, H5FD_MPIO_INDEPENDENT);
-  if (registry_moments_sharded(s->reg)) {
-    size_t n = 0;
-    r.mom_off = boost_calloc((size_t)s->nent * CKPT_NUM_CATEGORIES, sizeof *r.mom_off);
-    for (int i = 0; i < s->nent; i++)
-      for (int c = 1; c < CKPT_NUM_CATEGORIES && s->ents[i].local >= 0; c++) {
-        r.mom_off[(size_t)i * CKPT_NUM_CATEGORIES + c] = n;
-        n += (size_t)(s->ents[i].r1[c] - s->ents[i].r0[c]) * ckpt_row_floats(&s->reg->tensors[s->ents[i].local]);
-      }
-    r.mom_buf = boost_calloc(n ? n : 1, sizeof *r.mom_buf);
-  }
-  lr->touched = 1;
   for (int i = 0; i < s->nent && r.ok; i++)
     for (int c = 0; c < CKPT_NUM_CATEGORIES && r.ok; c++) read_tensor(&r, i, c);
   lr->nloss = 0;
@@ -356,9 +292,6 @@ static int try_load(ckpt_session *s, const char *path, load_result *lr, char *wh
   int rc = ckpt_agree(s, r.ok, r.err, why, whylen) && verify_checksums(&r, why, whylen);
   boost_free(r.stored);
   boost_free(r.sums);
-  if (rc) gather_bands(s, &r);
-  boost_free(r.mom_buf);
-  boost_free(r.mom_off);
   double io[2] = {r.needed, r.decoded};
   MPI_Allreduce(MPI_IN_PLACE, io, 2, MPI_DOUBLE, MPI_SUM, s->comm);
   lr->bytes_needed = io[0];
@@ -378,7 +311,7 @@ static int list_candidates(ckpt_session *s, const char *dir, int64_t **steps) {
   return n;
 }
 
-static void report_loaded(ckpt_session *s, load_result *lr, const char *path, double t0, const char *skipped) {
+void ckpt_load_report(ckpt_session *s, load_result *lr) {
   double bytes = 0;
   for (int i = 0; i < s->nent; i++) bytes += 4.0 * CKPT_NUM_CATEGORIES * (double)ckpt_entry_numel(&s->ents[i]);
   char b[32], nb[32], db[32];
@@ -388,34 +321,35 @@ static void report_loaded(ckpt_session *s, load_result *lr, const char *path, do
   boost_msgf(lr->msg, sizeof lr->msg,
              "resumed from %s (step %lld, %s of tensors verified and loaded in %.2f s; the ranks read %s, decoding "
              "%s of chunks: %.2fx)%s%s",
-             path, (long long)lr->step, b, boost_now_s() - t0, nb, db,
-             lr->bytes_needed > 0 ? lr->bytes_decoded / lr->bytes_needed : 1.0, skipped[0] ? "; skipped " : "", skipped);
+             lr->path, (long long)lr->meta.step, b, boost_now_s() - lr->t0, nb, db,
+             lr->bytes_needed > 0 ? lr->bytes_decoded / lr->bytes_needed : 1.0, lr->skipped[0] ? "; skipped " : "",
+             lr->skipped);
 }
 
 void ckpt_do_load(ckpt_session *s, load_result *lr) {
-  const double t0 = boost_now_s();
-  const char *resume = s->cfg.ckpt.resume;
+  lr->t0 = boost_now_s();
   char dir[PATH_MAX], single[PATH_MAX] = "";
-  boost_msgf(dir, sizeof dir, "%s", s->set.dir);
-  if (strcmp(resume, "auto") != 0) {
+  boost_msgf(dir, sizeof dir, "%s", s->cfg.dir);
+  if (s->cfg.resume.kind == CKPT_FROM_PATH) {
+    const char *resume = s->cfg.resume.path;
     struct stat st;
     if (stat(resume, &st) == 0 && S_ISDIR(st.st_mode)) boost_msgf(dir, sizeof dir, "%s", resume);
     else boost_msgf(single, sizeof single, "%s", resume);
   }
   int64_t *steps = NULL;
   const int n = single[0] ? 1 : list_candidates(s, dir, &steps);
-  char skipped[1536] = "", why[REASON_MAX], path[PATH_MAX + 64];
+  char *skipped = lr->skipped, why[REASON_MAX], *path = lr->path;
+  const size_t pathlen = sizeof lr->path, skippedlen = sizeof lr->skipped;
+  skipped[0] = 0;
   lr->status = 0;
-  lr->touched = 0;
   for (int k = 0; k < n && lr->status == 0; k++) {
     char name[64];
     ckpt_file_name(name, sizeof name, single[0] ? 0 : steps[k]);
-    boost_msgf(path, sizeof path, "%s", single[0] ? single : dir);
-    if (!single[0]) boost_msgf(path + strlen(path), sizeof path - strlen(path), "/%s", name);
+    boost_msgf(path, pathlen, "%s", single[0] ? single : dir);
+    if (!single[0]) boost_msgf(path + strlen(path), pathlen - strlen(path), "/%s", name);
     why[0] = 0;
     if (try_load(s, path, lr, why, sizeof why)) {
-      lr->status = 1;
-      report_loaded(s, lr, path, t0, skipped);
+      lr->status = 1; /* ckpt_load_report says so once the arenas hold it */
       break;
     }
     if (s->rank == 0 && !single[0] && k + 1 < n) {
@@ -424,7 +358,7 @@ void ckpt_do_load(ckpt_session *s, load_result *lr) {
     }
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     const size_t used = strlen(skipped);
-    boost_msgf(skipped + used, sizeof skipped - used, "%s%s (%.200s)", used ? ", " : "", base, why);
+    boost_msgf(skipped + used, skippedlen - used, "%s%s (%.200s)", used ? ", " : "", base, why);
   }
   if (lr->status == 0 && single[0]) {
     lr->status = -1;

@@ -53,27 +53,35 @@ static void reader_free(chunk_reader *cr) {
     boost_free(cr->dec[t].shuffled);
     boost_free(cr->dec[t].plain);
   }
-  boost_free(cr->dec);
+  free(cr->dec);
   for (int i = 0; i < RB; i++) boost_free(cr->packed[i]);
 }
 
-static void reader_ready(chunk_reader *cr, size_t ce) {
+/* Decoders for chunks of ce elements on cr->threads threads; -1 with err
+ * when memory cannot be had (the checkpoint fails, training goes on). */
+static int reader_ready(chunk_reader *cr, size_t ce, char *err, size_t errlen) {
   if (cr->ndec < cr->threads) {
-    cr->dec = boost_realloc(cr->dec, (size_t)cr->threads, sizeof *cr->dec);
-    memset(cr->dec + cr->ndec, 0, (size_t)(cr->threads - cr->ndec) * sizeof *cr->dec);
+    chunk_decoder *dec = realloc(cr->dec, (size_t)cr->threads * sizeof *dec);
+    if (!dec) return boost_err(err, errlen, "read-back: out of memory (%d chunk decoders)", cr->threads);
+    memset(dec + cr->ndec, 0, (size_t)(cr->threads - cr->ndec) * sizeof *dec);
+    cr->dec = dec;
     cr->ndec = cr->threads;
   }
   for (int t = 0; t < cr->ndec; t++) {
     chunk_decoder *d = &cr->dec[t];
-    if (!d->dctx && !(d->dctx = ZSTD_createDCtx())) boost_fail("out of memory (zstd decompression context)");
+    if (!d->dctx && !(d->dctx = ZSTD_createDCtx()))
+      return boost_err(err, errlen, "read-back: out of memory (zstd decompression context)");
     if (d->cap < ce) {
       boost_free(d->shuffled);
       boost_free(d->plain);
-      d->cap = ce;
-      d->shuffled = boost_calloc(ce, 4);
-      d->plain = boost_calloc(ce, sizeof *d->plain);
+      d->shuffled = boost_try_calloc(ce, 4);
+      d->plain = boost_try_calloc(ce, sizeof *d->plain);
+      d->cap = d->shuffled && d->plain ? ce : 0;
+      if (!d->cap)
+        return boost_err(err, errlen, "read-back: out of memory (decode buffers of %.1f MiB)", 8.0 * (double)ce / (1 << 20));
     }
   }
+  return 0;
 }
 
 /* HDF5's shuffle filter for 4-byte elements stores byte b of element i at
@@ -117,8 +125,12 @@ static int read_chunk(chunk_reader *cr, int i, hid_t ds, const hsize_t *off, con
   if (stored == 0) return 1; /* never written: HDF5 would read the fill value (0) */
   if (stored > cr->packed_cap[i]) {
     boost_free(cr->packed[i]);
-    cr->packed_cap[i] = (size_t)stored;
-    cr->packed[i] = boost_calloc(cr->packed_cap[i], 1);
+    cr->packed[i] = boost_try_calloc((size_t)stored, 1);
+    cr->packed_cap[i] = cr->packed[i] ? (size_t)stored : 0;
+    if (!cr->packed[i]) {
+      boost_msgf(err, errlen, "%s: out of memory (a stored chunk of %llu bytes)", what, (unsigned long long)stored);
+      return -1;
+    }
   }
   uint32_t mask = 0;
   if (H5Dread_chunk(ds, H5P_DEFAULT, off, &mask, cr->packed[i]) < 0) {
@@ -192,7 +204,7 @@ static int hash_slab_by_chunks(chunk_reader *cr, hid_t ds, int ndim, const int64
   if (ndim < 1 || ndim > TENSOR_MAX_DIMS || !direct_readable(ds, ndim, cd)) return 0;
   size_t ce = 1;
   for (int d = 0; d < ndim; d++) ce *= (size_t)cd[d];
-  reader_ready(cr, ce);
+  if (reader_ready(cr, ce, err, errlen) != 0) return -1;
   *sum = 0;
   for (int d = 0; d < ndim; d++)
     if (ct[d] == 0) return 1;
@@ -238,12 +250,16 @@ int ckpt_readback(ckpt_session *s, const char *path, const uint64_t *sums, char 
    * the decoding itself. */
   float *buf = s->stage;
   const size_t n = (size_t)s->nent * CKPT_NUM_CATEGORIES;
-  uint64_t *got = boost_calloc(n ? n : 1, sizeof *got);
-  chunk_reader cr = {.threads = ckpt_trainer_waiting(s) && s->cfg.train.threads > 1 ? s->cfg.train.threads : 1};
+  uint64_t *got = boost_try_calloc(n ? n : 1, sizeof *got);
+  if (!got && ok) {
+    boost_msgf(err, errlen, "read-back: out of memory (%zu checksums)", n);
+    ok = 0;
+  }
+  chunk_reader cr = {.threads = ckpt_work_threads(s)};
   char dpath[TENSOR_NAME_MAX + 48];
   /* Every rank opens every dataset, in the same order (as a load does); the
    * ranks that wrote a band read it back. */
-  for (size_t k = 0; f >= 0 && k < n; k++) {
+  for (size_t k = 0; f >= 0 && got && k < n; k++) {
     const ckpt_entry *e = &s->ents[k / CKPT_NUM_CATEGORIES];
     const int c = (int)(k % CKPT_NUM_CATEGORIES);
     boost_msgf(dpath, sizeof dpath, "read-back of %s/%s", ckpt_category_group[c], e->name);
@@ -283,7 +299,7 @@ int ckpt_readback(ckpt_session *s, const char *path, const uint64_t *sums, char 
     ok = 0;
   }
   int all_ok = ckpt_all_true(s, ok);
-  if (all_ok) {
+  if (all_ok) { /* every rank has its sums here */
     MPI_Allreduce(MPI_IN_PLACE, got, (int)(n ? n : 1), MPI_UINT64_T, MPI_SUM, s->comm);
     for (size_t k = 0; k < n && all_ok; k++)
       if (got[k] != sums[k]) {

@@ -76,18 +76,18 @@ static int commit(ckpt_session *s, const save_job *j, int ok, const char *tmp_na
     if (ok) {
       struct stat stt;
       if (stat(path, &stt) == 0) r->file_bytes = (double)stt.st_size;
-      int rc = ckpt_fs_commit(s->set.dir, tmp_name, name, cerr, sizeof cerr);
+      int rc = ckpt_fs_commit(s->cfg.dir, tmp_name, name, cerr, sizeof cerr);
       if (rc == 0 && s->set.dirsync_fail_step == j->step) { /* test hook: the rename happened, its fsync "failed" */
-        boost_msgf(cerr, sizeof cerr, "fsync %s: %s (injected, BOOST_CKPT_TEST_DIRSYNC_FAIL)", s->set.dir, strerror(EIO));
+        boost_msgf(cerr, sizeof cerr, "fsync %s: %s (injected, BOOST_CKPT_TEST_DIRSYNC_FAIL)", s->cfg.dir, strerror(EIO));
         rc = 1;
       }
       committed = rc >= 0;
       if (rc > 0) /* renamed: the file is there and will be loaded, even if the directory fsync failed */
         fprintf(stderr, "boost: warning: checkpoint %s committed, but %s\n", name, cerr);
-      if (committed) r->latest_ok = ckpt_fs_write_latest(s->set.dir, name, cerr, sizeof cerr) == 0;
+      if (committed) r->latest_ok = ckpt_fs_write_latest(s->cfg.dir, name, cerr, sizeof cerr) == 0;
       /* Retention only behind a good `latest`: it never deletes what `latest` names. */
       if (committed && r->latest_ok)
-        ckpt_fs_retain(s->set.dir, j->step, s->cfg.ckpt.keep_last, s->cfg.ckpt.keep_every, r->retention,
+        ckpt_fs_retain(s->cfg.dir, j->step, s->cfg.keep_last, s->cfg.keep_every, r->retention,
                        sizeof r->retention);
     }
     if (!committed) unlink(path);
@@ -112,20 +112,22 @@ void ckpt_do_save(ckpt_session *s, save_result *r) {
   r->stall_s = j->stall_s;
   r->wait_prev_s = j->wait_prev_s;
   if (j->deferred) { /* the copy training waits for before its next update */
-    ckpt_copy_to_stage(s, 0);
+    ckpt_copy_to_stage(s, 1);
     pthread_mutex_lock(&s->sync.mu);
     s->sync.staged = 1;
     pthread_cond_broadcast(&s->sync.cv);
     pthread_mutex_unlock(&s->sync.mu);
+    ckpt_stage_moments(s); /* ZeRO-1, from the host copies: training goes on meanwhile */
   }
   size_t nsum;
   uint64_t *sums = checksums(s, j, &nsum);
   char name[64], tmp_name[80], path[PATH_MAX + 96], err[REASON_MAX] = "";
   ckpt_file_name(name, sizeof name, j->step);
   boost_msgf(tmp_name, sizeof tmp_name, "%s" CKPT_TMP_SUFFIX, name);
-  boost_msgf(path, sizeof path, "%s/%s", s->set.dir, tmp_name);
-  int ok = !j->acts.failed;
-  if (!ok) boost_msgf(err, sizeof err, "out of memory staging the activations");
+  boost_msgf(path, sizeof path, "%s/%s", s->cfg.dir, tmp_name);
+  int ok = !j->acts.failed && !j->oom;
+  if (!ok)
+    boost_msgf(err, sizeof err, "out of memory staging the %s", j->oom ? "metadata and loss history" : "activations");
   ok = ckpt_agree(s, ok, err, r->reason, sizeof r->reason) && ckpt_write_file(s, j, path, sums, r, err, sizeof err);
   if (ok && s->rank == 0) ckpt_fs_trim(path);
   const double t_enc = boost_now_s();

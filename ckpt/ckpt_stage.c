@@ -1,38 +1,57 @@
-/* Staging: what a checkpoint writes is copied out of the live arenas (by
- * the training thread, or deferred to the writer while the next
- * forward/backward runs), and the activations the trainer hands over are
- * copied into the job's buffer. */
+/* Staging: what a checkpoint writes goes from the arenas (backend memory)
+ * into the host staging buffer through the backend's copies -- by the
+ * training thread at the step boundary, or deferred to the writer thread on
+ * the backend's copy stream while the next forward/backward runs -- and a
+ * verified load goes the other way. ZeRO-1 moments and the replicas' bands
+ * move between ranks through the comm layer on host memory (s->hcomm). The
+ * activations the trainer hands over are copied into the job's buffer. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "ckpt_internal.h"
 
-/* Copies what this rank writes from the live arenas into the staging buffer
- * (sharded ZeRO-1 moments excepted: ckpt_stage_moments brought them). */
-void ckpt_copy_to_stage(ckpt_session *s, int parallel) {
+/* The arena address of rows [r0, ...) of entry e's tensor in category c
+ * (backend memory: an address, never dereferenced here). */
+static float *arena_rows(const ckpt_session *s, const ckpt_entry *e, int c, int64_t r0) {
   const tensor_registry *reg = s->reg;
-  for (int i = 0; i < s->nent; i++) {
-    const ckpt_entry *e = &s->ents[i];
-    for (int c = 0; c < CKPT_NUM_CATEGORIES; c++) {
-      if (e->stage_off[c] == CKPT_NO_STAGE || (c != 0 && registry_moments_sharded(reg))) continue;
-      const tensor_desc *t = &reg->tensors[e->local];
-      const size_t rf = ckpt_row_floats(t), at = t->arena_offset + (size_t)e->r0[c] * rf;
-      const float *src = c == 0 ? reg->arena[TENSOR_PARAMS] + at : registry_moment_at(reg, ckpt_category_arena[c], at);
-      float *dst = s->stage + e->stage_off[c];
-      const size_t n = (size_t)(e->r1[c] - e->r0[c]) * rf, blk = (size_t)1 << 18;
-      if (parallel && n > blk) {
-        const long nb = (long)((n + blk - 1) / blk);
-#pragma omp parallel for schedule(static)
-        for (long b = 0; b < nb; b++) {
-          const size_t o = (size_t)b * blk, k = n - o < blk ? n - o : blk;
-          memcpy(dst + o, src + o, k * sizeof(float));
-        }
-      } else {
-        memcpy(dst, src, n * sizeof(float));
-      }
-    }
-  }
+  const tensor_desc *t = &reg->tensors[e->local];
+  const size_t at = t->arena_offset + (size_t)r0 * ckpt_row_floats(t);
+  return c == 0 ? reg->arena[TENSOR_PARAMS] + at : registry_moment_at(reg, ckpt_category_arena[c], at);
+}
+
+/* The host exchange buffer (ckpt_stage_alloc sized it). */
+static float *xbuf(ckpt_session *s, size_t floats) {
+  BOOST_ASSERT(floats <= s->xbuf_floats);
+  return s->xbuf;
+}
+
+int ckpt_stage_alloc(ckpt_session *s, char *err, size_t errlen) {
+  boost_backend *be = s->reg->be;
+  size_t load_floats = ckpt_plan_load(s->ents, s->nent, s->reg);
+  if (load_floats > s->stage_floats) s->stage_floats = load_floats;
+  if (s->grid->dp > 1) /* whole tensors and ZeRO-1 chunk pieces, one at a time */
+    for (int i = 0; i < s->reg->count; i++)
+      if (s->reg->tensors[i].numel > s->xbuf_floats) s->xbuf_floats = s->reg->tensors[i].numel;
+  const size_t mchunk_floats = registry_moments_sharded(s->reg) ? 2 * (s->reg->mom_end - s->reg->mom_begin) : 0;
+  /* Allocated and touched now (zero-filled): a checkpoint is always written
+   * at the end of a run, and faulting the pages in at the first checkpoint
+   * would make its deferred copy outlast the next step. */
+  s->stage = s->stage_floats ? be->mem->host_alloc(be, s->stage_floats * sizeof(float)) : NULL;
+  s->xbuf = s->xbuf_floats ? be->mem->host_alloc(be, s->xbuf_floats * sizeof(float)) : NULL;
+  s->mchunk = mchunk_floats ? be->mem->host_alloc(be, mchunk_floats * sizeof(float)) : NULL;
+  if ((s->stage_floats && !s->stage) || (s->xbuf_floats && !s->xbuf) || (mchunk_floats && !s->mchunk))
+    return boost_err(err, errlen, "out of host memory for checkpoint staging (%.1f MiB)",
+                     4.0 * (double)(s->stage_floats + s->xbuf_floats + mchunk_floats) / (1 << 20));
+  return 0;
+}
+
+void ckpt_stage_free(ckpt_session *s) {
+  boost_backend *be = s->reg->be;
+  if (s->stage) be->mem->host_free(be, s->stage);
+  if (s->xbuf) be->mem->host_free(be, s->xbuf);
+  if (s->mchunk) be->mem->host_free(be, s->mchunk);
+  s->stage = s->xbuf = s->mchunk = NULL;
 }
 
 /* ---- ZeRO-1 moments --------------------------------------------------------------
@@ -40,8 +59,8 @@ void ckpt_copy_to_stage(ckpt_session *s, int parallel) {
  * in bands of rows per replica (ckpt_band_of). Both are contiguous ranges
  * of the arena index space, so for one tensor the pieces a replica sends
  * to the others are consecutive in its buffer, in replica order: one
- * MPI_Alltoallv per tensor and category moves them (each element once),
- * without a whole copy of the moments anywhere. */
+ * all-to-all per tensor and category moves them (each element once) between
+ * a host copy of this replica's piece of the chunk and its band. */
 
 static void intersect(size_t a0, size_t a1, size_t b0, size_t b1, size_t *x0, size_t *x1) {
   *x0 = a0 > b0 ? a0 : b0;
@@ -49,36 +68,82 @@ static void intersect(size_t a0, size_t a1, size_t b0, size_t b1, size_t *x0, si
   if (*x1 < *x0) *x1 = *x0;
 }
 
-void ckpt_exchange_moments(ckpt_session *s, const ckpt_entry *e, int c, float *band, int to_bands) {
+/* Who sends what for entry e, category c: the piece [*m0, *m1) of this
+ * replica's chunk that holds the tensor, cut by the replicas' bands (cc/cd,
+ * displacements from m0), and this replica's band cut by their chunks
+ * (bc/bd, from the band's start). Arrays of dp. */
+static void moment_counts(const ckpt_session *s, const ckpt_entry *e, int c, size_t *cc, size_t *cd, size_t *bc,
+                          size_t *bd, size_t *m0, size_t *m1) {
   const tensor_registry *reg = s->reg;
   const tensor_desc *t = &reg->tensors[e->local];
   const int dp = s->grid->dp, me = s->grid->dp_rank;
   const size_t rf = ckpt_row_floats(t), t0 = t->arena_offset, t1 = t0 + t->numel, len = reg->mom_end - reg->mom_begin;
   BOOST_ASSERT(reg->mom_shards == dp && reg->mom_begin == len * (size_t)me);
-  int *cc = boost_calloc((size_t)dp * 4, sizeof *cc), *cd = cc + dp, *bc = cc + 2 * dp, *bd = cc + 3 * dp;
-  size_t m0, m1, mine0, mine1;
-  intersect(t0, t1, reg->mom_begin, reg->mom_end, &m0, &m1); /* this tensor in my chunk */
+  intersect(t0, t1, reg->mom_begin, reg->mom_end, m0, m1); /* this tensor in my chunk */
   int64_t a, b;
   ckpt_band_of(e, t, c, me, dp, &a, &b);
   const size_t band0 = t0 + (size_t)a * rf, band1 = t0 + (size_t)b * rf; /* my band */
   for (int k = 0; k < dp; k++) {
     size_t x0, x1;
     ckpt_band_of(e, t, c, k, dp, &a, &b); /* replica k's band against my chunk */
-    intersect(t0 + (size_t)a * rf, t0 + (size_t)b * rf, m0, m1, &x0, &x1);
-    cc[k] = (int)(x1 - x0);
-    cd[k] = x1 > x0 ? (int)(x0 - m0) : 0;
-    intersect(band0, band1, len * (size_t)k, len * (size_t)(k + 1), &mine0, &mine1); /* my band against k's chunk */
-    bc[k] = (int)(mine1 - mine0);
-    bd[k] = mine1 > mine0 ? (int)(mine0 - band0) : 0;
+    intersect(t0 + (size_t)a * rf, t0 + (size_t)b * rf, *m0, *m1, &x0, &x1);
+    cc[k] = x1 - x0;
+    cd[k] = x1 > x0 ? x0 - *m0 : 0;
+    intersect(band0, band1, len * (size_t)k, len * (size_t)(k + 1), &x0, &x1); /* my band against k's chunk */
+    bc[k] = x1 - x0;
+    bd[k] = x1 > x0 ? x0 - band0 : 0;
   }
-  float no_chunk = 0.0f, no_band = 0.0f; /* distinct: send and receive buffers must not alias */
-  float *chunk = m1 > m0 ? registry_moment_at(reg, ckpt_category_arena[c], m0) : &no_chunk;
-  if (!band || band1 == band0) band = &no_band;
-  if (to_bands)
-    MPI_Alltoallv(chunk, cc, cd, MPI_FLOAT, band, bc, bd, MPI_FLOAT, s->dp_comm);
-  else
-    MPI_Alltoallv(band, bc, bd, MPI_FLOAT, chunk, cc, cd, MPI_FLOAT, s->dp_comm);
-  boost_free(cc);
+}
+
+/* A save's moments of entry e, category c, into its band (NULL when this
+ * replica's band is empty) from the chunk owners, each sending from its
+ * host copy of its chunk (s->mchunk). Collective over dp. */
+static void stage_moment(ckpt_session *s, const ckpt_entry *e, int c, float *band) {
+  const int dp = s->grid->dp;
+  const size_t len = s->reg->mom_end - s->reg->mom_begin;
+  size_t *cnt = boost_calloc((size_t)dp * 4, sizeof *cnt), m0, m1;
+  moment_counts(s, e, c, cnt, cnt + dp, cnt + 2 * dp, cnt + 3 * dp, &m0, &m1);
+  const float *piece = s->mchunk + (size_t)(c - 1) * len + (m1 > m0 ? m0 - s->reg->mom_begin : 0);
+  comm_alltoallv_f32(&s->hcomm, COMM_DP, piece, cnt, cnt + dp, band, cnt + 2 * dp, cnt + 3 * dp);
+  boost_free(cnt);
+}
+
+/* ZeRO-1: a load's moment band of entry e, category c (host) to the chunk
+ * owners, each uploading its piece. Collective over dp. */
+static void load_moment(ckpt_session *s, const ckpt_entry *e, int c, const float *band) {
+  boost_backend *be = s->reg->be;
+  const int dp = s->grid->dp;
+  size_t *cnt = boost_calloc((size_t)dp * 4, sizeof *cnt), m0, m1;
+  moment_counts(s, e, c, cnt, cnt + dp, cnt + 2 * dp, cnt + 3 * dp, &m0, &m1);
+  float *piece = xbuf(s, m1 > m0 ? m1 - m0 : 1);
+  comm_alltoallv_f32(&s->hcomm, COMM_DP, band, cnt + 2 * dp, cnt + 3 * dp, piece, cnt, cnt + dp);
+  if (m1 > m0)
+    be->mem->upload(be, registry_moment_at(s->reg, ckpt_category_arena[c], m0), piece, (m1 - m0) * sizeof(float));
+  boost_free(cnt);
+}
+
+/* ---- a save: arenas -> staging ----------------------------------------------- */
+
+void ckpt_copy_to_stage(ckpt_session *s, int async) {
+  const tensor_registry *reg = s->reg;
+  boost_backend *be = reg->be;
+  const int sharded = registry_moments_sharded(reg);
+  for (int i = 0; i < s->nent; i++) {
+    const ckpt_entry *e = &s->ents[i];
+    for (int c = 0; c < CKPT_NUM_CATEGORIES; c++) {
+      if (e->stage_off[c] == CKPT_NO_STAGE || (c != 0 && sharded)) continue;
+      const size_t bytes = (size_t)(e->r1[c] - e->r0[c]) * ckpt_row_floats(&reg->tensors[e->local]) * sizeof(float);
+      if (async) be->mem->download_async(be, s->stage + e->stage_off[c], arena_rows(s, e, c, e->r0[c]), bytes);
+      else be->mem->download(be, s->stage + e->stage_off[c], arena_rows(s, e, c, e->r0[c]), bytes);
+    }
+  }
+  const size_t len = reg->mom_end - reg->mom_begin;
+  for (int c = 1; sharded && c < CKPT_NUM_CATEGORIES; c++) { /* ZeRO-1: this replica's chunks, whole */
+    float *dst = s->mchunk + (size_t)(c - 1) * len;
+    if (async) be->mem->download_async(be, dst, reg->arena[ckpt_category_arena[c]], len * sizeof(float));
+    else be->mem->download(be, dst, reg->arena[ckpt_category_arena[c]], len * sizeof(float));
+  }
+  if (async) be->mem->copy_sync(be);
 }
 
 void ckpt_stage_moments(ckpt_session *s) {
@@ -88,8 +153,52 @@ void ckpt_stage_moments(ckpt_session *s) {
     /* the replicas of one dp group agree on this: they share tp and pp ranks */
     if (e->local < 0 || !e->primary || e->writer_stage != s->grid->pp_rank) continue;
     for (int c = 1; c < CKPT_NUM_CATEGORIES; c++)
-      ckpt_exchange_moments(s, e, c, e->stage_off[c] != CKPT_NO_STAGE ? s->stage + e->stage_off[c] : NULL, 1);
+      stage_moment(s, e, c, e->stage_off[c] != CKPT_NO_STAGE ? s->stage + e->stage_off[c] : NULL);
   }
+}
+
+/* ---- a verified load: staging -> arenas ------------------------------------- */
+
+/* Band (e, c) of every replica, all-gathered into the whole local tensor
+ * on the host, then uploaded (dp = 1: the band is the whole tensor). */
+static void load_whole(ckpt_session *s, const ckpt_entry *e, int c) {
+  boost_backend *be = s->reg->be;
+  const tensor_desc *t = &s->reg->tensors[e->local];
+  const int dp = s->grid->dp;
+  const size_t rf = ckpt_row_floats(t);
+  const float *band = e->load_off[c] != CKPT_NO_STAGE ? s->stage + e->load_off[c] : NULL;
+  if (dp == 1) {
+    if (band) be->mem->upload(be, arena_rows(s, e, c, 0), band, t->numel * sizeof(float));
+    return;
+  }
+  size_t *cnt = boost_calloc((size_t)dp * 4, sizeof *cnt);
+  int64_t a, b;
+  for (int k = 0; k < dp; k++) {
+    ckpt_band_of(e, t, c, k, dp, &a, &b);
+    cnt[2 * dp + k] = (size_t)(b - a) * rf; /* from replica k: its band, at its rows */
+    cnt[3 * dp + k] = (size_t)a * rf;
+    if (k == s->grid->dp_rank) /* to every replica: mine */
+      for (int q = 0; q < dp; q++) cnt[q] = (size_t)(b - a) * rf;
+  }
+  float *whole = xbuf(s, t->numel ? t->numel : 1);
+  comm_alltoallv_f32(&s->hcomm, COMM_DP, band, cnt, cnt + dp, whole, cnt + 2 * dp, cnt + 3 * dp);
+  if (t->numel) be->mem->upload(be, arena_rows(s, e, c, 0), whole, t->numel * sizeof(float));
+  boost_free(cnt);
+}
+
+void ckpt_upload_loaded(ckpt_session *s) {
+  const int sharded = registry_moments_sharded(s->reg);
+  for (int i = 0; i < s->nent; i++) {
+    const ckpt_entry *e = &s->ents[i];
+    if (e->local < 0) continue;
+    for (int c = 0; c < CKPT_NUM_CATEGORIES; c++) {
+      if (c != 0 && sharded)
+        load_moment(s, e, c, e->load_off[c] != CKPT_NO_STAGE ? s->stage + e->load_off[c] : NULL);
+      else
+        load_whole(s, e, c);
+    }
+  }
+  registry_refresh_work(s->reg); /* the working copy the ops read */
 }
 
 /* ---- activations ----------------------------------------------------------- */

@@ -109,14 +109,10 @@ int ckpt_build_table(ckpt_session *s, char *err, size_t errlen) {
   int rc = gather_union(s, err, errlen);
   if (rc == 0) rc = mark_primary(s, err, errlen);
   for (int i = 0; rc == 0 && i < s->reg->count; i++)
-    if ((size_t)s->reg->tensors[i].numel > (size_t)INT_MAX) /* one MPI_Allgatherv per tensor on load */
+    if ((size_t)s->reg->tensors[i].numel > (size_t)INT_MAX) /* MPI counts of one tensor's exchange on load */
       rc = boost_err(err, errlen, "tensor %s has %zu elements on one rank, more than checkpoints handle (2^31 - 1): "
                      "use more tensor-parallel ranks", s->reg->tensors[i].name, s->reg->tensors[i].numel);
   if (rc != 0) return -1;
   s->stage_floats = ckpt_plan(s->ents, s->nent, s->reg, s->grid->dp, s->grid->dp_rank, s->grid->pp_rank);
-  /* Allocated and touched now (zero-filled): a checkpoint is always written
-   * at the end of a run, and faulting the pages in at the first checkpoint
-   * would make its deferred copy outlast the next step. */
-  s->stage = s->stage_floats ? boost_calloc(s->stage_floats, sizeof(float)) : NULL;
   return 0;
 }

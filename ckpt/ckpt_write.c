@@ -7,7 +7,6 @@
  *    their hyperslab, the others nothing (filtered parallel writes are
  *    collective), and HDF5 runs the filters.
  * The first failure on any rank stops every rank at the next agreement. */
-#include <cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -20,7 +19,6 @@
 #include "ckpt_internal.h"
 #include "ckpt_vfd.h"
 #include "h5z_zstd.h"
-#include "optim.h"
 
 typedef struct {
   ckpt_session *s;
@@ -55,7 +53,7 @@ static void write_dataset_direct(writer *w, hid_t loc, const char *path, const c
   hid_t dset = -1;
   if (s->rank == 0) {
     hid_t space = H5Screate_simple(ndim, dims, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    if (space < 0 || dcpl < 0 || h5z_zstd_set_dcpl(dcpl, ndim, chunk, s->cfg.ckpt.level) < 0 ||
+    if (space < 0 || dcpl < 0 || h5z_zstd_set_dcpl(dcpl, ndim, chunk, s->cfg.level) < 0 ||
         H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) < 0 ||
         (dset = H5Dcreate2(loc, name, ftype, space, H5P_DEFAULT, dcpl, H5P_DEFAULT)) < 0)
       wfail(w, "H5Dcreate %s", path);
@@ -66,8 +64,8 @@ static void write_dataset_direct(writer *w, hid_t loc, const char *path, const c
   const int has = count != NULL && buf != NULL;
   /* All of the rank's cores while training waits for this save (a final
    * save, synchronous saves); one beside training otherwise. */
-  const int threads = ckpt_trainer_waiting(s) && s->cfg.train.threads > 1 ? s->cfg.train.threads : 1;
-  if (!ckpt_direct_write(s->direct, s->comm, dset, w->fd, ndim, gshape, chunk, H5Tget_size(ftype), s->cfg.ckpt.level,
+  const int threads = ckpt_work_threads(s);
+  if (!ckpt_direct_write(s->direct, s->comm, dset, w->fd, ndim, gshape, chunk, H5Tget_size(ftype), s->cfg.level,
                          threads, has ? start : NULL, has ? count : NULL, has ? buf : NULL, &stored, why,
                          sizeof why) &&
       w->ok) {
@@ -110,7 +108,7 @@ static void write_dataset(writer *w, hid_t loc, const char *path, const char *na
   if (space < 0 || dcpl < 0) wfail(w, "creating the dataspace of %s", path);
   if (filtered && n > 0) {
     ckpt_chunk_dims(ndim, gshape, chunk);
-    if (h5z_zstd_set_dcpl(dcpl, ndim, chunk, s->cfg.ckpt.level) < 0) wfail(w, "zstd filter setup for %s", path);
+    if (h5z_zstd_set_dcpl(dcpl, ndim, chunk, s->cfg.level) < 0) wfail(w, "zstd filter setup for %s", path);
   }
   H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
   hid_t dset = H5Dcreate2(loc, name, ftype, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
@@ -160,44 +158,29 @@ static hid_t make_group(writer *w, const char *path) {
   return gid;
 }
 
-static char *layout_json(const ckpt_session *s) {
-  cJSON *o = cJSON_CreateObject();
-  cJSON_AddNumberToObject(o, "world_size", s->world_size);
-  cJSON_AddNumberToObject(o, "dp", s->grid->dp);
-  cJSON_AddNumberToObject(o, "tp", s->grid->tp);
-  cJSON_AddNumberToObject(o, "pp", s->grid->pp);
-  cJSON_AddStringToObject(o, "tp_mode", tp_mode_names[s->mode]);
-  cJSON_AddNumberToObject(o, "zero", s->cfg.parallel.zero);
-  char *txt = cJSON_PrintUnformatted(o);
-  cJSON_Delete(o);
-  return txt;
-}
-
+/* The run's metadata block with the package's own fields, written through
+ * the schema (ckpt_meta.h). */
 static void write_root_attrs(writer *w, const save_job *j) {
   ckpt_session *s = w->s;
   if (w->direct && s->rank != 0) return;
-  hid_t f = w->file;
-  char *cfg_json = config_to_json(&s->cfg), *lay = layout_json(s);
-  int rc = 0;
-  rc |= ckpt_attr_put_str(f, "format", CKPT_FORMAT_NAME);
-  rc |= ckpt_attr_put_i64(f, "format_version", CKPT_FORMAT_VERSION);
-  rc |= ckpt_attr_put_str(f, "software_version", BOOST_VERSION);
-  rc |= ckpt_attr_put_str(f, "checksum_algorithm", CKPT_CHECKSUM_ALGORITHM);
-  rc |= ckpt_attr_put_i64(f, "step", j->step);
-  rc |= ckpt_attr_put_i64(f, "lr_schedule_step", j->step);
-  rc |= ckpt_attr_put_f64(f, "lr_next", (double)lr_at(&s->cfg, (int)j->step));
-  rc |= ckpt_attr_put_i64(f, "adam_t", j->step);
-  rc |= ckpt_attr_put_i64(f, "data_cursor", j->data_cursor);
-  rc |= ckpt_attr_put_f64(f, "tokens_seen", j->tokens_seen);
-  rc |= ckpt_attr_put_i64(f, "train_seed", s->cfg.train.seed);
-  rc |= ckpt_attr_put_i64(f, "data_seed", s->cfg.data.seed);
-  rc |= ckpt_attr_put_str(f, "config", cfg_json ? cfg_json : "{}");
-  rc |= ckpt_attr_put_str(f, "layout", lay ? lay : "{}");
-  rc |= ckpt_attr_put_str(f, "activations", acts_mode_names[s->cfg.ckpt.activations]);
-  rc |= ckpt_attr_put_i64(f, "n_tensors", s->nent);
-  if (rc) wfail(w, "root attributes of %s", "the checkpoint");
-  free(cfg_json);
-  free(lay);
+  ckpt_meta m;
+  if (ckpt_meta_copy(&m, &j->meta) != 0) {
+    wfail(w, "root attributes of %s: out of memory", "the checkpoint");
+    ckpt_meta_free(&m);
+    return;
+  }
+  int rc = ckpt_meta_set_str(&m, CKPT_META_F_format, CKPT_FORMAT_NAME);
+  rc |= ckpt_meta_set_str(&m, CKPT_META_F_software_version, BOOST_VERSION);
+  rc |= ckpt_meta_set_str(&m, CKPT_META_F_checksum_algorithm, CKPT_CHECKSUM_ALGORITHM);
+  CKPT_META_SET(&m, format_version, CKPT_FORMAT_VERSION);
+  CKPT_META_SET(&m, n_tensors, s->nent);
+  char why[REASON_MAX];
+  if (rc != 0) wfail(w, "root attributes of %s: out of memory", "the checkpoint");
+  else if (ckpt_meta_write(w->file, &m, why, sizeof why) != 0 && w->ok) {
+    boost_msgf(w->err, sizeof w->err, "%s", why);
+    w->ok = 0;
+  }
+  ckpt_meta_free(&m);
 }
 
 double ckpt_raw_bytes(const ckpt_session *s, const save_job *j) {
@@ -277,6 +260,32 @@ static void create_file(writer *w, const char *path, char *err, size_t errlen) {
   H5Pclose(fapl);
 }
 
+/* The stored activations (group /activations), sums[a] the checksum of
+ * dataset a; every rank takes part (collective). */
+static void write_activations(writer *w, const save_job *j, const uint64_t *sums) {
+  ckpt_session *s = w->s;
+  hid_t ga = make_group(w, CKPT_GROUP_ACTS);
+  if (ga >= 0) {
+    int rc = ckpt_attr_put_str(ga, "mode", ckpt_meta_str(&j->meta, CKPT_META_F_activations));
+    rc |= ckpt_attr_put_str(ga, "weights", "recomputed at save time with the weights of this checkpoint");
+    rc |= ckpt_attr_put_i64(ga, "micro_batch", j->acts.act_B);
+    rc |= ckpt_attr_put_i64(ga, "seq_len", j->acts.act_T);
+    if (rc) wfail(w, "attributes of %s", CKPT_GROUP_ACTS);
+  }
+  char path_ds[ACT_NAME_MAX + 32];
+  int go = 1;
+  for (int a = 0; go && a < j->acts.nact; a++) {
+    const act_item *it = &j->acts.acts[a];
+    hid_t ft = it->d.type == CKPT_ACT_F32 ? H5T_IEEE_F32LE : it->d.type == CKPT_ACT_I32 ? H5T_STD_I32LE : H5T_STD_I64LE;
+    hid_t mt = it->d.type == CKPT_ACT_F32 ? H5T_NATIVE_FLOAT : it->d.type == CKPT_ACT_I32 ? H5T_NATIVE_INT32 : H5T_NATIVE_INT64;
+    boost_msgf(path_ds, sizeof path_ds, CKPT_GROUP_ACTS "/%s", it->d.name);
+    write_dataset(w, ga, path_ds, it->d.name, ft, mt, it->d.ndim, it->d.shape, 1, it->start, it->has ? it->count : NULL,
+                  it->has ? j->acts.act_buf + it->off : NULL, sums[a], SIZE_ACTS);
+    go = ckpt_all_true(s, w->ok);
+  }
+  if (ga >= 0) H5Gclose(ga);
+}
+
 /* Writes the whole file; returns this rank's ok. */
 int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, const uint64_t *sums, save_result *r,
                       char *err, size_t errlen) {
@@ -331,26 +340,7 @@ int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, const uint64
       if (gs >= 0) H5Gclose(gs);
       go = ckpt_all_true(s, w.ok);
     }
-    if (go && j->acts.nact > 0) {
-      hid_t ga = make_group(&w, CKPT_GROUP_ACTS);
-      if (ga >= 0) {
-        int rc = ckpt_attr_put_str(ga, "mode", acts_mode_names[s->cfg.ckpt.activations]);
-        rc |= ckpt_attr_put_str(ga, "weights", "recomputed at save time with the weights of this checkpoint");
-        rc |= ckpt_attr_put_i64(ga, "micro_batch", j->acts.act_B);
-        rc |= ckpt_attr_put_i64(ga, "seq_len", j->acts.act_T);
-        if (rc) wfail(&w, "attributes of %s", CKPT_GROUP_ACTS);
-      }
-      for (int a = 0; go && a < j->acts.nact; a++) {
-        const act_item *it = &j->acts.acts[a];
-        hid_t ft = it->d.type == CKPT_ACT_F32 ? H5T_IEEE_F32LE : it->d.type == CKPT_ACT_I32 ? H5T_STD_I32LE : H5T_STD_I64LE;
-        hid_t mt = it->d.type == CKPT_ACT_F32 ? H5T_NATIVE_FLOAT : it->d.type == CKPT_ACT_I32 ? H5T_NATIVE_INT32 : H5T_NATIVE_INT64;
-        boost_msgf(path_ds, sizeof path_ds, CKPT_GROUP_ACTS "/%s", it->d.name);
-        write_dataset(&w, ga, path_ds, it->d.name, ft, mt, it->d.ndim, it->d.shape, 1, it->start, it->has ? it->count : NULL,
-                      it->has ? j->acts.act_buf + it->off : NULL, sums[(size_t)s->nent * CKPT_NUM_CATEGORIES + 1 + a], SIZE_ACTS);
-        go = ckpt_all_true(s, w.ok);
-      }
-      if (ga >= 0) H5Gclose(ga);
-    }
+    if (go && j->acts.nact > 0) write_activations(&w, j, sums + (size_t)s->nent * CKPT_NUM_CATEGORIES + 1);
   }
   H5Pclose(w.dxpl);
   if (w.direct) {

@@ -4,6 +4,7 @@
 #define BOOST_UTIL_H
 
 #include <stddef.h>
+#include <string.h>
 
 /* Formats a one-line message into err (truncating, never overrunning);
  * returns -1, so `return boost_err(err, errlen, "...", ...);` reports an
@@ -12,6 +13,12 @@ int boost_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((for
 
 /* snprintf into a bounded buffer whose truncation is intended. */
 void boost_msgf(char *out, size_t outlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Whether s ends with suffix. */
+static inline int boost_ends_with(const char *s, const char *suffix) {
+  const size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && strcmp(s + n - m, suffix) == 0;
+}
 
 /* Monotonic wall clock, and the calling thread's CPU time, in seconds. */
 double boost_now_s(void);

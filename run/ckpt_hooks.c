@@ -1,9 +1,13 @@
 #include "ckpt_hooks.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "data.h"
+#include "optim.h"
+#include "preempt.h"
 
 /* p2p tag of the recompute forward (no other message is in flight at a step
  * boundary) */
@@ -44,8 +48,10 @@ static void add_from_backend(model *m, ckpt_acts_sink *sink, const char *name, i
   ckpt_acts_add(sink, name, CKPT_ACT_F32, ndim, shape, start, count, has, *host);
 }
 
-static void activations(void *ctx, const train_state *st, acts_mode mode, ckpt_acts_sink *sink) {
+static void activations(void *ctx, ckpt_acts_sink *sink) {
   trainer_ckpt_ctx *c = ctx;
+  const train_state *st = c->st;
+  const acts_mode mode = c->cfg->ckpt.activations;
   int have = mode != ACTS_NONE && st->last_tokens && st->last_B > 0 && st->last_T > 0;
   if (!comm_control_min_int(c->comm, COMM_WORLD, have)) return;
   model *m = c->m;
@@ -63,12 +69,12 @@ static void activations(void *ctx, const train_state *st, acts_mode mode, ckpt_a
   if (g->pp_rank == 0) {
     const int64_t sh[2] = {nseq, T}, st0[2] = {seq0, 0}, ct[2] = {B, T};
     ckpt_acts_add(sink, "tokens", CKPT_ACT_I32, 2, sh, st0, ct, replica_writes && g->tp_rank == 0, st->last_tokens);
-    /* Global sample index of each sequence (the trainer's order: cursor
-     * before the step + ((accum - 1) * dp + dp_rank) * B + b). */
+    /* Global sample index of each sequence: the step's last micro-batch,
+     * counted from the cursor before the step. */
     int64_t *idx = boost_calloc((size_t)B, sizeof *idx);
-    const int64_t global_batch = (int64_t)B * c->cfg->train.grad_accum * dp;
-    for (int b = 0; b < B; b++)
-      idx[b] = st->data_cursor - global_batch + ((int64_t)(c->cfg->train.grad_accum - 1) * dp + g->dp_rank) * B + b;
+    const int accum = c->cfg->train.grad_accum;
+    const int64_t cursor = st->data_cursor - (int64_t)B * accum * dp;
+    for (int b = 0; b < B; b++) idx[b] = data_sample_index(cursor, accum - 1, dp, g->dp_rank, B, b);
     const int64_t sh1[1] = {nseq}, st1[1] = {seq0}, ct1[1] = {B};
     ckpt_acts_add(sink, "sample_index", CKPT_ACT_I64, 1, sh1, st1, ct1, replica_writes && g->tp_rank == 0, idx);
     boost_free(idx);
@@ -111,13 +117,76 @@ static void activations(void *ctx, const train_state *st, acts_mode mode, ckpt_a
   boost_free(host);
 }
 
-static void reset(void *ctx) {
-  trainer_ckpt_ctx *c = ctx;
-  model *m = c->m;
-  model_init_params(m, (uint64_t)c->cfg->train.seed);
-  const size_t nmom = m->reg.mom_end - m->reg.mom_begin;
-  m->be->mem->zero(m->be, m->reg.arena[TENSOR_ADAM_M], nmom * sizeof(float));
-  m->be->mem->zero(m->be, m->reg.arena[TENSOR_ADAM_V], nmom * sizeof(float));
+ckpt_hooks trainer_ckpt_hooks(trainer_ckpt_ctx *ctx) { return (ckpt_hooks){ctx, ctx->m ? activations : NULL}; }
+
+void trainer_ckpt_settings(const train_config *cfg, ckpt_settings *set) {
+  memset(set, 0, sizeof *set);
+  snprintf(set->dir, sizeof set->dir, "%s", cfg->ckpt.dir);
+  _Static_assert((int)RESUME_AUTO == (int)CKPT_FROM_AUTO && (int)RESUME_NONE == (int)CKPT_FROM_NONE &&
+                     (int)RESUME_PATH == (int)CKPT_FROM_PATH,
+                 "ckpt.resume's kinds are the package's");
+  set->resume.kind = (ckpt_from_kind)cfg->ckpt.resume.kind;
+  if (cfg->ckpt.resume.kind == RESUME_PATH) snprintf(set->resume.path, sizeof set->resume.path, "%s", cfg->ckpt.resume.text);
+  set->every = cfg->ckpt.every;
+  set->keep_last = cfg->ckpt.keep_last;
+  set->keep_every = cfg->ckpt.keep_every;
+  set->level = cfg->ckpt.level;
+  set->timeout = cfg->ckpt.timeout;
+  set->threads = cfg->train.threads;
+  set->activations = cfg->ckpt.activations != ACTS_NONE;
+  set->data_seed = cfg->data.seed;
+  set->abort_status = BOOST_EXIT_UNSAVED;
 }
 
-ckpt_hooks trainer_ckpt_hooks(trainer_ckpt_ctx *ctx) { return (ckpt_hooks){ctx, activations, reset}; }
+void trainer_ckpt_ctx_init(trainer_ckpt_ctx *ctx, const train_config *cfg, const process_grid *grid, comm_ctx *comm,
+                           model *m, pipeline *pipe, const train_state *st, tp_mode mode) {
+  *ctx = (trainer_ckpt_ctx){cfg, grid, comm, m, pipe, st, config_to_json(cfg), NULL};
+  ckpt_layout lay = {grid->world_size, grid->dp, grid->tp, grid->pp, cfg->parallel.zero, ""};
+  snprintf(lay.tp_mode, sizeof lay.tp_mode, "%s", tp_mode_names[mode]);
+  ctx->layout = ckpt_layout_json(&lay);
+  if (!ctx->config || !ctx->layout) boost_fail("out of memory for the checkpoints' config and layout records");
+}
+
+void trainer_ckpt_ctx_free(trainer_ckpt_ctx *ctx) {
+  free(ctx->config);
+  free(ctx->layout);
+  ctx->config = ctx->layout = NULL;
+}
+
+void trainer_ckpt_after_step(const trainer_ckpt_ctx *ctx, ckpt_session *s, const train_state *st, int force,
+                             char *status, size_t statuslen) {
+  ckpt_meta m; /* the run's root attributes (ckpt_meta.h, CKPT_META_RUN) */
+  ckpt_meta_init(&m);
+  const train_config *cfg = ctx->cfg;
+  CKPT_META_SET(&m, step, st->step);
+  CKPT_META_SET(&m, lr_schedule_step, st->step);
+  CKPT_META_SET(&m, lr_next, (double)lr_at(cfg, (int)st->step));
+  CKPT_META_SET(&m, adam_t, st->step);
+  CKPT_META_SET(&m, data_cursor, st->data_cursor);
+  CKPT_META_SET(&m, tokens_seen, st->tokens_seen);
+  CKPT_META_SET(&m, train_seed, cfg->train.seed);
+  CKPT_META_SET(&m, data_seed, cfg->data.seed);
+  int rc = ckpt_meta_set_str(&m, CKPT_META_F_config, ctx->config);
+  rc |= ckpt_meta_set_str(&m, CKPT_META_F_layout, ctx->layout);
+  rc |= ckpt_meta_set_str(&m, CKPT_META_F_activations, acts_mode_names[cfg->ckpt.activations]);
+  if (rc != 0) boost_fail("out of memory for a checkpoint's metadata");
+  ckpt_after_step(s, &m, st->loss_history, st->loss_count, force, status, statuslen);
+  ckpt_meta_free(&m);
+}
+
+int trainer_ckpt_resume(ckpt_session *s, train_state *st, char *msg, size_t msglen) {
+  ckpt_meta m;
+  float *losses;
+  int64_t n;
+  const int rc = ckpt_resume(s, &m, &losses, &n, msg, msglen);
+  if (rc == 1) {
+    st->step = m.step;
+    st->data_cursor = m.data_cursor;
+    st->tokens_seen = m.tokens_seen;
+    st->loss_count = 0;
+    for (int64_t i = 0; i < n; i++) train_state_push_loss(st, losses[i]);
+  }
+  free(losses);
+  ckpt_meta_free(&m);
+  return rc;
+}

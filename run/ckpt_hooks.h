@@ -1,5 +1,8 @@
-/* What the trainer gives the checkpoint package (ckpt.h's ckpt_hooks): the
- * recompute of the bottleneck activations a checkpoint stores. */
+/* What the run gives the checkpoint package (ckpt.h): its settings from the
+ * run's config, the metadata block of every save (the run's root
+ * attributes: its state, the LR it records next, its config and layout),
+ * the recompute of the bottleneck activations a checkpoint stores, and a
+ * loaded checkpoint's state back into the run's train_state. */
 #ifndef BOOST_CKPT_HOOKS_H
 #define BOOST_CKPT_HOOKS_H
 
@@ -9,16 +12,36 @@
 #include "grid.h"
 #include "model.h"
 #include "pipeline.h"
+#include "train_state.h"
 
 typedef struct {
   const train_config *cfg;
   const process_grid *grid;
   comm_ctx *comm;
-  model *m;
+  model *m;                /* NULL: no activations to recompute */
   pipeline *pipe;
+  const train_state *st;   /* the run's state (its last micro-batch, for the activations) */
+  char *config, *layout;   /* the run's constant root attributes (JSON) */
 } trainer_ckpt_ctx;
 
-/* Hooks over ctx (which must outlive the checkpoint session). */
+/* The checkpoint package's settings from the run's config. */
+void trainer_ckpt_settings(const train_config *cfg, ckpt_settings *set);
+
+/* ctx over the run's pieces (which must outlive the checkpoint session),
+ * with its constant root attributes; trainer_ckpt_ctx_free releases them. */
+void trainer_ckpt_ctx_init(trainer_ckpt_ctx *ctx, const train_config *cfg, const process_grid *grid, comm_ctx *comm,
+                           model *m, pipeline *pipe, const train_state *st, tp_mode mode);
+void trainer_ckpt_ctx_free(trainer_ckpt_ctx *ctx);
+
+/* Hooks over ctx. */
 ckpt_hooks trainer_ckpt_hooks(trainer_ckpt_ctx *ctx);
+
+/* ckpt_after_step with the run's metadata block for st. */
+void trainer_ckpt_after_step(const trainer_ckpt_ctx *ctx, ckpt_session *s, const train_state *st, int force,
+                             char *status, size_t statuslen);
+
+/* ckpt_resume, then the loaded step, cursor, tokens and loss history into
+ * *st. Same returns. */
+int trainer_ckpt_resume(ckpt_session *s, train_state *st, char *msg, size_t msglen);
 
 #endif

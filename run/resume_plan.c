@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckpt_hooks.h"
 #include "ckpt_peek.h"
 
 int config_dp_degree(const train_config *cfg, int world_size) {
@@ -15,7 +16,7 @@ int config_dp_degree(const train_config *cfg, int world_size) {
 typedef struct {
   int found; /* 1 resume, 0 nothing, -1 error */
   int64_t step;
-  int layout_dp, layout_tp, layout_pp;
+  ckpt_layout layout; /* the writer's */
   char path[PATH_MAX];
   char msg[2048];
 } peek_result;
@@ -38,12 +39,14 @@ static char *peek_everywhere(const train_config *cfg, MPI_Comm world, peek_resul
   ckpt_peek_info info;
   memset(&info, 0, sizeof info);
   if (rank == 0) {
-    r->found = ckpt_peek(cfg->ckpt.dir, cfg->ckpt.resume, &info, r->msg, sizeof r->msg);
+    ckpt_settings set;
+    trainer_ckpt_settings(cfg, &set);
+    char why[sizeof r->msg - 32];
+    r->found = ckpt_peek(cfg->ckpt.dir, &set.resume, &info, why, sizeof why);
+    if (r->found < 0) snprintf(r->msg, sizeof r->msg, "ckpt.resume=%s", why);
     if (r->found == 1) {
-      r->step = info.step;
-      r->layout_dp = info.layout_dp;
-      r->layout_tp = info.layout_tp;
-      r->layout_pp = info.layout_pp;
+      r->step = info.meta.step;
+      r->layout = info.layout;
       snprintf(r->path, sizeof r->path, "%s", info.path);
       if (info.skipped[0]) snprintf(r->msg, sizeof r->msg, "passed over %s", info.skipped);
     } else if (r->found == 0 && info.skipped[0]) {
@@ -51,11 +54,14 @@ static char *peek_everywhere(const train_config *cfg, MPI_Comm world, peek_resul
       snprintf(r->msg, sizeof r->msg,
                "%s holds checkpoints but none can be read: %.1000s. Fix or move them, or set ckpt.resume=none to start "
                "over (the unreadable files are kept)",
-               cfg->ckpt.dir[0] ? cfg->ckpt.dir : cfg->ckpt.resume, info.skipped);
+               cfg->ckpt.dir[0] ? cfg->ckpt.dir : cfg->ckpt.resume.text, info.skipped);
     }
   }
   MPI_Bcast(r, sizeof *r, MPI_BYTE, 0, world);
-  return bcast_string(info.config_json, r->found == 1, world); /* rank 0: info's own string */
+  char *json = bcast_string(info.meta.config, r->found == 1, world); /* rank 0: info's own string */
+  info.meta.config = NULL;                                         /* now json's */
+  ckpt_peek_free(&info);
+  return json;
 }
 
 /* batch * accum * dp == global, preferring to keep accum, then batch, then
@@ -108,7 +114,7 @@ static int is_training_key(const train_config *cfg, const char *key) {
 
 int resume_plan(train_config *cfg, MPI_Comm world, char *note, size_t notelen, char *err, size_t errlen) {
   note[0] = '\0';
-  if (!strcmp(cfg->ckpt.resume, "none") || (!cfg->ckpt.dir[0] && !strcmp(cfg->ckpt.resume, "auto"))) return 0;
+  if (cfg->ckpt.resume.kind == RESUME_NONE || (!cfg->ckpt.dir[0] && cfg->ckpt.resume.kind == RESUME_AUTO)) return 0;
   int world_size;
   MPI_Comm_size(world, &world_size);
   peek_result r;
@@ -133,9 +139,9 @@ int resume_plan(train_config *cfg, MPI_Comm world, char *note, size_t notelen, c
   }
   const int dp = config_dp_degree(cfg, world_size);
   snprintf(note, notelen, "will resume %s (step %lld); layout dp=%d tp=%d pp=%d -> dp=%d tp=%d pp=%d", r.path,
-           (long long)r.step, r.layout_dp, r.layout_tp, r.layout_pp, dp, cfg->parallel.tp, cfg->parallel.pp);
+           (long long)r.step, r.layout.dp, r.layout.tp, r.layout.pp, dp, cfg->parallel.tp, cfg->parallel.pp);
   if (r.msg[0]) snprintf(note + strlen(note), notelen - strlen(note), "; %s", r.msg);
-  if (keep_global_batch(cfg, &stored, r.layout_dp, dp, note, notelen, err, errlen) != 0)
+  if (keep_global_batch(cfg, &stored, r.layout.dp, dp, note, notelen, err, errlen) != 0)
     return -1;
   if (config_diff(&stored, cfg, is_training_key, diff, sizeof diff) > 0)
     snprintf(note + strlen(note), notelen - strlen(note), "; settings changed since the checkpoint: %s", diff);

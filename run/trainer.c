@@ -122,7 +122,7 @@ static void fetch_micro(void *ctx, int micro, int32_t *in, int32_t *tg) {
   const fetch_ctx *f = ctx;
   const run *r = f->r;
   for (int b = 0; b < r->B; b++) {
-    int64_t idx = f->cursor + ((int64_t)micro * r->grid.dp + r->grid.dp_rank) * r->B + b;
+    const int64_t idx = data_sample_index(f->cursor, micro, r->grid.dp, r->grid.dp_rank, r->B, b);
     data_get_sample(&r->train, (uint64_t)r->cfg->data.seed, idx, in + (size_t)b * r->T, tg + (size_t)b * r->T);
   }
 }
@@ -307,6 +307,7 @@ trainer *trainer_create(const train_config *cfg, MPI_Comm world, char *err, size
 void trainer_destroy(trainer *r) {
   if (!r) return;
   train_state_free(&r->st);
+  trainer_ckpt_ctx_free(&r->hooks_ctx);
   pipeline_free(&r->pipe);
   boost_free(r->layers_per_stage);
   if (r->m.layers) model_free(&r->m);
@@ -423,13 +424,15 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
   }
 
   train_state *st = &t->st;
-  t->hooks_ctx = (trainer_ckpt_ctx){cfg, &t->grid, &t->comm, &t->m, &t->pipe};
+  trainer_ckpt_ctx_init(&t->hooks_ctx, cfg, &t->grid, &t->comm, &t->m, &t->pipe, st, t->mode);
   const ckpt_hooks hooks = trainer_ckpt_hooks(&t->hooks_ctx);
-  ckpt_session *ck = ckpt_open(cfg, &t->grid, &t->m.reg, t->mode, &hooks, err, sizeof err);
+  ckpt_settings ck_set;
+  trainer_ckpt_settings(cfg, &ck_set);
+  ckpt_session *ck = ckpt_open(&ck_set, &t->grid, &t->m.reg, &hooks, err, sizeof err);
   t->ck = ck;
   char msg[2048] = "";
   int status = 0;
-  if ((!ck && err[0]) || ckpt_resume(ck, st, msg, sizeof msg) < 0) {
+  if ((!ck && err[0]) || trainer_ckpt_resume(ck, st, msg, sizeof msg) < 0) {
     status = fail_all(&t->grid, ck ? msg : err);
   } else {
     status = accept_start(t, err, sizeof err);
@@ -467,7 +470,7 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
     const int last = st->step == cfg->train.steps;
     const int preempted = preempt_agreed(t->grid.world);
     char ckpt_status[128] = "-";
-    if (ck) ckpt_after_step(ck, st, last || preempted, ckpt_status, sizeof ckpt_status);
+    if (ck) trainer_ckpt_after_step(&t->hooks_ctx, ck, st, last || preempted, ckpt_status, sizeof ckpt_status);
     float val_loss = NAN;
     if (cfg->train.val_batches > 0 && ((cfg->train.val_every > 0 && st->step % cfg->train.val_every == 0) || last))
       val_loss = evaluate(t);

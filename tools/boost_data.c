@@ -21,6 +21,7 @@
 #include "check.h"
 #include "util.h"
 #include "data.h"
+#include "tool.h"
 
 #ifndef BOOST_VERSION
 #define BOOST_VERSION "unknown"
@@ -53,13 +54,6 @@ static const char *usage_text =
     "  -h, --help             this text\n"
     "      --version          print the version\n";
 
-static const char *g_tmp_path; /* unlinked by the signal handler */
-
-static void on_signal(int sig) {
-  if (g_tmp_path) unlink(g_tmp_path);
-  _exit(128 + sig);
-}
-
 static void die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 static void die(int code, const char *fmt, ...) {
   char msg[2048];
@@ -69,7 +63,7 @@ static void die(int code, const char *fmt, ...) {
   va_end(ap);
   for (char *p = msg; *p; p++)
     if (*p == '\n') *p = ' ';
-  if (g_tmp_path) unlink(g_tmp_path); /* never leave a half-written shard */
+  tool_tmp_remove(); /* never leave a half-written shard */
   fprintf(stderr, "boost-data: %s\n", msg);
   exit(code);
 }
@@ -80,11 +74,6 @@ static char *xstrdup(const char *s) {
   char *d = boost_calloc(n, 1);
   memcpy(d, s, n);
   return d;
-}
-
-static bool has_suffix(const char *s, const char *suf) {
-  size_t n = strlen(s), m = strlen(suf);
-  return n >= m && strcmp(s + n - m, suf) == 0;
 }
 
 /* ---- input collection ---- */
@@ -127,7 +116,7 @@ static void walk(input_list *l, const char *dir) {
     }
     size_t n = strlen(dir) + strlen(e->d_name) + 2;
     char *p = boost_calloc(n, 1);
-    snprintf(p, n, "%s%s%s", dir, has_suffix(dir, "/") ? "" : "/", e->d_name);
+    snprintf(p, n, "%s%s%s", dir, boost_ends_with(dir, "/") ? "" : "/", e->d_name);
     struct stat st;
     if (lstat(p, &st) != 0) die(1, "%s: %s", p, strerror(errno));
     if (S_ISLNK(st.st_mode))
@@ -136,7 +125,7 @@ static void walk(input_list *l, const char *dir) {
       walk(l, p);
     else if (!S_ISREG(st.st_mode))
       l->skip_other++;
-    else if (has_suffix(p, ".dat") || has_suffix(p, ".u8"))
+    else if (boost_ends_with(p, ".dat") || boost_ends_with(p, ".u8"))
       l->skip_ext++;
     else
       add_file(l, p, &st);
@@ -216,7 +205,7 @@ static bool blank(const uint8_t *b, size_t n) {
 static void add_doc(stats *s, const uint8_t *b, size_t n) {
   char err[1024];
   if (data_writer_add_document(s->w, b, n, err, sizeof err) != 0) {
-    g_tmp_path = NULL;
+    tool_tmp_disarm();
     data_writer_abort(s->w);
     die(1, "%s", err);
   }
@@ -412,13 +401,7 @@ int main(int argc, char **argv) {
   stats s = {0};
   s.w = data_writer_open(out, 2, DATA_BYTE_VOCAB, DATA_BYTE_TOKENIZER, DATA_BYTE_EOT, err, sizeof err);
   if (!s.w) die(1, "%s", err);
-  g_tmp_path = data_writer_tmp_path(s.w);
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGHUP, &sa, NULL);
+  tool_tmp_arm(data_writer_tmp_path(s.w));
 
   bool tty = isatty(2);
   double last = t0;
@@ -438,7 +421,7 @@ int main(int argc, char **argv) {
   uint64_t skipped = l.skip_ext + l.skip_link + l.skip_hidden + l.skip_other + l.skip_binary + l.skip_empty +
                      l.skip_dup;
   if (s.docs == 0) {
-    g_tmp_path = NULL;
+    tool_tmp_disarm();
     data_writer_abort(s.w);
     die(1, "no text documents in the inputs (%" PRIu64 " files skipped: %" PRIu64 " binary, %" PRIu64 " empty)",
         skipped, l.skip_binary, l.skip_empty);
@@ -452,7 +435,7 @@ int main(int argc, char **argv) {
   sigaddset(&block, SIGHUP);
   sigprocmask(SIG_BLOCK, &block, &old);
   int rc = data_writer_finish(s.w, &checksum, err, sizeof err);
-  g_tmp_path = NULL;
+  tool_tmp_disarm();
   sigprocmask(SIG_SETMASK, &old, NULL);
   if (rc != 0) die(1, "%s", err);
   double secs = boost_now_s() - t0;

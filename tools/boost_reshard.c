@@ -30,7 +30,6 @@
 #include <hdf5.h>
 #include <limits.h>
 #include <mpi.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +47,7 @@
 #include "h5z_zstd.h"
 #include "model.h"
 #include "reshard.h"
+#include "tool.h"
 #include "util.h"
 
 
@@ -117,27 +117,11 @@ static uint64_t expected_out_bytes(const options *o, const char *in_path) {
   return part + part / 8 + (256u << 10);
 }
 
-/* The temporary OUT, removed when a signal stops the rewrite. */
-static volatile sig_atomic_t g_tmp_set;
-static char g_tmp_out[PATH_MAX + 8];
-
-static void on_stop_signal(int sig) {
-  if (g_tmp_set) unlink(g_tmp_out);
-  _exit(128 + sig);
-}
-
-static void remove_tmp_on_signals(const char *tmp) {
-  snprintf(g_tmp_out, sizeof g_tmp_out, "%s", tmp);
-  g_tmp_set = 1;
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  for (const int *sig = (const int[]){SIGINT, SIGTERM, SIGHUP, 0}; *sig; sig++) sigaction(*sig, &sa, NULL);
-}
-
-static herr_t copy_attr(hid_t loc, const char *name, const H5A_info_t *info, void *op) {
+/* An attribute of IN the schema does not know (a newer boost's), copied as
+ * it is; the schema's own go through ckpt_meta (write_root). */
+static herr_t copy_unknown_attr(hid_t loc, const char *name, const H5A_info_t *info, void *op) {
   (void)info;
+  if (ckpt_meta_field_index(name) >= 0) return 0;
   hid_t dst = *(hid_t *)op;
   hid_t a = H5Aopen(loc, name, H5P_DEFAULT), type = H5Aget_type(a), space = H5Aget_space(a);
   const size_t n = H5Tget_size(type) * (size_t)H5Sget_simple_extent_npoints(space);
@@ -231,12 +215,27 @@ static int copy_group_tensors(rewrite *r, const char *group, int bf16) {
   return rc;
 }
 
-static char *layout_json(const options *o, tp_mode mode) {
-  char *s = malloc(160);
-  if (s)
-    snprintf(s, 160, "{\"world_size\":%d,\"dp\":%d,\"tp\":%d,\"pp\":%d,\"tp_mode\":\"%s\",\"zero\":0}",
-             o->dp * o->tp * o->pp, o->dp, o->tp, o->pp, tp_mode_names[mode]);
-  return s;
+/* OUT's root attributes: IN's, through the schema (and those it does not
+ * know, as they are), with the target layout, where the file came from and
+ * what it holds. Under mpirun every rank writes the same (collective). */
+static int write_root(rewrite *r, tp_mode mode) {
+  const options *o = r->o;
+  ckpt_meta m;
+  char why[512];
+  int ok = ckpt_meta_read(r->in, &m, why, sizeof why) == 0 && m.layout; /* ckpt_peek checked both */
+  ok = ok && H5Aiterate2(r->in, H5_INDEX_NAME, H5_ITER_INC, NULL, copy_unknown_attr, &r->out) >= 0;
+  ckpt_layout lay = {o->dp * o->tp * o->pp, o->dp, o->tp, o->pp, 0, ""};
+  snprintf(lay.tp_mode, sizeof lay.tp_mode, "%s", tp_mode_names[mode]);
+  char *target = ckpt_layout_json(&lay);
+  ok = ok && target && ckpt_meta_set_str(&m, CKPT_META_F_resharded_from, m.layout) == 0 &&
+       ckpt_meta_set_str(&m, CKPT_META_F_layout, target) == 0 &&
+       ckpt_meta_set_str(&m, CKPT_META_F_optimizer_state, o->no_optim ? "absent" : "present") == 0 &&
+       ckpt_meta_set_str(&m, CKPT_META_F_weights_dtype, o->bf16 ? "bf16" : "f32") == 0;
+  if (!ok) ckpt_h5_error(r->err, sizeof r->err, "root attributes");
+  else if (ckpt_meta_write(r->out, &m, r->err, sizeof r->err) != 0) ok = 0;
+  free(target);
+  ckpt_meta_free(&m);
+  return ok ? 0 : -1;
 }
 
 /* Root attributes (the target layout, where the file came from, what it
@@ -255,18 +254,7 @@ static int write_out(rewrite *r, const char *tmp, tp_mode mode) {
     H5Fclose(r->out);
     return -1;
   }
-  char *old_layout = NULL, *lay = layout_json(r->o, mode);
-  int rc = H5Aiterate2(r->in, H5_INDEX_NAME, H5_ITER_INC, NULL, copy_attr, &r->out) < 0 ? -1 : 0;
-  if (rc == 0 && ckpt_attr_get_str(r->in, "layout", &old_layout) == 0) {
-    for (const char *const *a = (const char *const[]){"layout", "resharded_from", "optimizer_state", "weights_dtype", NULL}; *a; a++)
-      if (H5Aexists(r->out, *a) > 0) H5Adelete(r->out, *a);
-    rc |= ckpt_attr_put_str(r->out, "layout", lay) | ckpt_attr_put_str(r->out, "resharded_from", old_layout);
-    rc |= ckpt_attr_put_str(r->out, "optimizer_state", r->o->no_optim ? "absent" : "present");
-    rc |= ckpt_attr_put_str(r->out, "weights_dtype", r->o->bf16 ? "bf16" : "f32");
-  }
-  free(old_layout);
-  free(lay);
-  if (rc != 0) ckpt_h5_error(r->err, sizeof r->err, "root attributes");
+  int rc = write_root(r, mode);
   if (rc == 0) rc = copy_group_tensors(r, CKPT_GROUP_MODEL, r->o->bf16);
   if (rc == 0 && !r->o->no_optim) rc = copy_group_tensors(r, CKPT_GROUP_ADAM_M, 0);
   if (rc == 0 && !r->o->no_optim) rc = copy_group_tensors(r, CKPT_GROUP_ADAM_V, 0);
@@ -410,20 +398,7 @@ static int write_out_parallel(rewrite *r, const char *tmp, tp_mode mode) {
     if (r->out >= 0) H5Fclose(r->out);
     return -1;
   }
-  /* Root attributes: every rank writes the same values (collective). */
-  char *old_layout = NULL, *lay = layout_json(o, mode);
-  int ok = H5Aiterate2(r->in, H5_INDEX_NAME, H5_ITER_INC, NULL, copy_attr, &r->out) >= 0;
-  if (ok && ckpt_attr_get_str(r->in, "layout", &old_layout) == 0) {
-    for (const char *const *a = (const char *const[]){"layout", "resharded_from", "optimizer_state", "weights_dtype", NULL}; *a; a++)
-      if (H5Aexists(r->out, *a) > 0) H5Adelete(r->out, *a);
-    ok = (ckpt_attr_put_str(r->out, "layout", lay) | ckpt_attr_put_str(r->out, "resharded_from", old_layout) |
-          ckpt_attr_put_str(r->out, "optimizer_state", o->no_optim ? "absent" : "present") |
-          ckpt_attr_put_str(r->out, "weights_dtype", o->bf16 ? "bf16" : "f32")) == 0;
-  }
-  free(old_layout);
-  free(lay);
-  if (!ok) ckpt_h5_error(r->err, sizeof r->err, "root attributes");
-  ok = agree(o, ok, r->err, sizeof r->err);
+  int ok = agree(o, write_root(r, mode) == 0, r->err, sizeof r->err);
   hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
   H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
   const char *groups[3] = {CKPT_GROUP_MODEL, CKPT_GROUP_ADAM_M, CKPT_GROUP_ADAM_V};
@@ -503,25 +478,23 @@ static int verify_out(const char *path, const options *o, char *err, size_t errl
 static int run(const options *o_in, char *err, size_t errlen) {
   const options *o = o_in;
   ckpt_peek_info info;
-  const int found = ckpt_peek("", o->in, &info, err, errlen) == 1;
+  ckpt_from from = {CKPT_FROM_PATH, ""};
+  boost_msgf(from.path, sizeof from.path, "%s", o->in);
+  const int found = ckpt_peek("", &from, &info, err, errlen) == 1;
   if (!found && !err[0]) boost_err(err, errlen, "%s: no committed checkpoint there", o->in);
-  if (!strncmp(err, "ckpt.resume=", 12)) memmove(err, err + 12, strlen(err + 12) + 1); /* the trainer's wording */
   if (o->nranks > 1 ? !agree(o, found, err, errlen) : !found) {
     if (found) ckpt_peek_free(&info);
     return -1;
   }
   train_config cfg;
   config_defaults(&cfg);
-  int rc = config_from_json(&cfg, info.config_json, NULL, err, errlen);
+  int rc = config_from_json(&cfg, info.meta.config, NULL, err, errlen);
   hid_t in = rc == 0 ? H5Fopen(info.path, H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
   if (rc == 0 && in < 0) rc = boost_err(err, errlen, "%s: cannot open", info.path);
   options eff = *o; /* a checkpoint without moments stays without them */
-  char *optim = NULL;
-  if (in >= 0 && ckpt_attr_get_str(in, "optimizer_state", &optim) == 0 && !strcmp(optim, "absent")) eff.no_optim = 1;
-  free(optim);
-  char *wdtype = NULL; /* and bf16 weights stay bf16: float32 would only pretend to more precision */
-  if (in >= 0 && ckpt_attr_get_str(in, "weights_dtype", &wdtype) == 0 && !strcmp(wdtype, "bf16")) eff.bf16 = eff.no_optim = 1;
-  free(wdtype);
+  if (!strcmp(ckpt_meta_str(&info.meta, CKPT_META_F_optimizer_state), "absent")) eff.no_optim = 1;
+  /* and bf16 weights stay bf16: float32 would only pretend to more precision */
+  if (!strcmp(ckpt_meta_str(&info.meta, CKPT_META_F_weights_dtype), "bf16")) eff.bf16 = eff.no_optim = 1;
   o = &eff;
   if (rc == 0 && o->plan) rc = reshard_plan(in, &cfg, o, err, errlen);
   if (o->nranks > 1 && !agree(o, rc == 0, err, errlen)) rc = -1;
@@ -539,7 +512,7 @@ static int run(const options *o_in, char *err, size_t errlen) {
       snprintf(tmp, sizeof tmp, "%s.tmp", o->out);
       rewrite r = {.in = in, .m = &m, .o = o, .level = cfg.ckpt.level, .reserve_bytes = expected_out_bytes(o, info.path)};
       r.total = (size_t)m.reg.count * (o->no_optim ? 1 : 3);
-      if (o->rank == 0) remove_tmp_on_signals(tmp);
+      if (o->rank == 0) tool_tmp_arm(tmp);
       rc = o->nranks > 1 ? write_out_parallel(&r, tmp, mode) : write_out(&r, tmp, mode);
       if (rc != 0) boost_err(err, errlen, "%s", r.err);
       if (rc == 0) rc = verify_out(tmp, o, err, errlen);
@@ -550,10 +523,10 @@ static int run(const options *o_in, char *err, size_t errlen) {
       if (rc == 0 && o->rank == 0) boost_fsync_parent(o->out);
       if (o->nranks > 1 && !agree(o, rc == 0, err, errlen)) rc = -1;
       if (rc != 0 && o->rank == 0) unlink(tmp);
-      g_tmp_set = 0;
+      tool_tmp_disarm();
       if (rc == 0 && !o->quiet && o->rank == 0)
         printf("wrote %s: step %lld for dp=%d tp=%d pp=%d (%s)%s, every tensor verified%s\n", o->out,
-               (long long)info.step, o->dp, o->tp, o->pp, tp_mode_names[mode],
+               (long long)info.meta.step, o->dp, o->tp, o->pp, tp_mode_names[mode],
                o->bf16 ? ", bf16 weights, no optimizer state" : o->no_optim ? ", no optimizer state" : "",
                o->nranks > 1 ? " (parallel rewrite)" : "");
       model_free(&m);

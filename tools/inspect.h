@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ckpt_meta.h"
+
 #define INS_ERR 1024
 
 typedef struct {
@@ -30,11 +32,7 @@ typedef struct {
   int n, cap;
   int walk_failed; /* H5Lvisit stopped on an error: the list is incomplete */
   char walk_error[INS_ERR];
-  /* root attributes (NULL / -1 when absent or unreadable) */
-  char *format, *version, *config, *layout, *algo, *acts;
-  char *optim_state, *weights_dtype; /* written by boost-reshard exports; NULL in training checkpoints */
-  int64_t fv, step, cursor, tseed, dseed, n_tensors, lr_step, adam_t;
-  double tokens, lr_next;
+  ckpt_meta meta; /* root attributes, through the schema (NULL / -1 when absent or unreadable) */
 } ins_ckpt;
 
 /* Opens PATH (a file, or a directory: its `latest`, else newest step_*.h5),

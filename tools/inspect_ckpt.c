@@ -83,27 +83,6 @@ static herr_t visit_cb(hid_t root, const char *name, const H5L_info_t *info, voi
   return rc;
 }
 
-static void read_root_attrs(ins_ckpt *c) {
-  c->fv = c->step = c->cursor = c->tseed = c->dseed = c->n_tensors = c->lr_step = c->adam_t = -1;
-  c->tokens = c->lr_next = -1;
-  ckpt_attr_get_str(c->f, "format", &c->format);
-  if (ckpt_attr_get_i64(c->f, "format_version", &c->fv) != 0) c->fv = -1;
-  ckpt_attr_get_str(c->f, "software_version", &c->version);
-  ckpt_attr_get_str(c->f, "checksum_algorithm", &c->algo);
-  ckpt_attr_get_str(c->f, "config", &c->config);
-  ckpt_attr_get_str(c->f, "layout", &c->layout);
-  ckpt_attr_get_str(c->f, "activations", &c->acts);
-  ckpt_attr_get_str(c->f, "optimizer_state", &c->optim_state);
-  ckpt_attr_get_str(c->f, "weights_dtype", &c->weights_dtype);
-  struct { const char *n; int64_t *v; } iv[] = {{"step", &c->step}, {"data_cursor", &c->cursor}, {"train_seed", &c->tseed},
-      {"data_seed", &c->dseed}, {"n_tensors", &c->n_tensors}, {"lr_schedule_step", &c->lr_step}, {"adam_t", &c->adam_t}};
-  for (size_t i = 0; i < sizeof iv / sizeof iv[0]; i++)
-    if (ckpt_attr_get_i64(c->f, iv[i].n, iv[i].v) != 0) *iv[i].v = -1;
-  if (ckpt_attr_get_f64(c->f, "tokens_seen", &c->tokens) != 0) c->tokens = -1;
-  if (ckpt_attr_get_f64(c->f, "lr_next", &c->lr_next) != 0) c->lr_next = -1;
-  H5Eclear2(H5E_DEFAULT);
-}
-
 static int by_path(const void *a, const void *b) { return strcmp(((const ins_dset *)a)->path, ((const ins_dset *)b)->path); }
 
 /* After H5Fopen: format checks, attributes, dataset walk. */
@@ -112,16 +91,7 @@ static int finish_open(ins_ckpt *c, char *err, size_t errlen) {
     ckpt_h5_error(err, errlen, "cannot open (not an HDF5 file, or truncated or damaged)");
     return -1;
   }
-  read_root_attrs(c);
-  if (!c->format || strcmp(c->format, CKPT_FORMAT_NAME) != 0) {
-    snprintf(err, errlen, "not a boost checkpoint (no root attribute format=\"%s\")", CKPT_FORMAT_NAME);
-    return -1;
-  }
-  if (c->fv != CKPT_FORMAT_VERSION) {
-    if (c->fv < 0) snprintf(err, errlen, "format_version attribute missing or unreadable");
-    else snprintf(err, errlen, "unknown checkpoint format version %lld (this boost-inspect reads version %d)", (long long)c->fv, CKPT_FORMAT_VERSION);
-    return -1;
-  }
+  if (ckpt_meta_read(c->f, &c->meta, err, errlen) != 0) return -1; /* not a boost checkpoint of a known version */
   /* H5_ITER_NATIVE: with another order HDF5 1.10 first copies a group's links
    * into a table and, when the link index is damaged, frees the table's
    * uninitialised entries (H5G__dense_build_table / H5G__link_release_table:
@@ -178,6 +148,7 @@ static int resolve_path(const char *arg, char *out, size_t outlen, char *err, si
 
 int ins_open(const char *arg, ins_ckpt *c, char *err, size_t errlen) {
   memset(c, 0, sizeof *c);
+  ckpt_meta_init(&c->meta);
   c->f = c->fapl = -1;
   char e[INS_ERR];
   if (init_h5(err, errlen) != 0) return -1;
@@ -197,6 +168,7 @@ int ins_open(const char *arg, ins_ckpt *c, char *err, size_t errlen) {
 
 int ins_open_image(const void *buf, size_t len, ins_ckpt *c, char *err, size_t errlen) {
   memset(c, 0, sizeof *c);
+  ckpt_meta_init(&c->meta);
   c->f = c->fapl = -1;
   snprintf(c->path, sizeof c->path, "<image>");
   if (init_h5(err, errlen) != 0) return -1;
@@ -228,10 +200,10 @@ void ins_close(ins_ckpt *c) {
   if (c->f >= 0) H5Fclose(c->f);
   if (c->fapl >= 0) H5Pclose(c->fapl);
   free(c->d);
-  free(c->format), free(c->version), free(c->config), free(c->layout), free(c->algo), free(c->acts);
-  free(c->optim_state), free(c->weights_dtype);
+  ckpt_meta_free(&c->meta);
   H5Eclear2(H5E_DEFAULT);
   memset(c, 0, sizeof *c);
+  ckpt_meta_init(&c->meta);
   c->f = c->fapl = -1;
 }
 

@@ -59,6 +59,22 @@ static int loss_info(const ins_ckpt *c, int64_t *n, float *last) {
   return 0;
 }
 
+/* Every root attribute of the schema (ckpt_meta.h): numbers (-1 absent),
+ * strings (the schema's default when absent; an export's own left out),
+ * JSON documents as JSON. */
+static void root_attrs_json(const ckpt_meta *m, cJSON *o) {
+  for (int f = 0; f < CKPT_META_NFIELDS; f++) {
+    const ckpt_meta_field *d = &ckpt_meta_fields[f];
+    const void *v = (const char *)m + d->offset;
+    if (d->type == CKPT_META_T_I64) cJSON_AddNumberToObject(o, d->name, (double)*(const int64_t *)v);
+    if (d->type == CKPT_META_T_F64) cJSON_AddNumberToObject(o, d->name, *(const double *)v);
+    if (d->type != CKPT_META_T_STR) continue;
+    const char *str = ckpt_meta_str(m, f);
+    if (!str && (d->flags & CKPT_META_EXPORT)) continue;
+    cJSON_AddItemToObject(o, d->name, d->flags & CKPT_META_JSON ? parse_or_string(str) : cJSON_CreateString(str ? str : ""));
+  }
+}
+
 static const char *const SUMMARY_HELP =
     "usage: boost-inspect summary [--json] PATH\n"
     "The training state of a checkpoint: step, tokens, data cursor, seeds, next LR,\n"
@@ -75,21 +91,7 @@ static int summary_json(const ins_ckpt *c, int with_tensors) {
   struct stat st;
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "path", c->path);
-  cJSON_AddStringToObject(o, "format", c->format ? c->format : "");
-  cJSON_AddNumberToObject(o, "format_version", (double)c->fv);
-  cJSON_AddStringToObject(o, "software_version", c->version ? c->version : "");
-  cJSON_AddStringToObject(o, "checksum_algorithm", c->algo ? c->algo : "");
-  cJSON_AddNumberToObject(o, "step", (double)c->step);
-  cJSON_AddNumberToObject(o, "data_cursor", (double)c->cursor);
-  cJSON_AddNumberToObject(o, "tokens_seen", c->tokens);
-  cJSON_AddNumberToObject(o, "train_seed", (double)c->tseed);
-  cJSON_AddNumberToObject(o, "data_seed", (double)c->dseed);
-  cJSON_AddNumberToObject(o, "lr_next", c->lr_next);
-  cJSON_AddStringToObject(o, "activations", c->acts ? c->acts : "none");
-  cJSON_AddStringToObject(o, "optimizer_state", c->optim_state ? c->optim_state : "present");
-  cJSON_AddStringToObject(o, "weights_dtype", c->weights_dtype ? c->weights_dtype : "f32");
-  cJSON_AddItemToObject(o, "layout", parse_or_string(c->layout));
-  cJSON_AddItemToObject(o, "config", parse_or_string(c->config));
+  root_attrs_json(&c->meta, o);
   cJSON *lh = cJSON_AddObjectToObject(o, "loss_history");
   cJSON_AddNumberToObject(lh, "count", (double)nloss);
   if (nloss) cJSON_AddNumberToObject(lh, "last", last);
@@ -118,15 +120,18 @@ static int summary_text(const ins_ckpt *c) {
   categories(c, raw, stored);
   static const char *cats[3] = {"weights", "moments", "activations"};
   printf("checkpoint %s\n", c->path);
-  printf("  format %s v%lld, written by boost %s, checksums %s\n", c->format, (long long)c->fv, c->version ? c->version : "?", c->algo ? c->algo : "?");
-  printf("  step %lld | tokens %.0f | data cursor %lld | seeds train %lld data %lld | next lr %.3e\n", (long long)c->step,
-         c->tokens, (long long)c->cursor, (long long)c->tseed, (long long)c->dseed, c->lr_next);
+  const ckpt_meta *m = &c->meta;
+  printf("  format %s v%lld, written by boost %s, checksums %s\n", m->format, (long long)m->format_version,
+         m->software_version ? m->software_version : "?", m->checksum_algorithm ? m->checksum_algorithm : "?");
+  printf("  step %lld | tokens %.0f | data cursor %lld | seeds train %lld data %lld | next lr %.3e\n", (long long)m->step,
+         m->tokens_seen, (long long)m->data_cursor, (long long)m->train_seed, (long long)m->data_seed, m->lr_next);
   printf("  loss history: %lld values", (long long)nloss);
   if (nloss) printf(", last %.4f", last);
-  printf("\n  saved by layout %s | activations %s\n", c->layout ? c->layout : "?", c->acts ? c->acts : "none");
-  if (c->optim_state && !strcmp(c->optim_state, "absent"))
-    printf("  export: weights %s, no optimizer state (training cannot resume from it)\n", c->weights_dtype ? c->weights_dtype : "f32");
-  printf("  config %s\n", c->config ? c->config : "(missing)");
+  printf("\n  saved by layout %s | activations %s\n", m->layout ? m->layout : "?", ckpt_meta_str(m, CKPT_META_F_activations));
+  if (!strcmp(ckpt_meta_str(m, CKPT_META_F_optimizer_state), "absent"))
+    printf("  export: weights %s, no optimizer state (training cannot resume from it)\n",
+           ckpt_meta_str(m, CKPT_META_F_weights_dtype));
+  printf("  config %s\n", m->config ? m->config : "(missing)");
   for (int k = 0; k < 3; k++)
     if (raw[k] > 0) printf("  %-12s %12.0f raw bytes -> %12.0f stored (%.3fx)\n", cats[k], raw[k], stored[k], stored[k] > 0 ? raw[k] / stored[k] : 0.0);
   return 0;

@@ -110,7 +110,7 @@ void ins_recompute_activations(const ins_ckpt *c, ins_report *r, const train_con
 void ins_recompute_activations(const ins_ckpt *c, ins_report *r, const train_config *cfg, ins_acts_check *out) {
   memset(out, 0, sizeof *out);
   out->bitwise = 1;
-  if (c->weights_dtype && !strcmp(c->weights_dtype, "bf16")) {
+  if (!strcmp(ckpt_meta_str(&c->meta, CKPT_META_F_weights_dtype), "bf16")) {
     snprintf(out->skipped, sizeof out->skipped, "bf16 weights: the stored activations came from the fp32 ones");
     return;
   }

@@ -88,37 +88,33 @@ static void digest_attrs(const ins_ckpt *c, ins_report *r, const char *obj) {
 }
 
 static void check_root(const ins_ckpt *c, ins_report *r, const train_config *cfg, int cfg_ok) {
-  if (!c->version || !c->version[0]) ins_report_add(r, "attribute software_version", "missing or empty");
-  if (!c->algo || strcmp(c->algo, CKPT_CHECKSUM_ALGORITHM) != 0)
-    ins_report_add(r, "attribute checksum_algorithm", "'%s', expected '%s'", c->algo ? c->algo : "(missing)", CKPT_CHECKSUM_ALGORITHM);
-  if (c->step < 0) ins_report_add(r, "attribute step", "missing, unreadable or negative");
-  if (c->lr_step != c->step) ins_report_add(r, "attribute lr_schedule_step", "%lld differs from step %lld", (long long)c->lr_step, (long long)c->step);
-  if (c->adam_t != c->step) ins_report_add(r, "attribute adam_t", "%lld differs from step %lld", (long long)c->adam_t, (long long)c->step);
-  if (c->cursor < 0) ins_report_add(r, "attribute data_cursor", "missing, unreadable or negative");
-  if (!(c->tokens >= 0) || !isfinite(c->tokens)) ins_report_add(r, "attribute tokens_seen", "missing, unreadable or invalid");
-  if (!isfinite(c->lr_next) || c->lr_next < 0) ins_report_add(r, "attribute lr_next", "missing, unreadable or invalid");
-  if (ckpt_attr_exists(c->f, "train_seed") != 1) ins_report_add(r, "attribute train_seed", "missing");
-  if (ckpt_attr_exists(c->f, "data_seed") != 1) ins_report_add(r, "attribute data_seed", "missing");
-  const char *acts = c->acts ? c->acts : "";
+  const ckpt_meta *m = &c->meta;
+  for (int f = 0; f < CKPT_META_NFIELDS; f++) /* the schema's attributes, each of its type */
+    if ((m->unreadable >> f) & 1u) ins_report_add(r, "attribute", "%s: unreadable or not of its type", ckpt_meta_fields[f].name);
+  if (!m->software_version || !m->software_version[0]) ins_report_add(r, "attribute software_version", "missing or empty");
+  if (!m->checksum_algorithm || strcmp(m->checksum_algorithm, CKPT_CHECKSUM_ALGORITHM) != 0)
+    ins_report_add(r, "attribute checksum_algorithm", "'%s', expected '%s'", m->checksum_algorithm ? m->checksum_algorithm : "(missing)", CKPT_CHECKSUM_ALGORITHM);
+  if (m->step < 0) ins_report_add(r, "attribute step", "missing, unreadable or negative");
+  if (m->lr_schedule_step != m->step) ins_report_add(r, "attribute lr_schedule_step", "%lld differs from step %lld", (long long)m->lr_schedule_step, (long long)m->step);
+  if (m->adam_t != m->step) ins_report_add(r, "attribute adam_t", "%lld differs from step %lld", (long long)m->adam_t, (long long)m->step);
+  if (m->data_cursor < 0) ins_report_add(r, "attribute data_cursor", "missing, unreadable or negative");
+  if (!(m->tokens_seen >= 0) || !isfinite(m->tokens_seen)) ins_report_add(r, "attribute tokens_seen", "missing, unreadable or invalid");
+  if (!isfinite(m->lr_next) || m->lr_next < 0) ins_report_add(r, "attribute lr_next", "missing, unreadable or invalid");
+  if (!ckpt_meta_has(m, CKPT_META_F_train_seed)) ins_report_add(r, "attribute train_seed", "missing");
+  if (!ckpt_meta_has(m, CKPT_META_F_data_seed)) ins_report_add(r, "attribute data_seed", "missing");
+  const char *acts = m->activations ? m->activations : "";
   if (strcmp(acts, "none") && strcmp(acts, "sample") && strcmp(acts, "all"))
-    ins_report_add(r, "attribute activations", "'%s', expected none, sample or all", c->acts ? c->acts : "(missing)");
+    ins_report_add(r, "attribute activations", "'%s', expected none, sample or all", m->activations ? m->activations : "(missing)");
   if (cfg_ok) {
-    if (cfg->train.seed != c->tseed) ins_report_add(r, "attribute train_seed", "%lld differs from the config's train.seed %lld", (long long)c->tseed, (long long)cfg->train.seed);
-    if (cfg->data.seed != c->dseed) ins_report_add(r, "attribute data_seed", "%lld differs from the config's data.seed %lld", (long long)c->dseed, (long long)cfg->data.seed);
+    if (cfg->train.seed != m->train_seed) ins_report_add(r, "attribute train_seed", "%lld differs from the config's train.seed %lld", (long long)m->train_seed, (long long)cfg->train.seed);
+    if (cfg->data.seed != m->data_seed) ins_report_add(r, "attribute data_seed", "%lld differs from the config's data.seed %lld", (long long)m->data_seed, (long long)cfg->data.seed);
     if (strcmp(acts_mode_names[cfg->ckpt.activations], acts) != 0) ins_report_add(r, "attribute activations", "'%s' differs from the config's ckpt.activations '%s'", acts, acts_mode_names[cfg->ckpt.activations]);
   }
-  cJSON *lay = c->layout ? cJSON_Parse(c->layout) : NULL;
-  const char *keys[] = {"world_size", "dp", "tp", "pp"};
-  double v[4] = {0};
-  int ok = lay && cJSON_IsObject(lay);
-  for (int k = 0; ok && k < 4; k++) {
-    const cJSON *x = cJSON_GetObjectItemCaseSensitive(lay, keys[k]);
-    ok = cJSON_IsNumber(x) && x->valuedouble >= 1 && x->valuedouble == floor(x->valuedouble);
-    if (ok) v[k] = x->valuedouble;
-  }
-  if (!ok) ins_report_add(r, "attribute layout", "missing or not a JSON object with positive world_size, dp, tp, pp");
-  else if (v[0] != v[1] * v[2] * v[3]) ins_report_add(r, "attribute layout", "world_size %.0f != dp*tp*pp = %.0f", v[0], v[1] * v[2] * v[3]);
-  cJSON_Delete(lay);
+  ckpt_layout lay;
+  if (ckpt_layout_parse(m->layout, &lay) != 0 || lay.world_size < 0)
+    ins_report_add(r, "attribute layout", "missing or not a JSON object with positive world_size, dp, tp, pp");
+  else if ((double)lay.world_size != (double)lay.dp * lay.tp * lay.pp)
+    ins_report_add(r, "attribute layout", "world_size %d != dp*tp*pp = %.0f", lay.world_size, (double)lay.dp * lay.tp * lay.pp);
 }
 
 /* The expected tensors in each of the three tensor groups, and nothing else there. */
@@ -126,12 +122,12 @@ static void check_tensor_set(const ins_ckpt *c, ins_report *r, const ins_tensor 
   static const char *groups[3] = {CKPT_GROUP_MODEL, CKPT_GROUP_ADAM_M, CKPT_GROUP_ADAM_V};
   /* An export (boost-reshard --no-optimizer / --bf16) says so in root
    * attributes; without them a file is a training checkpoint. */
-  const int no_moments = c->optim_state && !strcmp(c->optim_state, "absent");
-  const int bf16 = c->weights_dtype && !strcmp(c->weights_dtype, "bf16");
-  if (c->optim_state && !no_moments && strcmp(c->optim_state, "present"))
-    ins_report_add(r, "attribute optimizer_state", "'%s', expected present or absent", c->optim_state);
-  if (c->weights_dtype && !bf16 && strcmp(c->weights_dtype, "f32"))
-    ins_report_add(r, "attribute weights_dtype", "'%s', expected f32 or bf16", c->weights_dtype);
+  const char *optim = ckpt_meta_str(&c->meta, CKPT_META_F_optimizer_state);
+  const char *wdtype = ckpt_meta_str(&c->meta, CKPT_META_F_weights_dtype);
+  const int no_moments = !strcmp(optim, "absent"), bf16 = !strcmp(wdtype, "bf16");
+  if (!no_moments && strcmp(optim, "present"))
+    ins_report_add(r, "attribute optimizer_state", "'%s', expected present or absent", optim);
+  if (!bf16 && strcmp(wdtype, "f32")) ins_report_add(r, "attribute weights_dtype", "'%s', expected f32 or bf16", wdtype);
   char p[256];
   for (int g = 0; g < (no_moments ? 1 : 3); g++)
     for (int i = 0; i < nt; i++) {
@@ -198,8 +194,8 @@ static void check_state(const ins_ckpt *c, ins_report *r) {
     ins_report_add(r, CKPT_GROUP_STATE "/loss_history", "missing");
     return;
   }
-  if (d->ndim != 1 || strcmp(d->dtype, "float32") != 0 || (c->step >= 0 && (int64_t)d->dims[0] != c->step))
-    ins_report_add(r, d->path, "expected float32 [step = %lld]", (long long)c->step);
+  if (d->ndim != 1 || strcmp(d->dtype, "float32") != 0 || (c->meta.step >= 0 && (int64_t)d->dims[0] != c->meta.step))
+    ins_report_add(r, d->path, "expected float32 [step = %lld]", (long long)c->meta.step);
 }
 
 void ins_check_activations(const ins_ckpt *c, ins_report *r, const train_config *cfg, const ins_tensor *t, int nt);
@@ -244,18 +240,19 @@ int ins_verify(ins_ckpt *c, ins_report *r) {
   char err[INS_ERR];
   train_config cfg;
   ins_tensor *t = NULL;
-  int nt = ins_expected_tensors(c->config, &t, &cfg, err, sizeof err);
+  int nt = ins_expected_tensors(c->meta.config, &t, &cfg, err, sizeof err);
   if (nt < 0) ins_report_add(r, "attribute config", "%s", err);
   if (c->walk_failed) ins_report_add(r, "file structure", "%s", c->walk_error);
   check_root(c, r, &cfg, nt >= 0);
   if (nt >= 0) {
     check_tensor_set(c, r, t, nt);
-    if (c->n_tensors != nt) ins_report_add(r, "attribute n_tensors", "%lld, the stored config implies %d", (long long)c->n_tensors, nt);
+    if (c->meta.n_tensors != nt)
+      ins_report_add(r, "attribute n_tensors", "%lld, the stored config implies %d", (long long)c->meta.n_tensors, nt);
   }
   check_name_lookups(c, r);
   check_state(c, r);
   check_contents(c, r);
-  if (c->acts && strcmp(c->acts, "none") != 0 && nt >= 0) {
+  if (c->meta.activations && strcmp(c->meta.activations, "none") != 0 && nt >= 0) {
     ins_check_activations(c, r, &cfg, t, nt);
     /* Only a file without any problem so far builds the model: its weights
      * all decoded with the shapes the config implies. */

@@ -108,7 +108,7 @@ static const key_spec KEYS[] = {
     {"ckpt.every", K_INT, F(ckpt.every), 0, 1e9, "checkpoint every N steps (0 = only at the end/preemption)", NULL},
     {"ckpt.keep_last", K_INT, F(ckpt.keep_last), 1, 1e6, "newest checkpoints kept", NULL},
     {"ckpt.keep_every", K_INT, F(ckpt.keep_every), 0, 1e9, "also keep every checkpoint whose step is a multiple", NULL},
-    {"ckpt.resume", K_STR, F(ckpt.resume), 0, 0, "auto, none or a checkpoint path", NULL},
+    {"ckpt.resume", K_STR, F(ckpt.resume.text), 0, 0, "auto, none or a checkpoint path", NULL},
     {"ckpt.resume_batch", K_ENUM, F(ckpt.resume_batch), 0, 0,
      "on resume: keep the checkpoint's global batch (batch_size/grad_accum re-derived for this dp) or use the config's",
      RESUME_BATCH_CHOICES},
@@ -190,7 +190,7 @@ void config_defaults(train_config *cfg) {
   cfg->parallel.dp = cfg->parallel.tp = cfg->parallel.pp = 1;
   cfg->parallel.tp_mode = TP_AUTO;
   cfg->parallel.recompute = RECOMPUTE_NONE;
-  snprintf(cfg->ckpt.resume, sizeof cfg->ckpt.resume, "auto");
+  config_set(cfg, "ckpt.resume", "auto", NULL, 0);
   cfg->ckpt.activations = ACTS_NONE;
   cfg->ckpt.keep_last = 3;
   cfg->ckpt.level = 1; /* as small as level 3 on shuffled fp32, 1.2-1.8x faster (docs/PERFORMANCE.md) */
@@ -230,6 +230,8 @@ int config_set(train_config *cfg, const char *key, const char *value, char *err,
   case K_STR:
     if (strlen(value) >= k->size) return boost_err(err, errlen, "value of %s is too long (%zu characters max)", key, k->size - 1);
     snprintf(base, k->size, "%s", value);
+    if (strcmp(key, "ckpt.resume") == 0) /* the tagged value, parsed here once */
+      cfg->ckpt.resume.kind = !strcmp(value, "auto") ? RESUME_AUTO : !strcmp(value, "none") || !value[0] ? RESUME_NONE : RESUME_PATH;
     if (strcmp(key, "model.preset") == 0 && config_apply_preset(&cfg->model, value) != 0) {
       char names[512] = "";
       for (int i = 0; i < NPRESETS; i++) {

@@ -38,6 +38,9 @@ extern const char *const device_names[DEVICE_COUNT];
  * everywhere, or bf16 activations and working weights over fp32 masters. */
 typedef enum { PRECISION_FP32 = 0, PRECISION_BF16, PRECISION_COUNT } precision_kind;
 extern const char *const precision_names[PRECISION_COUNT];
+/* ckpt.resume: the newest good checkpoint of ckpt.dir (auto), a fresh
+ * start (none, or empty), or a named file or directory (any other text). */
+typedef enum { RESUME_AUTO = 0, RESUME_NONE, RESUME_PATH, RESUME_KIND_COUNT } resume_kind;
 /* ckpt.activations */
 typedef enum { ACTS_NONE = 0, ACTS_SAMPLE, ACTS_ALL, ACTS_COUNT } acts_mode;
 extern const char *const acts_mode_names[ACTS_COUNT];
@@ -74,7 +77,11 @@ typedef struct {
     char stages[CONFIG_STR];
   } parallel;
   struct {
-    char dir[CONFIG_STR], resume[CONFIG_STR];
+    char dir[CONFIG_STR];
+    struct {
+      char text[CONFIG_STR]; /* as given: the key's value, and the path of RESUME_PATH */
+      resume_kind kind;      /* parsed once, by config_set */
+    } resume;
     acts_mode activations;
     resume_batch_mode resume_batch;
     int every, keep_last, keep_every, level, timeout;

@@ -302,11 +302,6 @@ static void sl_free(strlist *l) {
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-static bool has_suffix(const char *s, const char *suf) {
-  size_t n = strlen(s), m = strlen(suf);
-  return n >= m && strcmp(s + n - m, suf) == 0;
-}
-
 /* Add the shards named by one element of the path list. */
 static int collect(const char *elem, strlist *out, char *err, size_t errlen) {
   struct stat st;
@@ -327,10 +322,10 @@ static int collect(const char *elem, strlist *out, char *err, size_t errlen) {
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
     if (e->d_name[0] == '.') continue;
-    if (!has_suffix(e->d_name, ".tok") && !has_suffix(e->d_name, ".bin")) continue;
+    if (!boost_ends_with(e->d_name, ".tok") && !boost_ends_with(e->d_name, ".bin")) continue;
     size_t n = strlen(elem) + strlen(e->d_name) + 2;
     char *p = boost_calloc(n, 1);
-    snprintf(p, n, "%s%s%s", elem, has_suffix(elem, "/") ? "" : "/", e->d_name);
+    snprintf(p, n, "%s%s%s", elem, boost_ends_with(elem, "/") ? "" : "/", e->d_name);
     struct stat fs;
     if (stat(p, &fs) == 0 && S_ISREG(fs.st_mode)) sl_push(&found, p);
     boost_free(p);

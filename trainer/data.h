@@ -107,6 +107,15 @@ int64_t data_split_num_samples(const data_split *split);
 void data_get_sample(const data_split *split, uint64_t seed, int64_t global_index, int32_t *inputs,
                      int32_t *targets);
 
+/* The global index of sequence b of micro-batch `micro` of a step whose
+ * first sample is `cursor`, on data-parallel replica dp_rank of dp, B
+ * sequences per micro-batch: a step takes samples [cursor, cursor +
+ * micro-batches * dp * B), micro-batch by micro-batch, replica by replica,
+ * whatever the layout. */
+static inline int64_t data_sample_index(int64_t cursor, int micro, int dp, int dp_rank, int B, int b) {
+  return cursor + ((int64_t)micro * dp + dp_rank) * B + b;
+}
+
 /* Window `index` in stored order, 0 <= index < num_samples (validation). */
 void data_get_window(const data_split *split, int64_t index, int32_t *inputs, int32_t *targets);
 

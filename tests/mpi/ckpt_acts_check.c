@@ -19,6 +19,7 @@
 
 #include "check.h"
 #include "ckpt.h"
+#include "ckpt_hooks.h"
 #include "ckpt_h5.h"
 #include "config.h"
 #include "grid.h"
@@ -72,7 +73,7 @@ int main(int argc, char **argv) {
   char *slash = strrchr(cfg.ckpt.dir, '/');
   if (slash) *slash = 0;
   else snprintf(cfg.ckpt.dir, sizeof cfg.ckpt.dir, ".");
-  snprintf(cfg.ckpt.resume, sizeof cfg.ckpt.resume, "%s", path);
+  if (config_set(&cfg, "ckpt.resume", path, err, sizeof err) != 0) boost_fail("%s", err);
   cfg.ckpt.activations = ACTS_NONE;
 
   process_grid g;
@@ -83,10 +84,12 @@ int main(int argc, char **argv) {
   model_init(&m, &cfg.model, mode, &(model_options){.with_optimizer = 1});
   train_state st;
   train_state_init(&st);
-  ckpt_session *s = ckpt_open(&cfg, &g, &m.reg, mode, NULL, err, sizeof err);
+  ckpt_settings set;
+  trainer_ckpt_settings(&cfg, &set);
+  ckpt_session *s = ckpt_open(&set, &g, &m.reg, NULL, err, sizeof err);
   if (!s) boost_fail("ckpt_open: %s", err);
   char msg[1024];
-  if (ckpt_resume(s, &st, msg, sizeof msg) <= 0) boost_fail("did not load %s: %s", path, msg);
+  if (trainer_ckpt_resume(s, &st, msg, sizeof msg) <= 0) boost_fail("did not load %s: %s", path, msg);
   ckpt_close(s); /* the writer thread is gone: this thread may call HDF5 now */
   printf("loaded: %s\n", msg);
 

@@ -22,6 +22,7 @@
 
 #include "check.h"
 #include "ckpt.h"
+#include "ckpt_hooks.h"
 #include "config.h"
 #include "grid.h"
 #include "model.h"
@@ -122,13 +123,17 @@ int main(int argc, char **argv) {
   train_config cfg;
   config_defaults(&cfg);
   snprintf(cfg.ckpt.dir, sizeof cfg.ckpt.dir, "%s", argv[2]);
-  snprintf(cfg.ckpt.resume, sizeof cfg.ckpt.resume, "auto");
+  config_set(&cfg, "ckpt.resume", "auto", err, sizeof err);
   cfg.ckpt.keep_last = 100;
   cfg.parallel.dp = dp, cfg.parallel.tp = tp, cfg.parallel.pp = pp;
 
   int bad = 0;
   train_state st;
   train_state_init(&st);
+  ckpt_settings set;
+  trainer_ckpt_settings(&cfg, &set);
+  trainer_ckpt_ctx ctx; /* no model: no activations */
+  trainer_ckpt_ctx_init(&ctx, &cfg, &g, NULL, NULL, NULL, &st, TP_NONE);
   if (save) {
     for (int i = 0; i < m.reg.count; i++) {
       const tensor_desc *t = &m.reg.tensors[i];
@@ -141,10 +146,10 @@ int main(int argc, char **argv) {
     st.data_cursor = step * 100 + 7;
     st.tokens_seen = (double)step * 6400.5;
     for (int64_t i = 0; i < step; i++) train_state_push_loss(&st, 10.0f / (float)(i + 1));
-    ckpt_session *s = ckpt_open(&cfg, &g, &m.reg, TP_NONE, NULL, err, sizeof err);
+    ckpt_session *s = ckpt_open(&set, &g, &m.reg, NULL, err, sizeof err);
     if (!s) boost_fail("ckpt_open: %s", err);
     char status[256];
-    ckpt_after_step(s, &st, 1, status, sizeof status);
+    trainer_ckpt_after_step(&ctx, s, &st, 1, status, sizeof status);
     if (ckpt_wait(s) != 0) {
       if (rank == 0) fprintf(stderr, "FAIL: the checkpoint of step %lld did not commit\n", (long long)step);
       bad = 1;
@@ -154,10 +159,10 @@ int main(int argc, char **argv) {
     ckpt_close(s);
     if (rank == 0 && !bad) printf("ok save step %lld on dp=%d tp=%d pp=%d\n", (long long)step, dp, tp, pp);
   } else {
-    ckpt_session *s = ckpt_open(&cfg, &g, &m.reg, TP_NONE, NULL, err, sizeof err);
+    ckpt_session *s = ckpt_open(&set, &g, &m.reg, NULL, err, sizeof err);
     if (!s) boost_fail("ckpt_open: %s", err);
     char msg[1024];
-    int resumed = ckpt_resume(s, &st, msg, sizeof msg) > 0;
+    int resumed = trainer_ckpt_resume(s, &st, msg, sizeof msg) > 0;
     if (rank == 0) printf("resume: %s\n", msg);
     if (!resumed || st.step != step) {
       if (rank == 0) fprintf(stderr, "FAIL: expected to resume step %lld, got %s step %lld\n", (long long)step,
@@ -194,6 +199,7 @@ int main(int argc, char **argv) {
     if (rank == 0 && !bad) printf("ok load step %lld on dp=%d tp=%d pp=%d: every element equal\n", (long long)step, dp, tp, pp);
   }
   MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  trainer_ckpt_ctx_free(&ctx);
   train_state_free(&st);
   registry_free(&m.reg);
   grid_free(&g);

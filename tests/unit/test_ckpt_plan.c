@@ -100,6 +100,18 @@ static void check_layout(int dp, int tp) {
           bytes[r] += 4.0 * n;
         }
       cr_assert_eq(floats, used);
+      /* a load reads this rank's band of every tensor it holds, written by it or not */
+      const size_t load_floats = ckpt_plan_load(ents, NSHAPES, &reg);
+      size_t at = 0;
+      for (int i = 0; i < NSHAPES; i++)
+        for (int c = 0; c < CKPT_NUM_CATEGORIES; c++) {
+          const size_t n = (size_t)(ents[i].r1[c] - ents[i].r0[c]) * ckpt_row_floats(&reg.tensors[i]);
+          cr_assert_eq(ents[i].load_off[c] == CKPT_NO_STAGE, n == 0, "%s: a band without a load offset", ents[i].name);
+          if (n == 0) continue;
+          cr_assert_eq(ents[i].load_off[c], at, "load offsets overlap or leave holes");
+          at += (n + 15) & ~(size_t)15;
+        }
+      cr_assert_eq(load_floats, at);
       mark(cover, ents, &reg);
       registry_free(&reg);
     }

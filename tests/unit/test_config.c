@@ -1,6 +1,7 @@
 /* Config: presets, precedence, and every kind of bad input. */
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -123,6 +124,29 @@ Test(config, enum_keys_parse_once_into_enums) {
   char *json = config_to_json(&c);
   cr_expect(strstr(json, "\"parallel.tp_mode\":\"vanilla\"") != NULL, "%s", json);
   cr_expect(strstr(json, "\"ckpt.activations\":\"all\"") != NULL, "%s", json);
+  free(json);
+}
+
+Test(config, resume_is_a_tagged_value_parsed_once) {
+  train_config cfg;
+  config_defaults(&cfg);
+  cr_expect_eq(cfg.ckpt.resume.kind, RESUME_AUTO);
+  const struct {
+    const char *text;
+    resume_kind kind;
+  } cases[] = {{"none", RESUME_NONE}, {"", RESUME_NONE}, {"auto", RESUME_AUTO}, {"/runs/a/step_00000040.h5", RESUME_PATH},
+               {"none/x", RESUME_PATH}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    cr_assert_eq(config_set(&cfg, "ckpt.resume", cases[i].text, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(cfg.ckpt.resume.kind, cases[i].kind, "ckpt.resume=%s", cases[i].text);
+    cr_expect_str_eq(cfg.ckpt.resume.text, cases[i].text);
+  }
+  /* and through the JSON a checkpoint stores */
+  char *json = config_to_json(&cfg);
+  train_config back;
+  config_defaults(&back);
+  cr_assert_eq(config_from_json(&back, json, NULL, err, sizeof err), 0, "%s", err);
+  cr_expect_eq(back.ckpt.resume.kind, RESUME_PATH);
   free(json);
 }
 

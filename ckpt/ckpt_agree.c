@@ -1,0 +1,47 @@
+/* Agreement among the writer threads of all ranks (s->comm, control plane:
+ * small host values), whether training waits for the writer, and a sleep
+ * for the test hooks. A leaf: it calls nothing else of the package, so the
+ * session, the writer, the reader and the read-back all use it without
+ * calling one another. */
+#include <errno.h>
+#include <limits.h>
+#include <time.h>
+
+#include "ckpt_internal.h"
+
+void ckpt_sleep_ms(int ms) {
+  struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&t, &t) != 0 && errno == EINTR) {
+  }
+}
+
+int ckpt_agree(ckpt_session *s, int ok, const char *mine, char *out, size_t outlen) {
+  int who = ok ? INT_MAX : s->rank;
+  MPI_Allreduce(MPI_IN_PLACE, &who, 1, MPI_INT, MPI_MIN, s->comm);
+  if (who == INT_MAX) return 1;
+  char buf[REASON_MAX];
+  if (s->rank == who) {
+    if (s->world_size > 1) boost_msgf(buf, sizeof buf, "rank %d: %s", s->rank, mine);
+    else boost_msgf(buf, sizeof buf, "%s", mine);
+  }
+  MPI_Bcast(buf, (int)sizeof buf, MPI_CHAR, who, s->comm);
+  if (out) boost_msgf(out, outlen, "%s", buf);
+  return 0;
+}
+
+int ckpt_all_true(ckpt_session *s, int v) {
+  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MIN, s->comm);
+  return v;
+}
+
+int ckpt_trainer_waiting(ckpt_session *s) {
+  if (s->set.sync_mode) return 1;
+  pthread_mutex_lock(&s->sync.mu);
+  const int w = s->sync.trainer_waiting > 0;
+  pthread_mutex_unlock(&s->sync.mu);
+  return w;
+}
+
+int ckpt_work_threads(ckpt_session *s) {
+  return ckpt_trainer_waiting(s) && s->cfg.threads > 1 ? s->cfg.threads : 1;
+}

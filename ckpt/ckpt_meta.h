@@ -1,0 +1,120 @@
+/* The checkpoint schema: every root attribute of a checkpoint file, in one
+ * table -- its name, its type, who writes it and who needs it -- and the one
+ * struct that holds them (docs/CHECKPOINT_FORMAT.md, "Root attributes").
+ * The writer, the reader, ckpt_peek, boost-inspect and boost-reshard all
+ * go through this table: a root field is added here (one line) and in the
+ * format's documentation, and where its value comes from.
+ *
+ * CKPT_META_FIELDS(X) lists X(name, type, flags, absent) with type I64,
+ * F64 or STR; `absent` is what tools show for a string the file does not
+ * hold (NULL: nothing). It generates the struct members, the field
+ * indices (CKPT_META_F_<name>) and the table. */
+#ifndef BOOST_CKPT_META_H
+#define BOOST_CKPT_META_H
+
+#include <hdf5.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ckpt_h5.h" /* CKPT_FORMAT_NAME, CKPT_FORMAT_VERSION */
+
+/* Who writes a field and who needs it. */
+enum {
+  CKPT_META_PACKAGE = 1u << 0, /* the checkpoint package, at every save (the format's identity, n_tensors) */
+  CKPT_META_RUN = 1u << 1,     /* the run's metadata block, at every save */
+  CKPT_META_EXPORT = 1u << 2,  /* boost-reshard's outputs only: absent from a training checkpoint */
+  CKPT_META_RESUME = 1u << 3,  /* a resume (and boost-reshard) cannot go on without it */
+  CKPT_META_JSON = 1u << 4,    /* a JSON document in a string */
+};
+
+#define CKPT_META_FIELDS(X)                                                                         \
+  X(format, STR, CKPT_META_PACKAGE | CKPT_META_RESUME, NULL)                                        \
+  X(format_version, I64, CKPT_META_PACKAGE | CKPT_META_RESUME, NULL)                                \
+  X(software_version, STR, CKPT_META_PACKAGE, NULL)                                                 \
+  X(checksum_algorithm, STR, CKPT_META_PACKAGE, NULL)                                               \
+  X(step, I64, CKPT_META_RUN | CKPT_META_RESUME, NULL)                                              \
+  X(lr_schedule_step, I64, CKPT_META_RUN, NULL)                                                     \
+  X(lr_next, F64, CKPT_META_RUN, NULL)                                                              \
+  X(adam_t, I64, CKPT_META_RUN, NULL)                                                               \
+  X(data_cursor, I64, CKPT_META_RUN | CKPT_META_RESUME, NULL)                                       \
+  X(tokens_seen, F64, CKPT_META_RUN | CKPT_META_RESUME, NULL)                                       \
+  X(train_seed, I64, CKPT_META_RUN, NULL)                                                           \
+  X(data_seed, I64, CKPT_META_RUN | CKPT_META_RESUME, NULL)                                         \
+  X(config, STR, CKPT_META_RUN | CKPT_META_RESUME | CKPT_META_JSON, NULL)                           \
+  X(layout, STR, CKPT_META_RUN | CKPT_META_RESUME | CKPT_META_JSON, NULL)                           \
+  X(activations, STR, CKPT_META_RUN, "none")                                                        \
+  X(n_tensors, I64, CKPT_META_PACKAGE, NULL)                                                        \
+  X(resharded_from, STR, CKPT_META_EXPORT | CKPT_META_JSON, NULL)                                   \
+  X(optimizer_state, STR, CKPT_META_EXPORT, "present")                                              \
+  X(weights_dtype, STR, CKPT_META_EXPORT, "f32")
+
+typedef int64_t ckpt_meta_I64;
+typedef double ckpt_meta_F64;
+typedef char *ckpt_meta_STR; /* malloc'd, owned by the struct (ckpt_meta_free) */
+
+#define CKPT_META_INDEX_(name, type, flags, absent) CKPT_META_F_##name,
+enum { CKPT_META_FIELDS(CKPT_META_INDEX_) CKPT_META_NFIELDS };
+#undef CKPT_META_INDEX_
+
+/* The root attributes of one checkpoint. A field counts only when its bit
+ * is set in `present` (CKPT_META_SET / ckpt_meta_set_str; the reader sets
+ * the bits of what the file holds); absent numbers read -1. */
+#define CKPT_META_MEMBER_(name, type, flags, absent) ckpt_meta_##type name;
+typedef struct {
+  CKPT_META_FIELDS(CKPT_META_MEMBER_)
+  uint32_t present;    /* bit CKPT_META_F_<name> */
+  uint32_t unreadable; /* read: the attribute is there but not of its type */
+} ckpt_meta;
+#undef CKPT_META_MEMBER_
+_Static_assert(CKPT_META_NFIELDS <= 32, "ckpt_meta.present holds a bit per field");
+
+typedef enum { CKPT_META_T_I64 = 0, CKPT_META_T_F64, CKPT_META_T_STR } ckpt_meta_type;
+typedef struct {
+  const char *name;
+  ckpt_meta_type type;
+  size_t offset; /* in ckpt_meta */
+  unsigned flags;
+  const char *absent;
+} ckpt_meta_field;
+extern const ckpt_meta_field ckpt_meta_fields[CKPT_META_NFIELDS];
+
+/* A number field set (and marked present): CKPT_META_SET(&m, step, 40). */
+#define CKPT_META_SET(m, field, v) ((m)->field = (v), (m)->present |= 1u << CKPT_META_F_##field)
+static inline int ckpt_meta_has(const ckpt_meta *m, int field) { return (m->present >> field) & 1u; }
+
+/* The index of the field named `name`, -1 when the schema has none. */
+int ckpt_meta_field_index(const char *name);
+/* Every field absent. */
+void ckpt_meta_init(ckpt_meta *m);
+void ckpt_meta_free(ckpt_meta *m);
+/* A string field set to a copy of v (NULL: absent). -1 when out of memory. */
+int ckpt_meta_set_str(ckpt_meta *m, int field, const char *v);
+/* A deep copy (dst is overwritten, not freed). -1 when out of memory. */
+int ckpt_meta_copy(ckpt_meta *dst, const ckpt_meta *src);
+/* A string field's value, or the table's `absent` default. */
+const char *ckpt_meta_str(const ckpt_meta *m, int field);
+
+/* Every present field as an attribute of obj (the file's root), in table
+ * order. Returns 0, or -1 naming the attribute in why. */
+int ckpt_meta_write(hid_t obj, const ckpt_meta *m, char *why, size_t whylen);
+/* Every attribute of the table that obj holds, into m (initialised first);
+ * attributes of another type are marked unreadable. Then the format's
+ * identity: returns 0 for a boost checkpoint of a version this build
+ * reads (1 to CKPT_FORMAT_VERSION), -1 with why otherwise (m holds what was read either way). */
+int ckpt_meta_read(hid_t obj, ckpt_meta *m, char *why, size_t whylen);
+/* The first field with all of `flags` that m lacks (NULL: none). */
+const char *ckpt_meta_missing(const ckpt_meta *m, unsigned flags);
+
+/* The layout record (root attribute `layout`): the process grid that wrote
+ * the file. */
+typedef struct {
+  int world_size, dp, tp, pp, zero; /* world_size -1 when the record lacks it */
+  char tp_mode[16];
+} ckpt_layout;
+/* As JSON (malloc'd; NULL when out of memory). */
+char *ckpt_layout_json(const ckpt_layout *l);
+/* 0 when json is an object with positive integers dp, tp, pp (and, when
+ * present, world_size); -1 otherwise. */
+int ckpt_layout_parse(const char *json, ckpt_layout *l);
+
+#endif

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Layers point only down: kernels/ < trainer/ < ckpt/ < run/ < tools/. A file
+# of a folder includes headers of its own folder or of folders below it,
+# never above (docs/LAYOUT.md); and the checkpoint package includes nothing
+# of the training side, not even through a header it may include:
+# config.h, optim.h, preempt.h, train_state.h, model.h, data.h (it takes its
+# settings and a metadata block from the run instead). Headers are named
+# without their folder ("tensor.h"), so each name is looked up among the
+# tree's headers; system headers (<...>) do not count.
+#
+#   bash tests/cli/layers.sh [SOURCE_DIR]    exit 0 clean, 1 with one line per violation
+set -euo pipefail
+SRC=${1:-${BOOST_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}}
+/usr/bin/python3 - "$SRC" <<'PY'
+import os, re, sys
+src = sys.argv[1]
+order = ["kernels", "trainer", "ckpt", "run", "tools"]
+banned_in_ckpt = {"config.h", "optim.h", "preempt.h", "train_state.h", "model.h", "data.h"}
+include = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+home, files = {}, []  # header name -> folder; every source file with its folder
+for folder in order:
+    for root, _, names in os.walk(os.path.join(src, folder)):
+        for n in names:
+            if not n.endswith((".c", ".h", ".cu", ".cuh")):
+                continue
+            path = os.path.join(root, n)
+            files.append((folder, path))
+            if n.endswith((".h", ".cuh")):
+                if n in home and home[n] != folder:
+                    print(f"FAIL: header name {n} exists in {home[n]}/ and {folder}/: includes would be ambiguous")
+                    sys.exit(1)
+                home[n] = folder
+paths = {os.path.basename(p): p for _, p in files if p.endswith((".h", ".cuh"))}
+
+def includes(path):
+    with open(path, errors="replace") as f:
+        return [m.group(1).split("/")[-1] for m in include.finditer(f.read())]
+
+def closure(path):  # every header of the tree reached from path, with the chain that reaches it
+    seen, todo = {}, [(path, [])]
+    while todo:
+        p, chain = todo.pop()
+        for h in includes(p):
+            if h in home and h not in seen:
+                seen[h] = chain + [h]
+                todo.append((paths[h], chain + [h]))
+    return seen
+
+bad = []
+for folder, path in files:
+    rel = os.path.relpath(path, src)
+    for h in includes(path):
+        if h in home and order.index(home[h]) > order.index(folder):
+            bad.append(f"{rel} includes {h} from {home[h]}/, a layer above {folder}/")
+    if folder == "ckpt":
+        for h, chain in closure(path).items():
+            if h in banned_in_ckpt:
+                bad.append(f"{rel} includes the training side's {h} (through {' -> '.join(chain)})")
+for line in bad:
+    print("FAIL:", line)
+if bad:
+    sys.exit(1)
+print(f"ok: {len(files)} files of {', '.join(order)} include only their own layer or those below; ckpt/ reaches none of {', '.join(sorted(banned_in_ckpt))}")
+PY
