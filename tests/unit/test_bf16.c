@@ -1,0 +1,189 @@
+/* bf16 conversions (kernels/cpu/bf16.h).
+ *
+ * Conversions: the rule bf16.h documents (round to nearest even, overflow
+ * to inf, NaN stays NaN and turns quiet, fp32 denormals to signed zero),
+ * the array (vector) paths equal to the scalar rule on every tail and on
+ * random bit patterns, and -- where the CPU has AVX512_BF16 -- the scalar
+ * rule equal to the instruction VCVTNEPS2BF16 itself.
+ */
+#include <immintrin.h>
+
+#include "bf16.h"
+#include "ops_testkit.h"
+
+TestSuite(bf16, .init = two_threads);
+
+static uint32_t f2u(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+static float u2f(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+static bf16_t cvt(uint32_t u) { return f32_to_bf16(u2f(u)); }
+static uint32_t rng_u32(void) { return (uint32_t)(rng_u01() * 4294967296.0); }
+
+/* The hardware instruction, whatever the build's -march, where the CPU has it. */
+static int cpu_has_bf16(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bf16");
+}
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void hw_convert(bf16_t *dst, const float *src,
+                                                                                     size_t n) {
+  for (size_t i = 0; i < n; i += 16) {
+    const __mmask16 m = (__mmask16)(n - i >= 16 ? 0xffffu : (1u << (n - i)) - 1u);
+    const __m256bh r = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + i));
+    _mm256_mask_storeu_epi16(dst + i, m, (__m256i)r);
+  }
+}
+
+/* ---- conversions ------------------------------------------------------- */
+
+Test(bf16, rounds_to_nearest_even) {
+  /* 1 + 2^-8 is halfway between bf16 neighbours 1 and 1 + 2^-7 */
+  cr_assert_eq(cvt(0x3f808000u), 0x3f80, "tie to the even 1.0");
+  cr_assert_eq(cvt(0x3f818000u), 0x3f82, "tie to the even 1 + 2^-6");
+  cr_assert_eq(cvt(0x3f808001u), 0x3f81, "above the tie rounds up");
+  cr_assert_eq(cvt(0x3f807fffu), 0x3f80, "below the tie rounds down");
+  cr_assert_eq(cvt(0xbf808000u), 0xbf80, "negative tie");
+  cr_assert_eq(cvt(0xbf818000u), 0xbf82, "negative tie up");
+  cr_assert_eq(cvt(0x3fffffffu), 0x4000, "carry into the exponent");
+  cr_assert_eq(f32_to_bf16(1.0f), 0x3f80);
+  cr_assert_eq(f32_to_bf16(-2.0f), 0xc000);
+  cr_assert_eq(cvt(0x00000000u), 0x0000);
+  cr_assert_eq(cvt(0x80000000u), 0x8000, "-0 stays -0");
+}
+
+Test(bf16, overflows_to_inf_and_keeps_inf) {
+  cr_assert_eq(cvt(0x7f7fffffu), 0x7f80, "FLT_MAX rounds to +inf");
+  cr_assert_eq(cvt(0xff7fffffu), 0xff80, "-FLT_MAX rounds to -inf");
+  cr_assert_eq(cvt(0x7f7f8000u), 0x7f80, "the tie above the largest bf16 goes to inf (even)");
+  cr_assert_eq(cvt(0x7f7f7fffu), 0x7f7f, "largest bf16 stays finite");
+  cr_assert_eq(cvt(0x7f800000u), 0x7f80);
+  cr_assert_eq(cvt(0xff800000u), 0xff80);
+}
+
+Test(bf16, nan_stays_nan_and_turns_quiet) {
+  const uint32_t nans[] = {0x7f800001u, 0x7fbfffffu, 0x7fc00000u, 0x7fffffffu, 0xff800001u, 0xffc00001u, 0x7f80ffffu};
+  for (size_t i = 0; i < sizeof nans / sizeof nans[0]; i++) {
+    const bf16_t h = cvt(nans[i]);
+    cr_assert((h & 0x7f80) == 0x7f80 && (h & 0x7f) != 0, "%08x -> %04x is not a NaN", nans[i], h);
+    cr_assert(h & 0x0040, "%08x -> %04x is not quiet", nans[i], h);
+    cr_assert_eq(h >> 15, nans[i] >> 31, "%08x -> %04x lost its sign", nans[i], h);
+    cr_assert(isnan(bf16_to_f32(h)));
+  }
+  cr_assert_eq(cvt(0x7f800001u), 0x7fc0, "signalling NaN with a low payload");
+  cr_assert_eq(cvt(0x7fbfffffu), 0x7fff, "upper payload kept");
+}
+
+Test(bf16, denormals_flush_to_signed_zero) {
+  const uint32_t den[] = {0x00000001u, 0x00008000u, 0x007f8000u, 0x007fc000u, 0x007fffffu};
+  for (size_t i = 0; i < sizeof den / sizeof den[0]; i++) {
+    cr_assert_eq(cvt(den[i]), 0x0000, "%08x", den[i]);
+    cr_assert_eq(cvt(den[i] | 0x80000000u), 0x8000, "-%08x", den[i]);
+  }
+  cr_assert_eq(cvt(0x00800000u), 0x0080, "the smallest normal is kept");
+  cr_assert_eq(cvt(0x00807fffu), 0x0080);
+  /* bf16 -> fp32 is exact, bf16 denormals included (they are never produced) */
+  cr_assert_eq(f2u(bf16_to_f32(0x0001)), 0x00010000u);
+  cr_assert_eq(f2u(bf16_to_f32(0x8001)), 0x80010000u);
+}
+
+Test(bf16, every_bf16_widens_exactly_and_round_trips) {
+  static bf16_t all[65536], back[65536];
+  static float wide[65536];
+  for (int i = 0; i < 65536; i++) all[i] = (bf16_t)i;
+  bf16_to_f32_array(wide, all, 65536);
+  bf16_from_f32(back, wide, 65536);
+  for (uint32_t i = 0; i < 65536; i++) {
+    cr_assert_eq(f2u(wide[i]), i << 16, "bf16 %04x widened to %08x", i, f2u(wide[i]));
+    const int nan = (i & 0x7f80) == 0x7f80 && (i & 0x7f), tiny = (i & 0x7f80) == 0;
+    const bf16_t want = nan ? (bf16_t)(i | 0x40) : tiny ? (bf16_t)(i & 0x8000) : (bf16_t)i;
+    cr_assert_eq(back[i], want, "bf16 %04x came back as %04x", i, back[i]);
+  }
+}
+
+/* Inputs that hit every case: all 65536 upper halves with low halves at and
+ * around the rounding boundaries, then random bit patterns. */
+static float *tricky_inputs(size_t *n_out) {
+  static const uint32_t lows[] = {0x0000, 0x0001, 0x3fff, 0x7fff, 0x8000, 0x8001, 0xbfff, 0xffff};
+  const size_t nl = sizeof lows / sizeof lows[0], n = 65536 * nl + (1u << 20);
+  float *x = falloc(n);
+  size_t k = 0;
+  for (uint32_t hi = 0; hi < 65536; hi++)
+    for (size_t l = 0; l < nl; l++) x[k++] = u2f(hi << 16 | lows[l]);
+  rng_seed(21);
+  while (k < n) x[k++] = u2f(rng_u32());
+  *n_out = n;
+  return x;
+}
+
+Test(bf16, vector_paths_equal_the_scalar_rule) {
+  size_t n;
+  float *x = tricky_inputs(&n);
+  bf16_t *v = malloc(n * sizeof *v);
+  cr_assert_not_null(v);
+  bf16_from_f32(v, x, n); /* above BF16_PAR_MIN: both threads' vector loops */
+  for (size_t i = 0; i < n; i++)
+    cr_assert_eq(v[i], f32_to_bf16(x[i]), "%08x: array %04x, scalar %04x (path %s)", f2u(x[i]), v[i],
+                 f32_to_bf16(x[i]), bf16_convert_path());
+  free(v);
+  free(x);
+}
+
+Test(bf16, every_tail_and_offset) {
+  size_t n;
+  float *x = tricky_inputs(&n);
+  bf16_t out[160 + 2];
+  float back[160];
+  rng_seed(7);
+  for (size_t len = 0; len <= 160; len++)
+    for (size_t off = 0; off < 17; off++) {
+      const size_t start = (size_t)(rng_u01() * (double)(n - 200)) + off;
+      out[len] = out[len + 1] = 0xabcd; /* a guard behind the tail */
+      bf16_from_f32(out, x + start, len);
+      for (size_t i = 0; i < len; i++)
+        cr_assert_eq(out[i], f32_to_bf16(x[start + i]), "len %zu offset %zu element %zu", len, off, i);
+      cr_assert(out[len] == 0xabcd && out[len + 1] == 0xabcd, "wrote past %zu elements", len);
+      bf16_to_f32_array(back, out + (len > 0 ? 1 : 0), len > 0 ? len - 1 : 0);
+      for (size_t i = 0; i + 1 < len; i++) cr_assert_eq(f2u(back[i]), (uint32_t)out[i + 1] << 16);
+    }
+  free(x);
+}
+
+Test(bf16, the_rule_is_the_instruction) {
+  if (!cpu_has_bf16()) cr_skip_test("this CPU has no AVX512_BF16: nothing to compare with");
+  size_t n;
+  float *x = tricky_inputs(&n);
+  bf16_t *hw = malloc(n * sizeof *hw), *sw = malloc(n * sizeof *sw);
+  cr_assert(hw && sw);
+  hw_convert(hw, x, n);
+  bf16_from_f32(sw, x, n);
+  for (size_t i = 0; i < n; i++) {
+    cr_assert_eq(f32_to_bf16(x[i]), hw[i], "%08x: scalar %04x, VCVTNEPS2BF16 %04x", f2u(x[i]), f32_to_bf16(x[i]), hw[i]);
+    cr_assert_eq(sw[i], hw[i], "%08x: array %04x, VCVTNEPS2BF16 %04x", f2u(x[i]), sw[i], hw[i]);
+  }
+  free(hw);
+  free(sw);
+  free(x);
+}
+
+Test(bf16, thread_count_does_not_change_bits) {
+  const size_t n = 3 * BF16_PAR_MIN + 37;
+  float *x = falloc(n);
+  rng_seed(3);
+  for (size_t i = 0; i < n; i++) x[i] = u2f(rng_u32());
+  bf16_t *a = malloc(n * 2), *b = malloc(n * 2);
+  cr_assert(a && b);
+  omp_set_num_threads(1);
+  bf16_from_f32(a, x, n);
+  omp_set_num_threads(3);
+  bf16_from_f32(b, x, n);
+  assert_bitwise("bf16_from_f32 on 1 and 3 threads", a, b, n * 2);
+  free(a);
+  free(b);
+  free(x);
+}
