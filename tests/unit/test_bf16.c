@@ -1,17 +1,27 @@
-/* bf16 conversions (kernels/cpu/bf16.h).
+/* bf16 conversions (kernels/cpu/bf16.h) and the bf16 GEMM
+ * (kernels/cpu/gemm_bf16.h).
  *
  * Conversions: the rule bf16.h documents (round to nearest even, overflow
  * to inf, NaN stays NaN and turns quiet, fp32 denormals to signed zero),
  * the array (vector) paths equal to the scalar rule on every tail and on
  * random bit patterns, and -- where the CPU has AVX512_BF16 -- the scalar
  * rule equal to the instruction VCVTNEPS2BF16 itself.
- */
+ *
+ * GEMM: against an fp64 reference computed from the same bf16 inputs, for
+ * every transpose pair, odd sizes, beta 0 and 1, fp32 and bf16 outputs,
+ * dense and strided leading dimensions, on the chosen backend and on the
+ * fp32 fallback. Tolerance: the products of bf16 numbers are exact in fp32
+ * and any order of K fp32 additions errs by at most (K+1) u sum|a||b|
+ * (u = 2^-24; +|c| with beta = 1); a bf16 output adds its rounding, half an
+ * ulp = 2^-8 relative at most. */
 #include <immintrin.h>
 
 #include "bf16.h"
+#include "gemm_bf16.h"
 #include "ops_testkit.h"
 
 TestSuite(bf16, .init = two_threads);
+TestSuite(gemm_bf16, .init = two_threads);
 
 static uint32_t f2u(float f) {
   uint32_t u;
@@ -186,4 +196,180 @@ Test(bf16, thread_count_does_not_change_bits) {
   free(a);
   free(b);
   free(x);
+}
+
+/* ---- gemm_bf16 --------------------------------------------------------- */
+
+static bf16_t *brand(size_t n) {
+  bf16_t *p = malloc((n ? n : 1) * sizeof *p);
+  cr_assert_not_null(p);
+  for (size_t i = 0; i < n; i++) p[i] = f32_to_bf16(rnd(-1.0f, 1.0f));
+  return p;
+}
+
+/* op(X)[i][j] of a stored row-major matrix */
+static double at(const bf16_t *X, int ld, int trans, int i, int j) {
+  return bf16_to_f32(trans ? X[(size_t)j * ld + i] : X[(size_t)i * ld + j]);
+}
+
+typedef struct {
+  int ta, tb, M, N, K, pad; /* pad: extra leading-dimension elements */
+  int beta, c_f32;
+} gcase;
+
+/* Runs one case against the fp64 reference; returns the largest error in
+ * units of the tolerance. */
+static double check_case(const gcase *g) {
+  const int M = g->M, N = g->N, K = g->K;
+  const int lda = (g->ta ? M : K) + g->pad, ldb = (g->tb ? K : N) + g->pad, ldc = N + g->pad;
+  bf16_t *A = brand((size_t)(g->ta ? K : M) * lda), *B = brand((size_t)(g->tb ? N : K) * ldb);
+  const size_t csz = (size_t)M * ldc;
+  float *Cf = frand(csz, -1.0f, 1.0f);
+  bf16_t *Cb = brand(csz);
+  float *Cf0 = fcopy(Cf, csz);
+  bf16_t *Cb0 = malloc(csz * sizeof *Cb0);
+  cr_assert_not_null(Cb0);
+  memcpy(Cb0, Cb, csz * sizeof *Cb0);
+  gemm_bf16(g->ta, g->tb, M, N, K, A, lda, B, ldb, (float)g->beta, g->c_f32 ? (void *)Cf : (void *)Cb, ldc, g->c_f32);
+  double worst = 0.0;
+  const double u = 0x1p-24;
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < ldc; j++) {
+      const size_t ij = (size_t)i * ldc + j;
+      if (j >= N) { /* the padding is not touched */
+        cr_assert(g->c_f32 ? f2u(Cf[ij]) == f2u(Cf0[ij]) : Cb[ij] == Cb0[ij], "wrote C[%d][%d] beyond N=%d", i, j, N);
+        continue;
+      }
+      double ref = 0.0, mag = 0.0;
+      for (int k = 0; k < K; k++) {
+        const double p = at(A, lda, g->ta, i, k) * at(B, ldb, g->tb, k, j);
+        ref += p;
+        mag += fabs(p);
+      }
+      if (g->beta) {
+        const double c0 = g->c_f32 ? (double)Cf0[ij] : (double)bf16_to_f32(Cb0[ij]);
+        ref += c0;
+        mag += fabs(c0);
+      }
+      const double got = g->c_f32 ? (double)Cf[ij] : (double)bf16_to_f32(Cb[ij]);
+      const double acc = (K + 2) * u * mag;
+      const double tol = acc + (g->c_f32 ? 0.0 : 0x1p-8 * (fabs(ref) + acc)) + 1e-30;
+      const double r = fabs(got - ref) / tol;
+      cr_assert(r <= 1.0,
+                "%c%c M=%d N=%d K=%d pad=%d beta=%d %s: C[%d][%d] = %.9g, fp64 reference %.9g (tolerance %.3g)",
+                g->ta ? 'T' : 'N', g->tb ? 'T' : 'N', M, N, K, g->pad, g->beta, g->c_f32 ? "f32" : "bf16", i, j, got,
+                ref, tol);
+      if (r > worst) worst = r;
+    }
+  free(A);
+  free(B);
+  free(Cf);
+  free(Cb);
+  free(Cf0);
+  free(Cb0);
+  return worst;
+}
+
+/* Every size of {1, 7, 17, 130} in every position, every transpose pair,
+ * beta 0/1, both output types, dense and strided. */
+static void all_cases(void) {
+  static const int sizes[][3] = {{1, 1, 1},   {7, 17, 130}, {130, 7, 17}, {17, 130, 7},  {130, 130, 130},
+                                 {1, 130, 17}, {130, 1, 7},  {17, 7, 1},   {7, 7, 7},     {1, 17, 130}};
+  rng_seed(2026);
+  double worst[2] = {0.0, 0.0}; /* bf16, f32 outputs */
+  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+    for (int t = 0; t < 4; t++)
+      for (int beta = 0; beta <= 1; beta++)
+        for (int f32 = 0; f32 <= 1; f32++)
+          for (int pad = 0; pad <= 5; pad += 5) {
+            const gcase g = {t >> 1, t & 1, sizes[s][0], sizes[s][1], sizes[s][2], pad, beta, f32};
+            const double r = check_case(&g);
+            if (r > worst[f32]) worst[f32] = r;
+          }
+  if (verbose()) {
+    char info[512];
+    gemm_bf16_info(info, sizeof info);
+    fprintf(stderr, "gemm_bf16 [%s]: worst error %.3f (bf16 C), %.3f (f32 C) of the tolerance\n", info, worst[0],
+            worst[1]);
+  }
+}
+
+Test(gemm_bf16, matches_fp64_reference_on_every_layout) { all_cases(); }
+
+Test(gemm_bf16, fallback_matches_fp64_reference_on_every_layout) {
+  setenv("BOOST_GEMM_BF16", "fallback", 1); /* read at the first call of this test's process */
+  all_cases();
+  char info[512];
+  gemm_bf16_info(info, sizeof info);
+  cr_assert(strstr(info, "fallback") && strstr(info, "BOOST_GEMM_BF16=fallback"), "%s", info);
+  cr_assert_eq(gemm_bf16_native(), 0);
+}
+
+Test(gemm_bf16, model_sized_shapes_single_and_two_threads) {
+  /* a CoLA bottleneck layout of the trainer: q/k/v's B GEMM reads a slice
+   * of the grouped [N, 3r] activation (lda 3r) */
+  rng_seed(5);
+  for (int nt = 1; nt <= 2; nt++) {
+    omp_set_num_threads(nt);
+    const gcase cases[] = {{0, 1, 256, 96, 64, 0, 0, 0}, {1, 0, 64, 96, 256, 0, 1, 1}, {0, 0, 256, 64, 96, 0, 0, 0},
+                           {0, 1, 256, 64, 32, 64, 0, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
+  }
+  gemm_bf16_release(); /* and everything is created again */
+  const gcase again = {0, 1, 33, 65, 129, 3, 1, 0};
+  check_case(&again);
+}
+
+Test(gemm_bf16, same_inputs_same_bits) {
+  const int M = 300, N = 200, K = 520;
+  rng_seed(9);
+  bf16_t *A = brand((size_t)K * M), *B = brand((size_t)K * N);
+  for (int nt = 1; nt <= 2; nt++) {
+    omp_set_num_threads(nt);
+    for (int f32 = 0; f32 <= 1; f32++) {
+      const size_t bytes = (size_t)M * N * (f32 ? 4 : 2);
+      void *c1 = calloc(1, bytes), *c2 = calloc(1, bytes);
+      cr_assert(c1 && c2);
+      /* a weight-gradient layout (TN, K long) and beta = 1 accumulation */
+      gemm_bf16(1, 0, M, N, K, A, M, B, N, 0.0f, c1, N, f32);
+      gemm_bf16(1, 0, M, N, K, A, M, B, N, 1.0f, c1, N, f32);
+      gemm_bf16(1, 0, M, N, K, A, M, B, N, 0.0f, c2, N, f32);
+      gemm_bf16(1, 0, M, N, K, A, M, B, N, 1.0f, c2, N, f32);
+      assert_bitwise("gemm_bf16 twice", c1, c2, bytes);
+      free(c1);
+      free(c2);
+    }
+  }
+  free(A);
+  free(B);
+}
+
+Test(gemm_bf16, empty_sum_and_empty_output) {
+  float C[6] = {1, 2, 3, 4, 5, 6};
+  bf16_t Cb[6] = {0x3f80, 0x3f80, 0x3f80, 0x3f80, 0x3f80, 0x3f80};
+  const bf16_t A[1] = {0x3f80}, B[1] = {0x3f80};
+  gemm_bf16(0, 0, 2, 3, 0, A, 1, B, 3, 1.0f, C, 3, 1); /* K = 0, beta 1: C unchanged */
+  cr_assert(C[0] == 1.0f && C[5] == 6.0f);
+  gemm_bf16(0, 0, 2, 3, 0, A, 1, B, 3, 0.0f, Cb, 3, 0); /* K = 0, beta 0: zeros */
+  for (int i = 0; i < 6; i++) cr_assert_eq(Cb[i], 0);
+  gemm_bf16(0, 0, 0, 3, 5, A, 5, B, 3, 0.0f, C, 3, 1); /* M = 0: nothing */
+  cr_assert(C[0] == 1.0f);
+}
+
+Test(gemm_bf16, info_names_the_library_and_the_instructions) {
+  char info[512];
+  gemm_bf16_info(info, sizeof info);
+  cr_assert(strlen(info) > 20, "%s", info);
+  if (gemm_bf16_native())
+    cr_assert(strstr(info, "oneDNN") && strstr(info, "bf16 dot-product instructions"), "%s", info);
+  else
+    cr_assert(strstr(info, "fallback") || strstr(info, "emulated"), "%s", info);
+#ifdef BOOST_TEST_EXPECT_DNNL
+  /* built with oneDNN on a CPU with AVX512_BF16: the real thing must run */
+  if (cpu_has_bf16() && !getenv("BOOST_GEMM_BF16") && !getenv("ONEDNN_MAX_CPU_ISA") && !getenv("DNNL_MAX_CPU_ISA"))
+    cr_assert_eq(gemm_bf16_native(), 1, "%s", info);
+#endif
+  char small[8];
+  gemm_bf16_info(small, sizeof small);
+  cr_assert_eq(strlen(small), 7, "truncated and terminated");
 }
