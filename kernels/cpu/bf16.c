@@ -28,7 +28,8 @@ static void from_f32_run(bf16_t *dst, const float *src, size_t n) {
   }
 #endif
 #ifdef __AVX512F__
-  for (; i + 16 <= n; i += 16) _mm256_storeu_si256((__m256i *)(void *)(dst + i), bf16_cvt_f32x16(_mm512_loadu_ps(src + i)));
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256((__m256i *)(void *)(dst + i), bf16_cvt_f32x16(_mm512_loadu_ps(src + i)));
 #elif defined(__AVX2__)
   for (; i + 8 <= n; i += 8) _mm_storeu_si128((__m128i *)(void *)(dst + i), bf16_cvt_f32x8(_mm256_loadu_ps(src + i)));
 #endif
@@ -40,46 +41,40 @@ static void to_f32_run(float *dst, const bf16_t *src, size_t n) {
 #ifdef __AVX512F__
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, bf16_load_f32x16(src + i));
 #elif defined(__AVX2__)
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, bf16_cvt_bf16x8(_mm_loadu_si128((const __m128i *)(const void *)(src + i))));
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(dst + i, bf16_cvt_bf16x8(_mm_loadu_si128((const __m128i *)(const void *)(src + i))));
 #endif
   for (; i < n; i++) dst[i] = bf16_to_f32(src[i]);
 }
 
-/* Thread t of nt takes a contiguous block whose start is a multiple of 64
- * elements (whole cache lines of the bf16 side, vector loops aligned). */
-static void block_of(size_t n, int t, int nt, size_t *i0, size_t *i1) {
-  size_t per = (n + (size_t)nt - 1) / (size_t)nt;
-  per = (per + 63) & ~(size_t)63;
-  *i0 = per * (size_t)t < n ? per * (size_t)t : n;
-  *i1 = *i0 + per < n ? *i0 + per : n;
+static void from_f32_range(void *dst, const void *src, size_t i0, size_t i1) {
+  from_f32_run((bf16_t *)dst + i0, (const float *)src + i0, i1 - i0);
+}
+static void to_f32_range(void *dst, const void *src, size_t i0, size_t i1) {
+  to_f32_run((float *)dst + i0, (const bf16_t *)src + i0, i1 - i0);
 }
 
-void bf16_from_f32(bf16_t *dst, const float *src, size_t n) {
+/* range() over [0, n): on the calling thread below BF16_PAR_MIN, else each
+ * OpenMP thread one contiguous block starting on a multiple of 64 elements
+ * (whole cache lines of the bf16 side, vector loops aligned). */
+static void over_blocks(void (*range)(void *, const void *, size_t, size_t), void *dst, const void *src, size_t n) {
   if (n < BF16_PAR_MIN) {
-    from_f32_run(dst, src, n);
+    range(dst, src, 0, n);
     return;
   }
 #pragma omp parallel
   {
     size_t i0 = 0, i1 = n;
 #ifdef _OPENMP
-    block_of(n, omp_get_thread_num(), omp_get_num_threads(), &i0, &i1);
+    const size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
+    const size_t per = ((n + nt - 1) / nt + 63) & ~(size_t)63;
+    i0 = per * t < n ? per * t : n;
+    i1 = i0 + per < n ? i0 + per : n;
 #endif
-    from_f32_run(dst + i0, src + i0, i1 - i0);
+    range(dst, src, i0, i1);
   }
 }
 
-void bf16_to_f32_array(float *dst, const bf16_t *src, size_t n) {
-  if (n < BF16_PAR_MIN) {
-    to_f32_run(dst, src, n);
-    return;
-  }
-#pragma omp parallel
-  {
-    size_t i0 = 0, i1 = n;
-#ifdef _OPENMP
-    block_of(n, omp_get_thread_num(), omp_get_num_threads(), &i0, &i1);
-#endif
-    to_f32_run(dst + i0, src + i0, i1 - i0);
-  }
-}
+void bf16_from_f32(bf16_t *dst, const float *src, size_t n) { over_blocks(from_f32_range, dst, src, n); }
+
+void bf16_to_f32_array(float *dst, const bf16_t *src, size_t n) { over_blocks(to_f32_range, dst, src, n); }
