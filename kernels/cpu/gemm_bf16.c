@@ -90,7 +90,7 @@ typedef struct {
 typedef struct {
   prim_key key;
   int used;
-  dnnl_primitive_t prim; /* NULL: oneDNN refused this shape, the fallback runs it */
+  dnnl_primitive_t prim; /* NULL: oneDNN refused the shape (or had only reference loops): the fallback runs it */
   dnnl_memory_t a, b, c;
 } prim_entry;
 
@@ -155,11 +155,11 @@ static void create_entry(prim_entry *e, char *impl, size_t impl_n) {
   if (saved != k->nthr) omp_set_num_threads(k->nthr);
 #endif
   ok = ok && dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL) == dnnl_success;
-  if (ok && impl) {
-    const char *name = NULL;
-    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name) == dnnl_success && name)
-      snprintf(impl, impl_n, "%s", name);
-  }
+  const char *name = NULL;
+  if (ok && dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name) != dnnl_success) name = NULL;
+  if (impl) snprintf(impl, impl_n, "%s", name ? name : "none");
+  /* oneDNN's reference loops ("ref:any") are slower than the fallback */
+  ok = ok && name && strncmp(name, "ref", 3) != 0;
   ok = ok && dnnl_primitive_create(&e->prim, pd) == dnnl_success;
 #ifdef _OPENMP
   if (saved != k->nthr) omp_set_num_threads(saved);
@@ -237,7 +237,7 @@ static int dnnl_start(int forced, char *why, size_t why_n) {
   const dnnl_version_t *v = dnnl_version();
   native_bf16 = made && has_bf16 && (strstr(impl, "bf16") || strstr(impl, "amx"));
   if (!made) {
-    snprintf(why, why_n, "oneDNN %d.%d.%d creates no bf16 matmul on this CPU (ISA %s)", v->major, v->minor, v->patch,
+    snprintf(why, why_n, "oneDNN %d.%d.%d has no fast bf16 matmul on this CPU (ISA %s)", v->major, v->minor, v->patch,
              isa_name(isa));
     return 0;
   }

@@ -344,6 +344,42 @@ Test(gemm_bf16, same_inputs_same_bits) {
   free(B);
 }
 
+/* oneDNN (or the fallback's OpenBLAS) must run on the process's OpenMP
+ * pool: both threads work, no thread is added (a second pool spinning
+ * against ours is what made the pthread OpenBLAS 1.7x slower), and the
+ * OpenMP thread count is left as it was. */
+Test(gemm_bf16, runs_on_the_openmp_pool) {
+  const int nt = omp_get_max_threads();
+  cr_assert(nt >= 2, "the suite init asks for 2 OpenMP threads, have %d", nt);
+  const int M = 512, N = 512, K = 1024;
+  rng_seed(17);
+  bf16_t *A = brand((size_t)M * K), *B = brand((size_t)N * K), *C = brand((size_t)M * N);
+  gemm_bf16(0, 1, M, N, K, A, K, B, K, 0.0f, C, N, 0); /* creation, library start-up */
+#pragma omp parallel
+  { /* start the OpenMP workers before counting */
+  }
+  const int threads0 = thread_count();
+  long s0, o0, s1, o1;
+  thread_ticks(&s0, &o0);
+  do {
+    gemm_bf16(0, 1, M, N, K, A, K, B, K, 0.0f, C, N, 0);
+    thread_ticks(&s1, &o1);
+  } while (s1 - s0 < 30);
+  const long self = s1 - s0, others = o1 - o0;
+  char info[512];
+  gemm_bf16_info(info, sizeof info);
+  if (verbose()) fprintf(stderr, "gemm_bf16: calling thread %ld ticks, others %ld [%s]\n", self, others, info);
+  cr_expect(thread_count() == threads0, "gemm_bf16 started threads: %d before, %d after [%s]", threads0,
+            thread_count(), info);
+  cr_expect(4 * others >= self, "gemm_bf16 ran on one thread: calling thread %ld CPU ticks, the others %ld [%s]", self,
+            others, info);
+  cr_expect(omp_get_max_threads() == nt, "gemm_bf16 changed the OpenMP thread count from %d to %d", nt,
+            omp_get_max_threads());
+  free(A);
+  free(B);
+  free(C);
+}
+
 Test(gemm_bf16, empty_sum_and_empty_output) {
   float C[6] = {1, 2, 3, 4, 5, 6};
   bf16_t Cb[6] = {0x3f80, 0x3f80, 0x3f80, 0x3f80, 0x3f80, 0x3f80};
