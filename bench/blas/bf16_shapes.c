@@ -643,27 +643,31 @@ static void measure_shape(int i, int rounds, double min_s) {
   operands_free(&o);
 }
 
-static void print_shape_table(void) {
+/* The shape table, a row as soon as its shape is measured (a long run
+ * stopped early keeps what it measured). */
+static void print_shape_header(void) {
   printf("\n| shape (op M N K beta; lda ldb ldc) | out | calls in | ");
   for (int c = 0; c < N_CAND; c++) printf("%s GFLOP/s | ", CAND_NAMES[c]);
   for (int c = 1; c < N_CAND; c++) printf("%s/openblas | ", CAND_NAMES[c]);
   printf("onednn-f32 impl | onednn-bf16 impl | create ms (onednn-bf16) | other load |\n|---|---|---|");
   for (int c = 0; c < 2 * N_CAND - 1; c++) printf("---:|");
   printf("---|---|---:|---:|\n");
-  for (int i = 0; i < g_nshapes; i++) {
-    const shape *s = &g_shapes[i].s;
-    const result *r = &g_results[i];
-    printf("| %c%c %d %d %d %d; %d %d %d | %s | %s | ", s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->M, s->N, s->K,
-           s->beta, s->lda, s->ldb, s->ldc, s->act ? "act" : "f32", g_shapes[i].roles);
-    for (int c = 0; c < N_CAND; c++)
-      if (r->gflops[c] > 0) printf("%.1f | ", r->gflops[c]);
-      else printf("- | ");
-    for (int c = 1; c < N_CAND; c++)
-      if (r->gflops[c] > 0 && r->gflops[0] > 0) printf("%.2fx | ", r->gflops[c] / r->gflops[0]);
-      else printf("- | ");
-    printf("%s | %s | %.2f | %.2f |\n", r->impl[C_DNNL_F32][0] ? r->impl[C_DNNL_F32] : "-",
-           r->impl[C_DNNL_BF16][0] ? r->impl[C_DNNL_BF16] : "-", r->create_ms[C_DNNL_BF16], r->other_load);
-  }
+}
+
+static void print_shape_row(int i) {
+  const shape *s = &g_shapes[i].s;
+  const result *r = &g_results[i];
+  printf("| %c%c %d %d %d %d; %d %d %d | %s | %s | ", s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->M, s->N, s->K, s->beta,
+         s->lda, s->ldb, s->ldc, s->act ? "act" : "f32", g_shapes[i].roles);
+  for (int c = 0; c < N_CAND; c++)
+    if (r->gflops[c] > 0) printf("%.1f | ", r->gflops[c]);
+    else printf("- | ");
+  for (int c = 1; c < N_CAND; c++)
+    if (r->gflops[c] > 0 && r->gflops[0] > 0) printf("%.2fx | ", r->gflops[c] / r->gflops[0]);
+    else printf("- | ");
+  printf("%s | %s | %.2f | %.2f |\n", r->impl[C_DNNL_F32][0] ? r->impl[C_DNNL_F32] : "-",
+         r->impl[C_DNNL_BF16][0] ? r->impl[C_DNNL_BF16] : "-", r->create_ms[C_DNNL_BF16], r->other_load);
+  fflush(stdout);
 }
 
 /* Per configuration: the step's GEMM time if every call ran at the shape's
@@ -845,13 +849,14 @@ int main(int argc, char **argv) {
   printf("OpenBLAS core %s; threads %d; gemm_bf16: %s\n", openblas_get_corename(), g_threads, info);
   fflush(stdout);
   if (!overhead_only) {
+    print_shape_header();
     for (int i = 0; i < g_nshapes; i++) {
       if (wait_s > 0) wait_idle(wait_s);
       measure_shape(i, rounds, min_ms / 1e3);
+      print_shape_row(i);
       fprintf(stderr, "bf16-shapes: %d/%d shapes\r", i + 1, g_nshapes);
     }
     fprintf(stderr, "\n");
-    print_shape_table();
     print_step_table();
     print_creation_summary();
   }
