@@ -19,6 +19,8 @@
  *                 output is an activation or its gradient)
  *   onednn-split  (N >= 2 threads) bf16 as the step wants its output, on
  *                 boost's split: one single-threaded primitive per part
+ *                 (what gemm_bf16 does; against onednn-bf16/-b16o, where
+ *                 oneDNN threads one primitive itself)
  *   libxsmm       libxsmm 1.17 bf16 kernel (fp32 output) over the whole
  *                 matrix, per thread part; operands packed to its VNNI
  *                 layout beforehand and that packing NOT timed (an upper
@@ -33,6 +35,8 @@
  * creation cost, then per configuration the step's GEMM time at those rates
  * (shape rates times calls per step), and the per-call overhead of a cached
  * primitive. */
+#include "cpu_internal.h" /* first (see there): boost_split, the kernels' split of a GEMM over threads */
+
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -317,7 +321,7 @@ typedef struct {
 
 #ifdef BOOST_HAVE_DNNL
 static dnnl_engine_t g_engine;
-static dnnl_stream_t g_stream;
+static dnnl_stream_t g_streams[4]; /* one per thread: threads do not share a stream */
 
 typedef struct {
   dnnl_primitive_t p;
@@ -363,9 +367,10 @@ static int mm_make(mm_prim *g, const shape *s, int m0, int m1, int n0, int n1, d
   return ok;
 }
 
-static void mm_run(const mm_prim *g) {
+static void mm_run(const mm_prim *g, int t) {
   const dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, g->a}, {DNNL_ARG_WEIGHTS, g->b}, {DNNL_ARG_DST, g->c}};
-  if (dnnl_primitive_execute(g->p, g_stream, 3, args) != dnnl_success || dnnl_stream_wait(g_stream) != dnnl_success)
+  if (dnnl_primitive_execute(g->p, g_streams[t], 3, args) != dnnl_success ||
+      dnnl_stream_wait(g_streams[t]) != dnnl_success)
     boost_fail("bf16-shapes: oneDNN matmul failed");
 }
 
@@ -378,15 +383,11 @@ static void mm_free(mm_prim *g) {
 #endif
 
 /* boost's split of C over threads (cpu_internal.h's sgemm_slice): rows when
- * M >= N, else columns, in parts aligned to 16. */
+ * M >= N, else columns, in parts aligned to 16 -- gemm_bf16's too. */
 static void split_part(const shape *s, int t, int nt, int *m0, int *m1, int *n0, int *n1) {
-  const int L = s->M >= s->N ? s->M : s->N;
-  int ch = (L + nt - 1) / nt;
-  ch = (ch + 15) / 16 * 16;
-  int a = t * ch < L ? t * ch : L, b = a + ch < L ? a + ch : L;
   *m0 = 0, *m1 = s->M, *n0 = 0, *n1 = s->N;
-  if (s->M >= s->N) *m0 = a, *m1 = b;
-  else *n0 = a, *n1 = b;
+  if (s->M >= s->N) boost_split(s->M, nt, t, 16, m0, m1);
+  else boost_split(s->N, nt, t, 16, n0, n1);
 }
 
 #ifdef BOOST_HAVE_LIBXSMM
@@ -547,12 +548,12 @@ static void cand_run(int c, const operands *o, cand_state *st) {
 #ifdef BOOST_HAVE_DNNL
   case C_DNNL_F32:
   case C_DNNL_BF16:
-  case C_DNNL_B16O: mm_run(&d->g[0]); break;
+  case C_DNNL_B16O: mm_run(&d->g[0], 0); break;
   case C_DNNL_SPLIT:
 #pragma omp parallel num_threads(d->parts)
     {
       const int t = omp_get_thread_num();
-      if (t < d->parts && d->g[t].p) mm_run(&d->g[t]);
+      if (t < d->parts && d->g[t].p) mm_run(&d->g[t], t);
     }
     break;
 #endif
@@ -829,9 +830,11 @@ int main(int argc, char **argv) {
   omp_set_num_threads(g_threads);
   openblas_set_num_threads(g_threads);
 #ifdef BOOST_HAVE_DNNL
-  if (dnnl_engine_create(&g_engine, dnnl_cpu, 0) != dnnl_success ||
-      dnnl_stream_create(&g_stream, g_engine, dnnl_stream_default_flags) != dnnl_success)
+  if (dnnl_engine_create(&g_engine, dnnl_cpu, 0) != dnnl_success)
     boost_fail("bf16-shapes: oneDNN cannot create a CPU engine");
+  for (int t = 0; t < 4; t++)
+    if (dnnl_stream_create(&g_streams[t], g_engine, dnnl_stream_default_flags) != dnnl_success)
+      boost_fail("bf16-shapes: oneDNN cannot create a stream");
   const dnnl_version_t *v = dnnl_version();
   printf("oneDNN %d.%d.%d (CPU runtime %s), effective ISA 0x%x\n", v->major, v->minor, v->patch,
          v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "not OpenMP", (unsigned)dnnl_get_effective_cpu_isa());

@@ -1,5 +1,6 @@
-/* gemm_bf16 (contract in gemm_bf16.h): oneDNN's matmul primitive, cached
- * per shape, or the fp32 fallback. */
+/* gemm_bf16 (contract in gemm_bf16.h): oneDNN's matmul primitives, one per
+ * thread's share of C, cached per shape, or the fp32 fallback. */
+#include "cpu_internal.h" /* first (see there); boost_split, gemm_worth_threads: the fp32 kernels' GEMM split */
 #include "gemm_bf16.h"
 
 #include <stdio.h>
@@ -9,10 +10,6 @@
 #include "bf16.h"
 #include "check.h"
 #include "ops.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #ifdef BOOST_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
@@ -82,21 +79,32 @@ static void fallback_gemm(int ta, int tb, int M, int N, int K, const bf16_t *A, 
 /* ---- oneDNN --------------------------------------------------------------- */
 
 #ifdef BOOST_HAVE_DNNL
-/* Everything a primitive is specialised on; ints only, so memcmp compares. */
+/* Everything an entry is specialised on; ints only, so memcmp compares.
+ * parts: how many OpenMP threads share the product. */
 typedef struct {
-  int ta, tb, M, N, K, lda, ldb, ldc, beta, c_f32, nthr;
+  int ta, tb, M, N, K, lda, ldb, ldc, beta, c_f32, parts;
 } prim_key;
+
+/* One thread's share of C, rows [m0, m1) x columns [n0, n1): a
+ * single-threaded primitive and its three memory objects (prim NULL: an
+ * empty share). */
+typedef struct {
+  int m0, m1, n0, n1;
+  dnnl_primitive_t prim;
+  dnnl_memory_t a, b, c;
+} prim_part;
 
 typedef struct {
   prim_key key;
   int used;
-  dnnl_primitive_t prim; /* NULL: oneDNN refused the shape (or had only reference loops): the fallback runs it */
-  dnnl_memory_t a, b, c;
+  int ok;          /* 0: oneDNN refused a share, or offered only its reference loops: the fallback runs the shape */
+  prim_part *part; /* key.parts of them */
 } prim_entry;
 
 static dnnl_engine_t engine;
-static dnnl_stream_t stream;
-static prim_entry *table; /* open addressing, capacity a power of two */
+static dnnl_stream_t *streams; /* one per share: threads do not share a stream */
+static int n_streams;
+static prim_entry *table;      /* open addressing, capacity a power of two */
 static size_t table_cap, table_used;
 
 static uint64_t key_hash(const prim_key *k) {
@@ -130,29 +138,42 @@ static dnnl_status_t matrix_md(dnnl_memory_desc_t *md, int rows, int cols, int t
   return dnnl_memory_desc_init_by_strides(md, 2, dims, t, strides);
 }
 
-/* The primitive of one key, or prim = NULL when oneDNN does not take it.
- * impl (optional) receives the implementation's name. */
-static void create_entry(prim_entry *e, char *impl, size_t impl_n) {
-  const prim_key *k = &e->key;
+static void part_free(prim_part *q) {
+  if (q->prim) dnnl_primitive_destroy(q->prim);
+  if (q->a) dnnl_memory_destroy(q->a);
+  if (q->b) dnnl_memory_destroy(q->b);
+  if (q->c) dnnl_memory_destroy(q->c);
+  q->prim = NULL;
+  q->a = q->b = q->c = NULL;
+}
+
+/* The single-threaded primitive of share q of key k; 0 when oneDNN does not
+ * take it (or only with its reference loops). impl (optional) receives the
+ * implementation's name. */
+static int part_create(const prim_key *k, prim_part *q, char *impl, size_t impl_n) {
+  const int m = q->m1 - q->m0, n = q->n1 - q->n0;
   dnnl_memory_desc_t a_md, b_md, c_md;
   dnnl_matmul_desc_t desc;
   dnnl_primitive_attr_t attr = NULL;
   dnnl_post_ops_t ops = NULL;
   dnnl_primitive_desc_t pd = NULL;
-  int ok = matrix_md(&a_md, k->M, k->K, k->ta, k->lda, dnnl_bf16) == dnnl_success &&
-           matrix_md(&b_md, k->K, k->N, k->tb, k->ldb, dnnl_bf16) == dnnl_success &&
-           matrix_md(&c_md, k->M, k->N, 0, k->ldc, k->c_f32 ? dnnl_f32 : dnnl_bf16) == dnnl_success &&
+  int ok = matrix_md(&a_md, m, k->K, k->ta, k->lda, dnnl_bf16) == dnnl_success &&
+           matrix_md(&b_md, k->K, n, k->tb, k->ldb, dnnl_bf16) == dnnl_success &&
+           matrix_md(&c_md, m, n, 0, k->ldc, k->c_f32 ? dnnl_f32 : dnnl_bf16) == dnnl_success &&
            dnnl_matmul_desc_init(&desc, &a_md, &b_md, NULL, &c_md) == dnnl_success &&
            dnnl_primitive_attr_create(&attr) == dnnl_success;
   /* beta = 1 is oneDNN's "sum" post-op: C = acc + C in fp32, then stored */
   if (ok && k->beta)
     ok = dnnl_post_ops_create(&ops) == dnnl_success && dnnl_post_ops_append_sum(ops, 1.0f) == dnnl_success &&
          dnnl_primitive_attr_set_post_ops(attr, ops) == dnnl_success;
-  /* oneDNN sizes its work split by omp_get_max_threads() at creation; the
-   * key's thread count is what this primitive must be made for */
+  /* oneDNN sizes its work split by omp_get_max_threads() at creation: one
+   * thread here, since our threads each run a share (measured: on the LM
+   * head 7-20% faster than oneDNN threading one primitive itself, the same
+   * elsewhere; and one join per product instead of oneDNN's barriers, which
+   * a busy machine punishes). */
 #ifdef _OPENMP
   const int saved = omp_get_max_threads();
-  if (saved != k->nthr) omp_set_num_threads(k->nthr);
+  if (saved != 1) omp_set_num_threads(1);
 #endif
   ok = ok && dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL) == dnnl_success;
   const char *name = NULL;
@@ -160,23 +181,45 @@ static void create_entry(prim_entry *e, char *impl, size_t impl_n) {
   if (impl) snprintf(impl, impl_n, "%s", name ? name : "none");
   /* oneDNN's reference loops ("ref:any") are slower than the fallback */
   ok = ok && name && strncmp(name, "ref", 3) != 0;
-  ok = ok && dnnl_primitive_create(&e->prim, pd) == dnnl_success;
+  ok = ok && dnnl_primitive_create(&q->prim, pd) == dnnl_success;
 #ifdef _OPENMP
-  if (saved != k->nthr) omp_set_num_threads(saved);
+  if (saved != 1) omp_set_num_threads(saved);
 #endif
-  ok = ok && dnnl_memory_create(&e->a, &a_md, engine, DNNL_MEMORY_NONE) == dnnl_success &&
-       dnnl_memory_create(&e->b, &b_md, engine, DNNL_MEMORY_NONE) == dnnl_success &&
-       dnnl_memory_create(&e->c, &c_md, engine, DNNL_MEMORY_NONE) == dnnl_success;
-  if (!ok) {
-    if (e->prim) dnnl_primitive_destroy(e->prim);
-    if (e->a) dnnl_memory_destroy(e->a);
-    if (e->b) dnnl_memory_destroy(e->b);
-    e->prim = NULL;
-    e->a = e->b = NULL;
-  }
+  ok = ok && dnnl_memory_create(&q->a, &a_md, engine, DNNL_MEMORY_NONE) == dnnl_success &&
+       dnnl_memory_create(&q->b, &b_md, engine, DNNL_MEMORY_NONE) == dnnl_success &&
+       dnnl_memory_create(&q->c, &c_md, engine, DNNL_MEMORY_NONE) == dnnl_success;
+  if (!ok) part_free(q);
   if (pd) dnnl_primitive_desc_destroy(pd);
   if (ops) dnnl_post_ops_destroy(ops);
   if (attr) dnnl_primitive_attr_destroy(attr);
+  return ok;
+}
+
+/* Share p of k->parts: C split by rows when M >= N, else by columns, on
+ * multiples of 16, as the fp32 kernels split their GEMMs (cpu_internal.h). */
+static void part_bounds(const prim_key *k, int p, prim_part *q) {
+  q->m0 = 0, q->m1 = k->M, q->n0 = 0, q->n1 = k->N;
+  if (k->M >= k->N) boost_split(k->M, k->parts, p, 16, &q->m0, &q->m1);
+  else boost_split(k->N, k->parts, p, 16, &q->n0, &q->n1);
+}
+
+static void entry_create(prim_entry *e) {
+  const prim_key *k = &e->key;
+  e->part = boost_calloc((size_t)k->parts, sizeof *e->part);
+  e->ok = 1;
+  for (int p = 0; p < k->parts && e->ok; p++) {
+    prim_part *q = &e->part[p];
+    part_bounds(k, p, q);
+    if (q->m1 > q->m0 && q->n1 > q->n0) e->ok = part_create(k, q, NULL, 0);
+  }
+  if (!e->ok)
+    for (int p = 0; p < k->parts; p++) part_free(&e->part[p]);
+  while (n_streams < k->parts) {
+    streams = boost_realloc(streams, (size_t)n_streams + 1, sizeof *streams);
+    if (dnnl_stream_create(&streams[n_streams], engine, dnnl_stream_default_flags) != dnnl_success)
+      boost_fail("oneDNN cannot create a stream");
+    n_streams++;
+  }
 }
 
 static prim_entry *entry_for(const prim_key *k) {
@@ -187,9 +230,39 @@ static prim_entry *entry_for(const prim_key *k) {
     e->key = *k;
     e->used = 1;
     table_used++;
-    create_entry(e, NULL, 0);
+    entry_create(e);
   }
   return e;
+}
+
+static int run_part(const prim_part *q, dnnl_stream_t st) {
+  if (!q->prim) return 1;
+  const dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, q->a}, {DNNL_ARG_WEIGHTS, q->b}, {DNNL_ARG_DST, q->c}};
+  return dnnl_primitive_execute(q->prim, st, 3, args) == dnnl_success && dnnl_stream_wait(st) == dnnl_success;
+}
+
+/* Every share of the product on its own thread (one share: the caller's). */
+static void run_shares(const prim_entry *e, const bf16_t *A, const bf16_t *B, void *C) {
+  const prim_key *k = &e->key;
+  const size_t esize = k->c_f32 ? sizeof(float) : sizeof(bf16_t);
+  for (int p = 0; p < k->parts; p++) { /* oneDNN only reads the inputs; its handles are untyped */
+    const prim_part *q = &e->part[p];
+    if (!q->prim) continue;
+    dnnl_memory_set_data_handle(q->a, (void *)(uintptr_t)(A + (size_t)q->m0 * (k->ta ? 1 : (size_t)k->lda)));
+    dnnl_memory_set_data_handle(q->b, (void *)(uintptr_t)(B + (size_t)q->n0 * (k->tb ? (size_t)k->ldb : 1)));
+    dnnl_memory_set_data_handle(q->c, (char *)C + esize * ((size_t)q->m0 * k->ldc + q->n0));
+  }
+  int ok = 1;
+  if (k->parts == 1) {
+    ok = run_part(&e->part[0], streams[0]);
+  } else {
+#pragma omp parallel num_threads(k->parts) reduction(&& : ok)
+    { /* a smaller team than asked for still runs every share */
+      for (int p = boost_thread_id(); p < k->parts; p += boost_team_size()) ok = run_part(&e->part[p], streams[p]) && ok;
+    }
+  }
+  if (!ok)
+    boost_fail("oneDNN matmul failed (%s%s %dx%dx%d)", k->ta ? "T" : "N", k->tb ? "T" : "N", k->M, k->N, k->K);
 }
 
 static const char *isa_name(dnnl_cpu_isa_t isa) {
@@ -204,36 +277,32 @@ static const char *isa_name(dnnl_cpu_isa_t isa) {
   }
 }
 
-static int current_threads(void) {
+/* Threads a product of M x N x K is shared by: every OpenMP thread when
+ * it is big enough to pay for them (the fp32 kernels' rule), one inside a
+ * parallel region. */
+static int parts_for(int M, int N, int K) {
 #ifdef _OPENMP
-  return omp_in_parallel() ? 1 : omp_get_max_threads();
-#else
-  return 1;
+  if (omp_in_parallel()) return 1;
 #endif
+  return gemm_worth_threads((double)M * N * K) ? boost_omp_threads() : 1;
 }
 
 /* Starts oneDNN and says which implementation a typical shape gets. 0 when
  * oneDNN cannot run here. */
 static int dnnl_start(int forced, char *why, size_t why_n) {
-  if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success ||
-      dnnl_stream_create(&stream, engine, dnnl_stream_default_flags) != dnnl_success) {
+  if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) {
     snprintf(why, why_n, "oneDNN could not create a CPU engine");
     return 0;
   }
   const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
   const int has_bf16 = ((unsigned)isa & (unsigned)dnnl_cpu_isa_avx512_core_bf16) == (unsigned)dnnl_cpu_isa_avx512_core_bf16;
-  /* the implementation a bottleneck-sized shape gets: the ISA it names is
+  /* the implementation a bottleneck-sized share gets: the ISA it names is
    * the one that runs */
-  prim_entry probe = {.key = {0, 1, 256, 128, 512, 512, 512, 128, 0, 0, current_threads()}, .used = 1};
+  const prim_key pk = {0, 1, 256, 128, 512, 512, 512, 128, 0, 0, 1};
+  prim_part probe = {0, 256, 0, 128, NULL, NULL, NULL, NULL};
   char impl[128] = "?";
-  create_entry(&probe, impl, sizeof impl);
-  const int made = probe.prim != NULL;
-  if (made) {
-    dnnl_primitive_destroy(probe.prim);
-    dnnl_memory_destroy(probe.a);
-    dnnl_memory_destroy(probe.b);
-    dnnl_memory_destroy(probe.c);
-  }
+  const int made = part_create(&pk, &probe, impl, sizeof impl);
+  part_free(&probe);
   const dnnl_version_t *v = dnnl_version();
   native_bf16 = made && has_bf16 && (strstr(impl, "bf16") || strstr(impl, "amx"));
   if (!made) {
@@ -246,10 +315,11 @@ static int dnnl_start(int forced, char *why, size_t why_n) {
              v->minor, v->patch, isa_name(isa), impl);
     return 0;
   }
-  snprintf(info_line, sizeof info_line, "oneDNN %d.%d.%d matmul %s, ISA %s, %s, %d OpenMP thread(s)", v->major,
-           v->minor, v->patch, impl, isa_name(isa),
+  snprintf(info_line, sizeof info_line,
+           "oneDNN %d.%d.%d matmul %s, ISA %s, %s, a single-threaded primitive per share of %d OpenMP thread(s)",
+           v->major, v->minor, v->patch, impl, isa_name(isa),
            native_bf16 ? "bf16 dot-product instructions" : "bf16 emulated by oneDNN (no bf16 instructions)",
-           current_threads());
+           boost_omp_threads());
   return 1;
 }
 #endif
@@ -293,16 +363,11 @@ void gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A,
   }
 #ifdef BOOST_HAVE_DNNL
   if (backend == BACKEND_DNNL) {
-    const prim_key k = {trans_a, trans_b, M, N, K, lda, ldb, ldc, beta != 0.0f, c_is_f32 != 0, current_threads()};
-    prim_entry *e = entry_for(&k);
-    if (e->prim) {
-      /* oneDNN only reads the inputs; its handles are untyped */
-      dnnl_memory_set_data_handle(e->a, (void *)(uintptr_t)A);
-      dnnl_memory_set_data_handle(e->b, (void *)(uintptr_t)B);
-      dnnl_memory_set_data_handle(e->c, C);
-      const dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c}};
-      if (dnnl_primitive_execute(e->prim, stream, 3, args) != dnnl_success || dnnl_stream_wait(stream) != dnnl_success)
-        boost_fail("oneDNN matmul failed (%s%s %dx%dx%d)", trans_a ? "T" : "N", trans_b ? "T" : "N", M, N, K);
+    const prim_key k = {trans_a,  trans_b, M, N, K, lda, ldb, ldc, beta != 0.0f, c_is_f32 != 0,
+                        parts_for(M, N, K)};
+    const prim_entry *e = entry_for(&k);
+    if (e->ok) {
+      run_shares(e, A, B, C);
       return;
     }
   }
@@ -325,11 +390,9 @@ void gemm_bf16_release(void) {
 #ifdef BOOST_HAVE_DNNL
   for (size_t i = 0; i < table_cap; i++) {
     prim_entry *e = &table[i];
-    if (!e->used || !e->prim) continue;
-    dnnl_primitive_destroy(e->prim);
-    dnnl_memory_destroy(e->a);
-    dnnl_memory_destroy(e->b);
-    dnnl_memory_destroy(e->c);
+    if (!e->used) continue;
+    for (int p = 0; p < e->key.parts; p++) part_free(&e->part[p]);
+    boost_free(e->part);
   }
   boost_free(table);
   table = NULL;

@@ -17,20 +17,22 @@
  *
  * Runs on oneDNN's matmul primitive where the CPU executes bf16 dot-product
  * instructions (AVX512_BF16, AMX), the library chosen by measurement on the
- * training step's shapes (docs/PERFORMANCE.md, "bf16 GEMMs"). Each
- * distinct (transposes, M, N, K, leading dimensions, beta, output type,
- * thread count) creates its primitive once, on first use, and keeps it (a
- * creation costs a JIT compile, milliseconds; a cached call costs
- * microseconds). Elsewhere -- no oneDNN in the build, a CPU without bf16
- * instructions, or a shape oneDNN refuses -- the inputs are widened to fp32
- * (exact) and OpenBLAS's sgemm runs through gemm() of ops.h, the output
- * rounded with f32_to_bf16.
+ * training step's shapes (docs/PERFORMANCE.md, "bf16 GEMMs"). Elsewhere --
+ * no oneDNN in the build, a CPU without bf16 instructions, or a shape
+ * oneDNN refuses -- the inputs are widened to fp32 (exact) and OpenBLAS's
+ * sgemm runs through gemm() of ops.h, the output rounded with f32_to_bf16.
  *
- * Threads: oneDNN here is built on GNU OpenMP, the runtime of the kernels,
- * so a call from outside a parallel region runs on the process's OpenMP
- * pool with omp_get_max_threads() threads and nothing else spins; a call
- * from inside a parallel region runs single-threaded. Deterministic: the
- * same inputs and thread count give the same bits, call after call.
+ * Threads, as the fp32 kernels do it (cpu_internal.h): C is split by rows
+ * or columns over the process's OpenMP threads and each thread runs a
+ * single-threaded primitive on its share (a product too small to pay for
+ * threads, or a call from inside a parallel region, runs on the calling
+ * thread). Debian's oneDNN uses GNU OpenMP, the kernels' own runtime, and
+ * creates no threads. Each distinct (transposes, M, N, K, leading
+ * dimensions, beta, output type, thread count) creates its primitives once,
+ * on first use, and keeps them: a creation costs a JIT compile (0.02-1 ms
+ * measured), a cached call half a microsecond. Deterministic: every element of
+ * C comes from one primitive, so the same inputs and thread count give the
+ * same bits, call after call.
  *
  * Not thread-safe: call it from one thread (the training thread). */
 #ifndef BOOST_KERNELS_CPU_GEMM_BF16_H
