@@ -747,8 +747,8 @@ static void print_creation_summary(void) {
   for (int i = 0; i < g_nshapes; i++)
     if (g_results[i].gflops[C_GEMM_BF16] > 0) gb[m++] = g_results[i].create_ms[C_GEMM_BF16];
   qsort(gb, (size_t)m, sizeof gb[0], cmp_double);
-  printf("\nprimitive creation, onednn-bf16 (first of its shape, JIT): median %.2f ms, min %.2f, max %.2f over %d shapes"
-         "\n",
+  printf("\nprimitive creation, onednn-bf16 (first of its shape, JIT): median %.2f ms, min %.2f, max %.2f over %d "
+         "shapes\n",
          v[n / 2], v[0], v[n - 1], n);
   if (m)
     printf("gemm_bf16, first call of a shape less the second (oneDNN's own primitive cache already holds the shape "
@@ -768,7 +768,8 @@ static void usage(FILE *f) {
 
 /* A number in [lo, hi] (whole when integer) or one line naming what the
  * option wants; nonzero then. */
-static int number_arg(const char *opt, const char *s, double lo, double hi, int integer, double *out, const char *want) {
+static int number_arg(const char *opt, const char *s, double lo, double hi, int integer, double *out,
+                      const char *want) {
   char *end = NULL;
   const double v = strtod(s, &end);
   if (end == s || *end || !(v >= lo && v <= hi) || (integer && v != (double)(long)v)) {
@@ -814,7 +815,8 @@ int main(int argc, char **argv) {
     }
   }
   if (parse_configs(configs) != 0) {
-    fprintf(stderr, "bf16-shapes: --configs wants MODEL:T,... (MODEL tiny, cola-60m or cola-130m) or square, got '%s'\n",
+    fprintf(stderr,
+            "bf16-shapes: --configs wants MODEL:T,... (MODEL tiny, cola-60m or cola-130m) or square, got '%s'\n",
             configs);
     return 2;
   }

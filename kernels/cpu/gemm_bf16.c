@@ -258,7 +258,8 @@ static void run_shares(const prim_entry *e, const bf16_t *A, const bf16_t *B, vo
   } else {
 #pragma omp parallel num_threads(k->parts) reduction(&& : ok)
     { /* a smaller team than asked for still runs every share */
-      for (int p = boost_thread_id(); p < k->parts; p += boost_team_size()) ok = run_part(&e->part[p], streams[p]) && ok;
+      for (int p = boost_thread_id(); p < k->parts; p += boost_team_size())
+        ok = run_part(&e->part[p], streams[p]) && ok;
     }
   }
   if (!ok)
@@ -295,7 +296,8 @@ static int dnnl_start(int forced, char *why, size_t why_n) {
     return 0;
   }
   const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-  const int has_bf16 = ((unsigned)isa & (unsigned)dnnl_cpu_isa_avx512_core_bf16) == (unsigned)dnnl_cpu_isa_avx512_core_bf16;
+  const unsigned bf16_bits = (unsigned)dnnl_cpu_isa_avx512_core_bf16; /* ISA values are nested bit sets */
+  const int has_bf16 = ((unsigned)isa & bf16_bits) == bf16_bits;
   /* the implementation a bottleneck-sized share gets: the ISA it names is
    * the one that runs */
   const prim_key pk = {0, 1, 256, 128, 512, 512, 512, 128, 0, 0, 1};

@@ -173,7 +173,8 @@ Test(bf16, the_rule_is_the_instruction) {
   hw_convert(hw, x, n);
   bf16_from_f32(sw, x, n);
   for (size_t i = 0; i < n; i++) {
-    cr_assert_eq(f32_to_bf16(x[i]), hw[i], "%08x: scalar %04x, VCVTNEPS2BF16 %04x", f2u(x[i]), f32_to_bf16(x[i]), hw[i]);
+    cr_assert_eq(f32_to_bf16(x[i]), hw[i], "%08x: scalar %04x, VCVTNEPS2BF16 %04x", f2u(x[i]), f32_to_bf16(x[i]),
+                 hw[i]);
     cr_assert_eq(sw[i], hw[i], "%08x: array %04x, VCVTNEPS2BF16 %04x", f2u(x[i]), sw[i], hw[i]);
   }
   free(hw);
