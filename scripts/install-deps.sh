@@ -5,6 +5,7 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config git
       libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools
       libzstd-dev zstd libcriterion-dev libopenblas-dev libopenblas-openmp-dev
+      libdnnl-dev
       libcjson-dev libinih-dev libxxhash-dev
       fortunes python3-h5py python3-numpy
       gnuplot-nox) # boost-inspect plot

@@ -2,11 +2,13 @@
  * buffers directly (host_view), any other backend's through a host copy
  * (download, MPI, upload) -- correct everywhere, fast where memory is host
  * memory; GPUs use the NCCL backend instead. bf16 sums use a user-defined
- * MPI operation that adds in float and rounds back to nearest even. */
+ * MPI operation that adds in float and rounds back by the kernels' rule
+ * (bf16.h). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bf16.h"
 #include "check.h"
 #include "comm.h"
 
@@ -17,28 +19,11 @@ typedef struct {
   MPI_Op bf16_sum;
 } mpi_impl;
 
-static float bf16_value(uint16_t h) {
-  union {
-    uint32_t u;
-    float f;
-  } v = {(uint32_t)h << 16};
-  return v.f;
-}
-
-static uint16_t bf16_round(float f) {
-  union {
-    float f;
-    uint32_t u;
-  } v = {f};
-  if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40); /* NaN stays a (quiet) NaN */
-  return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
-}
-
 static void bf16_sum_op(void *in, void *inout, int *len, MPI_Datatype *type) {
   (void)type;
   const uint16_t *a = in;
   uint16_t *b = inout;
-  for (int i = 0; i < *len; i++) b[i] = bf16_round(bf16_value(a[i]) + bf16_value(b[i]));
+  for (int i = 0; i < *len; i++) b[i] = f32_to_bf16(bf16_to_f32(a[i]) + bf16_to_f32(b[i]));
 }
 
 static MPI_Datatype mpi_type(boost_dtype t) {

@@ -21,16 +21,6 @@
 #define BF(p) ((bf16_t *)(p))
 #define CBF(p) ((const bf16_t *)(p))
 
-void bf16_from_f32(bf16_t *dst, const float *src, size_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= BOOST_PAR_MIN && !omp_in_parallel())
-  for (size_t i = 0; i < n; i++) dst[i] = f32_to_bf16(src[i]);
-}
-
-void bf16_to_f32_array(float *dst, const bf16_t *src, size_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= BOOST_PAR_MIN && !omp_in_parallel())
-  for (size_t i = 0; i < n; i++) dst[i] = bf16_to_f32(src[i]);
-}
-
 void cpu_plan_round_work(const boost_optim_plan *p, uint16_t *work, const float *params) {
   for (int i = 0; i < p->nseg; i++) bf16_from_f32(work + p->segs[i].offset, params + p->segs[i].offset, p->segs[i].n);
 }

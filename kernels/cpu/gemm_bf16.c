@@ -1,33 +1,407 @@
-/* The bf16 GEMM, emulated: operands widened to fp32 (exact) and multiplied
- * by the fp32 gemm, the result rounded when C is bf16. */
+/* gemm_bf16 (contract in gemm_bf16.h): oneDNN's matmul primitives, one per
+ * thread's share of C, cached per shape, or the fp32 fallback. */
+#include "cpu_internal.h" /* first (see there); boost_split, gemm_worth_threads: the fp32 kernels' GEMM split */
 #include "gemm_bf16.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "bf16.h"
 #include "check.h"
 #include "ops.h"
 
-static float *widen(const uint16_t *X, int rows, int cols, int ld) {
-  float *w = boost_calloc((size_t)rows * cols, sizeof *w);
-  for (int i = 0; i < rows; i++) bf16_to_f32_array(w + (size_t)i * cols, X + (size_t)i * ld, (size_t)cols);
-  return w;
-}
+#ifdef BOOST_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#endif
 
-void gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta,
-               void *C, int ldc, int c_is_f32) {
-  if (M <= 0 || N <= 0) return;
-  float *a = widen(A, ta ? K : M, ta ? M : K, lda), *b = widen(B, tb ? N : K, tb ? K : N, ldb);
-  if (c_is_f32) {
-    gemm(ta, tb, M, N, K, a, ta ? M : K, b, tb ? K : N, beta, C, ldc);
-  } else {
-    float *c = beta != 0.0f ? widen(C, M, N, ldc) : boost_calloc((size_t)M * N, sizeof *c);
-    gemm(ta, tb, M, N, K, a, ta ? M : K, b, tb ? K : N, beta, c, N);
-    for (int i = 0; i < M; i++) bf16_from_f32((uint16_t *)C + (size_t)i * ldc, c + (size_t)i * N, (size_t)N);
-    boost_free(c);
+enum { BACKEND_UNSET, BACKEND_FALLBACK, BACKEND_DNNL };
+
+static int backend = BACKEND_UNSET;
+static char info_line[512];
+static int native_bf16;
+
+/* ---- the fp32 fallback ---------------------------------------------------- */
+
+/* Grow-only scratch (the training thread is the only caller). */
+typedef struct {
+  float *p;
+  size_t n;
+} scratch;
+static scratch sa, sb, sc;
+
+static float *scratch_get(scratch *s, size_t n) {
+  if (n > s->n) {
+    boost_free(s->p);
+    s->p = boost_calloc(n, sizeof(float));
+    s->n = n;
   }
-  boost_free(a);
-  boost_free(b);
+  return s->p;
 }
 
-void gemm_bf16_info(char *buf, size_t n) { snprintf(buf, n, "emulated (fp32 OpenBLAS on widened operands)"); }
+/* rows x cols of a strided bf16 matrix into a dense fp32 one. */
+static void widen(float *dst, const bf16_t *src, int rows, int cols, int ld) {
+  if (ld == cols) {
+    bf16_to_f32_array(dst, src, (size_t)rows * cols);
+    return;
+  }
+#pragma omp parallel for schedule(static) if ((size_t)rows * cols >= BF16_PAR_MIN)
+  for (int r = 0; r < rows; r++) bf16_to_f32_array(dst + (size_t)r * cols, src + (size_t)r * ld, (size_t)cols);
+}
+
+static void narrow(bf16_t *dst, int ld, const float *src, int rows, int cols) {
+  if (ld == cols) {
+    bf16_from_f32(dst, src, (size_t)rows * cols);
+    return;
+  }
+#pragma omp parallel for schedule(static) if ((size_t)rows * cols >= BF16_PAR_MIN)
+  for (int r = 0; r < rows; r++) bf16_from_f32(dst + (size_t)r * ld, src + (size_t)r * cols, (size_t)cols);
+}
+
+/* The inputs widened exactly, the product by the fp32 gemm() (OpenBLAS on
+ * our threads), a bf16 output rounded by f32_to_bf16. */
+static void fallback_gemm(int ta, int tb, int M, int N, int K, const bf16_t *A, int lda, const bf16_t *B, int ldb,
+                          float beta, void *C, int ldc, int c_is_f32) {
+  const int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+  float *Af = scratch_get(&sa, (size_t)ar * ac), *Bf = scratch_get(&sb, (size_t)br * bc);
+  widen(Af, A, ar, ac, lda);
+  widen(Bf, B, br, bc, ldb);
+  if (c_is_f32) {
+    gemm(ta, tb, M, N, K, Af, ac, Bf, bc, beta, C, ldc);
+    return;
+  }
+  float *Cf = scratch_get(&sc, (size_t)M * N);
+  if (beta != 0.0f) widen(Cf, C, M, N, ldc);
+  gemm(ta, tb, M, N, K, Af, ac, Bf, bc, beta, Cf, N);
+  narrow(C, ldc, Cf, M, N);
+}
+
+/* ---- oneDNN --------------------------------------------------------------- */
+
+#ifdef BOOST_HAVE_DNNL
+/* Everything an entry is specialised on; ints only, so memcmp compares.
+ * parts: how many OpenMP threads share the product. */
+typedef struct {
+  int ta, tb, M, N, K, lda, ldb, ldc, beta, c_f32, parts;
+} prim_key;
+
+/* One thread's share of C, rows [m0, m1) x columns [n0, n1): a
+ * single-threaded primitive and its three memory objects (prim NULL: an
+ * empty share). */
+typedef struct {
+  int m0, m1, n0, n1;
+  dnnl_primitive_t prim;
+  dnnl_memory_t a, b, c;
+} prim_part;
+
+typedef struct {
+  prim_key key;
+  int used;
+  int ok;          /* 0: oneDNN refused a share, or offered only its reference loops: the fallback runs the shape */
+  prim_part *part; /* key.parts of them */
+} prim_entry;
+
+static dnnl_engine_t engine;
+static dnnl_stream_t *streams; /* one per share: threads do not share a stream */
+static int n_streams;
+static prim_entry *table;      /* open addressing, capacity a power of two */
+static size_t table_cap, table_used;
+
+static uint64_t key_hash(const prim_key *k) {
+  const unsigned char *p = (const unsigned char *)k;
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (size_t i = 0; i < sizeof *k; i++) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+static prim_entry *slot_for(prim_entry *tab, size_t cap, const prim_key *k) {
+  size_t i = (size_t)key_hash(k) & (cap - 1);
+  while (tab[i].used && memcmp(&tab[i].key, k, sizeof *k) != 0) i = (i + 1) & (cap - 1);
+  return &tab[i];
+}
+
+static void table_grow(void) {
+  const size_t cap = table_cap ? 2 * table_cap : 64;
+  prim_entry *tab = boost_calloc(cap, sizeof *tab);
+  for (size_t i = 0; i < table_cap; i++)
+    if (table[i].used) *slot_for(tab, cap, &table[i].key) = table[i];
+  boost_free(table);
+  table = tab;
+  table_cap = cap;
+}
+
+/* A 2-D memory descriptor of a row-major matrix seen as rows x cols, stored
+ * transposed or not with row stride ld: transposes are strides, no copies. */
+static dnnl_status_t matrix_md(dnnl_memory_desc_t *md, int rows, int cols, int trans, int ld, dnnl_data_type_t t) {
+  const dnnl_dims_t dims = {rows, cols};
+  const dnnl_dims_t strides = {trans ? 1 : ld, trans ? ld : 1};
+  return dnnl_memory_desc_init_by_strides(md, 2, dims, t, strides);
+}
+
+static void part_free(prim_part *q) {
+  if (q->prim) dnnl_primitive_destroy(q->prim);
+  if (q->a) dnnl_memory_destroy(q->a);
+  if (q->b) dnnl_memory_destroy(q->b);
+  if (q->c) dnnl_memory_destroy(q->c);
+  q->prim = NULL;
+  q->a = q->b = q->c = NULL;
+}
+
+/* The single-threaded primitive of share q of key k; 0 when oneDNN does not
+ * take it (or only with its reference loops). impl (optional) receives the
+ * implementation's name. */
+static int part_create(const prim_key *k, prim_part *q, char *impl, size_t impl_n) {
+  const int m = q->m1 - q->m0, n = q->n1 - q->n0;
+  dnnl_memory_desc_t a_md, b_md, c_md;
+  dnnl_matmul_desc_t desc;
+  dnnl_primitive_attr_t attr = NULL;
+  dnnl_post_ops_t ops = NULL;
+  dnnl_primitive_desc_t pd = NULL;
+  int ok = matrix_md(&a_md, m, k->K, k->ta, k->lda, dnnl_bf16) == dnnl_success &&
+           matrix_md(&b_md, k->K, n, k->tb, k->ldb, dnnl_bf16) == dnnl_success &&
+           matrix_md(&c_md, m, n, 0, k->ldc, k->c_f32 ? dnnl_f32 : dnnl_bf16) == dnnl_success &&
+           dnnl_matmul_desc_init(&desc, &a_md, &b_md, NULL, &c_md) == dnnl_success &&
+           dnnl_primitive_attr_create(&attr) == dnnl_success;
+  /* beta = 1 is oneDNN's "sum" post-op: C = acc + C in fp32, then stored */
+  if (ok && k->beta)
+    ok = dnnl_post_ops_create(&ops) == dnnl_success && dnnl_post_ops_append_sum(ops, 1.0f) == dnnl_success &&
+         dnnl_primitive_attr_set_post_ops(attr, ops) == dnnl_success;
+  /* oneDNN sizes its work split by omp_get_max_threads() at creation: one
+   * thread here, since our threads each run a share (measured: on the LM
+   * head 7-20% faster than oneDNN threading one primitive itself, the same
+   * elsewhere; and one join per product instead of oneDNN's barriers, which
+   * a busy machine punishes). */
+#ifdef _OPENMP
+  const int saved = omp_get_max_threads();
+  if (saved != 1) omp_set_num_threads(1);
+#endif
+  ok = ok && dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL) == dnnl_success;
+  const char *name = NULL;
+  if (ok && dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name) != dnnl_success) name = NULL;
+  if (impl) snprintf(impl, impl_n, "%s", name ? name : "none");
+  /* oneDNN's reference loops ("ref:any") are slower than the fallback */
+  ok = ok && name && strncmp(name, "ref", 3) != 0;
+  ok = ok && dnnl_primitive_create(&q->prim, pd) == dnnl_success;
+#ifdef _OPENMP
+  if (saved != 1) omp_set_num_threads(saved);
+#endif
+  ok = ok && dnnl_memory_create(&q->a, &a_md, engine, DNNL_MEMORY_NONE) == dnnl_success &&
+       dnnl_memory_create(&q->b, &b_md, engine, DNNL_MEMORY_NONE) == dnnl_success &&
+       dnnl_memory_create(&q->c, &c_md, engine, DNNL_MEMORY_NONE) == dnnl_success;
+  if (!ok) part_free(q);
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  if (ops) dnnl_post_ops_destroy(ops);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+  return ok;
+}
+
+/* Share p of k->parts: C split by rows when M >= N, else by columns, on
+ * multiples of 16, as the fp32 kernels split their GEMMs (cpu_internal.h). */
+static void part_bounds(const prim_key *k, int p, prim_part *q) {
+  q->m0 = 0, q->m1 = k->M, q->n0 = 0, q->n1 = k->N;
+  if (k->M >= k->N) boost_split(k->M, k->parts, p, 16, &q->m0, &q->m1);
+  else boost_split(k->N, k->parts, p, 16, &q->n0, &q->n1);
+}
+
+static void entry_create(prim_entry *e) {
+  const prim_key *k = &e->key;
+  e->part = boost_calloc((size_t)k->parts, sizeof *e->part);
+  e->ok = 1;
+  for (int p = 0; p < k->parts && e->ok; p++) {
+    prim_part *q = &e->part[p];
+    part_bounds(k, p, q);
+    if (q->m1 > q->m0 && q->n1 > q->n0) e->ok = part_create(k, q, NULL, 0);
+  }
+  if (!e->ok)
+    for (int p = 0; p < k->parts; p++) part_free(&e->part[p]);
+  while (n_streams < k->parts) {
+    streams = boost_realloc(streams, (size_t)n_streams + 1, sizeof *streams);
+    if (dnnl_stream_create(&streams[n_streams], engine, dnnl_stream_default_flags) != dnnl_success)
+      boost_fail("oneDNN cannot create a stream");
+    n_streams++;
+  }
+}
+
+static prim_entry *entry_for(const prim_key *k) {
+  if ((table_used + 1) * 4 > table_cap * 3) table_grow();
+  prim_entry *e = slot_for(table, table_cap, k);
+  if (!e->used) {
+    memset(e, 0, sizeof *e);
+    e->key = *k;
+    e->used = 1;
+    table_used++;
+    entry_create(e);
+  }
+  return e;
+}
+
+static int run_part(const prim_part *q, dnnl_stream_t st) {
+  if (!q->prim) return 1;
+  const dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, q->a}, {DNNL_ARG_WEIGHTS, q->b}, {DNNL_ARG_DST, q->c}};
+  return dnnl_primitive_execute(q->prim, st, 3, args) == dnnl_success && dnnl_stream_wait(st) == dnnl_success;
+}
+
+/* Every share of the product on its own thread (one share: the caller's). */
+static void run_shares(const prim_entry *e, const bf16_t *A, const bf16_t *B, void *C) {
+  const prim_key *k = &e->key;
+  const size_t esize = k->c_f32 ? sizeof(float) : sizeof(bf16_t);
+  for (int p = 0; p < k->parts; p++) { /* oneDNN only reads the inputs; its handles are untyped */
+    const prim_part *q = &e->part[p];
+    if (!q->prim) continue;
+    dnnl_memory_set_data_handle(q->a, (void *)(uintptr_t)(A + (size_t)q->m0 * (k->ta ? 1 : (size_t)k->lda)));
+    dnnl_memory_set_data_handle(q->b, (void *)(uintptr_t)(B + (size_t)q->n0 * (k->tb ? (size_t)k->ldb : 1)));
+    dnnl_memory_set_data_handle(q->c, (char *)C + esize * ((size_t)q->m0 * k->ldc + q->n0));
+  }
+  int ok = 1;
+  if (k->parts == 1) {
+    ok = run_part(&e->part[0], streams[0]);
+  } else {
+#pragma omp parallel num_threads(k->parts) reduction(&& : ok)
+    { /* a smaller team than asked for still runs every share */
+      for (int p = boost_thread_id(); p < k->parts; p += boost_team_size())
+        ok = run_part(&e->part[p], streams[p]) && ok;
+    }
+  }
+  if (!ok)
+    boost_fail("oneDNN matmul failed (%s%s %dx%dx%d)", k->ta ? "T" : "N", k->tb ? "T" : "N", k->M, k->N, k->K);
+}
+
+static const char *isa_name(dnnl_cpu_isa_t isa) {
+  switch (isa) {
+  case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+  case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+  case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+  case dnnl_cpu_isa_avx512_core: return "avx512_core";
+  case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+  case dnnl_cpu_isa_avx2: return "avx2";
+  default: return "older than avx2";
+  }
+}
+
+/* Threads a product of M x N x K is shared by: every OpenMP thread when
+ * it is big enough to pay for them (the fp32 kernels' rule), one inside a
+ * parallel region. */
+static int parts_for(int M, int N, int K) {
+#ifdef _OPENMP
+  if (omp_in_parallel()) return 1;
+#endif
+  return gemm_worth_threads((double)M * N * K) ? boost_omp_threads() : 1;
+}
+
+/* Starts oneDNN and says which implementation a typical shape gets. 0 when
+ * oneDNN cannot run here. */
+static int dnnl_start(int forced, char *why, size_t why_n) {
+  if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) {
+    snprintf(why, why_n, "oneDNN could not create a CPU engine");
+    return 0;
+  }
+  const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  const unsigned bf16_bits = (unsigned)dnnl_cpu_isa_avx512_core_bf16; /* ISA values are nested bit sets */
+  const int has_bf16 = ((unsigned)isa & bf16_bits) == bf16_bits;
+  /* the implementation a bottleneck-sized share gets: the ISA it names is
+   * the one that runs */
+  const prim_key pk = {0, 1, 256, 128, 512, 512, 512, 128, 0, 0, 1};
+  prim_part probe = {0, 256, 0, 128, NULL, NULL, NULL, NULL};
+  char impl[128] = "?";
+  const int made = part_create(&pk, &probe, impl, sizeof impl);
+  part_free(&probe);
+  const dnnl_version_t *v = dnnl_version();
+  native_bf16 = made && has_bf16 && (strstr(impl, "bf16") || strstr(impl, "amx"));
+  if (!made) {
+    snprintf(why, why_n, "oneDNN %d.%d.%d has no fast bf16 matmul on this CPU (ISA %s)", v->major, v->minor, v->patch,
+             isa_name(isa));
+    return 0;
+  }
+  if (!native_bf16 && !forced) {
+    snprintf(why, why_n, "no bf16 dot-product instructions (oneDNN %d.%d.%d sees ISA %s, matmul %s)", v->major,
+             v->minor, v->patch, isa_name(isa), impl);
+    return 0;
+  }
+  snprintf(info_line, sizeof info_line,
+           "oneDNN %d.%d.%d matmul %s, ISA %s, %s, a single-threaded primitive per share of %d OpenMP thread(s)",
+           v->major, v->minor, v->patch, impl, isa_name(isa),
+           native_bf16 ? "bf16 dot-product instructions" : "bf16 emulated by oneDNN (no bf16 instructions)",
+           boost_omp_threads());
+  return 1;
+}
+#endif
+
+/* ---- choice and entry point ---------------------------------------------- */
+
+static void choose_backend(void) {
+  const char *env = getenv("BOOST_GEMM_BF16");
+  const int want_fallback = env && !strcmp(env, "fallback"), forced = env && !strcmp(env, "onednn");
+  char why[256] = "";
+#ifdef BOOST_HAVE_DNNL
+  if (!want_fallback && dnnl_start(forced, why, sizeof why)) {
+    backend = BACKEND_DNNL;
+    return;
+  }
+#else
+  (void)forced;
+  snprintf(why, sizeof why, "built without oneDNN (Debian: libdnnl-dev)");
+#endif
+  if (want_fallback) snprintf(why, sizeof why, "BOOST_GEMM_BF16=fallback");
+  backend = BACKEND_FALLBACK;
+  native_bf16 = 0;
+  snprintf(info_line, sizeof info_line,
+           "fp32 fallback: bf16 inputs widened to fp32, OpenBLAS sgemm, bf16 outputs rounded to nearest even "
+           "(emulated, no bf16 instructions: %s)",
+           why);
+}
+
+void gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
+               float beta, void *C, int ldc, int c_is_f32) {
+  BOOST_ASSERT((trans_a == 0 || trans_a == 1) && (trans_b == 0 || trans_b == 1));
+  BOOST_ASSERT(M >= 0 && N >= 0 && K >= 0 && (beta == 0.0f || beta == 1.0f));
+  if (M == 0 || N == 0) return;
+  BOOST_ASSERT(ldc >= N && lda >= (trans_a ? M : K) && ldb >= (trans_b ? K : N) && lda >= 1 && ldb >= 1);
+  if (backend == BACKEND_UNSET) choose_backend();
+  if (K == 0) { /* an empty sum: C = beta C */
+    if (beta == 0.0f)
+      for (int i = 0; i < M; i++)
+        memset((char *)C + (size_t)i * ldc * (c_is_f32 ? 4 : 2), 0, (size_t)N * (c_is_f32 ? 4 : 2));
+    return;
+  }
+#ifdef BOOST_HAVE_DNNL
+  if (backend == BACKEND_DNNL) {
+    const prim_key k = {trans_a,  trans_b, M, N, K, lda, ldb, ldc, beta != 0.0f, c_is_f32 != 0,
+                        parts_for(M, N, K)};
+    const prim_entry *e = entry_for(&k);
+    if (e->ok) {
+      run_shares(e, A, B, C);
+      return;
+    }
+  }
+#endif
+  fallback_gemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, c_is_f32);
+}
+
+void gemm_bf16_info(char *buf, size_t n) {
+  if (!buf || n == 0) return;
+  if (backend == BACKEND_UNSET) choose_backend();
+  snprintf(buf, n, "%s; conversions %s", info_line, bf16_convert_path());
+}
+
+int gemm_bf16_native(void) {
+  if (backend == BACKEND_UNSET) choose_backend();
+  return native_bf16;
+}
+
+void gemm_bf16_release(void) {
+#ifdef BOOST_HAVE_DNNL
+  for (size_t i = 0; i < table_cap; i++) {
+    prim_entry *e = &table[i];
+    if (!e->used) continue;
+    for (int p = 0; p < e->key.parts; p++) part_free(&e->part[p]);
+    boost_free(e->part);
+  }
+  boost_free(table);
+  table = NULL;
+  table_cap = table_used = 0;
+#endif
+  boost_free(sa.p);
+  boost_free(sb.p);
+  boost_free(sc.p);
+  sa = sb = sc = (scratch){NULL, 0};
+}

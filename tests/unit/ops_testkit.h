@@ -73,6 +73,46 @@ static inline int verbose(void) { return getenv("BOOST_TEST_VERBOSE") != NULL; }
  * are what gets tested; tests that need other counts set them. */
 static inline void two_threads(void) { omp_set_num_threads(2); }
 
+/* CPU ticks (user + system) of this process's threads: the calling thread's
+ * and all the others' summed. Linux /proc. */
+static inline void thread_ticks(long *self, long *others) {
+  long me = (long)syscall(SYS_gettid);
+  *self = *others = 0;
+  DIR *d = opendir("/proc/self/task");
+  cr_assert_not_null(d, "cannot open /proc/self/task");
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    char path[300], buf[1024];
+    snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    size_t len = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[len] = '\0';
+    char *s = strrchr(buf, ')'); /* fields after the command name */
+    long ut = 0, st = 0;
+    if (!s || sscanf(s + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %ld %ld", &ut, &st) != 2) continue;
+    if (atol(e->d_name) == me)
+      *self += ut + st;
+    else
+      *others += ut + st;
+  }
+  closedir(d);
+}
+
+/* Threads of this process (Linux /proc). */
+static inline int thread_count(void) {
+  DIR *d = opendir("/proc/self/task");
+  cr_assert_not_null(d, "cannot open /proc/self/task");
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)))
+    if (e->d_name[0] != '.') n++;
+  closedir(d);
+  return n;
+}
+
 typedef double (*loss_fn)(void *ctx);
 
 /* Central differences on every element of x against analytic[]. */
