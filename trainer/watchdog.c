@@ -51,7 +51,8 @@ static struct {
    * while `mpi_live` (between MPI_Init and MPI_Finalize), else _exit. */
   _Atomic int up, mpi_live;
   MPI_Comm side;
-  int rank, size;
+  _Atomic int rank; /* world rank (from the launcher's environment before MPI_Init) */
+  int size;
   MPI_Request query;
   int32_t query_buf;
   int query_posted;
@@ -379,7 +380,9 @@ void watchdog_start(double timeout_s, double ckpt_timeout_s) {
 void watchdog_mpi_ready(int thread_multiple) {
   if (!wd.started) return;
   atomic_store(&wd.mpi_live, 1);
-  MPI_Comm_rank(MPI_COMM_WORLD, &wd.rank);
+  int rank;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  atomic_store(&wd.rank, rank);
   MPI_Comm_size(MPI_COMM_WORLD, &wd.size);
   if (wd.size == 1) { /* nothing to wait for */
     watchdog_stop();
