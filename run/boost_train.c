@@ -14,6 +14,7 @@
 #include "resume_plan.h"
 #include "test_hooks.h"
 #include "trainer.h"
+#include "watchdog.h"
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -34,7 +35,9 @@ static void usage(FILE *f) {
           "committed. Stop signals: SIGTERM, SIGUSR1, SIGINT, SIGHUP, at any time (start-up\n"
           "included); a second Ctrl-C 2 s or more after the first stop, or SIGUSR2, exits at\n"
           "once (75 if nothing is unsaved, else 74). Under mpirun, launch preemptible runs\n"
-          "with tools/boost-mpirun.\n"
+          "with tools/boost-mpirun. A rank that waits for the others longer than\n"
+          "parallel.timeout (a stopped or hung rank) ends the job: 74, or 75 when nothing\n"
+          "was trained since the newest committed state.\n"
           "Presets: tiny, cola-60m, cola-130m, cola-350m, cola-1b, cola-7b and llama-* twins.\n"
           "Keys (section.key), with default and allowed values:\n");
   config_print_help(f);
@@ -71,18 +74,22 @@ int main(int argc, char **argv) {
   }
 
   test_sleep_ms(test_delay_ms("BOOST_TRAIN_TEST_START_DELAY_MS"));
-  int provided, rank;
-  preempt_block(1); /* MPI's helper threads inherit the stop signals blocked */
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  preempt_block(0);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   train_config cfg;
   char err[1024];
+  const int resolved = config_resolve(&cfg, config_path, nsets, sets, err, sizeof err) == 0;
+  int provided, rank;
+  preempt_block(1); /* MPI's helper threads, and the watchdog, inherit the stop signals blocked */
+  if (resolved && !print_only) watchdog_start(cfg.parallel.timeout, cfg.ckpt.timeout); /* MPI start-up is watched */
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  preempt_block(0);
+  watchdog_mpi_ready(provided >= MPI_THREAD_MULTIPLE);
+  watchdog_phase("start-up: resume plan", WATCH_WAIT);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int status = 0;
   if (provided < MPI_THREAD_MULTIPLE) {
     if (rank == 0) fprintf(stderr, "boost-train: the MPI library does not provide MPI_THREAD_MULTIPLE\n");
     status = 1;
-  } else if (config_resolve(&cfg, config_path, nsets, sets, err, sizeof err) != 0) {
+  } else if (!resolved) {
     if (rank == 0) fprintf(stderr, "boost-train: %s\n", err);
     status = 1;
   } else {
@@ -105,6 +112,8 @@ int main(int argc, char **argv) {
     }
   }
   free(sets);
+  watchdog_mpi_close(); /* MPI_Finalize waits for every rank: watched to the end */
   MPI_Finalize();
+  watchdog_stop();
   return status;
 }

@@ -24,8 +24,10 @@
 #include "pipeline.h"
 #include "preempt.h"
 #include "resume_plan.h"
+#include "run_watch.h"
 #include "test_hooks.h"
 #include "train_state.h"
+#include "watchdog.h"
 
 
 static void format_count(double v, char *out, size_t n) {
@@ -286,6 +288,7 @@ trainer *trainer_create(const train_config *cfg, MPI_Comm world, char *err, size
   r->be = boost_backend_create(device_names[cfg->train.device], act, r->threads, 0, be_err, sizeof be_err);
   int have_be = r->be != NULL;
   MPI_Allreduce(MPI_IN_PLACE, &have_be, 1, MPI_INT, MPI_MIN, world); /* control plane: every rank or none */
+  watchdog_phase("start-up: model build", WATCH_WORK); /* local work: not a wait */
   if (!have_be) {
     snprintf(err, errlen, "%s", be_err[0] ? be_err : "the backend could not be created on every rank");
     trainer_destroy(r);
@@ -328,6 +331,7 @@ float trainer_step(trainer *r, double *grad_norm) {
   train_state *st = &r->st;
   float loss = train_step(r, st, grad_norm);
   st->step++;
+  run_watch_trained(st);
   st->data_cursor += r->global_batch;
   st->tokens_seen += (double)r->global_batch * r->T;
   train_state_push_loss(st, loss);
@@ -411,6 +415,7 @@ static int accept_start(run *t, char *err, size_t errlen) {
 
 int trainer_run(const train_config *cfg, MPI_Comm world) {
   char err[1024];
+  watchdog_phase("start-up: process grid, data and backend", WATCH_WAIT);
   run *t = trainer_create(cfg, world, err, sizeof err);
   if (!t) {
     int rank;
@@ -428,13 +433,16 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
   const ckpt_hooks hooks = trainer_ckpt_hooks(&t->hooks_ctx);
   ckpt_settings ck_set;
   trainer_ckpt_settings(cfg, &ck_set);
+  watchdog_phase("start-up: checkpoint directory", WATCH_WAIT);
   ckpt_session *ck = ckpt_open(&ck_set, &t->grid, &t->m.reg, &hooks, err, sizeof err);
   t->ck = ck;
   char msg[2048] = "";
   int status = 0;
+  watchdog_phase("start-up: checkpoint load", WATCH_CKPT);
   if ((!ck && err[0]) || trainer_ckpt_resume(ck, st, msg, sizeof msg) < 0) {
     status = fail_all(&t->grid, ck ? msg : err);
   } else {
+    watchdog_phase("start-up: start agreement", WATCH_WAIT);
     status = accept_start(t, err, sizeof err);
   }
   if (status != 0) {
@@ -451,10 +459,12 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
   const double flops_per_token = model_flops_per_token(&cfg->model, t->T);
   const long step_delay_ms = test_delay_ms("BOOST_TRAIN_TEST_STEP_DELAY_MS");
   const double t_start = boost_now_s();
+  run_watch_begin(cfg, t->grid.rank, st, ck);
   int stop_signal = 0;
   float loss = NAN;
   while (st->step < cfg->train.steps) {
     preempt_set_committed(0); /* from here a forced exit loses work */
+    run_watch_step(ck, st);
     double t0 = boost_now_s(), gnorm = 0.0;
     comm_reset_counts(&t->comm);
     float lr = lr_at(cfg, (int)st->step);
@@ -470,7 +480,7 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
     const int last = st->step == cfg->train.steps;
     const int preempted = preempt_agreed(t->grid.world);
     char ckpt_status[128] = "-";
-    if (ck) trainer_ckpt_after_step(&t->hooks_ctx, ck, st, last || preempted, ckpt_status, sizeof ckpt_status);
+    run_watch_ckpt(&t->hooks_ctx, ck, st, last || preempted, ckpt_status, sizeof ckpt_status);
     float val_loss = NAN;
     if (cfg->train.val_batches > 0 && ((cfg->train.val_every > 0 && st->step % cfg->train.val_every == 0) || last))
       val_loss = evaluate(t);
@@ -501,7 +511,9 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
       break;
     }
   }
+  watchdog_phase("the final save", WATCH_CKPT);
   status = finish(t, ck, status, stop_signal, loss, t_start);
+  run_watch_end(cfg, status);
   if (t->metrics) fclose(t->metrics);
   trainer_destroy(t);
   return status;

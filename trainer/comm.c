@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "watchdog.h"
 
 const char *const comm_group_names[COMM_NUM_GROUPS] = {"tp", "dp", "pp", "world"};
 const char *const comm_kind_names[COMM_NUM_KINDS] = {"allreduce", "allgather", "reduce_scatter", "sendrecv",
@@ -21,7 +22,16 @@ void comm_reset_counts(comm_ctx *c) { memset(c->count, 0, sizeof c->count); }
 
 uint64_t comm_bytes(const comm_ctx *c, comm_group g, comm_kind k) { return c->count[g][k].bytes; }
 
+/* A collective of kind k over group g begins: the watchdog's record, and
+ * the start time for the counters. */
+static double begin(comm_ctx *c, comm_group g, comm_kind k) {
+  watch_collective(c->mpi[g], g, comm_kind_names[k]);
+  return MPI_Wtime();
+}
+
+/* The call is over: counted (data plane) and no longer in flight. */
 static void count(comm_ctx *c, comm_group g, comm_kind k, size_t bytes, double t0) {
+  watch_done();
   comm_counter *ct = &c->count[g][k];
   ct->bytes += bytes;
   ct->calls++;
@@ -32,7 +42,7 @@ static boost_dtype act_type(const comm_ctx *c) { return c->be ? c->be->act_dtype
 
 static void allreduce(comm_ctx *c, comm_group g, void *buf, size_t n, boost_dtype t, comm_redop op) {
   if (c->size[g] == 1 || n == 0) return;
-  const double t0 = MPI_Wtime();
+  const double t0 = begin(c, g, COMM_ALLREDUCE);
   c->ops->allreduce(c, g, buf, n, t, op);
   count(c, g, COMM_ALLREDUCE, n * boost_dtype_size(t), t0);
 }
@@ -48,21 +58,21 @@ void comm_allreduce_act(comm_ctx *c, comm_group g, boost_act *buf, size_t n) {
 
 void comm_allreduce_btp(comm_ctx *c, comm_group g, boost_act *h, size_t n_h, float *ss, size_t n_ss) {
   if (c->size[g] == 1 || n_h + n_ss == 0) return;
-  const double t0 = MPI_Wtime();
+  const double t0 = begin(c, g, COMM_ALLREDUCE);
   c->ops->allreduce_pair(c, g, h, n_h, act_type(c), ss, n_ss);
   count(c, g, COMM_ALLREDUCE, n_h * boost_dtype_size(act_type(c)) + n_ss * sizeof(float), t0);
 }
 
 void comm_reduce_scatter_sum(comm_ctx *c, comm_group g, float *buf, size_t chunk) {
   if (c->size[g] == 1 || chunk == 0) return;
-  const double t0 = MPI_Wtime();
+  const double t0 = begin(c, g, COMM_REDUCE_SCATTER);
   c->ops->reduce_scatter(c, g, buf, chunk, BOOST_F32);
   count(c, g, COMM_REDUCE_SCATTER, chunk * (size_t)c->size[g] * sizeof(float), t0);
 }
 
 void comm_allgather_chunks(comm_ctx *c, comm_group g, float *buf, size_t chunk) {
   if (c->size[g] == 1 || chunk == 0) return;
-  const double t0 = MPI_Wtime();
+  const double t0 = begin(c, g, COMM_ALLGATHER);
   c->ops->allgather_chunks(c, g, buf, chunk, BOOST_F32);
   count(c, g, COMM_ALLGATHER, chunk * sizeof(float), t0);
 }
@@ -84,10 +94,11 @@ void comm_allgather_cols(comm_ctx *c, comm_group g, const boost_act *local, boos
     c->be->mem->copy(c->be, full, local, n * es);
     return;
   }
-  const double t0 = MPI_Wtime();
+  const double t0 = begin(c, g, COMM_ALLGATHER);
   /* Gathered as [p][rows][cols], then interleaved into [rows][p * cols]. */
   char *stage = scratch(c, n * (size_t)p * es);
   c->ops->allgather(c, g, local, stage, n, act_type(c));
+  watch_done();
   for (int r = 0; r < p; r++)
     c->be->mem->copy2d(c->be, (char *)full + (size_t)r * cols * es, cols * (size_t)p * es, stage + (size_t)r * n * es,
                        cols * es, cols * es, rows);
@@ -103,39 +114,51 @@ void comm_scatter_cols(comm_ctx *c, comm_group g, const boost_act *full, boost_a
 }
 
 void comm_isend_act(comm_ctx *c, comm_group g, const boost_act *buf, size_t n, int peer, int tag, comm_request *req) {
-  const double t0 = MPI_Wtime();
+  const double t0 = MPI_Wtime(); /* returns at once: not a wait */
   c->ops->isend(c, g, buf, n, act_type(c), peer, tag, req);
+  req->group = (int)g, req->peer = peer, req->tag = tag;
   count(c, g, COMM_SENDRECV, n * boost_dtype_size(act_type(c)), t0);
 }
 
 void comm_recv_act(comm_ctx *c, comm_group g, boost_act *buf, size_t n, int peer, int tag) {
+  watch_p2p(c->mpi[g], g, "recv", peer, tag);
   const double t0 = MPI_Wtime();
   c->ops->recv(c, g, buf, n, act_type(c), peer, tag);
   count(c, g, COMM_SENDRECV, n * boost_dtype_size(act_type(c)), t0);
 }
 
-void comm_wait(comm_ctx *c, comm_request *req) { c->ops->wait(c, req); }
+void comm_wait(comm_ctx *c, comm_request *req) {
+  watch_p2p(c->mpi[req->group], (comm_group)req->group, "send completion", req->peer, req->tag);
+  c->ops->wait(c, req);
+  watch_done();
+}
 
 void comm_alltoallv_f32(comm_ctx *c, comm_group g, const float *send, const size_t *scount, const size_t *sdispl,
                         float *recv, const size_t *rcount, const size_t *rdispl) {
-  const double t0 = MPI_Wtime();
+  const double t0 = begin(c, g, COMM_ALLTOALL);
   size_t moved = 0;
   for (int r = 0; r < c->size[g]; r++) moved += r == c->rank[g] ? 0 : scount[r];
   c->ops->alltoallv(c, g, send, scount, sdispl, recv, rcount, rdispl, BOOST_F32);
   count(c, g, COMM_ALLTOALL, moved * sizeof(float), t0);
 }
 
-void comm_control_sum_f64(comm_ctx *c, comm_group g, double *host, int n) {
-  if (c->size[g] > 1 && n > 0) MPI_Allreduce(MPI_IN_PLACE, host, n, MPI_DOUBLE, MPI_SUM, c->mpi[g]);
+/* The control plane: one watched allreduce of host values. */
+static void control(comm_ctx *c, comm_group g, void *host, int n, MPI_Datatype t, MPI_Op op) {
+  if (c->size[g] == 1 || n <= 0) return;
+  watch_collective(c->mpi[g], g, "control allreduce");
+  MPI_Allreduce(MPI_IN_PLACE, host, n, t, op, c->mpi[g]);
+  watch_done();
 }
 
+void comm_control_sum_f64(comm_ctx *c, comm_group g, double *host, int n) { control(c, g, host, n, MPI_DOUBLE, MPI_SUM); }
+
 int comm_control_max_int(comm_ctx *c, comm_group g, int v) {
-  if (c->size[g] > 1) MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MAX, c->mpi[g]);
+  control(c, g, &v, 1, MPI_INT, MPI_MAX);
   return v;
 }
 
 int comm_control_min_int(comm_ctx *c, comm_group g, int v) {
-  if (c->size[g] > 1) MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MIN, c->mpi[g]);
+  control(c, g, &v, 1, MPI_INT, MPI_MIN);
   return v;
 }
 

@@ -15,7 +15,12 @@
  *
  * Control plane: small host values every rank must agree on (a failure
  * flag, a step number, a signal) go through comm_control_* (MPI on the
- * host, uncounted), never through the data plane. */
+ * host, uncounted), never through the data plane.
+ *
+ * Every call that waits for other ranks (data plane, control plane, a
+ * receive, a send's completion) is recorded for the collective watchdog
+ * while it is in flight (trainer/watchdog.h: group, kind, peer; a few
+ * relaxed stores, nothing on threads the watchdog does not watch). */
 #ifndef BOOST_COMM_H
 #define BOOST_COMM_H
 
@@ -37,9 +42,11 @@ typedef struct {
   double seconds;
 } comm_counter;
 
-/* An operation in flight (opaque; zero-initialised means none). */
+/* An operation in flight (the backend's part opaque; zero-initialised
+ * means none). The front keeps where it goes for the watchdog. */
 typedef struct {
   uint64_t opaque[2];
+  int group, peer, tag;
 } comm_request;
 
 typedef struct comm_ctx comm_ctx;

@@ -104,6 +104,10 @@ static const key_spec KEYS[] = {
      "activation recompute in backward: keep all, only layer inputs + bottlenecks, or only layer inputs",
      RECOMPUTE_CHOICES},
     {"parallel.stages", K_STR, F(parallel.stages), 0, 0, "layers per stage, e.g. 3,5 (empty = balanced)", NULL},
+    {"parallel.timeout", K_INT, F(parallel.timeout), 0, 1e7,
+     "seconds a rank may wait for the others (a collective, a pipeline message, a start-up agreement) before the "
+     "watchdog ends the job, exit 74 or 75 (a stopped or hung rank); 0 = never",
+     NULL},
     {"ckpt.dir", K_STR, F(ckpt.dir), 0, 0, "checkpoint directory (empty = no checkpoints)", NULL},
     {"ckpt.every", K_INT, F(ckpt.every), 0, 1e9, "checkpoint every N steps (0 = only at the end/preemption)", NULL},
     {"ckpt.keep_last", K_INT, F(ckpt.keep_last), 1, 1e6, "newest checkpoints kept", NULL},
@@ -190,6 +194,7 @@ void config_defaults(train_config *cfg) {
   cfg->parallel.dp = cfg->parallel.tp = cfg->parallel.pp = 1;
   cfg->parallel.tp_mode = TP_AUTO;
   cfg->parallel.recompute = RECOMPUTE_NONE;
+  cfg->parallel.timeout = 600; /* docs/PARALLELISM.md, "The collective watchdog" */
   config_set(cfg, "ckpt.resume", "auto", NULL, 0);
   cfg->ckpt.activations = ACTS_NONE;
   cfg->ckpt.keep_last = 3;

@@ -71,7 +71,7 @@ typedef struct {
     char metrics[CONFIG_STR];
   } train;
   struct {
-    int dp, tp, pp, zero;
+    int dp, tp, pp, zero, timeout;
     tp_mode tp_mode;
     recompute_mode recompute;
     char stages[CONFIG_STR];

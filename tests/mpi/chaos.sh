@@ -2,8 +2,9 @@
 # A short tools/boost-chaos run (1-2 minutes): every fault kind twice --
 # SIGKILL of all ranks and of one, SIGTERM/SIGINT to the launcher, the ranks
 # and every process, a byte flip in a committed checkpoint, a full tmpfs
-# (as root; skipped otherwise), SIGSTOP (skipped until boost-train has
-# parallel.timeout) -- each followed by a resume that must take the newest
+# (as root; skipped otherwise), SIGSTOP of one rank (the watchdogs end the
+# job: parallel.timeout and ckpt.timeout 5 s here) -- each followed by a
+# resume that must take the newest
 # intact checkpoint holding the uninterrupted run's state, with documented
 # exit codes, no hang, no leftover process and a final state bit-identical
 # to the uninterrupted run's. Skips (77) without /usr/bin/python3.
@@ -15,7 +16,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/boost_chaos_test.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 rc=0
-"$SRC/tools/boost-chaos" --faults 22 --seed 20 --steps 24 --every 4 --step-ms 30 --dir "$tmp" --build "$B" --json \
+"$SRC/tools/boost-chaos" --faults 22 --seed 20 --steps 24 --every 4 --step-ms 30 --stop-timeout 5 --dir "$tmp" --build "$B" --json \
   >"$tmp/out.json" 2>"$tmp/err" || rc=$?
 cat "$tmp/err"
 /usr/bin/python3 - "$tmp/out.json" "$rc" <<'PYEOF' || fail "boost-chaos: see above"
@@ -32,6 +33,8 @@ missing = {"kill9-all", "kill9-one", "term-launcher", "int-launcher", "term-rank
            "int-all", "sigstop", "flip", "enospc"} - kinds
 if missing:
     sys.exit("kinds never drawn: %s" % sorted(missing))
+if d["kinds"]["sigstop"].get("skipped"):
+    sys.exit("sigstop skipped: %s" % [f.get("why") for f in d["faults"] if f["kind"] == "sigstop"][:1])
 if d["verdict"] != "PASS" or sys.argv[2] != "0":
     sys.exit("verdict %s, exit status %s" % (d["verdict"], sys.argv[2]))
 PYEOF
