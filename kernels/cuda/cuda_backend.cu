@@ -45,10 +45,11 @@ static void m_free(boost_backend *be, void *p) {
   (void)be;
   if (p) cudaCheck(cudaFree(p));
 }
+/* Portable: pinned for every context, whichever thread asks. */
 static void *m_host_alloc(boost_backend *be, size_t bytes) {
   (void)be;
   void *p = NULL;
-  if (cudaMallocHost(&p, bytes ? bytes : 1) != cudaSuccess) {
+  if (cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) != cudaSuccess) {
     (void)cudaGetLastError();
     return NULL;
   }
@@ -183,7 +184,8 @@ static void cuda_destroy(boost_backend *be) {
   cudaCheck(cudaSetDevice(c->device));
   cudaCheck(cudaStreamSynchronize(c->copy_stream));
   cudaCheck(cudaStreamSynchronize(c->stream));
-  if (c->scratch) cudaCheck(cudaFree(c->scratch));
+  if (c->scratch) cudaCheck(cudaFreeAsync(c->scratch, c->stream));
+  cudaCheck(cudaStreamSynchronize(c->stream));
   cublasCheck(cublasDestroy(c->cublas));
   cudaCheck(cudaFree(c->cublas_ws));
   cudaCheck(cudaEventDestroy(c->mark));
