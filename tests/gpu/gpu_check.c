@@ -2,9 +2,10 @@
  * "cuda": memory operations and ops) against the CPU backend, for float and
  * for bf16 activations; then throughput lines (gpu_bench.c).
  *
- *   boost-gpu-check [--small] [--no-bench] [--act f32|bf16|both]
+ *   boost-gpu-check [--small] [--no-bench] [--act f32|bf16|both] [--probe]
  *
- * --small: small shapes only (what compute-sanitizer runs). Exit: 0 every
+ * --small: small shapes only (what compute-sanitizer runs); --probe: only
+ * whether a GPU is usable (the device line, or 77 and why not). Exit: 0 every
  * check passed; 1 a mismatch or an error; 77 "SKIP: no CUDA device" where
  * no GPU is usable (ctest reports the test skipped). BOOST_GPU_DEVICE picks
  * the device (default 0). The harness is here with the memory checks; the
@@ -215,16 +216,17 @@ static int run_act(boost_dtype act, int device, int small, boost_backend *cpu) {
 }
 
 int main(int argc, char **argv) {
-  int small = 0, bench = 1, acts = 3;
+  int small = 0, bench = 1, acts = 3, probe = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--small")) small = 1;
+    else if (!strcmp(argv[i], "--probe")) probe = 1;
     else if (!strcmp(argv[i], "--no-bench")) bench = 0;
     else if (!strcmp(argv[i], "--act") && i + 1 < argc) {
       const char *a = argv[++i];
       acts = !strcmp(a, "f32") ? 1 : !strcmp(a, "bf16") ? 2 : !strcmp(a, "both") ? 3 : 0;
       if (!acts) return fprintf(stderr, "boost-gpu-check: --act f32, bf16 or both\n"), 2;
     } else {
-      fprintf(stderr, "usage: boost-gpu-check [--small] [--no-bench] [--act f32|bf16|both]\n");
+      fprintf(stderr, "usage: boost-gpu-check [--small] [--no-bench] [--act f32|bf16|both] [--probe]\n");
       return 2;
     }
   }
@@ -235,6 +237,14 @@ int main(int argc, char **argv) {
   const char *dev = getenv("BOOST_GPU_DEVICE");
   const int device = dev ? atoi(dev) : 0;
   char err[512];
+  if (probe) { /* is a GPU usable: the backend starts, or says why not */
+    boost_backend *be = boost_backend_create("cuda", BOOST_BF16, 0, device, err, sizeof err);
+    if (!be) return printf("%s\n", err), 77;
+    cuda_backend_describe(be, err, sizeof err);
+    printf("%s\n", err);
+    boost_backend_destroy(be);
+    return 0;
+  }
   boost_backend *cpu = boost_backend_create("cpu", BOOST_F32, 0, 0, err, sizeof err);
   if (!cpu) return fprintf(stderr, "boost-gpu-check: %s\n", err), 1;
   if ((acts & 1) && run_act(BOOST_F32, device, small, cpu)) return 1;
