@@ -51,40 +51,31 @@ __device__ void fa_mma_nn_bf16(float *C, int ldc, const void *A, int lda, const 
 #define BOOST_FA_MMA 1
 #include "hd_flash.h"
 
-/* Row tiles of the forward and dQ run heaviest first (the causal triangle
- * grows with the row); key tiles of dK/dV lightest last the same way. */
-template <int BF16>
-__global__ void fa_fwd_kernel(fa_args a) {
+/* The three kernels are one loop over a block type's phases (hd_flash.h),
+ * a barrier after each. Row tiles of the forward and dQ run heaviest first
+ * (the causal triangle grows with the row); key tiles of dK/dV the same way
+ * (it shrinks with the key). */
+__device__ int fa_begin(fa_fwd_blk *c, const fa_args *a, unsigned char *s) {
+  return fa_fwd_begin(c, a, s, gridDim.x - 1 - blockIdx.x, blockIdx.y);
+}
+__device__ int fa_begin(fa_dq_blk *c, const fa_args *a, unsigned char *s) {
+  return fa_dq_begin(c, a, s, gridDim.x - 1 - blockIdx.x, blockIdx.y);
+}
+__device__ int fa_begin(fa_dkv_blk *c, const fa_args *a, unsigned char *s) {
+  return fa_dkv_begin(c, a, s, blockIdx.x, blockIdx.y);
+}
+__device__ void fa_phase(const fa_fwd_blk *c, int ph) { fa_fwd_phase(c, ph, threadIdx.x / 32, threadIdx.x % 32); }
+__device__ void fa_phase(const fa_dq_blk *c, int ph) { fa_dq_phase(c, ph, threadIdx.x / 32, threadIdx.x % 32); }
+__device__ void fa_phase(const fa_dkv_blk *c, int ph) { fa_dkv_phase(c, ph, threadIdx.x / 32, threadIdx.x % 32); }
+
+template <class Blk, int BF16>
+__global__ void fa_kernel(fa_args a) {
   extern __shared__ __align__(128) unsigned char smem[];
-  fa_fwd_blk c;
-  const int n = fa_fwd_begin(&c, &a, smem, gridDim.x - 1 - blockIdx.x, blockIdx.y);
+  Blk c;
+  const int n = fa_begin(&c, &a, smem);
   c.d.bf16 = BF16; /* a constant: the storage branches fold away */
   for (int ph = 0; ph < n; ph++) {
-    fa_fwd_phase(&c, ph, threadIdx.x / 32, threadIdx.x % 32);
-    __syncthreads();
-  }
-}
-
-template <int BF16>
-__global__ void fa_dq_kernel(fa_args a) {
-  extern __shared__ __align__(128) unsigned char smem[];
-  fa_dq_blk c;
-  const int n = fa_dq_begin(&c, &a, smem, gridDim.x - 1 - blockIdx.x, blockIdx.y);
-  c.d.bf16 = BF16;
-  for (int ph = 0; ph < n; ph++) {
-    fa_dq_phase(&c, ph, threadIdx.x / 32, threadIdx.x % 32);
-    __syncthreads();
-  }
-}
-
-template <int BF16>
-__global__ void fa_dkv_kernel(fa_args a) {
-  extern __shared__ __align__(128) unsigned char smem[];
-  fa_dkv_blk c;
-  const int n = fa_dkv_begin(&c, &a, smem, blockIdx.x, blockIdx.y);
-  c.d.bf16 = BF16;
-  for (int ph = 0; ph < n; ph++) {
-    fa_dkv_phase(&c, ph, threadIdx.x / 32, threadIdx.x % 32);
+    fa_phase(&c, ph);
     __syncthreads();
   }
 }
@@ -110,14 +101,16 @@ static fa_dims fa_pick(const cuda_be *c, fa_kind k, int hd, int bf16) {
              fa_smem(k, &d), c->smem_optin);
 }
 
+template <class Blk>
+static void fa_allow_smem(int lim) {
+  cudaCheck(cudaFuncSetAttribute(fa_kernel<Blk, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, lim));
+  cudaCheck(cudaFuncSetAttribute(fa_kernel<Blk, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, lim));
+}
+
 void cu_attention_setup(cuda_be *c) {
-  const int lim = (int)c->smem_optin;
-  cudaCheck(cudaFuncSetAttribute(fa_fwd_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, lim));
-  cudaCheck(cudaFuncSetAttribute(fa_fwd_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, lim));
-  cudaCheck(cudaFuncSetAttribute(fa_dq_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, lim));
-  cudaCheck(cudaFuncSetAttribute(fa_dq_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, lim));
-  cudaCheck(cudaFuncSetAttribute(fa_dkv_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, lim));
-  cudaCheck(cudaFuncSetAttribute(fa_dkv_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, lim));
+  fa_allow_smem<fa_fwd_blk>((int)c->smem_optin);
+  fa_allow_smem<fa_dq_blk>((int)c->smem_optin);
+  fa_allow_smem<fa_dkv_blk>((int)c->smem_optin);
 }
 
 /* D: the backward's row sums, [B, H, T] floats */
@@ -141,16 +134,10 @@ static void fa_launch(boost_backend *be, fa_kind k, fa_args a) {
   const dim3 grid(cdiv_u((size_t)a.T, (size_t)a.d.rows), (unsigned)(a.B * a.H));
   const unsigned threads = (unsigned)fa_threads(&a.d);
   const size_t smem = fa_smem(k, &a.d);
-  if (k == FA_FWD) {
-    if (a.d.bf16) fa_fwd_kernel<1><<<grid, threads, smem, c->stream>>>(a);
-    else fa_fwd_kernel<0><<<grid, threads, smem, c->stream>>>(a);
-  } else if (k == FA_DQ) {
-    if (a.d.bf16) fa_dq_kernel<1><<<grid, threads, smem, c->stream>>>(a);
-    else fa_dq_kernel<0><<<grid, threads, smem, c->stream>>>(a);
-  } else {
-    if (a.d.bf16) fa_dkv_kernel<1><<<grid, threads, smem, c->stream>>>(a);
-    else fa_dkv_kernel<0><<<grid, threads, smem, c->stream>>>(a);
-  }
+  void (*kernel)(fa_args) = k == FA_FWD ? (a.d.bf16 ? fa_kernel<fa_fwd_blk, 1> : fa_kernel<fa_fwd_blk, 0>)
+                            : k == FA_DQ ? (a.d.bf16 ? fa_kernel<fa_dq_blk, 1> : fa_kernel<fa_dq_blk, 0>)
+                                         : (a.d.bf16 ? fa_kernel<fa_dkv_blk, 1> : fa_kernel<fa_dkv_blk, 0>);
+  kernel<<<grid, threads, smem, c->stream>>>(a);
   LAUNCH_CHECK();
 }
 

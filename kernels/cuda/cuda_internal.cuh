@@ -100,43 +100,42 @@ __device__ __forceinline__ void stw(void *p, size_t i, const float *f, int bf16)
   }
 }
 
-/* ---- warp and block reductions (fixed trees) ------------------------------------ */
-__device__ __forceinline__ float warp_sum(float v) {
+/* ---- warp and block reductions (fixed trees) ------------------------------------
+ * A warp combines with the xor butterfly (every lane ends with the same
+ * bits: the combining operations are commutative); a block of NT threads
+ * (a multiple of 32) combines its warps' results in warp 0 the same way and
+ * every thread gets the result. sh: NT / 32 elements of shared memory. */
+struct SumOp {
+  template <class T>
+  __device__ T operator()(T a, T b) const { return a + b; }
+};
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+template <class T, class Op>
+__device__ __forceinline__ T warp_reduce(T v, Op op) {
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
-__device__ __forceinline__ double warp_sum_d(double v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-__device__ __forceinline__ void warp_lse(float &m, float &s) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
-    hd_lse_merge(&m, &s, m2, s2);
-  }
-}
-/* Sum over a block of NT threads (a multiple of 32): warps, then warp 0 over
- * the warp sums; every thread gets the result. sh: NT / 32 doubles. */
-template <int NT>
-__device__ __forceinline__ double block_sum_d(double v, double *sh) {
-  v = warp_sum_d(v);
+__device__ __forceinline__ float warp_sum(float v) { return warp_reduce(v, SumOp()); }
+__device__ __forceinline__ double warp_sum_d(double v) { return warp_reduce(v, SumOp()); }
+template <int NT, class T, class Op>
+__device__ __forceinline__ T block_reduce(T v, T *sh, T identity, Op op) {
+  v = warp_reduce(v, op);
   if (threadIdx.x % 32 == 0) sh[threadIdx.x / 32] = v;
   __syncthreads();
-  v = threadIdx.x < NT / 32 ? sh[threadIdx.x] : 0.0;
-  if (threadIdx.x < 32) v = warp_sum_d(v);
+  v = threadIdx.x < NT / 32 ? sh[threadIdx.x] : identity;
+  if (threadIdx.x < 32) v = warp_reduce(v, op);
   if (threadIdx.x == 0) sh[0] = v;
   __syncthreads();
   v = sh[0];
   __syncthreads();
   return v;
+}
+template <int NT>
+__device__ __forceinline__ double block_sum_d(double v, double *sh) {
+  return block_reduce<NT>(v, sh, 0.0, SumOp());
 }
 
 /* Dispatch a kernel template on the backend's act type. */

@@ -34,9 +34,9 @@ static void ew_launch(boost_backend *be, const Op &op, size_t n, bool vec) {
   LAUNCH_CHECK();
 }
 
-/* y = y + x (add_inplace) and out = a + b (add_forward) */
-template <int BF16>
-struct AddOp {
+/* out = f(a, b) (add, mul, the SiLU gradient from dout and x) */
+template <int BF16, class F>
+struct BinaryOp {
   static constexpr int W = BF16 ? 8 : 4;
   void *out;
   const void *a, *b;
@@ -46,25 +46,40 @@ struct AddOp {
     ldw<V>(x, a, i, BF16);
     ldw<V>(y, b, i, BF16);
 #pragma unroll
-    for (int k = 0; k < V; k++) x[k] = x[k] + y[k];
+    for (int k = 0; k < V; k++) x[k] = F()(x[k], y[k]);
     stw<V>(out, i, x, BF16);
   }
 };
+struct Add {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct Mul {
+  __device__ float operator()(float a, float b) const { return a * b; }
+};
+struct SiluGrad {
+  __device__ float operator()(float dout, float x) const { return hd_silu_grad(dout, x); }
+};
 
-template <int BF16>
-struct MulOp {
-  static constexpr int W = BF16 ? 8 : 4;
-  void *out;
-  const void *a, *b;
+/* dst = f(src), each in its own storage (SiLU; the precision conversions) */
+template <int DST_BF16, int SRC_BF16, class F>
+struct UnaryOp {
+  static constexpr int W = DST_BF16 || SRC_BF16 ? 8 : 4;
+  void *dst;
+  const void *src;
   template <int V>
   __device__ void run(size_t i) const {
-    float x[V], y[V];
-    ldw<V>(x, a, i, BF16);
-    ldw<V>(y, b, i, BF16);
+    float v[V];
+    ldw<V>(v, src, i, SRC_BF16);
 #pragma unroll
-    for (int k = 0; k < V; k++) x[k] = x[k] * y[k];
-    stw<V>(out, i, x, BF16);
+    for (int k = 0; k < V; k++) v[k] = F()(v[k]);
+    stw<V>(dst, i, v, DST_BF16);
   }
+};
+struct Silu {
+  __device__ float operator()(float x) const { return hd_silu(x); }
+};
+struct Same {
+  __device__ float operator()(float x) const { return x; }
 };
 
 /* da = dout * b, db = dout * a (NULL skips); everything read before any write */
@@ -92,78 +107,34 @@ struct MulBwdOp {
   }
 };
 
-template <int BF16>
-struct SiluOp {
-  static constexpr int W = BF16 ? 8 : 4;
-  void *out;
-  const void *x;
-  template <int V>
-  __device__ void run(size_t i) const {
-    float v[V];
-    ldw<V>(v, x, i, BF16);
-#pragma unroll
-    for (int k = 0; k < V; k++) v[k] = hd_silu(v[k]);
-    stw<V>(out, i, v, BF16);
-  }
-};
-
-template <int BF16>
-struct SiluBwdOp {
-  static constexpr int W = BF16 ? 8 : 4;
-  void *dx;
-  const void *dout, *x;
-  template <int V>
-  __device__ void run(size_t i) const {
-    float g[V], v[V];
-    ldw<V>(g, dout, i, BF16);
-    ldw<V>(v, x, i, BF16);
-#pragma unroll
-    for (int k = 0; k < V; k++) g[k] = hd_silu_grad(g[k], v[k]);
-    stw<V>(dx, i, g, BF16);
-  }
-};
-
-/* dst (storage DST_BF16) <- src (storage SRC_BF16): rounding when narrowing */
-template <int DST_BF16, int SRC_BF16>
-struct ConvOp {
-  static constexpr int W = 8;
-  void *dst;
-  const void *src;
-  template <int V>
-  __device__ void run(size_t i) const {
-    float v[V];
-    ldw<V>(v, src, i, SRC_BF16);
-    stw<V>(dst, i, v, DST_BF16);
-  }
-};
-
-#define EW_DISPATCH(be, OP, n, vec, ...)          \
-  do {                                            \
-    if (is_bf16(be))                              \
-      ew_launch(be, OP<1>{__VA_ARGS__}, n, vec); \
-    else                                          \
-      ew_launch(be, OP<0>{__VA_ARGS__}, n, vec); \
-  } while (0)
-
-void cu_add_inplace(boost_backend *be, boost_act *y, cact *x, size_t n) {
-  EW_DISPATCH(be, AddOp, n, al(y) && al(x), y, y, x);
+template <class F>
+static void binary(boost_backend *be, void *out, const void *a, const void *b, size_t n) {
+  const bool vec = al(out) && al(a) && al(b);
+  if (is_bf16(be))
+    ew_launch(be, BinaryOp<1, F>{out, a, b}, n, vec);
+  else
+    ew_launch(be, BinaryOp<0, F>{out, a, b}, n, vec);
 }
-void cu_add_forward(boost_backend *be, boost_act *out, cact *a, cact *b, size_t n) {
-  EW_DISPATCH(be, AddOp, n, al(out) && al(a) && al(b), out, a, b);
+
+void cu_add_inplace(boost_backend *be, boost_act *y, cact *x, size_t n) { binary<Add>(be, y, y, x, n); }
+void cu_add_forward(boost_backend *be, boost_act *out, cact *a, cact *b, size_t n) { binary<Add>(be, out, a, b, n); }
+void cu_mul_forward(boost_backend *be, boost_act *out, cact *a, cact *b, size_t n) { binary<Mul>(be, out, a, b, n); }
+void cu_silu_backward(boost_backend *be, boost_act *dx, cact *dout, cact *x, size_t n) {
+  if (dx) binary<SiluGrad>(be, dx, dout, x, n);
 }
-void cu_mul_forward(boost_backend *be, boost_act *out, cact *a, cact *b, size_t n) {
-  EW_DISPATCH(be, MulOp, n, al(out) && al(a) && al(b), out, a, b);
+void cu_silu_forward(boost_backend *be, boost_act *out, cact *x, size_t n) {
+  if (is_bf16(be))
+    ew_launch(be, UnaryOp<1, 1, Silu>{out, x}, n, al(out) && al(x));
+  else
+    ew_launch(be, UnaryOp<0, 0, Silu>{out, x}, n, al(out) && al(x));
 }
 void cu_mul_backward(boost_backend *be, boost_act *da, boost_act *db, cact *dout, cact *a, cact *b, size_t n) {
   if (!da && !db) return;
-  EW_DISPATCH(be, MulBwdOp, n, al(da) && al(db) && al(dout) && al(a) && al(b), da, db, dout, a, b);
-}
-void cu_silu_forward(boost_backend *be, boost_act *out, cact *x, size_t n) {
-  EW_DISPATCH(be, SiluOp, n, al(out) && al(x), out, x);
-}
-void cu_silu_backward(boost_backend *be, boost_act *dx, cact *dout, cact *x, size_t n) {
-  if (!dx) return;
-  EW_DISPATCH(be, SiluBwdOp, n, al(dx) && al(dout) && al(x), dx, dout, x);
+  const bool vec = al(da) && al(db) && al(dout) && al(a) && al(b);
+  if (is_bf16(be))
+    ew_launch(be, MulBwdOp<1>{da, db, dout, a, b}, n, vec);
+  else
+    ew_launch(be, MulBwdOp<0>{da, db, dout, a, b}, n, vec);
 }
 
 /* dst (act) <- src (float), rounded; a no-op for float activations in place */
@@ -172,7 +143,7 @@ void cu_to_act(boost_backend *be, boost_act *dst, const float *src, size_t n) {
     if ((const void *)dst != (const void *)src) cudaCheck(cudaMemcpyAsync(dst, src, n * 4, cudaMemcpyDeviceToDevice, CB(be)->stream));
     return;
   }
-  ew_launch(be, ConvOp<1, 0>{dst, src}, n, al(dst) && al(src));
+  ew_launch(be, UnaryOp<1, 0, Same>{dst, src}, n, al(dst) && al(src));
 }
 
 /* dst (float) <- src (act), exact */
@@ -181,5 +152,5 @@ void cu_to_f32(boost_backend *be, float *dst, cact *src, size_t n) {
     if ((const void *)dst != (const void *)src) cudaCheck(cudaMemcpyAsync(dst, src, n * 4, cudaMemcpyDeviceToDevice, CB(be)->stream));
     return;
   }
-  ew_launch(be, ConvOp<0, 1>{dst, src}, n, al(dst) && al(src));
+  ew_launch(be, UnaryOp<0, 1, Same>{dst, src}, n, al(dst) && al(src));
 }

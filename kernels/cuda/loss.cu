@@ -11,16 +11,7 @@
 #define CE_WARPS (CE_THREADS / 32)
 
 __device__ __forceinline__ float block_max(float v, float *sh) {
-  v = warp_max(v);
-  if (threadIdx.x % 32 == 0) sh[threadIdx.x / 32] = v;
-  __syncthreads();
-  v = threadIdx.x < CE_WARPS ? sh[threadIdx.x] : -INFINITY;
-  if (threadIdx.x < 32) v = warp_max(v);
-  if (threadIdx.x == 0) sh[0] = v;
-  __syncthreads();
-  v = sh[0];
-  __syncthreads();
-  return v;
+  return block_reduce<CE_THREADS>(v, sh, -INFINITY, MaxOp());
 }
 
 template <int BF16>
