@@ -5,7 +5,11 @@
  *   boost-gpu-check [--small] [--no-bench] [--act f32|bf16|both] [--probe]
  *
  * --small: small shapes only (what compute-sanitizer runs); --probe: only
- * whether a GPU is usable (the device line, or 77 and why not). Exit: 0 every
+ * whether a GPU is usable (the device line, or 77 and why not); --self-test:
+ * the harness itself, with the guarded test backend (the CPU's kernels behind
+ * memory the host cannot touch, f32) in the GPU's place: every check must
+ * pass, and a check that touched device memory from the host would fault
+ * (ctest gpu_check_selftest, on every machine). Exit: 0 every
  * check passed; 1 a mismatch or an error; 77 "SKIP: no CUDA device" where
  * no GPU is usable (ctest reports the test skipped). BOOST_GPU_DEVICE picks
  * the device (default 0). The harness is here with the memory checks; the
@@ -181,7 +185,7 @@ static void check_memory(gcheck *g) {
   pthread_join(th, NULL);
   g_same(g, "mark, download_async, copy_sync (writer thread)", pin, b, bytes);
   be->mem->sync(be);
-  g_true(g, "host_view: NULL (device memory)", be->mem->host_view(be, d) == NULL);
+  if (!strcmp(be->name, "cuda")) g_true(g, "host_view: NULL (device memory)", be->mem->host_view(be, d) == NULL);
   be->mem->host_free(be, pin);
   g_free(g, d), g_free(g, e);
   boost_free(a), boost_free(b), boost_free(h);
@@ -189,10 +193,11 @@ static void check_memory(gcheck *g) {
 
 /* ---- main ------------------------------------------------------------------------------ */
 
-static int run_act(boost_dtype act, int device, int small, boost_backend *cpu) {
-  char err[512] = "", desc[256];
+/* backend: "cuda", or "guarded" for --self-test */
+static int run_act(const char *backend, boost_dtype act, int device, int small, boost_backend *cpu) {
+  char err[512] = "", desc[256] = "";
   gcheck g = {.cpu = cpu, .bf16 = act == BOOST_BF16, .small = small};
-  g.gpu = boost_backend_create("cuda", act, 0, device, err, sizeof err);
+  g.gpu = boost_backend_create(backend, act, 0, device, err, sizeof err);
   if (!g.gpu) {
     printf("FAIL %s\n", err);
     return 1;
@@ -201,7 +206,7 @@ static int run_act(boost_dtype act, int device, int small, boost_backend *cpu) {
   g.tol_act = g.bf16 ? 1e-2 : 2e-5;
   g.tol_chain = g.bf16 ? 3e-2 : 5e-5;
   cuda_backend_describe(g.gpu, desc, sizeof desc);
-  printf("== %s\n", desc);
+  printf("== %s: %s\n", backend, desc);
   check_memory(&g);
   check_dense(&g);
   check_elementwise(&g);
@@ -216,9 +221,10 @@ static int run_act(boost_dtype act, int device, int small, boost_backend *cpu) {
 }
 
 int main(int argc, char **argv) {
-  int small = 0, bench = 1, acts = 3, probe = 0;
+  int small = 0, bench = 1, acts = 3, probe = 0, self = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--small")) small = 1;
+    else if (!strcmp(argv[i], "--self-test")) self = 1;
     else if (!strcmp(argv[i], "--probe")) probe = 1;
     else if (!strcmp(argv[i], "--no-bench")) bench = 0;
     else if (!strcmp(argv[i], "--act") && i + 1 < argc) {
@@ -226,11 +232,12 @@ int main(int argc, char **argv) {
       acts = !strcmp(a, "f32") ? 1 : !strcmp(a, "bf16") ? 2 : !strcmp(a, "both") ? 3 : 0;
       if (!acts) return fprintf(stderr, "boost-gpu-check: --act f32, bf16 or both\n"), 2;
     } else {
-      fprintf(stderr, "usage: boost-gpu-check [--small] [--no-bench] [--act f32|bf16|both] [--probe]\n");
+      fprintf(stderr, "usage: boost-gpu-check [--small] [--no-bench] [--act f32|bf16|both] [--probe] [--self-test]\n");
       return 2;
     }
   }
-  if (cuda_device_count() == 0) {
+  if (self) bench = 0, acts &= 1; /* the guarded backend has the CPU's float kernels only */
+  if (!self && cuda_device_count() == 0) {
     printf("SKIP: no CUDA device\n");
     return 77;
   }
@@ -247,8 +254,9 @@ int main(int argc, char **argv) {
   }
   boost_backend *cpu = boost_backend_create("cpu", BOOST_F32, 0, 0, err, sizeof err);
   if (!cpu) return fprintf(stderr, "boost-gpu-check: %s\n", err), 1;
-  if ((acts & 1) && run_act(BOOST_F32, device, small, cpu)) return 1;
-  if ((acts & 2) && run_act(BOOST_BF16, device, small, cpu)) return 1;
+  const char *backend = self ? "guarded" : "cuda";
+  if ((acts & 1) && run_act(backend, BOOST_F32, device, small, cpu)) return 1;
+  if ((acts & 2) && run_act(backend, BOOST_BF16, device, small, cpu)) return 1;
   printf("gpu_check: %d checks, %d failed\n", n_checks, n_failed);
   if (bench && !small) {
     gcheck g = {.cpu = cpu, .bf16 = 1};
