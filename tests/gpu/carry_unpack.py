@@ -11,6 +11,12 @@ usable from there:
 - libraries that need a newer glibc than this machine has are reported, and
   where this machine has its own copy of such a library, the carried one is
   removed so the machine's is used (Debian 12's libevent needs glibc 2.36);
+- general libraries this machine already has (curl, TLS, Kerberos, zlib,
+  ...: what HDF5 and Open MPI load in turn) are taken from the machine, so
+  the library path set for boost's programs (and for CMake, which loads
+  some of them itself) holds only what the machine lacks; the libraries
+  boost was compiled against (Open MPI, HDF5, OpenBLAS and its Fortran
+  runtime, zstd, cJSON, inih, xxhash, hwloc, libevent, szip) stay;
 - PREFIX/env.sh sets what boost's programs need at run time (library path,
   Open MPI's relocation and a single-process start without mpirun) and
   PREFIX/cmake.args the CMake hints that point the configure at PREFIX.
@@ -48,6 +54,29 @@ def system_has(soname):
     except OSError:
         return False
     return any(line.strip().startswith(soname + " ") for line in out.splitlines())
+
+
+# what boost and its Open MPI / HDF5 / OpenBLAS were built against: always the carried copy
+KEEP = re.compile(r"^lib(mpi|open-pal|open-rte|mca_|ompitrace|hdf5|openblas|blas|lapack|gfortran|quadmath|zstd|cjson|"
+                  r"inih|xxhash|criterion|pkgconf|hwloc|event|sz|aec)")
+
+
+def prefer_system(prefix):
+    """Removes carried general libraries this machine provides itself."""
+    for d in (f"{prefix}/usr/lib/{ARCH}", f"{prefix}/lib/{ARCH}"):
+        if not os.path.isdir(d):
+            continue
+        for f in sorted(os.listdir(d)):
+            p = os.path.join(d, f)
+            if ".so." not in f or os.path.islink(p) or KEEP.match(f):
+                continue
+            soname = re.sub(r"(\.so\.[0-9]+).*", r"\1", f)
+            if system_has(soname):
+                os.unlink(p)
+        for f in os.listdir(d):  # links left dangling
+            p = os.path.join(d, f)
+            if os.path.islink(p) and not os.path.exists(p):
+                os.unlink(p)
 
 
 def main():
@@ -98,6 +127,7 @@ def main():
                 print(f"carry_unpack: {f} needs glibc {need[0]}.{need[1]} and this machine has {have[0]}.{have[1]} "
                       f"without its own {soname}: install it (libevent 2.1) or use a newer image", file=sys.stderr)
                 return 1
+    prefer_system(prefix)
     lib = f"{usr}/lib/{ARCH}"
     libpath = ":".join([lib, f"{lib}/openblas-openmp", f"{lib}/openmpi/lib", f"{lib}/hdf5/openmpi",
                         f"{prefix}/lib/{ARCH}"])

@@ -69,7 +69,7 @@ stage_env() {
 stage_build() {
   local tar=$root/tests/gpu/carry/prefix.tar.xz lib=$prefix/usr/lib/x86_64-linux-gnu
   [ -f "$tar" ] || { echo "FAIL: no $tar: run tests/gpu/prepare_carry.sh on a Debian machine, carry tests/gpu/carry"; return 1; }
-  if [ ! -f "$prefix/.unpacked" ] || [ "$tar" -nt "$prefix/.unpacked" ]; then
+  if [ ! -f "$prefix/.unpacked" ] || [ "$tar" -nt "$prefix/.unpacked" ] || [ "$root/tests/gpu/carry_unpack.py" -nt "$prefix/.unpacked" ]; then
     rm -rf "$prefix"
     python3 "$root/tests/gpu/carry_unpack.py" "$tar" "$prefix" || { echo "FAIL: the carry does not unpack here"; return 1; }
     touch "$prefix/.unpacked"
@@ -92,7 +92,17 @@ stage_build() {
     echo "FAIL: libraries not found at run time"
     return 1
   fi
-  echo "result: built for sm_$ARCH ($(grep -o 'NCCL communication O[NF]*' "$OUT/configure.log" || echo 'NCCL ?'))"
+  # the carried libraries at work, no GPU needed: MPI started alone, a
+  # checkpoint written and verified, the GPU check's harness
+  shard
+  rm -rf "$W/smoke"
+  bt smoke --set model.preset=tiny --set model.seq_len=32 --set train.batch_size=2 --set train.steps=2 \
+    --set train.device=cpu --set ckpt.dir="$W/smoke" --set ckpt.every=2 || return 1
+  benv "$bin/tools/boost-inspect" --verify "$W/smoke" >"$W/smoke_inspect.log" 2>&1 ||
+    { echo "FAIL: boost-inspect --verify: $(tail -1 "$W/smoke_inspect.log")"; return 1; }
+  benv "$gc" --self-test --small >"$W/smoke_selftest.log" 2>&1 || { echo "FAIL: boost-gpu-check --self-test"; return 1; }
+  echo "ok: a 2-step cpu run with a checkpoint, boost-inspect --verify, boost-gpu-check --self-test"
+  echo "result: built for sm_$ARCH ($(grep -o 'NCCL communication O[NF]*' "$OUT/configure.log" || echo 'NCCL ?')); the carried libraries run"
 }
 
 stage_probe() { benv "$gc" --probe; }
