@@ -78,8 +78,9 @@ static void m_upload(boost_backend *be, void *dst, const void *src, size_t bytes
   if (!bytes) return;
   cuda_be *c = CB(be);
   cudaPointerAttributes at;
-  const int pinned = cudaPointerGetAttributes(&at, src) == cudaSuccess && at.type == cudaMemoryTypeHost;
-  (void)cudaGetLastError();
+  const cudaError_t e = cudaPointerGetAttributes(&at, src);
+  if (e != cudaSuccess) (void)cudaGetLastError(); /* clears that error only */
+  const int pinned = e == cudaSuccess && at.type == cudaMemoryTypeHost;
   cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
   if (pinned) cudaCheck(cudaStreamSynchronize(c->stream));
 }
