@@ -2,7 +2,9 @@
 # a process of its own under the stage's time limit, its output in
 # $OUT/NAME.log). Lines a stage prints that start with "ok:", "FAIL:",
 # "note:" or "result:" are its verdicts; the summary shows the "result:"
-# line. Needs root, OUT, BUILD, ARCH.
+# line. Needs root, OUT, BUILD, ARCH. BOOST_GPU_FAKE_DEVICE=cpu runs the
+# device stages with the CPU in the GPU's place (ctest gpu_stages_cpu: the
+# stages' own logic, checked where there is no GPU).
 prefix=$BUILD/prefix
 bin=$BUILD/cmake
 W=$OUT/work
@@ -18,6 +20,7 @@ benv() { (
   "$@"
 ); }
 threads() { local n; n=$(nproc); echo $((n < 8 ? n : 8)); }
+dev=${BOOST_GPU_FAKE_DEVICE:-cuda}
 # judge LABEL gpu_compare-args...: prints the verdict with the label; its status
 judge() {
   local label=$1 out r=0
@@ -132,13 +135,13 @@ stage_train() {
   shard
   local t=(--set model.preset=tiny --set model.seq_len=64 --set train.batch_size=4 --set train.steps=50 --set train.seed=7)
   bt cpu "${t[@]}" --set train.device=cpu || return 1
-  bt cuda "${t[@]}" --set train.device=cuda || return 1
-  bt cuda2 "${t[@]}" --set train.device=cuda || return 1
+  bt cuda "${t[@]}" --set train.device="$dev" || return 1
+  bt cuda2 "${t[@]}" --set train.device="$dev" || return 1
   local rc=0
   judge "cuda f32 vs cpu" losses "$W/cuda.jsonl" "$W/cpu.jsonl" 1e-4 || rc=1
   judge "cuda twice" same "$W/cuda.jsonl" "$W/cuda2.jsonl" || rc=1
   if has_key train.precision; then
-    bt cudabf "${t[@]}" --set train.device=cuda --set train.precision=bf16 || return 1
+    bt cudabf "${t[@]}" --set train.device="$dev" --set train.precision=bf16 || return 1
     judge "cuda bf16 vs cpu f32" losses "$W/cudabf.jsonl" "$W/cpu.jsonl" 2e-2 || rc=1
   else
     echo "note: this build has no train.precision: the bf16 trajectory is not checked"
@@ -153,9 +156,10 @@ stage_ckpt() {
     --set ckpt.every=10 --set ckpt.level=1) rc=0 a b
   for a in cuda cpu; do
     b=$([ $a = cuda ] && echo cpu || echo cuda)
+    local da=$([ $a = cuda ] && echo "$dev" || echo cpu) db=$([ $b = cuda ] && echo "$dev" || echo cpu)
     rm -rf "$W/ck_$a" "$W/ck_${a}_to_$b"
-    bt "ck_$a" "${t[@]}" --set train.device=$a --set ckpt.dir="$W/ck_$a" || return 1
-    bt "ck_${a}_to_$b" "${t[@]}" --set train.device=$b --set ckpt.dir="$W/ck_${a}_to_$b" \
+    bt "ck_$a" "${t[@]}" --set train.device="$da" --set ckpt.dir="$W/ck_$a" || return 1
+    bt "ck_${a}_to_$b" "${t[@]}" --set train.device="$db" --set ckpt.dir="$W/ck_${a}_to_$b" \
       --set ckpt.resume="$W/ck_$a/step_00000010.h5" || return 1
     judge "saved on $a, resumed on $b" losses "$W/ck_${a}_to_$b.jsonl" "$W/ck_$a.jsonl" 1e-4 11 || rc=1
   done
@@ -185,12 +189,12 @@ precision_args() { has_key train.precision && echo "--set train.precision=bf16";
 
 stage_bench() {
   shard
-  local B=${BENCH_BATCH:-8} p
+  local B=${BENCH_BATCH:-8} P=${BENCH_PRESET:-cola-1b} T=${BENCH_SEQ:-1024} p
   p=$(precision_args) || echo "note: no train.precision in this build: boost runs f32 (torch: bf16 autocast)"
   # shellcheck disable=SC2086
-  bt bench_boost --set model.preset=cola-1b --set model.seq_len=1024 --set train.batch_size="$B" --set train.steps=12 \
-    --set train.device=cuda $p || return 1
-  timeout 200 python3 "$root/tests/gpu/torch_gpu_peer.py" --preset cola-1b --batch "$B" --seq 1024 --steps 10 \
+  bt bench_boost --set model.preset="$P" --set model.seq_len="$T" --set train.batch_size="$B" --set train.steps=12 \
+    --set train.device="$dev" $p || return 1
+  timeout 200 python3 "$root/tests/gpu/torch_gpu_peer.py" --preset "$P" --batch "$B" --seq "$T" --steps 10 \
     --warmup 3 --json >"$W/bench_torch.json" 2>"$W/bench_torch.log" || echo "note: the PyTorch peer failed: $(tail -1 "$W/bench_torch.log")"
   local lines
   lines=$(cmp bench "$W/bench_boost.jsonl" "$W/bench_torch.json" "$(peak_tflops)" 3 "$OUT/bench.json") || return 1
@@ -202,8 +206,8 @@ stage_stall() {
   shard
   local preset=${STALL_PRESET:-cola-350m} p
   p=$(precision_args)
-  local t=(--set model.preset="$preset" --set model.seq_len=1024 --set train.batch_size=4 --set train.steps=9
-    --set train.device=cuda --set ckpt.every=3 --set ckpt.level=1 --set ckpt.keep_last=1)
+  local t=(--set model.preset="$preset" --set model.seq_len="${STALL_SEQ:-1024}" --set train.batch_size=4
+    --set train.steps=9 --set train.device="$dev" --set ckpt.every=3 --set ckpt.level=1 --set ckpt.keep_last=1)
   rm -rf "$W/stall_async" "$W/stall_sync"
   # shellcheck disable=SC2086
   bt stall_async "${t[@]}" $p --set ckpt.dir="$W/stall_async" || return 1

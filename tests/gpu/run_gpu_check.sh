@@ -81,16 +81,16 @@ export OUT BUILD ARCH
 
 budget=${BOOST_GPU_BUDGET_S:-480}
 t0=$(date +%s)
-declare -A status secs
+declare -A status secs code
 rc_all=0 no_gpu=0
 for s in "${picked[@]}"; do
   left=$((budget - ($(date +%s) - t0)))
   if [ "$no_gpu" = 1 ] && [ "$s" != env ] && [ "$s" != build ]; then
-    status[$s]=no-device secs[$s]=0
+    status[$s]=no-device secs[$s]=0 code[$s]=77
     continue
   fi
   if [ "$left" -lt 15 ]; then
-    status[$s]=not-run secs[$s]=0
+    status[$s]=not-run secs[$s]=0 code[$s]=-
     rc_all=1
     continue
   fi
@@ -100,7 +100,7 @@ for s in "${picked[@]}"; do
   ts=$(date +%s)
   timeout --kill-after=10 "$lim" "$self" --_stage "$s" >"$OUT/$s.log" 2>&1
   rc=$?
-  secs[$s]=$(($(date +%s) - ts))
+  secs[$s]=$(($(date +%s) - ts)) code[$s]=$rc
   case $rc in
   0) status[$s]=ok ;;
   77) status[$s]=skipped ;;
@@ -109,8 +109,9 @@ for s in "${picked[@]}"; do
   esac
   echo "${status[$s]} (${secs[$s]} s)"
   grep -E '^(ok|FAIL|note|result):' "$OUT/$s.log" | sed 's/^/     /' | head -8
-  # after the build, the rest needs a GPU
-  if [ "$s" = build ] && [ "$rc" = 0 ] && { [ "$nodev" = 1 ] || ! "$self" --_stage probe >"$OUT/probe.log" 2>&1; }; then
+  # after the build, the rest needs a GPU (or BOOST_GPU_FAKE_DEVICE: gpu_stages.sh)
+  if [ "$s" = build ] && [ "$rc" = 0 ] && [ -z "${BOOST_GPU_FAKE_DEVICE:-}" ] &&
+    { [ "$nodev" = 1 ] || ! "$self" --_stage probe >"$OUT/probe.log" 2>&1; }; then
     no_gpu=1
   fi
 done
@@ -119,7 +120,7 @@ done
   echo "boost GPU check, $(date -u +%Y-%m-%dT%H:%M:%SZ), $(($(date +%s) - t0)) s of $budget s"
   grep -m1 '^gpu:' "$OUT/env.log" 2>/dev/null || true
   for s in "${picked[@]}"; do
-    printf '%-9s %-9s %4s s  %s\n' "$s" "${status[$s]}" "${secs[$s]}" \
+    printf '%-9s %-9s exit %-3s %4s s  %s\n' "$s" "${status[$s]}" "${code[$s]}" "${secs[$s]}" \
       "$(grep -E '^result:' "$OUT/$s.log" 2>/dev/null | head -1 | sed 's/^result: //')"
   done
 } | tee "$OUT/summary.txt"
@@ -127,7 +128,8 @@ done
   printf '{"budget_s": %d, "elapsed_s": %d, "stages": [' "$budget" "$(($(date +%s) - t0))"
   sep=""
   for s in "${picked[@]}"; do
-    printf '%s{"stage": "%s", "status": "%s", "seconds": %d}' "$sep" "$s" "${status[$s]}" "${secs[$s]}"
+    printf '%s{"stage": "%s", "status": "%s", "exit": "%s", "seconds": %d}' "$sep" "$s" "${status[$s]}" "${code[$s]}" \
+      "${secs[$s]}"
     sep=", "
   done
   printf ']}\n'
