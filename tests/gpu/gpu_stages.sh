@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2154  # root, OUT, BUILD, ARCH come from run_gpu_check.sh
 # The stages of tests/gpu/run_gpu_check.sh (sourced; each stage_NAME runs in
 # a process of its own under the stage's time limit, its output in
 # $OUT/NAME.log). Lines a stage prints that start with "ok:", "FAIL:",
@@ -156,7 +157,9 @@ stage_ckpt() {
     --set ckpt.every=10 --set ckpt.level=1) rc=0 a b
   for a in cuda cpu; do
     b=$([ $a = cuda ] && echo cpu || echo cuda)
-    local da=$([ $a = cuda ] && echo "$dev" || echo cpu) db=$([ $b = cuda ] && echo "$dev" || echo cpu)
+    local da=cpu db=cpu
+    [ $a = cuda ] && da=$dev
+    [ $b = cuda ] && db=$dev
     rm -rf "$W/ck_$a" "$W/ck_${a}_to_$b"
     bt "ck_$a" "${t[@]}" --set train.device="$da" --set ckpt.dir="$W/ck_$a" || return 1
     bt "ck_${a}_to_$b" "${t[@]}" --set train.device="$db" --set ckpt.dir="$W/ck_${a}_to_$b" \
