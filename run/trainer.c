@@ -28,6 +28,9 @@
 #include "test_hooks.h"
 #include "train_state.h"
 #include "watchdog.h"
+#ifdef BOOST_HAVE_CUDA
+#include "cuda_backend.h"
+#endif
 
 
 static void format_count(double v, char *out, size_t n) {
@@ -236,12 +239,59 @@ static void print_start(run *r, const train_state *st, int threads) {
            layers, M, (double)(P - 1) / (M + P - 1));
   }
   printf("backend: %s\n", r->be->info);
+#ifdef BOOST_HAVE_CUDA
+  if (cuda_backend_device(r->be) >= 0) {
+    char dev[256];
+    cuda_backend_describe(r->be, dev, sizeof dev);
+    printf("device: %s (rank 0; communication %s)\n", dev, r->comm.ops->name);
+  }
+#endif
   printf("layout dp=%d tp=%d (%s) pp=%d | data: %lld train / %lld validation samples of %d tokens | global batch %lld "
          "sequences (%d x %d accum x %d dp) | %d threads/rank | from step %lld\n",
          r->grid.dp, r->grid.tp, tp_mode_names[r->mode], r->grid.pp, (long long)data_split_num_samples(&r->train),
          (long long)data_split_num_samples(&r->val), r->T, (long long)r->global_batch, r->B, cfg->train.grad_accum,
          r->grid.dp, threads, (long long)st->step);
   fflush(stdout);
+}
+
+/* train.device = cuda: the GPU of a rank is its local rank (its rank among
+ * the ranks on its node, MPI_COMM_TYPE_SHARED) modulo the GPUs it sees
+ * (CUDA_VISIBLE_DEVICES narrows them): one rank per GPU when a node runs as
+ * many ranks as it has GPUs. Collective over world. */
+static int gpu_index(MPI_Comm world) {
+  MPI_Comm node;
+  int local = 0;
+  MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  MPI_Comm_rank(node, &local);
+  MPI_Comm_free(&node);
+#ifdef BOOST_HAVE_CUDA
+  const int visible = cuda_device_count();
+  return visible > 0 ? local % visible : local;
+#else
+  return local;
+#endif
+}
+
+/* Device memory moves through NCCL where it is built (train.device = cuda),
+ * else through MPI (host staging). Collective over world. */
+static int init_comm(run *r, char *err, size_t errlen) {
+  const process_grid *g = &r->grid;
+#ifdef BOOST_HAVE_NCCL
+  if (r->cfg->train.device == DEVICE_CUDA) {
+    char nerr[512] = "";
+    int ok = comm_init_nccl(&r->comm, r->be, g->tp_comm, g->dp_comm, g->pp_comm, g->world, nerr, sizeof nerr) == 0;
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, g->world); /* control plane */
+    if (!ok) {
+      if (r->comm.ops) comm_free(&r->comm);
+      snprintf(err, errlen, "%s", nerr[0] ? nerr : "NCCL could not start on every rank");
+      return -1;
+    }
+    return 0;
+  }
+#endif
+  (void)err, (void)errlen;
+  comm_init_mpi(&r->comm, r->be, g->tp_comm, g->dp_comm, g->pp_comm, g->world);
+  return 0;
 }
 
 trainer *trainer_create(const train_config *cfg, MPI_Comm world, char *err, size_t errlen) {
@@ -285,7 +335,8 @@ trainer *trainer_create(const train_config *cfg, MPI_Comm world, char *err, size
   /* The backend on every rank, or a refusal on every rank. */
   char be_err[512] = "";
   const boost_dtype act = cfg->train.precision == PRECISION_BF16 ? BOOST_BF16 : BOOST_F32;
-  r->be = boost_backend_create(device_names[cfg->train.device], act, r->threads, 0, be_err, sizeof be_err);
+  r->be = boost_backend_create(device_names[cfg->train.device], act, r->threads, gpu_index(world), be_err,
+                               sizeof be_err);
   int have_be = r->be != NULL;
   MPI_Allreduce(MPI_IN_PLACE, &have_be, 1, MPI_INT, MPI_MIN, world); /* control plane: every rank or none */
   watchdog_phase("start-up: model build", WATCH_WORK); /* local work: not a wait */
@@ -294,7 +345,10 @@ trainer *trainer_create(const train_config *cfg, MPI_Comm world, char *err, size
     trainer_destroy(r);
     return NULL;
   }
-  comm_init_mpi(&r->comm, r->be, r->grid.tp_comm, r->grid.dp_comm, r->grid.pp_comm, r->grid.world);
+  if (init_comm(r, err, errlen) != 0) {
+    trainer_destroy(r);
+    return NULL;
+  }
   r->global_batch = (int64_t)r->B * cfg->train.grad_accum * r->grid.dp;
   /* Arenas split evenly over dp ranks (ZeRO-1 chunks): pad to a multiple. */
   const model_options mo = {.backend = r->be, .comm = &r->comm, .with_optimizer = 1, .stage = &r->stage,

@@ -91,6 +91,12 @@ struct comm_ctx {
 /* The MPI backend over groups borrowed from a process grid (not freed):
  * buffers in be's memory (NULL: host memory). */
 void comm_init_mpi(comm_ctx *c, boost_backend *be, MPI_Comm tp, MPI_Comm dp, MPI_Comm pp, MPI_Comm world);
+/* The NCCL backend (comm_nccl.c, built with CUDA and NCCL: BOOST_HAVE_NCCL)
+ * over the same groups, for the cuda backend's device memory: one NCCL
+ * communicator per group, ids broadcast over the groups' MPI communicators
+ * (collective over world). 0, or -1 with a one-line message. */
+int comm_init_nccl(comm_ctx *c, boost_backend *be, MPI_Comm tp, MPI_Comm dp, MPI_Comm pp, MPI_Comm world, char *err,
+                   size_t errlen);
 /* A single-process context (every group of size 1, MPI_COMM_SELF): its
  * collectives move nothing. */
 void comm_init_self(comm_ctx *c, boost_backend *be);

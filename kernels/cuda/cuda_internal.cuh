@@ -1,109 +1,217 @@
-/* Private helpers of the CUDA backend (not part of the cuda_ops.h contract). */
+/* Private parts of the CUDA backend (kernels/cuda/ (the .cu files)): its state, checked
+ * calls, launch helpers, vector loads of activations, and every op entry
+ * (the table is assembled in cuda_backend.cu). The per-thread arithmetic is
+ * in hd_*.h, shared with the CPU-side tests. */
 #ifndef BOOST_KERNELS_CUDA_INTERNAL_CUH
 #define BOOST_KERNELS_CUDA_INTERNAL_CUH
 
-#include <cuda_bf16.h>
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
-#include <math.h>
 #include <stdint.h>
 
-#include "cuda_ops.h"
-
-/* Check the launch that just happened (configuration errors). */
-#define LAUNCH_CHECK() cudaCheck(cudaGetLastError())
-
-/* Op-internal device temporaries (ctx->scratch), at least `bytes`, 256-byte
- * aligned. Growing frees the old buffer (cudaFree synchronises the device,
- * so work still reading it has finished). One call per op: a second call may
- * invalidate the first pointer. */
-void *gpu_scratch(gpu_ctx *ctx, size_t bytes);
-
-/* Row-major strided-batched GEMM, bf16 inputs; C fp32 (c_fp32) or bf16.
- * Strides are in elements of each matrix's own type. */
-void gpu_gemm_strided(gpu_ctx *ctx, int trans_a, int trans_b, int M, int N, int K, float alpha, const gpu_bf16 *A,
-                      int lda, long long stride_a, const gpu_bf16 *B, int ldb, long long stride_b, float beta, void *C,
-                      int c_fp32, int ldc, long long stride_c, int batch);
-
-static inline unsigned int cdiv_u(size_t a, size_t b) { return (unsigned int)((a + b - 1) / b); }
-
-/* Grid for grid-stride loops: enough blocks to cover `work` items, capped
- * at a few waves (the cap never changes results: elementwise work only). */
-static inline unsigned int ew_grid(const gpu_ctx *ctx, size_t work, int block) {
-  size_t g = (work + (size_t)block - 1) / (size_t)block;
-  size_t cap = (size_t)(ctx->sm_count > 0 ? ctx->sm_count : 1) * 32;
-  if (g > cap) g = cap;
-  if (g < 1) g = 1;
-  return (unsigned int)g;
+extern "C" {
+#include "backend.h"
+#include "check.h"
+#include "util.h"
 }
+#include "cuda_backend.h"
+#include "hd_ops.h"
 
+typedef struct {
+  int device, sm_count, cc_major, cc_minor;
+  size_t smem_optin; /* largest dynamic shared memory a block may ask for */
+  cudaStream_t stream;      /* compute: every op and memory operation */
+  cudaStream_t copy_stream; /* checkpoint staging (download_async) */
+  cudaEvent_t mark;         /* the compute stream's position at the last mark() */
+  cublasHandle_t cublas;
+  void *cublas_ws; /* cuBLAS workspace, allocated once */
+  size_t cublas_ws_bytes;
+  void *scratch; /* op temporaries (sort buffers, column partials): grows, stream-ordered */
+  size_t scratch_bytes;
+} cuda_be;
+
+static inline cuda_be *CB(boost_backend *be) { return (cuda_be *)be->impl; }
+static inline int is_bf16(const boost_backend *be) { return be->act_dtype == BOOST_BF16; }
+
+/* A failing CUDA or cuBLAS call ends the process with one line naming it. */
+void cuda_check(cudaError_t err, const char *what, const char *file, int line);
+void cublas_check(cublasStatus_t st, const char *file, int line);
+#define cudaCheck(call) cuda_check((call), #call, __FILE__, __LINE__)
+#define cublasCheck(call) cublas_check((call), __FILE__, __LINE__)
+#define LAUNCH_CHECK() cuda_check(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
+
+/* Op temporaries of at least `bytes` on the compute stream (one live use at
+ * a time: a second call may move the first's buffer). Growth is
+ * stream-ordered (cudaFreeAsync / cudaMallocAsync) and happens only when a
+ * larger shape first appears. */
+void *cuda_scratch(cuda_be *c, size_t bytes);
+
+static inline unsigned cdiv_u(size_t a, size_t b) { return (unsigned)((a + b - 1) / b); }
+/* Blocks for a grid-stride loop over `work` items: enough to cover it,
+ * capped at 32 waves' worth (elementwise work: the cap never changes a
+ * result). */
+static inline unsigned ew_grid(const cuda_be *c, size_t work, int block) {
+  size_t g = (work + (size_t)block - 1) / (size_t)block, cap = (size_t)(c->sm_count > 0 ? c->sm_count : 1) * 32;
+  return (unsigned)(g > cap ? cap : (g < 1 ? 1 : g));
+}
 static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
-__device__ __forceinline__ float bf2f(gpu_bf16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ gpu_bf16 f2bf(float x) { return __float2bfloat16_rn(x); }
-
-/* 8 bf16 = 16 bytes: one vector load/store. p must be 16-byte aligned. */
-__device__ __forceinline__ void load8(float f[8], const gpu_bf16 *p) {
-  uint4 u = __ldg(reinterpret_cast<const uint4 *>(p));
-  const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&u);
+/* ---- vector loads of W elements (16-byte aligned when W > 1) ---------------- */
+template <int W>
+__device__ __forceinline__ void ldw(float *f, const void *p, size_t i, int bf16) {
+  if (W == 1) {
+    f[0] = hd_ld(p, i, bf16);
+  } else if (bf16) {
 #pragma unroll
-  for (int i = 0; i < 4; i++) {
-    float2 t = __bfloat1622float2(h[i]);
-    f[2 * i] = t.x;
-    f[2 * i + 1] = t.y;
+    for (int k = 0; k < W; k += 8) {
+      const uint4 u = *reinterpret_cast<const uint4 *>((const uint16_t *)p + i + k);
+      const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+      for (int q = 0; q < 4; q++) {
+        f[k + 2 * q] = hd_bf16_value((uint16_t)(w[q] & 0xffffu));
+        f[k + 2 * q + 1] = hd_bf16_value((uint16_t)(w[q] >> 16));
+      }
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < W; k += 4) {
+      const float4 v = *reinterpret_cast<const float4 *>((const float *)p + i + k);
+      f[k] = v.x, f[k + 1] = v.y, f[k + 2] = v.z, f[k + 3] = v.w;
+    }
   }
 }
-/* Plain (non-__ldg) load for data that the same kernel may write (in place). */
-__device__ __forceinline__ void load8_rw(float f[8], const gpu_bf16 *p) {
-  uint4 u = *reinterpret_cast<const uint4 *>(p);
-  const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&u);
+template <int W>
+__device__ __forceinline__ void stw(void *p, size_t i, const float *f, int bf16) {
+  if (W == 1) {
+    hd_st(p, i, f[0], bf16);
+  } else if (bf16) {
 #pragma unroll
-  for (int i = 0; i < 4; i++) {
-    float2 t = __bfloat1622float2(h[i]);
-    f[2 * i] = t.x;
-    f[2 * i + 1] = t.y;
+    for (int k = 0; k < W; k += 8) {
+      uint32_t w[4];
+#pragma unroll
+      for (int q = 0; q < 4; q++)
+        w[q] = (uint32_t)hd_bf16_bits(f[k + 2 * q]) | ((uint32_t)hd_bf16_bits(f[k + 2 * q + 1]) << 16);
+      *reinterpret_cast<uint4 *>((uint16_t *)p + i + k) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < W; k += 4)
+      *reinterpret_cast<float4 *>((float *)p + i + k) = make_float4(f[k], f[k + 1], f[k + 2], f[k + 3]);
   }
 }
-__device__ __forceinline__ void store8(gpu_bf16 *p, const float f[8]) {
-  uint4 u;
-  __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&u);
-#pragma unroll
-  for (int i = 0; i < 4; i++) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
-  *reinterpret_cast<uint4 *>(p) = u;
-}
 
-__device__ __forceinline__ float sigmoidf_dev(float x) { return 1.0f / (1.0f + expf(-x)); }
-
-__device__ __forceinline__ float warp_sum(float v) {
+/* ---- warp and block reductions (fixed trees) ------------------------------------
+ * A warp combines with the xor butterfly (every lane ends with the same
+ * bits: the combining operations are commutative); a block of NT threads
+ * (a multiple of 32) combines its warps' results in warp 0 the same way and
+ * every thread gets the result. sh: NT / 32 elements of shared memory. */
+struct SumOp {
+  template <class T>
+  __device__ T operator()(T a, T b) const { return a + b; }
+};
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+template <class T, class Op>
+__device__ __forceinline__ T warp_reduce(T v, Op op) {
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
-__device__ __forceinline__ double warp_sum_d(double v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+__device__ __forceinline__ float warp_sum(float v) { return warp_reduce(v, SumOp()); }
+__device__ __forceinline__ double warp_sum_d(double v) { return warp_reduce(v, SumOp()); }
+template <int NT, class T, class Op>
+__device__ __forceinline__ T block_reduce(T v, T *sh, T identity, Op op) {
+  v = warp_reduce(v, op);
+  if (threadIdx.x % 32 == 0) sh[threadIdx.x / 32] = v;
+  __syncthreads();
+  v = threadIdx.x < NT / 32 ? sh[threadIdx.x] : identity;
+  if (threadIdx.x < 32) v = warp_reduce(v, op);
+  if (threadIdx.x == 0) sh[0] = v;
+  __syncthreads();
+  v = sh[0];
+  __syncthreads();
   return v;
 }
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
+template <int NT>
+__device__ __forceinline__ double block_sum_d(double v, double *sh) {
+  return block_reduce<NT>(v, sh, 0.0, SumOp());
 }
 
-/* Online-softmax pair (running max m, sum s of exp(x - m)) merge; safe when
- * either side is empty (m = -inf, s = 0). */
-__device__ __forceinline__ void lse_merge(float &m, float &s, float m2, float s2) {
-  float M = fmaxf(m, m2);
-  if (M == -INFINITY) return; /* both empty */
-  s = (m == -INFINITY ? 0.0f : s * expf(m - M)) + (m2 == -INFINITY ? 0.0f : s2 * expf(m2 - M));
-  m = M;
-}
-__device__ __forceinline__ void warp_lse(float &m, float &s) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    float m2 = __shfl_xor_sync(0xffffffffu, m, o);
-    float s2 = __shfl_xor_sync(0xffffffffu, s, o);
-    lse_merge(m, s, m2, s2);
-  }
-}
+/* Dispatch a kernel template on the backend's act type. */
+#define ACT_LAUNCH(be, kernel, grid, block, smem, ...)                                               \
+  do {                                                                                              \
+    if (is_bf16(be))                                                                                \
+      kernel<1><<<(grid), (block), (smem), CB(be)->stream>>>(__VA_ARGS__);                          \
+    else                                                                                            \
+      kernel<0><<<(grid), (block), (smem), CB(be)->stream>>>(__VA_ARGS__);                          \
+    LAUNCH_CHECK();                                                                                 \
+  } while (0)
+
+typedef const boost_act cact;
+
+/* ---- the op entries (kernels/backend.h), by file ---------------------------------- */
+/* gemm.cu */
+void cu_gemm(boost_backend *be, int ta, int tb, int M, int N, int K, cact *A, int lda, cact *B, int ldb, float beta,
+             boost_act *C, int ldc);
+void cu_gemm_acc_f32(boost_backend *be, int ta, int tb, int M, int N, int K, cact *A, int lda, cact *B, int ldb,
+                     float *C, int ldc);
+void cu_linear_forward(boost_backend *be, boost_act *out, cact *in, cact *W, int N, int Cin, int Cout);
+void cu_linear_backward(boost_backend *be, boost_act *din, float *dW, cact *dout, cact *in, cact *W, int N, int Cin,
+                        int Cout);
+/* elementwise.cu */
+void cu_add_inplace(boost_backend *be, boost_act *y, cact *x, size_t n);
+void cu_add_forward(boost_backend *be, boost_act *out, cact *a, cact *b, size_t n);
+void cu_mul_forward(boost_backend *be, boost_act *out, cact *a, cact *b, size_t n);
+void cu_mul_backward(boost_backend *be, boost_act *da, boost_act *db, cact *dout, cact *a, cact *b, size_t n);
+void cu_silu_forward(boost_backend *be, boost_act *out, cact *x, size_t n);
+void cu_silu_backward(boost_backend *be, boost_act *dx, cact *dout, cact *x, size_t n);
+void cu_to_act(boost_backend *be, boost_act *dst, const float *src, size_t n);
+void cu_to_f32(boost_backend *be, float *dst, cact *src, size_t n);
+/* embedding.cu */
+void cu_embedding_forward(boost_backend *be, boost_act *out, const int32_t *tokens, cact *wte, int N, int V, int C);
+void cu_embedding_backward(boost_backend *be, float *dwte, cact *dout, const int32_t *tokens, int N, int V, int C);
+/* norms.cu */
+void cu_rmsnorm_forward(boost_backend *be, boost_act *out, float *rstd, cact *x, cact *w, int N, int C, float eps);
+void cu_rmsnorm_backward(boost_backend *be, boost_act *dx, float *dw, cact *dout, cact *x, cact *w, const float *rstd,
+                         int N, int C);
+void cu_gain_sumsq_forward(boost_backend *be, boost_act *xg, float *ss, cact *x, cact *gain, int N, int C);
+void cu_gain_sumsq_backward(boost_backend *be, boost_act *dx_acc, float *dgain, cact *dxg, cact *x, cact *gain,
+                            const float *dss, int N, int C);
+void cu_online_rms_forward(boost_backend *be, boost_act *h, float *rstd, const float *ss, int N, int w, float inv_d,
+                           float eps);
+void cu_online_rms_backward(boost_backend *be, boost_act *dh, float *dss, cact *h_scaled, const float *rstd, int N,
+                            int w, float inv_d);
+/* rope.cu */
+void cu_rope_tables(boost_backend *be, float *cos_t, float *sin_t, int T, int hd, float theta);
+void cu_rope_forward(boost_backend *be, boost_act *out, cact *in, const float *c, const float *s, int B, int T, int H,
+                     int hd);
+void cu_rope_backward(boost_backend *be, boost_act *din, cact *dout, const float *c, const float *s, int B, int T,
+                      int H, int hd);
+/* attention.cu */
+void cu_attention_setup(cuda_be *c);
+size_t cu_attention_scratch_bytes(boost_backend *be, int B, int T, int H);
+void cu_attention_forward(boost_backend *be, boost_act *out, float *stats, void *scratch, cact *q, cact *k, cact *v,
+                          int B, int T, int H, int hd);
+void cu_attention_backward(boost_backend *be, boost_act *dq, boost_act *dk, boost_act *dv, void *scratch, cact *dout,
+                           cact *q, cact *k, cact *v, const float *stats, int B, int T, int H, int hd);
+/* loss.cu */
+void cu_crossentropy_forward(boost_backend *be, float *losses, cact *logits, const int32_t *targets, int N, int V);
+void cu_crossentropy_backward(boost_backend *be, boost_act *dlogits, float *losses, cact *logits,
+                              const int32_t *targets, int N, int V, float dloss);
+void cu_vocab_ce_max(boost_backend *be, float *mx, cact *logits, int N, int V);
+void cu_vocab_ce_sums(boost_backend *be, float *sums, cact *logits, const float *mx, const int32_t *targets, int v0,
+                      int N, int V);
+void cu_vocab_ce_losses(boost_backend *be, float *losses, const float *sums, const float *mx, int N);
+void cu_vocab_ce_backward(boost_backend *be, boost_act *logits, const float *sums, const float *mx,
+                          const int32_t *targets, int v0, int N, int V, float scale);
+void cu_loss_accumulate(boost_backend *be, const float *losses, int N, double *acc);
+/* optim.cu */
+boost_optim_plan *cu_optim_plan_create(boost_backend *be, const boost_segment *segs, int nseg, size_t mom_begin,
+                                       size_t mom_end);
+void cu_optim_plan_free(boost_backend *be, boost_optim_plan *plan);
+void cu_grad_sumsq(boost_backend *be, const boost_optim_plan *plan, const float *grads, double *out);
+void cu_adamw(boost_backend *be, const boost_optim_plan *plan, float *params, const float *grads, float *m, float *v,
+              boost_act *work, adamw_hparams hp, int t, float grad_scale);
 
 #endif

@@ -1,119 +1,142 @@
-/* AdamW on fp32 master weights (writing the bf16 working copy), the
- * gradient-norm sum of squares and in-place scaling.
- *   g = grad * grad_scale
- *   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
- *   mhat = m / (1 - b1^t); vhat = v / (1 - b2^t)
- *   p -= lr * (mhat / (sqrt(vhat) + eps) + wd * p);  p_bf16 = round(p)
- * Bias corrections are computed on the host exactly as the CPU does.
- * sum_squares: double accumulation; a grid whose size depends only on n,
- * each block reduces a fixed strided set through a fixed tree, then one
- * block sums the block partials in order: deterministic for a given n. */
-#include <math.h>
-
+/* The optimizer over whole arenas: an optim plan's segments cut into tiles
+ * that never straddle two segments (hd_tiles_build), uploaded once at
+ * optim_plan_create with each segment's flags and a buffer for the partial
+ * sums, so a step allocates nothing.
+ *   adamw:      one block per tile; hd_adamw per element (the CPU's operation
+ *               order: float masters and moments agree with the CPU bit for
+ *               bit), the working copy written rounded when act is bf16.
+ *   grad_sumsq: one double partial per tile (a fixed block tree), the
+ *               partials of each segment summed in tile order (one block per
+ *               segment, a fixed tree), then the segments in plan order by
+ *               one thread: deterministic for a given plan, on the device,
+ *               one double written, nothing read back. */
 #include "cuda_internal.cuh"
 
-__global__ void adamw_kernel(float *param, gpu_bf16 *param_bf16, const float *grad, float *m, float *v, size_t n,
-                             float lr, float b1, float b2, float eps, float wd, float inv_bc1, float inv_bc2,
-                             float grad_scale) {
-  size_t stride = (size_t)gridDim.x * blockDim.x;
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-    float g = grad[i] * grad_scale;
-    float mi = b1 * m[i] + (1.0f - b1) * g;
-    float vi = b2 * v[i] + (1.0f - b2) * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    float mhat = mi * inv_bc1;
-    float vhat = vi * inv_bc2;
-    float p = param[i];
-    p = p - lr * (mhat / (sqrtf(vhat) + eps) + wd * p);
-    param[i] = p;
-    if (param_bf16) param_bf16[i] = f2bf(p);
+#define OPT_TILE HD_OPT_TILE
+#define OPT_THREADS HD_OPT_THREADS
+
+struct boost_optim_plan {
+  int nseg;
+  size_t ntiles, mom_begin, mom_end;
+  hd_tile *tiles;      /* device [ntiles] */
+  uint32_t *seg_first; /* device [nseg + 1]: each segment's first tile */
+  uint32_t *flags;     /* device [nseg] */
+  double *partial;     /* device [ntiles + nseg]: tile sums, then segment sums */
+};
+
+boost_optim_plan *cu_optim_plan_create(boost_backend *be, const boost_segment *segs, int nseg, size_t mom_begin,
+                                       size_t mom_end) {
+  boost_optim_plan *p = (boost_optim_plan *)boost_calloc(1, sizeof *p);
+  p->nseg = nseg;
+  p->mom_begin = mom_begin;
+  p->mom_end = mom_end;
+  const size_t ns = (size_t)(nseg > 0 ? nseg : 1);
+  uint64_t *off = (uint64_t *)boost_calloc(ns, sizeof *off), *len = (uint64_t *)boost_calloc(ns, sizeof *len);
+  uint32_t *flags = (uint32_t *)boost_calloc(ns, sizeof *flags), *first = (uint32_t *)boost_calloc(ns + 1, 4);
+  for (int i = 0; i < nseg; i++) {
+    BOOST_ASSERT(segs[i].offset >= mom_begin && segs[i].offset + segs[i].n <= mom_end);
+    off[i] = segs[i].offset, len[i] = segs[i].n, flags[i] = segs[i].flags;
   }
+  p->ntiles = hd_tiles_build(off, len, nseg, OPT_TILE, NULL, NULL);
+  hd_tile *tiles = (hd_tile *)boost_calloc(p->ntiles ? p->ntiles : 1, sizeof *tiles);
+  hd_tiles_build(off, len, nseg, OPT_TILE, tiles, first);
+  p->tiles = (hd_tile *)boost_be_alloc(be, (p->ntiles ? p->ntiles : 1) * sizeof *tiles, "the optimizer's tiles");
+  p->seg_first = (uint32_t *)boost_be_alloc(be, (ns + 1) * 4, "the optimizer's segments");
+  p->flags = (uint32_t *)boost_be_alloc(be, ns * 4, "the optimizer's segments");
+  p->partial = (double *)boost_be_alloc(be, (p->ntiles + ns) * sizeof(double), "the gradient norm's partials");
+  be->mem->upload(be, p->tiles, tiles, p->ntiles * sizeof *tiles);
+  be->mem->upload(be, p->seg_first, first, (ns + 1) * 4);
+  be->mem->upload(be, p->flags, flags, ns * 4);
+  boost_free(tiles), boost_free(off), boost_free(len), boost_free(flags), boost_free(first);
+  return p;
 }
 
-void gpu_adamw_update(gpu_ctx *ctx, float *param, gpu_bf16 *param_bf16, const float *grad, float *m, float *v,
-                      size_t n, gpu_adamw_hparams hp, int t, float grad_scale) {
-  if (!n) return;
-  const float bc1 = (float)(1.0 - pow((double)hp.beta1, (double)t));
-  const float bc2 = (float)(1.0 - pow((double)hp.beta2, (double)t));
-  adamw_kernel<<<ew_grid(ctx, n, 256), 256, 0, ctx->stream>>>(param, param_bf16, grad, m, v, n, hp.lr, hp.beta1,
-                                                              hp.beta2, hp.eps, hp.weight_decay, 1.0f / bc1,
-                                                              1.0f / bc2, grad_scale);
-  LAUNCH_CHECK();
+void cu_optim_plan_free(boost_backend *be, boost_optim_plan *p) {
+  if (!p) return;
+  be->mem->free(be, p->tiles);
+  be->mem->free(be, p->seg_first);
+  be->mem->free(be, p->flags);
+  be->mem->free(be, p->partial);
+  boost_free(p);
 }
 
-#define SS_THREADS 256
-#define SS_MAX_BLOCKS 1024
+/* ---- gradient sum of squares ------------------------------------------------------ */
 
-/* fixed-order block reduction of one double per thread; result in thread 0 */
-__device__ double block_sum_d(double v) {
-  __shared__ double part[SS_THREADS / 32];
-  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  v = warp_sum_d(v);
-  if (lane == 0) part[warp] = v;
-  __syncthreads();
-  double total = 0.0;
-  if (threadIdx.x == 0)
-    for (int w = 0; w < SS_THREADS / 32; w++) total += part[w];
-  return total;
-}
-
-__global__ void __launch_bounds__(SS_THREADS) sumsq_partial_kernel(double *partial, const float *x, size_t n) {
-  size_t stride = (size_t)gridDim.x * SS_THREADS;
+__global__ void __launch_bounds__(OPT_THREADS)
+    sumsq_tiles_kernel(double *partial, const hd_tile *tiles, const uint32_t *flags, const float *g) {
+  __shared__ double sh[OPT_THREADS / 32];
+  const hd_tile t = tiles[blockIdx.x];
   double acc = 0.0;
-  for (size_t i = (size_t)blockIdx.x * SS_THREADS + threadIdx.x; i < n; i += stride) {
-    double xi = (double)x[i];
-    acc += xi * xi;
+  if (flags[t.seg] & BOOST_SEG_NORM)
+    for (uint32_t i = threadIdx.x; i < t.len; i += OPT_THREADS) {
+      const double x = (double)g[t.start + i];
+      acc += x * x;
+    }
+  acc = block_sum_d<OPT_THREADS>(acc, sh);
+  if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+}
+
+__global__ void __launch_bounds__(OPT_THREADS)
+    sumsq_segs_kernel(double *seg_sum, const double *partial, const uint32_t *first) {
+  __shared__ double sh[OPT_THREADS / 32];
+  const int s = blockIdx.x;
+  double acc = 0.0;
+  for (uint32_t k = first[s] + threadIdx.x; k < first[s + 1]; k += OPT_THREADS) acc += partial[k];
+  acc = block_sum_d<OPT_THREADS>(acc, sh);
+  if (threadIdx.x == 0) seg_sum[s] = acc;
+}
+
+__global__ void sumsq_total_kernel(double *out, const double *seg_sum, const uint32_t *flags, int nseg) {
+  double s = 0.0;
+  for (int i = 0; i < nseg; i++)
+    if (flags[i] & BOOST_SEG_NORM) s += seg_sum[i];
+  *out = s;
+}
+
+void cu_grad_sumsq(boost_backend *be, const boost_optim_plan *p, const float *grads, double *out) {
+  cudaStream_t st = CB(be)->stream;
+  if (p->ntiles) {
+    sumsq_tiles_kernel<<<(unsigned)p->ntiles, OPT_THREADS, 0, st>>>(p->partial, p->tiles, p->flags, grads);
+    LAUNCH_CHECK();
   }
-  double total = block_sum_d(acc);
-  if (threadIdx.x == 0) partial[blockIdx.x] = total;
-}
-
-__global__ void __launch_bounds__(SS_THREADS) sumsq_final_kernel(double *acc, const double *partial, int nb) {
-  double v = 0.0;
-  for (int b = threadIdx.x; b < nb; b += SS_THREADS) v += partial[b];
-  double total = block_sum_d(v);
-  if (threadIdx.x == 0) *acc += total;
-}
-
-static int sumsq_blocks(size_t n) {
-  size_t nb = (n + (size_t)SS_THREADS * 16 - 1) / ((size_t)SS_THREADS * 16);
-  if (nb > SS_MAX_BLOCKS) nb = SS_MAX_BLOCKS;
-  if (nb < 1) nb = 1;
-  return (int)nb;
-}
-
-static void sumsq_impl(gpu_ctx *ctx, double *acc, const float *x, size_t n, double *partial) {
-  int nb = sumsq_blocks(n);
-  sumsq_partial_kernel<<<nb, SS_THREADS, 0, ctx->stream>>>(partial, x, n);
-  LAUNCH_CHECK();
-  sumsq_final_kernel<<<1, SS_THREADS, 0, ctx->stream>>>(acc, partial, nb);
+  if (p->nseg > 0) {
+    sumsq_segs_kernel<<<(unsigned)p->nseg, OPT_THREADS, 0, st>>>(p->partial + p->ntiles, p->partial, p->seg_first);
+    LAUNCH_CHECK();
+  }
+  sumsq_total_kernel<<<1, 1, 0, st>>>(out, p->partial + p->ntiles, p->flags, p->nseg);
   LAUNCH_CHECK();
 }
 
-void gpu_sum_squares(gpu_ctx *ctx, double *acc, const float *x, size_t n) {
-  if (!n) return;
-  double *partial = (double *)gpu_scratch(ctx, SS_MAX_BLOCKS * sizeof(double));
-  sumsq_impl(ctx, acc, x, n, partial);
+/* ---- AdamW ------------------------------------------------------------------------- */
+
+template <int BF16>
+__global__ void __launch_bounds__(OPT_THREADS)
+    adamw_kernel(const hd_tile *tiles, const uint32_t *flags, float *params, const float *grads, float *m, float *v,
+                 void *work, size_t mom_begin, hd_adamw_consts c) {
+  const hd_tile t = tiles[blockIdx.x];
+  const float wd = (flags[t.seg] & BOOST_SEG_DECAY) ? c.wd : 0.0f;
+  for (uint32_t i = threadIdx.x; i < t.len; i += OPT_THREADS) {
+    const size_t a = t.start + i, mo = a - mom_begin;
+    float mm = m[mo], vv = v[mo];
+    const float pnew = hd_adamw(&c, wd, params[a], grads[a], &mm, &vv);
+    m[mo] = mm;
+    v[mo] = vv;
+    params[a] = pnew;
+    if (BF16) hd_st(work, a, pnew, 1);
+  }
 }
 
-double gpu_sum_squares_host(gpu_ctx *ctx, const float *x, size_t n) {
-  if (!n) return 0.0;
-  double *buf = (double *)gpu_scratch(ctx, (SS_MAX_BLOCKS + 1) * sizeof(double));
-  gpu_zero(ctx, buf, sizeof(double));
-  sumsq_impl(ctx, buf, x, n, buf + 1);
-  double r = 0.0;
-  gpu_download(ctx, &r, buf, sizeof r);
-  return r;
-}
-
-__global__ void scale_kernel(float *x, size_t n, float s) {
-  size_t stride = (size_t)gridDim.x * blockDim.x;
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) x[i] *= s;
-}
-
-void gpu_scale_inplace(gpu_ctx *ctx, float *x, size_t n, float s) {
-  if (!n) return;
-  scale_kernel<<<ew_grid(ctx, n, 256), 256, 0, ctx->stream>>>(x, n, s);
+void cu_adamw(boost_backend *be, const boost_optim_plan *p, float *params, const float *grads, float *m, float *v,
+              boost_act *work, adamw_hparams hp, int t, float grad_scale) {
+  if (!p->ntiles) return;
+  const hd_adamw_consts c = hd_adamw_make(hp.beta1, hp.beta2, hp.lr, hp.eps, hp.weight_decay, t, grad_scale);
+  if (is_bf16(be)) {
+    BOOST_ASSERT(work);
+    adamw_kernel<1><<<(unsigned)p->ntiles, OPT_THREADS, 0, CB(be)->stream>>>(p->tiles, p->flags, params, grads, m, v,
+                                                                           work, p->mom_begin, c);
+  } else {
+    adamw_kernel<0><<<(unsigned)p->ntiles, OPT_THREADS, 0, CB(be)->stream>>>(p->tiles, p->flags, params, grads, m, v,
+                                                                           NULL, p->mom_begin, c);
+  }
   LAUNCH_CHECK();
 }

@@ -85,4 +85,15 @@ expect_mpi_error "parallel.tp" $mpirun -n 3 "$bin" "${base[@]}" --set parallel.t
 expect_mpi_error "model.n_layers" $mpirun -n 2 "$bin" "${base[@]}" --set parallel.pp=2 --set model.n_layers=1
 expect_mpi_error "tp_mode=megatron" $mpirun -n 2 "$bin" "${base[@]}" --set parallel.tp=2 --set parallel.tp_mode=megatron
 expect_mpi_error "parallel.stages" $mpirun -n 2 "$bin" "${base[@]}" --set parallel.pp=2 --set parallel.stages=1,1
+
+# train.device = cuda where no GPU, driver or CUDA build is there (docs/CUDA.md);
+# where a GPU is usable (boost-gpu-check --probe), tests/gpu runs on it instead.
+probe=${BOOST_BINARY_DIR}/tests/gpu/boost-gpu-check
+if [ ! -x "$probe" ]; then
+  expect_error "train.device = cuda: this boost was built without CUDA" "$bin" "${base[@]}" --set train.device=cuda
+  expect_mpi_error "built without CUDA" $mpirun -n 2 "$bin" "${base[@]}" --set train.device=cuda
+elif ! "$probe" --probe >/dev/null 2>&1; then
+  expect_error "train.device = cuda: no CUDA GPU is usable here" "$bin" "${base[@]}" --set train.device=cuda
+  expect_mpi_error "no CUDA GPU is usable here" $mpirun -n 2 "$bin" "${base[@]}" --set train.device=cuda
+fi
 echo "train_errors: all checks passed"

@@ -1,115 +1,109 @@
-/* boost-gpu-check's throughput lines (after the op checks pass or fail):
- * the CoLA GEMM set of cola-60m's 8 layers forward and backward, its LM
- * head, and one layer's attention, each the best of 5 timed iterations
- * after a warm-up. */
+/* boost-gpu-check's throughput lines (informational, not pass/fail), bf16
+ * activations, cola-1b shapes at seq 1024 (B = 8: N = 8192 tokens): a
+ * square GEMM (the device's practical bf16 peak), one layer's CoLA GEMM set
+ * forward and backward, the flash attention forward and backward, the
+ * cross-entropy over the 32000-word vocabulary, and AdamW over 100M floats.
+ * Each: the best of 5 timed runs after a warm-up, wall clock around a
+ * sync. Lines: "bench <name> <ms> ms <TFLOP/s or GB/s>". */
 #include <stdio.h>
 
-#include <cuda_runtime_api.h>
-
 #include "check.h"
-#include "cuda_ops.h"
 #include "gpu_check.h"
+#include "util.h"
 
-static double elapsed_ms(cudaEvent_t a, cudaEvent_t b) {
-  float ms = 0.0f;
-  cudaCheck(cudaEventElapsedTime(&ms, a, b));
-  return (double)ms;
+typedef void (*bench_fn)(gcheck *g, void *ctx);
+
+static double best_ms(gcheck *g, bench_fn f, void *ctx) {
+  f(g, ctx);
+  g->gpu->mem->sync(g->gpu);
+  double best = 1e30;
+  for (int r = 0; r < 5; r++) {
+    const double t0 = boost_now_s();
+    f(g, ctx);
+    g->gpu->mem->sync(g->gpu);
+    const double ms = (boost_now_s() - t0) * 1e3;
+    best = ms < best ? ms : best;
+  }
+  return best;
 }
 
-void gpu_bench(void) {
-  const int d = 512, L = 8, r = 128, ffn = 1376, V = 32000, Bt = 32, T = 256, H = 8, hd = 64;
-  const int N = Bt * T;
-  const int wide = ffn > d ? ffn : d;
-  gpu_bf16 *x = dev_bf16_empty((size_t)N * wide), *y = dev_bf16_empty((size_t)N * wide);
-  gpu_bf16 *dx = dev_bf16_empty((size_t)N * wide), *dy = dev_bf16_empty((size_t)N * wide);
-  gpu_bf16 *hpre = dev_bf16_empty((size_t)N * r), *hh = dev_bf16_empty((size_t)N * r);
-  gpu_bf16 *scr = dev_bf16_empty((size_t)N * r);
-  gpu_bf16 *A = dev_bf16_empty((size_t)r * wide), *Bm = dev_bf16_empty((size_t)wide * r);
-  float *dA = dev_f32_empty((size_t)r * wide), *dB = dev_f32_empty((size_t)wide * r);
-  /* small random values so the GEMMs do not run on zeros */
-  {
-    size_t nmax = (size_t)N * wide;
-    float *h = hnew(nmax);
-    fill(h, nmax, 1.0f, 0.0f);
-    float *tmp = dev_f32(h, nmax);
-    gpu_f32_to_bf16(&ctx, x, tmp, nmax);
-    gpu_f32_to_bf16(&ctx, dy, tmp, nmax);
-    gpu_f32_to_bf16(&ctx, A, tmp, (size_t)r * wide);
-    gpu_f32_to_bf16(&ctx, Bm, tmp + 7, (size_t)r * wide);
-    gpu_free(tmp);
-    boost_free(h);
-  }
-  /* one layer: q, k, v, o (d->r->d), gate, up (d->r->ffn), down (ffn->r->d) */
-  const int cin[7] = {d, d, d, d, d, d, ffn};
-  const int cout[7] = {d, d, d, d, ffn, ffn, d};
-  double flops = 0.0;
-  for (int i = 0; i < 7; i++) flops += 6.0 * N * (double)r * (cin[i] + cout[i]); /* fwd 2, bwd 4 */
-  flops *= L;
-  cudaEvent_t e0, e1;
-  cudaCheck(cudaEventCreate(&e0));
-  cudaCheck(cudaEventCreate(&e1));
-  const int iters = 5;
-  double best = 1e30;
-  for (int it = 0; it < iters + 1; it++) {
-    cudaCheck(cudaEventRecord(e0, ctx.stream));
-    for (int l = 0; l < L; l++)
-      for (int i = 0; i < 7; i++) gpu_cola_forward(&ctx, y, hpre, hh, x, A, Bm, N, cin[i], r, cout[i]);
-    for (int l = 0; l < L; l++)
-      for (int i = 6; i >= 0; i--)
-        gpu_cola_backward(&ctx, dx, dA, dB, scr, dy, x, hpre, hh, A, Bm, N, cin[i], r, cout[i]);
-    cudaCheck(cudaEventRecord(e1, ctx.stream));
-    gpu_sync(&ctx);
-    if (it > 0) { /* first iteration warms up cuBLAS heuristics */
-      double ms = elapsed_ms(e0, e1);
-      if (ms < best) best = ms;
-    }
-  }
-  printf("bench cola-60m CoLA GEMM set  N=%d tokens, %d layers x 7 bottlenecks (d=%d r=%d ffn=%d), fwd+bwd: "
-         "%.3f ms, %.1f TFLOP/s (GEMM flops %.2f GFLOP, best of %d)\n",
-         N, L, d, r, ffn, best, flops / (best * 1e-3) / 1e12, flops / 1e9, iters);
+typedef struct {
+  int N, d, r, ffn, V, B, T, H, hd;
+  void *x, *y, *w, *h, *dh, *q, *k, *v, *o, *dq, *dk, *dv, *logits, *scratch;
+  float *wgrad, *stats, *losses;
+  int32_t *tg;
+} shapes;
 
-  /* LM head d -> V, forward + backward (din and dW) */
-  gpu_bf16 *W = dev_bf16_empty((size_t)V * d), *logits = dev_bf16_empty((size_t)N * V);
-  float *dW = dev_f32_empty((size_t)V * d);
-  double hflops = 6.0 * N * (double)d * V;
-  best = 1e30;
-  for (int it = 0; it < iters + 1; it++) {
-    cudaCheck(cudaEventRecord(e0, ctx.stream));
-    gpu_linear_forward(&ctx, logits, x, W, N, d, V);
-    gpu_linear_backward(&ctx, dx, dW, logits, x, W, N, d, V);
-    cudaCheck(cudaEventRecord(e1, ctx.stream));
-    gpu_sync(&ctx);
-    if (it > 0) {
-      double ms = elapsed_ms(e0, e1);
-      if (ms < best) best = ms;
-    }
-  }
-  printf("bench cola-60m LM head        N=%d, %d->%d, fwd+bwd: %.3f ms, %.1f TFLOP/s\n", N, d, V, best,
-         hflops / (best * 1e-3) / 1e12);
+static void gemm_square(gcheck *g, void *ctx) {
+  shapes *s = ctx;
+  g->gpu->ops->gemm(g->gpu, 0, 1, 8192, 8192, 8192, s->x, 8192, s->w, 8192, 0.0f, s->y, 8192);
+}
 
-  /* attention at the cola-60m shape (informational; O(T^2) memory path) */
-  size_t na = (size_t)Bt * H * T * T;
-  gpu_bf16 *att = dev_bf16_empty(na);
-  float *ascr = dev_f32_empty(na);
-  /* q, k, v, out, dq, dk, dv views into the big buffers ([N, d] each) */
-  gpu_bf16 *q = x, *k = x + (size_t)N * d / 2, *v = y, *o = dy, *dq = dx;
-  best = 1e30;
-  for (int it = 0; it < iters + 1; it++) {
-    cudaCheck(cudaEventRecord(e0, ctx.stream));
-    gpu_attention_forward(&ctx, o, att, ascr, q, k, v, Bt, T, H, hd);
-    gpu_attention_backward(&ctx, dq, NULL, NULL, ascr, o, q, k, v, att, Bt, T, H, hd);
-    cudaCheck(cudaEventRecord(e1, ctx.stream));
-    gpu_sync(&ctx);
-    if (it > 0) {
-      double ms = elapsed_ms(e0, e1);
-      if (ms < best) best = ms;
-    }
-  }
-  printf("bench cola-60m attention      B=%d T=%d H=%d hd=%d, fwd+bwd(dq) one layer: %.3f ms\n", Bt, T, H, hd, best);
+/* one CoLA projection y = silu(x A^T) B^T (d -> r -> out) forward and backward */
+static void cola_proj(gcheck *g, shapes *s, int in, int out) {
+  boost_backend *be = g->gpu;
+  const boost_ops *o = be->ops;
+  o->gemm(be, 0, 1, s->N, s->r, in, s->x, in, s->w, in, 0.0f, s->h, s->r);
+  o->silu_forward(be, s->dh, s->h, (size_t)s->N * s->r);
+  o->gemm(be, 0, 1, s->N, out, s->r, s->dh, s->r, s->w, s->r, 0.0f, s->y, out);
+  o->gemm_acc_f32(be, 1, 0, out, s->r, s->N, s->y, out, s->dh, s->r, s->wgrad, s->r);
+  o->gemm(be, 0, 0, s->N, s->r, out, s->y, out, s->w, s->r, 0.0f, s->dh, s->r);
+  o->silu_backward(be, s->dh, s->dh, s->h, (size_t)s->N * s->r);
+  o->gemm_acc_f32(be, 1, 0, s->r, in, s->N, s->dh, s->r, s->x, in, s->wgrad, in);
+  o->gemm(be, 0, 0, s->N, in, s->r, s->dh, s->r, s->w, in, 0.0f, s->y, in);
+}
+static void cola_layer(gcheck *g, void *ctx) {
+  shapes *s = ctx;
+  for (int p = 0; p < 4; p++) cola_proj(g, s, s->d, s->d); /* q, k, v, o */
+  cola_proj(g, s, s->d, s->ffn);                            /* gate, up */
+  cola_proj(g, s, s->d, s->ffn);
+  cola_proj(g, s, s->ffn, s->d); /* down */
+}
+static void attention(gcheck *g, void *ctx) {
+  shapes *s = ctx;
+  boost_backend *be = g->gpu;
+  be->ops->attention_forward(be, s->o, s->stats, s->scratch, s->q, s->k, s->v, s->B, s->T, s->H, s->hd);
+  be->ops->attention_backward(be, s->dq, s->dk, s->dv, s->scratch, s->o, s->q, s->k, s->v, s->stats, s->B, s->T, s->H,
+                              s->hd);
+}
+static void crossentropy(gcheck *g, void *ctx) {
+  shapes *s = ctx;
+  g->gpu->ops->crossentropy_backward(g->gpu, s->logits, s->losses, s->logits, s->tg, s->N, s->V, 1e-4f);
+}
 
-  cudaCheck(cudaEventDestroy(e0));
-  cudaCheck(cudaEventDestroy(e1));
-  gpu_free(x), gpu_free(y), gpu_free(dx), gpu_free(dy), gpu_free(hpre), gpu_free(hh), gpu_free(scr);
-  gpu_free(A), gpu_free(Bm), gpu_free(dA), gpu_free(dB), gpu_free(W), gpu_free(logits), gpu_free(dW);
-  gpu_free(att), gpu_free(ascr);
+void gpu_bench(gcheck *g) {
+  boost_backend *be = g->gpu;
+  shapes s = {.N = 8192, .d = 2048, .r = 512, .ffn = 5472, .V = 32000, .B = 8, .T = 1024, .H = 32, .hd = 64};
+  const size_t big = (size_t)8192 * 8192, nd = (size_t)s.N * s.d;
+  float *h = g_rand(big, -0.05f, 0.05f); /* small random values: no GEMM runs on zeros */
+  s.x = g_act(g, h, big), s.y = g_act_empty(g, big), s.w = g_act(g, h, big);
+  s.h = g_act_empty(g, (size_t)s.N * s.r), s.dh = g_act_empty(g, (size_t)s.N * s.r);
+  s.wgrad = boost_be_alloc(be, (size_t)s.ffn * s.r * 4 + (size_t)s.d * s.r * 4, "bench");
+  s.q = g_act_empty(g, nd), s.k = g_act_empty(g, nd), s.v = g_act_empty(g, nd), s.o = g_act_empty(g, nd);
+  s.dq = g_act_empty(g, nd), s.dk = g_act_empty(g, nd), s.dv = g_act_empty(g, nd);
+  s.stats = boost_be_alloc(be, (size_t)2 * s.B * s.H * s.T * 4, "bench");
+  s.scratch = boost_be_alloc(be, be->ops->attention_scratch_bytes(be, s.B, s.T, s.H), "bench");
+  s.logits = g_act_empty(g, (size_t)s.N * s.V);
+  s.losses = boost_be_alloc(be, (size_t)s.N * 4, "bench");
+  int32_t *tg = g_tokens((size_t)s.N, s.V);
+  s.tg = g_i32(g, tg, (size_t)s.N);
+  be->mem->copy(be, s.q, s.x, boost_act_bytes(be, nd));
+  be->mem->copy(be, s.k, s.w, boost_act_bytes(be, nd));
+  be->mem->copy(be, s.v, s.x, boost_act_bytes(be, nd));
+  boost_free(h), boost_free(tg);
+
+  double ms = best_ms(g, gemm_square, &s);
+  printf("bench gemm 8192^3 bf16 %.2f ms %.1f TFLOP/s\n", ms, 2.0 * 8192 * 8192 * 8192 / ms / 1e9);
+  ms = best_ms(g, cola_layer, &s);
+  const double layer_flops = 6.0 * s.N * s.r * (11.0 * s.d + 3.0 * s.ffn); /* 6 N r (in + out) per projection */
+  printf("bench cola-1b layer GEMMs fwd+bwd (N %d) %.2f ms %.1f TFLOP/s\n", s.N, ms, layer_flops / ms / 1e9);
+  ms = best_ms(g, attention, &s);
+  const double att_fwd = 4.0 * s.B * s.H * (double)s.T * (s.T + 1) / 2.0 * s.hd;
+  printf("bench attention fwd+bwd B%d T%d H%d hd%d %.2f ms %.1f TFLOP/s (causal, bwd 2.5x fwd)\n", s.B, s.T, s.H, s.hd,
+         ms, 3.5 * att_fwd / ms / 1e9);
+  ms = best_ms(g, crossentropy, &s);
+  printf("bench crossentropy fused N%d V%d %.2f ms %.0f GB/s\n", s.N, s.V, ms, 2.0 * 2 * s.N * (double)s.V / ms / 1e6);
+  void *bufs[] = {s.x, s.y, s.w, s.h, s.dh, s.wgrad, s.q, s.k, s.v, s.o, s.dq, s.dk, s.dv, s.stats, s.scratch,
+                  s.logits, s.losses, s.tg};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) g_free(g, bufs[i]);
 }

@@ -1,139 +1,141 @@
 #!/usr/bin/env bash
-# Build and run boost-gpu-check (tests/gpu/gpu_check.c) on a machine with a
-# GPU, then print a summary. Exit status: the check's own (0 pass, 1 mismatch,
-# 77 no CUDA device), or 2 when the build fails.
+# Everything boost's GPU path owes, verified on one GPU machine in one go:
 #
-#   tests/gpu/run_gpu_check.sh               # CMake build if the project configures, else standalone
-#   tests/gpu/run_gpu_check.sh --cmake       # only the CMake build (target boost-gpu-check)
-#   tests/gpu/run_gpu_check.sh --standalone  # nvcc + cc only: no MPI, HDF5, OpenBLAS or Criterion needed
+#   tests/gpu/run_gpu_check.sh --all [--out DIR] [--build DIR] [--arch SM] [--no-device]
+#   tests/gpu/run_gpu_check.sh --stage NAME ...     (one or more stages; build first unless already built)
 #
-# Environment: BOOST_BUILD_DIR (CMake build dir, default <repo>/build-gpu),
-# BOOST_GPU_OUT (standalone build dir, default <repo>/build-gpu-standalone),
-# BOOST_GPU_ARCH (e.g. 90; default: read from nvidia-smi, else 80 and 90),
-# BOOST_GPU_LOG (copy of the full output), BOOST_GPU_DEVICE, BOOST_GPU_BENCH=0,
-# NVCC, CC, JOBS.
+# The machine needs the CUDA toolkit (nvcc, compute-sanitizer), CMake, a C
+# compiler and Python 3 (PyTorch for the bench); boost's Debian libraries
+# come from tests/gpu/carry/prefix.tar.xz, which tests/gpu/prepare_carry.sh
+# makes on a Debian machine and the device tool carries (docs/CUDA.md).
+# Stages, in order, each with its own time limit (seconds) and log $OUT/NAME.log:
+#   env      (30)  the machine: GPU, driver, toolkit, glibc, Python, PyTorch
+#   build    (300) unpack the carry, configure for sm_ARCH (default 90), build
+#                  boost-train, boost-data, boost-inspect, boost-gpu-check
+#   check    (120) boost-gpu-check: every seam entry against the CPU backend,
+#                  f32 and bf16 activations (tolerances in docs/CUDA.md)
+#   sanitize (180) compute-sanitizer memcheck (f32, bf16) and racecheck (bf16)
+#                  over boost-gpu-check --small
+#   train    (120) tiny preset, 50 steps, same seed: cuda f32 against cpu
+#                  (loss within 1e-4 relative), cuda twice (bit for bit), and
+#                  with train.precision: cuda bf16 against cpu (2e-2)
+#   ckpt     (120) save on cuda -> resume on cpu, and the reverse (steps
+#                  11-20 within 1e-4 of the uninterrupted run); boost-inspect --verify
+#   bench    (300) cola-1b, bf16 (where train.precision exists), seq 1024:
+#                  tokens/s, TFLOP/s, MFU, beside PyTorch (bf16 autocast, SDPA,
+#                  fused AdamW, torch.compile: tests/gpu/torch_gpu_peer.py)
+#   stall    (180) the checkpoint stall on the GPU against a synchronous save
+# The stages share a budget of BOOST_GPU_BUDGET_S (480) seconds: a stage that
+# would start past it is not run. $OUT/summary.txt and summary.json say what
+# each stage did. Stage status: ok, FAIL, TIMEOUT, skipped (needs what is not
+# here), not-run (out of time), no-device.
 #
-# The standalone build exists for GPU machines whose image carries CUDA but
-# not the project's CPU-side dependencies: it compiles kernels/cuda/*.cu,
-# kernels/cpu/*.c (the reference), kernels/check.c and the check, and uses
-# OpenBLAS when it is installed, else tests/gpu/mini_cblas.c (a naive reference
-# sgemm; BOOST_GPU_MINI_BLAS=1 forces it).
+# Exit: 0 every stage that ran passed; 1 one failed; 77 no GPU -- with
+# --no-device (what ctest runs on machines without one) after env and build,
+# so the build and the packaging are known to work; 2 usage.
+# Environment: OUT (default $OUT or ./gpu-check-out), BOOST_GPU_BUILD
+# (default ./build-gpu), BOOST_GPU_PEAK_TFLOPS (the GPU's dense bf16 peak,
+# for MFU; known for H100/H200/A100), BENCH_BATCH (8), STALL_PRESET (cola-350m).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-mode=${1:-auto}
-case "$mode" in auto | --cmake | --standalone) ;; *)
-  echo "usage: $0 [--cmake|--standalone]" >&2
-  exit 2
-  ;;
-esac
-jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
-exe=""
+self=$root/tests/gpu/run_gpu_check.sh
+STAGES=(env build check sanitize train ckpt bench stall)
+declare -A LIMIT=([env]=30 [build]=300 [check]=120 [sanitize]=180 [train]=120 [ckpt]=120 [bench]=300 [stall]=180)
 
-cmake_build() {
-  local build=${BOOST_BUILD_DIR:-$root/build-gpu}
-  command -v cmake >/dev/null || return 1
-  echo "== CMake build in $build"
-  mkdir -p "$build"
-  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >"$build/configure.log" 2>&1 || {
-    echo "   configure failed (see $build/configure.log)"
-    return 1
-  }
-  grep -q "boost: CUDA backend ON" "$build/configure.log" || {
-    echo "   CUDA backend not enabled (nvcc not found?)"
-    return 1
-  }
-  cmake --build "$build" --target boost-gpu-check -j "$jobs" || return 1
-  exe=$build/tests/gpu/boost-gpu-check
+usage() {
+  sed -n '2,12p' "$self" >&2
+  exit 2
 }
 
-standalone_build() {
-  local out=${BOOST_GPU_OUT:-$root/build-gpu-standalone}
-  local nvcc=${NVCC:-nvcc} cc=${CC:-cc}
-  command -v "$nvcc" >/dev/null || nvcc=/usr/local/cuda/bin/nvcc
-  local cuda_home
-  cuda_home=$(cd "$(dirname "$(command -v "$nvcc")")/.." && pwd)
-  local archs=${BOOST_GPU_ARCH:-}
-  if [ -z "$archs" ] && command -v nvidia-smi >/dev/null; then
-    archs=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
-  fi
-  [ -n "$archs" ] || archs="80 90"
-  local gencode=()
-  for a in $archs; do gencode+=("-gencode=arch=compute_$a,code=sm_$a"); done
-  echo "== standalone build in $out (sm: $archs)"
-  mkdir -p "$out"
-  rm -f "$out"/*.o
-  local pids=() f
-  for f in "$root"/kernels/cuda/*.cu; do
-    "$nvcc" -O3 -std=c++17 "${gencode[@]}" -lineinfo -I"$root/kernels/cuda" -c "$f" \
-      -o "$out/$(basename "$f" .cu).cu.o" &
-    pids+=($!)
-    if [ ${#pids[@]} -ge "$jobs" ]; then
-      wait "${pids[0]}" || return 1
-      pids=("${pids[@]:1}")
-    fi
-  done
-  for p in "${pids[@]}"; do wait "$p" || return 1; done
-  local csrc=("$root"/kernels/check.c "$root"/kernels/cpu/*.c "$root"/tests/gpu/gpu_check.c "$root"/tests/gpu/gpu_bench.c)
-  # the CPU reference's BLAS: OpenBLAS where it is installed, else the naive one
-  local blas_inc=() blas_lib=()
-  local probe=$out/blas_probe
-  printf '#include <cblas.h>\nint main(void){float a=1,b=1,c=0;cblas_sgemm(CblasRowMajor,CblasNoTrans,CblasNoTrans,1,1,1,1.0f,&a,1,&b,1,0.0f,&c,1);return openblas_get_num_threads()<1;}\n' >"$probe.c"
-  local inc
-  for inc in /usr/include/openblas /usr/include/x86_64-linux-gnu/openblas-pthread /usr/include; do
-    [ "${BOOST_GPU_MINI_BLAS:-0}" = 1 ] && break
-    if "$cc" -I"$inc" "$probe.c" -o "$probe" -lopenblas >/dev/null 2>&1; then
-      blas_inc=(-I"$inc")
-      blas_lib=(-lopenblas)
-      break
-    fi
-  done
-  if [ ${#blas_lib[@]} -eq 0 ]; then
-    echo "   no OpenBLAS: using tests/gpu/mini_cblas.c for the CPU reference"
-    blas_inc=(-I"$root/tests/gpu/compat")
-    csrc+=("$root/tests/gpu/mini_cblas.c")
-  else
-    echo "   CPU reference on OpenBLAS (${blas_inc[*]})"
-  fi
-  # NCCL wrappers and their one-rank smoke test, where NCCL is installed
-  local nccl_def=() nccl_lib=()
-  printf '#include <nccl.h>\nint main(void){int v=0;return ncclGetVersion(&v)!=ncclSuccess;}\n' >"$probe.c"
-  if "$cc" -I"$cuda_home/include" "$probe.c" -o "$probe" -L"$cuda_home/lib64" -L"$cuda_home/lib" -lnccl >/dev/null 2>&1; then
-    echo "   NCCL found: building kernels/cuda/nccl_comm.c"
-    nccl_def=(-DBOOST_HAVE_NCCL=1)
-    nccl_lib=(-L"$cuda_home/lib64" -L"$cuda_home/lib" -lnccl)
-    csrc+=("$root/kernels/cuda/nccl_comm.c")
-  fi
-  for f in "${csrc[@]}"; do
-    "$cc" -O2 -std=c11 -D_GNU_SOURCE -fopenmp "${nccl_def[@]}" "${blas_inc[@]}" -I"$root/kernels" -I"$root/kernels/cpu" \
-      -I"$root/kernels/cuda" -I"$cuda_home/include" -c "$f" -o "$out/$(basename "$f" .c).c.o" || return 1
-  done
-  "$nvcc" "${gencode[@]}" -o "$out/boost-gpu-check" "$out"/*.o -lcublas "${blas_lib[@]}" "${nccl_lib[@]}" -Xcompiler -fopenmp -lm ||
-    return 1
-  exe=$out/boost-gpu-check
+# ---- one stage, run by the script itself under `timeout` ------------------------------
+stage_main() { # NAME
+  export OUT BUILD ARCH
+  source "$root/tests/gpu/gpu_stages.sh"
+  "stage_$1"
 }
+if [ "${1:-}" = "--_stage" ]; then stage_main "$2"; exit $?; fi
 
-case "$mode" in
---cmake) cmake_build || { echo "BUILD FAILED"; exit 2; } ;;
---standalone) standalone_build || { echo "BUILD FAILED"; exit 2; } ;;
-auto) cmake_build || { echo "== falling back to the standalone build"; standalone_build; } || {
-  echo "BUILD FAILED"
-  exit 2
-} ;;
-esac
+all=0 nodev=0 picked=()
+OUT=${OUT:-$PWD/gpu-check-out}
+BUILD=${BOOST_GPU_BUILD:-$root/build-gpu}
+ARCH=90
+while [ $# -gt 0 ]; do
+  case "$1" in
+  --all) all=1 ;;
+  --no-device) nodev=1 ;;
+  --out) OUT=$2; shift ;;
+  --build) BUILD=$2; shift ;;
+  --arch) ARCH=$2; shift ;;
+  --stage) picked+=("$2"); shift ;;
+  -h | --help) usage ;;
+  *) echo "run_gpu_check: unknown argument $1" >&2; usage ;;
+  esac
+  shift
+done
+[ "$all" = 1 ] || [ ${#picked[@]} -gt 0 ] || usage
+[ "$all" = 1 ] && picked=("${STAGES[@]}")
+for s in "${picked[@]}"; do [ -n "${LIMIT[$s]:-}" ] || { echo "run_gpu_check: no stage '$s'" >&2; exit 2; }; done
+mkdir -p "$OUT" "$BUILD"
+OUT=$(cd "$OUT" && pwd) BUILD=$(cd "$BUILD" && pwd)
+export OUT BUILD ARCH
 
-log=${BOOST_GPU_LOG:-$(dirname "$exe")/gpu_check.log}
-echo "== running $exe (log: $log)"
-OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( jobs < 8 ? jobs : 8 ))} "$exe" 2>&1 | tee "$log"
-rc=${PIPESTATUS[0]}
+budget=${BOOST_GPU_BUDGET_S:-480}
+t0=$(date +%s)
+declare -A status secs code
+rc_all=0 no_gpu=0
+for s in "${picked[@]}"; do
+  left=$((budget - ($(date +%s) - t0)))
+  if [ "$no_gpu" = 1 ] && [ "$s" != env ] && [ "$s" != build ]; then
+    status[$s]=no-device secs[$s]=0 code[$s]=77
+    continue
+  fi
+  if [ "$left" -lt 15 ]; then
+    status[$s]=not-run secs[$s]=0 code[$s]=-
+    rc_all=1
+    continue
+  fi
+  lim=${LIMIT[$s]}
+  [ "$lim" -le "$left" ] || lim=$left
+  printf '== %-8s (limit %3d s) ... ' "$s" "$lim"
+  ts=$(date +%s)
+  timeout --kill-after=10 "$lim" "$self" --_stage "$s" >"$OUT/$s.log" 2>&1
+  rc=$?
+  secs[$s]=$(($(date +%s) - ts)) code[$s]=$rc
+  case $rc in
+  0) status[$s]=ok ;;
+  77) status[$s]=skipped ;;
+  124 | 137) status[$s]=TIMEOUT rc_all=1 ;;
+  *) status[$s]=FAIL rc_all=1 ;;
+  esac
+  echo "${status[$s]} (${secs[$s]} s)"
+  grep -E '^(ok|FAIL|note|result):' "$OUT/$s.log" | sed 's/^/     /' | head -8
+  # after the build, the rest needs a GPU (or BOOST_GPU_FAKE_DEVICE: gpu_stages.sh)
+  if [ "$s" = build ] && [ "$rc" = 0 ] && [ -z "${BOOST_GPU_FAKE_DEVICE:-}" ] &&
+    { [ "$nodev" = 1 ] || ! "$self" --_stage probe >"$OUT/probe.log" 2>&1; }; then
+    no_gpu=1
+  fi
+done
 
-echo "== summary"
-head -1 "$log"
-grep -E "^gpu_check:" "$log" || true
-grep -E " FAIL$" "$log" || true
-grep -E "^bench " "$log" || true
-case $rc in
-0) echo "GPU CHECK PASSED" ;;
-77) echo "GPU CHECK SKIPPED (no CUDA device)" ;;
-*) echo "GPU CHECK FAILED (exit $rc)" ;;
-esac
-exit "$rc"
+{
+  echo "boost GPU check, $(date -u +%Y-%m-%dT%H:%M:%SZ), $(($(date +%s) - t0)) s of $budget s"
+  grep -m1 '^gpu:' "$OUT/env.log" 2>/dev/null || true
+  for s in "${picked[@]}"; do
+    printf '%-9s %-9s exit %-3s %4s s  %s\n' "$s" "${status[$s]}" "${code[$s]}" "${secs[$s]}" \
+      "$(grep -E '^result:' "$OUT/$s.log" 2>/dev/null | head -1 | sed 's/^result: //')"
+  done
+} | tee "$OUT/summary.txt"
+{
+  printf '{"budget_s": %d, "elapsed_s": %d, "stages": [' "$budget" "$(($(date +%s) - t0))"
+  sep=""
+  for s in "${picked[@]}"; do
+    printf '%s{"stage": "%s", "status": "%s", "exit": "%s", "seconds": %d}' "$sep" "$s" "${status[$s]}" "${code[$s]}" \
+      "${secs[$s]}"
+    sep=", "
+  done
+  printf ']}\n'
+} >"$OUT/summary.json"
+if [ "$no_gpu" = 1 ] && [ "$rc_all" = 0 ]; then
+  echo "run_gpu_check: built and packaged; no GPU here (exit 77): the device stages remain"
+  exit 77
+fi
+exit "$rc_all"

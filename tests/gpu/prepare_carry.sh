@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Packs what a GPU machine lacks to build and run boost: the Debian
+# libraries boost links (Open MPI, parallel HDF5, OpenBLAS, zstd, cJSON,
+# inih, xxhash and what they link in turn), their headers and pkg-config
+# files, Criterion's headers (configure asks for them), and pkgconf -- as
+# installed on this Debian machine, into one compressed tarball:
+#
+#   tests/gpu/prepare_carry.sh [BUILD_DIR]      (default: build)
+#   -> tests/gpu/carry/prefix.tar.xz, tests/gpu/carry/MANIFEST
+#
+# The runtime libraries are found, not listed: every library the built
+# programs (run/boost-train, tools/boost-data, tools/boost-inspect,
+# tests/gpu/boost-gpu-check in BUILD_DIR) load, by ldd, mapped to its
+# Debian package, less what every GPU machine has (the C and C++ runtimes,
+# libgomp, the CUDA toolkit's own). The development packages are the ones
+# in DEV below. Files come from the installed packages (dpkg -L): no
+# download, the same versions the build used; documentation, man pages and
+# static archives are left out. The tarball must stay under 60 MiB (the
+# device tool carries 64 MiB in all); the script fails if it does not.
+#
+# tests/gpu/carry/ is ignored by git; the device tool carries it with
+# carry=["tests/gpu/carry"]. run_gpu_check.sh unpacks it (carry_unpack.py).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=$(cd "${1:-$root/build}" && pwd)
+out=$root/tests/gpu/carry
+limit_mib=60
+DEV="libopenmpi-dev libhdf5-openmpi-dev libopenblas-openmp-dev libzstd-dev libcjson-dev libinih-dev libxxhash-dev
+libcriterion-dev libcriterion3 pkgconf-bin libpkgconf3 openmpi-common"
+# present on any machine that builds CUDA code (and ABI-bound to its compiler)
+BASE="libc6 libgcc-s1 libstdc++6 libgomp1 gcc-12-base"
+
+progs=("$build/run/boost-train" "$build/tools/boost-data" "$build/tools/boost-inspect" "$build/tests/gpu/boost-gpu-check")
+for p in "${progs[@]}"; do [ -x "$p" ] || { echo "prepare_carry: $p is not built (cmake --build $build)" >&2; exit 1; }; done
+command -v dpkg-query >/dev/null || { echo "prepare_carry: needs a Debian machine (dpkg)" >&2; exit 1; }
+
+# runtime packages: the libraries the programs and Open MPI's components load
+libs=$( (ldd "${progs[@]}"; find /usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3 -name 'mca_*.so' \
+  -exec ldd {} \; 2>/dev/null) | awk '$3 ~ /^\// {print $3}' | sort -u)
+runtime=""
+for l in $libs; do
+  p=$(dpkg -S "$(readlink -f "$l")" 2>/dev/null | head -1 | cut -d: -f1) || true
+  [ -n "$p" ] || p=$(dpkg -S "$l" 2>/dev/null | head -1 | cut -d: -f1) || true
+  [ -n "$p" ] && runtime="$runtime $p" # not from a package: the CUDA toolkit's, left to the GPU machine
+done
+# libraries Open MPI's components need that a machine without InfiniBand and
+# friends does without (the components fail to load and are skipped)
+SKIP="ibverbs-providers libucx0 libfabric1 libibverbs1 librdmacm1 libpsm2-2 libpsm-infinipath1 libpmix2 libnuma1 libnl-3-200
+libnl-route-3-200 libxnvctrl0 libx11-6 libxext6 libxcb1 libxau6 libxdmcp6 libbsd0 libmd0 libmunge2 libltdl7
+libpciaccess0 libcap2 ocl-icd-libopencl1"
+pkgs=$(for p in $runtime $DEV; do echo "$p"; done | sort -u | grep -vxF -f <(printf '%s\n' $BASE $SKIP))
+
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/root" "$out"
+: >"$stage/MANIFEST"
+for p in $pkgs; do
+  dpkg-query -W -f='${Package} ${Version} ${Installed-Size}\n' "$p" >>"$stage/MANIFEST"
+  dpkg -L "$p" | while read -r f; do
+    case "$f" in
+    /usr/share/doc/* | /usr/share/man/* | /usr/share/lintian/* | *.a | /etc/*) continue ;;
+    esac
+    if [ -L "$f" ] || [ -f "$f" ]; then cp -a --parents "$f" "$stage/root/" 2>/dev/null || true; fi
+  done
+done
+echo "# packages (version, installed KiB) copied from this machine by tests/gpu/prepare_carry.sh" |
+  cat - "$stage/MANIFEST" >"$out/MANIFEST"
+echo "# glibc $(ldd --version | head -1 | awk '{print $NF}'); highest glibc symbol version needed:" \
+  "$(find "$stage/root" -name '*.so*' -type f -exec objdump -T {} \; 2>/dev/null | grep -o 'GLIBC_[0-9.]*' |
+    sort -t. -k1,1 -k2,2n -k3,3n -u | tail -1)" >>"$out/MANIFEST"
+tar -C "$stage/root" -cJf "$out/prefix.tar.xz" .
+size=$(stat -c %s "$out/prefix.tar.xz")
+echo "prepare_carry: $(echo "$pkgs" | wc -w) packages, $(du -sh "$stage/root" | cut -f1) unpacked," \
+  "tests/gpu/carry/prefix.tar.xz $((size / 1048576)) MiB (limit $limit_mib MiB)"
+[ "$size" -lt $((limit_mib * 1048576)) ] || { echo "prepare_carry: the carry is over $limit_mib MiB" >&2; exit 1; }
