@@ -23,6 +23,14 @@
 # DDP (gloo) with one and two processes in the fast mode; the scaling is
 # tokens/s at 2 over tokens/s at 1.
 #
+# Precisions (BENCH_PRECISIONS, default "fp32 bf16"): each configuration
+# runs in each; bf16 is boost's train.precision=bf16 against the same
+# PyTorch modes with the forward and loss under torch.autocast("cpu",
+# dtype=torch.bfloat16), and its row adds boost bf16 over boost fp32 of the
+# same round. The peers' JSON records the instruction set PyTorch
+# dispatched to (cpu_capability); boost's start-up line "backend:" which
+# instructions its bf16 GEMMs ran (kept in each run's .out file).
+#
 # Environment (optional): BENCH_CONFIGS (default "cola-60m:4:256
 # llama-60m:4:256 cola-60m:4:1024 llama-60m:4:1024 cola-130m:4:256"),
 # BENCH_MODES (default "eager fast compile"), BENCH_DP_CONFIG (default
@@ -40,6 +48,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=$(cd "${1:-$ROOT/build}" 2>/dev/null && pwd) || { echo "bench_vs_torch: build folder not found" >&2; exit 2; }
 CONFIGS=${BENCH_CONFIGS:-"cola-60m:4:256 llama-60m:4:256 cola-60m:4:1024 llama-60m:4:1024 cola-130m:4:256"}
 MODES=${BENCH_MODES:-"eager fast compile"}
+PRECISIONS=${BENCH_PRECISIONS:-"fp32 bf16"}
 DP_CONFIG=${BENCH_DP_CONFIG-cola-60m:4:256}
 THREADS=${BENCH_THREADS:-2}
 BOOST_STEPS=${BENCH_BOOST_STEPS:-8}
@@ -81,20 +90,20 @@ run() {
   /usr/bin/time -f %M -o "$OUT/$name.rss" "$@" >"$OUT/$name.out" 2>"$OUT/$name.err" ||
     { log "run $name failed: $(tail -2 "$OUT/$name.err")"; FAILED=1; }
 }
-boost() { # name preset batch seq np threads
-  local name=$1 preset=$2 batch=$3 seq=$4 np=$5 threads=$6 launcher=()
+boost() { # name preset batch seq np threads [precision]
+  local name=$1 preset=$2 batch=$3 seq=$4 np=$5 threads=$6 prec=${7:-fp32} launcher=()
   [ "$np" -gt 1 ] && launcher=($MPIRUN -n "$np")
   log "boost $name"
   OMP_NUM_THREADS=$threads run "$name" "${launcher[@]}" "$TRAIN" --set model.preset="$preset" --set data.train="$OUT/f.tok" \
     --set model.seq_len="$seq" --set train.batch_size="$batch" --set train.steps="$BOOST_STEPS" --set train.threads="$threads" \
-    --set train.val_batches=0 --set parallel.dp="$np" --set train.metrics="$OUT/$name.jsonl"
+    --set train.val_batches=0 --set parallel.dp="$np" --set train.precision="$prec" --set train.metrics="$OUT/$name.jsonl"
 }
-torch_run() { # name python mode preset batch seq threads ddp
-  local name=$1 py=$2 mode=$3 preset=$4 batch=$5 seq=$6 threads=$7 ddp=$8 warm=$TORCH_WARMUP
+torch_run() { # name python mode preset batch seq threads ddp [precision]
+  local name=$1 py=$2 mode=$3 preset=$4 batch=$5 seq=$6 threads=$7 ddp=$8 prec=${9:-fp32} warm=$TORCH_WARMUP
   [ "$mode" = compile ] && warm=$((warm + 2))
   log "torch $name"
   OMP_NUM_THREADS=$threads run "$name" "$py" "$PEER" --preset "$preset" --batch "$batch" --seq "$seq" --steps "$TORCH_STEPS" \
-    --warmup "$warm" --threads "$threads" --mode "$mode" --ddp "$ddp" --json
+    --warmup "$warm" --threads "$threads" --mode "$mode" --ddp "$ddp" --precision "$prec" --json
 }
 
 TAGS=()
@@ -109,10 +118,14 @@ for round in $(seq "$ROUNDS"); do
   for c in $CONFIGS; do
     IFS=: read -r preset batch seq <<<"$c"
     tag="$preset-b$batch-t$seq"
-    "$BUILD/bench/sgemm-peak" --threads "$THREADS" >"$OUT/$tag.boost$r.sgemm.json" 2>/dev/null || rm -f "$OUT/$tag.boost$r.sgemm.json"
-    boost "$tag.boost$r" "$preset" "$batch" "$seq" 1 "$THREADS"
-    [ -n "$DEBIAN_PY" ] && torch_run "$tag.debian-eager$r" "$DEBIAN_PY" eager "$preset" "$batch" "$seq" "$THREADS" 1
-    for m in $MODES; do torch_run "$tag.wheel-$m$r" "$WHEEL_PY" "$m" "$preset" "$batch" "$seq" "$THREADS" 1; done
+    for prec in $PRECISIONS; do
+      pt=$tag
+      [ "$prec" = fp32 ] || pt=$tag.$prec
+      "$BUILD/bench/sgemm-peak" --threads "$THREADS" >"$OUT/$pt.boost$r.sgemm.json" 2>/dev/null || rm -f "$OUT/$pt.boost$r.sgemm.json"
+      boost "$pt.boost$r" "$preset" "$batch" "$seq" 1 "$THREADS" "$prec"
+      [ -n "$DEBIAN_PY" ] && [ "$prec" = fp32 ] && torch_run "$pt.debian-eager$r" "$DEBIAN_PY" eager "$preset" "$batch" "$seq" "$THREADS" 1
+      for m in $MODES; do torch_run "$pt.wheel-$m$r" "$WHEEL_PY" "$m" "$preset" "$batch" "$seq" "$THREADS" 1 "$prec"; done
+    done
   done
   if [ -n "$DP_CONFIG" ]; then
     IFS=: read -r preset batch seq <<<"$DP_CONFIG"
@@ -123,9 +136,12 @@ for round in $(seq "$ROUNDS"); do
   fi
 done
 
-"$WHEEL_PY" - "$OUT" "$MODES" "${DEBIAN_PY:+debian}" "$DP_CONFIG" "$ROUNDS" "${TAGS[@]}" <<'EOF'
+"$WHEEL_PY" - "$OUT" "$MODES" "${DEBIAN_PY:+debian}" "$DP_CONFIG" "$ROUNDS" "$PRECISIONS" "${TAGS[@]}" <<'EOF'
 import json, os, statistics, sys
-out, modes, debian, dp_config, rounds, tags = sys.argv[1], sys.argv[2].split(), sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6:]
+out, modes, debian, dp_config, rounds = sys.argv[1], sys.argv[2].split(), sys.argv[3], sys.argv[4], int(sys.argv[5])
+precisions, base_tags = sys.argv[6].split(), sys.argv[7:]
+# a row per configuration and precision: fp32 files keep the plain tag
+tags = [t if p == "fp32" else f"{t}.{p}" for t in base_tags for p in precisions]
 SFX = [""] + [f".r{k}" for k in range(2, rounds + 1)]
 def med(xs):
     xs = [x for x in xs if x is not None]
@@ -160,17 +176,31 @@ def efficiency(name):  # boost's GFLOP/s over the sgemm peak measured right befo
     gf, pk = boost(name)[1], peak_of(f"{out}/{name}.sgemm.json") or peak_gf
     return gf / pk if gf and pk else None
 cols = (["debian-eager"] if debian else []) + [f"wheel-{m}" for m in modes]
+def backend_line(name):  # boost's own line on what ran its GEMMs
+    try:
+        return next((l.strip() for l in open(f"{out}/{name}.out") if l.startswith("backend:")), None)
+    except OSError:
+        return None
 info = next((torch(f"{t}.wheel-{m}") for t in tags for m in modes if torch(f"{t}.wheel-{m}")), None)
 lines = [f"cpu: {open('/proc/cpuinfo').read().split('model name')[1].split(':')[1].splitlines()[0].strip()}, "
          f"{os.cpu_count()} cores; sgemm peak {peak_gf:.0f} GFLOP/s at the start (each boost run's own peak is measured right before it)",
          f"PyTorch wheel: {info['torch_version'] if info else '?'}, BLAS {info.get('torch_blas_info') if info else '?'}",
-         "", "| config | boost tok/s | " + " | ".join(f"{c} tok/s" for c in cols) +
-         " | boost / best PyTorch | boost GFLOP/s (of the sgemm peak next to it) | RSS MiB boost / best PyTorch |",
-         "|---" * (5 + len(cols)) + "|"]
+         f"PyTorch dispatch: {info.get('cpu_capability', '?') if info else '?'}"]
+for p in precisions:
+    t = next((x for x in tags if x.endswith("." + p) or (p == "fp32" and "." not in x)), None)
+    lines.append(f"boost {p}: {backend_line(t + '.boost') if t else None}")
+lines += ["", "| config | boost tok/s | " + " | ".join(f"{c} tok/s" for c in cols) +
+         " | boost / best PyTorch | boost GFLOP/s (of the sgemm peak next to it) | RSS MiB boost / best PyTorch | bf16 / boost fp32 |",
+         "|---" * (6 + len(cols)) + "|"]
 per_round = []
 for t in tags:
     btps, bgf = boost_tps(f"{t}.boost")
     vals = {c: torch_tps(f"{t}.{c}") for c in cols}
+    fp32_tag = t.rsplit(".", 1)[0] if "." in t else None  # a bf16 row's fp32 twin
+    over_fp32 = None
+    if fp32_tag:
+        rr = [(boost(f"{t}.boost{x}")[0], boost(f"{fp32_tag}.boost{x}")[0]) for x in SFX]
+        over_fp32 = med(a / b if a and b else None for a, b in rr)
     best = max((c for c in cols if vals[c]), key=lambda c: vals[c], default=None)
     f = lambda x, p=0: "n/a" if x is None else f"{x:.{p}f}"
     cells = [f(vals[c]) for c in cols]
@@ -185,7 +215,8 @@ for t in tags:
             ee.append(f"{100 * e:.0f}%" if e else "n/a")
         per_round.append(f"- {t}: boost / {best} per round: " + ", ".join(rr) + "; of the sgemm peak: " + ", ".join(ee))
     lines.append(f"| {t} | {f(btps)} | " + " | ".join(cells) + f" | **{f(ratio, 2)}x** ({best or '-'}) | "
-                 f"{f(bgf)} ({f(100 * eff if eff else None)}%) | {f(rss(t + '.boost'))} / {f(rss(t + '.' + best) if best else None)} |")
+                 f"{f(bgf)} ({f(100 * eff if eff else None)}%) | {f(rss(t + '.boost'))} / {f(rss(t + '.' + best) if best else None)} | "
+                 f"{f(over_fp32, 2) + 'x' if over_fp32 else '-'} |")
 if per_round:
     lines += ["", f"{rounds} rounds, sides interleaved; the cells are medians over rounds:"] + per_round
 if dp_config:

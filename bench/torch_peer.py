@@ -270,6 +270,22 @@ def blas_report():
     return rep
 
 
+def cpu_capability():
+    """The instruction set PyTorch dispatches its own kernels to, and whether
+    oneDNN (mkldnn, which runs its bf16 matmuls) reports bf16 support."""
+    cap = ""
+    try:
+        cap = torch.backends.cpu.get_cpu_capability()
+    except AttributeError:
+        pass
+    try:
+        if torch.ops.mkldnn._is_mkldnn_bf16_supported():
+            cap += " onednn-bf16"
+    except (AttributeError, RuntimeError):
+        pass
+    return cap.strip()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="cola-60m", choices=sorted(PRESETS))
@@ -284,6 +300,9 @@ def main():
                     help="torch.optim.AdamW foreach implementation (on: multi-tensor, the faster on CPU)")
     ap.add_argument("--mode", choices=("eager", "fast", "compile"), default="eager",
                     help="eager: explicit attention, AdamW foreach; fast: SDPA + fused AdamW; compile: fast + torch.compile")
+    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                    help="bf16: forward and loss under torch.autocast('cpu', dtype=torch.bfloat16) "
+                         "(fp32 weights, AdamW and gradients, as autocast users train)")
     ap.add_argument("--ddp", type=int, default=1,
                     help="data-parallel processes (DistributedDataParallel over gloo on this machine); "
                          "--batch is per process, --threads per process; rank 0 reports the global tokens/s")
@@ -352,7 +371,8 @@ def train(args, cfg, rank, world):
         j0 = cpu_jiffies()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = step_model(x, y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+            loss = step_model(x, y)
         loss.backward()
         gnorm = torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
@@ -401,6 +421,8 @@ def train(args, cfg, rank, world):
         "torch_threads": torch.get_num_threads(),
         "adamw_foreach": args.foreach if args.mode == "eager" else "fused",
         "mode": args.mode,
+        "precision": args.precision,
+        "cpu_capability": cpu_capability(),
         "openblas_coretype_env": os.environ.get("OPENBLAS_CORETYPE", ""),
     }
     out.update(blas_report())

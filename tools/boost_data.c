@@ -329,7 +329,15 @@ static int do_info(const char *path, bool json) {
 
 enum { OPT_FORTUNE = 256, OPT_NO_FORTUNE, OPT_JSON, OPT_INFO, OPT_VERSION };
 
-int main(int argc, char **argv) {
+typedef struct {
+  const char *out;
+  int split_mode; /* -1 auto, 0 off, 1 on */
+  bool json, quiet, info;
+  int ninputs;
+  char **inputs;
+} data_args;
+
+static data_args parse_args(int argc, char **argv) {
   static const struct option opts[] = {
       {"output", required_argument, NULL, 'o'},
       {"fortune-split", no_argument, NULL, OPT_FORTUNE},
@@ -341,21 +349,19 @@ int main(int argc, char **argv) {
       {"version", no_argument, NULL, OPT_VERSION},
       {NULL, 0, NULL, 0},
   };
-  const char *out = NULL;
-  int split_mode = -1; /* -1 auto, 0 off, 1 on */
-  bool json = false, quiet = false, info = false;
+  data_args a = {.split_mode = -1};
   opterr = 0;
   int c;
   while ((c = getopt_long(argc, argv, ":o:qh", opts, NULL)) != -1) {
     switch (c) {
-      case 'o': out = optarg; break;
-      case OPT_FORTUNE: split_mode = 1; break;
-      case OPT_NO_FORTUNE: split_mode = 0; break;
-      case OPT_JSON: json = true; break;
-      case 'q': quiet = true; break;
-      case OPT_INFO: info = true; break;
-      case 'h': fputs(usage_text, stdout); return 0;
-      case OPT_VERSION: printf("boost-data %s\n", BOOST_VERSION); return 0;
+      case 'o': a.out = optarg; break;
+      case OPT_FORTUNE: a.split_mode = 1; break;
+      case OPT_NO_FORTUNE: a.split_mode = 0; break;
+      case OPT_JSON: a.json = true; break;
+      case 'q': a.quiet = true; break;
+      case OPT_INFO: a.info = true; break;
+      case 'h': fputs(usage_text, stdout); exit(0);
+      case OPT_VERSION: printf("boost-data %s\n", BOOST_VERSION); exit(0);
       case ':': die(2, "option %s needs an argument (see --help)", argv[optind - 1]);
       default:
         if (optopt)
@@ -364,60 +370,122 @@ int main(int argc, char **argv) {
           die(2, "unknown option %s (see --help)", argv[optind - 1]);
     }
   }
-  int ninputs = argc - optind;
-  char **inputs = argv + optind;
+  a.ninputs = argc - optind;
+  a.inputs = argv + optind;
+  return a;
+}
 
-  if (info) {
-    if (out) die(2, "--info does not write: drop -o");
-    if (ninputs != 1) die(2, "--info takes exactly one shard file, got %d", ninputs);
-    return do_info(inputs[0], json);
-  }
-  if (!out) die(2, "no output given: use -o OUT.tok (see --help)");
-  if (ninputs == 0) die(2, "no inputs given: usage boost-data [options] -o OUT.tok INPUT...");
-
-  double t0 = boost_now_s();
-  input_list l = {0};
-  for (int i = 0; i < ninputs; i++) {
+/* Every input file, directories walked, sorted and de-duplicated; the output
+ * checked so that it never overwrites an input (as the output or its temp
+ * file), a device or a FIFO. */
+static void gather_inputs(input_list *l, const data_args *a) {
+  for (int i = 0; i < a->ninputs; i++) {
     struct stat st;
-    if (stat(inputs[i], &st) != 0) die(1, "%s: %s", inputs[i], strerror(errno));
+    if (stat(a->inputs[i], &st) != 0) die(1, "%s: %s", a->inputs[i], strerror(errno));
     if (S_ISDIR(st.st_mode))
-      walk(&l, inputs[i]);
+      walk(l, a->inputs[i]);
     else if (S_ISREG(st.st_mode))
-      add_file(&l, inputs[i], &st);
+      add_file(l, a->inputs[i], &st);
     else
-      die(1, "%s: not a regular file or directory", inputs[i]);
+      die(1, "%s: not a regular file or directory", a->inputs[i]);
   }
-  sort_dedupe(&l);
-  if (l.n == 0) die(1, "no input files found (all %d inputs empty or skipped)", ninputs);
-  /* Never write over an input (as the output or its temp file), a device
-   * or a FIFO. */
+  sort_dedupe(l);
+  if (l->n == 0) die(1, "no input files found (all %d inputs empty or skipped)", a->ninputs);
   char err[1024];
-  const char **paths = boost_calloc(l.n, sizeof *paths);
-  for (size_t i = 0; i < l.n; i++) paths[i] = l.v[i].path;
-  const int out_ok = boost_check_output(out, paths, (int)l.n, err, sizeof err) == 0;
+  const char **paths = boost_calloc(l->n, sizeof *paths);
+  for (size_t i = 0; i < l->n; i++) paths[i] = l->v[i].path;
+  const int out_ok = boost_check_output(a->out, paths, (int)l->n, err, sizeof err) == 0;
   boost_free(paths);
   if (!out_ok) die(1, "%s", err);
+}
 
-  stats s = {0};
-  s.w = data_writer_open(out, 2, DATA_BYTE_VOCAB, DATA_BYTE_TOKENIZER, DATA_BYTE_EOT, err, sizeof err);
-  if (!s.w) die(1, "%s", err);
-  tool_tmp_arm(data_writer_tmp_path(s.w));
-
+static void tokenize_all(stats *s, input_list *l, const data_args *a, double t0) {
   bool tty = isatty(2);
   double last = t0;
   bool progress_shown = false;
-  for (size_t i = 0; i < l.n; i++) {
-    add_file_tokens(&s, &l, l.v[i].path, split_mode);
+  for (size_t i = 0; i < l->n; i++) {
+    add_file_tokens(s, l, l->v[i].path, a->split_mode);
     double t = boost_now_s();
-    if (!quiet && t - last >= (tty ? 0.25 : 2.0)) {
+    if (!a->quiet && t - last >= (tty ? 0.25 : 2.0)) {
       last = t;
       fprintf(stderr, "%sboost-data: %zu/%zu files, %" PRIu64 " documents, %" PRIu64 " tokens, %.1f MB/s%s",
-              tty ? "\r" : "", i + 1, l.n, s.docs, data_writer_num_tokens(s.w),
-              (double)s.bytes / 1e6 / (t - t0), tty ? "\033[K" : "\n");
+              tty ? "\r" : "", i + 1, l->n, s->docs, data_writer_num_tokens(s->w),
+              (double)s->bytes / 1e6 / (t - t0), tty ? "\033[K" : "\n");
       progress_shown = true;
     }
   }
   if (progress_shown && tty) fputs("\n", stderr);
+}
+
+/* Renames the temp file into place; the stop-signal handler must not unlink
+ * a temp name that the finish is renaming, so stop signals wait. */
+static uint64_t finish_output(stats *s) {
+  char err[1024];
+  uint64_t checksum = 0;
+  sigset_t block, old;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  sigaddset(&block, SIGTERM);
+  sigaddset(&block, SIGHUP);
+  sigprocmask(SIG_BLOCK, &block, &old);
+  int rc = data_writer_finish(s->w, &checksum, err, sizeof err);
+  tool_tmp_disarm();
+  sigprocmask(SIG_SETMASK, &old, NULL);
+  if (rc != 0) die(1, "%s", err);
+  return checksum;
+}
+
+static void report_json(const char *out, const stats *s, const input_list *l, uint64_t tokens, uint64_t skipped,
+                        uint64_t checksum, double secs) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "output", out);
+  cJSON_AddStringToObject(o, "format", "boost");
+  cJSON_AddNumberToObject(o, "version", DATA_VERSION);
+  cJSON_AddStringToObject(o, "tokenizer", DATA_BYTE_TOKENIZER);
+  cJSON_AddNumberToObject(o, "vocab_size", DATA_BYTE_VOCAB);
+  cJSON_AddNumberToObject(o, "token_bytes", 2);
+  cJSON_AddNumberToObject(o, "files", (double)s->files);
+  cJSON_AddNumberToObject(o, "documents", (double)s->docs);
+  cJSON_AddNumberToObject(o, "tokens", (double)tokens);
+  cJSON_AddNumberToObject(o, "bytes", (double)s->bytes);
+  char sum[32];
+  snprintf(sum, sizeof sum, "%016" PRIx64, checksum);
+  cJSON_AddStringToObject(o, "checksum_xxh3", sum);
+  cJSON *sk = cJSON_AddObjectToObject(o, "skipped");
+  cJSON_AddNumberToObject(sk, "total", (double)skipped);
+  cJSON_AddNumberToObject(sk, "dat_u8", (double)l->skip_ext);
+  cJSON_AddNumberToObject(sk, "symlinks", (double)l->skip_link);
+  cJSON_AddNumberToObject(sk, "hidden", (double)l->skip_hidden);
+  cJSON_AddNumberToObject(sk, "binary", (double)l->skip_binary);
+  cJSON_AddNumberToObject(sk, "empty", (double)l->skip_empty);
+  cJSON_AddNumberToObject(sk, "duplicates", (double)l->skip_dup);
+  cJSON_AddNumberToObject(sk, "other", (double)l->skip_other);
+  cJSON_AddNumberToObject(o, "seconds", secs);
+  char *txt = cJSON_Print(o);
+  printf("%s\n", txt);
+  cJSON_free(txt);
+  cJSON_Delete(o);
+}
+
+int main(int argc, char **argv) {
+  const data_args a = parse_args(argc, argv);
+  if (a.info) {
+    if (a.out) die(2, "--info does not write: drop -o");
+    if (a.ninputs != 1) die(2, "--info takes exactly one shard file, got %d", a.ninputs);
+    return do_info(a.inputs[0], a.json);
+  }
+  if (!a.out) die(2, "no output given: use -o OUT.tok (see --help)");
+  if (a.ninputs == 0) die(2, "no inputs given: usage boost-data [options] -o OUT.tok INPUT...");
+
+  double t0 = boost_now_s();
+  input_list l = {0};
+  gather_inputs(&l, &a);
+  char err[1024];
+  stats s = {0};
+  s.w = data_writer_open(a.out, 2, DATA_BYTE_VOCAB, DATA_BYTE_TOKENIZER, DATA_BYTE_EOT, err, sizeof err);
+  if (!s.w) die(1, "%s", err);
+  tool_tmp_arm(data_writer_tmp_path(s.w));
+  tokenize_all(&s, &l, &a, t0);
   uint64_t skipped = l.skip_ext + l.skip_link + l.skip_hidden + l.skip_other + l.skip_binary + l.skip_empty +
                      l.skip_dup;
   if (s.docs == 0) {
@@ -426,53 +494,15 @@ int main(int argc, char **argv) {
     die(1, "no text documents in the inputs (%" PRIu64 " files skipped: %" PRIu64 " binary, %" PRIu64 " empty)",
         skipped, l.skip_binary, l.skip_empty);
   }
-  uint64_t tokens = data_writer_num_tokens(s.w), checksum = 0;
-  /* The handler must not unlink a temp name that finish is renaming. */
-  sigset_t block, old;
-  sigemptyset(&block);
-  sigaddset(&block, SIGINT);
-  sigaddset(&block, SIGTERM);
-  sigaddset(&block, SIGHUP);
-  sigprocmask(SIG_BLOCK, &block, &old);
-  int rc = data_writer_finish(s.w, &checksum, err, sizeof err);
-  tool_tmp_disarm();
-  sigprocmask(SIG_SETMASK, &old, NULL);
-  if (rc != 0) die(1, "%s", err);
-  double secs = boost_now_s() - t0;
-
-  if (json) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "output", out);
-    cJSON_AddStringToObject(o, "format", "boost");
-    cJSON_AddNumberToObject(o, "version", DATA_VERSION);
-    cJSON_AddStringToObject(o, "tokenizer", DATA_BYTE_TOKENIZER);
-    cJSON_AddNumberToObject(o, "vocab_size", DATA_BYTE_VOCAB);
-    cJSON_AddNumberToObject(o, "token_bytes", 2);
-    cJSON_AddNumberToObject(o, "files", (double)s.files);
-    cJSON_AddNumberToObject(o, "documents", (double)s.docs);
-    cJSON_AddNumberToObject(o, "tokens", (double)tokens);
-    cJSON_AddNumberToObject(o, "bytes", (double)s.bytes);
-    char sum[32];
-    snprintf(sum, sizeof sum, "%016" PRIx64, checksum);
-    cJSON_AddStringToObject(o, "checksum_xxh3", sum);
-    cJSON *sk = cJSON_AddObjectToObject(o, "skipped");
-    cJSON_AddNumberToObject(sk, "total", (double)skipped);
-    cJSON_AddNumberToObject(sk, "dat_u8", (double)l.skip_ext);
-    cJSON_AddNumberToObject(sk, "symlinks", (double)l.skip_link);
-    cJSON_AddNumberToObject(sk, "hidden", (double)l.skip_hidden);
-    cJSON_AddNumberToObject(sk, "binary", (double)l.skip_binary);
-    cJSON_AddNumberToObject(sk, "empty", (double)l.skip_empty);
-    cJSON_AddNumberToObject(sk, "duplicates", (double)l.skip_dup);
-    cJSON_AddNumberToObject(sk, "other", (double)l.skip_other);
-    cJSON_AddNumberToObject(o, "seconds", secs);
-    char *txt = cJSON_Print(o);
-    printf("%s\n", txt);
-    cJSON_free(txt);
-    cJSON_Delete(o);
+  const uint64_t tokens = data_writer_num_tokens(s.w);
+  const uint64_t checksum = finish_output(&s);
+  const double secs = boost_now_s() - t0;
+  if (a.json) {
+    report_json(a.out, &s, &l, tokens, skipped, checksum, secs);
   } else {
     printf("boost-data: wrote %s: %" PRIu64 " files, %" PRIu64 " documents, %" PRIu64 " tokens from %" PRIu64
            " bytes in %.2f s\n",
-           out, s.files, s.docs, tokens, s.bytes, secs);
+           a.out, s.files, s.docs, tokens, s.bytes, secs);
     printf("boost-data: skipped %" PRIu64 " (%" PRIu64 " .dat/.u8, %" PRIu64 " symlinks, %" PRIu64 " hidden, %" PRIu64
            " binary, %" PRIu64 " empty, %" PRIu64 " duplicates, %" PRIu64 " other)\n",
            skipped, l.skip_ext, l.skip_link, l.skip_hidden, l.skip_binary, l.skip_empty, l.skip_dup, l.skip_other);

@@ -11,6 +11,7 @@
 
 #include <stdlib.h>
 
+#include "attention_bf16.h"
 #include "backend.h"
 #include "bf16.h"
 #include "check.h"
@@ -218,14 +219,21 @@ static void b_rope_backward(boost_backend *be, boost_act *din, cact *dout, const
   rope_rotate_bf16(BF(din), CBF(dout), c, s, B, T, H, hd, -1.0f);
 }
 
-/* ---- attention: the fp32 kernel on widened q, k, v ------------------------------- */
+/* ---- attention: bf16 GEMMs (attention_bf16.h) where they run on bf16 ---------------
+ * ---- instructions, else the fp32 kernel on widened q, k, v --------------------------- */
 
 static size_t b_attention_scratch_bytes(boost_backend *be, int B, int T, int H) {
   (void)be;
-  return attention_scratch_floats(B, T, H) * sizeof(float);
+  const size_t f32 = attention_scratch_floats(B, T, H) * sizeof(float);
+  const size_t b16 = attention_bf16_applies(B, H) ? (size_t)boost_omp_threads() * attention_bf16_scratch_bytes(T) : 0;
+  return f32 > b16 ? f32 : b16;
 }
 static void b_attention_forward(boost_backend *be, boost_act *out, float *stats, void *scratch, cact *q, cact *k,
                                 cact *v, int B, int T, int H, int hd) {
+  if (attention_bf16_applies(B, H)) {
+    attention_bf16_forward(BF(out), stats, scratch, CBF(q), CBF(k), CBF(v), B, T, H, hd);
+    return;
+  }
   const size_t n = (size_t)B * T * H * hd;
   float *o32 = cpu_scratch(be, 3, n);
   attention_forward(o32, stats, scratch, widen(be, 0, q, n), widen(be, 1, k, n), widen(be, 2, v, n), B, T, H, hd);
@@ -234,6 +242,11 @@ static void b_attention_forward(boost_backend *be, boost_act *out, float *stats,
 static void b_attention_backward(boost_backend *be, boost_act *dq, boost_act *dk, boost_act *dv, void *scratch,
                                  cact *dout, cact *q, cact *k, cact *v, const float *stats, int B, int T, int H,
                                  int hd) {
+  if (attention_bf16_applies(B, H)) {
+    attention_bf16_backward(dq ? BF(dq) : NULL, dk ? BF(dk) : NULL, dv ? BF(dv) : NULL, scratch, CBF(dout), CBF(q),
+                            CBF(k), CBF(v), stats, B, T, H, hd);
+    return;
+  }
   const size_t n = (size_t)B * T * H * hd;
   float *dq32 = dq ? cpu_scratch(be, 4, n) : NULL, *dk32 = dk ? cpu_scratch(be, 5, n) : NULL,
         *dv32 = dv ? cpu_scratch(be, 6, n) : NULL;

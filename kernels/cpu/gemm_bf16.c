@@ -76,6 +76,39 @@ static void fallback_gemm(int ta, int tb, int M, int N, int K, const bf16_t *A, 
   narrow(C, ldc, Cf, M, N);
 }
 
+static int in_parallel(void) {
+#ifdef _OPENMP
+  return omp_in_parallel();
+#else
+  return 0;
+#endif
+}
+
+/* fallback_gemm for a caller inside a parallel region: its own buffers
+ * (the shared scratch belongs to the training thread), the serial sgemm. */
+static void parallel_fallback(int ta, int tb, int M, int N, int K, const bf16_t *A, int lda, const bf16_t *B, int ldb,
+                              float beta, void *C, int ldc, int c_is_f32) {
+  const int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+  float *Af = boost_calloc((size_t)ar * ac, sizeof(float)), *Bf = boost_calloc((size_t)br * bc, sizeof(float));
+  for (int r = 0; r < ar; r++)
+    for (int c = 0; c < ac; c++) Af[(size_t)r * ac + c] = bf16_to_f32(A[(size_t)r * lda + c]);
+  for (int r = 0; r < br; r++)
+    for (int c = 0; c < bc; c++) Bf[(size_t)r * bc + c] = bf16_to_f32(B[(size_t)r * ldb + c]);
+  float *Cf = c_is_f32 ? (float *)C : boost_calloc((size_t)M * N, sizeof(float));
+  const int cld = c_is_f32 ? ldc : N;
+  if (!c_is_f32 && beta != 0.0f)
+    for (int r = 0; r < M; r++)
+      for (int c = 0; c < N; c++) Cf[(size_t)r * N + c] = bf16_to_f32(((const bf16_t *)C)[(size_t)r * ldc + c]);
+  gemm(ta, tb, M, N, K, Af, ac, Bf, bc, beta, Cf, cld); /* serial inside a parallel region (cpu_internal.h) */
+  if (!c_is_f32) {
+    for (int r = 0; r < M; r++)
+      for (int c = 0; c < N; c++) ((bf16_t *)C)[(size_t)r * ldc + c] = f32_to_bf16(Cf[(size_t)r * N + c]);
+    boost_free(Cf);
+  }
+  boost_free(Af);
+  boost_free(Bf);
+}
+
 /* ---- oneDNN --------------------------------------------------------------- */
 
 #ifdef BOOST_HAVE_DNNL
@@ -83,6 +116,7 @@ static void fallback_gemm(int ta, int tb, int M, int N, int K, const bf16_t *A, 
  * parts: how many OpenMP threads share the product. */
 typedef struct {
   int ta, tb, M, N, K, lda, ldb, ldc, beta, c_f32, parts;
+  int owner; /* -1: the training thread's; else the OpenMP thread that calls from inside a parallel region */
 } prim_key;
 
 /* One thread's share of C, rows [m0, m1) x columns [n0, n1): a
@@ -235,6 +269,11 @@ static prim_entry *entry_for(const prim_key *k) {
   return e;
 }
 
+/* A call from inside a parallel region: the calling thread's own entry (its
+ * primitive and memory objects are used by no other thread), looked up and
+ * created under a lock since the table is shared; the stream too is the
+ * thread's. 0 when oneDNN does not take the shape. */
+static int run_owned(prim_key k, const bf16_t *A, const bf16_t *B, void *C);
 static int run_part(const prim_part *q, dnnl_stream_t st) {
   if (!q->prim) return 1;
   const dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, q->a}, {DNNL_ARG_WEIGHTS, q->b}, {DNNL_ARG_DST, q->c}};
@@ -264,6 +303,34 @@ static void run_shares(const prim_entry *e, const bf16_t *A, const bf16_t *B, vo
   }
   if (!ok)
     boost_fail("oneDNN matmul failed (%s%s %dx%dx%d)", k->ta ? "T" : "N", k->tb ? "T" : "N", k->M, k->N, k->K);
+}
+
+static int run_owned(prim_key k, const bf16_t *A, const bf16_t *B, void *C) {
+  k.owner = boost_thread_id();
+  prim_part *q = NULL;
+  dnnl_stream_t st = NULL;
+  int ok;
+#pragma omp critical(gemm_bf16_table)
+  {
+    const prim_entry *e = entry_for(&k);
+    ok = e->ok;
+    q = e->part; /* entries move when the table grows; their parts do not */
+    while (n_streams <= k.owner) {
+      streams = boost_realloc(streams, (size_t)n_streams + 1, sizeof *streams);
+      if (dnnl_stream_create(&streams[n_streams], engine, dnnl_stream_default_flags) != dnnl_success)
+        boost_fail("oneDNN cannot create a stream");
+      n_streams++;
+    }
+    st = streams[k.owner];
+  }
+  if (!ok) return 0;
+  if (!q->prim) return 1; /* an empty share */
+  dnnl_memory_set_data_handle(q->a, (void *)(uintptr_t)A); /* one share: the whole product */
+  dnnl_memory_set_data_handle(q->b, (void *)(uintptr_t)B);
+  dnnl_memory_set_data_handle(q->c, C);
+  if (!run_part(q, st))
+    boost_fail("oneDNN matmul failed (%s%s %dx%dx%d)", k.ta ? "T" : "N", k.tb ? "T" : "N", k.M, k.N, k.K);
+  return 1;
 }
 
 static const char *isa_name(dnnl_cpu_isa_t isa) {
@@ -300,7 +367,7 @@ static int dnnl_start(int forced, char *why, size_t why_n) {
   const int has_bf16 = ((unsigned)isa & bf16_bits) == bf16_bits;
   /* the implementation a bottleneck-sized share gets: the ISA it names is
    * the one that runs */
-  const prim_key pk = {0, 1, 256, 128, 512, 512, 512, 128, 0, 0, 1};
+  const prim_key pk = {0, 1, 256, 128, 512, 512, 512, 128, 0, 0, 1, -1};
   prim_part probe = {0, 256, 0, 128, NULL, NULL, NULL, NULL};
   char impl[128] = "?";
   const int made = part_create(&pk, &probe, impl, sizeof impl);
@@ -356,7 +423,10 @@ void gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A,
   BOOST_ASSERT(M >= 0 && N >= 0 && K >= 0 && (beta == 0.0f || beta == 1.0f));
   if (M == 0 || N == 0) return;
   BOOST_ASSERT(ldc >= N && lda >= (trans_a ? M : K) && ldb >= (trans_b ? K : N) && lda >= 1 && ldb >= 1);
-  if (backend == BACKEND_UNSET) choose_backend();
+  if (backend == BACKEND_UNSET) {
+#pragma omp critical(gemm_bf16_table)
+    if (backend == BACKEND_UNSET) choose_backend();
+  }
   if (K == 0) { /* an empty sum: C = beta C */
     if (beta == 0.0f)
       for (int i = 0; i < M; i++)
@@ -366,7 +436,12 @@ void gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A,
 #ifdef BOOST_HAVE_DNNL
   if (backend == BACKEND_DNNL) {
     const prim_key k = {trans_a,  trans_b, M, N, K, lda, ldb, ldc, beta != 0.0f, c_is_f32 != 0,
-                        parts_for(M, N, K)};
+                        parts_for(M, N, K), -1};
+    if (in_parallel()) {
+      if (run_owned(k, A, B, C)) return;
+      parallel_fallback(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, c_is_f32);
+      return;
+    }
     const prim_entry *e = entry_for(&k);
     if (e->ok) {
       run_shares(e, A, B, C);
@@ -374,6 +449,10 @@ void gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A,
     }
   }
 #endif
+  if (in_parallel()) {
+    parallel_fallback(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, c_is_f32);
+    return;
+  }
   fallback_gemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, c_is_f32);
 }
 

@@ -34,7 +34,11 @@
  * C comes from one primitive, so the same inputs and thread count give the
  * same bits, call after call.
  *
- * Not thread-safe: call it from one thread (the training thread). */
+ * Threads: call it from the training thread, or from the threads of an
+ * OpenMP parallel region (attention's per-slice products): there each
+ * thread runs the whole product single-threaded on its own cached
+ * primitive (the cache is shared under a lock), with the same bits as the
+ * same product called from outside with one thread. */
 #ifndef BOOST_KERNELS_CPU_GEMM_BF16_H
 #define BOOST_KERNELS_CPU_GEMM_BF16_H
 

@@ -345,6 +345,53 @@ Test(gemm_bf16, same_inputs_same_bits) {
   free(B);
 }
 
+/* Called from inside a parallel region (attention's per-slice products),
+ * each thread runs its own single-threaded product: every thread's result
+ * equals the same product called from outside, bit for bit, on the chosen
+ * backend and on the fallback. */
+static void inside_parallel_equals_outside(void) {
+  const int M = 128, N = 200, K = 64;
+  rng_seed(11);
+  bf16_t *A = brand((size_t)M * K), *B = brand((size_t)N * K);
+  omp_set_num_threads(1);
+  float *ref = calloc((size_t)M * N, 4);
+  bf16_t *refb = calloc((size_t)M * N, 2);
+  cr_assert(ref && refb);
+  gemm_bf16(0, 1, M, N, K, A, K, B, K, 0.0f, ref, N, 1);
+  gemm_bf16(0, 1, M, N, K, A, K, B, K, 0.0f, refb, N, 0);
+  omp_set_num_threads(2);
+  float *got[2];
+  bf16_t *gotb[2];
+  int team = 0;
+#pragma omp parallel num_threads(2)
+  {
+    const int t = omp_get_thread_num();
+#pragma omp single
+    team = omp_get_num_threads();
+    got[t] = calloc((size_t)M * N, 4);
+    gotb[t] = calloc((size_t)M * N, 2);
+    for (int rep = 0; rep < 3; rep++) { /* the owned primitives are reused */
+      gemm_bf16(0, 1, M, N, K, A, K, B, K, 0.0f, got[t], N, 1);
+      gemm_bf16(0, 1, M, N, K, A, K, B, K, 0.0f, gotb[t], N, 0);
+    }
+  }
+  cr_assert_eq(team, 2, "the test needs a team of 2");
+  for (int t = 0; t < 2; t++) {
+    assert_bitwise("gemm_bf16 inside a parallel region, fp32 out", got[t], ref, (size_t)M * N * 4);
+    assert_bitwise("gemm_bf16 inside a parallel region, bf16 out", gotb[t], refb, (size_t)M * N * 2);
+    free(got[t]);
+    free(gotb[t]);
+  }
+  free(ref), free(refb), free(A), free(B);
+}
+
+Test(gemm_bf16, inside_a_parallel_region) { inside_parallel_equals_outside(); }
+
+Test(gemm_bf16, inside_a_parallel_region_fallback) {
+  setenv("BOOST_GEMM_BF16", "fallback", 1);
+  inside_parallel_equals_outside();
+}
+
 /* oneDNN (or the fallback's OpenBLAS) must run on the process's OpenMP
  * pool: both threads work, no thread is added (a second pool spinning
  * against ours is what made the pthread OpenBLAS 1.7x slower), and the

@@ -204,6 +204,42 @@ Test(ops_bf16, rope_and_attention) {
   free(cs), free(sn), free(s32), free(s16), free(st32), free(st16);
 }
 
+/* Attention over several row blocks with a ragged last one (T = 300:
+ * blocks of 128), on bf16 GEMMs when B*H covers the threads and on the
+ * widened fp32 kernel when it does not (B*H = 1); each bf16 result is also
+ * repeatable bit for bit. */
+static void attention_case(int B, int T, int H, int hd) {
+  const size_t n = (size_t)B * T * H * hd, ns = (size_t)B * H * T * 2;
+  pair q = make(n, -2, 2), k = make(n, -2, 2), v = make(n, -1, 1), o = zeros(n), dout = make(n, -1, 1);
+  pair dq = zeros(n), dk = zeros(n), dv = zeros(n);
+  void *s32 = calloc(f32->ops->attention_scratch_bytes(f32, B, T, H), 1);
+  void *s16 = calloc(b16->ops->attention_scratch_bytes(b16, B, T, H), 1);
+  float *st32 = calloc(ns, 4), *st16 = calloc(ns, 4);
+  bf16_t *again = calloc(n, sizeof *again);
+  f32->ops->attention_forward(f32, A32(o), st32, s32, A32(q), A32(k), A32(v), B, T, H, hd);
+  b16->ops->attention_forward(b16, A16(o), st16, s16, A16(q), A16(k), A16(v), B, T, H, hd);
+  close_bf16("attention_forward (blocks)", &o, ONE);
+  close_f32("attention_forward stats (blocks)", st32, st16, ns, 1e-5);
+  b16->ops->attention_forward(b16, (boost_act *)again, st16, s16, A16(q), A16(k), A16(v), B, T, H, hd);
+  cr_expect(memcmp(again, o.b, n * sizeof *again) == 0, "attention_forward is not repeatable (B=%d H=%d)", B, H);
+  f32->ops->attention_backward(f32, A32(dq), A32(dk), A32(dv), s32, A32(dout), A32(q), A32(k), A32(v), st32, B, T, H,
+                               hd);
+  b16->ops->attention_backward(b16, A16(dq), A16(dk), A16(dv), s16, A16(dout), A16(q), A16(k), A16(v), st16, B, T, H,
+                               hd);
+  close_bf16("attention_backward dq (blocks)", &dq, TWO), close_bf16("attention_backward dk (blocks)", &dk, TWO);
+  close_bf16("attention_backward dv (blocks)", &dv, TWO);
+  b16->ops->attention_backward(b16, NULL, (boost_act *)again, NULL, s16, A16(dout), A16(q), A16(k), A16(v), st16, B, T,
+                               H, hd);
+  cr_expect(memcmp(again, dk.b, n * sizeof *again) == 0, "attention_backward dk alone differs (B=%d H=%d)", B, H);
+  drop(&q), drop(&k), drop(&v), drop(&o), drop(&dout), drop(&dq), drop(&dk), drop(&dv);
+  free(s32), free(s16), free(st32), free(st16), free(again);
+}
+
+Test(ops_bf16, attention_blocks_and_tails) {
+  attention_case(2, 300, 2, 16); /* 4 slices: the bf16 GEMM kernel where the CPU has bf16 instructions */
+  attention_case(1, 300, 1, 16); /* 1 slice: the widened fp32 kernel */
+}
+
 Test(ops_bf16, cross_entropy_fused_and_vocab_parallel) {
   const int N = 13, V = 1037;
   pair lg = make((size_t)N * V, -6, 6), d = zeros((size_t)N * V);

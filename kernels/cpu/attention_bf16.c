@@ -1,0 +1,159 @@
+/* Causal attention on bf16 GEMMs (contract in attention_bf16.h). The loop
+ * structure is attention.c's: row blocks of ATT_BLOCK against keys 0..end
+ * of block, whole (batch, head) slices per thread, P and dS of a slice in
+ * the thread's scratch from the row pass to the column pass. */
+#include "cpu_internal.h" /* first (see there) */
+#include "attention_bf16.h"
+
+#include "gemm_bf16.h"
+
+#define ATT_BLOCK 128
+
+/* One thread's scratch: the slice's bf16 P and scale*dS (T x T each), and
+ * a row block's fp32 S/P and dP (ATT_BLOCK x T each). */
+typedef struct {
+  bf16_t *Pb, *Db;
+  float *S, *dP;
+} att_scratch;
+
+static att_scratch scratch_of(void *base, int T) {
+  const size_t TT = (size_t)T * T, BT = (size_t)ATT_BLOCK * T;
+  char *p = (char *)base + (size_t)boost_thread_id() * attention_bf16_scratch_bytes(T);
+  att_scratch s = {(bf16_t *)p, (bf16_t *)(p + 2 * TT), (float *)(p + 4 * TT), (float *)(p + 4 * TT + 4 * BT)};
+  return s;
+}
+
+size_t attention_bf16_scratch_bytes(int T) {
+  const size_t TT = (size_t)T * T, BT = (size_t)ATT_BLOCK * T;
+  return 4 * TT + 8 * BT; /* per thread; the caller multiplies by the thread count */
+}
+
+int attention_bf16_applies(int B, int H) { return gemm_bf16_native() && B * H >= boost_omp_threads(); }
+
+/* Rows [i0, i1) of P: S = Q K^T in fp32 into S (row i at S + (i - i0) T),
+ * softmax of scale*S over j <= i in place (fp32), and its bf16 copy into
+ * Pb's rows (row i at Pb + i T), zero from i+1 to i1. write_stats: the
+ * forward, which computes and stores each row's max and 1/sum; else they
+ * are read and P comes out as the forward's. */
+static void probs(float *S, bf16_t *Pb, float *st, int write_stats, const bf16_t *Q, const bf16_t *K, int T, int hd,
+                  int ld, float scale, int i0, int i1) {
+  gemm_bf16(0, 1, i1 - i0, i1, hd, Q + (size_t)i0 * ld, ld, K, ld, 0.0f, S, T, 1);
+  for (int i = i0; i < i1; i++) {
+    float *row = S + (size_t)(i - i0) * T;
+    const int len = i + 1;
+    float m, inv;
+    if (write_stats) {
+      float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+      for (int j = 0; j < len; j++) mx = row[j] > mx ? row[j] : mx;
+      m = scale * mx;
+      float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+      for (int j = 0; j < len; j++) {
+        const float e = boost_expf_nonpos(scale * row[j] - m);
+        row[j] = e;
+        sum += e;
+      }
+      inv = 1.0f / sum;
+      st[2 * (size_t)i] = m;
+      st[2 * (size_t)i + 1] = inv;
+#pragma omp simd
+      for (int j = 0; j < len; j++) row[j] *= inv;
+    } else {
+      m = st[2 * (size_t)i];
+      inv = st[2 * (size_t)i + 1];
+#pragma omp simd
+      for (int j = 0; j < len; j++) row[j] = boost_expf_nonpos(scale * row[j] - m) * inv;
+    }
+    bf16_t *prow = Pb + (size_t)i * T;
+    bf16_from_f32(prow, row, (size_t)len);
+    for (int j = len; j < i1; j++) prow[j] = 0;
+  }
+}
+
+#define ATT_SLICE(bh)                               \
+  const int b = (bh) / H, h = (bh) % H;             \
+  const size_t off = (size_t)b * T * ld + (size_t)h * hd; \
+  float *st = stats + 2 * (size_t)T * (bh)
+
+static int block_end(int i0, int T) { return i0 + ATT_BLOCK < T ? i0 + ATT_BLOCK : T; }
+
+void attention_bf16_forward(bf16_t *out, float *stats, void *scratch, const bf16_t *q, const bf16_t *k,
+                            const bf16_t *v, int B, int T, int H, int hd) {
+  if (B <= 0 || T <= 0 || H <= 0 || hd <= 0) return;
+  const int ld = H * hd, BH = B * H;
+  const float scale = 1.0f / sqrtf((float)hd);
+#pragma omp parallel
+  {
+    const att_scratch s = scratch_of(scratch, T);
+#pragma omp for schedule(static)
+    for (int bh = 0; bh < BH; bh++) {
+      ATT_SLICE(bh);
+      for (int i0 = 0; i0 < T; i0 += ATT_BLOCK) {
+        const int i1 = block_end(i0, T);
+        probs(s.S, s.Pb, st, 1, q + off, k + off, T, hd, ld, scale, i0, i1);
+        gemm_bf16(0, 0, i1 - i0, hd, i1, s.Pb + (size_t)i0 * T, T, v + off, ld, 0.0f, out + off + (size_t)i0 * ld,
+                  ld, 0);
+      }
+    }
+  }
+}
+
+/* Row block [i0, i1) of the backward: P recomputed, dP = dO V^T, scale*dS
+ * into Db's rows (zero right of the diagonal up to i1), dQ = (scale dS) K. */
+static void backward_rows(bf16_t *dQ, const att_scratch *s, float *st, int need_ds, const bf16_t *dO, const bf16_t *Q,
+                          const bf16_t *K, const bf16_t *V, int T, int hd, int ld, float scale, int i0, int i1) {
+  const int mb = i1 - i0;
+  probs(s->S, s->Pb, st, 0, Q, K, T, hd, ld, scale, i0, i1);
+  if (!need_ds) return;
+  gemm_bf16(0, 1, mb, i1, hd, dO + (size_t)i0 * ld, ld, V, ld, 0.0f, s->dP, T, 1);
+  for (int i = i0; i < i1; i++) {
+    float *d = s->dP + (size_t)(i - i0) * T;
+    const float *p = s->S + (size_t)(i - i0) * T;
+    const int len = i + 1;
+    float rs = 0.0f;
+#pragma omp simd reduction(+ : rs)
+    for (int j = 0; j < len; j++) rs += d[j] * p[j];
+#pragma omp simd
+    for (int j = 0; j < len; j++) d[j] = scale * p[j] * (d[j] - rs);
+    bf16_t *drow = s->Db + (size_t)i * T;
+    bf16_from_f32(drow, d, (size_t)len);
+    for (int j = len; j < i1; j++) drow[j] = 0;
+  }
+  if (dQ) gemm_bf16(0, 0, mb, hd, i1, s->Db + (size_t)i0 * T, T, K, ld, 0.0f, dQ + (size_t)i0 * ld, ld, 0);
+}
+
+/* Column block [j0, j1): rows i < j0 of these columns are 0, so the
+ * contraction runs over i in [j0, T): dV = P^T dO, dK = (scale dS)^T Q. */
+static void backward_cols(bf16_t *dK, bf16_t *dV, const att_scratch *s, const bf16_t *dO, const bf16_t *Q, int T,
+                          int hd, int ld, int j0, int j1) {
+  const int nb = j1 - j0;
+  if (dV)
+    gemm_bf16(1, 0, nb, hd, T - j0, s->Pb + (size_t)j0 * T + j0, T, dO + (size_t)j0 * ld, ld, 0.0f,
+              dV + (size_t)j0 * ld, ld, 0);
+  if (dK)
+    gemm_bf16(1, 0, nb, hd, T - j0, s->Db + (size_t)j0 * T + j0, T, Q + (size_t)j0 * ld, ld, 0.0f,
+              dK + (size_t)j0 * ld, ld, 0);
+}
+
+void attention_bf16_backward(bf16_t *dq, bf16_t *dk, bf16_t *dv, void *scratch, const bf16_t *dout, const bf16_t *q,
+                             const bf16_t *k, const bf16_t *v, const float *stats_in, int B, int T, int H, int hd) {
+  if (B <= 0 || T <= 0 || H <= 0 || hd <= 0 || (!dq && !dk && !dv)) return;
+  float *stats = (float *)stats_in; /* read only here (probs with write_stats 0) */
+  const int ld = H * hd, BH = B * H, need_ds = dq != NULL || dk != NULL;
+  const float scale = 1.0f / sqrtf((float)hd);
+#pragma omp parallel
+  {
+    const att_scratch s = scratch_of(scratch, T);
+#pragma omp for schedule(static)
+    for (int bh = 0; bh < BH; bh++) {
+      ATT_SLICE(bh);
+      for (int i0 = 0; i0 < T; i0 += ATT_BLOCK)
+        backward_rows(dq ? dq + off : NULL, &s, st, need_ds, dout + off, q + off, k + off, v + off, T, hd, ld, scale,
+                      i0, block_end(i0, T));
+      for (int j0 = 0; (dk || dv) && j0 < T; j0 += ATT_BLOCK)
+        backward_cols(dk ? dk + off : NULL, dv ? dv + off : NULL, &s, dout + off, q + off, T, hd, ld, j0,
+                      block_end(j0, T));
+    }
+  }
+}
