@@ -50,32 +50,7 @@ static void attn_probs(float *Prow, float *stats, int write_stats, const float *
   for (int i = i0; i < i1; i++) {
     float *row = Prow + (size_t)(i - i0) * T;
     int len = i + 1;
-    float m, inv;
-    if (write_stats) {
-      m = -INFINITY;
-#pragma omp simd reduction(max : m)
-      for (int j = 0; j < len; j++) m = row[j] > m ? row[j] : m;
-      float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-      for (int j = 0; j < len; j++) {
-        float e = boost_expf_nonpos(row[j] - m);
-        row[j] = e;
-        sum += e;
-      }
-      inv = 1.0f / sum;
-      stats[2 * (size_t)i] = m;
-      stats[2 * (size_t)i + 1] = inv;
-#pragma omp simd
-      for (int j = 0; j < len; j++) row[j] *= inv;
-    } else {
-      m = stats[2 * (size_t)i];
-      inv = stats[2 * (size_t)i + 1];
-#pragma omp simd
-      for (int j = 0; j < len; j++) {
-        float e = boost_expf_nonpos(row[j] - m);
-        row[j] = e * inv;
-      }
-    }
+    attn_softmax_row(row, len, 1.0f, stats + 2 * (size_t)i, write_stats); /* S is already scaled (sgemm's alpha) */
     for (int j = len; j < i1; j++) row[j] = 0.0f; /* columns >= i1 are never read (see attn_backward_cols) */
   }
 }

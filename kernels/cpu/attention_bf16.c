@@ -41,30 +41,7 @@ static void probs(float *S, bf16_t *Pb, float *st, int write_stats, const bf16_t
   for (int i = i0; i < i1; i++) {
     float *row = S + (size_t)(i - i0) * T;
     const int len = i + 1;
-    float m, inv;
-    if (write_stats) {
-      float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-      for (int j = 0; j < len; j++) mx = row[j] > mx ? row[j] : mx;
-      m = scale * mx;
-      float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-      for (int j = 0; j < len; j++) {
-        const float e = boost_expf_nonpos(scale * row[j] - m);
-        row[j] = e;
-        sum += e;
-      }
-      inv = 1.0f / sum;
-      st[2 * (size_t)i] = m;
-      st[2 * (size_t)i + 1] = inv;
-#pragma omp simd
-      for (int j = 0; j < len; j++) row[j] *= inv;
-    } else {
-      m = st[2 * (size_t)i];
-      inv = st[2 * (size_t)i + 1];
-#pragma omp simd
-      for (int j = 0; j < len; j++) row[j] = boost_expf_nonpos(scale * row[j] - m) * inv;
-    }
+    attn_softmax_row(row, len, scale, st + 2 * (size_t)i, write_stats);
     bf16_t *prow = Pb + (size_t)i * T;
     bf16_from_f32(prow, row, (size_t)len);
     for (int j = len; j < i1; j++) prow[j] = 0;

@@ -119,6 +119,38 @@ static inline int boost_team_size(void) {
 #endif
 }
 
+/* One causal attention row of `len` scores in place: P = softmax(scale *
+ * row). write_stats (the forward) computes the row's max logit and 1/sum
+ * into st[0..1]; else it reads them (the backward's recomputation) and P
+ * comes out bit for bit the forward's. scale = 1 leaves the scores as they
+ * are (x * 1.0f is exact). Shared by the fp32 and bf16 attention kernels. */
+static inline void attn_softmax_row(float *row, int len, float scale, float *st, int write_stats) {
+  float m, inv;
+  if (write_stats) {
+    float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+    for (int j = 0; j < len; j++) mx = row[j] > mx ? row[j] : mx;
+    m = scale * mx;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int j = 0; j < len; j++) {
+      const float e = boost_expf_nonpos(scale * row[j] - m);
+      row[j] = e;
+      sum += e;
+    }
+    inv = 1.0f / sum;
+    st[0] = m;
+    st[1] = inv;
+#pragma omp simd
+    for (int j = 0; j < len; j++) row[j] *= inv;
+  } else {
+    m = st[0];
+    inv = st[1];
+#pragma omp simd
+    for (int j = 0; j < len; j++) row[j] = boost_expf_nonpos(scale * row[j] - m) * inv;
+  }
+}
+
 /* Elementwise loops below this size stay on one thread (fork/join costs
  * more than the work). Does not affect results: elementwise ops are exact. */
 #define BOOST_PAR_MIN 16384
