@@ -39,6 +39,13 @@ void *boost_calloc(size_t count, size_t size) {
   return p;
 }
 
+char *boost_strdup(const char *s) {
+  const size_t n = strlen(s) + 1;
+  char *d = boost_calloc(n, 1);
+  memcpy(d, s, n);
+  return d;
+}
+
 void *boost_realloc(void *p, size_t count, size_t size) {
   if (count != 0 && size > (size_t)-1 / count) boost_fail("allocation of %zu x %zu bytes overflows", count, size);
   const size_t bytes = count * size;

@@ -40,5 +40,7 @@ void *boost_try_calloc(size_t count, size_t size);
  * realloc, not boost_calloc). */
 void *boost_realloc(void *p, size_t count, size_t size);
 void boost_free(void *p);
+/* A copy of s in boost_calloc memory (free with boost_free). */
+char *boost_strdup(const char *s);
 
 #endif

@@ -69,13 +69,6 @@ static void die(int code, const char *fmt, ...) {
 }
 
 
-static char *xstrdup(const char *s) {
-  size_t n = strlen(s) + 1;
-  char *d = boost_calloc(n, 1);
-  memcpy(d, s, n);
-  return d;
-}
-
 /* ---- input collection ---- */
 
 typedef struct {
@@ -99,7 +92,7 @@ static void add_file(input_list *l, const char *path, const struct stat *st) {
     l->v = v;
     l->cap = cap;
   }
-  l->v[l->n].path = xstrdup(path);
+  l->v[l->n].path = boost_strdup(path);
   l->v[l->n].dev = st->st_dev;
   l->v[l->n].ino = st->st_ino;
   l->n++;

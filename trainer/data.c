@@ -25,13 +25,6 @@
 #include "util.h"
 
 
-static char *dupstr(const char *s) {
-  size_t n = strlen(s) + 1;
-  char *d = boost_calloc(n, 1);
-  memcpy(d, s, n);
-  return d;
-}
-
 /* ------------------------------------------------------------------ */
 /* one shard                                                          */
 
@@ -228,7 +221,7 @@ static int shard_open(const char *path, shard *s, char *err, size_t errlen) {
   s->map = map;
   s->map_len = (size_t)fsize;
   s->tokens = s->map + s->info.header_bytes;
-  s->path = dupstr(path);
+  s->path = boost_strdup(path);
   data_shard_info *in = &s->info;
   size_t payload = (size_t)(in->num_tokens * in->token_bytes);
   if (in->format == DATA_FORMAT_BOOST) {
@@ -291,7 +284,7 @@ static void sl_push(strlist *l, const char *s) {
     l->v = v;
     l->cap = cap;
   }
-  l->v[l->n++] = dupstr(s);
+  l->v[l->n++] = boost_strdup(s);
 }
 
 static void sl_free(strlist *l) {
@@ -348,7 +341,7 @@ data_source *data_open(const char *path, char *err, size_t errlen) {
     return NULL;
   }
   strlist files = {0};
-  char *copy = dupstr(path);
+  char *copy = boost_strdup(path);
   int rc = 0;
   for (char *p = copy;;) {
     char *comma = strchr(p, ',');
@@ -371,7 +364,7 @@ data_source *data_open(const char *path, char *err, size_t errlen) {
     return NULL;
   }
   data_source *src = boost_calloc(1, sizeof *src);
-  src->path = dupstr(path);
+  src->path = boost_strdup(path);
   src->shards = boost_calloc((size_t)files.n, sizeof *src->shards);
   for (int i = 0; i < files.n; i++) {
     shard *s = &src->shards[i];

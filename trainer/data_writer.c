@@ -16,13 +16,6 @@
 #include "data_format.h"
 #include "util.h"
 
-static char *dupstr(const char *s) {
-  const size_t n = strlen(s) + 1;
-  char *d = boost_calloc(n, 1);
-  memcpy(d, s, n);
-  return d;
-}
-
 /* ------------------------------------------------------------------ */
 /* writer                                                             */
 
@@ -96,7 +89,7 @@ data_writer *data_writer_open(const char *path, uint32_t token_bytes, uint32_t v
   }
   data_writer *w = boost_calloc(1, sizeof *w);
   w->fd = -1;
-  w->path = dupstr(path);
+  w->path = boost_strdup(path);
   size_t n = strlen(path) + 5;
   w->tmp = boost_calloc(n, 1);
   snprintf(w->tmp, n, "%s.tmp", path);
