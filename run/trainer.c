@@ -467,6 +467,42 @@ static int accept_start(run *t, char *err, size_t errlen) {
   return ok ? 0 : fail_all(&t->grid, err);
 }
 
+/* The checkpoint session (t->ck, NULL without ckpt.dir), the resume into
+ * t->st (msg: what was resumed), and the last reasons not to train. 0 to
+ * train; else the exit status, said on every rank. */
+static int open_and_resume(run *t, char *msg, size_t msglen) {
+  const train_config *cfg = t->cfg;
+  char err[1024] = "";
+  trainer_ckpt_ctx_init(&t->hooks_ctx, cfg, &t->grid, &t->comm, &t->m, &t->pipe, &t->st, t->mode);
+  const ckpt_hooks hooks = trainer_ckpt_hooks(&t->hooks_ctx);
+  ckpt_settings ck_set;
+  trainer_ckpt_settings(cfg, &ck_set);
+  watchdog_phase("start-up: checkpoint directory", WATCH_WAIT);
+  t->ck = ckpt_open(&ck_set, &t->grid, &t->m.reg, &hooks, err, sizeof err);
+  watchdog_phase("start-up: checkpoint load", WATCH_CKPT);
+  if ((!t->ck && err[0]) || trainer_ckpt_resume(t->ck, &t->st, msg, msglen) < 0)
+    return fail_all(&t->grid, t->ck ? msg : err);
+  watchdog_phase("start-up: start agreement", WATCH_WAIT);
+  return accept_start(t, err, sizeof err);
+}
+
+/* Rank 0's line for a step. */
+static void log_step(const run *t, const comm_ctx *step_comm, float loss, float val_loss, float lr, double gnorm,
+                     double tok_s, double gflops, double dt, const char *ckpt_status) {
+  char tok[32];
+  format_count(tok_s, tok, sizeof tok);
+  printf("step %5lld/%d | loss %.4f | lr %.2e | gnorm %.3f | %s tok/s | %.1f GFLOP/s | %.0f ms", (long long)t->st.step,
+         t->cfg->train.steps, loss, lr, gnorm, tok, gflops, dt * 1e3);
+  if (!isnan(val_loss)) printf(" | val %.4f", val_loss);
+  if (t->grid.world_size > 1) {
+    char cs[256];
+    comm_format_counts(step_comm, cs, sizeof cs);
+    printf(" | comm %s", cs);
+  }
+  printf(" | ckpt %s\n", ckpt_status);
+  fflush(stdout);
+}
+
 int trainer_run(const train_config *cfg, MPI_Comm world) {
   char err[1024];
   watchdog_phase("start-up: process grid, data and backend", WATCH_WAIT);
@@ -483,22 +519,9 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
   }
 
   train_state *st = &t->st;
-  trainer_ckpt_ctx_init(&t->hooks_ctx, cfg, &t->grid, &t->comm, &t->m, &t->pipe, st, t->mode);
-  const ckpt_hooks hooks = trainer_ckpt_hooks(&t->hooks_ctx);
-  ckpt_settings ck_set;
-  trainer_ckpt_settings(cfg, &ck_set);
-  watchdog_phase("start-up: checkpoint directory", WATCH_WAIT);
-  ckpt_session *ck = ckpt_open(&ck_set, &t->grid, &t->m.reg, &hooks, err, sizeof err);
-  t->ck = ck;
   char msg[2048] = "";
-  int status = 0;
-  watchdog_phase("start-up: checkpoint load", WATCH_CKPT);
-  if ((!ck && err[0]) || trainer_ckpt_resume(ck, st, msg, sizeof msg) < 0) {
-    status = fail_all(&t->grid, ck ? msg : err);
-  } else {
-    watchdog_phase("start-up: start agreement", WATCH_WAIT);
-    status = accept_start(t, err, sizeof err);
-  }
+  int status = open_and_resume(t, msg, sizeof msg);
+  ckpt_session *ck = t->ck;
   if (status != 0) {
     if (ck) ckpt_close(ck);
     trainer_destroy(t);
@@ -541,20 +564,8 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
 
     const double tok_s = (double)t->global_batch * t->T / dt, gflops = flops_per_token * t->global_batch * t->T / dt / 1e9;
     if (t->grid.rank == 0) {
-      if (st->step % cfg->train.log_every == 0 || last || !isnan(val_loss) || preempted) {
-        char tok[32];
-        format_count(tok_s, tok, sizeof tok);
-        printf("step %5lld/%d | loss %.4f | lr %.2e | gnorm %.3f | %s tok/s | %.1f GFLOP/s | %.0f ms",
-               (long long)st->step, cfg->train.steps, loss, lr, gnorm, tok, gflops, dt * 1e3);
-        if (!isnan(val_loss)) printf(" | val %.4f", val_loss);
-        if (t->grid.world_size > 1) {
-          char cs[256];
-          comm_format_counts(&step_comm, cs, sizeof cs);
-          printf(" | comm %s", cs);
-        }
-        printf(" | ckpt %s\n", ckpt_status);
-        fflush(stdout);
-      }
+      if (st->step % cfg->train.log_every == 0 || last || !isnan(val_loss) || preempted)
+        log_step(t, &step_comm, loss, val_loss, lr, gnorm, tok_s, gflops, dt, ckpt_status);
       if (t->metrics) write_metrics(t, &step_comm, st, loss, val_loss, lr, gnorm, tok_s, gflops, dt, ckpt_status);
     }
     if (t->grid.pp > 1 && t->grid.rank == 0 && st->step == 1)
