@@ -22,7 +22,7 @@
  * 0.029 (tiny, tp=2 btp, 4 layers), 0.025 and 0.022 (12 layers, btp and
  * vanilla), 0.019 (cola-60m, tp=2 btp); it does not grow with depth (every
  * RMSNorm rescales). Layouts that compute in the same order (tp=1, any dp or
- * pp, any thread count here) match bit for bit. Wrong weights, tokens or
+ * pp; 1 and 2 threads) match bit for bit. Wrong weights, tokens or
  * layers differ by O(1) (a one-step-stale state of the tiny preset: 0.23).
  * Runs only on a file with no problem found so far (a well-formed
  * checkpoint whose weights decoded), so a malformed file never makes it
