@@ -79,9 +79,9 @@ static const char *const SUMMARY_HELP =
     "usage: boost-inspect summary [--json] PATH\n"
     "The training state of a checkpoint: step, tokens, data cursor, seeds, next LR,\n"
     "loss history length and last value, the layout and precision that wrote it,\n"
-    "the stored activations, the config,\n"
-    "software and format version, bytes per category. Exit 1 when PATH is not a\n"
-    "readable boost checkpoint of a known format version.\n";
+    "the stored activations, the config, software and format version, bytes per\n"
+    "category. Exit 1 when PATH is not a readable boost checkpoint of a known\n"
+    "format version.\n";
 
 static int summary_json(const ins_ckpt *c, int with_tensors) {
   int64_t nloss;
