@@ -68,8 +68,13 @@ typedef struct ckpt_session ckpt_session;
 /* Activations a checkpoint stores (ckpt.activations): the trainer's hook
  * adds datasets to a sink; every rank adds the same names in the same order
  * (its pipeline stage's), each with the global shape, this rank's hyperslab
- * and its data, which is copied. */
-typedef enum { CKPT_ACT_F32 = 0, CKPT_ACT_I32, CKPT_ACT_I64 } ckpt_act_type;
+ * and its data, which is copied. CKPT_ACT_BF16 data are bfloat16 bit
+ * patterns (uint16_t, the top half of a float32), stored as the bfloat16
+ * file type of ckpt_h5.h and checksummed as the float32 values they widen
+ * to. */
+typedef enum { CKPT_ACT_F32 = 0, CKPT_ACT_I32, CKPT_ACT_I64, CKPT_ACT_BF16 } ckpt_act_type;
+/* Bytes per element of an activation type. */
+size_t ckpt_act_esize(ckpt_act_type type);
 typedef struct ckpt_acts_sink ckpt_acts_sink;
 void ckpt_acts_add(ckpt_acts_sink *sink, const char *name, ckpt_act_type type, int ndim, const int64_t *shape,
                    const int64_t *start, const int64_t *count, int has, const void *data);

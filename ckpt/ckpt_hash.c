@@ -87,8 +87,21 @@ uint64_t ckpt_hash_run64(const void *x, size_t n, uint64_t index0) {
   return s;
 }
 
-uint64_t ckpt_hash_slab32(const void *data, int ndim, const int64_t *gshape, const int64_t *offset,
-                          const int64_t *lshape) {
+uint64_t ckpt_hash_run_bf16(const void *x, size_t n, uint64_t index0) {
+  const unsigned char *p = x;
+  unsigned char wide[4 * 256] = {0}; /* the float32 bytes, little-endian: two zero bytes, then the bf16's two */
+  uint64_t s = 0;
+  for (size_t j0 = 0; j0 < n; j0 += 256) {
+    const size_t m = n - j0 < 256 ? n - j0 : 256;
+    for (size_t j = 0; j < m; j++) memcpy(wide + 4 * j + 2, p + 2 * (j0 + j), 2);
+    s += ckpt_hash_run32(wide, m, index0 + j0);
+  }
+  return s;
+}
+
+/* The terms of a hyperslab: one run of `run_fn` per local row. */
+static uint64_t hash_slab(const void *data, size_t esz, uint64_t (*run_fn)(const void *, size_t, uint64_t), int ndim,
+                          const int64_t *gshape, const int64_t *offset, const int64_t *lshape) {
   if (ndim <= 0) return 0;
   int64_t stride[8];
   stride[ndim - 1] = 1;
@@ -103,11 +116,21 @@ uint64_t ckpt_hash_slab32(const void *data, int ndim, const int64_t *gshape, con
   for (int64_t r = 0; r < nrows; r++) {
     int64_t g = offset[ndim - 1];
     for (int d = 0; d < ndim - 1; d++) g += (offset[d] + idx[d]) * stride[d];
-    s += ckpt_hash_run32(p + (size_t)(r * run) * 4, (size_t)run, (uint64_t)g);
+    s += run_fn(p + (size_t)(r * run) * esz, (size_t)run, (uint64_t)g);
     for (int d = ndim - 2; d >= 0; d--) { /* next local row */
       if (++idx[d] < lshape[d]) break;
       idx[d] = 0;
     }
   }
   return s;
+}
+
+uint64_t ckpt_hash_slab32(const void *data, int ndim, const int64_t *gshape, const int64_t *offset,
+                          const int64_t *lshape) {
+  return hash_slab(data, 4, ckpt_hash_run32, ndim, gshape, offset, lshape);
+}
+
+uint64_t ckpt_hash_slab_bf16(const void *data, int ndim, const int64_t *gshape, const int64_t *offset,
+                             const int64_t *lshape) {
+  return hash_slab(data, 2, ckpt_hash_run_bf16, ndim, gshape, offset, lshape);
 }

@@ -36,6 +36,13 @@ uint64_t ckpt_hash_run64(const void *x, size_t n, uint64_t index0);
 uint64_t ckpt_hash_slab32(const void *data, int ndim, const int64_t *gshape, const int64_t *offset,
                           const int64_t *lshape);
 
+/* bfloat16 elements (2 bytes, little-endian: the top half of a float32)
+ * hash as the float32 values they widen to, exactly: a bf16 dataset has the
+ * checksum of its values read as float32 (docs/CHECKPOINT_FORMAT.md). */
+uint64_t ckpt_hash_run_bf16(const void *x, size_t n, uint64_t index0);
+uint64_t ckpt_hash_slab_bf16(const void *data, int ndim, const int64_t *gshape, const int64_t *offset,
+                             const int64_t *lshape);
+
 /* The reference definition (slow: one XXH3 library call per element); tests
  * compare the fast path with it. */
 uint64_t ckpt_hash_run32_reference(const void *x, size_t n, uint64_t index0);

@@ -43,6 +43,7 @@ enum {
   X(config, STR, CKPT_META_RUN | CKPT_META_RESUME | CKPT_META_JSON, NULL)                           \
   X(layout, STR, CKPT_META_RUN | CKPT_META_RESUME | CKPT_META_JSON, NULL)                           \
   X(activations, STR, CKPT_META_RUN, "none")                                                        \
+  X(precision, STR, CKPT_META_RUN, "fp32")                                                          \
   X(n_tensors, I64, CKPT_META_PACKAGE, NULL)                                                        \
   X(resharded_from, STR, CKPT_META_EXPORT | CKPT_META_JSON, NULL)                                   \
   X(optimizer_state, STR, CKPT_META_EXPORT, "present")                                              \

@@ -43,8 +43,9 @@ static uint64_t *checksums(ckpt_session *s, const save_job *j, size_t *nsum) {
     if (!it->has) continue;
     const void *p = j->acts.act_buf + it->off;
     sums[(size_t)s->nent * CKPT_NUM_CATEGORIES + 1 + a] =
-        it->d.type == CKPT_ACT_I64 ? ckpt_hash_run64(p, (size_t)it->count[0], (uint64_t)it->start[0])
-                                   : ckpt_hash_slab32(p, it->d.ndim, it->d.shape, it->start, it->count);
+        it->d.type == CKPT_ACT_I64    ? ckpt_hash_run64(p, (size_t)it->count[0], (uint64_t)it->start[0])
+        : it->d.type == CKPT_ACT_BF16 ? ckpt_hash_slab_bf16(p, it->d.ndim, it->d.shape, it->start, it->count)
+                                      : ckpt_hash_slab32(p, it->d.ndim, it->d.shape, it->start, it->count);
   }
   MPI_Allreduce(MPI_IN_PLACE, sums, (int)*nsum, MPI_UINT64_T, MPI_SUM, s->comm);
   return sums;

@@ -203,6 +203,8 @@ void ckpt_upload_loaded(ckpt_session *s) {
 
 /* ---- activations ----------------------------------------------------------- */
 
+size_t ckpt_act_esize(ckpt_act_type type) { return type == CKPT_ACT_I64 ? 8 : type == CKPT_ACT_BF16 ? 2 : 4; }
+
 static void *acts_alloc(ckpt_acts_sink *k, size_t bytes) {
   size_t off = (k->act_bytes + 63) & ~(size_t)63;
   if (off + bytes > k->act_buf_cap) {
@@ -247,7 +249,7 @@ void ckpt_acts_add(ckpt_acts_sink *k, const char *name, ckpt_act_type type, int 
   }
   a->has = has && n > 0;
   if (!a->has) return;
-  const size_t bytes = n * (type == CKPT_ACT_I64 ? 8 : 4);
+  const size_t bytes = n * ckpt_act_esize(type);
   void *dst = acts_alloc(k, bytes);
   if (!dst) {
     k->failed = 1;

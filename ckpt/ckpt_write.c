@@ -190,7 +190,7 @@ double ckpt_raw_bytes(const ckpt_session *s, const save_job *j) {
   for (int a = 0; j && a < j->acts.nact; a++) {
     double n = 1;
     for (int k = 0; k < j->acts.acts[a].d.ndim; k++) n *= (double)j->acts.acts[a].d.shape[k];
-    raw += (j->acts.acts[a].d.type == CKPT_ACT_I64 ? 8.0 : 4.0) * n + 2048.0;
+    raw += (double)ckpt_act_esize((ckpt_act_type)j->acts.acts[a].d.type) * n + 2048.0;
   }
   return raw + (j ? 4.0 * (double)j->nloss : 0.0);
 }
@@ -276,11 +276,18 @@ static void write_activations(writer *w, const save_job *j, const uint64_t *sums
   int go = 1;
   for (int a = 0; go && a < j->acts.nact; a++) {
     const act_item *it = &j->acts.acts[a];
+    /* bf16 goes in as its file type (the bits as they are: parallel
+     * filtered writes cannot convert types) */
+    const hid_t bf16 = it->d.type == CKPT_ACT_BF16 ? ckpt_bf16_type() : -1;
     hid_t ft = it->d.type == CKPT_ACT_F32 ? H5T_IEEE_F32LE : it->d.type == CKPT_ACT_I32 ? H5T_STD_I32LE : H5T_STD_I64LE;
     hid_t mt = it->d.type == CKPT_ACT_F32 ? H5T_NATIVE_FLOAT : it->d.type == CKPT_ACT_I32 ? H5T_NATIVE_INT32 : H5T_NATIVE_INT64;
+    if (it->d.type == CKPT_ACT_BF16) ft = mt = bf16;
     boost_msgf(path_ds, sizeof path_ds, CKPT_GROUP_ACTS "/%s", it->d.name);
-    write_dataset(w, ga, path_ds, it->d.name, ft, mt, it->d.ndim, it->d.shape, 1, it->start, it->has ? it->count : NULL,
-                  it->has ? j->acts.act_buf + it->off : NULL, sums[a], SIZE_ACTS);
+    if (it->d.type == CKPT_ACT_BF16 && bf16 < 0) wfail(w, "the bfloat16 type of %s", path_ds);
+    else
+      write_dataset(w, ga, path_ds, it->d.name, ft, mt, it->d.ndim, it->d.shape, 1, it->start, it->has ? it->count : NULL,
+                    it->has ? j->acts.act_buf + it->off : NULL, sums[a], SIZE_ACTS);
+    if (bf16 >= 0) H5Tclose(bf16);
     go = ckpt_all_true(s, w->ok);
   }
   if (ga >= 0) H5Gclose(ga);

@@ -23,29 +23,22 @@
  * of its replica, r or d columns of its tensor-parallel shard, layers of its
  * pipeline stage). */
 /* An activation of backend memory (count's elements, row-major) added to the
- * sink through a host copy (*host, grown as needed). bf16 activations are
- * widened to float on the way, which is exact. */
+ * sink through a host copy (*host, grown as needed), in the run's precision:
+ * float32, or the bf16 values as they are (stored as bfloat16). */
 static void add_from_backend(model *m, ckpt_acts_sink *sink, const char *name, int ndim, const int64_t *shape,
-                             const int64_t *start, const int64_t *count, int has, const boost_act *src, float **host,
-                             size_t *host_n) {
+                             const int64_t *start, const int64_t *count, int has, const boost_act *src, void **host,
+                             size_t *host_bytes) {
+  const int bf16 = m->be->act_dtype == BOOST_BF16;
   size_t n = 1;
   for (int k = 0; k < ndim; k++) n *= (size_t)count[k];
-  if (has && n > *host_n) {
+  const size_t bytes = n * (bf16 ? sizeof(uint16_t) : sizeof(float));
+  if (has && bytes > *host_bytes) {
     boost_free(*host);
-    *host = boost_calloc(n, sizeof **host);
-    *host_n = n;
+    *host = boost_calloc(bytes, 1);
+    *host_bytes = bytes;
   }
-  if (has && m->be->act_dtype == BOOST_F32) m->be->mem->download(m->be, *host, src, n * sizeof(float));
-  if (has && m->be->act_dtype == BOOST_BF16) {
-    /* the bf16 values into the upper halves of the host floats, then widened in place from the back */
-    uint16_t *h = (uint16_t *)*host;
-    m->be->mem->download(m->be, h, src, n * sizeof *h);
-    for (size_t i = n; i-- > 0;) {
-      const uint32_t u = (uint32_t)h[i] << 16;
-      memcpy(&(*host)[i], &u, sizeof u);
-    }
-  }
-  ckpt_acts_add(sink, name, CKPT_ACT_F32, ndim, shape, start, count, has, *host);
+  if (has) m->be->mem->download(m->be, *host, src, bytes);
+  ckpt_acts_add(sink, name, bf16 ? CKPT_ACT_BF16 : CKPT_ACT_F32, ndim, shape, start, count, has, *host);
 }
 
 static void activations(void *ctx, ckpt_acts_sink *sink) {
@@ -80,8 +73,8 @@ static void activations(void *ctx, ckpt_acts_sink *sink) {
     boost_free(idx);
   }
   char name[128];
-  float *host = NULL;
-  size_t host_n = 0;
+  void *host = NULL;
+  size_t host_bytes = 0;
   const int d = m->cfg.d_model;
   /* full recompute keeps no per-layer bottleneck: inputs only */
   const int keep_h = m->recompute != RECOMPUTE_FULL;
@@ -95,7 +88,7 @@ static void activations(void *ctx, ckpt_acts_sink *sink) {
                     ct[2] = {N, m->d_res};
       snprintf(name, sizeof name, "layers.%d.input", L);
       add_from_backend(m, sink, name, 2, sh, st0, ct, replica_writes && (sharded || g->tp_rank == 0), m->cur->resid[l],
-                       &host, &host_n);
+                       &host, &host_bytes);
     }
     if (!keep_h) continue;
     for (int gi = 0; gi < lp->ngroups; gi++) {
@@ -107,10 +100,10 @@ static void activations(void *ctx, ckpt_acts_sink *sink) {
       const int w = replica_writes && (sharded || g->tp_rank == 0);
       const char *blk = pg->kinds[0] <= PROJ_O ? "attn" : "mlp";
       snprintf(name, sizeof name, "layers.%d.%s.%s.h", L, blk, model_group_name(pg));
-      add_from_backend(m, sink, name, 3, sh, st0, ct, w, la->h[gi], &host, &host_n);
+      add_from_backend(m, sink, name, 3, sh, st0, ct, w, la->h[gi], &host, &host_bytes);
       if (all) {
         snprintf(name, sizeof name, "layers.%d.%s.%s.hpre", L, blk, model_group_name(pg));
-        add_from_backend(m, sink, name, 3, sh, st0, ct, w, la->hpre[gi], &host, &host_n);
+        add_from_backend(m, sink, name, 3, sh, st0, ct, w, la->hpre[gi], &host, &host_bytes);
       }
     }
   }
@@ -169,6 +162,7 @@ void trainer_ckpt_after_step(const trainer_ckpt_ctx *ctx, ckpt_session *s, const
   int rc = ckpt_meta_set_str(&m, CKPT_META_F_config, ctx->config);
   rc |= ckpt_meta_set_str(&m, CKPT_META_F_layout, ctx->layout);
   rc |= ckpt_meta_set_str(&m, CKPT_META_F_activations, acts_mode_names[cfg->ckpt.activations]);
+  rc |= ckpt_meta_set_str(&m, CKPT_META_F_precision, precision_names[cfg->train.precision]);
   if (rc != 0) boost_fail("out of memory for a checkpoint's metadata");
   ckpt_after_step(s, &m, st->loss_history, st->loss_count, force, status, statuslen);
   ckpt_meta_free(&m);

@@ -1,7 +1,8 @@
 /* What the run gives the checkpoint package (ckpt.h): its settings from the
  * run's config, the metadata block of every save (the run's root
- * attributes: its state, the LR it records next, its config and layout),
- * the recompute of the bottleneck activations a checkpoint stores, and a
+ * attributes: its state, the LR it records next, its config and layout,
+ * its precision), the recompute of the bottleneck activations a checkpoint
+ * stores (in the run's precision: float32 or bf16), and a
  * loaded checkpoint's state back into the run's train_state. */
 #ifndef BOOST_CKPT_HOOKS_H
 #define BOOST_CKPT_HOOKS_H

@@ -66,6 +66,9 @@ typedef struct {
   int mismatched;      /* of which differ beyond the tolerance */
   int bitwise;         /* every one equal bit for bit */
   double max_rel_diff; /* largest max |diff| / max(1, max |stored|) */
+  int bf16;            /* recomputed in bf16 (the checkpoint's precision), else fp32 */
+  double tolerance;    /* the bound on max_rel_diff for its precision */
+  const char *tolerance_text; /* the same, as written: "1e-5", "2^-4" */
   char skipped[160];   /* why they were not recomputed, when not */
 } ins_acts_check;
 typedef struct {
@@ -81,6 +84,12 @@ void ins_report_add(ins_report *r, const char *obj, const char *fmt, ...) __attr
 void ins_report_free(ins_report *r);
 /* Opens and verifies a file image; returns 0 ok, 1 problem (fuzz target). */
 int ins_verify_image(const void *buf, size_t len, uint64_t *digest);
+
+/* The precision of the run that wrote a checkpoint (root attribute
+ * `precision`; files older than it read as fp32): 1 for bf16. Its stored
+ * activations have that precision's dtype (bfloat16 or float32). */
+int ins_is_bf16(const ins_ckpt *c);
+const char *ins_acts_dtype(const ins_ckpt *c);
 
 /* Expected tensors of the model a stored config describes. */
 typedef struct {

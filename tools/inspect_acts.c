@@ -1,7 +1,8 @@
 /* boost-inspect verify: stored activations (docs/CHECKPOINT_FORMAT.md,
  * "Activations") present and well formed: group attributes, tokens in the
  * vocabulary, sample indices, and one bottleneck `h` per low-rank group of
- * every layer with [nseq*T, g, r] (unless recompute=full). */
+ * every layer with [nseq*T, g, r] (unless recompute=full), in the dtype of
+ * the run's precision. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,10 @@
 #include "ckpt_h5.h"
 #include "config.h"
 #include "inspect.h"
+
+int ins_is_bf16(const ins_ckpt *c) { return !strcmp(ckpt_meta_str(&c->meta, CKPT_META_F_precision), "bf16"); }
+
+const char *ins_acts_dtype(const ins_ckpt *c) { return ins_is_bf16(c) ? "bfloat16" : "float32"; }
 
 static int64_t group_i64(const ins_ckpt *c, const char *name) {
   int64_t v = -1;
@@ -70,8 +75,9 @@ void ins_check_activations(const ins_ckpt *c, ins_report *r, const train_config 
     int layer = -1;
     if (sscanf(d->path, CKPT_GROUP_ACTS "/layers.%d.", &layer) != 1 || layer < 0 || layer >= cfg->model.n_layers)
       ins_report_add(r, d->path, "not an activation of a layer of this model");
-    else if (d->ndim < 2 || (int64_t)d->dims[0] != N || strcmp(d->dtype, "float32"))
-      ins_report_add(r, d->path, "expected float32 with %lld rows (sequences x seq_len)", (long long)N);
+    else if (d->ndim < 2 || (int64_t)d->dims[0] != N || strcmp(d->dtype, ins_acts_dtype(c)))
+      ins_report_add(r, d->path, "expected %s (precision %s) with %lld rows (sequences x seq_len), found %s", ins_acts_dtype(c),
+                     ckpt_meta_str(&c->meta, CKPT_META_F_precision), (long long)N, d->dtype);
   }
   if (cfg->parallel.recompute == RECOMPUTE_FULL) return;
   for (int i = 0; i < nt; i++) {

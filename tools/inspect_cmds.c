@@ -78,9 +78,10 @@ static void root_attrs_json(const ckpt_meta *m, cJSON *o) {
 static const char *const SUMMARY_HELP =
     "usage: boost-inspect summary [--json] PATH\n"
     "The training state of a checkpoint: step, tokens, data cursor, seeds, next LR,\n"
-    "loss history length and last value, the layout that wrote it, the config,\n"
-    "software and format version, bytes per category. Exit 1 when PATH is not a\n"
-    "readable boost checkpoint of a known format version.\n";
+    "loss history length and last value, the layout and precision that wrote it,\n"
+    "the stored activations, the config, software and format version, bytes per\n"
+    "category. Exit 1 when PATH is not a readable boost checkpoint of a known\n"
+    "format version.\n";
 
 static int summary_json(const ins_ckpt *c, int with_tensors) {
   int64_t nloss;
@@ -127,7 +128,8 @@ static int summary_text(const ins_ckpt *c) {
          m->tokens_seen, (long long)m->data_cursor, (long long)m->train_seed, (long long)m->data_seed, m->lr_next);
   printf("  loss history: %lld values", (long long)nloss);
   if (nloss) printf(", last %.4f", last);
-  printf("\n  saved by layout %s | activations %s\n", m->layout ? m->layout : "?", ckpt_meta_str(m, CKPT_META_F_activations));
+  printf("\n  saved by layout %s | precision %s | activations %s\n", m->layout ? m->layout : "?",
+         ckpt_meta_str(m, CKPT_META_F_precision), ckpt_meta_str(m, CKPT_META_F_activations));
   if (!strcmp(ckpt_meta_str(m, CKPT_META_F_optimizer_state), "absent"))
     printf("  export: weights %s, no optimizer state (training cannot resume from it)\n",
            ckpt_meta_str(m, CKPT_META_F_weights_dtype));
@@ -229,6 +231,8 @@ int cmd_verify(int argc, char **argv) {
       cJSON_AddNumberToObject(ac, "mismatched", r.acts.mismatched);
       cJSON_AddBoolToObject(ac, "bitwise", r.acts.ran && r.acts.bitwise);
       cJSON_AddNumberToObject(ac, "max_rel_diff", r.acts.max_rel_diff);
+      cJSON_AddStringToObject(ac, "precision", r.acts.bf16 ? "bf16" : "fp32");
+      cJSON_AddNumberToObject(ac, "tolerance", r.acts.tolerance);
       if (r.acts.skipped[0]) cJSON_AddStringToObject(ac, "skipped", r.acts.skipped);
     }
     cJSON *arr = cJSON_AddArrayToObject(o, "problems");
@@ -237,8 +241,9 @@ int cmd_verify(int argc, char **argv) {
   } else {
     for (int i = 0; i < r.n; i++) printf("BAD %s\n", r.lines[i]);
     if (r.acts.ran)
-      printf("activations: %d datasets recomputed from the stored weights, %s (max relative diff %.2g)\n", r.acts.datasets,
-             r.acts.mismatched ? "MISMATCH" : r.acts.bitwise ? "bit for bit" : "within 1e-5", r.acts.max_rel_diff);
+      printf("activations: %d datasets recomputed from the stored weights, %s%s (%s, max relative diff %.2g)\n",
+             r.acts.datasets, r.acts.mismatched ? "MISMATCH" : r.acts.bitwise ? "bit for bit" : "within ",
+             r.acts.mismatched || r.acts.bitwise ? "" : r.acts.tolerance_text, r.acts.bf16 ? "bf16" : "fp32", r.acts.max_rel_diff);
     else if (r.acts.skipped[0]) printf("activations: not recomputed (%s)\n", r.acts.skipped);
     printf("verify: %s (%d datasets decoded and checksummed, %d problem%s)\n", r.n ? "FAILED" : "ok", r.checked, r.n, r.n == 1 ? "" : "s");
   }

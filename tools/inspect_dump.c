@@ -21,7 +21,8 @@ static const char *const DUMP_HELP =
     "       boost-inspect dump [--json] --all DIR PATH\n"
     "Raw little-endian values: of one dataset (name with or without the leading /,\n"
     "e.g. model/embed.weight), of every dataset of a category concatenated, or of\n"
-    "every dataset into DIR/<path with / as __>.bin (DIR must exist). Each file is\n"
+    "every dataset into DIR/<path with / as __>.bin (DIR must exist). bfloat16\n"
+    "datasets are written as float32 (widened, exact). Each file is\n"
     "written as OUT.tmp and renamed over OUT when complete: on any error OUT keeps\n"
     "its old content. OUT may not be the checkpoint, a directory, a device or FIFO.\n";
 
@@ -172,17 +173,21 @@ int cmd_dump(int argc, char **argv) {
   ins_ckpt c;
   if (ins_open_or_say(path, &c, 1)) return 1;
   const char *inputs[2] = {c.path, path};
-  int rc = 0, found = 0;
+  int rc = 0, found = 0, widened = 0; /* widened: bfloat16 datasets written as float32 */
   if (a.opt_set[1]) {
     rc = dump_all(&c, outp, inputs);
     found = c.n;
+    for (int i = 0; i < c.n; i++) widened += !strcmp(c.d[i].dtype, "bfloat16");
   } else {
     /* What to write is settled before any file is created. */
     const ins_dset **list = malloc(((size_t)c.n + 1) * sizeof *list);
     if (!list) return fprintf(stderr, "boost-inspect: out of memory\n"), ins_close(&c), 1;
     const ins_dset *t = target ? ins_find(&c, target) : NULL;
     for (int i = 0; i < c.n; i++)
-      if (target ? &c.d[i] == t : !strcmp(c.d[i].category, cat)) list[found++] = &c.d[i];
+      if (target ? &c.d[i] == t : !strcmp(c.d[i].category, cat)) {
+        list[found++] = &c.d[i];
+        widened += !strcmp(c.d[i].dtype, "bfloat16");
+      }
     if (!found) {
       fprintf(stderr, "boost-inspect: %s: no dataset %s %s\n", c.path, target ? "named" : "in category", target ? target : cat);
       rc = 1;
@@ -193,8 +198,13 @@ int cmd_dump(int argc, char **argv) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "datasets", found);
     cJSON_AddStringToObject(o, "out", outp);
+    cJSON_AddNumberToObject(o, "bfloat16_as_float32", widened);
     print_json_line(o);
-  } else if (!rc) printf("dumped %d dataset%s to %s\n", found, found == 1 ? "" : "s", outp);
+  } else if (!rc) {
+    printf("dumped %d dataset%s to %s", found, found == 1 ? "" : "s", outp);
+    if (widened) printf(" (%d bfloat16, written as float32)", widened);
+    printf("\n");
+  }
   ins_close(&c);
   return rc;
 }

@@ -9,8 +9,9 @@
 
 static const char *const STATS_HELP =
     "usage: boost-inspect stats [--json] PATH [--tensor NAME]\n"
-    "Per dataset (or only NAME, with or without the leading /): element count,\n"
-    "min, max, mean, std, L2 norm (over the finite values), NaN and Inf counts.\n";
+    "Per dataset (or only NAME, with or without the leading /): stored dtype,\n"
+    "element count, min, max, mean, std, L2 norm (over the finite values), NaN and\n"
+    "Inf counts.\n";
 
 typedef struct { double min, max, mean, std, norm; size_t n, nan, inf; } tstats;
 
@@ -48,7 +49,7 @@ int cmd_stats(int argc, char **argv) {
   }
   cJSON *arr = cJSON_CreateArray();
   int rc = 0;
-  if (!a.json) printf("  %-48s %10s %12s %12s %12s %12s %12s %6s %6s\n", "dataset", "elements", "min", "max", "mean", "std", "norm", "nan", "inf");
+  if (!a.json) printf("  %-48s %-9s %10s %12s %12s %12s %12s %12s %6s %6s\n", "dataset", "dtype", "elements", "min", "max", "mean", "std", "norm", "nan", "inf");
   for (int i = 0; i < c.n; i++) {
     const ins_dset *d = &c.d[i];
     if (only && d != ins_find(&c, only)) continue;
@@ -65,6 +66,7 @@ int cmd_stats(int argc, char **argv) {
     if (a.json) {
       cJSON *o = cJSON_CreateObject();
       cJSON_AddStringToObject(o, "name", d->path);
+      cJSON_AddStringToObject(o, "dtype", d->dtype);
       cJSON_AddNumberToObject(o, "elements", (double)s.n);
       double vals[5] = {s.min, s.max, s.mean, s.std, s.norm};
       const char *names[5] = {"min", "max", "mean", "std", "norm"};
@@ -75,7 +77,8 @@ int cmd_stats(int argc, char **argv) {
       cJSON_AddNumberToObject(o, "inf", (double)s.inf);
       cJSON_AddItemToArray(arr, o);
     } else
-      printf("  %-48s %10zu %12.5g %12.5g %12.5g %12.5g %12.5g %6zu %6zu\n", d->path, s.n, s.min, s.max, s.mean, s.std, s.norm, s.nan, s.inf);
+      printf("  %-48s %-9s %10zu %12.5g %12.5g %12.5g %12.5g %12.5g %6zu %6zu\n", d->path, d->dtype, s.n, s.min, s.max, s.mean, s.std,
+             s.norm, s.nan, s.inf);
   }
   if (a.json) ins_print_json(arr);
   else cJSON_Delete(arr);

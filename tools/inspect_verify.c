@@ -1,7 +1,8 @@
 /* boost-inspect verify: everything a reader can check without the trainer.
  *  - root attributes present, typed and consistent (format, version,
- *    checksum algorithm, step = lr_schedule_step = adam_t, seeds and
- *    activations mode equal to the stored config's, layout sizes, n_tensors);
+ *    checksum algorithm, step = lr_schedule_step = adam_t, seeds,
+ *    activations mode and precision equal to the stored config's, layout
+ *    sizes, n_tensors);
  *  - the stored config parses and validates; the tensors it implies are all
  *    present under /model, /optim/adam_m, /optim/adam_v with their shapes and
  *    float32, and those groups hold nothing else;
@@ -105,6 +106,10 @@ static void check_root(const ins_ckpt *c, ins_report *r, const train_config *cfg
   const char *acts = m->activations ? m->activations : "";
   if (strcmp(acts, "none") && strcmp(acts, "sample") && strcmp(acts, "all"))
     ins_report_add(r, "attribute activations", "'%s', expected none, sample or all", m->activations ? m->activations : "(missing)");
+  const char *prec = ckpt_meta_str(m, CKPT_META_F_precision);
+  if (strcmp(prec, "fp32") && strcmp(prec, "bf16")) ins_report_add(r, "attribute precision", "'%s', expected fp32 or bf16", prec);
+  else if (cfg_ok && ckpt_meta_has(m, CKPT_META_F_precision) && strcmp(precision_names[cfg->train.precision], prec))
+    ins_report_add(r, "attribute precision", "'%s' differs from the config's train.precision '%s'", prec, precision_names[cfg->train.precision]);
   if (cfg_ok) {
     if (cfg->train.seed != m->train_seed) ins_report_add(r, "attribute train_seed", "%lld differs from the config's train.seed %lld", (long long)m->train_seed, (long long)cfg->train.seed);
     if (cfg->data.seed != m->data_seed) ins_report_add(r, "attribute data_seed", "%lld differs from the config's data.seed %lld", (long long)m->data_seed, (long long)cfg->data.seed);

@@ -1,24 +1,58 @@
 #!/usr/bin/env bash
 # Regression test over the libFuzzer corpus of the checkpoint reader
-# (tests/fuzz/corpus, built by tools/inspect_fuzz, docs/INSPECT.md): every file
-# goes through the verifier in process (tools/inspect_verify_files: any crash
-# fails the test) and through `boost-inspect verify`, which must end with
-# exit 0 or 1 and never die of a signal. The seeds are real checkpoints and
-# must verify.
+# (tests/fuzz/corpus, built by tools/inspect_fuzz, docs/INSPECT.md) and its
+# seeds: every file goes through the verifier in process
+# (tools/inspect_verify_files: any crash fails the test) and through
+# `boost-inspect verify`, which must end with exit 0 or 1 and never die of a
+# signal. The seeds are real checkpoints and must verify, except the
+# malformed bf16 ones (bad-bf16-*.h5, tests/fuzz/make_bf16_seeds.sh): verify
+# refuses each (exit 1) with a line naming what is wrong, and every other
+# subcommand reads them without crashing, each error one line.
 set -euo pipefail
 fail() { echo "FAIL: $*" >&2; exit 1; }
 B=${BOOST_BINARY_DIR:?}
 C=$BOOST_SOURCE_DIR/tests/fuzz/corpus
+S=$BOOST_SOURCE_DIR/tests/fuzz/seeds
+INSPECT=$B/tools/boost-inspect
 n=$(ls "$C" | wc -l)
 [ "$n" -gt 0 ] || fail "empty corpus $C"
-"$B/tools/inspect_verify_files" "$C" >"${TMPDIR:-/tmp}/inspect_corpus.$$" 2>&1 ||
-  fail "inspect_verify_files: $(tail -5 "${TMPDIR:-/tmp}/inspect_corpus.$$")"
-rm -f "${TMPDIR:-/tmp}/inspect_corpus.$$"
+log=${TMPDIR:-/tmp}/inspect_corpus.$$
+"$B/tools/inspect_verify_files" "$C" "$S" >"$log" 2>&1 || fail "inspect_verify_files: $(tail -5 "$log")"
+rm -f "$log"
 for f in "$C"/*; do
-  set +e; "$B/tools/boost-inspect" verify "$f" >/dev/null 2>&1; rc=$?; set -e
+  set +e; "$INSPECT" verify "$f" >/dev/null 2>&1; rc=$?; set -e
   [ $rc = 0 ] || [ $rc = 1 ] || fail "boost-inspect verify $(basename "$f"): exit $rc"
 done
-for s in "$BOOST_SOURCE_DIR"/tests/fuzz/seeds/*.h5; do
-  "$B/tools/boost-inspect" verify "$s" >/dev/null || fail "seed $(basename "$s") does not verify"
+nbad=0
+for s in "$S"/*.h5; do
+  case $(basename "$s") in bad-*) continue ;; esac
+  "$INSPECT" verify "$s" >/dev/null || fail "seed $(basename "$s") does not verify"
 done
-echo "ok: $n corpus files, no crash"
+# bad-bf16-<tag>.h5: the line verify must print for it
+declare -A want=(
+  [size]='^BAD /activations/layers.0.attn.qkv.h: shape does not match'
+  [half]='^BAD /activations/layers.0.attn.qkv.h: expected bfloat16 \(precision bf16\) .*found other'
+  [uint16]='^BAD /activations/layers.0.attn.qkv.h: expected bfloat16 \(precision bf16\) .*found other'
+  [f32]='^BAD /activations/layers.0.attn.qkv.h: expected bfloat16 \(precision bf16\) .*found float32'
+  [attr-value]="^BAD attribute precision: 'bf17', expected fp32 or bf16"
+  [attr-type]='^BAD attribute: precision: unreadable or not of its type'
+  [attr-fp32]="^BAD attribute precision: 'fp32' differs from the config's train.precision 'bf16'"
+)
+for s in "$S"/bad-bf16-*.h5; do
+  tag=$(basename "$s" .h5)
+  tag=${tag#bad-bf16-}
+  [ -n "${want[$tag]:-}" ] || fail "$(basename "$s"): no expected refusal listed for it"
+  set +e; "$INSPECT" verify "$s" >"$log" 2>"$log.err"; rc=$?; set -e
+  [ $rc = 1 ] || fail "verify $(basename "$s"): exit $rc, expected 1"
+  grep -Eq "${want[$tag]}" "$log" || fail "verify $(basename "$s") does not say '${want[$tag]}': $(head -3 "$log")"
+  for sub in summary tensors stats "dump --category activations $log.bin"; do
+    # shellcheck disable=SC2086 # sub is a subcommand with its arguments
+    set +e; "$INSPECT" $sub "$s" >/dev/null 2>"$log.err"; rc=$?; set -e
+    [ $rc = 0 ] || [ $rc = 1 ] || fail "$sub $(basename "$s"): exit $rc"
+    [ $rc = 0 ] || [ "$(wc -l <"$log.err")" = 1 ] || fail "$sub $(basename "$s"): not one line: $(cat "$log.err")"
+  done
+  nbad=$((nbad + 1))
+done
+rm -f "$log" "$log.err" "$log.bin"
+[ "$nbad" = ${#want[@]} ] || fail "$nbad bad-bf16 seeds, expected ${#want[@]}"
+echo "ok: $n corpus files and the seeds, no crash; $nbad malformed bf16 seeds refused, each naming the problem"

@@ -5,7 +5,9 @@
 # exactly the values our in-process reader gets (boost-inspect --dump-all);
 # h5dump reads one too. The stored checksums are recomputed in numpy from the
 # documented definition (xxh3-64-elemsum-v1), whose per-element term is
-# checked against libxxhash's own XXH3_64bits_withSeed through ctypes.
+# checked against libxxhash's own XXH3_64bits_withSeed through ctypes. Twice:
+# an fp32 run, and a train.precision=bf16 run whose activations h5py reads
+# from their bfloat16 file type as float32 (checksums over those values).
 source "$(dirname "$0")/ckpt_common.bash"
 make_data
 if ! "$PY" -c 'import h5py, numpy' 2>/dev/null; then
@@ -13,16 +15,18 @@ if ! "$PY" -c 'import h5py, numpy' 2>/dev/null; then
   exit 0
 fi
 [ -f "$HDF5_PLUGIN_PATH/libh5z_zstd.so" ] || fail "plugin not built in $HDF5_PLUGIN_PATH"
-d=$tmp/ck
-train 2 "$tmp/t.log" --set ckpt.dir="$d" --set train.steps=2 --set ckpt.activations=sample || fail "run: $(tail -5 "$tmp/t.log")"
-f=$d/step_00000002.h5
-mkdir "$tmp/dump"
-"$INSPECT" --dump-all "$tmp/dump" "$f" >"$tmp/dump.log" 2>&1 || fail "boost-inspect --dump-all: $(cat "$tmp/dump.log")"
+for p in fp32 bf16; do
+  d=$tmp/ck-$p
+  train 2 "$tmp/t.log" --set ckpt.dir="$d" --set train.steps=2 --set ckpt.activations=sample --set train.precision=$p ||
+    fail "$p run: $(tail -5 "$tmp/t.log")"
+  f=$d/step_00000002.h5
+  mkdir "$tmp/dump-$p"
+  "$INSPECT" --dump-all "$tmp/dump-$p" "$f" >"$tmp/dump.log" 2>&1 || fail "boost-inspect --dump-all: $(cat "$tmp/dump.log")"
 
-"$PY" - "$f" "$tmp/dump" <<'PYEOF' || fail "h5py check"
+"$PY" - "$f" "$tmp/dump-$p" "$p" <<'PYEOF' || fail "h5py check ($p)"
 import ctypes, ctypes.util, os, sys
 import h5py, numpy as np
-path, dump = sys.argv[1], sys.argv[2]
+path, dump, precision = sys.argv[1], sys.argv[2], sys.argv[3]
 M, K = np.uint64(0x9FB21C651E98DF25), np.uint64(0xC73AB174C5ECD5A2)
 
 def rotl(x, r):
@@ -80,13 +84,26 @@ with h5py.File(path, "r") as f:
             assert "32015" in ds._filters and "shuffle" in ds._filters, (n, ds._filters)
         c = n.split("/")[0]
         cats[c] = cats.get(c, 0) + 1
+        t = ds.id.get_type()
+        if precision == "bf16" and c == "activations" and n.endswith(".h"):
+            # bfloat16: a 2-byte float with bf16's fields, read as float32 whose low half is zero
+            assert t.get_size() == 2 and t.get_fields() == (15, 7, 8, 0, 7) and t.get_ebias() == 127, (n, t.get_fields())
+            assert a.dtype == np.float32 and not (a.view(np.uint32) & 0xFFFF).any(), n
+        elif n not in ("activations/tokens", "activations/sample_index"):
+            assert t.get_size() == 4 and a.dtype == np.float32, (n, t.get_size(), a.dtype)
     assert f.attrs["format"] in (b"boost-checkpoint", "boost-checkpoint"), f.attrs["format"]
     assert int(f.attrs["step"]) == 2 and int(f.attrs["format_version"]) == 1
+    assert f.attrs["precision"] in (precision, precision.encode()), f.attrs["precision"]
     assert f["activations/tokens"].shape == (2, 64), f["activations/tokens"].shape   # replica 0's micro-batch (B=2, T=64)
     assert f["activations/tokens"][...].max() < 320
-print(f"ok: h5py read {len(names)} datasets {cats} through the plugin: values equal ours, checksums match the definition")
+print(f"ok ({precision}): h5py read {len(names)} datasets {cats} through the plugin: values equal ours, checksums match the definition")
 PYEOF
+done
 h5dump -d /model/final_norm -c 4 "$f" >"$tmp/h5dump.txt" 2>&1 || fail "h5dump: $(cat "$tmp/h5dump.txt")"
 grep -q "(0):" "$tmp/h5dump.txt" || fail "h5dump printed no data: $(cat "$tmp/h5dump.txt")"
 echo "ok: h5dump reads /model/final_norm through the plugin"
+h5dump -d /activations/layers.0.attn.qkv.h -c 1,1,4 "$f" >"$tmp/h5dump.txt" 2>&1 || fail "h5dump of bf16: $(cat "$tmp/h5dump.txt")"
+grep -q "16-bit little-endian floating-point" "$tmp/h5dump.txt" && grep -q "(0,0,0):" "$tmp/h5dump.txt" ||
+  fail "h5dump does not read the bf16 activation: $(cat "$tmp/h5dump.txt")"
+echo "ok: h5dump reads a bfloat16 activation through the plugin"
 echo "PASS: ckpt_h5py"

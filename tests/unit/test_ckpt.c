@@ -86,6 +86,33 @@ Test(ckpt_hash, any_partition_gives_the_same_sum) {
   cr_assert_neq(ckpt_hash_run32(t, A * B * C, 0), whole);
 }
 
+/* bf16 elements hash as the float32 values they widen to: a [3, 300] slab
+ * (rows of more than one 256-element block, odd offsets) of bf16 bits sums
+ * to the same terms as the widened float32 block, in any partition. */
+Test(ckpt_hash, bf16_hashes_as_its_widened_float32) {
+  enum { R = 3, C = 300 };
+  static uint16_t h[R * C];
+  static uint32_t w[R * C];
+  uint64_t st = 5;
+  for (int i = 0; i < R * C; i++) {
+    h[i] = (uint16_t)lcg(&st);
+    w[i] = (uint32_t)h[i] << 16;
+  }
+  h[0] = 0x7fc1, w[0] = 0x7fc10000u; /* a NaN and a negative zero keep their bits */
+  h[1] = 0x8000, w[1] = 0x80000000u;
+  cr_assert_eq(ckpt_hash_run_bf16(h, R * C, 11), ckpt_hash_run32(w, R * C, 11));
+  const int64_t g[2] = {R, C}, off[2] = {1, 7}, ext[2] = {2, 290};
+  static uint16_t hb[2 * 290];
+  static uint32_t wb[2 * 290];
+  for (int i = 0; i < 2; i++)
+    for (int k = 0; k < 290; k++) hb[i * 290 + k] = h[(1 + i) * C + 7 + k], wb[i * 290 + k] = w[(1 + i) * C + 7 + k];
+  cr_assert_eq(ckpt_hash_slab_bf16(hb, 2, g, off, ext), ckpt_hash_slab32(wb, 2, g, off, ext));
+  const int64_t z[2] = {0, 0};
+  cr_assert_eq(ckpt_hash_slab_bf16(h, 2, g, z, g), ckpt_hash_run32(w, R * C, 0));
+  h[5] ^= 1; /* the lowest mantissa bit */
+  cr_assert_neq(ckpt_hash_slab_bf16(h, 2, g, z, g), ckpt_hash_run32(w, R * C, 0));
+}
+
 Test(ckpt_h5, chunk_dims_depend_on_the_global_shape_only) {
   hsize_t c[3];
   const int64_t s1[2] = {32000, 512};
