@@ -115,6 +115,12 @@ static void check_root(const ins_ckpt *c, ins_report *r, const train_config *cfg
     ins_report_add(r, "attribute layout", "missing or not a JSON object with positive world_size, dp, tp, pp");
   else if ((double)lay.world_size != (double)lay.dp * lay.tp * lay.pp)
     ins_report_add(r, "attribute layout", "world_size %d != dp*tp*pp = %.0f", lay.world_size, (double)lay.dp * lay.tp * lay.pp);
+  else if (ckpt_meta_has(m, CKPT_META_F_global_batch) && cfg_ok && !ckpt_meta_has(m, CKPT_META_F_resharded_from) &&
+           m->global_batch != (int64_t)cfg->train.batch_size * cfg->train.grad_accum * lay.dp)
+    ins_report_add(r, "attribute global_batch", "%lld differs from the config's batch_size x grad_accum x the layout's dp = %lld",
+                   (long long)m->global_batch, (long long)cfg->train.batch_size * cfg->train.grad_accum * lay.dp);
+  if (ckpt_meta_has(m, CKPT_META_F_global_batch) && m->global_batch <= 0)
+    ins_report_add(r, "attribute global_batch", "%lld: not a positive number of sequences", (long long)m->global_batch);
 }
 
 /* The expected tensors in each of the three tensor groups, and nothing else there. */

@@ -85,6 +85,13 @@ if "$PY" -c 'import h5py' 2>/dev/null; then
   "$RESHARD" "$tmp/old_rs.h5" "$tmp/old_rs1.h5" --layout dp=1,tp=1,pp=1 --quiet >/dev/null 2>&1 || fail "reshard of an old file"
   [ "$(attr "$tmp/old_rs1.h5")" = 8 ] || fail "boost-reshard of an old resharded file recorded global_batch $(attr "$tmp/old_rs1.h5")"
   echo "ok: files without the attribute keep the global batch of their config and writer layout (8), boost-reshard records it"
+  cp "$S4" "$tmp/bad.h5"
+  "$PY" -c 'import h5py,sys; f=h5py.File(sys.argv[1],"r+"); f.attrs["global_batch"]=f.attrs["global_batch"]*2' "$tmp/bad.h5"
+  "$INSPECT" verify "$tmp/bad.h5" >"$tmp/bad.log" 2>&1 && fail "boost-inspect verify accepts a global_batch its config and layout contradict"
+  grep -q "attribute global_batch.*16 differs from the config's batch_size x grad_accum x the layout's dp = 8" "$tmp/bad.log" ||
+    fail "verify does not name global_batch: $(tail -3 "$tmp/bad.log")"
+  "$INSPECT" verify "$S4" >/dev/null 2>&1 || fail "verify refuses the dp=4 source"
+  echo "ok: boost-inspect verify checks global_batch against the stored config and layout"
 else
   echo "SKIP part: h5py not importable by $PY: files without the attribute not tested"
 fi
