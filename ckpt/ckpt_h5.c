@@ -248,3 +248,12 @@ int64_t ckpt_parse_file_name(const char *name) {
   if (digits < 8 || strcmp(p, ".h5") != 0) return -1;
   return v;
 }
+
+int ckpt_check_file_step(const char *path, int64_t step, char *why, size_t whylen) {
+  const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+  const int64_t named = ckpt_parse_file_name(base);
+  if (named < 0 || named == step) return 0;
+  snprintf(why, whylen, "its name says step %lld but it holds step %lld (a renamed copy?)", (long long)named,
+           (long long)step);
+  return -1;
+}

@@ -73,5 +73,9 @@ int ckpt_check_group(hid_t file, const char *group, char *why, size_t whylen);
 void ckpt_file_name(char *out, size_t outlen, int64_t step);
 /* Parses a committed checkpoint file name; returns the step or -1. */
 int64_t ckpt_parse_file_name(const char *name);
+/* 0 when the last component of path is not a checkpoint file name or names
+ * `step`; -1 with why when it names another step (a renamed copy: a resume
+ * must not take it for that step). */
+int ckpt_check_file_step(const char *path, int64_t step, char *why, size_t whylen);
 
 #endif

@@ -117,6 +117,7 @@ typedef struct {
   double update_wait; /* ckpt_before_update's wait for the job in flight */
   double job_started; /* boost_now_s() when the writer took the job in flight, 0 when idle */
   int64_t job_step;
+  job_kind job_kind; /* of the job in flight (the watchdog's exit status) */
   pthread_t watchdog;
   int watchdog_started;
 } writer_sync;

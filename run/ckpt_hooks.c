@@ -136,6 +136,7 @@ void trainer_ckpt_settings(const train_config *cfg, ckpt_settings *set) {
   set->activations = cfg->ckpt.activations != ACTS_NONE;
   set->data_seed = cfg->data.seed;
   set->abort_status = BOOST_EXIT_UNSAVED;
+  set->load_abort_status = BOOST_EXIT_PREEMPTED; /* the load runs before any step: nothing trained since it */
 }
 
 void trainer_ckpt_ctx_init(trainer_ckpt_ctx *ctx, const train_config *cfg, const process_grid *grid, comm_ctx *comm,

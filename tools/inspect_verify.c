@@ -95,6 +95,8 @@ static void check_root(const ins_ckpt *c, ins_report *r, const train_config *cfg
   if (!m->checksum_algorithm || strcmp(m->checksum_algorithm, CKPT_CHECKSUM_ALGORITHM) != 0)
     ins_report_add(r, "attribute checksum_algorithm", "'%s', expected '%s'", m->checksum_algorithm ? m->checksum_algorithm : "(missing)", CKPT_CHECKSUM_ALGORITHM);
   if (m->step < 0) ins_report_add(r, "attribute step", "missing, unreadable or negative");
+  char why[256];
+  if (m->step >= 0 && ckpt_check_file_step(c->path, m->step, why, sizeof why) != 0) ins_report_add(r, "file name", "%s", why);
   if (m->lr_schedule_step != m->step) ins_report_add(r, "attribute lr_schedule_step", "%lld differs from step %lld", (long long)m->lr_schedule_step, (long long)m->step);
   if (m->adam_t != m->step) ins_report_add(r, "attribute adam_t", "%lld differs from step %lld", (long long)m->adam_t, (long long)m->step);
   if (m->data_cursor < 0) ins_report_add(r, "attribute data_cursor", "missing, unreadable or negative");
