@@ -1,5 +1,6 @@
 #include "ckpt_h5.h"
 
+#include "check.h"
 #include "ckpt_hash.h"
 
 #include <stdio.h>
@@ -146,6 +147,32 @@ void ckpt_chunk_dims(int ndim, const int64_t *shape, hsize_t *chunk) {
       chunk[d] = (hsize_t)budget;
       budget = 1;
     }
+  }
+}
+
+void ckpt_chunk_dims_cut(int ndim, const int64_t *shape, const int64_t *cut, hsize_t *chunk) {
+  int64_t cell[8];
+  BOOST_ASSERT(ndim <= 8); /* tensors have at most TENSOR_MAX_DIMS, activations 3 */
+  for (int d = 0; d < ndim; d++) cell[d] = cut[d] > 0 ? cut[d] : shape[d];
+  ckpt_chunk_dims(ndim, cell, chunk);
+  for (int d = 0; d < ndim; d++)
+    while (cut[d] > 0 && cut[d] % (int64_t)chunk[d]) chunk[d]--;
+}
+
+static int64_t gcd64(int64_t a, int64_t b) {
+  while (b) {
+    const int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+void ckpt_chunk_cut_add(int ndim, const int64_t *shape, const int64_t *start, const int64_t *count, int64_t *cut) {
+  for (int d = 0; d < ndim; d++) {
+    const int64_t b[2] = {start[d], start[d] + count[d]};
+    for (int k = 0; k < 2; k++)
+      if (b[k] > 0 && b[k] < shape[d]) cut[d] = gcd64(cut[d], b[k]);
   }
 }
 
