@@ -159,7 +159,7 @@ void ckpt_chunk_dims_cut(int ndim, const int64_t *shape, const int64_t *cut, hsi
     while (cut[d] > 0 && cut[d] % (int64_t)chunk[d]) chunk[d]--;
 }
 
-static int64_t gcd64(int64_t a, int64_t b) {
+int64_t ckpt_gcd64(int64_t a, int64_t b) {
   while (b) {
     const int64_t t = a % b;
     a = b;
@@ -172,7 +172,7 @@ void ckpt_chunk_cut_add(int ndim, const int64_t *shape, const int64_t *start, co
   for (int d = 0; d < ndim; d++) {
     const int64_t b[2] = {start[d], start[d] + count[d]};
     for (int k = 0; k < 2; k++)
-      if (b[k] > 0 && b[k] < shape[d]) cut[d] = gcd64(cut[d], b[k]);
+      if (b[k] > 0 && b[k] < shape[d]) cut[d] = ckpt_gcd64(cut[d], b[k]);
   }
 }
 

@@ -56,6 +56,8 @@ void ckpt_chunk_dims(int ndim, const int64_t *shape, hsize_t *chunk);
  * hyperslab is then a union of whole chunks, so each chunk has one writer
  * (the direct writer, ckpt_direct.h). All cut[d] 0: ckpt_chunk_dims. */
 void ckpt_chunk_dims_cut(int ndim, const int64_t *shape, const int64_t *cut, hsize_t *chunk);
+/* The greatest common divisor (of non-negative numbers; gcd(0, b) = b). */
+int64_t ckpt_gcd64(int64_t a, int64_t b);
 /* Adds to cut[d] (a gcd, 0: none yet) the boundaries of the hyperslab
  * [start, start + count) that lie inside a dataset of shape `shape`. */
 void ckpt_chunk_cut_add(int ndim, const int64_t *shape, const int64_t *start, const int64_t *count, int64_t *cut);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "ckpt_h5.h"
 #include "ckpt_internal.h"
 
 typedef struct {
@@ -109,15 +110,7 @@ static void gcd_op(void *in, void *inout, int *len, MPI_Datatype *type) {
   (void)type;
   const int64_t *a = in;
   int64_t *b = inout;
-  for (int i = 0; i < *len; i++) {
-    int64_t x = a[i], y = b[i];
-    while (y) {
-      const int64_t t = x % y;
-      x = y;
-      y = t;
-    }
-    b[i] = x;
-  }
+  for (int i = 0; i < *len; i++) b[i] = ckpt_gcd64(a[i], b[i]);
 }
 
 void ckpt_allreduce_gcd(int64_t *v, int n, MPI_Comm comm) {

@@ -92,6 +92,14 @@ if "$PY" -c 'import h5py' 2>/dev/null; then
     fail "verify does not name global_batch: $(tail -3 "$tmp/bad.log")"
   "$INSPECT" verify "$S4" >/dev/null 2>&1 || fail "verify refuses the dp=4 source"
   echo "ok: boost-inspect verify checks global_batch against the stored config and layout"
+  cp "$S4" "$tmp/zero.h5"
+  "$PY" -c 'import h5py,sys; f=h5py.File(sys.argv[1],"r+"); f.attrs["global_batch"]=0' "$tmp/zero.h5"
+  rc=0
+  train 2 "$tmp/zero.log" "${BASE[@]}" --set train.steps=4 --set ckpt.resume="$tmp/zero.h5" || rc=$?
+  [ "$rc" = 1 ] || fail "a global_batch of 0: exit $rc, expected 1"
+  grep -q "zero.h5: global_batch attribute 0 is not a positive number of sequences" "$tmp/zero.log" ||
+    fail "a global_batch of 0 is not named: $(grep boost-train: "$tmp/zero.log")"
+  echo "ok: a global_batch of 0 is refused with one line"
 else
   echo "SKIP part: h5py not importable by $PY: files without the attribute not tested"
 fi
