@@ -45,6 +45,7 @@ static void *writer_main(void *arg) {
     s->sync.pending = JOB_NONE;
     s->sync.job_started = boost_now_s();
     s->sync.job_step = s->job.step;
+    s->sync.job_kind = kind;
     pthread_mutex_unlock(&s->sync.mu);
     if (kind == JOB_NONE) break; /* quit */
     ckpt_h5_quiet();
@@ -111,14 +112,22 @@ static void *watchdog_main(void *arg) {
     pthread_cond_timedwait(&s->sync.cv, &s->sync.mu, &until);
     const double started = s->sync.job_started;
     if (s->sync.quit || started <= 0 || boost_now_s() - started <= s->cfg.timeout) continue;
-    fprintf(stderr,
-            "boost: checkpoint watchdog on rank %d: the checkpoint job of step %lld has run %.0f s, longer than "
-            "ckpt.timeout=%d s; a failure inside a collective HDF5/MPI-IO call cannot be recovered, so the job is "
-            "aborted (exit %d); the newest committed checkpoint (step %lld) is intact\n",
-            s->rank, (long long)s->sync.job_step, boost_now_s() - started, s->cfg.timeout, s->cfg.abort_status,
-            (long long)s->last_committed_step);
+    const int load = s->sync.job_kind == JOB_LOAD; /* at start: nothing trained, nothing to lose */
+    const int status = load ? s->cfg.load_abort_status : s->cfg.abort_status;
+    if (load)
+      fprintf(stderr,
+              "boost: checkpoint watchdog on rank %d: the checkpoint load has run %.0f s, longer than ckpt.timeout=%d "
+              "s; the job is aborted (exit %d) before training: nothing was trained, the checkpoints are untouched\n",
+              s->rank, boost_now_s() - started, s->cfg.timeout, status);
+    else
+      fprintf(stderr,
+              "boost: checkpoint watchdog on rank %d: the checkpoint job of step %lld has run %.0f s, longer than "
+              "ckpt.timeout=%d s; a failure inside a collective HDF5/MPI-IO call cannot be recovered, so the job is "
+              "aborted (exit %d); the newest committed checkpoint (step %lld) is intact\n",
+              s->rank, (long long)s->sync.job_step, boost_now_s() - started, s->cfg.timeout, status,
+              (long long)s->last_committed_step);
     fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, s->cfg.abort_status);
+    MPI_Abort(MPI_COMM_WORLD, status);
   }
   pthread_mutex_unlock(&s->sync.mu);
   return NULL;
@@ -230,6 +239,7 @@ ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tens
   ckpt_session *s = boost_calloc(1, sizeof *s);
   s->cfg = *cfg;
   if (!s->cfg.abort_status) s->cfg.abort_status = 1; /* never a success status for an aborted job */
+  if (!s->cfg.load_abort_status) s->cfg.load_abort_status = s->cfg.abort_status;
   s->grid = grid;
   s->reg = reg;
   if (hooks) s->hooks = *hooks;

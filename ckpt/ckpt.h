@@ -61,6 +61,8 @@ typedef struct {
   int activations;           /* the activations hook adds datasets to every save */
   int64_t data_seed;         /* this run's sample order: a resume from another warns */
   int abort_status;          /* the exit status of the watchdog's abort (the run's "ended unsaved"; 0: 1) */
+  int load_abort_status;     /* ... of its abort during the load at start, when nothing was trained (the run's 75; 0:
+                                abort_status) */
 } ckpt_settings;
 
 typedef struct ckpt_session ckpt_session;

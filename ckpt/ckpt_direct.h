@@ -12,9 +12,10 @@
  * file is what the filter pipeline would have written: the same datasets,
  * pipeline (shuffle, zstd 32015), chunk shapes and frames.
  *
- * It needs every chunk to come from one rank: a layout where some rank's
- * hyperslab cuts a chunk (tensor-parallel shards narrower than a chunk)
- * uses the collective HDF5 writer (ckpt_write.c) instead. */
+ * It needs every chunk to come from one rank. The chunk shapes follow the
+ * ranks' hyperslabs on every layout (ckpt_chunk_dims_cut), so it does;
+ * should a hyperslab still cut a chunk, ckpt_write.c takes the collective
+ * HDF5 writer instead. */
 #ifndef BOOST_CKPT_DIRECT_H
 #define BOOST_CKPT_DIRECT_H
 

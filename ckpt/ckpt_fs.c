@@ -89,6 +89,33 @@ int ckpt_fs_list(const char *dir, int64_t **steps, int *n, char *err, size_t err
   return 0;
 }
 
+/* An age in seconds as people read it. */
+static void age_text(long long a, char *out, size_t outlen) {
+  if (a < 0) snprintf(out, outlen, "%lld s in the future (the hosts' clocks differ)", -a);
+  else if (a < 120) snprintf(out, outlen, "%lld s ago", a);
+  else if (a < 7200) snprintf(out, outlen, "%lld min ago", a / 60);
+  else if (a < 172800) snprintf(out, outlen, "%lld h %lld min ago", a / 3600, a / 60 % 60);
+  else snprintf(out, outlen, "%lld days ago", a / 86400);
+}
+
+/* The lock file's line ("host H pid P since ISO (unix T)"; an older boost
+ * wrote "since T") with its start in UTC ISO 8601 and its age. */
+static void describe_holder(const char *line, char *out, size_t outlen) {
+  const char *since = strstr(line, " since ");
+  const char *unix_t = since ? strstr(since, "(unix ") : NULL;
+  long long t;
+  if (!since || (unix_t ? sscanf(unix_t, "(unix %lld)", &t) : sscanf(since, " since %lld", &t)) != 1) {
+    snprintf(out, outlen, "%s", line);
+    return;
+  }
+  char iso[32] = "?", age[64];
+  struct tm tm;
+  const time_t tt = (time_t)t;
+  if (gmtime_r(&tt, &tm)) strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  age_text((long long)time(NULL) - t, age, sizeof age);
+  snprintf(out, outlen, "%.*s since %s, %s", (int)(since - line), line, iso, age);
+}
+
 int ckpt_fs_lock(const char *dir, char *err, size_t errlen) {
   char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/" CKPT_LOCK, dir);
@@ -102,16 +129,22 @@ int ckpt_fs_lock(const char *dir, char *err, size_t errlen) {
     holder[strcspn(holder, "\n")] = 0;
     close(fd);
     if (e == EWOULDBLOCK) {
+      char who[320];
+      describe_holder(holder, who, sizeof who);
       snprintf(err, errlen, "ckpt.dir %s is in use by another job (%s): two jobs must not share a checkpoint directory",
-               dir, holder[0] ? holder : "holder unknown");
+               dir, who[0] ? who : "holder unknown");
       return -1;
     }
     errno = e;
     return fail(err, errlen, "cannot lock", path);
   }
-  char host[128] = "?", line[256];
+  char host[128] = "?", line[256], iso[32] = "?";
   gethostname(host, sizeof host - 1);
-  const int len = snprintf(line, sizeof line, "host %s pid %ld since %ld\n", host, (long)getpid(), (long)time(NULL));
+  const time_t now = time(NULL);
+  struct tm tm;
+  if (gmtime_r(&now, &tm)) strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  const int len = snprintf(line, sizeof line, "host %s pid %ld since %s (unix %lld)\n", host, (long)getpid(), iso,
+                           (long long)now);
   if (ftruncate(fd, 0) != 0 || pwrite(fd, line, (size_t)len, 0) != len) { /* the lock holds anyway */
   }
   return fd;

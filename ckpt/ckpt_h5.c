@@ -1,5 +1,6 @@
 #include "ckpt_h5.h"
 
+#include "check.h"
 #include "ckpt_hash.h"
 
 #include <stdio.h>
@@ -149,6 +150,32 @@ void ckpt_chunk_dims(int ndim, const int64_t *shape, hsize_t *chunk) {
   }
 }
 
+void ckpt_chunk_dims_cut(int ndim, const int64_t *shape, const int64_t *cut, hsize_t *chunk) {
+  int64_t cell[8];
+  BOOST_ASSERT(ndim <= 8); /* tensors have at most TENSOR_MAX_DIMS, activations 3 */
+  for (int d = 0; d < ndim; d++) cell[d] = cut[d] > 0 ? cut[d] : shape[d];
+  ckpt_chunk_dims(ndim, cell, chunk);
+  for (int d = 0; d < ndim; d++)
+    while (cut[d] > 0 && cut[d] % (int64_t)chunk[d]) chunk[d]--;
+}
+
+int64_t ckpt_gcd64(int64_t a, int64_t b) {
+  while (b) {
+    const int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+void ckpt_chunk_cut_add(int ndim, const int64_t *shape, const int64_t *start, const int64_t *count, int64_t *cut) {
+  for (int d = 0; d < ndim; d++) {
+    const int64_t b[2] = {start[d], start[d] + count[d]};
+    for (int k = 0; k < 2; k++)
+      if (b[k] > 0 && b[k] < shape[d]) cut[d] = ckpt_gcd64(cut[d], b[k]);
+  }
+}
+
 hid_t ckpt_bf16_type(void) {
   hid_t t = H5Tcopy(H5T_IEEE_F32LE);
   if (t < 0) return -1;
@@ -247,4 +274,13 @@ int64_t ckpt_parse_file_name(const char *name) {
   }
   if (digits < 8 || strcmp(p, ".h5") != 0) return -1;
   return v;
+}
+
+int ckpt_check_file_step(const char *path, int64_t step, char *why, size_t whylen) {
+  const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+  const int64_t named = ckpt_parse_file_name(base);
+  if (named < 0 || named == step) return 0;
+  snprintf(why, whylen, "its name says step %lld but it holds step %lld (a renamed copy?)", (long long)named,
+           (long long)step);
+  return -1;
 }

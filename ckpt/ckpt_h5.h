@@ -46,10 +46,21 @@ int ckpt_attr_get_str(hid_t obj, const char *name, char **v);
 /* 1 when the attribute exists, 0 when not, -1 on error. */
 int ckpt_attr_exists(hid_t obj, const char *name);
 
-/* Chunk shape of a dataset, a function of its global shape only (so the
- * file does not depend on the layout that wrote it): whole trailing rows,
- * at most CKPT_CHUNK_ELEMS elements per chunk. */
+/* The default chunk shape of a dataset, a function of its global shape:
+ * whole trailing rows, at most CKPT_CHUNK_ELEMS elements per chunk. */
 void ckpt_chunk_dims(int ndim, const int64_t *shape, hsize_t *chunk);
+/* The chunk shape of a dataset whose writers' hyperslabs meet at multiples
+ * of cut[d] along each dimension d (0: nowhere inside the dimension): the
+ * default rule applied to one cell (cut[d], or the whole extent where it is
+ * 0), each cut extent then lowered to a divisor of cut[d]. Every writer's
+ * hyperslab is then a union of whole chunks, so each chunk has one writer
+ * (the direct writer, ckpt_direct.h). All cut[d] 0: ckpt_chunk_dims. */
+void ckpt_chunk_dims_cut(int ndim, const int64_t *shape, const int64_t *cut, hsize_t *chunk);
+/* The greatest common divisor (of non-negative numbers; gcd(0, b) = b). */
+int64_t ckpt_gcd64(int64_t a, int64_t b);
+/* Adds to cut[d] (a gcd, 0: none yet) the boundaries of the hyperslab
+ * [start, start + count) that lie inside a dataset of shape `shape`. */
+void ckpt_chunk_cut_add(int ndim, const int64_t *shape, const int64_t *start, const int64_t *count, int64_t *cut);
 
 /* bfloat16 as an HDF5 float type (sign bit 15, 8 exponent bits at 7, 7
  * mantissa bits, bias 127: the top half of an IEEE float32), so HDF5 and
@@ -73,5 +84,9 @@ int ckpt_check_group(hid_t file, const char *group, char *why, size_t whylen);
 void ckpt_file_name(char *out, size_t outlen, int64_t step);
 /* Parses a committed checkpoint file name; returns the step or -1. */
 int64_t ckpt_parse_file_name(const char *name);
+/* 0 when the last component of path is not a checkpoint file name or names
+ * `step`; -1 with why when it names another step (a renamed copy: a resume
+ * must not take it for that step). */
+int ckpt_check_file_step(const char *path, int64_t step, char *why, size_t whylen);
 
 #endif

@@ -44,6 +44,7 @@ typedef struct {
   int has;
   int64_t start[3], count[3];
   size_t off;
+  int64_t chunk[3]; /* the dataset's chunk shape, set by the writer (one writer per chunk) */
 } act_item;
 
 /* The activations of a save job (the sink the trainer's hook fills). */
@@ -117,6 +118,7 @@ typedef struct {
   double update_wait; /* ckpt_before_update's wait for the job in flight */
   double job_started; /* boost_now_s() when the writer took the job in flight, 0 when idle */
   int64_t job_step;
+  job_kind job_kind; /* of the job in flight (the watchdog's exit status) */
   pthread_t watchdog;
   int watchdog_started;
 } writer_sync;
@@ -162,6 +164,8 @@ struct ckpt_session {
  * when world_size > 1. */
 int ckpt_agree(ckpt_session *s, int ok, const char *mine, char *out, size_t outlen);
 int ckpt_all_true(ckpt_session *s, int v);
+/* ckpt_table.c: v[i] = the gcd of every rank's v[i] (0 counts as none). */
+void ckpt_allreduce_gcd(int64_t *v, int n, MPI_Comm comm);
 /* Whether the training thread is waiting for the writer now (synchronous
  * saves, the final save, a save waiting for the previous one). */
 int ckpt_trainer_waiting(ckpt_session *s);

@@ -143,3 +143,9 @@ int ckpt_layout_parse(const char *json, ckpt_layout *l) {
   cJSON_Delete(o);
   return ok ? 0 : -1;
 }
+
+int ckpt_meta_config_dp(const ckpt_meta *m) {
+  ckpt_layout l;
+  const char *rec = ckpt_meta_has(m, CKPT_META_F_resharded_from) ? m->resharded_from : m->layout;
+  return ckpt_layout_parse(rec, &l) == 0 ? l.dp : -1;
+}

@@ -37,6 +37,7 @@ enum {
   X(lr_next, F64, CKPT_META_RUN, NULL)                                                              \
   X(adam_t, I64, CKPT_META_RUN, NULL)                                                               \
   X(data_cursor, I64, CKPT_META_RUN | CKPT_META_RESUME, NULL)                                       \
+  X(global_batch, I64, CKPT_META_RUN, NULL)                                                         \
   X(tokens_seen, F64, CKPT_META_RUN | CKPT_META_RESUME, NULL)                                       \
   X(train_seed, I64, CKPT_META_RUN, NULL)                                                           \
   X(data_seed, I64, CKPT_META_RUN | CKPT_META_RESUME, NULL)                                         \
@@ -117,5 +118,11 @@ char *ckpt_layout_json(const ckpt_layout *l);
 /* 0 when json is an object with positive integers dp, tp, pp (and, when
  * present, world_size); -1 otherwise. */
 int ckpt_layout_parse(const char *json, ckpt_layout *l);
+/* The data-parallel degree the stored config ran with: that of the layout
+ * boost-reshard read (`resharded_from`) when the file is its output, else
+ * that of `layout`; -1 when the record does not parse. (Only files without
+ * `global_batch` need it: their global batch is the stored config's
+ * batch_size x grad_accum times this.) */
+int ckpt_meta_config_dp(const ckpt_meta *m);
 
 #endif

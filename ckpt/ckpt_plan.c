@@ -96,8 +96,9 @@ static size_t band_floats(const ckpt_entry *e, const tensor_registry *reg, int c
 size_t ckpt_plan(ckpt_entry *ents, int n, const tensor_registry *reg, int dp, int dp_rank, int pp_rank) {
   for (int i = 0; i < n; i++) {
     hsize_t ch[TENSOR_MAX_DIMS];
-    ckpt_chunk_dims(ents[i].ndim, ents[i].shape, ch);
-    ents[i].chunk0 = (int64_t)ch[0];
+    ckpt_chunk_dims_cut(ents[i].ndim, ents[i].shape, ents[i].cut, ch);
+    for (int d = 0; d < ents[i].ndim; d++) ents[i].chunk[d] = (int64_t)ch[d];
+    ents[i].chunk0 = ents[i].chunk[0];
   }
   plan_bases(ents, n, dp);
   size_t stage_floats = 0;

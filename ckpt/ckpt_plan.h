@@ -37,7 +37,10 @@ typedef struct {
   int writer_stage; /* the first pipeline stage holding it */
   int local;        /* index in this rank's registry, -1 if none */
   int primary;      /* no lower tensor-parallel rank holds the same hyperslab */
-  int64_t chunk0;   /* chunk extent along dim 0 (a function of the global shape) */
+  int64_t cut[TENSOR_MAX_DIMS];   /* input: every rank's hyperslab meets the others at multiples of cut[d] (0:
+                                     nowhere inside dim d; ckpt_chunk_cut_add) */
+  int64_t chunk[TENSOR_MAX_DIMS]; /* the dataset's chunk shape (ckpt_chunk_dims_cut: each chunk has one writer) */
+  int64_t chunk0;                 /* chunk[0] */
   int base[CKPT_NUM_CATEGORIES];                /* replica of the first chunk row when there are fewer than dp */
   int64_t r0[CKPT_NUM_CATEGORIES], r1[CKPT_NUM_CATEGORIES]; /* this rank's band: local rows [r0, r1) */
   size_t stage_off[CKPT_NUM_CATEGORIES];        /* what this rank writes: floats into the staging buffer, or CKPT_NO_STAGE */
@@ -56,8 +59,8 @@ void ckpt_band_of(const ckpt_entry *e, const tensor_desc *t, int c, int k, int d
 /* The global hyperslab of local rows [r0, r1) of t. */
 void ckpt_band_slab(const tensor_desc *t, int64_t r0, int64_t r1, int64_t *start, int64_t *count);
 
-/* Completes entries whose name, ndim, shape, writer_stage, local and primary
- * are set: chunk rows, base replicas, this rank's bands and staging offsets.
+/* Completes entries whose name, ndim, shape, cut, writer_stage, local and
+ * primary are set: chunk shapes, base replicas, this rank's bands and staging offsets.
  * Returns the staging buffer's size in floats. */
 size_t ckpt_plan(ckpt_entry *ents, int n, const tensor_registry *reg, int dp, int dp_rank, int pp_rank);
 

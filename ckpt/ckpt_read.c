@@ -101,6 +101,9 @@ static void read_root_attrs(reader *r, const char *path) {
   } else if ((missing = ckpt_meta_missing(&lr->meta, CKPT_META_RESUME))) {
     boost_msgf(r->err, sizeof r->err, "training state attribute %s missing or unreadable", missing);
     r->ok = 0;
+  } else if (ckpt_check_file_step(path, lr->meta.step, why, sizeof why) != 0) {
+    boost_msgf(r->err, sizeof r->err, "%s", why);
+    r->ok = 0;
   } else if (!strcmp(ckpt_meta_str(&lr->meta, CKPT_META_F_optimizer_state), "absent")) {
     boost_msgf(r->err, sizeof r->err,
                "has no optimizer state (an export written by boost-reshard --no-optimizer): training cannot resume "

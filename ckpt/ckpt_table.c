@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "ckpt_h5.h"
 #include "ckpt_internal.h"
 
 typedef struct {
@@ -105,9 +106,42 @@ static int mark_primary(ckpt_session *s, char *err, size_t errlen) {
   return 0;
 }
 
+static void gcd_op(void *in, void *inout, int *len, MPI_Datatype *type) {
+  (void)type;
+  const int64_t *a = in;
+  int64_t *b = inout;
+  for (int i = 0; i < *len; i++) b[i] = ckpt_gcd64(a[i], b[i]);
+}
+
+void ckpt_allreduce_gcd(int64_t *v, int n, MPI_Comm comm) {
+  MPI_Op op;
+  MPI_Op_create(gcd_op, 1, &op);
+  MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_INT64_T, op, comm);
+  MPI_Op_free(&op);
+}
+
+/* Where the ranks' hyperslabs of each tensor meet (every rank's, over the
+ * world), so that its chunks never straddle two writers. */
+static void gather_cuts(ckpt_session *s) {
+  int nent = s->nent; /* the same everywhere, unless the table failed: then only the count must match */
+  MPI_Allreduce(MPI_IN_PLACE, &nent, 1, MPI_INT, MPI_MAX, s->grid->world);
+  const int n = nent * TENSOR_MAX_DIMS;
+  int64_t *cut = boost_calloc((size_t)(n ? n : 1), sizeof *cut);
+  for (int k = 0; k < s->nent; k++) {
+    const ckpt_entry *e = &s->ents[k];
+    if (e->local < 0) continue;
+    const tensor_desc *t = &s->reg->tensors[e->local];
+    ckpt_chunk_cut_add(e->ndim, e->shape, t->offset, t->local_shape, &cut[(size_t)k * TENSOR_MAX_DIMS]);
+  }
+  ckpt_allreduce_gcd(cut, n, s->grid->world);
+  for (int k = 0; k < s->nent; k++) memcpy(s->ents[k].cut, &cut[(size_t)k * TENSOR_MAX_DIMS], sizeof s->ents[k].cut);
+  boost_free(cut);
+}
+
 int ckpt_build_table(ckpt_session *s, char *err, size_t errlen) {
   int rc = gather_union(s, err, errlen);
   if (rc == 0) rc = mark_primary(s, err, errlen);
+  gather_cuts(s); /* collective: every rank, whatever rc */
   for (int i = 0; rc == 0 && i < s->reg->count; i++)
     if ((size_t)s->reg->tensors[i].numel > (size_t)INT_MAX) /* MPI counts of one tensor's exchange on load */
       rc = boost_err(err, errlen, "tensor %s has %zu elements on one rank, more than checkpoints handle (2^31 - 1): "

@@ -1,11 +1,14 @@
 /* Writing a checkpoint file (writer thread), in one of two ways with the
  * same result:
  *  - direct (ckpt_direct.h), when every chunk of the file comes from one
- *    rank: rank 0 alone holds the file in HDF5, every rank encodes its own
- *    chunks and writes them where rank 0 placed them;
- *  - collective: every rank creates every dataset; ranks with data select
- *    their hyperslab, the others nothing (filtered parallel writes are
- *    collective), and HDF5 runs the filters.
+ *    rank -- on every layout, since the chunk shapes follow the ranks'
+ *    hyperslabs (ckpt_chunk_dims_cut; the tensors' in ckpt_table.c, the
+ *    activations' here): rank 0 alone holds the file in HDF5, every rank
+ *    encodes its own chunks and writes them where rank 0 placed them;
+ *  - collective (BOOST_CKPT_DIRECT=0, a big-endian machine): every rank
+ *    creates every dataset; ranks with data select their hyperslab, the
+ *    others nothing (filtered parallel writes are collective), and HDF5 runs
+ *    the filters.
  * The first failure on any rank stops every rank at the next agreement. */
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "ckpt_direct.h"
 #include "ckpt_fs.h"
 #include "ckpt_h5.h"
@@ -40,16 +44,15 @@ static void wfail(writer *w, const char *fmt, const char *arg) {
 /* One filtered dataset through the direct writer: rank 0 creates it, every
  * rank's chunks go where rank 0 places them. */
 static void write_dataset_direct(writer *w, hid_t loc, const char *path, const char *name, hid_t ftype, int ndim,
-                                 const int64_t *gshape, const int64_t *start, const int64_t *count, const void *buf,
-                                 uint64_t checksum, int kind) {
+                                 const int64_t *gshape, const hsize_t *chunk, const int64_t *start,
+                                 const int64_t *count, const void *buf, uint64_t checksum, int kind) {
   ckpt_session *s = w->s;
-  hsize_t dims[TENSOR_MAX_DIMS], chunk[TENSOR_MAX_DIMS];
+  hsize_t dims[TENSOR_MAX_DIMS];
   double raw = (double)H5Tget_size(ftype), stored = 0.0;
   for (int d = 0; d < ndim; d++) {
     dims[d] = (hsize_t)gshape[d];
     raw *= (double)gshape[d];
   }
-  ckpt_chunk_dims(ndim, gshape, chunk);
   hid_t dset = -1;
   if (s->rank == 0) {
     hid_t space = H5Screate_simple(ndim, dims, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
@@ -84,19 +87,23 @@ static void write_dataset_direct(writer *w, hid_t loc, const char *path, const c
 }
 
 /* One dataset, collectively: every rank creates it; ranks with data select
- * their hyperslab (start/count over the global shape), the others nothing. */
+ * their hyperslab (start/count over the global shape), the others nothing.
+ * chunk64: the chunk shape of a filtered dataset (NULL: contiguous, no
+ * filters). */
 static void write_dataset(writer *w, hid_t loc, const char *path, const char *name, hid_t ftype, hid_t mtype,
-                          int ndim, const int64_t *gshape, int filtered, const int64_t *start, const int64_t *count,
-                          const void *buf, uint64_t checksum, int kind) {
+                          int ndim, const int64_t *gshape, const int64_t *chunk64, const int64_t *start,
+                          const int64_t *count, const void *buf, uint64_t checksum, int kind) {
   ckpt_session *s = w->s;
   hsize_t dims[TENSOR_MAX_DIMS], chunk[TENSOR_MAX_DIMS], st[TENSOR_MAX_DIMS], ct[TENSOR_MAX_DIMS];
+  const int filtered = chunk64 != NULL;
   int64_t n = 1;
   for (int d = 0; d < ndim; d++) {
     dims[d] = (hsize_t)gshape[d];
+    chunk[d] = filtered ? (hsize_t)chunk64[d] : 0;
     n *= gshape[d];
   }
   if (w->direct && (filtered && n > 0)) {
-    write_dataset_direct(w, loc, path, name, ftype, ndim, gshape, start, count, buf, checksum, kind);
+    write_dataset_direct(w, loc, path, name, ftype, ndim, gshape, chunk, start, count, buf, checksum, kind);
     return;
   }
   if (w->direct && s->rank != 0) { /* rank 0 writes the small unfiltered ones from its data */
@@ -107,7 +114,6 @@ static void write_dataset(writer *w, hid_t loc, const char *path, const char *na
   hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
   if (space < 0 || dcpl < 0) wfail(w, "creating the dataspace of %s", path);
   if (filtered && n > 0) {
-    ckpt_chunk_dims(ndim, gshape, chunk);
     if (h5z_zstd_set_dcpl(dcpl, ndim, chunk, s->cfg.level) < 0) wfail(w, "zstd filter setup for %s", path);
   }
   H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
@@ -204,14 +210,40 @@ double ckpt_expected_file_bytes(const ckpt_session *s, const save_job *j) {
   return 1.10 * s->prev_file_bytes * (raw / s->prev_raw_bytes) + (256 << 10);
 }
 
+/* The activations' chunk shapes, from where the ranks' hyperslabs meet
+ * (collective): each chunk has one writer, like the tensors' (ckpt_table.c). */
+static void plan_act_chunks(ckpt_session *s, save_job *j) {
+  if (j->acts.nact == 0) return; /* on every rank: the list is the union of the stages' */
+  const int n = 3 * j->acts.nact;
+  int64_t *cut = boost_calloc((size_t)(n ? n : 1), sizeof *cut);
+  for (int a = 0; a < j->acts.nact; a++) {
+    const act_item *it = &j->acts.acts[a];
+    if (it->has) ckpt_chunk_cut_add(it->d.ndim, it->d.shape, it->start, it->count, &cut[3 * a]);
+  }
+  ckpt_allreduce_gcd(cut, n, s->comm);
+  for (int a = 0; a < j->acts.nact; a++) {
+    act_item *it = &j->acts.acts[a];
+    hsize_t ch[3];
+    ckpt_chunk_dims_cut(it->d.ndim, it->d.shape, &cut[3 * a], ch);
+    for (int d = 0; d < it->d.ndim; d++) it->chunk[d] = (int64_t)ch[d];
+  }
+  boost_free(cut);
+}
+
+static void chunk_of(int ndim, const int64_t *c64, hsize_t *chunk) {
+  for (int d = 0; d < ndim; d++) chunk[d] = (hsize_t)c64[d];
+}
+
 /* Whether this file goes through the direct writer: every rank's every
- * filtered hyperslab is made of whole chunks (collective). */
+ * filtered hyperslab is made of whole chunks (collective). The chunk shapes
+ * are chosen so (ckpt_chunk_dims_cut); this checks it, and a big-endian
+ * machine or BOOST_CKPT_DIRECT=0 takes the collective writer. */
 static int direct_possible(ckpt_session *s, const save_job *j) {
   int ok = s->set.direct_write && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__; /* memory bytes are the file's */
   hsize_t chunk[TENSOR_MAX_DIMS];
   for (int i = 0; ok && i < s->nent; i++) {
     const ckpt_entry *e = &s->ents[i];
-    ckpt_chunk_dims(e->ndim, e->shape, chunk);
+    chunk_of(e->ndim, e->chunk, chunk);
     for (int c = 0; ok && c < CKPT_NUM_CATEGORIES; c++) {
       if (e->stage_off[c] == CKPT_NO_STAGE) continue;
       int64_t start[TENSOR_MAX_DIMS], count[TENSOR_MAX_DIMS];
@@ -222,7 +254,7 @@ static int direct_possible(ckpt_session *s, const save_job *j) {
   for (int a = 0; ok && a < j->acts.nact; a++) {
     const act_item *it = &j->acts.acts[a];
     if (!it->has) continue;
-    ckpt_chunk_dims(it->d.ndim, it->d.shape, chunk);
+    chunk_of(it->d.ndim, it->chunk, chunk);
     ok = ckpt_direct_slab_aligned(it->d.ndim, it->d.shape, chunk, it->start, it->count);
   }
   MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, s->comm);
@@ -285,7 +317,7 @@ static void write_activations(writer *w, const save_job *j, const uint64_t *sums
     boost_msgf(path_ds, sizeof path_ds, CKPT_GROUP_ACTS "/%s", it->d.name);
     if (it->d.type == CKPT_ACT_BF16 && bf16 < 0) wfail(w, "the bfloat16 type of %s", path_ds);
     else
-      write_dataset(w, ga, path_ds, it->d.name, ft, mt, it->d.ndim, it->d.shape, 1, it->start, it->has ? it->count : NULL,
+      write_dataset(w, ga, path_ds, it->d.name, ft, mt, it->d.ndim, it->d.shape, it->chunk, it->start, it->has ? it->count : NULL,
                     it->has ? j->acts.act_buf + it->off : NULL, sums[a], SIZE_ACTS);
     if (bf16 >= 0) H5Tclose(bf16);
     go = ckpt_all_true(s, w->ok);
@@ -298,6 +330,7 @@ int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, const uint64
                       char *err, size_t errlen) {
   writer w = {s, -1, -1, 1, "", r, 0, -1};
   const tensor_registry *reg = s->reg;
+  plan_act_chunks(s, j);
   w.direct = direct_possible(s, j);
   r->direct = w.direct;
   create_file(&w, path, err, errlen);
@@ -331,7 +364,7 @@ int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, const uint64
         int64_t start[TENSOR_MAX_DIMS], count[TENSOR_MAX_DIMS];
         if (mine) ckpt_band_slab(&reg->tensors[e->local], e->r0[c], e->r1[c], start, count);
         boost_msgf(path_ds, sizeof path_ds, "%s/%s", ckpt_category_group[c], e->name);
-        write_dataset(&w, groups[c], path_ds, e->name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, e->ndim, e->shape, 1,
+        write_dataset(&w, groups[c], path_ds, e->name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, e->ndim, e->shape, e->chunk,
                       mine ? start : NULL, mine ? count : NULL, mine ? s->stage + e->stage_off[c] : NULL,
                       sums[(size_t)i * CKPT_NUM_CATEGORIES + c], c == CKPT_PARAMS ? SIZE_WEIGHTS : SIZE_MOMENTS);
         go = ckpt_all_true(s, w.ok); /* stop everywhere at the first failure */
@@ -343,7 +376,7 @@ int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, const uint64
       hid_t gs = make_group(&w, CKPT_GROUP_STATE);
       const int64_t n = j->nloss, zero = 0;
       write_dataset(&w, gs, CKPT_GROUP_STATE "/loss_history", "loss_history", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 1,
-                    &n, 0, &zero, s->rank == 0 ? &n : NULL, j->losses, sums[(size_t)s->nent * CKPT_NUM_CATEGORIES], -1);
+                    &n, NULL, &zero, s->rank == 0 ? &n : NULL, j->losses, sums[(size_t)s->nent * CKPT_NUM_CATEGORIES], -1);
       if (gs >= 0) H5Gclose(gs);
       go = ckpt_all_true(s, w.ok);
     }

@@ -129,6 +129,7 @@ void trainer_ckpt_settings(const train_config *cfg, ckpt_settings *set) {
   set->activations = cfg->ckpt.activations != ACTS_NONE;
   set->data_seed = cfg->data.seed;
   set->abort_status = BOOST_EXIT_UNSAVED;
+  set->load_abort_status = BOOST_EXIT_PREEMPTED; /* the load runs before any step: nothing trained since it */
 }
 
 void trainer_ckpt_ctx_init(trainer_ckpt_ctx *ctx, const train_config *cfg, const process_grid *grid, comm_ctx *comm,
@@ -156,6 +157,7 @@ void trainer_ckpt_after_step(const trainer_ckpt_ctx *ctx, ckpt_session *s, const
   CKPT_META_SET(&m, lr_next, (double)lr_at(cfg, (int)st->step));
   CKPT_META_SET(&m, adam_t, st->step);
   CKPT_META_SET(&m, data_cursor, st->data_cursor);
+  CKPT_META_SET(&m, global_batch, (int64_t)cfg->train.batch_size * cfg->train.grad_accum * ctx->grid->dp);
   CKPT_META_SET(&m, tokens_seen, st->tokens_seen);
   CKPT_META_SET(&m, train_seed, cfg->train.seed);
   CKPT_META_SET(&m, data_seed, cfg->data.seed);

@@ -16,7 +16,10 @@ int config_dp_degree(const train_config *cfg, int world_size) {
 typedef struct {
   int found; /* 1 resume, 0 nothing, -1 error */
   int64_t step;
-  ckpt_layout layout; /* the writer's */
+  ckpt_layout layout;   /* the writer's */
+  int has_global_batch; /* the file has the global_batch attribute (an older writer's has not) */
+  int64_t global_batch;
+  int config_dp;        /* the data-parallel degree its stored config ran with (ckpt_meta_config_dp) */
   char path[PATH_MAX];
   char msg[2048];
 } peek_result;
@@ -47,6 +50,9 @@ static char *peek_everywhere(const train_config *cfg, MPI_Comm world, peek_resul
     if (r->found == 1) {
       r->step = info.meta.step;
       r->layout = info.layout;
+      r->has_global_batch = ckpt_meta_has(&info.meta, CKPT_META_F_global_batch);
+      r->global_batch = info.meta.global_batch;
+      r->config_dp = ckpt_meta_config_dp(&info.meta);
       snprintf(r->path, sizeof r->path, "%s", info.path);
       if (info.skipped[0]) snprintf(r->msg, sizeof r->msg, "passed over %s", info.skipped);
     } else if (r->found == 0 && info.skipped[0]) {
@@ -83,9 +89,19 @@ static int split_global_batch(long global, int dp, int batch, int accum, int *nb
   return -1;
 }
 
-static int keep_global_batch(train_config *cfg, const train_config *stored, int layout_dp, int dp, char *note,
-                             size_t notelen, char *err, size_t errlen) {
-  const long was = (long)stored->train.batch_size * stored->train.grad_accum * layout_dp;
+/* The attribute when the file has it; else the stored config's split times
+ * the data-parallel degree it ran with. -1 when neither is usable. */
+static long global_batch_of(int has, int64_t attr, int config_dp, const train_config *stored) {
+  if (has) return attr > 0 ? (long)attr : -1;
+  return config_dp > 0 ? (long)stored->train.batch_size * stored->train.grad_accum * config_dp : -1;
+}
+
+long resume_global_batch(const ckpt_meta *m, const train_config *stored) {
+  return global_batch_of(ckpt_meta_has(m, CKPT_META_F_global_batch), m->global_batch, ckpt_meta_config_dp(m), stored);
+}
+
+static int keep_global_batch(train_config *cfg, long was, int dp, char *note, size_t notelen, char *err,
+                             size_t errlen) {
   const long now = (long)cfg->train.batch_size * cfg->train.grad_accum * dp;
   size_t used = strlen(note);
   if (was == now) return 0;
@@ -141,8 +157,17 @@ int resume_plan(train_config *cfg, MPI_Comm world, char *note, size_t notelen, c
   snprintf(note, notelen, "will resume %s (step %lld); layout dp=%d tp=%d pp=%d -> dp=%d tp=%d pp=%d", r.path,
            (long long)r.step, r.layout.dp, r.layout.tp, r.layout.pp, dp, cfg->parallel.tp, cfg->parallel.pp);
   if (r.msg[0]) snprintf(note + strlen(note), notelen - strlen(note), "; %s", r.msg);
-  if (keep_global_batch(cfg, &stored, r.layout.dp, dp, note, notelen, err, errlen) != 0)
+  const long was = global_batch_of(r.has_global_batch, r.global_batch, r.config_dp, &stored);
+  if (was < 0) {
+    if (r.has_global_batch)
+      snprintf(err, errlen, "%s: global_batch attribute %lld is not a positive number of sequences (damaged file?)",
+               r.path, (long long)r.global_batch);
+    else
+      snprintf(err, errlen, "%s: its global batch cannot be told: no global_batch attribute and a malformed "
+               "resharded_from layout record (damaged file?)", r.path);
     return -1;
+  }
+  if (keep_global_batch(cfg, was, dp, note, notelen, err, errlen) != 0) return -1;
   if (config_diff(&stored, cfg, is_training_key, diff, sizeof diff) > 0)
     snprintf(note + strlen(note), notelen - strlen(note), "; settings changed since the checkpoint: %s", diff);
   return 0;

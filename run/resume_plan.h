@@ -3,8 +3,9 @@
  *  - a checkpoint of a different model is refused, naming the keys that
  *    differ (the stored config is compared, not only tensor shapes);
  *  - changed training settings are allowed and listed in the log;
- *  - the stored global batch (batch_size * grad_accum * dp of the writer) is
- *    kept by default: batch_size and grad_accum are re-derived for this
+ *  - the stored global batch (the `global_batch` attribute: sequences per
+ *    optimizer step; in older files batch_size * grad_accum * dp of the
+ *    writer) is kept by default, whatever layout boost-reshard wrote for: batch_size and grad_accum are re-derived for this
  *    run's data-parallel degree, so the sample sequence, the LR schedule and
  *    AdamW's step continue exactly (ckpt.resume_batch=config keeps the
  *    config's split instead, and the log says the global batch changed);
@@ -17,12 +18,20 @@
 #include <mpi.h>
 #include <stddef.h>
 
+#include "ckpt_meta.h"
 #include "config.h"
 
 /* May change cfg->train.batch_size and cfg->train.grad_accum. Returns 0 with
  * a one-line account in note (empty when there is nothing to resume), or -1
  * with err (the same on every rank). */
 int resume_plan(train_config *cfg, MPI_Comm world, char *note, size_t notelen, char *err, size_t errlen);
+
+/* The global batch (sequences per optimizer step) of the run that wrote a
+ * checkpoint with root attributes m and stored config `stored`: its
+ * `global_batch` attribute, or, in a file written before that attribute,
+ * the stored train.batch_size x train.grad_accum times the data-parallel
+ * degree that config ran with (ckpt_meta_config_dp). -1 when unusable. */
+long resume_global_batch(const ckpt_meta *m, const train_config *stored);
 
 /* The data-parallel degree this config runs with on world_size ranks (plain
  * `mpirun -n K` without a layout means K replicas). */

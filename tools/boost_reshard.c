@@ -47,6 +47,7 @@
 #include "h5z_zstd.h"
 #include "model.h"
 #include "reshard.h"
+#include "resume_plan.h"
 #include "tool.h"
 #include "util.h"
 
@@ -92,6 +93,7 @@ typedef struct {
   int level;
   size_t done, total;
   uint64_t reserve_bytes; /* OUT's expected size, reserved before any write */
+  long global_batch;      /* IN's global batch: kept, or recorded when IN predates the attribute */
   char err[1024];
 } rewrite;
 
@@ -231,6 +233,10 @@ static int write_root(rewrite *r, tp_mode mode) {
        ckpt_meta_set_str(&m, CKPT_META_F_layout, target) == 0 &&
        ckpt_meta_set_str(&m, CKPT_META_F_optimizer_state, o->no_optim ? "absent" : "present") == 0 &&
        ckpt_meta_set_str(&m, CKPT_META_F_weights_dtype, o->bf16 ? "bf16" : "f32") == 0;
+  /* The global batch is the run's, not the layout's: kept as it is, and
+   * recorded from the layout that ran IN's config when IN is older. */
+  if (ok && !ckpt_meta_has(&m, CKPT_META_F_global_batch) && r->global_batch > 0)
+    CKPT_META_SET(&m, global_batch, r->global_batch);
   if (!ok) ckpt_h5_error(r->err, sizeof r->err, "root attributes");
   else if (ckpt_meta_write(r->out, &m, r->err, sizeof r->err) != 0) ok = 0;
   free(target);
@@ -510,7 +516,8 @@ static int run(const options *o_in, char *err, size_t errlen) {
     if (rc == 0) {
       char tmp[PATH_MAX + 8];
       snprintf(tmp, sizeof tmp, "%s.tmp", o->out);
-      rewrite r = {.in = in, .m = &m, .o = o, .level = cfg.ckpt.level, .reserve_bytes = expected_out_bytes(o, info.path)};
+      rewrite r = {.in = in, .m = &m, .o = o, .level = cfg.ckpt.level, .reserve_bytes = expected_out_bytes(o, info.path),
+                   .global_batch = resume_global_batch(&info.meta, &cfg)};
       r.total = (size_t)m.reg.count * (o->no_optim ? 1 : 3);
       if (o->rank == 0) tool_tmp_arm(tmp);
       rc = o->nranks > 1 ? write_out_parallel(&r, tmp, mode) : write_out(&r, tmp, mode);

@@ -96,6 +96,8 @@ static void check_root(const ins_ckpt *c, ins_report *r, const train_config *cfg
   if (!m->checksum_algorithm || strcmp(m->checksum_algorithm, CKPT_CHECKSUM_ALGORITHM) != 0)
     ins_report_add(r, "attribute checksum_algorithm", "'%s', expected '%s'", m->checksum_algorithm ? m->checksum_algorithm : "(missing)", CKPT_CHECKSUM_ALGORITHM);
   if (m->step < 0) ins_report_add(r, "attribute step", "missing, unreadable or negative");
+  char why[256];
+  if (m->step >= 0 && ckpt_check_file_step(c->path, m->step, why, sizeof why) != 0) ins_report_add(r, "file name", "%s", why);
   if (m->lr_schedule_step != m->step) ins_report_add(r, "attribute lr_schedule_step", "%lld differs from step %lld", (long long)m->lr_schedule_step, (long long)m->step);
   if (m->adam_t != m->step) ins_report_add(r, "attribute adam_t", "%lld differs from step %lld", (long long)m->adam_t, (long long)m->step);
   if (m->data_cursor < 0) ins_report_add(r, "attribute data_cursor", "missing, unreadable or negative");
@@ -120,6 +122,12 @@ static void check_root(const ins_ckpt *c, ins_report *r, const train_config *cfg
     ins_report_add(r, "attribute layout", "missing or not a JSON object with positive world_size, dp, tp, pp");
   else if ((double)lay.world_size != (double)lay.dp * lay.tp * lay.pp)
     ins_report_add(r, "attribute layout", "world_size %d != dp*tp*pp = %.0f", lay.world_size, (double)lay.dp * lay.tp * lay.pp);
+  else if (ckpt_meta_has(m, CKPT_META_F_global_batch) && cfg_ok && !ckpt_meta_has(m, CKPT_META_F_resharded_from) &&
+           m->global_batch != (int64_t)cfg->train.batch_size * cfg->train.grad_accum * lay.dp)
+    ins_report_add(r, "attribute global_batch", "%lld differs from the config's batch_size x grad_accum x the layout's dp = %lld",
+                   (long long)m->global_batch, (long long)cfg->train.batch_size * cfg->train.grad_accum * lay.dp);
+  if (ckpt_meta_has(m, CKPT_META_F_global_batch) && m->global_batch <= 0)
+    ins_report_add(r, "attribute global_batch", "%lld: not a positive number of sequences", (long long)m->global_batch);
 }
 
 /* The expected tensors in each of the three tensor groups, and nothing else there. */

@@ -6,9 +6,11 @@
 # files hold the same datasets with the same pipeline and chunk shapes, every
 # stored chunk byte for byte the same where the chunk is whole, and the same
 # values everywhere (h5py, serial HDF5, through the plugin); both verify.
-# Then the writer's own failures: a disk that fills while the chunks are
-# written (no reservation) and a layout whose shards cut chunks (tp=2 on the
-# tiny preset), which must fall back to the collective writer.
+# The same for tp=2 with ckpt.activations=all, whose shards and replica
+# rows cut the global-shape chunks: its chunks follow the shards (one writer
+# per chunk), so it is written directly too, and both writers agree. Then
+# the writer's own failure: a disk that fills while the chunks are written
+# (no reservation).
 source "$(dirname "$0")/ckpt_common.bash"
 make_data
 
@@ -26,8 +28,9 @@ for direct in 1 0; do
   "$INSPECT" verify "$tmp/d$direct" >"$tmp/v$direct.log" 2>&1 || fail "verify (BOOST_CKPT_DIRECT=$direct): $(tail -3 "$tmp/v$direct.log")"
 done
 
+same_files() { # A B: the same datasets, pipeline, chunk shapes; whole chunks byte for byte
 if "$PY" -c 'import h5py, numpy' 2>/dev/null; then
-  "$PY" - "$tmp/d1/step_00000002.h5" "$tmp/d0/step_00000002.h5" <<'PYEOF' || fail "direct and collective files differ"
+  "$PY" - "$1" "$2" <<'PYEOF' || fail "direct and collective files differ: $1 $2"
 import sys
 import h5py, numpy as np
 a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
@@ -65,6 +68,8 @@ PYEOF
 else
   echo "SKIP part: h5py/numpy not importable by $PY: chunk bytes not compared (values compared by diff below)"
 fi
+}
+same_files "$tmp/d1/step_00000002.h5" "$tmp/d0/step_00000002.h5"
 "$INSPECT" diff "$tmp/d1" "$tmp/d0" >"$tmp/diff.log" 2>&1 || fail "boost-inspect diff: $(tail -3 "$tmp/diff.log")"
 [ "$(checksums "$tmp/d1")" = "$(checksums "$tmp/d0")" ] || fail "checksums differ between the writers"
 echo "ok: dp=2 direct and collective files agree"
@@ -74,11 +79,21 @@ train 2 "$tmp/r.log" --set ckpt.dir="$tmp/d1" --set parallel.dp=2 --set train.st
   fail "resume from the direct file: $(tail -5 "$tmp/r.log")"
 grep -q "resumed from .*step_00000002.h5" "$tmp/r.log" || fail "did not resume from step 2: $(grep -i resum "$tmp/r.log" | head -2)"
 
-# Shards that cut chunks: tensor parallelism on the tiny preset.
-train 2 "$tmp/tp.log" --set ckpt.dir="$tmp/tp" --set parallel.tp=2 --set train.steps=1 ||
-  fail "tp=2 run: $(tail -5 "$tmp/tp.log")"
-"$INSPECT" verify "$tmp/tp" >/dev/null 2>&1 || fail "tp=2 checkpoint does not verify"
-echo "ok: tp=2 written by the $(writer_of "$tmp/tp/checkpoints.jsonl") writer, verifies"
+# Shards and replica rows that cut the global-shape chunks: tp=2 with every
+# activation, and dp=2 with every activation. Chunks follow the shards, so
+# the direct writer takes them; the collective writer makes the same file.
+for lay in "parallel.tp=2" "parallel.dp=2"; do
+  for direct in 1 0; do
+    BOOST_CKPT_DIRECT=$direct train 2 "$tmp/l$direct.log" --set ckpt.dir="$tmp/l$direct" --set "$lay" --set train.steps=1 \
+      --set ckpt.activations=all || fail "$lay (BOOST_CKPT_DIRECT=$direct): $(tail -5 "$tmp/l$direct.log")"
+    "$INSPECT" verify "$tmp/l$direct" >/dev/null 2>&1 || fail "$lay (BOOST_CKPT_DIRECT=$direct): the checkpoint does not verify"
+  done
+  [ "$(writer_of "$tmp/l1/checkpoints.jsonl")" = direct ] || fail "$lay, activations all: written by the $(writer_of "$tmp/l1/checkpoints.jsonl") writer, expected direct"
+  same_files "$tmp/l1/step_00000001.h5" "$tmp/l0/step_00000001.h5"
+  [ "$(checksums "$tmp/l1")" = "$(checksums "$tmp/l0")" ] || fail "$lay: checksums differ between the writers"
+  echo "ok: $lay with ckpt.activations=all written by the direct writer, the same file as the collective one's, verifies"
+  rm -rf "$tmp/l1" "$tmp/l0"
+done
 
 # A disk that fills while the chunks are written: no reservation, so the
 # pwrite of a chunk (not HDF5) meets ENOSPC. Needs root for the tmpfs.

@@ -77,8 +77,8 @@ rm -rf "$k1"
 # (ckpt.timeout) must end the job with one line and a non-zero status
 # instead of hanging; the committed checkpoint stays intact and the next
 # start cleans up and resumes from it. The collective writer is forced
-# (BOOST_CKPT_DIRECT=0): it is what layouts whose shards cut chunks use; the
-# direct writer's own full disk is in ckpt_direct.sh.
+# (BOOST_CKPT_DIRECT=0; every layout writes directly otherwise): the direct
+# writer's own full disk is in ckpt_direct.sh and ckpt_enospc_layouts.sh.
 umount "$mnt"
 mount -t tmpfs -o size=2500k tmpfs "$mnt" || fail "remount"
 w=$mnt/wd

@@ -7,7 +7,12 @@
 #    re-derived and logged, and the run continues the uninterrupted one), an
 #    impossible split is a clear error, ckpt.resume_batch=config overrides;
 #  - a directory whose checkpoints all are unreadable stops the run (exit 1,
-#    every file listed); ckpt.resume=none starts fresh and keeps those files.
+#    every file listed); ckpt.resume=none starts fresh and keeps those files;
+#  - a second job on the same ckpt.dir is refused, naming the holder and
+#    since when (UTC ISO 8601, age);
+#  - a renamed copy (step 2 as step_00000008.h5) is skipped or refused, never
+#    taken for step 8, and the genuine newest is not set aside;
+#  - ckpt.timeout during the load at start exits 75 (nothing trained).
 source "$(dirname "$0")/ckpt_common.bash"
 make_data
 BASE=(--set train.min_lr_ratio=1 --set train.warmup_steps=0 --set model.seq_len=32)
@@ -91,10 +96,10 @@ rc1=0
 wait $pid || rc1=$?
 [ "$rc1" = 75 ] || fail "the first job exited $rc1 after SIGTERM, expected 75: $(tail -2 "$tmp/l1.log")"
 [ "$rc" = 1 ] || fail "a second job on a locked ckpt.dir exited $rc, expected 1"
-grep -q "ckpt.dir $tmp/lock is in use by another job (host .* pid $pid since" "$tmp/l2.log" ||
-  fail "second job: $(grep boost-train: "$tmp/l2.log")"
+grep -Eq "ckpt.dir $tmp/lock is in use by another job \(host .* pid $pid since [0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z, [0-9]+ s ago\)" "$tmp/l2.log" ||
+  fail "second job: the lock's holder and time (UTC ISO 8601 and age) not named: $(grep boost-train: "$tmp/l2.log")"
 grep -q "checkpoint committed" "$tmp/l1.log" || fail "the first job did not commit its preemption checkpoint: $(tail -2 "$tmp/l1.log")"
-echo "ok: a second job on the same ckpt.dir is refused, naming the first"
+echo "ok: a second job on the same ckpt.dir is refused, naming the first ($(grep -o "(host .*ago)" "$tmp/l2.log"))"
 
 # ---- unreadable checkpoints stop an automatic resume ---------------------------------
 u=$tmp/unreadable
@@ -121,4 +126,41 @@ grep -q "checkpoint: newer checkpoints of an abandoned run set aside after step 
 [ "$(md5sum <"$n/step_00000002.h5.superseded")" = "$md5_2" ] || fail "the old run's step 2 was replaced, not set aside"
 [ -f "$n/step_00000004.h5.superseded" ] && [ -f "$n/step_00000002.h5" ] || fail "resume=none left: $(ls "$n")"
 echo "ok: ckpt.resume=none keeps the old run's checkpoints (set aside as *.superseded, reported)"
+
+# ---- a renamed copy is not taken for the step its name says ---------------------------
+# step_00000002.h5 copied to step_00000008.h5: skipped with one line, the
+# genuine newest (step 4) resumed and never set aside as superseded.
+r=$tmp/renamed
+train 0 "$tmp/r0.log" "${BASE[@]}" --set train.steps=4 --set ckpt.every=2 --set ckpt.dir="$r" || fail "r0: $(tail -3 "$tmp/r0.log")"
+cp "$r/step_00000002.h5" "$tmp/step_00000008.h5"
+cp "$r/step_00000002.h5" "$r/step_00000008.h5"
+md5_4=$(md5sum <"$r/step_00000004.h5")
+train 0 "$tmp/r1.log" "${BASE[@]}" --set train.steps=6 --set ckpt.every=1 --set ckpt.keep_last=10 --set ckpt.dir="$r" ||
+  fail "resume next to a renamed copy: $(tail -3 "$tmp/r1.log")"
+grep -q "checkpoints: resumed from $r/step_00000004.h5 (step 4" "$tmp/r1.log" ||
+  fail "did not resume the genuine step 4: $(grep -i 'resume' "$tmp/r1.log" | grep -v '^  ')"
+grep -q "step_00000008.h5 (its name says step 8 but it holds step 2 (a renamed copy?))" "$tmp/r1.log" ||
+  fail "the renamed copy is not named with its reason: $(grep -i 'step_00000008' "$tmp/r1.log")"
+[ -f "$r/step_00000004.h5" ] && [ "$(md5sum <"$r/step_00000004.h5")" = "$md5_4" ] && [ ! -e "$r/step_00000004.h5.superseded" ] ||
+  fail "the genuine step 4 was moved or changed: $(ls "$r")"
+rc=0
+train 0 "$tmp/r2.log" "${BASE[@]}" --set train.steps=6 --set ckpt.resume="$tmp/step_00000008.h5" || rc=$?
+[ "$rc" = 1 ] || fail "ckpt.resume=PATH of a renamed copy: exit $rc, expected 1"
+expect_refusal "$tmp/r2.log" "step_00000008.h5: its name says step 8 but it holds step 2" "ckpt.resume=PATH of a renamed copy"
+"$INSPECT" verify "$tmp/step_00000008.h5" >"$tmp/r3.log" 2>&1 && fail "boost-inspect verify accepts the renamed copy"
+grep -q "its name says step 8 but it holds step 2" "$tmp/r3.log" || fail "verify does not name the renamed copy: $(tail -3 "$tmp/r3.log")"
+echo "ok: a copy of step 2 named step 8 is skipped (auto) or refused (PATH, verify) with one line; step 4 resumed, kept"
+
+# ---- the checkpoint watchdog during the load at start: nothing trained, exit 75 ------
+# (BOOST_CKPT_TEST_DELAY_MS slows the load past ckpt.timeout=1)
+for np in 0 2; do
+  rc=0
+  BOOST_CKPT_TEST_DELAY_MS=1500 timeout 120 $([ "$np" = 0 ] || echo $MPIRUN -n $np) "$TRAIN" --set data.train="$tmp/f.tok" \
+    "${COMMON[@]}" "${BASE[@]}" --set train.steps=6 --set ckpt.dir="$n" --set ckpt.timeout=1 >"$tmp/w$np.log" 2>&1 || rc=$?
+  [ "$rc" = 75 ] || fail "ckpt.timeout during the load (np=$np): exit $rc, expected 75 (nothing trained): $(tail -3 "$tmp/w$np.log")"
+  grep -q "checkpoint watchdog on rank [0-9]: the checkpoint load has run [0-9]* s, longer than ckpt.timeout=1 s; the job is aborted (exit 75) before training" "$tmp/w$np.log" ||
+    fail "np=$np: no watchdog line for the load: $(tail -3 "$tmp/w$np.log")"
+  ! grep -q "^step" "$tmp/w$np.log" || fail "np=$np: trained after the watchdog fired"
+done
+echo "ok: ckpt.timeout during the checkpoint load at start ends the job with 75 (alone and under mpirun)"
 echo "PASS: resume policy"

@@ -1,6 +1,6 @@
 /* Checkpoint building blocks that need no MPI: the layout-independent
  * checksum (fast path vs the xxHash library, any partition of a tensor gives
- * the same sum), the chunk-shape rule, file names, and the directory
+ * the same sum), the chunk-shape rules, file names, and the directory
  * protocol (temporaries, `latest`, retention). */
 #include <criterion/criterion.h>
 #include <stdint.h>
@@ -128,6 +128,41 @@ Test(ckpt_h5, chunk_dims_depend_on_the_global_shape_only) {
   ckpt_chunk_dims(3, s4, c);
   cr_assert(c[0] == 1 && c[1] == 256 && c[2] == 768, "%llu %llu %llu", (unsigned long long)c[0], (unsigned long long)c[1],
             (unsigned long long)c[2]);
+}
+
+/* The writers' hyperslabs meet at multiples of cut[d]: chunks follow them,
+ * so each chunk has one writer. */
+Test(ckpt_h5, chunk_dims_follow_the_cuts) {
+  hsize_t c[3];
+  const int64_t s1[2] = {32000, 512}, k1[2] = {16000, 0}; /* vocab-parallel tp=2 */
+  ckpt_chunk_dims_cut(2, s1, k1, c);
+  cr_assert(c[0] == 500 && c[1] == 512, "%llu %llu", (unsigned long long)c[0], (unsigned long long)c[1]);
+  const int64_t s2[3] = {2048, 3, 128}, k2[3] = {1024, 0, 0}; /* activations of 2 replicas, B*T = 1024 */
+  ckpt_chunk_dims_cut(3, s2, k2, c);
+  cr_assert(c[0] == 512 && c[1] == 3 && c[2] == 128, "%llu", (unsigned long long)c[0]);
+  const int64_t s3[2] = {1024, 512}, k3[2] = {0, 256}; /* columns of tp=2: the cell [1024, 256] fits one chunk */
+  ckpt_chunk_dims_cut(2, s3, k3, c);
+  cr_assert(c[0] == 1024 && c[1] == 256);
+  const int64_t none[2] = {0, 0};
+  ckpt_chunk_dims_cut(2, s1, none, c);
+  cr_assert(c[0] == 512 && c[1] == 512, "no cuts: the default rule");
+
+  int64_t cut[2] = {0, 0};
+  const int64_t sh[2] = {100, 64}, st1[2] = {25, 0}, ct1[2] = {25, 64}, st2[2] = {50, 32}, ct2[2] = {50, 32};
+  ckpt_chunk_cut_add(2, sh, st1, ct1, cut);
+  cr_assert(cut[0] == 25 && cut[1] == 0, "%lld %lld", (long long)cut[0], (long long)cut[1]);
+  ckpt_chunk_cut_add(2, sh, st2, ct2, cut); /* 100 is the edge, not a cut */
+  cr_assert(cut[0] == 25 && cut[1] == 32, "%lld %lld", (long long)cut[0], (long long)cut[1]);
+
+  /* Uneven shards of 7 rows over [0, 7), [7, 15), [15, 21): every shard a union of whole chunks */
+  const int64_t s4[2] = {21, 5}, bounds[4] = {0, 7, 15, 21};
+  int64_t k4[2] = {0, 0};
+  for (int r = 0; r < 3; r++) {
+    const int64_t st[2] = {bounds[r], 0}, ct[2] = {bounds[r + 1] - bounds[r], 5};
+    ckpt_chunk_cut_add(2, s4, st, ct, k4);
+  }
+  ckpt_chunk_dims_cut(2, s4, k4, c);
+  for (int r = 0; r < 4; r++) cr_assert(bounds[r] % (int64_t)c[0] == 0 || bounds[r] == 21, "chunk %llu", (unsigned long long)c[0]);
 }
 
 Test(ckpt_h5, file_names) {
