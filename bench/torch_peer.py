@@ -14,7 +14,7 @@ PyTorch would turn on:
   fast     F.scaled_dot_product_attention(is_causal=True) and AdamW fused=True
   compile  fast, and the model wrapped in torch.compile (inductor, C++ codegen)
 
-The model is the one boost trains (docs/ and ARCHITECTURE.md "The model"):
+The model is the one boost trains (docs/MODEL.md):
 LLaMA-style decoder, embedding [V,d] without scaling; per layer
 h = x + Attn(RMSNorm(x)), x' = h + MLP(RMSNorm(h)); final RMSNorm; untied LM
 head [V,d]; mean cross-entropy over all B*T tokens. RMSNorm is

@@ -2,7 +2,7 @@
 # Preemption: SIGTERM to a single process (as SLURM/srun or kill deliver it)
 # and SIGUSR1 to mpirun (which forwards it to the ranks and waits; under
 # mpirun SIGTERM kills the ranks about a second later, see
-# ARCHITECTURE.md). All ranks agree to stop at one step boundary, commit a
+# docs/CHECKPOINT_FORMAT.md, "Preemption"). All ranks agree to stop at one step boundary, commit a
 # final checkpoint, and exit with status 75; the resumed run continues from
 # it and produces exactly the losses and final tensors of an uninterrupted
 # run with the same config (cosine LR schedule included).
