@@ -19,7 +19,20 @@ CLEANUP=""
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/boost_ckpt_test.XXXXXX")
 cleanup() {
   eval "$CLEANUP" || true
-  rm -rf "$tmp"
+  rm -rf "$tmp" || true
+}
+
+# Unmounts a test's tmpfs even while a rank a watchdog aborted is still
+# going away (on a loaded machine it can hold a file there for a moment):
+# its processes are killed, the unmount retried, then done lazily.
+unmount_scratch() {
+  local mnt=$1 i
+  for i in 1 2 3 4 5 6 7 8 9 10; do
+    umount "$mnt" 2>/dev/null && return 0
+    fuser -k -m "$mnt" >/dev/null 2>&1 || true
+    sleep 0.5
+  done
+  umount -l "$mnt"
 }
 trap cleanup EXIT
 

@@ -17,7 +17,7 @@ if ! mount -t tmpfs -o size=3000k tmpfs "$mnt" 2>"$tmp/mount.err"; then
   echo "SKIP: mount -t tmpfs failed ($(cat "$tmp/mount.err")): ENOSPC not tested"
   exit 0
 fi
-CLEANUP="umount '$mnt'"
+CLEANUP="unmount_scratch '$mnt'"
 d=$mnt/ck
 # tiny: ~1.2 MiB per checkpoint. The first reservation is the raw size
 # (~2.1 MiB), later ones the previous file's size + 10% (~1.6 MiB), so on
@@ -79,7 +79,7 @@ rm -rf "$k1"
 # start cleans up and resumes from it. The collective writer is forced
 # (BOOST_CKPT_DIRECT=0; every layout writes directly otherwise): the direct
 # writer's own full disk is in ckpt_direct.sh and ckpt_enospc_layouts.sh.
-umount "$mnt"
+unmount_scratch "$mnt"
 mount -t tmpfs -o size=2500k tmpfs "$mnt" || fail "remount"
 w=$mnt/wd
 t0=$(date +%s)

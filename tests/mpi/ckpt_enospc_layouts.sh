@@ -16,7 +16,7 @@ make_data
 mnt=$tmp/mnt
 mkdir -p "$mnt"
 mount -t tmpfs -o size=600k tmpfs "$mnt" 2>"$tmp/mount.err" || { echo "SKIP: mount -t tmpfs: $(cat "$tmp/mount.err")"; exit 77; }
-CLEANUP="umount '$mnt'"
+CLEANUP="unmount_scratch '$mnt'"
 
 jsonl_field() { # FILE STEP FIELD: a field of the checkpoints.jsonl record of STEP
   "$PY" -c 'import json,sys
