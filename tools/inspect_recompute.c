@@ -33,35 +33,13 @@
 #include <string.h>
 
 #include "ckpt_h5.h"
+#include "ckpt_model.h"
 #include "config.h"
 #include "inspect.h"
 #include "model.h"
 
 #define RECOMPUTE_TOL 1e-5
 #define RECOMPUTE_TOL_BF16 0.0625 /* 2^-4 */
-
-/* Reads every parameter of the registry from /model (float32, or the
- * bfloat16 of a --bf16 export, widened); 0 on success. */
-static int load_weights(const ins_ckpt *c, model *m, ins_report *r) {
-  char err[INS_ERR], path[160];
-  const char *dtype = !strcmp(ckpt_meta_str(&c->meta, CKPT_META_F_weights_dtype), "bf16") ? "bfloat16" : "float32";
-  for (int i = 0; i < m->reg.count; i++) {
-    const tensor_desc *t = &m->reg.tensors[i];
-    snprintf(path, sizeof path, CKPT_GROUP_MODEL "/%s", t->name);
-    const ins_dset *d = ins_find(c, path);
-    size_t n = 0, esz = 0;
-    float *v = d && !strcmp(d->dtype, dtype) ? ins_read(c, d, &n, &esz, err, sizeof err) : NULL;
-    if (!v || esz != sizeof(float) || n != t->numel) {
-      ins_report_add(r, path, "cannot be read as the model's %s tensor of %zu values: activations not recomputed", dtype, t->numel);
-      free(v);
-      return -1;
-    }
-    registry_upload(&m->reg, TENSOR_PARAMS, i, v);
-    free(v);
-  }
-  registry_refresh_work(&m->reg);
-  return 0;
-}
 
 /* n activations of backend memory as floats (bf16 widened exactly). */
 static void download_as_float(boost_backend *be, float *out, const boost_act *dev, size_t n) {
@@ -147,7 +125,10 @@ static void recompute(const ins_ckpt *c, ins_report *r, const train_config *cfg,
   }
   model m;
   model_init(&m, &cfg->model, mode, &(model_options){.backend = be});
-  if (load_weights(c, &m, r) == 0) {
+  char werr[INS_ERR];
+  if (ckpt_model_read_weights(c, &m, werr, sizeof werr) != 0) {
+    ins_report_add(r, CKPT_GROUP_MODEL, "%s: activations not recomputed", werr);
+  } else {
     model_alloc_acts(&m, B, T, 1, RECOMPUTE_NONE);
     model_use_acts(&m, 0);
     model_forward(&m, tokens, NULL, B, T);

@@ -1,0 +1,94 @@
+/* A checkpoint's model built and loaded on one process (ckpt_model.h). */
+#include "ckpt_model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt_h5.h"
+
+static int want_bf16(const ins_ckpt *c, const char *precision, int *bf16, char *err, size_t errlen) {
+  if (!precision || !strcmp(precision, "auto")) {
+    *bf16 = ins_is_bf16(c);
+    return 0;
+  }
+  if (!strcmp(precision, "fp32") || !strcmp(precision, "bf16")) {
+    *bf16 = !strcmp(precision, "bf16");
+    return 0;
+  }
+  snprintf(err, errlen, "precision '%s' is not one of fp32, bf16, auto", precision);
+  return -1;
+}
+
+int ckpt_model_build(const ins_ckpt *c, const ckpt_model_options *opt, ckpt_model *cm, char *err, size_t errlen) {
+  memset(cm, 0, sizeof *cm);
+  const ckpt_model_options none = {0};
+  if (!opt) opt = &none;
+  if (!c->meta.config) {
+    snprintf(err, errlen, "%s: no stored config (root attribute `config`)", c->path);
+    return -1;
+  }
+  ins_tensor *t = NULL;
+  char e[INS_ERR];
+  if (ins_expected_tensors(c->meta.config, &t, &cm->cfg, e, sizeof e) < 0) {
+    snprintf(err, errlen, "%s: the stored config does not describe a model: %.800s", c->path, e);
+    return -1;
+  }
+  free(t);
+  if (model_check_layout(&cm->cfg.model, cm->cfg.parallel.tp_mode, 1, &cm->mode, e, sizeof e) != 0) {
+    snprintf(err, errlen, "%s: the stored model does not build on one process: %.800s", c->path, e);
+    return -1;
+  }
+  int bf16 = 0;
+  if (want_bf16(c, opt->precision, &bf16, err, errlen) != 0) return -1;
+  const char *device = opt->device ? opt->device : "cpu";
+  cm->be = boost_backend_create(device, bf16 ? BOOST_BF16 : BOOST_F32, opt->threads, 0, e, sizeof e);
+  if (!cm->be) {
+    snprintf(err, errlen, "backend %s (%s): %.800s", device, bf16 ? "bf16" : "fp32", e);
+    return -1;
+  }
+  cm->bf16_weights = !strcmp(ckpt_meta_str(&c->meta, CKPT_META_F_weights_dtype), "bf16");
+  cm->bf16_run = ins_is_bf16(c);
+  model_init(&cm->m, &cm->cfg.model, cm->mode, &(model_options){.backend = cm->be});
+  return 0;
+}
+
+int ckpt_model_read_weights(const ins_ckpt *c, model *m, char *err, size_t errlen) {
+  char e[INS_ERR], path[160];
+  const char *dtype = !strcmp(ckpt_meta_str(&c->meta, CKPT_META_F_weights_dtype), "bf16") ? "bfloat16" : "float32";
+  for (int i = 0; i < m->reg.count; i++) {
+    const tensor_desc *t = &m->reg.tensors[i];
+    snprintf(path, sizeof path, CKPT_GROUP_MODEL "/%s", t->name);
+    const ins_dset *d = ins_find(c, path);
+    size_t n = 0, esz = 0;
+    e[0] = 0;
+    float *v = d && !strcmp(d->dtype, dtype) ? ins_read(c, d, &n, &esz, e, sizeof e) : NULL;
+    if (!v || esz != sizeof(float) || n != t->numel) {
+      snprintf(err, errlen, "%s: cannot be read as the model's %s tensor of %zu values%s%.600s", path, dtype,
+               t->numel, e[0] ? ": " : "", e);
+      free(v);
+      return -1;
+    }
+    registry_upload(&m->reg, TENSOR_PARAMS, i, v);
+    free(v);
+  }
+  registry_refresh_work(&m->reg);
+  return 0;
+}
+
+int ckpt_model_load(const ins_ckpt *c, const ckpt_model_options *opt, ckpt_model *cm, char *err, size_t errlen) {
+  if (ckpt_model_build(c, opt, cm, err, errlen) != 0) return -1;
+  if (ckpt_model_read_weights(c, &cm->m, err, errlen) != 0) {
+    ckpt_model_free(cm);
+    return -1;
+  }
+  return 0;
+}
+
+void ckpt_model_free(ckpt_model *cm) {
+  if (cm->be) {
+    model_free(&cm->m);
+    boost_backend_destroy(cm->be);
+  }
+  memset(cm, 0, sizeof *cm);
+}
