@@ -16,6 +16,7 @@
 #include "util.h"
 #include "ckpt.h"
 #include "ckpt_hooks.h"
+#include "run_interval.h"
 #include "comm.h"
 #include "data.h"
 #include "grid.h"
@@ -65,6 +66,7 @@ struct trainer {
   FILE *metrics;
   ckpt_session *ck; /* trainer_run's checkpoint session (NULL: none) */
   trainer_ckpt_ctx hooks_ctx;
+  run_interval interval; /* ckpt.every_seconds / ckpt.every = auto */
 };
 typedef struct trainer run;
 
@@ -185,6 +187,9 @@ static void write_metrics(run *r, const comm_ctx *comm_counts, const train_state
                           double tok_s, double gflops, double dt, const char *ckpt_status) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "step", (double)st->step);
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  cJSON_AddNumberToObject(o, "time", (double)now.tv_sec + now.tv_nsec * 1e-9); /* wall clock, after the checkpoint step */
   cJSON_AddNumberToObject(o, "loss", loss);
   if (!isnan(val_loss)) cJSON_AddNumberToObject(o, "val_loss", val_loss);
   cJSON_AddNumberToObject(o, "lr", lr);
@@ -537,6 +542,7 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
   const long step_delay_ms = test_delay_ms("BOOST_TRAIN_TEST_STEP_DELAY_MS");
   const double t_start = boost_now_s();
   run_watch_begin(cfg, t->grid.rank, st, ck);
+  run_interval_start(&t->interval, cfg, t->grid.rank, t->grid.world_size, st->step, ck);
   int stop_signal = 0;
   float loss = NAN;
   while (st->step < cfg->train.steps) {
@@ -557,7 +563,10 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
     const int last = st->step == cfg->train.steps;
     const int preempted = preempt_agreed(t->grid.world);
     char ckpt_status[128] = "-";
-    run_watch_ckpt(&t->hooks_ctx, ck, st, last || preempted, ckpt_status, sizeof ckpt_status);
+    const int force = last || preempted || run_interval_due(&t->interval, &t->comm, dt);
+    const int taken = ckpt_due(ck, st->step, force);
+    run_watch_ckpt(&t->hooks_ctx, ck, st, force, ckpt_status, sizeof ckpt_status);
+    run_interval_after(&t->interval, ck, taken);
     float val_loss = NAN;
     if (cfg->train.val_batches > 0 && ((cfg->train.val_every > 0 && st->step % cfg->train.val_every == 0) || last))
       val_loss = evaluate(t);

@@ -109,7 +109,16 @@ static const key_spec KEYS[] = {
      "watchdog ends the job, exit 74 or 75 (a stopped or hung rank); 0 = never",
      NULL},
     {"ckpt.dir", K_STR, F(ckpt.dir), 0, 0, "checkpoint directory (empty = no checkpoints)", NULL},
-    {"ckpt.every", K_INT, F(ckpt.every), 0, 1e9, "checkpoint every N steps (0 = only at the end/preemption)", NULL},
+    {"ckpt.every", K_STR, F(ckpt.every_text), 0, 0,
+     "checkpoint every N steps (0 = only at the end/preemption), or auto: the interval that loses the least work, "
+     "from the measured cost of a checkpoint and ckpt.mtbf (Young/Daly)",
+     NULL},
+    {"ckpt.every_seconds", K_FLOAT, F(ckpt.every_seconds), 0, 1e9,
+     "also checkpoint when this many seconds of wall time passed since the last one (0 = off)", NULL},
+    {"ckpt.mtbf", K_STR, F(ckpt.mtbf_text), 0, 0,
+     "mean time between interruptions for ckpt.every = auto, e.g. 86400, 90m, 24h, 2d (empty = estimated from the "
+     "run's starts in ckpt.dir, a day until there are two)",
+     NULL},
     {"ckpt.keep_last", K_INT, F(ckpt.keep_last), 1, 1e6, "newest checkpoints kept", NULL},
     {"ckpt.keep_every", K_INT, F(ckpt.keep_every), 0, 1e9, "also keep every checkpoint whose step is a multiple", NULL},
     {"ckpt.resume", K_STR, F(ckpt.resume.text), 0, 0, "auto, none or a checkpoint path", NULL},
@@ -196,6 +205,7 @@ void config_defaults(train_config *cfg) {
   cfg->parallel.recompute = RECOMPUTE_NONE;
   cfg->parallel.timeout = 600; /* docs/PARALLELISM.md, "The collective watchdog" */
   config_set(cfg, "ckpt.resume", "auto", NULL, 0);
+  config_set(cfg, "ckpt.every", "0", NULL, 0);
   cfg->ckpt.activations = ACTS_NONE;
   cfg->ckpt.keep_last = 3;
   cfg->ckpt.level = 1; /* as small as level 3 on shuffled fp32, 1.2-1.8x faster (docs/PERFORMANCE.md) */
@@ -225,6 +235,37 @@ static const char *choice_name(const key_spec *k, int value) {
   return "?";
 }
 
+/* ckpt.every (a step count or auto) and ckpt.mtbf (a duration with an
+ * optional s/m/h/d suffix), tagged values parsed here once. */
+static int parse_interval_key(train_config *cfg, const char *key, const char *value, char *err, size_t errlen) {
+  char *end = NULL;
+  errno = 0;
+  if (strcmp(key, "ckpt.every") == 0) {
+    cfg->ckpt.every_auto = strcmp(value, "auto") == 0;
+    if (cfg->ckpt.every_auto) {
+      cfg->ckpt.every = 0;
+      return 0;
+    }
+    const long long v = strtoll(value, &end, 10);
+    if (end == value || *end != '\0' || errno == ERANGE || v < 0 || v > 1000000000)
+      return boost_err(err, errlen, "bad value '%s' for ckpt.every: expected a step count 0..1000000000 or auto", value);
+    cfg->ckpt.every = (int)v;
+    return 0;
+  }
+  if (!value[0]) {
+    cfg->ckpt.mtbf_s = 0;
+    return 0;
+  }
+  double v = strtod(value, &end), unit = 1;
+  if (end != value && *end && !end[1]) unit = *end == 's' ? 1 : *end == 'm' ? 60 : *end == 'h' ? 3600 : *end == 'd' ? 86400 : 0, end++;
+  if (end == value || *end != '\0' || errno == ERANGE || unit == 0 || !(v > 0) || !isfinite(v * unit))
+    return boost_err(err, errlen,
+                     "bad value '%s' for ckpt.mtbf: expected a positive duration in seconds, or with s/m/h/d (e.g. 24h)",
+                     value);
+  cfg->ckpt.mtbf_s = v * unit;
+  return 0;
+}
+
 int config_set(train_config *cfg, const char *key, const char *value, char *err, size_t errlen) {
   const key_spec *k = find_key(key);
   if (!k) return boost_err(err, errlen, "unknown config key '%s' (see boost-train --help)", key);
@@ -235,6 +276,7 @@ int config_set(train_config *cfg, const char *key, const char *value, char *err,
   case K_STR:
     if (strlen(value) >= k->size) return boost_err(err, errlen, "value of %s is too long (%zu characters max)", key, k->size - 1);
     snprintf(base, k->size, "%s", value);
+    if (strcmp(key, "ckpt.every") == 0 || strcmp(key, "ckpt.mtbf") == 0) return parse_interval_key(cfg, key, value, err, errlen);
     if (strcmp(key, "ckpt.resume") == 0) /* the tagged value, parsed here once */
       cfg->ckpt.resume.kind = !strcmp(value, "auto") ? RESUME_AUTO : !strcmp(value, "none") || !value[0] ? RESUME_NONE : RESUME_PATH;
     if (strcmp(key, "model.preset") == 0 && config_apply_preset(&cfg->model, value) != 0) {
@@ -401,6 +443,9 @@ static int parse_lowrank(model_config *m, char *err, size_t errlen) {
 int config_validate(train_config *cfg, char *err, size_t errlen) {
   model_config *m = &cfg->model;
   if (parse_lowrank(m, err, errlen) != 0) return -1;
+  if (cfg->ckpt.every_auto && cfg->ckpt.every_seconds > 0)
+    return boost_err(err, errlen, "ckpt.every = auto chooses the interval itself: unset ckpt.every_seconds (%g)",
+                     cfg->ckpt.every_seconds);
   if (m->d_model % m->n_heads != 0)
     return boost_err(err, errlen, "model.d_model %d is not divisible by model.n_heads %d", m->d_model, m->n_heads);
   int hd = m->d_model / m->n_heads;

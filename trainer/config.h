@@ -85,6 +85,11 @@ typedef struct {
     acts_mode activations;
     resume_batch_mode resume_batch;
     int every, keep_last, keep_every, level, timeout;
+    char every_text[32]; /* ckpt.every as given: a step count or "auto" */
+    int every_auto;      /* ckpt.every = auto: the interval from the checkpoint's cost and ckpt.mtbf (run/ckpt_interval.h) */
+    float every_seconds; /* ckpt.every_seconds: a wall-clock interval (0: none) */
+    char mtbf_text[32];  /* ckpt.mtbf as given ("" : estimated from the run's starts) */
+    double mtbf_s;       /* parsed once by config_set; 0: not given */
   } ckpt;
 } train_config;
 

@@ -1,0 +1,71 @@
+/* The wall-clock checkpoint interval in the training loop (run_interval.h). */
+#include "run_interval.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "run_starts.h"
+#include "util.h"
+
+static double wall_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void say(const char *line) {
+  printf("%s\n", line);
+  fflush(stdout);
+}
+
+void run_interval_start(run_interval *ri, const train_config *cfg, int rank, int world, int64_t step,
+                        const ckpt_session *ck) {
+  memset(ri, 0, sizeof *ri);
+  ri->rank = rank;
+  ri->measured_step = -1;
+  ri->active = ckpt_writes(ck) && (cfg->ckpt.every_auto || cfg->ckpt.every_seconds > 0);
+  if (!ri->active) return;
+  double history_m = 0;
+  char source[96] = "";
+  if (rank == 0) {
+    run_starts h;
+    char err[512];
+    const double now = wall_s();
+    if (run_starts_record(cfg->ckpt.dir, now, step, world, &h, err, sizeof err) != 0) {
+      fprintf(stderr, "boost-train: the run's history of starts is not kept: %s\n", err);
+    } else {
+      history_m = ckpt_interval_mtbf_estimate(h.first_start_s, now, h.starts);
+      snprintf(source, sizeof source, "%d starts in %.1f h (%s/starts.jsonl)", h.starts, (now - h.first_start_s) / 3600,
+               "ckpt.dir");
+    }
+  }
+  ckpt_interval_init(&ri->iv, cfg, history_m, source, boost_now_s());
+  if (rank == 0 && ri->iv.mode == INTERVAL_SECONDS) {
+    char line[160];
+    snprintf(line, sizeof line, "checkpoint interval: every %.1f s of wall time (ckpt.every_seconds)%s", ri->iv.tau_s,
+             cfg->ckpt.every > 0 ? ", and by ckpt.every" : "");
+    say(line);
+  }
+}
+
+int run_interval_due(run_interval *ri, comm_ctx *comm, double dt) {
+  if (!ri->active) return 0;
+  int due = 0;
+  if (ri->rank == 0) {
+    char line[512];
+    if (ckpt_interval_first_estimate(&ri->iv, dt, line, sizeof line)) say(line);
+    due = ckpt_interval_due(&ri->iv, boost_now_s());
+  }
+  return comm_control_max_int(comm, COMM_WORLD, due);
+}
+
+void run_interval_after(run_interval *ri, const ckpt_session *ck, int taken) {
+  if (!ri->active || ri->rank != 0) return;
+  if (taken) ckpt_interval_taken(&ri->iv, boost_now_s());
+  ckpt_stats s;
+  if (ckpt_last_stats(ck, &s) != 0 || s.step == ri->measured_step) return;
+  ri->measured_step = s.step;
+  char line[512];
+  if (ckpt_interval_measured(&ri->iv, s.stall_s + s.wait_prev_s, line, sizeof line)) say(line);
+}
