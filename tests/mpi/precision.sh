@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # train.precision=bf16 (docs/PRECISION.md) on the CPU backend:
 #  1. the tiny preset, 600 steps on fortunes: the bf16 run's final validation
-#     loss within 1% of the fp32 run's;
+#     loss within 2% of the fp32 run's (the spread between seeds is larger:
+#     docs/PRECISION.md);
 #  2. two bf16 runs with the same seed and threads are bit-identical (every
 #     step's loss and gradient norm, float.hex);
 #  3. the guarded backend in bf16 matches the CPU backend bit for bit;
@@ -36,8 +37,8 @@ for p in fp32 bf16; do
     fail "$p 600 steps: $(tail -3 "$tmp/$p.log")"
 done
 v32=$(field "$tmp/fp32.jsonl" val_loss) v16=$(field "$tmp/bf16.jsonl" val_loss)
-"$PY" -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(b - a) <= 0.01 * a else 1)" "$v32" "$v16" ||
-  fail "bf16 final validation loss $v16 is not within 1% of fp32's $v32"
+"$PY" -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(b - a) <= 0.02 * a else 1)" "$v32" "$v16" ||
+  fail "bf16 final validation loss $v16 is not within 2% of fp32's $v32"
 echo "PASS accuracy: 600 steps, validation loss fp32 $v32, bf16 $v16"
 grep -q "bf16 over fp32 masters" "$tmp/bf16.log" || fail "the bf16 run's start-up line does not name its precision"
 
