@@ -41,12 +41,12 @@ run() { # tag np every args...
     --set ckpt.every="$every" "$@" >"$WORK/$tag/log" 2>&1 || { echo "bench_ckpt_scale: $tag failed: $(tail -3 "$WORK/$tag/log")" >&2; exit 1; }
 }
 
-echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $(date -u +%Y-%m-%dT%H:%MZ)"
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc --all) cores; $(date -u +%Y-%m-%dT%H:%MZ)"
 for L in $LAYERS; do
   for lay in $LAYOUTS; do
     IFS=: read -r dp tp pp <<<"$lay"
     np=$((dp * tp * pp))
-    args=(--set parallel.tp="$tp" --set parallel.pp="$pp" --set model.n_layers="$L")
+    args=(--set parallel.dp="$dp" --set parallel.tp="$tp" --set parallel.pp="$pp" --set model.n_layers="$L")
     run "L$L.$lay.e1" "$np" 1 "${args[@]}"
     run "L$L.$lay.e0" "$np" 0 "${args[@]}"
     /usr/bin/python3 - "$WORK" "L$L.$lay" "$np" "$STEPS" "$L" "$dp·$tp·$pp" <<'PY'
