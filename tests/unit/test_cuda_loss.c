@@ -91,6 +91,10 @@ Test(cuda_loss, vocab_parallel_pieces_match_cpu) {
   rng_seed(500);
   float *x = frand((size_t)N * V, -6, 6);
   int32_t tg[5] = {1400, 2099, 5, 1750, 2100}; /* held here at 0 and 699; elsewhere */
+  /* each row's max where a different thread and warp holds it (the last
+   * warp of the block: 480 .. 511), so a block max that drops one shows */
+  static const int at[5] = {0, 699, 481, 511, 300};
+  for (int n = 0; n < N; n++) x[(size_t)n * V + at[n]] = 7.0f + (float)n;
   float *xc = fcopy(x, (size_t)N * V), mx[5], sums[10], losses[5], mx2[5], sums2[10], losses2[5];
   vocab_ce_max(mx, xc, N, V);
   vocab_ce_sums(sums, xc, mx, tg, v0, N, V);
