@@ -108,6 +108,10 @@ static const key_spec KEYS[] = {
      "seconds a rank may wait for the others (a collective, a pipeline message, a start-up agreement) before the "
      "watchdog ends the job, exit 74 or 75 (a stopped or hung rank); 0 = never",
      NULL},
+    {"parallel.nccl_single", K_BOOL, F(parallel.nccl_single), 0, 1,
+     "train.device=cuda: every group goes through NCCL, groups of one rank too (size-1 communicators run every "
+     "collective: a single GPU exercises NCCL; docs/CUDA.md)",
+     NULL},
     {"ckpt.dir", K_STR, F(ckpt.dir), 0, 0, "checkpoint directory (empty = no checkpoints)", NULL},
     {"ckpt.every", K_INT, F(ckpt.every), 0, 1e9, "checkpoint every N steps (0 = only at the end/preemption)", NULL},
     {"ckpt.keep_last", K_INT, F(ckpt.keep_last), 1, 1e6, "newest checkpoints kept", NULL},

@@ -72,6 +72,7 @@ typedef struct {
   } train;
   struct {
     int dp, tp, pp, zero, timeout;
+    int nccl_single; /* groups of one rank go through NCCL too (docs/CUDA.md) */
     tp_mode tp_mode;
     recompute_mode recompute;
     char stages[CONFIG_STR];

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# A rank stuck inside a watched wait, not stopped: the wait is one the
+# watchdog must see (docs/PARALLELISM.md, "The collective watchdog").
+#  1. Rank 1 of two (dp=2) sleeps inside an agreement (the control plane,
+#     comm_control) from step 3: the job ends within the timeout + a few
+#     seconds, exit 74, naming the agreement's group and step 3.
+#  2. Rank 1's device waits never complete from step 3 (the guarded
+#     backend through the poll loop the CUDA backend's stream synchronizes
+#     use, kernels/device_wait.h: the emulation of a GPU waiting forever for
+#     a queued NCCL collective): exit 74, a device wait named with its
+#     group and step 3.
+# Both ranks' watchdogs may fire (each waits); every line must name a group.
+# No rank is left behind.
+source "$(dirname "$0")/ckpt_common.bash"
+source "$(dirname "$0")/watchdog_common.bash"
+make_data
+T=3 # parallel.timeout of every run here
+
+# stuck CASE WHERE PATTERN args...: rank 1 stuck at step 3 (WHERE: control
+# or device); the job ends in time with exit 74, one or two watchdog lines,
+# each naming a group's wait in step 3, one of them matching PATTERN.
+stuck() {
+  local case=$1 where=$2 pattern=$3 hook n
+  shift 3
+  log="$tmp/stuck_$where.log"
+  hook="BOOST_TRAIN_TEST_STUCK_AT=3:1:$where"
+  launch "$log" "$hook" "$hook" --set train.steps=100000 "$@"
+  rank_pid 1 >/dev/null
+  rank_pid 0 >/dev/null
+  wait_log "$log" "rank 1 gets stuck in its next"
+  end_within $((T + 12))
+  n=$(grep -c "^boost-train: watchdog:" "$log" || true)
+  echo "$case. rc $rc after $secs s:"
+  grep "^boost-train: watchdog:" "$log" || true
+  [ "$n" -ge 1 ] && [ "$n" -le 2 ] || fail "$case: $n watchdog lines, expected 1 or 2: $(tail -5 "$log")"
+  [ "$rc" = 74 ] || fail "$case: exit $rc, expected 74"
+  ! grep "^boost-train: watchdog:" "$log" | grep -Evq \
+    "^boost-train: watchdog: rank [01] has waited [0-9]+ s in (tp|dp|pp|world) [a-z -]+ \((after )?collective [0-9]+ on (tp|dp|pp|world)\) in step 3, longer than parallel.timeout=$T s; not arrived: .*; ending the job with exit 74 \(step [23] done" ||
+    fail "$case: a watchdog line does not name a group's wait in step 3"
+  grep "^boost-train: watchdog:" "$log" | grep -Eq "$pattern" || fail "$case: no watchdog line matches '$pattern'"
+  no_rank_left
+}
+
+# 1. An agreement: rank 1 sleeps inside it, rank 0 waits in it.
+stuck 1 control "in (tp|dp|pp|world) [a-z -]*agreement|control allreduce"
+# 2. A device wait through the guarded backend's poll loop.
+stuck 2 device "device (sync|download)" --set train.device=guarded
+echo "PASS: parallel_watchdog_stuck"
