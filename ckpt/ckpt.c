@@ -190,7 +190,8 @@ static int open_dir(ckpt_session *s, char *err, size_t errlen) {
   comm_control_bcast(grid->world, COMM_WORLD, "checkpoint agreement", msg, (int)sizeof msg, 0);
   if (!ok) return boost_err(err, errlen, "%s", msg);
   struct stat st;
-  ok = comm_control_all(grid->world, COMM_WORLD, "checkpoint agreement", stat(s->cfg.dir, &st) == 0 && S_ISDIR(st.st_mode));
+  ok = stat(s->cfg.dir, &st) == 0 && S_ISDIR(st.st_mode);
+  ok = comm_control_all(grid->world, COMM_WORLD, "checkpoint agreement", ok);
   if (!ok)
     return boost_err(err, errlen, "ckpt.dir %s is not visible on every rank (checkpoints need a shared file system)",
                      s->cfg.dir);
@@ -253,7 +254,8 @@ ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tens
   int bad = (!s->read_only && open_dir(s, err, errlen) != 0) || ckpt_build_table(s, err, errlen) != 0;
   if (!bad) { /* every rank has its staging memory, or none goes on */
     char why[256] = "";
-    const int ok = comm_control_all(grid->world, COMM_WORLD, "checkpoint agreement", ckpt_stage_alloc(s, why, sizeof why) == 0);
+    const int ok = comm_control_all(grid->world, COMM_WORLD, "checkpoint agreement",
+                                    ckpt_stage_alloc(s, why, sizeof why) == 0);
     if (!ok) bad = boost_err(err, errlen, "%s", why[0] ? why : "another rank cannot allocate its checkpoint staging");
   }
   if (bad) {

@@ -272,26 +272,30 @@ static int gpu_index(MPI_Comm world) {
 #endif
 }
 
-/* Device memory moves through NCCL where it is built (train.device = cuda),
- * else through MPI (host staging). Collective over world; every rank
- * succeeds or every rank fails with the same line (comm_init_nccl agrees,
- * and the config is the same everywhere). The context is the run's: the
- * watchdog watches its device waits and aborts it when it ends the job. */
+/* Device memory moves through NCCL where it is built (train.device = cuda,
+ * parallel.comm auto or nccl), else through MPI (host staging). Collective
+ * over world; every rank succeeds or every rank fails with the same line
+ * (comm_init_nccl agrees, and the config is the same everywhere). The
+ * context is the run's: the watchdog watches its device waits and aborts
+ * it when it ends the job. */
 static int init_comm(run *r, char *err, size_t errlen) {
   const process_grid *g = &r->grid;
-  const int nccl = r->cfg->train.device == DEVICE_CUDA;
+  const train_config *cfg = r->cfg;
+  const int cuda = cfg->train.device == DEVICE_CUDA, want = cfg->parallel.comm;
 #ifdef BOOST_HAVE_NCCL
-  if (nccl) {
-    if (comm_init_nccl(&r->comm, r->be, g->tp_comm, g->dp_comm, g->pp_comm, g->world, r->cfg->parallel.nccl_single, err,
+  if (cuda && want != COMM_CFG_MPI) {
+    if (comm_init_nccl(&r->comm, r->be, g->tp_comm, g->dp_comm, g->pp_comm, g->world, cfg->parallel.nccl_single, err,
                        errlen) != 0)
       return -1;
     comm_attach_watchdog(&r->comm);
     return 0;
   }
 #endif
-  if (r->cfg->parallel.nccl_single)
-    return boost_err(err, errlen, "parallel.nccl_single needs train.device=cuda%s",
-                     nccl ? " and a build with NCCL (this one communicates through MPI)" : "");
+  if (want == COMM_CFG_NCCL || cfg->parallel.nccl_single)
+    return boost_err(err, errlen, "%s needs train.device=cuda%s",
+                     want == COMM_CFG_NCCL ? "parallel.comm=nccl" : "parallel.nccl_single",
+                     !cuda ? "" : want == COMM_CFG_MPI ? " and parallel.comm auto or nccl"
+                                                       : " and a build with NCCL (this one communicates through MPI)");
   comm_init_mpi(&r->comm, r->be, g->tp_comm, g->dp_comm, g->pp_comm, g->world);
   comm_attach_watchdog(&r->comm);
   return 0;
@@ -465,7 +469,8 @@ static int accept_start(run *t, char *err, size_t errlen) {
     ok = t->metrics != NULL;
     if (!ok) snprintf(err, errlen, "cannot open train.metrics %s: %s", t->cfg->train.metrics, strerror(errno));
   }
-  comm_control_bcast(t->grid.world, COMM_WORLD, "start agreement", &ok, (int)sizeof ok, 0); /* every rank stops, not rank 0 alone */
+  /* every rank stops, not rank 0 alone */
+  comm_control_bcast(t->grid.world, COMM_WORLD, "start agreement", &ok, (int)sizeof ok, 0);
   return ok ? 0 : fail_all(&t->grid, err);
 }
 

@@ -56,7 +56,8 @@ static void check_rc(comm_ctx *c, int rc, const char *what) {
   if (rc == 0) return;
   char why[640];
   abort_hook(c);
-  boost_msgf(why, sizeof why, "the %s backend failed in %s: %s", c->ops->name, what, c->err[0] ? c->err : "no reason given");
+  boost_msgf(why, sizeof why, "the %s backend failed in %s: %s", c->ops->name, what,
+             c->err[0] ? c->err : "no reason given");
   watchdog_fail(why);
 }
 
@@ -139,6 +140,7 @@ void comm_scatter_cols(comm_ctx *c, comm_group g, const boost_act *full, boost_a
 
 void comm_isend_act(comm_ctx *c, comm_group g, const boost_act *buf, size_t n, int peer, int tag, comm_request *req) {
   const double t0 = MPI_Wtime(); /* returns at once: not a wait */
+  c->last_group = (int)g;
   check_rc(c, c->ops->isend(c, g, buf, n, act_type(c), peer, tag, req), "send");
   req->group = (int)g, req->peer = peer, req->tag = tag;
   count(c, g, COMM_SENDRECV, n * boost_dtype_size(act_type(c)), t0);
@@ -146,6 +148,7 @@ void comm_isend_act(comm_ctx *c, comm_group g, const boost_act *buf, size_t n, i
 
 void comm_recv_act(comm_ctx *c, comm_group g, boost_act *buf, size_t n, int peer, int tag) {
   watch_p2p(c->mpi[g], g, "recv", peer, tag);
+  c->last_group = (int)g;
   const double t0 = MPI_Wtime();
   check_rc(c, c->ops->recv(c, g, buf, n, act_type(c), peer, tag), "recv");
   count(c, g, COMM_SENDRECV, n * boost_dtype_size(act_type(c)), t0);

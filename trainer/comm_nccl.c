@@ -284,7 +284,8 @@ static int comm_over(comm_ctx *c, MPI_Comm mc, comm_group g, ncclComm_t *out) {
   const ncclResult_t r = rank == 0 ? ncclGetUniqueId(&id) : ncclSuccess;
   const int ok = comm_control_all(mc, g, "NCCL set-up agreement", r == ncclSuccess);
   if (r != ncclSuccess) return nccl_failed(c, r, "ncclGetUniqueId");
-  if (!ok) return boost_err(c->err, sizeof c->err, "the %s group's rank 0 could not make an NCCL id", comm_group_names[g]);
+  if (!ok)
+    return boost_err(c->err, sizeof c->err, "the %s group's rank 0 could not make an NCCL id", comm_group_names[g]);
   comm_control_bcast(mc, g, "NCCL set-up agreement", &id, (int)sizeof id, 0);
   NCCL(ncclCommInitRank(out, size, id, rank));
   return 0;
@@ -295,7 +296,8 @@ static int comm_over(comm_ctx *c, MPI_Comm mc, comm_group g, ncclComm_t *out) {
 static int agree(comm_ctx *c, MPI_Comm world, int rc, const char *what, char *err, size_t errlen) {
   char msg[sizeof c->err];
   boost_msgf(msg, sizeof msg, "%s", rc == 0 ? "" : c->err);
-  const int first = comm_control_first_failure(world, COMM_WORLD, "NCCL set-up agreement", rc == 0, msg, (int)sizeof msg);
+  const int first =
+      comm_control_first_failure(world, COMM_WORLD, "NCCL set-up agreement", rc == 0, msg, (int)sizeof msg);
   if (first < 0) return 0;
   return boost_err(err, errlen, "NCCL could not start on rank %d (%s): %s", first, what, msg);
 }
@@ -304,7 +306,8 @@ static int agree(comm_ctx *c, MPI_Comm world, int rc, const char *what, char *er
 static int set_up(comm_ctx *c, const MPI_Comm *groups, int every_group, char *err, size_t errlen) {
   nccl_impl *m = impl(c);
   const MPI_Comm world = groups[COMM_WORLD];
-  int rc = cudaSetDevice(cuda_backend_device(c->be)) == cudaSuccess ? 0 : cuda_failed(c, cudaGetLastError(), "cudaSetDevice");
+  const cudaError_t dev = cudaSetDevice(cuda_backend_device(c->be));
+  int rc = dev == cudaSuccess ? 0 : cuda_failed(c, dev, "cudaSetDevice");
   for (int d = 0; d < 2 && rc == 0; d++) {
     const cudaError_t e = cudaStreamCreateWithFlags(&m->send[d], cudaStreamNonBlocking);
     if (e != cudaSuccess) rc = cuda_failed(c, e, "cudaStreamCreateWithFlags");
