@@ -20,7 +20,7 @@ static _Atomic int stuck;
 
 const boost_wait_hooks *boost_wait_set_hooks(const boost_wait_hooks *h) { return atomic_exchange(&hooks, h); }
 
-void boost_wait_test_stick(void) { atomic_store(&stuck, 1); }
+void boost_wait_test_stick(int mode) { atomic_store(&stuck, mode); }
 int boost_wait_test_stuck(void) { return atomic_load(&stuck); }
 
 static void failed(const boost_wait_hooks *h, const char *what, const char *err) {
@@ -33,8 +33,8 @@ void boost_device_wait(const char *what, boost_ready_fn ready, void *ctx) {
   int r = ready(ctx, err, sizeof err);
   if (r == 1) return;
   const boost_wait_hooks *h = atomic_load(&hooks);
+  if (h && h->begin) h->begin(h->ctx, what); /* a failure too is named with its wait */
   if (r < 0) failed(h, what, err);
-  if (h && h->begin) h->begin(h->ctx, what);
   const double t0 = boost_now_s();
   double polled = t0;
   for (;;) {

@@ -45,10 +45,13 @@ const boost_wait_hooks *boost_wait_set_hooks(const boost_wait_hooks *h);
  * hooks: boost_fail). */
 void boost_device_wait(const char *what, boost_ready_fn ready, void *ctx);
 
-/* Test hook: after boost_wait_test_stick(), a backend that honours it (the
- * guarded backend; never the CUDA one) reports no wait as complete again,
- * emulating a device that waits forever for a collective. */
-void boost_wait_test_stick(void);
+/* Test hook: after boost_wait_test_stick(BOOST_WAIT_TEST_STUCK), a backend
+ * that honours it (the guarded backend; never the CUDA one) reports no wait
+ * as complete again, emulating a device that waits forever for a
+ * collective; after boost_wait_test_stick(BOOST_WAIT_TEST_ERROR) its waits
+ * fail, emulating a device error. boost_wait_test_stuck: the mode (0: none). */
+enum { BOOST_WAIT_TEST_STUCK = 1, BOOST_WAIT_TEST_ERROR = 2 };
+void boost_wait_test_stick(int mode);
 int boost_wait_test_stuck(void);
 
 #endif

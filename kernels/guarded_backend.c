@@ -68,8 +68,10 @@ static void g_upload(boost_backend *be, void *dst, const void *src, size_t bytes
  * tests run it (and its test hook, boost_wait_test_stick, can make the
  * wait never complete). */
 static int g_ready(void *ctx, char *err, size_t errlen) {
-  (void)ctx, (void)err, (void)errlen;
-  return !boost_wait_test_stuck();
+  (void)ctx;
+  const int mode = boost_wait_test_stuck();
+  if (mode == BOOST_WAIT_TEST_ERROR) return boost_err(err, errlen, "the device reports an error (test hook)");
+  return mode != BOOST_WAIT_TEST_STUCK;
 }
 static void g_download(boost_backend *be, void *dst, const void *src, size_t bytes) {
   IMEM->download(IN, (void *)host(dst), U(src), bytes);

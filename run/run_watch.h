@@ -31,7 +31,7 @@ void run_watch_begin(const train_config *cfg, int rank, const train_state *st, c
  * RANK gets stuck inside a watched wait: WHERE "control", its next
  * agreement (comm_control) sleeps inside the call; "device", the guarded
  * backend's device waits never complete again (the poll loop the CUDA
- * backend uses, kernels/device_wait.h). */
+ * backend uses, kernels/device_wait.h); "device-error", they fail. */
 void run_watch_step(ckpt_session *ck, const train_state *st);
 /* st->step steps are done (right after each optimizer step). */
 void run_watch_trained(const train_state *st);

@@ -9,8 +9,11 @@
 #     use, kernels/device_wait.h: the emulation of a GPU waiting forever for
 #     a queued NCCL collective): exit 74, a device wait named with its
 #     group and step 3.
-# Both ranks' watchdogs may fire (each waits); every line must name a group.
-# No rank is left behind.
+#  3. Rank 1's device wait fails (a device error, as a stream query or the
+#     NCCL poll reports one): the job ends at once, exit 74, one line naming
+#     the error, the wait, its group and step 3.
+# Both ranks' watchdogs may fire in 1 and 2 (each waits); every line must
+# name a group. No rank is left behind.
 source "$(dirname "$0")/ckpt_common.bash"
 source "$(dirname "$0")/watchdog_common.bash"
 make_data
@@ -45,4 +48,22 @@ stuck() {
 stuck 1 control "in (tp|dp|pp|world) [a-z -]*agreement|control allreduce"
 # 2. A device wait through the guarded backend's poll loop.
 stuck 2 device "device (sync|download)" --set train.device=guarded
+
+# 3. The device wait fails instead (a device or NCCL error, as the CUDA
+# backend's stream query or the NCCL poll reports it): the job ends at once
+# through the same path, naming the error and the wait, exit 74.
+log="$tmp/stuck_error.log"
+hook="BOOST_TRAIN_TEST_STUCK_AT=3:1:device-error"
+launch "$log" "$hook" "$hook" --set train.steps=100000 --set train.device=guarded
+rank_pid 1 >/dev/null
+rank_pid 0 >/dev/null
+wait_log "$log" "rank 1 gets stuck in its next device wait, which fails"
+end_within 10
+line=$(grep "^boost-train: watchdog: rank 1: " "$log" || true)
+echo "3. rc $rc after $secs s: $line"
+[ "$rc" = 74 ] || fail "3: exit $rc, expected 74"
+[ "$(grep -c "^boost-train: watchdog: rank 1: " "$log")" = 1 ] || fail "3: expected one failure line: $(tail -4 "$log")"
+echo "$line" | grep -Eq "^boost-train: watchdog: rank 1: the device wait \(device (sync|download)\) failed \(mpi backend\): the device reports an error \(test hook\), waiting in (tp|dp|pp|world) device (sync|download) \(after collective [0-9]+ on (tp|dp|pp|world)\) in step 3; not arrived: .*; ending the job with exit 74" ||
+  fail "3: the line does not name the error and the wait"
+no_rank_left
 echo "PASS: parallel_watchdog_stuck"

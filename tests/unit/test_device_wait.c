@@ -115,18 +115,21 @@ Test(device_wait, a_device_error_fails_the_wait) {
   cr_assert_str_eq(g_seen.err, "an illegal address");
 }
 
-Test(device_wait, an_error_at_the_first_query_fails_without_beginning) {
+Test(device_wait, an_error_at_the_first_query_fails_inside_the_wait) {
   device d = {.error_at = 1};
   if (!setjmp(g_seen.out)) {
     boost_device_wait("device sync", ready, &d);
     cr_assert_fail("the wait returned after a device error");
   }
   cr_assert_eq(g_seen.fails, 1);
-  cr_assert_eq(g_seen.begins, 0);
+  cr_assert_eq(g_seen.begins, 1);
+  cr_assert_eq(g_seen.ends, 0);
 }
 
 Test(device_wait, the_test_hook_sticks) {
   cr_assert_eq(boost_wait_test_stuck(), 0);
-  boost_wait_test_stick();
-  cr_assert_eq(boost_wait_test_stuck(), 1);
+  boost_wait_test_stick(BOOST_WAIT_TEST_STUCK);
+  cr_assert_eq(boost_wait_test_stuck(), BOOST_WAIT_TEST_STUCK);
+  boost_wait_test_stick(BOOST_WAIT_TEST_ERROR);
+  cr_assert_eq(boost_wait_test_stuck(), BOOST_WAIT_TEST_ERROR);
 }
