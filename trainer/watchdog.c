@@ -253,7 +253,12 @@ static void add_rank(char *out, size_t len, int *named, int *more, int rank, con
  * "none (every rank answers ...)" or "unknown (...)". */
 static void not_arrived(const wd_snap *s, int in_phase, char *out, size_t len) {
   if (!atomic_load(&wd.up)) {
-    boost_msgf(out, len, "unknown (the ranks cannot be asked before MPI is up or while it finalizes)");
+    if (wd.size == 1)
+      boost_msgf(out, len, "none (a world of one rank)");
+    else if (!wd.started)
+      boost_msgf(out, len, "unknown (the watchdog is not running, parallel.timeout=0: the ranks cannot be asked)");
+    else
+      boost_msgf(out, len, "unknown (the ranks cannot be asked before MPI is up or while it finalizes)");
     return;
   }
   int *t, named = 0, more = 0;
@@ -305,7 +310,9 @@ static __attribute__((noreturn)) void fire(const wd_snap *s, int in_phase, doubl
   describe(s, in_phase, what, sizeof what);
   not_arrived(s, in_phase, who, sizeof who);
   const int status = exit_status(why, sizeof why);
-  if (cause)
+  if (cause && !s->active && !s->phase) /* nothing recorded: the watchdog never ran */
+    boost_msgf(head, sizeof head, ": %s", cause);
+  else if (cause)
     boost_msgf(head, sizeof head, ": %s, %s %s", cause, s->active ? "waiting" : "busy", what);
   else
     boost_msgf(head, sizeof head, " has waited %.0f s %s, longer than %s=%g s", waited, what,
@@ -442,6 +449,7 @@ void watchdog_stop(void) {
   pthread_join(wd.thread, NULL);
   wd.started = 0;
   watch_mine = 0;
+  atomic_store(&wd.phase, NULL); /* nothing is recorded from here on: watchdog_fail names no stale phase */
 }
 
 void watchdog_phase(const char *name, watch_bound bound) {
@@ -472,9 +480,10 @@ void watchdog_fail(const char *why) {
   MPI_Initialized(&live);
   if (live) MPI_Finalized(&finalized);
   atomic_store(&wd.mpi_live, live && !finalized);
-  if (atomic_load(&wd.rank) < 0 && live && !finalized) {
+  if (live && !finalized) {
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &wd.size);
     atomic_store(&wd.rank, rank);
   }
   fire(&s, !s.active, 0, why);

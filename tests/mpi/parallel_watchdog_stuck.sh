@@ -12,6 +12,7 @@
 #  3. Rank 1's device wait fails (a device error, as a stream query or the
 #     NCCL poll reports one): the job ends at once, exit 74, one line naming
 #     the error, the wait, its group and step 3.
+#  4. The same on one rank, where the watchdog does not run: one line, 74.
 # Both ranks' watchdogs may fire in 1 and 2 (each waits); every line must
 # name a group. No rank is left behind.
 source "$(dirname "$0")/ckpt_common.bash"
@@ -66,4 +67,15 @@ echo "3. rc $rc after $secs s: $line"
 echo "$line" | grep -Eq "^boost-train: watchdog: rank 1: the device wait \(device (sync|download)\) failed \(mpi backend\): the device reports an error \(test hook\), waiting in (tp|dp|pp|world) device (sync|download) \(after collective [0-9]+ on (tp|dp|pp|world)\) in step 3; not arrived: .*; ending the job with exit 74" ||
   fail "3: the line does not name the error and the wait"
 no_rank_left
+
+# 4. The same in a world of one rank (the watchdog stands down there; the
+# failure path still ends the run with one line, the caller's thread doing it).
+rc=0
+BOOST_TRAIN_TEST_STUCK_AT=3:0:device-error train 0 "$tmp/single.log" --set train.steps=100000 \
+  --set train.device=guarded --set parallel.timeout=$T || rc=$?
+line=$(grep "^boost-train: watchdog:" "$tmp/single.log" || true)
+echo "4. rc $rc: $line"
+[ "$rc" = 74 ] || fail "4: exit $rc, expected 74: $(tail -3 "$tmp/single.log")"
+echo "$line" | grep -Eq "^boost-train: watchdog: rank 0: the device wait \(device (sync|download)\) failed \(mpi backend\): the device reports an error \(test hook\); not arrived: none \(a world of one rank\); ending the job with exit 74" ||
+  fail "4: the line does not name the error"
 echo "PASS: parallel_watchdog_stuck"
