@@ -167,18 +167,15 @@ static void gather_int(const eval_opts *o, int *v, int64_t n) {
 /* Bits per byte: loss / ln 2 for the byte tokenizer (one token, one byte;
  * the end-of-text token counts as one), the summed loss over the bytes the
  * targets decode to with --tokenizer, NaN when neither is known. */
-static int bits_per_byte(const eval_opts *o, const eval_data *d, const eval_batches *p, double loss, double *bpb, char *err,
-                         size_t errlen) {
+static int bits_per_byte(const eval_data *d, const int *len, int vocab, const eval_batches *p, double loss, double *bpb,
+                         char *err, size_t errlen) {
   *bpb = NAN;
-  if (!o->tokenizer) {
+  if (!len) {
     if (!strcmp(d->tokenizer, DATA_BYTE_TOKENIZER)) *bpb = loss / log(2.0);
     return 0;
   }
-  int *len = NULL, vocab = 0;
   int64_t bytes = 0, tokens = 0;
-  if (eval_token_bytes(o->tokenizer, &len, &vocab, err, errlen) != 0) return -1;
   const int rc = eval_target_bytes(p, len, vocab, &bytes, &tokens, err, errlen);
-  boost_free(len);
   if (rc == 0 && bytes > 0) *bpb = loss * (double)tokens / log(2.0) / (double)bytes;
   return rc;
 }
@@ -187,13 +184,19 @@ static int run_loss(const eval_opts *o, const ckpt_model *cm, model *m, cJSON *o
   const train_config *cfg = &cm->cfg;
   eval_batches p = {.B = o->B ? o->B : cfg->train.batch_size, .T = o->T ? o->T : cfg->model.seq_len};
   if (p.T > cfg->model.seq_len) return boost_err(err, errlen, "--seq-len %d exceeds the model's %d", p.T, cfg->model.seq_len);
+  int *len = NULL, vocab = 0; /* bytes per token (--tokenizer), read before the work */
+  if (o->tokenizer && eval_token_bytes(o->tokenizer, &len, &vocab, err, errlen) != 0) return -1;
   eval_data d;
-  if (eval_data_open(o->data, o->val, cfg, p.T, cfg->model.vocab, &d, err, errlen) != 0) return -1;
+  if (eval_data_open(o->data, o->val, cfg, p.T, cfg->model.vocab, &d, err, errlen) != 0) {
+    boost_free(len);
+    return -1;
+  }
   const int64_t n = data_split_num_samples(&d.split);
   p.split = &d.split;
   p.wrap = o->val || o->batches;
   p.batches = o->batches ? o->batches : o->val ? cfg->train.val_batches : (n + p.B - 1) / p.B;
   if (p.batches <= 0) {
+    boost_free(len);
     eval_data_close(&d);
     return boost_err(err, errlen, "the run evaluated no batches (train.val_batches = 0): give --batches N");
   }
@@ -210,7 +213,7 @@ static int run_loss(const eval_opts *o, const ckpt_model *cm, model *m, cJSON *o
     for (int64_t b = 0; b < p.batches; b++) wsum += weight[b];
     const int64_t tokens = (int64_t)llround(wsum * p.B) * p.T;
     double bpb = NAN;
-    rc = bits_per_byte(o, &d, &p, loss, &bpb, err, errlen);
+    rc = bits_per_byte(&d, len, vocab, &p, loss, &bpb, err, errlen);
     cJSON_AddNumberToObject(out, "loss", loss);
     cJSON_AddNumberToObject(out, "perplexity", ppl);
     if (isnan(bpb)) cJSON_AddNullToObject(out, "bits_per_byte");
@@ -230,6 +233,7 @@ static int run_loss(const eval_opts *o, const ckpt_model *cm, model *m, cJSON *o
   }
   boost_free(mean);
   boost_free(weight);
+  boost_free(len);
   eval_data_close(&d);
   return rc;
 }

@@ -56,6 +56,23 @@ assert abs(a["bits_per_byte"] - a["loss"] / math.log(2)) < 1e-12, a
 print("ok: --data: loss %.4f over %d batches (the last partial), 1 process = 3" % (a["loss"], a["batches"]))
 PYEOF
 
+# --tokenizer: an llm.c tokenizer file (version 1, 257 tokens of 2 bytes
+# each) halves bits per byte.
+"$PY" - "$tmp/tok2.bin" <<'PYEOF'
+import struct, sys
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<256I", 20240328, 1, 257, *([0] * 253)))
+    for i in range(257):
+        f.write(bytes([2, i % 256, 32]))
+PYEOF
+"$EVAL" "$CK" --data "$tmp/small.tok" --batch-size 6 --tokenizer "$tmp/tok2.bin" --json >"$tmp/d2.json" 2>&1 ||
+  fail "--tokenizer: $(cat "$tmp/d2.json")"
+"$PY" -c 'import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert a["loss"] == b["loss"] and abs(b["bits_per_byte"] - a["bits_per_byte"] / 2) < 1e-12, (a, b)' "$tmp/d1.json" "$tmp/d2.json" ||
+  fail "--tokenizer: bits per byte $(json_field "$tmp/d2.json" bits_per_byte), expected half of $(json_field "$tmp/d1.json" bits_per_byte)"
+echo "ok: --tokenizer FILE: bits per byte from the bytes each token stands for"
+
 # Multiple choice with a known answer key on the step-40 model: four items
 # whose right ending is English and whose others are strings of rare
 # letters or symbols of the same length (acc and acc_norm both right), and
