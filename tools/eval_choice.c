@@ -20,7 +20,7 @@ static int32_t *put_bytes(int32_t *out, const char *s) {
 }
 
 static int label_of(const cJSON *l, int *label) {
-  if (cJSON_IsNumber(l) && l->valuedouble == (double)(int)l->valuedouble) {
+  if (cJSON_IsNumber(l) && l->valuedouble >= 0 && l->valuedouble <= 1e6 && l->valuedouble == (double)(int)l->valuedouble) {
     *label = (int)l->valuedouble;
     return 0;
   }
