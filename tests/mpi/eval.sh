@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # boost-eval on a quick-start run (examples/quickstart.ini, 40 steps, val
 # every 20): --val on the checkpoint of step N prints the log's `val` figure
-# at step N (same digits; the same float in the metrics file); mpirun -n 2
+# at step N (same digits; the same float in the metrics file; also for a
+# bf16 run); mpirun -n 2
 # gives the same figures as one process (--val, --data with a partial last
 # batch, --choice); a multiple-choice fixture with a known answer key scores
 # what it must (acc 4/6, acc_norm 6/6, below); --stored-batch prints a JSON
@@ -37,6 +38,16 @@ for l in open(sys.argv[1]):
   echo "ok: step $step: boost-eval --val $printed = the log's val $logged (bits: $metric), also under mpirun -n 2"
 done
 CK=$tmp/ck
+
+# A bf16 run: its val is the bf16 model's, and so is boost-eval's (the
+# checkpoint's precision by default).
+"$TRAIN" --set data.train="$tmp/f.tok" "${COMMON[@]}" --set model.seq_len=64 --set data.val_fraction=0.05 --set train.val_batches=3 \
+  --set train.steps=4 --set train.precision=bf16 --set ckpt.dir="$tmp/bf" --set train.metrics="$tmp/bf.jsonl" >"$tmp/bf.log" 2>&1 ||
+  fail "bf16 run: $(tail -3 "$tmp/bf.log")"
+"$EVAL" "$tmp/bf" --val --json >"$tmp/bf.json" 2>&1 || fail "--val bf16: $(cat "$tmp/bf.json")"
+metric=$("$PY" -c 'import json,sys; print(repr([json.loads(l) for l in open(sys.argv[1])][-1]["val_loss"]))' "$tmp/bf.jsonl")
+[ "$(json_field "$tmp/bf.json" loss)" = "$metric" ] || fail "bf16: boost-eval --val $(json_field "$tmp/bf.json" loss), the run's val $metric"
+echo "ok: bf16 run: boost-eval --val = the run's val ($metric)"
 
 # Any shard, whole: 156 windows in batches of 6 (the last one partial), one
 # process against three.
