@@ -46,11 +46,14 @@ static float *read_whole(hid_t in, const char *group, const char *name, size_t n
   return NULL;
 }
 
-static const float *score_of;
+typedef struct {
+  double score;
+  int index;
+} channel;
 static int by_score(const void *a, const void *b) { /* descending, ties: lower index first */
-  const int i = *(const int *)a, j = *(const int *)b;
-  if (score_of[i] != score_of[j]) return score_of[i] > score_of[j] ? -1 : 1;
-  return i - j;
+  const channel *x = a, *y = b;
+  if (x->score != y->score) return x->score > y->score ? -1 : 1;
+  return x->index - y->index;
 }
 static int ascending(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
 
@@ -65,23 +68,22 @@ static int choose_channels(hid_t in, rank_group *p, char *err, size_t errlen) {
   }
   float *A = read_whole(in, CKPT_GROUP_MODEL, p->A, (size_t)p->g * p->r_old * p->din, err, errlen);
   float *B = A ? read_whole(in, CKPT_GROUP_MODEL, p->B, (size_t)p->g * p->dout * p->r_old, err, errlen) : NULL;
-  float *score = boost_calloc((size_t)p->r_old, sizeof *score);
-  int *order = boost_calloc((size_t)p->r_old, sizeof *order);
+  channel *ch = boost_calloc((size_t)p->r_old, sizeof *ch);
   for (int k = 0; A && B && k < p->g; k++) {
     for (int i = 0; i < p->r_old; i++) {
-      double a = 0, b = 0;
-      for (int c = 0; c < p->din; c++) a += (double)A[((size_t)k * p->r_old + i) * p->din + c] * A[((size_t)k * p->r_old + i) * p->din + c];
-      for (int o = 0; o < p->dout; o++) b += (double)B[((size_t)k * p->dout + o) * p->r_old + i] * B[((size_t)k * p->dout + o) * p->r_old + i];
-      score[i] = (float)(sqrt(a) * sqrt(b));
-      order[i] = i;
+      const float *a = A + ((size_t)k * p->r_old + i) * p->din, *b = B + (size_t)k * p->dout * p->r_old + i;
+      double sa = 0, sb = 0;
+      for (int c = 0; c < p->din; c++) sa += (double)a[c] * a[c];
+      for (int o = 0; o < p->dout; o++) sb += (double)b[(size_t)o * p->r_old] * b[(size_t)o * p->r_old];
+      ch[i] = (channel){sqrt(sa) * sqrt(sb), i};
     }
-    score_of = score;
-    qsort(order, (size_t)p->r_old, sizeof *order, by_score);
-    qsort(order, (size_t)p->r_new, sizeof *order, ascending);
-    memcpy(p->keep + (size_t)k * p->r_new, order, (size_t)p->r_new * sizeof *order);
+    qsort(ch, (size_t)p->r_old, sizeof *ch, by_score);
+    int *keep = p->keep + (size_t)k * p->r_new;
+    for (int j = 0; j < p->r_new; j++) keep[j] = ch[j].index;
+    qsort(keep, (size_t)p->r_new, sizeof *keep, ascending);
   }
   const int ok = A && B;
-  boost_free(A), boost_free(B), boost_free(score), boost_free(order);
+  boost_free(A), boost_free(B), boost_free(ch);
   return ok ? 0 : -1;
 }
 

@@ -77,6 +77,28 @@ resume_pair 2 tp2 "$tmp/a2/step_00000003.h5" "$tmp/g2.h5" --set parallel.tp=2
 grep -q "ranks attn 16 -> 8, mlp 16 -> 8: loss on the stored batch [0-9.]* -> [0-9.]* (change [-+][0-9.]*); 16 stored activations recomputed" \
   "$tmp/s.out" || fail "shrink: no loss change line: $(cat "$tmp/s.out")"
 "$INSPECT" verify "$tmp/s.h5" >"$tmp/vs.log" 2>&1 || fail "the shrunk checkpoint does not verify: $(cat "$tmp/vs.log")"
+"$PY" - "$A" "$tmp/s.h5" <<'PYEOF' || fail "shrink did not keep the channels with the largest |B[:,i]|*|A[i,:]|"
+import sys
+import h5py, numpy as np
+a, s = (h5py.File(p, "r") for p in sys.argv[1:3])
+groups = 0
+for name in a["model"]:
+    if not name.endswith(".A"):
+        continue
+    A, B = a["model"][name][()], a["model"][name[:-1] + "B"][()]
+    A, B = A.reshape((-1,) + A.shape[-2:]), B.reshape((-1,) + B.shape[-2:])  # [g, r, din], [g, dout, r]
+    for grp in ("model", "optim/adam_m", "optim/adam_v"):
+        SA = s[grp][name][()].reshape((A.shape[0], 8, A.shape[2]))
+        SB = s[grp][name[:-1] + "B"][()].reshape((B.shape[0], B.shape[1], 8))
+        XA = a[grp][name][()].reshape(A.shape)
+        XB = a[grp][name[:-1] + "B"][()].reshape(B.shape)
+        for k in range(A.shape[0]):
+            score = np.linalg.norm(B[k].astype(np.float64), axis=0) * np.linalg.norm(A[k].astype(np.float64), axis=1)
+            keep = np.sort(np.argsort(-score, kind="stable")[:8])
+            assert np.array_equal(SA[k], XA[k][keep]) and np.array_equal(SB[k], XB[k][:, keep]), (grp, name, k)
+    groups += 1
+print("ok: shrink kept the 8 channels of largest |B[:,i]|*|A[i,:]| in each of %d groups (weights and moments)" % groups)
+PYEOF
 train 2 "$tmp/s.log" "${BASE[@]}" --set model.rank_attn=8 --set model.rank_mlp=8 --set parallel.tp=2 --set train.steps=4 \
   --set ckpt.resume="$tmp/s.h5" --set ckpt.dir="$tmp/sdir" || fail "resume from the shrunk: $(tail -3 "$tmp/s.log")"
 echo "ok: shrink: $(grep -o 'loss on the stored batch.*(change [^)]*)' "$tmp/s.out"), verifies, resumes on tp=2"
