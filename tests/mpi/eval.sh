@@ -25,7 +25,7 @@ for step in 20 40; do
   "$EVAL" "$ck" --val >"$tmp/e$step.txt" 2>&1 || fail "boost-eval --val step $step: $(cat "$tmp/e$step.txt")"
   printed=$(sed -n 's/^loss \([0-9.]*\) .*/\1/p' "$tmp/e$step.txt")
   [ "$printed" = "$logged" ] || fail "step $step: boost-eval --val printed $printed, the log's val is $logged"
-  "$EVAL" "$ck" --val --json >"$tmp/e$step.json" 2>&1 || fail "--val --json: $(cat "$tmp/e$step.json")"
+  "$EVAL" "$ck" --val --json >"$tmp/e$step.json" 2>"$tmp/err.log" || fail "--val --json: $(cat "$tmp/err.log")"
   metric=$("$PY" -c 'import json,sys
 for l in open(sys.argv[1]):
     o = json.loads(l)
@@ -43,7 +43,7 @@ CK=$tmp/ck
 "$TRAIN" --set data.train="$tmp/f.tok" "${COMMON[@]}" --set model.seq_len=64 --set data.val_fraction=0.05 --set train.val_batches=3 \
   --set train.steps=4 --set train.precision=bf16 --set ckpt.dir="$tmp/bf" --set train.metrics="$tmp/bf.jsonl" >"$tmp/bf.log" 2>&1 ||
   fail "bf16 run: $(tail -3 "$tmp/bf.log")"
-"$EVAL" "$tmp/bf" --val --json >"$tmp/bf.json" 2>&1 || fail "--val bf16: $(cat "$tmp/bf.json")"
+"$EVAL" "$tmp/bf" --val --json >"$tmp/bf.json" 2>"$tmp/err.log" || fail "--val bf16: $(cat "$tmp/err.log")"
 metric=$("$PY" -c 'import json,sys; print(repr([json.loads(l) for l in open(sys.argv[1])][-1]["val_loss"]))' "$tmp/bf.jsonl")
 [ "$(json_field "$tmp/bf.json" loss)" = "$metric" ] || fail "bf16: boost-eval --val $(json_field "$tmp/bf.json" loss), the run's val $metric"
 echo "ok: bf16 run: boost-eval --val = the run's val ($metric)"
@@ -52,7 +52,7 @@ echo "ok: bf16 run: boost-eval --val = the run's val ($metric)"
 # process against three.
 head -c 20000 /usr/share/games/fortunes/fortunes > "$tmp/small.txt"
 "$B/tools/boost-data" -o "$tmp/small.tok" "$tmp/small.txt" >/dev/null 2>&1 || fail "boost-data small"
-"$EVAL" "$CK" --data "$tmp/small.tok" --batch-size 6 --json >"$tmp/d1.json" 2>&1 || fail "--data: $(cat "$tmp/d1.json")"
+"$EVAL" "$CK" --data "$tmp/small.tok" --batch-size 6 --json >"$tmp/d1.json" 2>"$tmp/err.log" || fail "--data: $(cat "$tmp/err.log")"
 $MPIRUN -n 3 "$EVAL" "$CK" --data "$tmp/small.tok" --batch-size 6 --json >"$tmp/d3.json" 2>"$tmp/mpi.err" || fail "--data mpirun: $(cat "$tmp/mpi.err")"
 "$PY" - "$tmp/d1.json" "$tmp/d3.json" <<'PYEOF' || fail "--data: one process and three differ, or the figures do not hang together"
 import json, math, sys
@@ -75,8 +75,8 @@ with open(sys.argv[1], "wb") as f:
     for i in range(257):
         f.write(bytes([2, i % 256, 32]))
 PYEOF
-"$EVAL" "$CK" --data "$tmp/small.tok" --batch-size 6 --tokenizer "$tmp/tok2.bin" --json >"$tmp/d2.json" 2>&1 ||
-  fail "--tokenizer: $(cat "$tmp/d2.json")"
+"$EVAL" "$CK" --data "$tmp/small.tok" --batch-size 6 --tokenizer "$tmp/tok2.bin" --json >"$tmp/d2.json" 2>"$tmp/err.log" ||
+  fail "--tokenizer: $(cat "$tmp/err.log")"
 "$PY" -c 'import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
 assert a["loss"] == b["loss"] and abs(b["bits_per_byte"] - a["bits_per_byte"] / 2) < 1e-12, (a, b)' "$tmp/d1.json" "$tmp/d2.json" ||
@@ -98,7 +98,7 @@ cat >"$tmp/mc.jsonl" <<'EOF'
 {"ctx": "It is not", "endings": ["zq", "that there is nothing in the world that would make it better"], "label": 1}
 {"ctx": "A man", "endings": ["who is in the habit of doing the things that he does", "qx"], "label": 0}
 EOF
-"$EVAL" "$CK" --choice "$tmp/mc.jsonl" --json >"$tmp/c1.json" 2>&1 || fail "--choice: $(cat "$tmp/c1.json")"
+"$EVAL" "$CK" --choice "$tmp/mc.jsonl" --json >"$tmp/c1.json" 2>"$tmp/err.log" || fail "--choice: $(cat "$tmp/err.log")"
 $MPIRUN -n 2 "$EVAL" "$CK" --choice "$tmp/mc.jsonl" --json >"$tmp/c2.json" 2>"$tmp/mpi.err" || fail "--choice mpirun: $(cat "$tmp/mpi.err")"
 "$PY" - "$tmp/c1.json" "$tmp/c2.json" <<'PYEOF' || fail "multiple choice: $(cat "$tmp/c1.json")"
 import json, sys
@@ -109,7 +109,7 @@ assert all(a[k] == b[k] for k in ("acc", "acc_norm", "correct", "correct_norm"))
 print("ok: multiple choice: acc 4/6, acc_norm 6/6 as the answer key says, 1 process = 2")
 PYEOF
 
-"$EVAL" "$CK" --stored-batch --json >"$tmp/s.json" 2>&1 || fail "--stored-batch: $(cat "$tmp/s.json")"
+"$EVAL" "$CK" --stored-batch --json >"$tmp/s.json" 2>"$tmp/err.log" || fail "--stored-batch: $(cat "$tmp/err.log")"
 loss=$(json_field "$tmp/s.json" loss)
 "$PY" -c "import sys; sys.exit(0 if 0 < $loss < 10 else 1)" || fail "--stored-batch loss $loss"
 echo "ok: --stored-batch --json: loss $loss"
