@@ -2,10 +2,11 @@
 # boost-eval on a quick-start run (examples/quickstart.ini, 40 steps, val
 # every 20): --val on the checkpoint of step N prints the log's `val` figure
 # at step N (same digits; the same float in the metrics file; also for a
-# bf16 run validating on data.val with more batches than windows); mpirun -n 2 gives the same figures as one process (--val,
-# --data with a partial last batch, --choice); a multiple-choice fixture with a known answer key scores
-# what it must (acc 4/6, acc_norm 6/6, below); --stored-batch prints a JSON
-# `loss`; bad input gets one line and exit 1 (usage: 2).
+# bf16 run validating on data.val with more batches than windows); mpirun
+# -n 2 gives the same figures as one process (--val, --data with a partial
+# last batch, --choice); a multiple-choice fixture with a known answer key
+# scores what it must (acc 4/6, acc_norm 6/6, below); --stored-batch prints
+# a JSON `loss`; bad input gets one line and exit 1 (usage: 2).
 source "$(dirname "$0")/ckpt_common.bash"
 make_data
 EVAL=$B/tools/boost-eval
