@@ -180,7 +180,15 @@ static int bits_per_byte(const eval_data *d, const int *len, int vocab, const ev
   return rc;
 }
 
-static int run_loss(const eval_opts *o, const ckpt_model *cm, model *m, cJSON *out, char *err, size_t errlen) {
+/* What a mode found: the JSON object and the text lines, printed once the
+ * whole run has succeeded (a failure prints its one line only). */
+typedef struct {
+  cJSON *json;
+  char text[2048];
+} result;
+
+static int run_loss(const eval_opts *o, const ckpt_model *cm, model *m, result *res, char *err, size_t errlen) {
+  cJSON *out = res->json;
   const train_config *cfg = &cm->cfg;
   eval_batches p = {.B = o->B ? o->B : cfg->train.batch_size, .T = o->T ? o->T : cfg->model.seq_len};
   if (p.T > cfg->model.seq_len) return boost_err(err, errlen, "--seq-len %d exceeds the model's %d", p.T, cfg->model.seq_len);
@@ -224,10 +232,10 @@ static int run_loss(const eval_opts *o, const ckpt_model *cm, model *m, cJSON *o
     cJSON_AddNumberToObject(out, "batch_size", p.B);
     cJSON_AddNumberToObject(out, "seq_len", p.T);
     cJSON_AddNumberToObject(out, "tokens", (double)tokens);
-    if (rc == 0 && !o->json) {
+    if (rc == 0) {
       char b[64] = "unknown (give --tokenizer FILE)";
       if (!isnan(bpb)) snprintf(b, sizeof b, "%.4f", bpb);
-      printf("%s: %s\nloss %.4f | perplexity %.4f | bits per byte %s | %lld batches of %d x %d tokens (%lld scored)\n",
+      boost_msgf(res->text, sizeof res->text, "%s: %s\nloss %.4f | perplexity %.4f | bits per byte %s | %lld batches of %d x %d tokens (%lld scored)\n",
              o->val ? "validation" : "data", d.what, loss, ppl, b, (long long)p.batches, p.B, p.T, (long long)tokens);
     }
   }
@@ -238,7 +246,8 @@ static int run_loss(const eval_opts *o, const ckpt_model *cm, model *m, cJSON *o
   return rc;
 }
 
-static int run_choice(const eval_opts *o, const ckpt_model *cm, model *m, cJSON *out, char *err, size_t errlen) {
+static int run_choice(const eval_opts *o, const ckpt_model *cm, model *m, result *res, char *err, size_t errlen) {
+  cJSON *out = res->json;
   char tok[DATA_TOKENIZER_MAX + 8];
   eval_shard_tokenizer(cm->cfg.data.train, tok, sizeof tok);
   if (tok[0] && strcmp(tok, DATA_BYTE_TOKENIZER))
@@ -264,8 +273,7 @@ static int run_choice(const eval_opts *o, const ckpt_model *cm, model *m, cJSON 
     cJSON_AddNumberToObject(out, "correct", (double)right);
     cJSON_AddNumberToObject(out, "correct_norm", (double)right_norm);
     cJSON_AddStringToObject(out, "data", o->choice);
-    if (!o->json)
-      printf("%s: %lld examples\nacc %.4f (%lld right) | acc_norm %.4f (%lld right; log-likelihood per byte of the ending)\n",
+    boost_msgf(res->text, sizeof res->text, "%s: %lld examples\nacc %.4f (%lld right) | acc_norm %.4f (%lld right; log-likelihood per byte of the ending)\n",
              o->choice, (long long)set.n, acc, (long long)right, acc_norm, (long long)right_norm);
   }
   boost_free(pred);
@@ -274,7 +282,8 @@ static int run_choice(const eval_opts *o, const ckpt_model *cm, model *m, cJSON 
   return 0;
 }
 
-static int run_stored(const eval_opts *o, const ins_ckpt *c, model *m, cJSON *out, char *err, size_t errlen) {
+static int run_stored(const eval_opts *o, const ins_ckpt *c, model *m, result *res, char *err, size_t errlen) {
+  cJSON *out = res->json;
   if (o->rank != 0) return 0; /* one batch: rank 0 alone */
   double loss = 0;
   int64_t tokens = 0;
@@ -283,7 +292,7 @@ static int run_stored(const eval_opts *o, const ins_ckpt *c, model *m, cJSON *ou
   cJSON_AddNumberToObject(out, "perplexity", exp(loss));
   cJSON_AddNumberToObject(out, "tokens", (double)tokens);
   cJSON_AddStringToObject(out, "data", "/activations/tokens (targets: the next stored token)");
-  if (!o->json) printf("stored batch: loss %.4f | perplexity %.4f | %lld tokens scored\n", loss, exp(loss), (long long)tokens);
+  boost_msgf(res->text, sizeof res->text, "stored batch: loss %.4f | perplexity %.4f | %lld tokens scored\n", loss, exp(loss), (long long)tokens);
   return 0;
 }
 
@@ -294,16 +303,17 @@ static int run(const eval_opts *o, char *err, size_t errlen) {
   const ckpt_model_options mo = {.device = o->device, .precision = o->precision, .threads = o->threads};
   int rc = agree(o, ckpt_model_load(&c, &mo, &cm, err, errlen) == 0, err, errlen) ? 0 : -1;
   if (rc == 0) {
-    cJSON *out = cJSON_CreateObject();
-    cJSON_AddStringToObject(out, "checkpoint", c.path);
-    cJSON_AddNumberToObject(out, "step", (double)c.meta.step);
-    if (!o->json && o->rank == 0) printf("checkpoint %s (step %lld, %s)\n", c.path, (long long)c.meta.step, cm.be->info);
-    rc = o->stored ? run_stored(o, &c, &cm.m, out, err, errlen)
-       : o->choice ? run_choice(o, &cm, &cm.m, out, err, errlen)
-                   : run_loss(o, &cm, &cm.m, out, err, errlen);
+    result res = {cJSON_CreateObject(), ""};
+    cJSON_AddStringToObject(res.json, "checkpoint", c.path);
+    cJSON_AddNumberToObject(res.json, "step", (double)c.meta.step);
+    rc = o->stored ? run_stored(o, &c, &cm.m, &res, err, errlen)
+       : o->choice ? run_choice(o, &cm, &cm.m, &res, err, errlen)
+                   : run_loss(o, &cm, &cm.m, &res, err, errlen);
     if (!agree(o, rc == 0, err, errlen)) rc = -1;
-    if (rc == 0 && o->json && o->rank == 0) ins_print_json(out); /* and deletes it */
-    else cJSON_Delete(out);
+    if (rc == 0 && o->rank == 0 && !o->json)
+      printf("checkpoint %s (step %lld, %s)\n%s", c.path, (long long)c.meta.step, cm.be->info, res.text);
+    if (rc == 0 && o->rank == 0 && o->json) ins_print_json(res.json); /* and deletes it */
+    else cJSON_Delete(res.json);
     ckpt_model_free(&cm);
   }
   ins_close(&c);

@@ -126,6 +126,7 @@ expect() { # expect STATUS PATTERN args...
   [ "$rc" = "$want" ] || fail "boost-eval $*: exit $rc, expected $want ($(cat "$tmp/bad.err"))"
   [ "$(wc -l <"$tmp/bad.err")" = 1 ] || fail "boost-eval $*: not one line: $(cat "$tmp/bad.err")"
   grep -q -- "$pat" "$tmp/bad.err" || fail "boost-eval $*: '$(cat "$tmp/bad.err")' lacks '$pat'"
+  [ ! -s "$tmp/bad.out" ] || fail "boost-eval $*: printed results on a failure: $(cat "$tmp/bad.out")"
 }
 mkdir -p "$tmp/empty"
 echo "not a checkpoint" >"$tmp/junk.h5"
