@@ -134,6 +134,10 @@ static void score_item(model *m, const eval_choice_item *it, double *ll) {
     len[k] = it->ctx_len + it->end_len[k] < cap ? it->ctx_len + it->end_len[k] : cap;
     if (len[k] - 1 > T) T = len[k] - 1;
   }
+  /* rows padded to a multiple of 32 positions (at most seq_len): fewer
+   * shapes, so the activations are rarely reallocated; causal attention
+   * keeps the padding out of the scored positions */
+  T = (T + 31) / 32 * 32 < m->cfg.seq_len ? (T + 31) / 32 * 32 : m->cfg.seq_len;
   int32_t *in = boost_calloc((size_t)E * T, sizeof *in), *tg = boost_calloc((size_t)E * T, sizeof *tg);
   for (int k = 0; k < E; k++) {
     /* row = the last len[k] tokens of context + ending */
