@@ -30,8 +30,9 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 self=$root/tests/gpu/run_gpu_check.sh
 
+help_text() { sed -n '2,18p' "$self" | sed 's/^# \{0,1\}//'; }
 usage() {
-  sed -n '2,18p' "$self" >&2
+  help_text >&2
   exit 2
 }
 
@@ -64,7 +65,7 @@ while [ $# -gt 0 ]; do
     esac
     shift
     ;;
-  -h | --help) usage ;;
+  -h | --help) help_text; exit 0 ;;
   *) echo "run_gpu_check: unknown argument $1" >&2; usage ;;
   esac
   shift
