@@ -20,6 +20,13 @@ benv() { (
   source "$prefix/env.sh"
   "$@"
 ); }
+# benv under a time limit (timeout runs programs, not shell functions)
+tbenv() {
+  local secs=$1
+  shift
+  # shellcheck disable=SC2016 # expanded by the inner shell
+  timeout "$secs" bash -c 'source "$0/env.sh" && exec "$@"' "$prefix" "$@"
+}
 threads() { local n; n=$(nproc); echo $((n < 8 ? n : 8)); }
 dev=${BOOST_GPU_FAKE_DEVICE:-cuda}
 # judge LABEL gpu_compare-args...: prints the verdict with the label; its status
@@ -177,7 +184,7 @@ stage_sanitize() {
   [ -x "$cs" ] || { echo "note: no compute-sanitizer"; return 77; }
   for tool in memcheck racecheck; do
     r=0
-    timeout "$(($(left) / share - 2))" benv "$cs" --tool "$tool" --error-exitcode 1 "$gc" --small \
+    tbenv "$(($(left) / share - 2))" "$cs" --tool "$tool" --error-exitcode 1 "$gc" --small \
       --no-bench >"$W/$tool.log" 2>&1 || r=$?
     if grep -q -E 'Device not supported|Target application terminated before first instrumented API call' "$W/$tool.log" &&
       [ "$r" != 0 ]; then
