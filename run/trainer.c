@@ -277,7 +277,7 @@ static int gpu_index(MPI_Comm world) {
 static int init_comm(run *r, char *err, size_t errlen) {
   const process_grid *g = &r->grid;
 #ifdef BOOST_HAVE_NCCL
-  if (r->cfg->train.device == DEVICE_CUDA && r->cfg->parallel.comm != COMM_MPI) {
+  if (r->cfg->train.device == DEVICE_CUDA) {
     char nerr[512] = "";
     int ok = comm_init_nccl(&r->comm, r->be, g->tp_comm, g->dp_comm, g->pp_comm, g->world, nerr, sizeof nerr) == 0;
     MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, g->world); /* control plane */

@@ -35,7 +35,6 @@ static const enum_choice RESUME_BATCH_CHOICES[] = {{"keep", RESUME_BATCH_KEEP}, 
 static const enum_choice DEVICE_CHOICES[] = {
     {"cpu", DEVICE_CPU}, {"guarded", DEVICE_GUARDED}, {"cuda", DEVICE_CUDA}, {NULL, 0}};
 static const enum_choice PRECISION_CHOICES[] = {{"fp32", PRECISION_FP32}, {"bf16", PRECISION_BF16}, {NULL, 0}};
-static const enum_choice COMM_CHOICES[] = {{"auto", COMM_AUTO}, {"mpi", COMM_MPI}, {NULL, 0}};
 static const enum_choice ACTS_CHOICES[] = {{"none", ACTS_NONE}, {"sample", ACTS_SAMPLE}, {"all", ACTS_ALL}, {NULL, 0}};
 
 typedef struct {
@@ -104,9 +103,6 @@ static const key_spec KEYS[] = {
     {"parallel.recompute", K_ENUM, F(parallel.recompute), 0, 0,
      "activation recompute in backward: keep all, only layer inputs + bottlenecks, or only layer inputs",
      RECOMPUTE_CHOICES},
-    {"parallel.comm", K_ENUM, F(parallel.comm), 0, 0,
-     "how device memory moves between ranks: auto (NCCL where built, on cuda), mpi (host staging; ranks sharing a GPU)",
-     COMM_CHOICES},
     {"parallel.stages", K_STR, F(parallel.stages), 0, 0, "layers per stage, e.g. 3,5 (empty = balanced)", NULL},
     {"parallel.timeout", K_INT, F(parallel.timeout), 0, 1e7,
      "seconds a rank may wait for the others (a collective, a pipeline message, a start-up agreement) before the "
@@ -198,7 +194,6 @@ void config_defaults(train_config *cfg) {
   cfg->parallel.dp = cfg->parallel.tp = cfg->parallel.pp = 1;
   cfg->parallel.tp_mode = TP_AUTO;
   cfg->parallel.recompute = RECOMPUTE_NONE;
-  cfg->parallel.comm = COMM_AUTO;
   cfg->parallel.timeout = 600; /* docs/PARALLELISM.md, "The collective watchdog" */
   config_set(cfg, "ckpt.resume", "auto", NULL, 0);
   cfg->ckpt.activations = ACTS_NONE;

@@ -30,10 +30,6 @@ extern const char *const recompute_names[RECOMPUTE_COUNT];
 /* ckpt.resume_batch: on resume, keep the checkpoint's global batch (derive
  * the per-replica split) or take the config's split as it is. */
 typedef enum { RESUME_BATCH_KEEP = 0, RESUME_BATCH_CONFIG, RESUME_BATCH_COUNT } resume_batch_mode;
-/* parallel.comm: how device memory moves between ranks; auto = NCCL where
- * it is built and the model runs on CUDA, else MPI; mpi = always MPI (host
- * staging: several ranks sharing one GPU, which NCCL refuses). */
-typedef enum { COMM_AUTO = 0, COMM_MPI, COMM_COUNT } comm_choice;
 /* train.device: where a rank's model lives and runs (kernels/backend.h);
  * guarded is the CPU kernels behind memory the host cannot touch (tests). */
 typedef enum { DEVICE_CPU = 0, DEVICE_GUARDED, DEVICE_CUDA, DEVICE_COUNT } device_kind;
@@ -78,7 +74,6 @@ typedef struct {
     int dp, tp, pp, zero, timeout;
     tp_mode tp_mode;
     recompute_mode recompute;
-    comm_choice comm;
     char stages[CONFIG_STR];
   } parallel;
   struct {

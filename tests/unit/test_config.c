@@ -118,11 +118,6 @@ Test(config, enum_keys_parse_once_into_enums) {
   cr_expect_eq(c.parallel.recompute, RECOMPUTE_LOWRANK);
   cr_assert_eq(config_set(&c, "ckpt.activations", "all", err, sizeof err), 0, "%s", err);
   cr_expect_eq(c.ckpt.activations, ACTS_ALL);
-  cr_expect_eq(c.parallel.comm, COMM_AUTO);
-  cr_assert_eq(config_set(&c, "parallel.comm", "mpi", err, sizeof err), 0, "%s", err);
-  cr_expect_eq(c.parallel.comm, COMM_MPI);
-  cr_expect_eq(config_set(&c, "parallel.comm", "nccl", err, sizeof err), -1);
-  cr_expect(strstr(err, "auto or mpi") != NULL, "%s", err);
   /* "none" names TP_NONE internally but is not a value users may set */
   cr_expect_eq(config_set(&c, "parallel.tp_mode", "none", err, sizeof err), -1);
   cr_expect(strstr(err, "auto, btp, vanilla or megatron") != NULL, "%s", err);
