@@ -247,7 +247,7 @@ static int device_usable(int device, cudaDeviceProp *prop, char *err, size_t err
     (void)cudaGetLastError();
     return boost_err(err, errlen,
                      "train.device = cuda: this build has no kernels for %s (sm_%d%d): rebuild with "
-                     "-DCMAKE_CUDA_ARCHITECTURES=%d%d",
+                     "-DBOOST_CUDA_ARCHITECTURES=%d%d",
                      prop->name, prop->major, prop->minor, prop->major, prop->minor);
   }
   return 0;
@@ -287,6 +287,16 @@ extern "C" boost_backend *cuda_backend_create(boost_dtype act_dtype, int device,
   be->ops = &cuda_ops;
   be->impl = c;
   be->destroy = cuda_destroy;
+  /* the start-up log's "backend:" line: device, precision, library versions */
+  int cublas_v = 0, rt_v = 0, drv_v = 0;
+  cublasCheck(cublasGetVersion(c->cublas, &cublas_v));
+  cudaCheck(cudaRuntimeGetVersion(&rt_v));
+  cudaCheck(cudaDriverGetVersion(&drv_v));
+  snprintf(be->info, sizeof be->info,
+           "cuda, %s: %.64s (sm_%d%d, %d SMs, %.1f GiB), cuBLAS %d.%d.%d, CUDA runtime %d.%d, driver %d.%d",
+           act_dtype == BOOST_BF16 ? "bf16 over fp32 masters" : "fp32", prop.name, prop.major, prop.minor,
+           prop.multiProcessorCount, (double)prop.totalGlobalMem / (1 << 30), cublas_v / 10000, cublas_v / 100 % 100,
+           cublas_v % 100, rt_v / 1000, rt_v % 1000 / 10, drv_v / 1000, drv_v % 1000 / 10);
   return be;
 }
 
