@@ -15,6 +15,7 @@
 - greedy generate() of --new tokens (with the KV cache) equals boost's
   (--boost-tokens, from boost-generate; else the numpy model decoding
   without a cache), and equals transformers' own uncached decoding;
+- a padded batch gives each sequence the logits it gets alone;
 - the byte-level tokenizer encodes bytes as their values.
 Usage: export_hf_check.py CASES.json (a list of cases: see main). Prints
 one JSON line of figures per case; any failed check raises.
@@ -165,6 +166,21 @@ def expected_tensor(f, name, kind, heads):
     return arr
 
 
+def check_padding(model, prompt):
+    """A shorter sequence padded on the left or the right of a batch (as
+    lm-eval-harness batches) gets the logits it gets alone."""
+    short, pad = prompt[: len(prompt) // 2], len(prompt) - len(prompt) // 2
+    with torch.no_grad():
+        alone = model(torch.tensor([short])).logits[0]
+        left = model(torch.tensor([[0] * pad + short, prompt]),
+                     attention_mask=torch.tensor([[0] * pad + [1] * len(short), [1] * len(prompt)])).logits[0, pad:]
+        right = model(torch.tensor([short + [0] * pad, prompt]),
+                      attention_mask=torch.tensor([[1] * len(short) + [0] * pad, [1] * len(prompt)])).logits[0, : len(short)]
+    for name, got in (("left", left), ("right", right)):
+        dev = (got - alone).abs().max().item() / alone.abs().max().item()
+        assert dev <= 1e-5, f"{name}-padded batch: logits differ by {dev:.3g} from the sequence alone"
+
+
 def check_tensors(f, a, cfg, files):
     names = []
     for path in files:
@@ -238,6 +254,8 @@ def check_case(a):
         assert strip(gen) == strip(theirs), f"generate {gen} != boost's {theirs}"
         assert len(gen) == a.new or gen[-1] == eot, f"generate stopped early: {gen}"
 
+    if a.dtype == "fp32":
+        check_padding(model, prompt)
     if os.path.exists(os.path.join(a.export, "tokenizer.json")):
         tok = AutoTokenizer.from_pretrained(a.export)
         text = "Fortune: \u00e9t\u00e9!\n"
