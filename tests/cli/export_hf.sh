@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# boost-export --hf (docs/EXPORT.md): a tiny CoLA checkpoint and two tiny
-# full-rank ones (untied, tied) trained here, exported in fp32 and bf16 (and
-# sharded), then loaded with transformers and safetensors
+# boost-export --hf (docs/EXPORT.md): a tiny CoLA checkpoint, two tiny
+# full-rank ones (untied, tied) and a mixed one trained here, exported in
+# fp32 and bf16 (and sharded), then loaded with transformers and safetensors
 # (tests/cli/export_hf_check.py): the stored batch's loss equals boost's
 # within 1e-5 relative (fp32) and 1e-2 (bf16), greedy generate() of 32
 # tokens equals boost's. Bad input gets one line and leaves nothing behind.
@@ -26,9 +26,12 @@ make_data
 
 # Checkpoints with every activation stored (the batch's tokens and each
 # layer's input), trained long enough to generate more than one character.
-for m in tiny llama-tiny llama-tied; do
+# mixed: k and gate full-rank, so qkv and gate_up are stored per projection
+# and the CoLA code runs a SwiGLU gate beside bottlenecks.
+for m in tiny llama-tiny llama-tied mixed; do
   preset=$m extra=()
   [ $m = llama-tied ] && preset=llama-tiny extra=(--set model.tie_embeddings=1)
+  [ $m = mixed ] && preset=tiny extra=(--set model.lowrank=q,v,o,up,down)
   train 0 "$tmp/$m.log" --set model.preset=$preset "${extra[@]}" --set ckpt.dir="$tmp/$m" --set ckpt.activations=all \
     --set train.steps=200 --set train.batch_size=4 --set train.lr=3e-3 || fail "train $m: $(tail -3 "$tmp/$m.log")"
 done
@@ -50,6 +53,7 @@ cmp -s "$tmp/cola32/modeling_cola.py" "$BOOST_SOURCE_DIR/tools/hf/modeling_cola.
 [ -s "$tmp/llama16/model.safetensors.index.json" ] && [ -s "$tmp/llama16/model-00001-of-00003.safetensors" ] || fail "no shards: $(ls "$tmp/llama16")"
 "$EXPORT" --quiet --hf "$tmp/tied32" "$tmp/llama-tied" >/dev/null || fail "tied export"
 grep -q '"tie_word_embeddings":	true' "$tmp/tied32/config.json" || fail "tied embeddings not in config.json"
+"$EXPORT" --quiet --hf "$tmp/mixed32" "$tmp/mixed" >/dev/null || fail "mixed export"
 
 # A boost-reshard --bf16 checkpoint exports as bf16 by default, the same
 # bytes as --dtype bf16 from the fp32 masters; fp32 from it is refused.
@@ -119,9 +123,10 @@ case_json "$tmp/cola16" "$(ck tiny)" cola bf16 1e-2
 case_json "$tmp/llama32" "$(ck llama-tiny)" llama fp32 1e-5
 case_json "$tmp/llama16" "$(ck llama-tiny)" llama bf16 1e-2
 case_json "$tmp/tied32" "$(ck llama-tied)" llama fp32 1e-5
+case_json "$tmp/mixed32" "$(ck mixed)" cola fp32 1e-5
 (IFS=,; echo "[${cases[*]}]") >"$tmp/cases.json"
 TOKENIZERS_PARALLELISM=false "$PYENV/bin/python" "$BOOST_SOURCE_DIR/tests/cli/export_hf_check.py" "$tmp/cases.json" \
   >"$tmp/check.out" 2>"$tmp/check.err" || fail "transformers check: $(grep -v -i warn "$tmp/check.err" | tail -4)"
 cat "$tmp/check.out"
-[ "$(wc -l <"$tmp/check.out")" = 5 ] || fail "expected 5 checked exports, got $(wc -l <"$tmp/check.out")"
+[ "$(wc -l <"$tmp/check.out")" = 6 ] || fail "expected 6 checked exports, got $(wc -l <"$tmp/check.out")"
 echo "export_hf: ok"
