@@ -65,6 +65,12 @@ int exp_dir_begin(const char *dir, char *tmp, size_t tmplen, char *err, size_t e
   if (snprintf(tmp, tmplen, "%s.tmp-XXXXXX", dir) >= (int)tmplen || strlen(tmp) >= sizeof g_tmp)
     return boost_err(err, errlen, "%s: path too long", dir);
   if (!mkdtemp(tmp)) return boost_err(err, errlen, "%s: cannot create a temporary folder: %s", tmp, strerror(errno));
+  const mode_t mask = umask(0); /* mkdtemp made it 0700: give it the mode mkdir would */
+  umask(mask);
+  if (chmod(tmp, 0777 & ~mask) != 0) {
+    rmdir(tmp);
+    return boost_err(err, errlen, "%s: chmod failed: %s", tmp, strerror(errno));
+  }
   snprintf(g_tmp, sizeof g_tmp, "%s", tmp);
   g_nfiles = 0;
   g_armed = 1;
