@@ -14,7 +14,7 @@
   layer's input equals the residual stream boost stored (ckpt.activations=all);
 - greedy generate() of --new tokens (with the KV cache) equals boost's
   (--boost-tokens, from boost-generate; else the numpy model decoding
-  without a cache), and equals transformers' own uncached decoding;
+  without a cache), and equals transformers' own uncached decoding (fp32);
 - a padded batch gives each sequence the logits it gets alone;
 - the byte-level tokenizer encodes bytes as their values.
 Usage: export_hf_check.py CASES.json (a list of cases: see main). Prints
@@ -202,7 +202,11 @@ def main():
     keys export, ckpt, kind (cola|llama), dtype (fp32|bf16), rtol, prompt
     (token ids), new, and optionally boost_loss and boost_tokens."""
     for case in json.load(open(sys.argv[1])):
-        print(json.dumps(check_case(SimpleNamespace(**{"boost_loss": None, "boost_tokens": None, **case}))))
+        try:
+            figures = check_case(SimpleNamespace(**{"boost_loss": None, "boost_tokens": None, **case}))
+        except AssertionError as e:
+            raise AssertionError(f"{case['export']} ({case['kind']}, {case['dtype']}): {e}") from None
+        print(json.dumps(figures), flush=True)
 
 
 def check_case(a):
@@ -244,8 +248,8 @@ def check_case(a):
                              pad_token_id=eot if eot >= 0 else None)[0, len(prompt):].tolist()
         uncached = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=a.new, do_sample=False,
                                   use_cache=False, pad_token_id=eot if eot >= 0 else None)[0, len(prompt):].tolist()
-    assert gen == uncached, f"cached generate {gen} != uncached {uncached}"
-    if a.dtype == "fp32":
+    if a.dtype == "fp32":  # in bf16 the two orders of rounding may break a near-tie differently
+        assert gen == uncached, f"cached generate {gen} != uncached {uncached}"
         if a.boost_tokens is not None:
             theirs = a.boost_tokens
         else:
