@@ -89,16 +89,7 @@ refuse 1 "checksum mismatch" --hf "$tmp/x7" "$tmp/flip.h5"
 for x in x1 x2 x3 x4 x5 x6 x7; do [ ! -e "$tmp/$x" ] || fail "a refused export left $x"; done
 ls -d "$tmp"/*.tmp-* 2>/dev/null && fail "a temporary folder was left behind"
 
-# --- transformers and safetensors --------------------------------------------
-PYENV=${BOOST_PYENV:-$BOOST_SOURCE_DIR/.cache/pyenv}
-if [ ! -x "$PYENV/bin/python" ]; then
-  echo "SKIP: no Python environment at $PYENV (make it with: bash scripts/setup-pyenv.sh)"
-  exit 77
-fi
-if ! why=$("$PYENV/bin/python" -c 'import torch, transformers, safetensors, h5py, numpy' 2>&1); then
-  echo "SKIP: $PYENV lacks a package the check needs: $(echo "$why" | tail -1)"
-  exit 77
-fi
+# --- The safetensors files, byte by byte (numpy and h5py: no environment) --
 if [ "$NEED_TOOLS" = 1 ]; then
   [ -x "$EVAL" ] && [ -x "$GENERATE" ] || fail "EXPORT_HF_NEED_TOOLS=1 but boost-eval or boost-generate is not built"
 fi
@@ -125,6 +116,20 @@ case_json "$tmp/llama16" "$(ck llama-tiny)" llama bf16 1e-2
 case_json "$tmp/tied32" "$(ck llama-tied)" llama fp32 1e-5
 case_json "$tmp/mixed32" "$(ck mixed)" cola fp32 1e-5
 (IFS=,; echo "[${cases[*]}]") >"$tmp/cases.json"
+"$PY" "$BOOST_SOURCE_DIR/tests/cli/export_hf_check.py" --layout-only "$tmp/cases.json" >"$tmp/layout.out" 2>"$tmp/layout.err" ||
+  fail "safetensors layout: $(tail -3 "$tmp/layout.err")"
+[ "$(grep -c '"layout": "ok"' "$tmp/layout.out")" = 6 ] || fail "layout check: $(cat "$tmp/layout.out")"
+
+# --- transformers and safetensors --------------------------------------------
+PYENV=${BOOST_PYENV:-$BOOST_SOURCE_DIR/.cache/pyenv}
+if [ ! -x "$PYENV/bin/python" ]; then
+  echo "SKIP: no Python environment at $PYENV (make it with: bash scripts/setup-pyenv.sh)"
+  exit 77
+fi
+if ! why=$("$PYENV/bin/python" -c 'import torch, transformers, safetensors, h5py, numpy' 2>&1); then
+  echo "SKIP: $PYENV lacks a package the check needs: $(echo "$why" | tail -1)"
+  exit 77
+fi
 TOKENIZERS_PARALLELISM=false "$PYENV/bin/python" "$BOOST_SOURCE_DIR/tests/cli/export_hf_check.py" "$tmp/cases.json" \
   >"$tmp/check.out" 2>"$tmp/check.err" || fail "transformers check: $(grep -v -i warn "$tmp/check.err" | tail -4)"
 cat "$tmp/check.out"

@@ -17,8 +17,11 @@
   without a cache), and equals transformers' own uncached decoding (fp32);
 - a padded batch gives each sequence the logits it gets alone;
 - the byte-level tokenizer encodes bytes as their values.
-Usage: export_hf_check.py CASES.json (a list of cases: see main). Prints
-one JSON line of figures per case; any failed check raises.
+Usage: export_hf_check.py [--layout-only] CASES.json (a list of cases: see
+main). --layout-only checks the safetensors files' headers and bytes
+against the checkpoint with numpy and h5py alone (Debian's python3, no
+virtual environment). Prints one JSON line of figures per case; any failed
+check raises.
 """
 import json
 import os
@@ -28,9 +31,11 @@ from types import SimpleNamespace
 
 import h5py
 import numpy as np
-import torch
-from safetensors import safe_open
-from transformers import AutoModelForCausalLM, AutoTokenizer
+
+if "--layout-only" not in sys.argv:  # the layout check needs numpy and h5py only
+    import torch
+    from safetensors import safe_open
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
 ATTN, MLP = ("q", "k", "v"), ("gate", "up")
 HF = {"q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj", "o": "self_attn.o_proj",
@@ -181,10 +186,39 @@ def check_padding(model, prompt):
         assert dev <= 1e-5, f"{name}-padded batch: logits differ by {dev:.3g} from the sequence alone"
 
 
-def check_tensors(f, a, cfg, files):
+def bf16_bits(x):
+    """float32 -> bfloat16 bits, nearest-even (finite values)."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def check_layout(f, a, cfg, files):
+    """Header and raw bytes of every tensor against the checkpoint, numpy only."""
     names = []
     for path in files:
         names += check_header(path, "BF16" if a.dtype == "bf16" else "F32")
+        raw = open(path, "rb").read()
+        (n,) = struct.unpack("<Q", raw[:8])
+        header = json.loads(raw[8 : 8 + n])
+        header.pop("__metadata__")
+        for name, e in header.items():
+            data = raw[8 + n + e["data_offsets"][0] : 8 + n + e["data_offsets"][1]]
+            want = expected_tensor(f, name, a.kind, cfg["model.n_heads"])
+            assert list(want.shape) == e["shape"], (name, want.shape, e["shape"])
+            if a.dtype == "bf16":
+                ok = np.array_equal(np.frombuffer(data, "<u2"), bf16_bits(want).ravel())
+            else:
+                ok = np.array_equal(np.frombuffer(data, "<f4"), np.ascontiguousarray(want, np.float32).ravel())
+            assert ok, f"{name}: bytes differ from the checkpoint's values"
+    assert len(set(names)) == len(names), "a tensor is stored twice"
+    want = {"model.embed_tokens.weight", "model.norm.weight"} | ({"lm_head.weight"} if "model/lm_head.weight" in f else set())
+    assert want <= set(names) and sum(".input_layernorm." in x for x in names) == cfg["model.n_layers"], sorted(names)[:5]
+    return names
+
+
+def check_tensors(f, a, cfg, files):
+    """Every tensor again through safetensors.safe_open, as torch reads it."""
+    for path in files:
         with safe_open(path, framework="pt") as st:
             for name in st.keys():
                 got = st.get_tensor(name)
@@ -193,20 +227,32 @@ def check_tensors(f, a, cfg, files):
                     want = want.to(torch.bfloat16)
                 assert got.dtype == want.dtype and got.shape == want.shape, (name, got.dtype, got.shape, want.shape)
                 assert torch.equal(got, want), f"{name}: values differ from the checkpoint"
-    assert len(set(names)) == len(names), "a tensor is stored twice"
-    return names
 
 
 def main():
     """argv: one JSON file holding a list of cases, each an object with the
     keys export, ckpt, kind (cola|llama), dtype (fp32|bf16), rtol, prompt
     (token ids), new, and optionally boost_loss and boost_tokens."""
-    for case in json.load(open(sys.argv[1])):
+    layout_only = "--layout-only" in sys.argv
+    for case in json.load(open(sys.argv[-1])):
         try:
-            figures = check_case(SimpleNamespace(**{"boost_loss": None, "boost_tokens": None, **case}))
+            figures = (check_layout_case if layout_only else check_case)(SimpleNamespace(**{"boost_loss": None, "boost_tokens": None, **case}))
         except AssertionError as e:
             raise AssertionError(f"{case['export']} ({case['kind']}, {case['dtype']}): {e}") from None
         print(json.dumps(figures), flush=True)
+
+
+def case_files(a):
+    index = os.path.join(a.export, "model.safetensors.index.json")
+    if not os.path.exists(index):
+        return [os.path.join(a.export, "model.safetensors")]
+    return sorted({os.path.join(a.export, v) for v in json.load(open(index))["weight_map"].values()})
+
+
+def check_layout_case(a):
+    f = h5py.File(a.ckpt, "r")
+    names = check_layout(f, a, json.loads(f.attrs["config"]), case_files(a))
+    return {"export": a.export, "layout": "ok", "tensors": len(names)}
 
 
 def check_case(a):
@@ -215,10 +261,9 @@ def check_case(a):
     cfg = json.loads(f.attrs["config"])
     conf = json.load(open(os.path.join(a.export, "config.json")))
     eot = conf.get("eos_token_id", -1)
-    index = os.path.join(a.export, "model.safetensors.index.json")
-    files = sorted({os.path.join(a.export, v) for v in json.load(open(index))["weight_map"].values()}) if os.path.exists(
-        index) else [os.path.join(a.export, "model.safetensors")]
-    names = check_tensors(f, a, cfg, files)
+    files = case_files(a)
+    names = check_layout(f, a, cfg, files)
+    check_tensors(f, a, cfg, files)
 
     model, info = AutoModelForCausalLM.from_pretrained(a.export, trust_remote_code=a.kind == "cola", torch_dtype="auto",
                                                        output_loading_info=True)
