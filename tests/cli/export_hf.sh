@@ -54,6 +54,8 @@ cmp -s "$tmp/cola32/modeling_cola.py" "$BOOST_SOURCE_DIR/tools/hf/modeling_cola.
 "$EXPORT" --quiet --hf "$tmp/tied32" "$tmp/llama-tied" >/dev/null || fail "tied export"
 grep -q '"tie_word_embeddings":	true' "$tmp/tied32/config.json" || fail "tied embeddings not in config.json"
 "$EXPORT" --quiet --hf "$tmp/mixed32" "$tmp/mixed" >/dev/null || fail "mixed export"
+"$EXPORT" --quiet --hf "$tmp/notok" --tokenizer none "$tmp/mixed" >/dev/null || fail "--tokenizer none"
+[ ! -e "$tmp/notok/tokenizer.json" ] && ! grep -q eos_token_id "$tmp/notok/config.json" || fail "--tokenizer none wrote a tokenizer"
 
 # A boost-reshard --bf16 checkpoint exports as bf16 by default, the same
 # bytes as --dtype bf16 from the fp32 masters; fp32 from it is refused.
@@ -80,13 +82,15 @@ refuse 2 "required" "$(ck tiny)"
 refuse 1 "dtype" --hf "$tmp/x4" --dtype fp16 "$(ck tiny)"
 refuse 1 "max-shard-size" --hf "$tmp/x5" --max-shard-size lots "$(ck tiny)"
 refuse 1 "parent folder" --hf "$tmp/no/such/dir" "$(ck tiny)"
+refuse 1 "beyond the model's vocab" --hf "$tmp/x8" --tokenizer gpt2 "$(ck tiny)"
+refuse 1 "expected auto, byte, gpt2 or none" --hf "$tmp/x9" --tokenizer sentencepiece "$(ck tiny)"
 cp "$(ck tiny)" "$tmp/missing.h5"
 "$PY" -c 'import h5py,sys; f=h5py.File(sys.argv[1],"r+"); del f["model/layers.2.mlp.down.B"]' "$tmp/missing.h5"
 refuse 1 "layers.2.mlp.down.B is missing" --hf "$tmp/x6" "$tmp/missing.h5"
 cp "$(ck llama-tiny)" "$tmp/flip.h5"
 "$PY" -c 'import h5py,sys; f=h5py.File(sys.argv[1],"r+"); d=f["model/layers.1.attn.o.W"]; d[0,0]=d[0,0]+1' "$tmp/flip.h5"
 refuse 1 "checksum mismatch" --hf "$tmp/x7" "$tmp/flip.h5"
-for x in x1 x2 x3 x4 x5 x6 x7; do [ ! -e "$tmp/$x" ] || fail "a refused export left $x"; done
+for x in x1 x2 x3 x4 x5 x6 x7 x8 x9; do [ ! -e "$tmp/$x" ] || fail "a refused export left $x"; done
 ls -d "$tmp"/*.tmp-* 2>/dev/null && fail "a temporary folder was left behind"
 
 # --- The safetensors files, byte by byte (numpy and h5py: no environment) --
