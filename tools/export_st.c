@@ -38,9 +38,11 @@ typedef struct {
   size_t block_floats;
   uint64_t done;
   double t0;
-  int last_pct;
+  int last_pct, last_tenth;
 } writer;
 
+/* A bar redrawn in place on a terminal; in a log (not a TTY) a line per
+ * tenth once the export has taken 5 s, as boost-reshard does. */
 static void progress(writer *w) {
   if (w->quiet) return;
   const uint64_t total = w->p->total_bytes;
@@ -56,7 +58,8 @@ static void progress(writer *w) {
     fprintf(stderr, "\rboost-export: [%s] %3d%% %.1f/%.1f MB %.0f s", bar, pct, (double)w->done / 1e6,
             (double)total / 1e6, el);
     if (pct == 100) fputc('\n', stderr);
-  } else if (pct % 10 == 0 && el >= 5) {
+  } else if (pct / 10 > w->last_tenth && el >= 5) {
+    w->last_tenth = pct / 10;
     fprintf(stderr, "boost-export: %3d%% (%.1f/%.1f MB, %.0f s)\n", pct, (double)w->done / 1e6, (double)total / 1e6, el);
   }
 }
