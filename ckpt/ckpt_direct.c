@@ -11,6 +11,7 @@
 #include "check.h"
 #include "ckpt_h5.h"
 #include "ckpt_vfd.h"
+#include "comm.h"
 #include "tensor.h"
 #include "util.h"
 
@@ -21,28 +22,49 @@ typedef struct {
   int level, configured;
 } encoder;
 
-/* One dataset's encoded chunks on their way to the file. Two alternate, so
- * that a dataset is encoded while the flusher thread writes the previous
- * one (on a node whose page-cache copies cost as much as zstd, that overlap
- * is most of the gain). */
+/* Encoded chunks on their way to the file, of one or more datasets. Two
+ * alternate, so that the next chunks are encoded while the flusher thread
+ * writes the previous ones (on a node whose page-cache copies cost as much
+ * as zstd, that overlap is most of the gain). */
 typedef struct {
-  unsigned char *slots; /* one bound-sized slot per chunk */
-  size_t slots_cap, bound;
-  uint64_t *rec; /* (global chunk index, stored size) pairs */
+  unsigned char *slots; /* each chunk's bound-sized slot, at off[k] */
+  size_t slots_cap, used;
+  uint64_t *rec; /* (item, global chunk index, stored size) triples */
+  size_t *off;
   haddr_t *addr; /* where rank 0 placed each */
   size_t rec_cap;
   int64_t n;
   int fd, pending; /* pending: handed to the flusher */
 } batch;
 
+/* A dataset of the file being written (ckpt_direct_begin). */
+typedef struct {
+  ckpt_direct_item d;
+  size_t chunk_elems, bound;
+  int64_t grid[TENSOR_MAX_DIMS]; /* chunks per dim of the dataset */
+  int64_t nloc;                  /* this rank's chunks */
+  int64_t most;                  /* the most chunks any rank has */
+  int64_t per_piece;             /* chunks encoded between two placements at most */
+  hid_t dset;                    /* rank 0: open until its chunks are placed */
+  double *stored;                /* rank 0: where its stored bytes add up */
+  int added;                     /* every piece encoded */
+} item;
+
 struct ckpt_direct {
   encoder *enc;
   int nenc;
   batch b[2];
   int cur;
-  uint64_t *all; /* rank 0: every rank's pairs, gathered */
+  uint64_t *all; /* rank 0: every rank's triples, gathered */
   haddr_t *all_addr;
   size_t all_cap;
+  /* the file being written */
+  item *items;
+  int nitems, items_cap;
+  MPI_Comm comm;
+  int fd, level, verdict; /* verdict: every rank was fine at the last placement */
+  size_t pending_most;    /* encoded bytes since the last placement on the busiest rank, at most */
+  char why[512];          /* this rank's first failure */
   pthread_t flusher;
   int flusher_started, quit, write_errno;
   pthread_mutex_t mu;
@@ -85,7 +107,7 @@ static void *flusher_main(void *arg) {
     pthread_mutex_unlock(&dx->mu);
     int e = 0;
     for (int64_t k = 0; !skip && k < b->n; k++)
-      if (pwrite_all(b->fd, b->slots + (size_t)k * b->bound, (size_t)b->rec[2 * k + 1], (off_t)b->addr[k]) != 0) {
+      if (pwrite_all(b->fd, b->slots + b->off[k], (size_t)b->rec[3 * k + 2], (off_t)b->addr[k]) != 0) {
         e = errno ? errno : EIO;
         break;
       }
@@ -104,7 +126,7 @@ static void wait_batch(ckpt_direct *dx, const batch *b) {
   pthread_mutex_unlock(&dx->mu);
 }
 
-int ckpt_direct_finish(ckpt_direct *dx, char *err, size_t errlen) {
+static int finish_writes(ckpt_direct *dx, char *err, size_t errlen) {
   wait_batch(dx, &dx->b[0]);
   wait_batch(dx, &dx->b[1]);
   pthread_mutex_lock(&dx->mu);
@@ -129,8 +151,10 @@ void ckpt_direct_free(ckpt_direct *dx) {
   for (int i = 0; i < 2; i++) {
     boost_free(dx->b[i].slots);
     boost_free(dx->b[i].rec);
+    boost_free(dx->b[i].off);
     boost_free(dx->b[i].addr);
   }
+  boost_free(dx->items);
   for (int i = 0; i < dx->nenc; i++) {
     ZSTD_freeCCtx(dx->enc[i].cctx);
     boost_free(dx->enc[i].plain);
@@ -253,17 +277,29 @@ static uint64_t stage_chunk(const slab_grid *g, int64_t k, encoder *e) {
   return idx;
 }
 
-static void grow(void **p, size_t *cap, size_t need, size_t size) {
-  if (*cap >= need) return;
-  boost_free(*p);
+/* p grown to hold need elements of size bytes, its content kept. */
+static void *grow_keep(void *p, size_t *cap, size_t need, size_t size) {
+  if (*cap >= need) return p;
   *cap = need + need / 4 + 16;
-  *p = boost_calloc(*cap, size);
+  return boost_realloc(p, *cap, size);
 }
 
-/* Encodes the slab's chunks [k0, k0 + nloc) into b's slots and pairs.
- * Returns nloc, -1 on a zstd failure. */
-static int64_t encode_chunks(ckpt_direct *dx, batch *b, const slab_grid *g, int64_t k0, int64_t nloc, int level,
-                             int threads, size_t bound) {
+static void batch_reserve(batch *b, int64_t more_chunks, size_t more_bytes) {
+  b->slots = grow_keep(b->slots, &b->slots_cap, b->used + more_bytes, 1);
+  const size_t need = (size_t)(b->n + more_chunks), cap = b->rec_cap;
+  if (cap >= need) return;
+  size_t c3 = cap * 3, c1 = cap, c2 = cap;
+  b->rec = grow_keep(b->rec, &c3, 3 * need, sizeof *b->rec);
+  b->off = grow_keep(b->off, &c1, need, sizeof *b->off);
+  b->addr = grow_keep(b->addr, &c2, need, sizeof *b->addr);
+  b->rec_cap = c1 < c2 ? c1 : c2;
+  if (c3 / 3 < b->rec_cap) b->rec_cap = c3 / 3;
+}
+
+/* Encodes the item's local chunks [k0, k0 + nloc) into the batch's slots
+ * and triples. Returns 0, -1 on a zstd failure. */
+static int encode_chunks(ckpt_direct *dx, batch *b, int which, const slab_grid *g, int64_t k0, int64_t nloc,
+                         int threads, size_t bound) {
   if (threads < 1) threads = 1;
   if (threads > nloc) threads = nloc > 0 ? (int)nloc : 1;
   if (dx->nenc < threads) {
@@ -272,47 +308,48 @@ static int64_t encode_chunks(ckpt_direct *dx, batch *b, const slab_grid *g, int6
     dx->nenc = threads;
   }
   for (int t = 0; t < threads; t++)
-    if (!encoder_ready(&dx->enc[t], g->chunk_elems * g->esz, level)) return -1;
-  void *p = b->slots;
-  grow(&p, &b->slots_cap, (size_t)nloc * bound, 1);
-  b->slots = p;
-  b->bound = bound;
-  size_t cap = b->rec_cap;
-  p = b->rec;
-  grow(&p, &cap, 2 * (size_t)nloc, sizeof(uint64_t));
-  if (p != (void *)b->rec) { /* addresses sized with the pairs */
-    boost_free(b->addr);
-    b->addr = boost_calloc(cap / 2 + 1, sizeof *b->addr);
-  }
-  b->rec = p;
-  b->rec_cap = cap;
+    if (!encoder_ready(&dx->enc[t], g->chunk_elems * g->esz, dx->level)) return -1;
+  batch_reserve(b, nloc, (size_t)nloc * bound);
+  const int64_t base = b->n;
+  const size_t at = b->used;
   int failed = 0;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) reduction(| : failed)
   for (int64_t k = 0; k < nloc; k++) {
     encoder *e = &dx->enc[omp_get_thread_num()];
     const uint64_t idx = stage_chunk(g, k0 + k, e);
-    const size_t n = ZSTD_compress2(e->cctx, b->slots + (size_t)k * bound, bound, e->shuffled, g->chunk_elems * g->esz);
-    b->rec[2 * k] = idx;
-    b->rec[2 * k + 1] = ZSTD_isError(n) ? 0 : (uint64_t)n;
+    const size_t o = at + (size_t)k * bound;
+    const size_t n = ZSTD_compress2(e->cctx, b->slots + o, bound, e->shuffled, g->chunk_elems * g->esz);
+    uint64_t *r = &b->rec[3 * (size_t)(base + k)];
+    r[0] = (uint64_t)which;
+    r[1] = idx;
+    r[2] = ZSTD_isError(n) ? 0 : (uint64_t)n;
+    b->off[base + k] = o;
     failed |= ZSTD_isError(n) != 0;
   }
-  return failed ? -1 : nloc;
+  b->n += nloc;
+  b->used += (size_t)nloc * bound;
+  return failed ? -1 : 0;
 }
 
-/* Rank 0: every gathered chunk into the file's index, with its raw write
- * dropped; addresses into dx->all_addr. */
-static int place_chunks(ckpt_direct *dx, hid_t dset, int ndim, const int64_t *grid, const hsize_t *cd, int64_t total,
-                        double *stored, char *err, size_t errlen) {
+/* Rank 0: the gathered chunks [0, total) into the file's index, each write
+ * of its bytes dropped; their addresses into dx->all_addr. */
+static int place_chunks(ckpt_direct *dx, int64_t total, char *err, size_t errlen) {
   int ok = 1;
   for (int64_t r = 0; r < total; r++) {
     dx->all_addr[r] = HADDR_UNDEF;
     if (!ok) continue;
-    uint64_t idx = dx->all[2 * r];
-    const uint64_t size = dx->all[2 * r + 1];
+    const uint64_t which = dx->all[3 * r], size = dx->all[3 * r + 2];
+    uint64_t idx = dx->all[3 * r + 1];
+    if (which >= (uint64_t)dx->nitems || dx->items[which].dset < 0) {
+      boost_msgf(err, errlen, "a chunk of a dataset that is not open");
+      ok = 0;
+      continue;
+    }
+    const item *it = &dx->items[which];
     hsize_t off[TENSOR_MAX_DIMS];
-    for (int d = ndim - 1; d >= 0; d--) {
-      off[d] = (hsize_t)(idx % (uint64_t)grid[d]) * cd[d];
-      idx /= (uint64_t)grid[d];
+    for (int d = it->d.ndim - 1; d >= 0; d--) {
+      off[d] = (hsize_t)(idx % (uint64_t)it->grid[d]) * it->d.cd[d];
+      idx /= (uint64_t)it->grid[d];
     }
     if (size == 0 || size > dx->dummy_cap) {
       boost_msgf(err, errlen, "a chunk failed to compress");
@@ -321,7 +358,7 @@ static int place_chunks(ckpt_direct *dx, hid_t dset, int ndim, const int64_t *gr
     }
     ckpt_vfd_drop_next_raw((size_t)size);
     haddr_t at = HADDR_UNDEF;
-    if (H5Dwrite_chunk(dset, H5P_DEFAULT, 0, off, (size_t)size, dx->dummy) < 0) {
+    if (H5Dwrite_chunk(it->dset, H5P_DEFAULT, 0, off, (size_t)size, dx->dummy) < 0) {
       ckpt_vfd_dropped(&at);
       ckpt_h5_error(err, errlen, "H5Dwrite_chunk");
       ok = 0;
@@ -330,7 +367,7 @@ static int place_chunks(ckpt_direct *dx, hid_t dset, int ndim, const int64_t *gr
     unsigned mask = 0;
     haddr_t addr = HADDR_UNDEF;
     hsize_t got = 0;
-    if (!ckpt_vfd_dropped(&at) || H5Dget_chunk_info_by_coord(dset, off, &mask, &addr, &got) < 0 || addr != at ||
+    if (!ckpt_vfd_dropped(&at) || H5Dget_chunk_info_by_coord(it->dset, off, &mask, &addr, &got) < 0 || addr != at ||
         got != size || mask != 0) {
       H5Eclear2(H5E_DEFAULT);
       boost_msgf(err, errlen, "HDF5 did not place a chunk where the driver saw it written");
@@ -338,140 +375,235 @@ static int place_chunks(ckpt_direct *dx, hid_t dset, int ndim, const int64_t *gr
       continue;
     }
     dx->all_addr[r] = addr;
-    *stored += (double)size;
+    if (it->stored) *it->stored += (double)size;
   }
   return ok;
 }
 
-/* Chunks [k0, k0 + nloc) of this rank's slab (nloc 0: none this round):
- * encoded, placed by rank 0, handed to the flusher. Collective. */
-static int write_piece(ckpt_direct *dx, MPI_Comm comm, hid_t dset, int fd, const slab_grid *g, int64_t k0, int64_t nloc,
-                       int level, int threads, size_t bound, double *stored, char *err, size_t errlen) {
-  int rank, nranks;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &nranks);
-  batch *b = &dx->b[dx->cur];
-  wait_batch(dx, b); /* the flusher is done with its slots */
+/* Rank 0: closes the datasets whose every chunk is placed. */
+static int close_placed(ckpt_direct *dx, char *err, size_t errlen) {
   int ok = 1;
-  pthread_mutex_lock(&dx->mu);
-  const int werr = dx->write_errno; /* a write failed: report it now, encode no more */
-  pthread_mutex_unlock(&dx->mu);
-  if (werr) {
-    boost_msgf(err, errlen, "writing chunks: %s", strerror(werr));
-    ok = 0;
-    nloc = 0;
+  for (int k = 0; k < dx->nitems; k++) {
+    item *it = &dx->items[k];
+    if (!it->added || it->dset < 0) continue;
+    if (H5Dclose(it->dset) < 0 && ok) {
+      ckpt_h5_error(err, errlen, "H5Dclose");
+      ok = 0;
+    }
+    it->dset = -1;
   }
-  if (nloc > 0 && encode_chunks(dx, b, g, k0, nloc, level, threads, bound) < 0) {
-    boost_msgf(err, errlen, "zstd failed on a chunk");
-    ok = 0;
-    nloc = 0;
-  }
-  /* Sizes to rank 0, which places them; addresses back. */
-  int my_vals = (int)(2 * nloc), *counts = NULL, *displs = NULL;
+  return ok;
+}
+
+static void say(ckpt_direct *dx, const char *why) {
+  if (!dx->why[0]) boost_msgf(dx->why, sizeof dx->why, "%s", why);
+}
+
+/* A placement, collective over the file's ranks: every rank's chunk sizes
+ * and state to rank 0, which places the chunks and decides whether every
+ * rank is fine; the addresses and that verdict back; the chunks to the
+ * flusher. Three collectives whatever the number of datasets. */
+static void place(ckpt_direct *dx, int ok) {
+  int rank, nranks;
+  MPI_Comm_rank(dx->comm, &rank);
+  MPI_Comm_size(dx->comm, &nranks);
+  batch *b = &dx->b[dx->cur];
+  int mine[2] = {(int)(3 * b->n), ok && !dx->why[0]}, *got = NULL, *counts = NULL, *displs = NULL;
   int64_t total = 0;
   if (rank == 0) {
+    got = boost_calloc(2 * (size_t)nranks, sizeof *got);
     counts = boost_calloc((size_t)nranks, sizeof *counts);
     displs = boost_calloc((size_t)nranks, sizeof *displs);
   }
-  MPI_Gather(&my_vals, 1, MPI_INT, counts, 1, MPI_INT, 0, comm);
+  MPI_Gather(mine, 2, MPI_INT, got, 2, MPI_INT, 0, dx->comm);
+  int verdict = 1;
   if (rank == 0) {
     for (int r = 0; r < nranks; r++) {
+      counts[r] = got[2 * r];
       displs[r] = (int)total;
       total += counts[r];
+      verdict &= got[2 * r + 1];
     }
-    void *all = dx->all;
     size_t cap = dx->all_cap;
-    grow(&all, &cap, (size_t)total + 2, sizeof(uint64_t));
-    if (all != (void *)dx->all) {
+    dx->all = grow_keep(dx->all, &cap, (size_t)total + 3, sizeof(uint64_t));
+    if (cap != dx->all_cap) {
       boost_free(dx->all_addr);
-      dx->all_addr = boost_calloc(cap / 2 + 1, sizeof *dx->all_addr);
+      dx->all_addr = boost_calloc(cap / 3 + (size_t)nranks + 1, sizeof *dx->all_addr);
+      dx->all_cap = cap;
     }
-    dx->all = all;
-    dx->all_cap = cap;
   }
-  MPI_Gatherv(b->rec, my_vals, MPI_UINT64_T, dx->all, counts, displs, MPI_UINT64_T, 0, comm);
+  MPI_Gatherv(b->rec, mine[0], MPI_UINT64_T, dx->all, counts, displs, MPI_UINT64_T, 0, dx->comm);
+  haddr_t *send = NULL;
   if (rank == 0) {
-    if (dx->dummy_cap < bound) {
-      boost_free(dx->dummy);
-      dx->dummy = boost_calloc(bound, 1);
-      dx->dummy_cap = bound;
-    }
     char why[512] = "";
-    if (!place_chunks(dx, dset, g->ndim, g->grid, g->cd, total / 2, stored, why, sizeof why) && ok) {
-      boost_msgf(err, errlen, "%s", why);
-      ok = 0;
-    }
-    for (int r = 0; r < nranks; r++) { /* now in chunks, not values */
-      counts[r] /= 2;
-      displs[r] /= 2;
+    if (verdict && !place_chunks(dx, total / 3, why, sizeof why)) say(dx, why), verdict = 0;
+    if (!close_placed(dx, why, sizeof why)) say(dx, why), verdict = 0;
+    /* per rank: the verdict, then the addresses of its chunks */
+    send = boost_calloc((size_t)(total / 3) + (size_t)nranks, sizeof *send);
+    for (int r = 0, at = 0; r < nranks; r++) {
+      send[at] = (haddr_t)verdict;
+      memcpy(send + at + 1, dx->all_addr + displs[r] / 3, (size_t)(counts[r] / 3) * sizeof *send);
+      displs[r] = at;
+      counts[r] = counts[r] / 3 + 1;
+      at += counts[r];
     }
   }
-  MPI_Scatterv(dx->all_addr, counts, displs, MPI_UINT64_T, b->addr, (int)nloc, MPI_UINT64_T, 0, comm);
+  haddr_t *recv = boost_calloc((size_t)b->n + 1, sizeof *recv);
+  MPI_Scatterv(send, counts, displs, MPI_UINT64_T, recv, (int)b->n + 1, MPI_UINT64_T, 0, dx->comm);
+  dx->verdict = recv[0] == 1;
+  memcpy(b->addr, recv + 1, (size_t)b->n * sizeof *b->addr);
+  boost_free(recv);
+  boost_free(send);
+  boost_free(got);
   boost_free(counts);
   boost_free(displs);
-  for (int64_t k = 0; k < nloc; k++)
-    if (b->addr[k] == HADDR_UNDEF) { /* rank 0 failed: it reports why */
-      if (ok) boost_msgf(err, errlen, "rank 0 could not place this rank's chunks");
-      ok = 0;
-    }
-  if (!ok || nloc == 0) return ok;
+  dx->pending_most = 0;
+  if (!dx->verdict || b->n == 0) {
+    b->n = 0;
+    b->used = 0;
+    return;
+  }
   pthread_mutex_lock(&dx->mu);
   if (!dx->flusher_started) /* started here: it inherits the writer thread's niceness */
     dx->flusher_started = pthread_create(&dx->flusher, NULL, flusher_main, dx) == 0;
   const int started = dx->flusher_started;
   if (started) {
-    b->n = nloc;
-    b->fd = fd;
+    b->fd = dx->fd;
     b->pending = 1;
     dx->cur ^= 1;
     pthread_cond_broadcast(&dx->cv);
   }
   pthread_mutex_unlock(&dx->mu);
-  if (!started) { /* no thread to spare: write here */
-    for (int64_t k = 0; k < nloc; k++)
-      if (pwrite_all(fd, b->slots + (size_t)k * bound, (size_t)b->rec[2 * k + 1], (off_t)b->addr[k]) != 0) {
-        boost_msgf(err, errlen, "writing a chunk: %s", strerror(errno));
-        return 0;
+  if (!started) /* no thread to spare: write here */
+    for (int64_t k = 0; k < b->n; k++)
+      if (pwrite_all(dx->fd, b->slots + b->off[k], (size_t)b->rec[3 * k + 2], (off_t)b->addr[k]) != 0) {
+        pthread_mutex_lock(&dx->mu);
+        if (!dx->write_errno) dx->write_errno = errno ? errno : EIO;
+        pthread_mutex_unlock(&dx->mu);
+        break;
       }
-  }
-  return ok;
+  batch *next = &dx->b[dx->cur];
+  wait_batch(dx, next); /* the flusher is done with its slots */
+  next->n = 0;
+  next->used = 0;
 }
 
-/* Chunks per collective round: bounds the encoded bytes held per rank (two
- * rounds' worth, ~2 x 32 MiB) whatever the tensor's size. */
-#define PIECE_CHUNKS 32
+int ckpt_direct_begin(ckpt_direct *dx, MPI_Comm comm, int level, int n, const ckpt_direct_item *items, int ok) {
+  wait_batch(dx, &dx->b[0]);
+  wait_batch(dx, &dx->b[1]);
+  dx->comm = comm;
+  dx->fd = -1;
+  dx->level = level;
+  dx->why[0] = 0;
+  dx->verdict = 1;
+  dx->pending_most = 0;
+  dx->cur = 0;
+  dx->b[0].n = dx->b[1].n = 0;
+  dx->b[0].used = dx->b[1].used = 0;
+  if (n > dx->items_cap) {
+    dx->items = boost_realloc(dx->items, (size_t)n, sizeof *dx->items);
+    dx->items_cap = n;
+  }
+  dx->nitems = n;
+  /* one reduction: [a rank cannot write directly, each item's chunk count] */
+  int64_t *most = boost_calloc((size_t)n + 1, sizeof *most);
+  most[0] = !ok;
+  size_t dummy = 0;
+  for (int k = 0; k < n; k++) {
+    item *it = &dx->items[k];
+    memset(it, 0, sizeof *it);
+    it->d = items[k];
+    it->dset = -1;
+    it->chunk_elems = 1;
+    it->nloc = it->d.has ? 1 : 0;
+    for (int d = 0; d < it->d.ndim; d++) {
+      it->chunk_elems *= (size_t)it->d.cd[d];
+      it->grid[d] = (it->d.gshape[d] + (int64_t)it->d.cd[d] - 1) / (int64_t)it->d.cd[d];
+      if (it->d.has) {
+        const int64_t c = (int64_t)it->d.cd[d], lo = it->d.start[d] / c;
+        it->nloc *= (it->d.start[d] + it->d.count[d] + c - 1) / c - lo;
+      }
+    }
+    it->bound = ZSTD_compressBound(it->chunk_elems * it->d.esz);
+    if (it->bound > dummy) dummy = it->bound;
+    it->per_piece = CKPT_DIRECT_BATCH_BYTES / it->bound > 0 ? (int64_t)(CKPT_DIRECT_BATCH_BYTES / it->bound) : 1;
+    most[k + 1] = it->nloc;
+  }
+  comm_control(comm, COMM_WORLD, "checkpoint agreement", most, n + 1, MPI_INT64_T, MPI_MAX);
+  for (int k = 0; k < n; k++) dx->items[k].most = most[k + 1];
+  const int all_ok = most[0] == 0;
+  boost_free(most);
+  if (dx->dummy_cap < dummy) {
+    boost_free(dx->dummy);
+    dx->dummy = boost_calloc(dummy, 1);
+    dx->dummy_cap = dummy;
+  }
+  return all_ok;
+}
 
-int ckpt_direct_write(ckpt_direct *dx, MPI_Comm comm, hid_t dset, int fd, int ndim, const int64_t *gshape,
-                      const hsize_t *cd, size_t esz, int level, int threads, const int64_t *start,
-                      const int64_t *count, const void *buf, double *stored, char *err, size_t errlen) {
-  slab_grid g = {.ndim = ndim, .esz = esz, .chunk_elems = 1, .gshape = gshape, .start = start, .count = count,
-                 .cd = cd, .buf = buf};
-  int has = count != NULL && buf != NULL;
-  int64_t nloc = 1;
-  for (int d = 0; d < ndim; d++) {
-    g.chunk_elems *= (size_t)cd[d];
-    g.grid[d] = (gshape[d] + (int64_t)cd[d] - 1) / (int64_t)cd[d];
-    if (has) {
-      has = count[d] > 0;
-      g.lo[d] = start[d] / (int64_t)cd[d];
-      g.n[d] = (start[d] + count[d] + (int64_t)cd[d] - 1) / (int64_t)cd[d] - g.lo[d];
-      nloc *= g.n[d];
+int ckpt_direct_add(ckpt_direct *dx, int k, int fd, hid_t dset, const void *buf, double *stored, int threads, int ok) {
+  BOOST_ASSERT(k >= 0 && k < dx->nitems);
+  dx->fd = fd;
+  item *it = &dx->items[k];
+  it->dset = dset;
+  it->stored = stored;
+  if (!dx->verdict) { /* every rank knows: nothing more is placed */
+    it->added = 1;
+    return 0;
+  }
+  slab_grid g = {.ndim = it->d.ndim, .esz = it->d.esz, .chunk_elems = it->chunk_elems, .gshape = it->d.gshape,
+                 .start = it->d.start, .count = it->d.count, .cd = it->d.cd, .buf = buf};
+  for (int d = 0; d < g.ndim; d++) {
+    g.grid[d] = it->grid[d];
+    if (it->d.has) {
+      const int64_t c = (int64_t)it->d.cd[d];
+      g.lo[d] = it->d.start[d] / c;
+      g.n[d] = (it->d.start[d] + it->d.count[d] + c - 1) / c - g.lo[d];
     }
   }
-  if (!has) nloc = 0;
-  int64_t rounds = (nloc + PIECE_CHUNKS - 1) / PIECE_CHUNKS;
-  MPI_Allreduce(MPI_IN_PLACE, &rounds, 1, MPI_INT64_T, MPI_MAX, comm);
-  const size_t bound = ZSTD_compressBound(g.chunk_elems * esz);
-  int ok = 1;
-  for (int64_t p = 0; p < rounds; p++) {
-    const int64_t k0 = p * PIECE_CHUNKS, k1 = k0 + PIECE_CHUNKS < nloc ? k0 + PIECE_CHUNKS : nloc;
+  const int has = it->d.has && buf != NULL;
+  if (it->d.has && !buf) say(dx, "no data for a dataset this rank writes");
+  for (int64_t k0 = 0; k0 < it->most; k0 += it->per_piece) {
+    /* The same arithmetic on every rank (it->most is everyone's): a
+     * placement wherever the busiest rank's encoded bytes would pass the
+     * bound. */
+    const int64_t piece_most = it->most - k0 < it->per_piece ? it->most - k0 : it->per_piece;
+    const size_t piece_bytes = (size_t)piece_most * it->bound;
+    if (dx->pending_most > 0 && dx->pending_most + piece_bytes > CKPT_DIRECT_BATCH_BYTES) {
+      place(dx, ok);
+      if (!dx->verdict) break;
+    }
+    dx->pending_most += piece_bytes;
+    const int64_t n_mine = has && ok && !dx->why[0] && k0 < it->nloc
+                               ? (it->nloc - k0 < it->per_piece ? it->nloc - k0 : it->per_piece)
+                               : 0;
+    pthread_mutex_lock(&dx->mu);
+    const int werr = dx->write_errno; /* a write failed: report it now, encode no more */
+    pthread_mutex_unlock(&dx->mu);
+    if (werr) {
+      char why[160];
+      boost_msgf(why, sizeof why, "writing chunks: %s", strerror(werr));
+      say(dx, why);
+    } else if (n_mine > 0 && encode_chunks(dx, &dx->b[dx->cur], k, &g, k0, n_mine, threads, it->bound) < 0) {
+      say(dx, "zstd failed on a chunk");
+    }
+  }
+  it->added = 1;
+  return dx->verdict;
+}
+
+int ckpt_direct_end(ckpt_direct *dx, int ok, char *err, size_t errlen) {
+  if (dx->verdict) place(dx, ok);
+  int rank;
+  MPI_Comm_rank(dx->comm, &rank);
+  if (rank == 0) {
     char why[512] = "";
-    if (!write_piece(dx, comm, dset, fd, &g, k0, ok && k1 > k0 ? k1 - k0 : 0, level, threads, bound, stored, why,
-                     sizeof why) &&
-        ok) {
-      boost_msgf(err, errlen, "%s", why);
-      ok = 0;
-    }
+    for (int k = 0; k < dx->nitems; k++) dx->items[k].added = 1;
+    if (!close_placed(dx, why, sizeof why)) say(dx, why);
   }
-  return ok;
+  char werr[256] = "";
+  if (!finish_writes(dx, werr, sizeof werr)) say(dx, werr);
+  if (dx->why[0]) boost_msgf(err, errlen, "%s", dx->why);
+  else if (!dx->verdict) boost_msgf(err, errlen, "another rank failed");
+  return !dx->why[0] && dx->verdict;
 }

@@ -35,22 +35,48 @@ void ckpt_direct_free(ckpt_direct *dx);
 int ckpt_direct_slab_aligned(int ndim, const int64_t *gshape, const hsize_t *cd, const int64_t *start,
                              const int64_t *count);
 
-/* One dataset, collectively over comm. Every rank passes its hyperslab of
- * the dataset (count NULL: none) with the data row-major in buf, elements
- * of esz bytes; rank 0 passes the dataset (created with the shuffle + zstd
- * pipeline at `level` and chunk shape cd; -1 elsewhere) and fd is this
- * rank's descriptor of the file, open for writing. Encodes on `threads`
- * threads. The chunks are written by a flusher thread while the next
- * dataset is encoded: ckpt_direct_finish waits for them. Returns this
- * rank's ok (err set otherwise); rank 0 adds the stored bytes of the
- * dataset to *stored. A failure on rank 0 leaves the other ranks' chunks
- * unwritten and is theirs to agree on. */
-int ckpt_direct_write(ckpt_direct *dx, MPI_Comm comm, hid_t dset, int fd, int ndim, const int64_t *gshape,
-                      const hsize_t *cd, size_t esz, int level, int threads, const int64_t *start,
-                      const int64_t *count, const void *buf, double *stored, char *err, size_t errlen);
+/* The direct writer places the encoded chunks of many datasets at once:
+ * a placement (three collectives) happens wherever the busiest rank's
+ * encoded chunks since the last one would pass this many bytes, so the
+ * collectives of a file grow with its size, not with its number of
+ * datasets; each rank holds at most two batches of this size. */
+#define CKPT_DIRECT_BATCH_BYTES ((size_t)32 << 20)
 
-/* Waits until every chunk handed over is written; 0 with err if a write
- * failed since the last call. Before the file's descriptor is closed. */
-int ckpt_direct_finish(ckpt_direct *dx, char *err, size_t errlen);
+/* One filtered dataset of the file: its global shape and chunk shape (the
+ * shuffle + zstd pipeline), element size, and this rank's hyperslab
+ * [start, start + count) when it has one (has). */
+typedef struct {
+  int ndim;
+  int64_t gshape[4];
+  hsize_t cd[4];
+  size_t esz;
+  int has;
+  int64_t start[4], count[4];
+} ckpt_direct_item;
+
+/* Before a file, collectively over comm (one reduction): every rank lists
+ * the same datasets in the order it will add them, each with its own
+ * hyperslab; level is the zstd level. ok: this rank can write them directly (its
+ * hyperslabs are unions of whole chunks). Returns 1 when every rank can;
+ * the placements are then fixed identically on every rank. */
+int ckpt_direct_begin(ckpt_direct *dx, MPI_Comm comm, int level, int n, const ckpt_direct_item *items, int ok);
+
+/* Dataset k of begin's list, on every rank in the list's order (fd: this
+ * rank's descriptor of the file, open for writing): rank 0
+ * passes the dataset it created (with the pipeline and chunk shape; -1
+ * elsewhere), whose ownership passes here: it is closed once its chunks are
+ * placed; stored (rank 0; may be NULL) is where the dataset's stored bytes
+ * are added. buf: this rank's hyperslab row-major (NULL when none), needed
+ * only during the call (its chunks are encoded here, on `threads`
+ * threads). ok: this rank is still fine. Collective only at the placements
+ * begin fixed. Returns the verdict of the last placement: 0 when some rank
+ * failed (every rank learns it at the same dataset: stop adding). */
+int ckpt_direct_add(ckpt_direct *dx, int k, int fd, hid_t dset, const void *buf, double *stored, int threads, int ok);
+
+/* The last placement (collective), then waits until every chunk is
+ * written. Returns 1 when every rank's chunks are in the file; else 0 with
+ * this rank's reason (or "another rank failed") in err. Before the file's
+ * descriptor is closed. */
+int ckpt_direct_end(ckpt_direct *dx, int ok, char *err, size_t errlen);
 
 #endif

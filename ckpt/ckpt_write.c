@@ -31,7 +31,14 @@ typedef struct {
   char err[REASON_MAX];
   save_result *r;
   int direct, fd; /* the direct writer: this rank's descriptor */
+  int next_item;  /* direct: the next dataset of ckpt_direct_begin's list */
+  int placed_ok;  /* direct: the verdict of the last placement of chunks */
 } writer;
+
+/* After a dataset: whether every rank goes on. Direct: the verdict of the
+ * writer's last placement, which every rank learnt at the same dataset (no
+ * collective per dataset); collective: an agreement. */
+static int go_on(writer *w) { return w->direct ? w->placed_ok : ckpt_all_true(w->s, w->ok); }
 
 static void wfail(writer *w, const char *fmt, const char *arg) {
   if (!w->ok) return;
@@ -42,13 +49,14 @@ static void wfail(writer *w, const char *fmt, const char *arg) {
 }
 
 /* One filtered dataset through the direct writer: rank 0 creates it, every
- * rank's chunks go where rank 0 places them. */
+ * rank encodes its chunks; the writer places them with other datasets'
+ * (ckpt_direct.h) and closes the dataset then. */
 static void write_dataset_direct(writer *w, hid_t loc, const char *path, const char *name, hid_t ftype, int ndim,
-                                 const int64_t *gshape, const hsize_t *chunk, const int64_t *start,
-                                 const int64_t *count, const void *buf, uint64_t checksum, int kind) {
+                                 const int64_t *gshape, const hsize_t *chunk, const void *buf, uint64_t checksum,
+                                 int kind) {
   ckpt_session *s = w->s;
   hsize_t dims[TENSOR_MAX_DIMS];
-  double raw = (double)H5Tget_size(ftype), stored = 0.0;
+  double raw = (double)H5Tget_size(ftype);
   for (int d = 0; d < ndim; d++) {
     dims[d] = (hsize_t)gshape[d];
     raw *= (double)gshape[d];
@@ -62,27 +70,14 @@ static void write_dataset_direct(writer *w, hid_t loc, const char *path, const c
       wfail(w, "H5Dcreate %s", path);
     if (dcpl >= 0) H5Pclose(dcpl);
     if (space >= 0) H5Sclose(space);
+    if (dset >= 0 && ckpt_attr_put_u64(dset, CKPT_ATTR_CHECKSUM, checksum) < 0) wfail(w, "checksum attribute of %s", path);
   }
-  char why[512] = "";
-  const int has = count != NULL && buf != NULL;
   /* All of the rank's cores while training waits for this save (a final
    * save, synchronous saves); one beside training otherwise. */
   const int threads = ckpt_work_threads(s);
-  if (!ckpt_direct_write(s->direct, s->comm, dset, w->fd, ndim, gshape, chunk, H5Tget_size(ftype), s->cfg.level,
-                         threads, has ? start : NULL, has ? count : NULL, has ? buf : NULL, &stored, why,
-                         sizeof why) &&
-      w->ok) {
-    boost_msgf(w->err, sizeof w->err, "%s: %s", path, why);
-    w->ok = 0;
-  }
-  if (dset >= 0) {
-    if (ckpt_attr_put_u64(dset, CKPT_ATTR_CHECKSUM, checksum) < 0) wfail(w, "checksum attribute of %s", path);
-    if (H5Dclose(dset) < 0) wfail(w, "H5Dclose %s", path);
-  }
-  if (kind >= 0 && s->rank == 0) {
-    w->r->raw[kind] += raw;
-    w->r->stored[kind] += stored;
-  }
+  double *stored = kind >= 0 && s->rank == 0 ? &w->r->stored[kind] : NULL;
+  w->placed_ok = ckpt_direct_add(s->direct, w->next_item++, w->fd, dset, buf, stored, threads, w->ok);
+  if (kind >= 0 && s->rank == 0) w->r->raw[kind] += raw;
   if (s->set.delay_ms > 0) ckpt_sleep_ms(s->set.delay_ms);
 }
 
@@ -103,7 +98,7 @@ static void write_dataset(writer *w, hid_t loc, const char *path, const char *na
     n *= gshape[d];
   }
   if (w->direct && (filtered && n > 0)) {
-    write_dataset_direct(w, loc, path, name, ftype, ndim, gshape, chunk, start, count, buf, checksum, kind);
+    write_dataset_direct(w, loc, path, name, ftype, ndim, gshape, chunk, count != NULL ? buf : NULL, checksum, kind);
     return;
   }
   if (w->direct && s->rank != 0) { /* rank 0 writes the small unfiltered ones from its data */
@@ -230,34 +225,63 @@ static void plan_act_chunks(ckpt_session *s, save_job *j) {
   boost_free(cut);
 }
 
-static void chunk_of(int ndim, const int64_t *c64, hsize_t *chunk) {
-  for (int d = 0; d < ndim; d++) chunk[d] = (hsize_t)c64[d];
+static void direct_item(ckpt_direct_item *it, int ndim, const int64_t *gshape, const int64_t *chunk, size_t esz,
+                        const int64_t *start, const int64_t *count) {
+  memset(it, 0, sizeof *it);
+  it->ndim = ndim;
+  it->esz = esz;
+  it->has = start != NULL;
+  for (int d = 0; d < ndim; d++) {
+    it->gshape[d] = gshape[d];
+    it->cd[d] = (hsize_t)chunk[d];
+    if (it->has) {
+      it->start[d] = start[d];
+      it->count[d] = count[d];
+      it->has = it->has && count[d] > 0;
+    }
+  }
+}
+
+static int numel_positive(int ndim, const int64_t *shape) {
+  int64_t n = 1;
+  for (int d = 0; d < ndim; d++) n *= shape[d];
+  return n > 0;
 }
 
 /* Whether this file goes through the direct writer: every rank's every
- * filtered hyperslab is made of whole chunks (collective). The chunk shapes
- * are chosen so (ckpt_chunk_dims_cut); this checks it, and a big-endian
- * machine or BOOST_CKPT_DIRECT=0 takes the collective writer. */
+ * filtered hyperslab is made of whole chunks. The chunk shapes are chosen
+ * so (ckpt_chunk_dims_cut); this checks it, and a big-endian machine or
+ * BOOST_CKPT_DIRECT=0 takes the collective writer. The filtered datasets
+ * are listed for the direct writer in the order ckpt_write_file writes
+ * them, and it agrees (collective, one reduction). */
 static int direct_possible(ckpt_session *s, const save_job *j) {
   int ok = s->set.direct_write && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__; /* memory bytes are the file's */
-  hsize_t chunk[TENSOR_MAX_DIMS];
-  for (int i = 0; ok && i < s->nent; i++) {
+  const int n = s->nent * CKPT_NUM_CATEGORIES + j->acts.nact;
+  ckpt_direct_item *items = boost_calloc((size_t)(n ? n : 1), sizeof *items);
+  int k = 0;
+  for (int i = 0; i < s->nent; i++) {
     const ckpt_entry *e = &s->ents[i];
-    chunk_of(e->ndim, e->chunk, chunk);
-    for (int c = 0; ok && c < CKPT_NUM_CATEGORIES; c++) {
-      if (e->stage_off[c] == CKPT_NO_STAGE) continue;
+    for (int c = 0; c < CKPT_NUM_CATEGORIES; c++) {
+      if (!numel_positive(e->ndim, e->shape)) continue;
       int64_t start[TENSOR_MAX_DIMS], count[TENSOR_MAX_DIMS];
-      ckpt_band_slab(&s->reg->tensors[e->local], e->r0[c], e->r1[c], start, count);
-      ok = ckpt_direct_slab_aligned(e->ndim, e->shape, chunk, start, count);
+      const int mine = e->stage_off[c] != CKPT_NO_STAGE;
+      if (mine) ckpt_band_slab(&s->reg->tensors[e->local], e->r0[c], e->r1[c], start, count);
+      direct_item(&items[k], e->ndim, e->shape, e->chunk, sizeof(float), mine ? start : NULL, count);
+      if (items[k].has) ok = ok && ckpt_direct_slab_aligned(e->ndim, e->shape, items[k].cd, start, count);
+      k++;
     }
   }
-  for (int a = 0; ok && a < j->acts.nact; a++) {
+  for (int a = 0; a < j->acts.nact; a++) {
     const act_item *it = &j->acts.acts[a];
-    if (!it->has) continue;
-    chunk_of(it->d.ndim, it->chunk, chunk);
-    ok = ckpt_direct_slab_aligned(it->d.ndim, it->d.shape, chunk, it->start, it->count);
+    if (!numel_positive(it->d.ndim, it->d.shape)) continue;
+    direct_item(&items[k], it->d.ndim, it->d.shape, it->chunk, ckpt_act_esize((ckpt_act_type)it->d.type),
+                it->has ? it->start : NULL, it->count);
+    if (items[k].has) ok = ok && ckpt_direct_slab_aligned(it->d.ndim, it->d.shape, items[k].cd, it->start, it->count);
+    k++;
   }
-  return comm_control_all(s->comm, COMM_WORLD, "checkpoint agreement", ok);
+  ok = ckpt_direct_begin(s->direct, s->comm, s->cfg.level, k, items, ok);
+  boost_free(items);
+  return ok;
 }
 
 /* Creates the file: collectively through MPI-IO, or (direct) on rank 0
@@ -294,7 +318,6 @@ static void create_file(writer *w, const char *path, char *err, size_t errlen) {
 /* The stored activations (group /activations), sums[a] the checksum of
  * dataset a; every rank takes part (collective). */
 static void write_activations(writer *w, const save_job *j, const uint64_t *sums) {
-  ckpt_session *s = w->s;
   hid_t ga = make_group(w, CKPT_GROUP_ACTS);
   if (ga >= 0) {
     int rc = ckpt_attr_put_str(ga, "mode", ckpt_meta_str(&j->meta, CKPT_META_F_activations));
@@ -314,12 +337,15 @@ static void write_activations(writer *w, const save_job *j, const uint64_t *sums
     hid_t mt = it->d.type == CKPT_ACT_F32 ? H5T_NATIVE_FLOAT : it->d.type == CKPT_ACT_I32 ? H5T_NATIVE_INT32 : H5T_NATIVE_INT64;
     if (it->d.type == CKPT_ACT_BF16) ft = mt = bf16;
     boost_msgf(path_ds, sizeof path_ds, CKPT_GROUP_ACTS "/%s", it->d.name);
-    if (it->d.type == CKPT_ACT_BF16 && bf16 < 0) wfail(w, "the bfloat16 type of %s", path_ds);
-    else
+    if (it->d.type == CKPT_ACT_BF16 && bf16 < 0) {
+      wfail(w, "the bfloat16 type of %s", path_ds);
+      if (w->direct) /* its place in the direct writer's list, passed with this rank's failure */
+        w->placed_ok = ckpt_direct_add(w->s->direct, w->next_item++, w->fd, -1, NULL, NULL, 1, 0);
+    } else
       write_dataset(w, ga, path_ds, it->d.name, ft, mt, it->d.ndim, it->d.shape, it->chunk, it->start, it->has ? it->count : NULL,
                     it->has ? j->acts.act_buf + it->off : NULL, sums[a], SIZE_ACTS);
     if (bf16 >= 0) H5Tclose(bf16);
-    go = ckpt_all_true(s, w->ok);
+    go = go_on(w);
   }
   if (ga >= 0) H5Gclose(ga);
 }
@@ -327,7 +353,7 @@ static void write_activations(writer *w, const save_job *j, const uint64_t *sums
 /* Writes the whole file; returns this rank's ok. */
 int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, const uint64_t *sums, save_result *r,
                       char *err, size_t errlen) {
-  writer w = {s, -1, -1, 1, "", r, 0, -1};
+  writer w = {s, -1, -1, 1, "", r, 0, -1, 0, 1};
   const tensor_registry *reg = s->reg;
   plan_act_chunks(s, j);
   w.direct = direct_possible(s, j);
@@ -366,7 +392,7 @@ int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, const uint64
         write_dataset(&w, groups[c], path_ds, e->name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, e->ndim, e->shape, e->chunk,
                       mine ? start : NULL, mine ? count : NULL, mine ? s->stage + e->stage_off[c] : NULL,
                       sums[(size_t)i * CKPT_NUM_CATEGORIES + c], c == CKPT_PARAMS ? SIZE_WEIGHTS : SIZE_MOMENTS);
-        go = ckpt_all_true(s, w.ok); /* stop everywhere at the first failure */
+        go = go_on(&w); /* stop everywhere at the first failure */
       }
     }
     for (int c = 0; c < CKPT_NUM_CATEGORIES; c++)
@@ -377,14 +403,14 @@ int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, const uint64
       write_dataset(&w, gs, CKPT_GROUP_STATE "/loss_history", "loss_history", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 1,
                     &n, NULL, &zero, s->rank == 0 ? &n : NULL, j->losses, sums[(size_t)s->nent * CKPT_NUM_CATEGORIES], -1);
       if (gs >= 0) H5Gclose(gs);
-      go = ckpt_all_true(s, w.ok);
+      go = go_on(&w);
     }
     if (go && j->acts.nact > 0) write_activations(&w, j, sums + (size_t)s->nent * CKPT_NUM_CATEGORIES + 1);
   }
   H5Pclose(w.dxpl);
   if (w.direct) {
     char why[512];
-    if (!ckpt_direct_finish(s->direct, why, sizeof why) && w.ok) {
+    if (!ckpt_direct_end(s->direct, w.ok, why, sizeof why) && w.ok) {
       boost_msgf(w.err, sizeof w.err, "%s: %s", path, why);
       w.ok = 0;
     }
