@@ -186,12 +186,12 @@ static int open_dir(ckpt_session *s, char *err, size_t errlen) {
                    nrem == 1 ? "y" : "ies", removed);
     }
   }
-  MPI_Bcast(&ok, 1, MPI_INT, 0, grid->world);
-  MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, 0, grid->world);
+  comm_control_bcast(grid->world, COMM_WORLD, "checkpoint agreement", &ok, (int)sizeof ok, 0);
+  comm_control_bcast(grid->world, COMM_WORLD, "checkpoint agreement", msg, (int)sizeof msg, 0);
   if (!ok) return boost_err(err, errlen, "%s", msg);
   struct stat st;
   ok = stat(s->cfg.dir, &st) == 0 && S_ISDIR(st.st_mode);
-  MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, grid->world);
+  ok = comm_control_all(grid->world, COMM_WORLD, "checkpoint agreement", ok);
   if (!ok)
     return boost_err(err, errlen, "ckpt.dir %s is not visible on every rank (checkpoints need a shared file system)",
                      s->cfg.dir);
@@ -254,8 +254,8 @@ ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tens
   int bad = (!s->read_only && open_dir(s, err, errlen) != 0) || ckpt_build_table(s, err, errlen) != 0;
   if (!bad) { /* every rank has its staging memory, or none goes on */
     char why[256] = "";
-    int ok = ckpt_stage_alloc(s, why, sizeof why) == 0;
-    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, grid->world);
+    const int ok = comm_control_all(grid->world, COMM_WORLD, "checkpoint agreement",
+                                    ckpt_stage_alloc(s, why, sizeof why) == 0);
     if (!ok) bad = boost_err(err, errlen, "%s", why[0] ? why : "another rank cannot allocate its checkpoint staging");
   }
   if (bad) {

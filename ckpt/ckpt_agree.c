@@ -1,10 +1,9 @@
-/* Agreement among the writer threads of all ranks (s->comm, control plane:
- * small host values), whether training waits for the writer, and a sleep
+/* Agreement among the writer threads of all ranks (s->comm, the control
+ * plane's one watched call: small host values), whether training waits for the writer, and a sleep
  * for the test hooks. A leaf: it calls nothing else of the package, so the
  * session, the writer, the reader and the read-back all use it without
  * calling one another. */
 #include <errno.h>
-#include <limits.h>
 #include <time.h>
 
 #include "ckpt_internal.h"
@@ -16,23 +15,15 @@ void ckpt_sleep_ms(int ms) {
 }
 
 int ckpt_agree(ckpt_session *s, int ok, const char *mine, char *out, size_t outlen) {
-  int who = ok ? INT_MAX : s->rank;
-  MPI_Allreduce(MPI_IN_PLACE, &who, 1, MPI_INT, MPI_MIN, s->comm);
-  if (who == INT_MAX) return 1;
-  char buf[REASON_MAX];
-  if (s->rank == who) {
-    if (s->world_size > 1) boost_msgf(buf, sizeof buf, "rank %d: %s", s->rank, mine);
-    else boost_msgf(buf, sizeof buf, "%s", mine);
-  }
-  MPI_Bcast(buf, (int)sizeof buf, MPI_CHAR, who, s->comm);
+  char buf[REASON_MAX] = "";
+  if (!ok && s->world_size > 1) boost_msgf(buf, sizeof buf, "rank %d: %s", s->rank, mine);
+  else if (!ok) boost_msgf(buf, sizeof buf, "%s", mine);
+  if (comm_control_first_failure(s->comm, COMM_WORLD, "checkpoint agreement", ok, buf, (int)sizeof buf) < 0) return 1;
   if (out) boost_msgf(out, outlen, "%s", buf);
   return 0;
 }
 
-int ckpt_all_true(ckpt_session *s, int v) {
-  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MIN, s->comm);
-  return v;
-}
+int ckpt_all_true(ckpt_session *s, int v) { return comm_control_all(s->comm, COMM_WORLD, "checkpoint agreement", v); }
 
 int ckpt_trainer_waiting(ckpt_session *s) {
   if (s->set.sync_mode) return 1;

@@ -11,6 +11,7 @@
 #include "check.h"
 #include "ckpt_h5.h"
 #include "ckpt_vfd.h"
+#include "comm.h"
 #include "tensor.h"
 #include "util.h"
 
@@ -528,7 +529,7 @@ int ckpt_direct_begin(ckpt_direct *dx, MPI_Comm comm, int level, int n, const ck
     it->per_piece = CKPT_DIRECT_BATCH_BYTES / it->bound > 0 ? (int64_t)(CKPT_DIRECT_BATCH_BYTES / it->bound) : 1;
     most[k + 1] = it->nloc;
   }
-  MPI_Allreduce(MPI_IN_PLACE, most, n + 1, MPI_INT64_T, MPI_MAX, comm);
+  comm_control(comm, COMM_WORLD, "checkpoint agreement", most, n + 1, MPI_INT64_T, MPI_MAX);
   for (int k = 0; k < n; k++) dx->items[k].most = most[k + 1];
   const int all_ok = most[0] == 0;
   boost_free(most);

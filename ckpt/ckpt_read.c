@@ -251,7 +251,7 @@ static void check_stored_acts(reader *r, const char *path) {
  * layout-independent checksums. Returns 1, or 0 naming the first mismatch. */
 static int verify_checksums(reader *r, char *why, size_t whylen) {
   ckpt_session *s = r->s;
-  MPI_Allreduce(MPI_IN_PLACE, r->sums, (int)r->nsum, MPI_UINT64_T, MPI_SUM, s->comm);
+  comm_control(s->comm, COMM_WORLD, "checkpoint checksums", r->sums, (int)r->nsum, MPI_UINT64_T, MPI_SUM);
   const size_t ntensor = (size_t)s->nent * CKPT_NUM_CATEGORIES;
   for (size_t k = 0; k < r->nsum; k++) {
     if (r->sums[k] == r->stored[k]) continue;
@@ -296,7 +296,7 @@ static int try_load(ckpt_session *s, const char *path, load_result *lr, char *wh
   boost_free(r.stored);
   boost_free(r.sums);
   double io[2] = {r.needed, r.decoded};
-  MPI_Allreduce(MPI_IN_PLACE, io, 2, MPI_DOUBLE, MPI_SUM, s->comm);
+  comm_control(s->comm, COMM_WORLD, "checkpoint agreement", io, 2, MPI_DOUBLE, MPI_SUM);
   lr->bytes_needed = io[0];
   lr->bytes_decoded = io[1];
   return rc;
@@ -308,9 +308,9 @@ static int list_candidates(ckpt_session *s, const char *dir, int64_t **steps) {
   *steps = NULL;
   char err[512];
   if (s->rank == 0 && ckpt_fs_list(dir, steps, &n, err, sizeof err) != 0) n = 0;
-  MPI_Bcast(&n, 1, MPI_INT, 0, s->comm);
+  comm_control_bcast(s->comm, COMM_WORLD, "checkpoint agreement", &n, (int)sizeof n, 0);
   if (s->rank != 0) *steps = n ? boost_calloc((size_t)n, sizeof **steps) : NULL;
-  if (n) MPI_Bcast(*steps, n, MPI_INT64_T, 0, s->comm);
+  if (n) comm_control_bcast(s->comm, COMM_WORLD, "checkpoint agreement", *steps, n * (int)sizeof **steps, 0);
   return n;
 }
 

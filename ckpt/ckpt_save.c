@@ -47,7 +47,7 @@ static uint64_t *checksums(ckpt_session *s, const save_job *j, size_t *nsum) {
         : it->d.type == CKPT_ACT_BF16 ? ckpt_hash_slab_bf16(p, it->d.ndim, it->d.shape, it->start, it->count)
                                       : ckpt_hash_slab32(p, it->d.ndim, it->d.shape, it->start, it->count);
   }
-  MPI_Allreduce(MPI_IN_PLACE, sums, (int)*nsum, MPI_UINT64_T, MPI_SUM, s->comm);
+  comm_control(s->comm, COMM_WORLD, "checkpoint checksums", sums, (int)*nsum, MPI_UINT64_T, MPI_SUM);
   return sums;
 }
 
@@ -94,11 +94,11 @@ static int commit(ckpt_session *s, const save_job *j, int ok, const char *tmp_na
     if (!committed) unlink(path);
   }
   double meta[2] = {(double)committed, r->file_bytes};
-  MPI_Bcast(meta, 2, MPI_DOUBLE, 0, s->comm);
+  comm_control_bcast(s->comm, COMM_WORLD, "checkpoint agreement", meta, (int)sizeof meta, 0);
   committed = meta[0] != 0.0;
   r->file_bytes = meta[1];
   if (ok && !committed) {
-    MPI_Bcast(cerr, (int)sizeof cerr, MPI_CHAR, 0, s->comm);
+    comm_control_bcast(s->comm, COMM_WORLD, "checkpoint agreement", cerr, (int)sizeof cerr, 0);
     boost_msgf(r->reason, sizeof r->reason, "rank 0: %s", cerr);
   }
   return committed;

@@ -426,8 +426,8 @@ int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, const uint64
       ckpt_vfd_abandon();
       H5Fclose(w.file);
     }
-    MPI_Bcast(r->raw, SIZE_NUM_CLASSES, MPI_DOUBLE, 0, s->comm);
-    MPI_Bcast(r->stored, SIZE_NUM_CLASSES, MPI_DOUBLE, 0, s->comm);
+    comm_control_bcast(s->comm, COMM_WORLD, "checkpoint agreement", r->raw, (int)sizeof r->raw, 0);
+    comm_control_bcast(s->comm, COMM_WORLD, "checkpoint agreement", r->stored, (int)sizeof r->stored, 0);
   } else {
     /* Collective MPI_File_sync of what HDF5 wrote, then close. */
     if (go && H5Fflush(w.file, H5F_SCOPE_GLOBAL) < 0) wfail(&w, "H5Fflush %s", path);

@@ -161,7 +161,10 @@ typedef struct boost_ops {
   void (*vocab_ce_backward)(boost_backend *be, boost_act *logits, const float *sums, const float *mx,
                             const int32_t *targets, int v0, int N, int V, float scale);
   /* *acc += (double)(float)(mean of losses[0..N)), the mean summed in
-   * double in index order; acc: one double of backend memory. */
+   * double in an order fixed by N alone (reproducible run to run) but the
+   * backend's own: the CPU's in index order, CUDA's as 32 strided lane sums
+   * combined by a warp butterfly; so backends agree to rounding of the
+   * double sum, not bit for bit. acc: one double of backend memory. */
   void (*loss_accumulate)(boost_backend *be, const float *losses, int N, double *acc);
   /* ---- precision ---- */
   /* dst (act_dtype) <- src (float), rounded to nearest even; a no-op when

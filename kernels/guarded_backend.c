@@ -15,6 +15,7 @@
 
 #include "backend.h"
 #include "check.h"
+#include "device_wait.h"
 #include "util.h"
 
 #define GUARD_TAG ((uintptr_t)1 << 62)
@@ -62,15 +63,29 @@ static void g_copy2d(boost_backend *be, void *dst, size_t dpitch, const void *sr
 static void g_upload(boost_backend *be, void *dst, const void *src, size_t bytes) {
   IMEM->upload(IN, U(dst), host(src), bytes);
 }
+/* The inner backend's waits complete on return; the guarded backend still
+ * goes through the device-wait poll loop the CUDA backend uses, so the CPU
+ * tests run it (and its test hook, boost_wait_test_stick, can make the
+ * wait never complete). */
+static int g_ready(void *ctx, char *err, size_t errlen) {
+  (void)ctx;
+  const int mode = boost_wait_test_stuck();
+  if (mode == BOOST_WAIT_TEST_ERROR) return boost_err(err, errlen, "the device reports an error (test hook)");
+  return mode != BOOST_WAIT_TEST_STUCK;
+}
 static void g_download(boost_backend *be, void *dst, const void *src, size_t bytes) {
   IMEM->download(IN, (void *)host(dst), U(src), bytes);
+  boost_device_wait("device download", g_ready, NULL);
 }
 static void g_mark(boost_backend *be) { IMEM->mark(IN); }
 static void g_download_async(boost_backend *be, void *dst, const void *src, size_t bytes) {
   IMEM->download_async(IN, (void *)host(dst), U(src), bytes);
 }
 static void g_copy_sync(boost_backend *be) { IMEM->copy_sync(IN); }
-static void g_sync(boost_backend *be) { IMEM->sync(IN); }
+static void g_sync(boost_backend *be) {
+  IMEM->sync(IN);
+  boost_device_wait("device sync", g_ready, NULL);
+}
 static void *g_host_view(boost_backend *be, const void *p) { return IMEM->host_view(IN, U(p)); }
 
 static const boost_mem_ops guarded_mem = {

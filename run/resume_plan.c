@@ -6,6 +6,7 @@
 
 #include "ckpt_hooks.h"
 #include "ckpt_peek.h"
+#include "comm.h"
 
 int config_dp_degree(const train_config *cfg, int world_size) {
   const int dp = cfg->parallel.dp, tp = cfg->parallel.tp, pp = cfg->parallel.pp;
@@ -26,12 +27,12 @@ typedef struct {
 
 static char *bcast_string(char *s, int root_has, MPI_Comm world) {
   int n = root_has && s ? (int)strlen(s) + 1 : 0;
-  MPI_Bcast(&n, 1, MPI_INT, 0, world);
+  comm_control_bcast(world, COMM_WORLD, "resume plan agreement", &n, (int)sizeof n, 0);
   if (!n) return NULL;
   int rank;
   MPI_Comm_rank(world, &rank);
   if (rank != 0) s = calloc((size_t)n, 1);
-  MPI_Bcast(s, n, MPI_CHAR, 0, world);
+  comm_control_bcast(world, COMM_WORLD, "resume plan agreement", s, n, 0);
   return s;
 }
 
@@ -63,7 +64,7 @@ static char *peek_everywhere(const train_config *cfg, MPI_Comm world, peek_resul
                cfg->ckpt.dir[0] ? cfg->ckpt.dir : cfg->ckpt.resume.text, info.skipped);
     }
   }
-  MPI_Bcast(r, sizeof *r, MPI_BYTE, 0, world);
+  comm_control_bcast(world, COMM_WORLD, "resume plan agreement", r, (int)sizeof *r, 0);
   char *json = bcast_string(info.meta.config, r->found == 1, world); /* rank 0: info's own string */
   info.meta.config = NULL;                                         /* now json's */
   ckpt_peek_free(&info);

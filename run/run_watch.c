@@ -5,10 +5,13 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "ckpt_fs.h"
 #include "ckpt_h5.h"
+#include "comm.h"
+#include "device_wait.h"
 #include "preempt.h"
 #include "util.h"
 #include "watchdog.h"
@@ -63,6 +66,24 @@ static int status_now(void *ctx, char *why, size_t whylen) {
   return BOOST_EXIT_UNSAVED;
 }
 
+/* BOOST_TRAIN_TEST_STUCK_AT=STEP:RANK:control|device|device-error: at the
+ * start of step STEP, RANK's next agreement stalls inside the watched call,
+ * or every device wait of the guarded backend from then on never completes
+ * (fails). */
+static void arm_stuck(int64_t step) {
+  const char *v = getenv("BOOST_TRAIN_TEST_STUCK_AT");
+  long long at = -1, r = -1;
+  char where[16] = "";
+  if (!v || sscanf(v, "%lld:%lld:%15s", &at, &r, where) != 3 || at != step || r != rw.rank) return;
+  const int device = strncmp(where, "device", 6) == 0, error = strcmp(where, "device-error") == 0;
+  fprintf(stderr, "boost-train: rank %d gets stuck in its next %s at step %lld (BOOST_TRAIN_TEST_STUCK_AT)\n", rw.rank,
+          error ? "device wait, which fails" : device ? "device wait" : "agreement", (long long)step);
+  if (device)
+    boost_wait_test_stick(error ? BOOST_WAIT_TEST_ERROR : BOOST_WAIT_TEST_STUCK);
+  else
+    comm_test_stall_next_control();
+}
+
 /* BOOST_TRAIN_TEST_STOP_AT=STEP[:RANK]: the step (-1 when unset), and
  * whether it stops this rank. */
 static int64_t stop_at(int rank, int *me) {
@@ -87,6 +108,7 @@ void run_watch_begin(const train_config *cfg, int rank, const train_state *st, c
 
 void run_watch_step(ckpt_session *ck, const train_state *st) {
   watchdog_step(st->step + 1);
+  arm_stuck(st->step + 1);
   if (st->step + 1 != rw.stop_at) return;
   ckpt_wait(ck); /* every rank: the checkpoint in flight commits first (the watchdog learns it on disk) */
   if (!rw.stop_me) return;

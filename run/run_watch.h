@@ -26,7 +26,12 @@ void run_watch_begin(const train_config *cfg, int rank, const train_state *st, c
  * BOOST_TRAIN_TEST_STOP_AT=STEP[:RANK] -- at the start of step STEP every
  * rank waits for its checkpoint in flight to commit, then RANK (every rank
  * if omitted) says so on stderr and stops itself with SIGSTOP: a stuck
- * rank at a known point, for the watchdog's tests. */
+ * rank at a known point, for the watchdog's tests.
+ * BOOST_TRAIN_TEST_STUCK_AT=STEP:RANK:WHERE -- at the start of step STEP,
+ * RANK gets stuck inside a watched wait: WHERE "control", its next
+ * agreement (comm_control) sleeps inside the call; "device", the guarded
+ * backend's device waits never complete again (the poll loop the CUDA
+ * backend uses, kernels/device_wait.h); "device-error", they fail. */
 void run_watch_step(ckpt_session *ck, const train_state *st);
 /* st->step steps are done (right after each optimizer step). */
 void run_watch_trained(const train_state *st);

@@ -277,25 +277,32 @@ static int gpu_index(MPI_Comm world) {
 #endif
 }
 
-/* Device memory moves through NCCL where it is built (train.device = cuda),
- * else through MPI (host staging). Collective over world. */
+/* Device memory moves through NCCL where it is built (train.device = cuda,
+ * parallel.comm auto or nccl), else through MPI (host staging). Collective
+ * over world; every rank succeeds or every rank fails with the same line
+ * (comm_init_nccl agrees, and the config is the same everywhere). The
+ * context is the run's: the watchdog watches its device waits and aborts
+ * it when it ends the job. */
 static int init_comm(run *r, char *err, size_t errlen) {
   const process_grid *g = &r->grid;
+  const train_config *cfg = r->cfg;
+  const int cuda = cfg->train.device == DEVICE_CUDA, want = cfg->parallel.comm;
 #ifdef BOOST_HAVE_NCCL
-  if (r->cfg->train.device == DEVICE_CUDA) {
-    char nerr[512] = "";
-    int ok = comm_init_nccl(&r->comm, r->be, g->tp_comm, g->dp_comm, g->pp_comm, g->world, nerr, sizeof nerr) == 0;
-    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, g->world); /* control plane */
-    if (!ok) {
-      if (r->comm.ops) comm_free(&r->comm);
-      snprintf(err, errlen, "%s", nerr[0] ? nerr : "NCCL could not start on every rank");
+  if (cuda && want != COMM_CFG_MPI) {
+    if (comm_init_nccl(&r->comm, r->be, g->tp_comm, g->dp_comm, g->pp_comm, g->world, cfg->parallel.nccl_single, err,
+                       errlen) != 0)
       return -1;
-    }
+    comm_attach_watchdog(&r->comm);
     return 0;
   }
 #endif
-  (void)err, (void)errlen;
+  if (want == COMM_CFG_NCCL || cfg->parallel.nccl_single)
+    return boost_err(err, errlen, "%s needs train.device=cuda%s",
+                     want == COMM_CFG_NCCL ? "parallel.comm=nccl" : "parallel.nccl_single",
+                     !cuda ? "" : want == COMM_CFG_MPI ? " and parallel.comm auto or nccl"
+                                                       : " and a build with NCCL (this one communicates through MPI)");
   comm_init_mpi(&r->comm, r->be, g->tp_comm, g->dp_comm, g->pp_comm, g->world);
+  comm_attach_watchdog(&r->comm);
   return 0;
 }
 
@@ -342,8 +349,7 @@ trainer *trainer_create(const train_config *cfg, MPI_Comm world, char *err, size
   const boost_dtype act = cfg->train.precision == PRECISION_BF16 ? BOOST_BF16 : BOOST_F32;
   r->be = boost_backend_create(device_names[cfg->train.device], act, r->threads, gpu_index(world), be_err,
                                sizeof be_err);
-  int have_be = r->be != NULL;
-  MPI_Allreduce(MPI_IN_PLACE, &have_be, 1, MPI_INT, MPI_MIN, world); /* control plane: every rank or none */
+  const int have_be = comm_control_all(world, COMM_WORLD, "start-up agreement", r->be != NULL); /* every rank or none */
   watchdog_phase("start-up: model build", WATCH_WORK); /* local work: not a wait */
   if (!have_be) {
     snprintf(err, errlen, "%s", be_err[0] ? be_err : "the backend could not be created on every rank");
@@ -468,7 +474,8 @@ static int accept_start(run *t, char *err, size_t errlen) {
     ok = t->metrics != NULL;
     if (!ok) snprintf(err, errlen, "cannot open train.metrics %s: %s", t->cfg->train.metrics, strerror(errno));
   }
-  MPI_Bcast(&ok, 1, MPI_INT, 0, t->grid.world); /* every rank stops, not rank 0 alone */
+  /* every rank stops, not rank 0 alone */
+  comm_control_bcast(t->grid.world, COMM_WORLD, "start agreement", &ok, (int)sizeof ok, 0);
   return ok ? 0 : fail_all(&t->grid, err);
 }
 

@@ -47,6 +47,7 @@
 #include "h5z_zstd.h"
 #include "model.h"
 #include "reshard.h"
+#include "reshard_rank.h"
 #include "resume_plan.h"
 #include "tool.h"
 #include "util.h"
@@ -94,6 +95,8 @@ typedef struct {
   size_t done, total;
   uint64_t reserve_bytes; /* OUT's expected size, reserved before any write */
   long global_batch;      /* IN's global batch: kept, or recorded when IN predates the attribute */
+  const rank_change *ranks; /* --rank: the tensors it converts (NULL: none) */
+  const char *config;       /* --rank: OUT's stored config (the new ranks) */
   char err[1024];
 } rewrite;
 
@@ -142,6 +145,14 @@ static herr_t copy_unknown_attr(hid_t loc, const char *name, const H5A_info_t *i
   return rc;
 }
 
+/* The group of a tensor's path: "/optim/adam_m/x" -> "/optim/adam_m". */
+static const char *path_group(const char *path) {
+  static const char *const groups[] = {CKPT_GROUP_ADAM_M, CKPT_GROUP_ADAM_V, CKPT_GROUP_MODEL};
+  for (int i = 0; i < 3; i++)
+    if (!strncmp(path, groups[i], strlen(groups[i])) && path[strlen(groups[i])] == '/') return groups[i];
+  return "";
+}
+
 /* One tensor dataset, read whole as float32 and written with aligned chunks,
  * as float32 or (bf16) rounded to bfloat16 with its checksum recomputed. */
 static int copy_tensor(rewrite *r, const char *path, const char *name, int bf16) {
@@ -155,9 +166,7 @@ static int copy_tensor(rewrite *r, const char *path, const char *name, int bf16)
   int64_t shape[TENSOR_MAX_DIMS];
   H5Sget_simple_extent_dims(space, dims, NULL);
   size_t n = 1;
-  for (int k = 0; k < ndim; k++) shape[k] = (int64_t)dims[k], n *= (size_t)dims[k];
-  const int idx = registry_find(&r->m->reg, name);
-  aligned_chunk(idx >= 0 ? &r->m->reg.tensors[idx] : NULL, ndim, shape, chunk);
+  for (int k = 0; k < ndim; k++) n *= (size_t)dims[k];
   float *buf = malloc((n ? n : 1) * sizeof *buf);
   uint64_t sum = 0;
   int ok = buf && H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0 &&
@@ -167,6 +176,17 @@ static int copy_tensor(rewrite *r, const char *path, const char *name, int bf16)
     snprintf(r->err, sizeof r->err, "%s: checksum mismatch in IN (damaged checkpoint)", path);
     ok = 0;
   }
+  /* --rank: the tensor in its new shape, and a checksum of what OUT holds */
+  const size_t n_in = n;
+  if (ok && reshard_rank_tensor(r->ranks, path_group(path), name, &buf, &n, ndim, dims, r->err, sizeof r->err) != 0) ok = 0;
+  if (ok && n != n_in) {
+    sum = ckpt_hash_run32(buf, n, 0);
+    H5Sclose(space);
+    space = H5Screate_simple(ndim, dims, NULL);
+  }
+  for (int k = 0; k < ndim; k++) shape[k] = (int64_t)dims[k];
+  const int idx = registry_find(&r->m->reg, name);
+  aligned_chunk(idx >= 0 ? &r->m->reg.tensors[idx] : NULL, ndim, shape, chunk);
   if (ok && bf16) {
     ckpt_round_bf16(buf, n);
     sum = ckpt_hash_run32(buf, n, 0);
@@ -232,7 +252,8 @@ static int write_root(rewrite *r, tp_mode mode) {
   ok = ok && target && ckpt_meta_set_str(&m, CKPT_META_F_resharded_from, m.layout) == 0 &&
        ckpt_meta_set_str(&m, CKPT_META_F_layout, target) == 0 &&
        ckpt_meta_set_str(&m, CKPT_META_F_optimizer_state, o->no_optim ? "absent" : "present") == 0 &&
-       ckpt_meta_set_str(&m, CKPT_META_F_weights_dtype, o->bf16 ? "bf16" : "f32") == 0;
+       ckpt_meta_set_str(&m, CKPT_META_F_weights_dtype, o->bf16 ? "bf16" : "f32") == 0 &&
+       (!r->config || ckpt_meta_set_str(&m, CKPT_META_F_config, r->config) == 0);
   /* The global batch is the run's, not the layout's: kept as it is, and
    * recorded from the layout that ran IN's config when IN is older. */
   if (ok && !ckpt_meta_has(&m, CKPT_META_F_global_batch) && r->global_batch > 0)
@@ -265,7 +286,8 @@ static int write_out(rewrite *r, const char *tmp, tp_mode mode) {
   if (rc == 0 && !r->o->no_optim) rc = copy_group_tensors(r, CKPT_GROUP_ADAM_M, 0);
   if (rc == 0 && !r->o->no_optim) rc = copy_group_tensors(r, CKPT_GROUP_ADAM_V, 0);
   for (const char *g = CKPT_GROUP_STATE; rc == 0 && g; g = strcmp(g, CKPT_GROUP_STATE) ? NULL : CKPT_GROUP_ACTS)
-    if (H5Lexists(r->in, g, H5P_DEFAULT) > 0 && H5Ocopy(r->in, g, r->out, g, H5P_DEFAULT, H5P_DEFAULT) < 0) {
+    if (r->ranks && !strcmp(g, CKPT_GROUP_ACTS)) rc = reshard_rank_copy_acts(r->in, r->out, r->err, sizeof r->err);
+    else if (H5Lexists(r->in, g, H5P_DEFAULT) > 0 && H5Ocopy(r->in, g, r->out, g, H5P_DEFAULT, H5P_DEFAULT) < 0) {
       ckpt_h5_error(r->err, sizeof r->err, g);
       rc = -1;
     }
@@ -501,7 +523,21 @@ static int run(const options *o_in, char *err, size_t errlen) {
   if (!strcmp(ckpt_meta_str(&info.meta, CKPT_META_F_optimizer_state), "absent")) eff.no_optim = 1;
   /* and bf16 weights stay bf16: float32 would only pretend to more precision */
   if (!strcmp(ckpt_meta_str(&info.meta, CKPT_META_F_weights_dtype), "bf16")) eff.bf16 = eff.no_optim = 1;
+  /* --rank without --layout keeps IN's layout */
+  ckpt_layout lay;
+  if (!o->have_layout && ckpt_layout_parse(info.meta.layout, &lay) == 0) {
+    eff.dp = lay.dp, eff.tp = lay.tp, eff.pp = lay.pp;
+    eff.mode = !strcmp(lay.tp_mode, "vanilla") ? TP_VANILLA : !strcmp(lay.tp_mode, "megatron") ? TP_MEGATRON
+             : !strcmp(lay.tp_mode, "btp") ? TP_BTP : TP_AUTO;
+  }
   o = &eff;
+  train_config cfg_in = cfg; /* IN's own, when --rank makes cfg OUT's */
+  rank_change *ranks = NULL;
+  char *out_config = NULL;
+  if (rc == 0 && (o->rank_attn || o->rank_mlp)) {
+    if (!(ranks = reshard_rank_plan(in, &cfg_in, o, &cfg, err, errlen))) rc = -1;
+    else out_config = config_to_json(&cfg);
+  }
   if (rc == 0 && o->plan) rc = reshard_plan(in, &cfg, o, err, errlen);
   if (o->nranks > 1 && !agree(o, rc == 0, err, errlen)) rc = -1;
   if (rc == 0 && !o->plan) {
@@ -517,11 +553,12 @@ static int run(const options *o_in, char *err, size_t errlen) {
       char tmp[PATH_MAX + 8];
       snprintf(tmp, sizeof tmp, "%s.tmp", o->out);
       rewrite r = {.in = in, .m = &m, .o = o, .level = cfg.ckpt.level, .reserve_bytes = expected_out_bytes(o, info.path),
-                   .global_batch = resume_global_batch(&info.meta, &cfg)};
+                   .global_batch = resume_global_batch(&info.meta, &cfg_in), .ranks = ranks, .config = out_config};
       r.total = (size_t)m.reg.count * (o->no_optim ? 1 : 3);
       if (o->rank == 0) tool_tmp_arm(tmp);
       rc = o->nranks > 1 ? write_out_parallel(&r, tmp, mode) : write_out(&r, tmp, mode);
       if (rc != 0) boost_err(err, errlen, "%s", r.err);
+      if (rc == 0 && ranks) rc = reshard_rank_finish(ranks, info.path, tmp, o, err, errlen);
       if (rc == 0) rc = verify_out(tmp, o, err, errlen);
       if (o->nranks > 1 && !agree(o, rc == 0, err, errlen)) rc = -1;
       if (rc == 0 && o->rank == 0) ckpt_fs_trim(tmp); /* the reservation's blocks past the end */
@@ -541,6 +578,8 @@ static int run(const options *o_in, char *err, size_t errlen) {
   }
   if (in >= 0) H5Fclose(in);
   ckpt_peek_free(&info);
+  reshard_rank_free(ranks);
+  free(out_config);
   return rc;
 }
 
@@ -564,7 +603,7 @@ int main(int argc, char **argv) {
   }
   int rc = reshard_parse_args(argc, argv, &o, err, sizeof err) != 0 ? 2 : 0;
   o.rank = rank, o.nranks = nranks;
-  if (rc == 0 && nranks > 1 && o.plan) o.nranks = 1; /* --plan prints; rank 0 alone does it */
+  if (rc == 0 && nranks > 1 && (o.plan || o.rank_attn || o.rank_mlp)) o.nranks = 1; /* --plan prints, --rank runs a model: rank 0 alone */
   ckpt_h5_quiet();
   if (rc == 0 && h5z_zstd_register() < 0) {
     boost_err(err, sizeof err, "cannot register the zstd HDF5 filter");

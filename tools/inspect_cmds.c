@@ -192,8 +192,9 @@ static const char *const VERIFY_HELP =
     "consistent; the config parses; the loss history has `step` values; stored\n"
     "activations well formed and, when nothing else is wrong, recomputed: the model\n"
     "the stored config describes runs forward on the stored tokens with the stored\n"
-    "weights and must reproduce every stored activation within 1e-5 of its largest\n"
-    "magnitude (--no-recompute skips this; it costs one forward pass of the model).\n"
+    "weights and must reproduce every stored activation, per dataset max |diff| <=\n"
+    "max(1, max |stored|) x 1e-5 (an fp32 checkpoint) or x 2^-4 (bf16)\n"
+    "(--no-recompute skips this; it costs one forward pass of the model).\n"
     "Prints `verify: ok` (exit 0) or one line per problem naming the tensor or\n"
     "attribute and `verify: FAILED` (exit 1).\n";
 

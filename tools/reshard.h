@@ -14,6 +14,9 @@
 typedef struct {
   const char *in, *out;
   int dp, tp, pp, plan, json, quiet, no_optim, bf16;
+  int have_layout;         /* --layout given (else, with --rank, IN's layout) */
+  int rank_attn, rank_mlp; /* --rank: the new bottleneck ranks, 0 = unchanged */
+  int rank_all;            /* --rank R: every low-rank projection the model has */
   int rank, nranks; /* of MPI_COMM_WORLD: > 1 under mpirun (the parallel rewrite) */
   tp_mode mode;
 } options;

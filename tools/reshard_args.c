@@ -11,6 +11,7 @@
 int reshard_usage(FILE *f, int status) {
   fprintf(f,
           "usage: boost-reshard IN OUT --layout dp=D,tp=T,pp=P[,mode=M] [--no-optimizer] [--bf16] [--quiet]\n"
+          "       boost-reshard IN OUT --rank R|attn=R,mlp=R [--layout ...] [--quiet]\n"
           "       boost-reshard IN --plan --layout dp=D,tp=T,pp=P[,mode=M] [--json]\n"
           "\n"
           "Rewrites checkpoint IN (a file, or a checkpoint directory: its `latest`) as OUT with\n"
@@ -21,6 +22,12 @@ int reshard_usage(FILE *f, int status) {
           "  --no-optimizer    leave out the AdamW moments (export; training cannot resume from OUT)\n"
           "  --bf16            weights as bfloat16, half the size (export; implies --no-optimizer);\n"
           "                    HDF5 and h5py read them back as float32\n"
+          "  --rank R          change the bottleneck rank of every low-rank projection to R, or per kind:\n"
+          "                    attn=R (q, k, v, o), mlp=R (gate, up, down), e.g. attn=96,mlp=160.\n"
+          "                    Growing is exact (new channels: B columns zero, A rows drawn as a run of\n"
+          "                    that rank initialises them; their moments zero); shrinking keeps the\n"
+          "                    channels with the largest |B[:,i]|*|A[i,:]| and prints the loss change on\n"
+          "                    the stored batch. Without --layout: IN's layout. Runs on one process\n"
           "  --plan            print what each target rank reads of IN and the read amplification\n"
           "  --json            with --plan: one JSON document\n"
           "  --quiet           no progress bar\n"
@@ -74,6 +81,31 @@ static int parse_layout(const char *spec, options *o, char *err, size_t errlen) 
   return 0;
 }
 
+/* --rank R (every kind) or attn=R,mlp=R (either or both). */
+static int parse_rank(const char *spec, options *o, char *err, size_t errlen) {
+  char buf[128];
+  if (snprintf(buf, sizeof buf, "%s", spec) >= (int)sizeof buf) return boost_err(err, errlen, "--rank '%.40s...' is too long", spec);
+  const int whole = strchr(buf, '=') == NULL;
+  for (char *p = buf, *comma; p; p = comma ? comma + 1 : NULL) {
+    if ((comma = strchr(p, ','))) *comma = '\0';
+    char *eq = strchr(p, '=');
+    const char *val = eq ? eq + 1 : p;
+    if (eq) *eq = '\0';
+    int *dst = whole ? NULL : !strcmp(p, "attn") ? &o->rank_attn : !strcmp(p, "mlp") ? &o->rank_mlp : NULL;
+    if (!whole && (!eq || !dst)) return boost_err(err, errlen, "bad --rank item '%s' in '%s': expected R, or attn=R and/or mlp=R", p, spec);
+    if (whole && comma) return boost_err(err, errlen, "bad --rank '%s': expected R, or attn=R and/or mlp=R", spec);
+    if (dst && *dst) return boost_err(err, errlen, "--rank '%s' gives %s twice", spec, p);
+    char *end;
+    errno = 0;
+    const long v = strtol(val, &end, 10);
+    if (!*val || *end || errno || v < 1 || v > (1 << 20))
+      return boost_err(err, errlen, "--rank %s: a rank is a whole number from 1 to %d", val, 1 << 20);
+    if (whole) o->rank_attn = o->rank_mlp = (int)v, o->rank_all = 1;
+    else *dst = (int)v;
+  }
+  return 0;
+}
+
 int reshard_parse_args(int argc, char **argv, options *o, char *err, size_t errlen) {
   memset(o, 0, sizeof *o);
   int have_layout = 0;
@@ -83,6 +115,10 @@ int reshard_parse_args(int argc, char **argv, options *o, char *err, size_t errl
       if (have_layout) return boost_err(err, errlen, "--layout given twice");
       if (parse_layout(argv[++i], o, err, errlen) != 0) return -1;
       have_layout = 1;
+    } else if (!strcmp(argv[i], "--rank")) {
+      if (i + 1 >= argc) return boost_err(err, errlen, "--rank wants a value: R, or attn=R,mlp=R");
+      if (o->rank_attn || o->rank_mlp) return boost_err(err, errlen, "--rank given twice");
+      if (parse_rank(argv[++i], o, err, errlen) != 0) return -1;
     } else if (!strcmp(argv[i], "--plan")) o->plan = 1;
     else if (!strcmp(argv[i], "--json")) o->json = 1;
     else if (!strcmp(argv[i], "--quiet")) o->quiet = 1;
@@ -94,7 +130,11 @@ int reshard_parse_args(int argc, char **argv, options *o, char *err, size_t errl
     else return boost_err(err, errlen, "unexpected argument '%s' (see --help)", argv[i]);
   }
   if (!o->in) return boost_err(err, errlen, "no input checkpoint given (see --help)");
-  if (!have_layout) return boost_err(err, errlen, "--layout dp=D,tp=T,pp=P is required");
+  o->have_layout = have_layout;
+  if (!have_layout && !o->rank_attn && !o->rank_mlp) return boost_err(err, errlen, "--layout dp=D,tp=T,pp=P is required");
+  if (!have_layout) o->dp = o->tp = o->pp = 1, o->mode = TP_AUTO; /* replaced by IN's layout */
+  if ((o->rank_attn || o->rank_mlp) && (o->plan || o->bf16))
+    return boost_err(err, errlen, "--rank does not go with %s", o->plan ? "--plan" : "--bf16 (change the rank, then export)");
   if (!o->plan && !o->out) return boost_err(err, errlen, "no OUT given (or --plan to only print the read plan)");
   if (o->plan && o->out) return boost_err(err, errlen, "--plan writes nothing: drop OUT '%s' or --plan", o->out);
   if (o->json && !o->plan) return boost_err(err, errlen, "--json goes with --plan (the rewrite prints one line)");

@@ -14,13 +14,23 @@
  * outside a backend sees MPI_Request or an event.
  *
  * Control plane: small host values every rank must agree on (a failure
- * flag, a step number, a signal) go through comm_control_* (MPI on the
- * host, uncounted), never through the data plane.
+ * flag, a step number, a signal, rank 0's verdict) go through one watched
+ * call, comm_control (MPI on the host, uncounted), never through the data
+ * plane and never through a raw MPI collective.
  *
  * Every call that waits for other ranks (data plane, control plane, a
- * receive, a send's completion) is recorded for the collective watchdog
- * while it is in flight (trainer/watchdog.h: group, kind, peer; a few
- * relaxed stores, nothing on threads the watchdog does not watch). */
+ * receive, a send's completion, and -- once comm_attach_watchdog is
+ * called -- the compute backend's device waits, where queued collectives
+ * complete) is recorded for the collective watchdog while it is in flight
+ * (trainer/watchdog.h: group, kind, peer; a few relaxed stores, nothing on
+ * threads the watchdog does not watch).
+ *
+ * Errors: a backend returns its failures (NCCL's, CUDA's) to the front,
+ * which aborts every communicator and ends the job through the watchdog's
+ * failure path (watchdog_fail: one line naming the group, the step and the
+ * ranks; exit 74, or 75 when the newest state is committed). No backend
+ * exits by itself. MPI's own errors stay fatal (MPI_ERRORS_ARE_FATAL: the
+ * launcher ends the job). */
 #ifndef BOOST_COMM_H
 #define BOOST_COMM_H
 
@@ -29,6 +39,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "device_wait.h"
 
 typedef enum { COMM_TP = 0, COMM_DP, COMM_PP, COMM_WORLD, COMM_NUM_GROUPS } comm_group;
 typedef enum { COMM_ALLREDUCE = 0, COMM_ALLGATHER, COMM_REDUCE_SCATTER, COMM_SENDRECV, COMM_ALLTOALL, COMM_NUM_KINDS } comm_kind;
@@ -53,27 +64,36 @@ typedef struct comm_ctx comm_ctx;
 
 /* What a communication backend implements; the comm_* functions below
  * count and dispatch. Buffers are the compute backend's memory (c->be), or
- * host memory when c->be is NULL. n counts elements of type t. */
+ * host memory when c->be is NULL. n counts elements of type t. Every call
+ * returns 0, or -1 with a one-line reason in c->err (the front ends the
+ * job: see Errors above). */
 typedef struct {
   const char *name;
-  void (*allreduce)(comm_ctx *c, comm_group g, void *buf, size_t n, boost_dtype t, comm_redop op);
+  int (*allreduce)(comm_ctx *c, comm_group g, void *buf, size_t n, boost_dtype t, comm_redop op);
   /* [a (n_a of type ta), b (n_b floats)] summed as one collective where the
    * backend can (the btp bottleneck and its norm statistics) */
-  void (*allreduce_pair)(comm_ctx *c, comm_group g, void *a, size_t n_a, boost_dtype ta, float *b, size_t n_b);
+  int (*allreduce_pair)(comm_ctx *c, comm_group g, void *a, size_t n_a, boost_dtype ta, float *b, size_t n_b);
   /* buf: size * chunk elements; leaves this rank's chunk of the sum at
    * buf + rank * chunk */
-  void (*reduce_scatter)(comm_ctx *c, comm_group g, void *buf, size_t chunk, boost_dtype t);
+  int (*reduce_scatter)(comm_ctx *c, comm_group g, void *buf, size_t chunk, boost_dtype t);
   /* buf: size * chunk elements, this rank's at buf + rank * chunk: fills the others */
-  void (*allgather_chunks)(comm_ctx *c, comm_group g, void *buf, size_t chunk, boost_dtype t);
+  int (*allgather_chunks)(comm_ctx *c, comm_group g, void *buf, size_t chunk, boost_dtype t);
   /* recv: size blocks of n elements, block r from rank r */
-  void (*allgather)(comm_ctx *c, comm_group g, const void *send, void *recv, size_t n, boost_dtype t);
+  int (*allgather)(comm_ctx *c, comm_group g, const void *send, void *recv, size_t n, boost_dtype t);
   /* element counts and displacements per rank, as MPI_Alltoallv */
-  void (*alltoallv)(comm_ctx *c, comm_group g, const void *send, const size_t *scount, const size_t *sdispl,
-                    void *recv, const size_t *rcount, const size_t *rdispl, boost_dtype t);
-  void (*isend)(comm_ctx *c, comm_group g, const void *buf, size_t n, boost_dtype t, int peer, int tag,
-                comm_request *req);
-  void (*recv)(comm_ctx *c, comm_group g, void *buf, size_t n, boost_dtype t, int peer, int tag);
-  void (*wait)(comm_ctx *c, comm_request *req);
+  int (*alltoallv)(comm_ctx *c, comm_group g, const void *send, const size_t *scount, const size_t *sdispl,
+                   void *recv, const size_t *rcount, const size_t *rdispl, boost_dtype t);
+  int (*isend)(comm_ctx *c, comm_group g, const void *buf, size_t n, boost_dtype t, int peer, int tag,
+               comm_request *req);
+  int (*recv)(comm_ctx *c, comm_group g, void *buf, size_t n, boost_dtype t, int peer, int tag);
+  int (*wait)(comm_ctx *c, comm_request *req);
+  /* Optional (NULL: nothing to do). poll: an error the communication
+   * reported asynchronously (queued collectives that failed), checked while
+   * the host waits for the device; abort: every communicator abandoned,
+   * operations in flight cancelled (the job is ending; callable from the
+   * watchdog's thread). */
+  int (*poll)(comm_ctx *c);
+  void (*abort)(comm_ctx *c);
   void (*destroy)(comm_ctx *c);
 } comm_backend;
 
@@ -86,6 +106,11 @@ struct comm_ctx {
   comm_counter count[COMM_NUM_GROUPS][COMM_NUM_KINDS];
   void *scratch; /* backend memory for comm_allgather_cols */
   size_t scratch_bytes;
+  int every_group;   /* collectives run in groups of one rank too (parallel.nccl_single) */
+  int last_group;    /* the group of the latest collective begun: where a device wait is charged */
+  char err[512];     /* a backend's failure, for the front */
+  boost_wait_hooks wait_hooks; /* comm_attach_watchdog's */
+  int device_wait_recorded;    /* the device wait in flight is the watch record */
 };
 
 /* The MPI backend over groups borrowed from a process grid (not freed):
@@ -93,10 +118,20 @@ struct comm_ctx {
 void comm_init_mpi(comm_ctx *c, boost_backend *be, MPI_Comm tp, MPI_Comm dp, MPI_Comm pp, MPI_Comm world);
 /* The NCCL backend (comm_nccl.c, built with CUDA and NCCL: BOOST_HAVE_NCCL)
  * over the same groups, for the cuda backend's device memory: one NCCL
- * communicator per group, ids broadcast over the groups' MPI communicators
- * (collective over world). 0, or -1 with a one-line message. */
-int comm_init_nccl(comm_ctx *c, boost_backend *be, MPI_Comm tp, MPI_Comm dp, MPI_Comm pp, MPI_Comm world, char *err,
-                   size_t errlen);
+ * communicator per group of more than one rank -- per group, even of one
+ * rank, when every_group (parallel.nccl_single: a single GPU runs every
+ * collective through NCCL) -- ids broadcast over the groups' MPI
+ * communicators. Collective over world, and agreed: every rank returns 0,
+ * or every rank -1 with the same line naming the first rank that failed. */
+int comm_init_nccl(comm_ctx *c, boost_backend *be, MPI_Comm tp, MPI_Comm dp, MPI_Comm pp, MPI_Comm world,
+                   int every_group, char *err, size_t errlen);
+/* The run's context (one per process; comm_free undoes it): the compute
+ * backend's device waits (kernels/device_wait.h) become watched waits
+ * charged to the group of the latest collective begun, polling this
+ * context's asynchronous errors, and a failed wait ends the job as a failed
+ * collective does; when the watchdog ends the job it aborts this context's
+ * communicators first (ncclCommAbort). */
+void comm_attach_watchdog(comm_ctx *c);
 /* A single-process context (every group of size 1, MPI_COMM_SELF): its
  * collectives move nothing. */
 void comm_init_self(comm_ctx *c, boost_backend *be);
@@ -137,7 +172,26 @@ static inline void comm_copy_backward(comm_ctx *c, comm_group g, boost_act *dx, 
 static inline void comm_reduce_forward(comm_ctx *c, comm_group g, boost_act *x, size_t n) { comm_allreduce_act(c, g, x, n); }
 static inline void comm_reduce_backward(comm_ctx *c, comm_group g, boost_act *dx, size_t n) { (void)c, (void)g, (void)dx, (void)n; }
 
-/* ---- control plane (host values, MPI, uncounted) ---- */
+/* ---- control plane (host values, MPI, uncounted) ----
+ * comm_control is the one watched agreement: an allreduce of n host values
+ * of type t with op over mc -- group g's communicator, or one that spans
+ * the same ranks (the run's world before a comm context exists) -- recorded
+ * for the watchdog as group g, kind `what` (a string that outlives the
+ * call, words of [a-z -], e.g. "stop-signal agreement"). Everything below
+ * goes through it. Test hook: comm_test_stall_next_control. */
+void comm_control(MPI_Comm mc, comm_group g, const char *what, void *host, int n, MPI_Datatype t, MPI_Op op);
+/* bytes from root to every rank of mc (a bitwise-or agreement: the others
+ * contribute zeros). */
+void comm_control_bcast(MPI_Comm mc, comm_group g, const char *what, void *buf, int bytes, int root);
+/* 1 when ok is non-zero on every rank of mc. */
+int comm_control_all(MPI_Comm mc, comm_group g, const char *what, int ok);
+/* The lowest rank of mc whose ok is zero (-1: none), and that rank's
+ * one-line msg on every rank (msg: msglen bytes everywhere). */
+int comm_control_first_failure(MPI_Comm mc, comm_group g, const char *what, int ok, char *msg, int msglen);
+/* Test hook: the watched thread's next comm_control call sleeps inside the
+ * watched call until the process is ended (a rank stuck in an agreement). */
+void comm_test_stall_next_control(void);
+
 void comm_control_sum_f64(comm_ctx *c, comm_group g, double *host, int n);
 /* The largest / smallest value over the group. */
 int comm_control_max_int(comm_ctx *c, comm_group g, int v);

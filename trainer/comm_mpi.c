@@ -3,7 +3,8 @@
  * (download, MPI, upload) -- correct everywhere, fast where memory is host
  * memory; GPUs use the NCCL backend instead. bf16 sums use a user-defined
  * MPI operation that adds in float and rounds back by the kernels' rule
- * (bf16.h). */
+ * (bf16.h). Its calls return 0: MPI's own errors are fatal
+ * (MPI_ERRORS_ARE_FATAL: the launcher ends the job). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,7 +71,7 @@ static void host_done(comm_ctx *c, host_buf h, void *p, size_t bytes, int out) {
   boost_free(h.host);
 }
 
-static void mpi_allreduce(comm_ctx *c, comm_group g, void *buf, size_t n, boost_dtype t, comm_redop op) {
+static int mpi_allreduce(comm_ctx *c, comm_group g, void *buf, size_t n, boost_dtype t, comm_redop op) {
   const size_t es = boost_dtype_size(t);
   host_buf h = host_of(c, buf, n * es, 1);
   for (size_t off = 0; off < n; off += COMM_CHUNK) {
@@ -78,14 +79,12 @@ static void mpi_allreduce(comm_ctx *c, comm_group g, void *buf, size_t n, boost_
     MPI_Allreduce(MPI_IN_PLACE, (char *)h.host + off * es, cnt, mpi_type(t), mpi_op(c, t, op), c->mpi[g]);
   }
   host_done(c, h, buf, n * es, 1);
+  return 0;
 }
 
-static void mpi_allreduce_pair(comm_ctx *c, comm_group g, void *a, size_t n_a, boost_dtype ta, float *b, size_t n_b) {
+static int mpi_allreduce_pair(comm_ctx *c, comm_group g, void *a, size_t n_a, boost_dtype ta, float *b, size_t n_b) {
   /* float bottleneck with its statistics right behind it: one message */
-  if (ta == BOOST_F32 && (float *)a + n_a == b) {
-    mpi_allreduce(c, g, a, n_a + n_b, BOOST_F32, COMM_SUM);
-    return;
-  }
+  if (ta == BOOST_F32 && (float *)a + n_a == b) return mpi_allreduce(c, g, a, n_a + n_b, BOOST_F32, COMM_SUM);
   const size_t ea = boost_dtype_size(ta);
   BOOST_ASSERT(n_a < COMM_CHUNK && n_b < COMM_CHUNK);
   host_buf ha = host_of(c, a, n_a * ea, 1), hb = host_of(c, b, n_b * sizeof(float), 1);
@@ -95,9 +94,10 @@ static void mpi_allreduce_pair(comm_ctx *c, comm_group g, void *a, size_t n_a, b
   MPI_Waitall(2, r, MPI_STATUSES_IGNORE);
   host_done(c, ha, a, n_a * ea, 1);
   host_done(c, hb, b, n_b * sizeof(float), 1);
+  return 0;
 }
 
-static void mpi_reduce_scatter(comm_ctx *c, comm_group g, void *buf, size_t chunk, boost_dtype t) {
+static int mpi_reduce_scatter(comm_ctx *c, comm_group g, void *buf, size_t chunk, boost_dtype t) {
   BOOST_ASSERT(chunk < (size_t)1 << 31);
   const size_t es = boost_dtype_size(t), bytes = chunk * (size_t)c->size[g] * es;
   host_buf h = host_of(c, buf, bytes, 1);
@@ -105,23 +105,26 @@ static void mpi_reduce_scatter(comm_ctx *c, comm_group g, void *buf, size_t chun
   MPI_Reduce_scatter_block(MPI_IN_PLACE, h.host, (int)chunk, mpi_type(t), mpi_op(c, t, COMM_SUM), c->mpi[g]);
   if (c->rank[g] != 0) memmove((char *)h.host + (size_t)c->rank[g] * chunk * es, h.host, chunk * es);
   host_done(c, h, buf, bytes, 1);
+  return 0;
 }
 
-static void mpi_allgather_chunks(comm_ctx *c, comm_group g, void *buf, size_t chunk, boost_dtype t) {
+static int mpi_allgather_chunks(comm_ctx *c, comm_group g, void *buf, size_t chunk, boost_dtype t) {
   BOOST_ASSERT(chunk < (size_t)1 << 31);
   const size_t bytes = chunk * (size_t)c->size[g] * boost_dtype_size(t);
   host_buf h = host_of(c, buf, bytes, 1);
   MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, h.host, (int)chunk, mpi_type(t), c->mpi[g]);
   host_done(c, h, buf, bytes, 1);
+  return 0;
 }
 
-static void mpi_allgather(comm_ctx *c, comm_group g, const void *send, void *recv, size_t n, boost_dtype t) {
+static int mpi_allgather(comm_ctx *c, comm_group g, const void *send, void *recv, size_t n, boost_dtype t) {
   const size_t es = boost_dtype_size(t);
   BOOST_ASSERT(n * (size_t)c->size[g] < (size_t)1 << 31);
   host_buf hs = host_of(c, send, n * es, 1), hr = host_of(c, recv, n * (size_t)c->size[g] * es, 0);
   MPI_Allgather(hs.host, (int)n, mpi_type(t), hr.host, (int)n, mpi_type(t), c->mpi[g]);
   host_done(c, hs, (void *)send, n * es, 0);
   host_done(c, hr, recv, n * (size_t)c->size[g] * es, 1);
+  return 0;
 }
 
 static int *int_counts(const size_t *v, int n) {
@@ -133,7 +136,7 @@ static int *int_counts(const size_t *v, int n) {
   return out;
 }
 
-static void mpi_alltoallv(comm_ctx *c, comm_group g, const void *send, const size_t *scount, const size_t *sdispl,
+static int mpi_alltoallv(comm_ctx *c, comm_group g, const void *send, const size_t *scount, const size_t *sdispl,
                           void *recv, const size_t *rcount, const size_t *rdispl, boost_dtype t) {
   const int p = c->size[g];
   const size_t es = boost_dtype_size(t);
@@ -151,11 +154,12 @@ static void mpi_alltoallv(comm_ctx *c, comm_group g, const void *send, const siz
   boost_free(sc), boost_free(sd), boost_free(rc), boost_free(rd);
   host_done(c, hs, (void *)send, send_end * es, 0);
   host_done(c, hr, recv, recv_end * es, 1);
+  return 0;
 }
 
 /* A request: the MPI_Request, and (low bit set: in flight) the host copy a
  * staged send owns until it completes. */
-static void mpi_isend(comm_ctx *c, comm_group g, const void *buf, size_t n, boost_dtype t, int peer, int tag,
+static int mpi_isend(comm_ctx *c, comm_group g, const void *buf, size_t n, boost_dtype t, int peer, int tag,
                       comm_request *req) {
   BOOST_ASSERT(n < (size_t)1 << 31 && req->opaque[1] == 0);
   host_buf h = host_of(c, buf, n * boost_dtype_size(t), 1);
@@ -164,25 +168,28 @@ static void mpi_isend(comm_ctx *c, comm_group g, const void *buf, size_t n, boos
   _Static_assert(sizeof(MPI_Request) <= sizeof req->opaque[0], "an MPI_Request fits the opaque request");
   memcpy(&req->opaque[0], &r, sizeof r);
   req->opaque[1] = (h.staged ? (uint64_t)(uintptr_t)h.host : 0) | 1u;
+  return 0;
 }
 
-static void mpi_recv(comm_ctx *c, comm_group g, void *buf, size_t n, boost_dtype t, int peer, int tag) {
+static int mpi_recv(comm_ctx *c, comm_group g, void *buf, size_t n, boost_dtype t, int peer, int tag) {
   BOOST_ASSERT(n < (size_t)1 << 31);
   const size_t bytes = n * boost_dtype_size(t);
   host_buf h = host_of(c, buf, bytes, 0);
   MPI_Recv(h.host, (int)n, mpi_type(t), peer, tag, c->mpi[g], MPI_STATUS_IGNORE);
   host_done(c, h, buf, bytes, 1);
+  return 0;
 }
 
-static void mpi_wait(comm_ctx *c, comm_request *req) {
+static int mpi_wait(comm_ctx *c, comm_request *req) {
   (void)c;
-  if (!(req->opaque[1] & 1u)) return;
+  if (!(req->opaque[1] & 1u)) return 0;
   MPI_Request r;
   memcpy(&r, &req->opaque[0], sizeof r);
   MPI_Wait(&r, MPI_STATUS_IGNORE);
   void *staged = (void *)(uintptr_t)(req->opaque[1] & ~(uint64_t)1);
   if (staged) boost_free(staged);
   memset(req, 0, sizeof *req);
+  return 0;
 }
 
 static void mpi_destroy(comm_ctx *c) {
@@ -213,6 +220,7 @@ static void init_common(comm_ctx *c, boost_backend *be) {
   memset(c, 0, sizeof *c);
   c->ops = &mpi_backend;
   c->be = be;
+  c->last_group = COMM_WORLD;
 }
 
 void comm_init_mpi(comm_ctx *c, boost_backend *be, MPI_Comm tp, MPI_Comm dp, MPI_Comm pp, MPI_Comm world) {

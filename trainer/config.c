@@ -18,6 +18,7 @@ const char *const recompute_names[RECOMPUTE_COUNT] = {"none", "lowrank", "full"}
 const char *const acts_mode_names[ACTS_COUNT] = {"none", "sample", "all"};
 const char *const device_names[DEVICE_COUNT] = {"cpu", "guarded", "cuda"};
 const char *const precision_names[PRECISION_COUNT] = {"fp32", "bf16"};
+const char *const comm_kind_config_names[COMM_CFG_COUNT] = {"auto", "mpi", "nccl"};
 
 typedef enum { K_INT, K_I64, K_FLOAT, K_STR, K_BOOL, K_ENUM } key_type;
 
@@ -34,6 +35,7 @@ static const enum_choice RECOMPUTE_CHOICES[] = {
 static const enum_choice RESUME_BATCH_CHOICES[] = {{"keep", RESUME_BATCH_KEEP}, {"config", RESUME_BATCH_CONFIG}, {NULL, 0}};
 static const enum_choice DEVICE_CHOICES[] = {
     {"cpu", DEVICE_CPU}, {"guarded", DEVICE_GUARDED}, {"cuda", DEVICE_CUDA}, {NULL, 0}};
+static const enum_choice COMM_CHOICES[] = {{"auto", COMM_CFG_AUTO}, {"mpi", COMM_CFG_MPI}, {"nccl", COMM_CFG_NCCL}, {NULL, 0}};
 static const enum_choice PRECISION_CHOICES[] = {{"fp32", PRECISION_FP32}, {"bf16", PRECISION_BF16}, {NULL, 0}};
 static const enum_choice ACTS_CHOICES[] = {{"none", ACTS_NONE}, {"sample", ACTS_SAMPLE}, {"all", ACTS_ALL}, {NULL, 0}};
 
@@ -107,6 +109,14 @@ static const key_spec KEYS[] = {
     {"parallel.timeout", K_INT, F(parallel.timeout), 0, 1e7,
      "seconds a rank may wait for the others (a collective, a pipeline message, a start-up agreement) before the "
      "watchdog ends the job, exit 74 or 75 (a stopped or hung rank); 0 = never",
+     NULL},
+    {"parallel.comm", K_ENUM, F(parallel.comm), 0, 0,
+     "the communication backend: auto (NCCL with train.device=cuda where built, else MPI), mpi (host-staged MPI "
+     "everywhere: ranks sharing one GPU), nccl (refused without train.device=cuda and NCCL)",
+     COMM_CHOICES},
+    {"parallel.nccl_single", K_BOOL, F(parallel.nccl_single), 0, 1,
+     "train.device=cuda: every group goes through NCCL, groups of one rank too (size-1 communicators run every "
+     "collective: a single GPU exercises NCCL; docs/CUDA.md)",
      NULL},
     {"ckpt.dir", K_STR, F(ckpt.dir), 0, 0, "checkpoint directory (empty = no checkpoints)", NULL},
     {"ckpt.every", K_STR, F(ckpt.every_text), 0, 0,

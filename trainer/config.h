@@ -38,6 +38,10 @@ extern const char *const device_names[DEVICE_COUNT];
  * everywhere, or bf16 activations and working weights over fp32 masters. */
 typedef enum { PRECISION_FP32 = 0, PRECISION_BF16, PRECISION_COUNT } precision_kind;
 extern const char *const precision_names[PRECISION_COUNT];
+/* parallel.comm: the communication backend (trainer/comm.h); auto is NCCL
+ * with train.device=cuda where built, else MPI. */
+typedef enum { COMM_CFG_AUTO = 0, COMM_CFG_MPI, COMM_CFG_NCCL, COMM_CFG_COUNT } comm_config_kind;
+extern const char *const comm_kind_config_names[COMM_CFG_COUNT];
 /* ckpt.resume: the newest good checkpoint of ckpt.dir (auto), a fresh
  * start (none, or empty), or a named file or directory (any other text). */
 typedef enum { RESUME_AUTO = 0, RESUME_NONE, RESUME_PATH, RESUME_KIND_COUNT } resume_kind;
@@ -72,6 +76,8 @@ typedef struct {
   } train;
   struct {
     int dp, tp, pp, zero, timeout;
+    comm_config_kind comm;
+    int nccl_single; /* groups of one rank go through NCCL too (docs/CUDA.md) */
     tp_mode tp_mode;
     recompute_mode recompute;
     char stages[CONFIG_STR];

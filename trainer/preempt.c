@@ -6,7 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "watchdog.h"
+#include "comm.h"
 
 static const int stop_signals[] = {SIGTERM, SIGUSR1, SIGINT, SIGHUP};
 #define NSTOP ((int)(sizeof stop_signals / sizeof stop_signals[0]))
@@ -81,10 +81,8 @@ void preempt_set_committed(int c) { committed = c != 0; }
 int preempt_signal(void) { return (int)received; }
 
 int preempt_agreed(MPI_Comm comm) {
-  int mine = (int)received, any = 0;
-  watch_collective(comm, COMM_WORLD, "stop-signal agreement");
-  MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, comm);
-  watch_done();
+  int any = (int)received;
+  comm_control(comm, COMM_WORLD, "stop-signal agreement", &any, 1, MPI_INT, MPI_MAX);
   return any;
 }
 

@@ -18,6 +18,7 @@ _Thread_local int watch_mine;
 enum { TAG_QUERY = 30571, TAG_ANSWER = 30572 };
 #define ANSWER_S 2.0 /* how long a firing rank waits for the others' answers */
 #define NAMED_MAX 8  /* ranks named in the line; the rest are counted */
+#define ABORT_HOOKS 4
 
 /* Where a rank's training thread is: what its watchdog answers. */
 typedef struct {
@@ -70,6 +71,14 @@ static struct {
   wd_snap last;
   double last_waited;
   int warned;
+  /* what ends the job besides the timeout: watchdog_fail's request, and
+   * the hooks that abandon the communicators (under mu) */
+  int fail_req;
+  char fail_why[768];
+  struct {
+    void (*fn)(void *);
+    void *ctx;
+  } aborts[ABORT_HOOKS];
 } wd = {.mu = PTHREAD_MUTEX_INITIALIZER, .rank = -1};
 
 /* ---- the watched thread's state ------------------------------------------ */
@@ -106,6 +115,10 @@ static double bound_s(watch_bound b) {
   return 0.0;
 }
 
+/* A device wait ("device sync", ...: watch_device), charged to the group
+ * of the collective before it. */
+static int is_device(const char *kind) { return strncmp(kind, "device ", 7) == 0; }
+
 /* "dp allreduce (collective 12 on dp) in step 4", "pp recv from pp rank 1
  * (micro-batch tag 0) in step 4", or "start-up: checkpoint directory". */
 static void describe(const wd_snap *s, int in_phase, char *out, size_t len) {
@@ -118,8 +131,8 @@ static void describe(const wd_snap *s, int in_phase, char *out, size_t len) {
     boost_msgf(out, len, "in %s %s %s %s rank %d (tag %d)%s", g, s->kind, strcmp(s->kind, "recv") ? "to" : "from", g,
                s->peer, s->tag, step);
   else
-    boost_msgf(out, len, "in %s %s (collective %llu on %s)%s", g, s->kind, (unsigned long long)s->coll[s->group], g,
-               step);
+    boost_msgf(out, len, "in %s %s (%scollective %llu on %s)%s", g, s->kind, is_device(s->kind) ? "after " : "",
+               (unsigned long long)s->coll[s->group], g, step);
 }
 
 /* ---- the side channel ------------------------------------------------------ */
@@ -240,7 +253,12 @@ static void add_rank(char *out, size_t len, int *named, int *more, int rank, con
  * "none (every rank answers ...)" or "unknown (...)". */
 static void not_arrived(const wd_snap *s, int in_phase, char *out, size_t len) {
   if (!atomic_load(&wd.up)) {
-    boost_msgf(out, len, "unknown (the ranks cannot be asked before MPI is up or while it finalizes)");
+    if (wd.size == 1)
+      boost_msgf(out, len, "none (a world of one rank)");
+    else if (!wd.started)
+      boost_msgf(out, len, "unknown (the watchdog is not running, parallel.timeout=0: the ranks cannot be asked)");
+    else
+      boost_msgf(out, len, "unknown (the ranks cannot be asked before MPI is up or while it finalizes)");
     return;
   }
   int *t, named = 0, more = 0;
@@ -279,17 +297,30 @@ static int exit_status(char *why, size_t len) {
   return wd.fixed;
 }
 
-/* One line, then the job ends. Called with wd.mu held; does not return. */
-static void fire(const wd_snap *s, int in_phase, double waited) {
-  char what[256], who[1200], why[256];
+static void run_abort_hooks(void) {
+  for (int i = 0; i < ABORT_HOOKS; i++)
+    if (wd.aborts[i].fn) wd.aborts[i].fn(wd.aborts[i].ctx);
+}
+
+/* One line, then the job ends: a timeout (cause NULL: the wait or phase
+ * lasted `waited` s) or a failure (cause: the error). Called with wd.mu
+ * held; does not return. */
+static __attribute__((noreturn)) void fire(const wd_snap *s, int in_phase, double waited, const char *cause) {
+  char what[256], who[1200], why[256], head[1024];
   describe(s, in_phase, what, sizeof what);
   not_arrived(s, in_phase, who, sizeof who);
   const int status = exit_status(why, sizeof why);
-  fprintf(stderr,
-          "boost-train: watchdog: rank %d has waited %.0f s %s, longer than %s=%g s; not arrived: %s; ending the "
-          "job with exit %d (%s)\n",
-          wd.rank, waited, what, in_phase && s->bound == WATCH_CKPT ? "parallel.timeout + ckpt.timeout" : "parallel.timeout",
-          bound_s(in_phase ? s->bound : WATCH_WAIT), who, status, why);
+  if (cause && !s->active && !s->phase) /* nothing recorded: the watchdog never ran */
+    boost_msgf(head, sizeof head, ": %s", cause);
+  else if (cause)
+    boost_msgf(head, sizeof head, ": %s, %s %s", cause, s->active ? "waiting" : "busy", what);
+  else
+    boost_msgf(head, sizeof head, " has waited %.0f s %s, longer than %s=%g s", waited, what,
+               in_phase && s->bound == WATCH_CKPT ? "parallel.timeout + ckpt.timeout" : "parallel.timeout",
+               bound_s(in_phase ? s->bound : WATCH_WAIT));
+  run_abort_hooks(); /* before the line: the communicators stop waiting for anyone */
+  fprintf(stderr, "boost-train: watchdog: rank %d%s; not arrived: %s; ending the job with exit %d (%s)\n", wd.rank,
+          head, who, status, why);
   fflush(stderr);
   if (atomic_load(&wd.mpi_live)) MPI_Abort(MPI_COMM_WORLD, status);
   _exit(status); /* outside MPI_Init..MPI_Finalize: mpirun ends the others */
@@ -318,11 +349,14 @@ static void warn_slow(double now, const wd_snap *s) {
 static void check(void) {
   wd_snap s;
   if (snapshot(&s) != 0) return;
+  if (wd.fail_req) fire(&s, !s.active, 0, wd.fail_why);
   const double now = boost_now_s();
   warn_slow(now, &s);
-  if (s.active && now - s.since > wd.timeout) fire(&s, 0, now - s.since);
+  /* a wait inside a checkpoint phase (the load's agreements) has the phase's bound */
+  const double wait_bound = s.bound == WATCH_CKPT ? bound_s(WATCH_CKPT) : wd.timeout;
+  if (s.active && wait_bound > 0 && now - s.since > wait_bound) fire(&s, 0, now - s.since, NULL);
   const double b = bound_s(s.bound);
-  if (b > 0 && now - s.phase_since > b) fire(&s, 1, now - s.phase_since);
+  if (b > 0 && now - s.phase_since > b) fire(&s, 1, now - s.phase_since, NULL);
 }
 
 static void *wd_main(void *arg) {
@@ -415,6 +449,7 @@ void watchdog_stop(void) {
   pthread_join(wd.thread, NULL);
   wd.started = 0;
   watch_mine = 0;
+  atomic_store(&wd.phase, NULL); /* nothing is recorded from here on: watchdog_fail names no stale phase */
 }
 
 void watchdog_phase(const char *name, watch_bound bound) {
@@ -427,6 +462,40 @@ void watchdog_phase(const char *name, watch_bound bound) {
 
 void watchdog_step(int64_t step) {
   if (watch_mine) atomic_store(&wd.step, step);
+}
+
+void watchdog_fail(const char *why) {
+  pthread_mutex_lock(&wd.mu);
+  if (wd.started && !wd.quit) { /* the watchdog's thread ends the job: it owns the side channel */
+    boost_msgf(wd.fail_why, sizeof wd.fail_why, "%s", why);
+    wd.fail_req = 1;
+    pthread_cond_broadcast(&wd.cv);
+    pthread_mutex_unlock(&wd.mu);
+    for (;;) nanosleep(&(struct timespec){1, 0}, NULL);
+  }
+  wd_snap s;
+  if (snapshot(&s) != 0) memset(&s, 0, sizeof s);
+  if (!wd.status_fn && !wd.fixed) wd.fixed = 1, wd.fixed_why = "outside a training run"; /* a tool */
+  int live = 0, finalized = 1;
+  MPI_Initialized(&live);
+  if (live) MPI_Finalized(&finalized);
+  atomic_store(&wd.mpi_live, live && !finalized);
+  if (live && !finalized) {
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &wd.size);
+    atomic_store(&wd.rank, rank);
+  }
+  fire(&s, !s.active, 0, why);
+}
+
+void watchdog_on_abort(void (*fn)(void *ctx), void *ctx) {
+  pthread_mutex_lock(&wd.mu);
+  int slot = -1;
+  for (int i = 0; i < ABORT_HOOKS; i++)
+    if (wd.aborts[i].ctx == ctx || (slot < 0 && !wd.aborts[i].fn && fn)) slot = i;
+  if (slot >= 0) wd.aborts[slot].fn = fn, wd.aborts[slot].ctx = fn ? ctx : NULL;
+  pthread_mutex_unlock(&wd.mu);
 }
 
 void watchdog_set_status(watchdog_status_fn fn, void *ctx, int fixed, const char *why) {

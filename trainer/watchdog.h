@@ -5,15 +5,19 @@
  * thread) and ends the job when that thread has waited for other ranks
  * longer than the timeout: one line on stderr naming the wait (group and
  * kind of the collective, or the start-up phase), the step, and the ranks
- * that have not arrived as far as they can be asked, then MPI_Abort on the
+ * that have not arrived as far as they can be asked, then the registered
+ * abort hooks (ncclCommAbort of every communicator), then MPI_Abort on the
  * world (or _exit outside MPI_Init..MPI_Finalize) with the exit status the
  * run says: 75 when nothing was trained since its newest committed state,
  * 74 otherwise.
  *
  * What counts is time spent waiting for other ranks, never compute:
  *   - every call of the comm layer's front (trainer/comm.c: data plane,
- *     control plane, the pipeline's receives and send completions) and the
- *     stop-signal agreement is one wait, timed from its start;
+ *     control plane -- the stop-signal agreement and every other agreement
+ *     --, the pipeline's receives and send completions) and every device
+ *     wait of the compute backend (where queued collectives complete) is
+ *     one wait, timed from its start; a wait inside a WATCH_CKPT phase is
+ *     bounded as the phase is;
  *   - phases of the run (start-up, the checkpoint load, the final save, MPI
  *     start-up and finalize) count as a whole with their own bound:
  *     WATCH_WAIT (the timeout: they wait for others), WATCH_CKPT (the
@@ -97,6 +101,14 @@ static inline void watch_p2p(MPI_Comm comm, comm_group g, const char *kind, int 
   watch_begin_(comm, g, kind, peer, tag);
 }
 
+/* The host waits for the device (a stream synchronize, a download), where
+ * collectives queued on the device complete: charged to group g, the group
+ * of the latest collective begun (not counted as one). */
+static inline void watch_device(MPI_Comm comm, comm_group g, const char *kind) {
+  if (!watch_mine) return;
+  watch_begin_(comm, g, kind, -1, -1);
+}
+
 /* The wait in flight is over. */
 static inline void watch_done(void) {
   if (!watch_mine) return;
@@ -127,6 +139,19 @@ void watchdog_phase(const char *name, watch_bound bound);
 /* The training step in progress (the training loop is a WATCH_WORK phase
  * whose waits count one by one). */
 void watchdog_step(int64_t step);
+
+/* The communication failed on this rank (an NCCL or CUDA error in a
+ * collective or a device wait; why: one line): the job ends now as on a
+ * timeout -- every registered abort hook runs (the communicators are
+ * aborted), one line names the error, the wait in flight (group, step) and
+ * the ranks that have not arrived, exit 74 or 75. From the watched thread,
+ * with the watchdog running, its thread does it; otherwise the caller.
+ * Never returns. */
+void watchdog_fail(const char *why) __attribute__((noreturn));
+/* fn(ctx) runs before the job is ended (timeout or failure), on whichever
+ * thread ends it: abandons ctx's communicators. fn NULL: ctx's hook is
+ * removed. A few hooks at most. */
+void watchdog_on_abort(void (*fn)(void *ctx), void *ctx);
 
 /* The exit status if the watchdog fires now: 74 or 75, with a few words on
  * why. Called on the watchdog thread; must stay callable until replaced. */

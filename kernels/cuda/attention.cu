@@ -131,6 +131,11 @@ static fa_args fa_make(boost_backend *be, int B, int T, int H, int hd) {
 static void fa_launch(boost_backend *be, fa_kind k, fa_args a) {
   cuda_be *c = CB(be);
   a.d = fa_pick(c, k, a.d.hd, a.d.bf16);
+  /* a block row per (sequence, head): gridDim.y is at most 65535 */
+  if ((long long)a.B * a.H > 65535)
+    boost_fail("attention: batch x heads = %d x %d = %lld blocks exceed the CUDA grid's y limit 65535: lower "
+               "train.batch_size (or raise parallel.tp, which divides the heads)",
+               a.B, a.H, (long long)a.B * a.H);
   const dim3 grid(cdiv_u((size_t)a.T, (size_t)a.d.rows), (unsigned)(a.B * a.H));
   const unsigned threads = (unsigned)fa_threads(&a.d);
   const size_t smem = fa_smem(k, &a.d);

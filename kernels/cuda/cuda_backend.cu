@@ -8,6 +8,10 @@
 
 #include "cuda_internal.cuh"
 
+extern "C" {
+#include "device_wait.h"
+}
+
 #define CUBLAS_WS_BYTES ((size_t)32 << 20)
 
 void cuda_check(cudaError_t err, const char *what, const char *file, int line) {
@@ -29,6 +33,21 @@ void *cuda_scratch(cuda_be *c, size_t bytes) {
   }
   return c->scratch;
 }
+
+/* ---- waits ---------------------------------------------------------------------
+ * The host never blocks in the driver: a wait polls the stream
+ * (kernels/device_wait.h), so the collective watchdog sees it and NCCL's
+ * asynchronous errors are checked while it lasts. */
+
+extern "C" int cuda_stream_ready(void *ctx, char *err, size_t errlen) {
+  const cudaError_t e = cudaStreamQuery((cudaStream_t)ctx);
+  if (e == cudaSuccess) return 1;
+  if (e == cudaErrorNotReady) return 0;
+  boost_err(err, errlen, "CUDA error on the stream: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+  return -1;
+}
+
+static void stream_wait(cudaStream_t s, const char *what) { boost_device_wait(what, cuda_stream_ready, (void *)s); }
 
 /* ---- memory ------------------------------------------------------------------ */
 
@@ -82,12 +101,12 @@ static void m_upload(boost_backend *be, void *dst, const void *src, size_t bytes
   if (e != cudaSuccess) (void)cudaGetLastError(); /* clears that error only */
   const int pinned = e == cudaSuccess && at.type == cudaMemoryTypeHost;
   cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
-  if (pinned) cudaCheck(cudaStreamSynchronize(c->stream));
+  if (pinned) stream_wait(c->stream, "device upload");
 }
 static void m_download(boost_backend *be, void *dst, const void *src, size_t bytes) {
   cuda_be *c = CB(be);
   if (bytes) cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
-  cudaCheck(cudaStreamSynchronize(c->stream));
+  stream_wait(c->stream, "device download");
 }
 /* mark, download_async and copy_sync may come from the checkpoint writer's
  * thread: the device is per thread in the runtime, so each selects it. */
@@ -106,10 +125,10 @@ static void m_download_async(boost_backend *be, void *dst, const void *src, size
 static void m_copy_sync(boost_backend *be) {
   cuda_be *c = CB(be);
   cudaCheck(cudaSetDevice(c->device));
-  cudaCheck(cudaStreamSynchronize(c->copy_stream));
+  stream_wait(c->copy_stream, "device checkpoint copy");
 }
 static void m_sync(boost_backend *be) {
-  cudaCheck(cudaStreamSynchronize(CB(be)->stream));
+  stream_wait(CB(be)->stream, "device sync");
   cudaCheck(cudaGetLastError());
 }
 static void *m_host_view(boost_backend *be, const void *p) {
@@ -183,10 +202,10 @@ __global__ void probe_kernel(int *p) {
 static void cuda_destroy(boost_backend *be) {
   cuda_be *c = CB(be);
   cudaCheck(cudaSetDevice(c->device));
-  cudaCheck(cudaStreamSynchronize(c->copy_stream));
-  cudaCheck(cudaStreamSynchronize(c->stream));
+  stream_wait(c->copy_stream, "device checkpoint copy");
+  stream_wait(c->stream, "device sync");
   if (c->scratch) cudaCheck(cudaFreeAsync(c->scratch, c->stream));
-  cudaCheck(cudaStreamSynchronize(c->stream));
+  stream_wait(c->stream, "device sync");
   cublasCheck(cublasDestroy(c->cublas));
   cudaCheck(cudaFree(c->cublas_ws));
   cudaCheck(cudaEventDestroy(c->mark));
@@ -228,7 +247,7 @@ static int device_usable(int device, cudaDeviceProp *prop, char *err, size_t err
     (void)cudaGetLastError();
     return boost_err(err, errlen,
                      "train.device = cuda: this build has no kernels for %s (sm_%d%d): rebuild with "
-                     "-DCMAKE_CUDA_ARCHITECTURES=%d%d",
+                     "-DBOOST_CUDA_ARCHITECTURES=%d%d",
                      prop->name, prop->major, prop->minor, prop->major, prop->minor);
   }
   return 0;
@@ -268,6 +287,16 @@ extern "C" boost_backend *cuda_backend_create(boost_dtype act_dtype, int device,
   be->ops = &cuda_ops;
   be->impl = c;
   be->destroy = cuda_destroy;
+  /* the start-up log's "backend:" line: device, precision, library versions */
+  int cublas_v = 0, rt_v = 0, drv_v = 0;
+  cublasCheck(cublasGetVersion(c->cublas, &cublas_v));
+  cudaCheck(cudaRuntimeGetVersion(&rt_v));
+  cudaCheck(cudaDriverGetVersion(&drv_v));
+  snprintf(be->info, sizeof be->info,
+           "cuda, %s: %.64s (sm_%d%d, %d SMs, %.1f GiB), cuBLAS %d.%d.%d, CUDA runtime %d.%d, driver %d.%d",
+           act_dtype == BOOST_BF16 ? "bf16 over fp32 masters" : "fp32", prop.name, prop.major, prop.minor,
+           prop.multiProcessorCount, (double)prop.totalGlobalMem / (1 << 30), cublas_v / 10000, cublas_v / 100 % 100,
+           cublas_v % 100, rt_v / 1000, rt_v % 1000 / 10, drv_v / 1000, drv_v % 1000 / 10);
   return be;
 }
 

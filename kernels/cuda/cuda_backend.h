@@ -22,6 +22,9 @@ int cuda_device_count(void);
  * other backend). */
 cudaStream_t cuda_backend_stream(boost_backend *be);
 int cuda_backend_device(boost_backend *be);
+/* A device_wait.h ready function for a cudaStream_t (ctx): 1 when the
+ * stream's work is done, 0 while it runs, -1 with the CUDA error. */
+int cuda_stream_ready(void *ctx, char *err, size_t errlen);
 /* One line: "NVIDIA H200 (sm_90, 132 SMs, 139.8 GiB), device 0". */
 void cuda_backend_describe(boost_backend *be, char *out, size_t len);
 

@@ -15,6 +15,7 @@ extern "C" {
 #include "util.h"
 }
 #include "cuda_backend.h"
+#include "hd_grid.h"
 #include "hd_ops.h"
 
 typedef struct {
@@ -56,55 +57,11 @@ static inline unsigned ew_grid(const cuda_be *c, size_t work, int block) {
 }
 static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
-/* ---- vector loads of W elements (16-byte aligned when W > 1) ---------------- */
-template <int W>
-__device__ __forceinline__ void ldw(float *f, const void *p, size_t i, int bf16) {
-  if (W == 1) {
-    f[0] = hd_ld(p, i, bf16);
-  } else if (bf16) {
-#pragma unroll
-    for (int k = 0; k < W; k += 8) {
-      const uint4 u = *reinterpret_cast<const uint4 *>((const uint16_t *)p + i + k);
-      const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-      for (int q = 0; q < 4; q++) {
-        f[k + 2 * q] = hd_bf16_value((uint16_t)(w[q] & 0xffffu));
-        f[k + 2 * q + 1] = hd_bf16_value((uint16_t)(w[q] >> 16));
-      }
-    }
-  } else {
-#pragma unroll
-    for (int k = 0; k < W; k += 4) {
-      const float4 v = *reinterpret_cast<const float4 *>((const float *)p + i + k);
-      f[k] = v.x, f[k + 1] = v.y, f[k + 2] = v.z, f[k + 3] = v.w;
-    }
-  }
-}
-template <int W>
-__device__ __forceinline__ void stw(void *p, size_t i, const float *f, int bf16) {
-  if (W == 1) {
-    hd_st(p, i, f[0], bf16);
-  } else if (bf16) {
-#pragma unroll
-    for (int k = 0; k < W; k += 8) {
-      uint32_t w[4];
-#pragma unroll
-      for (int q = 0; q < 4; q++)
-        w[q] = (uint32_t)hd_bf16_bits(f[k + 2 * q]) | ((uint32_t)hd_bf16_bits(f[k + 2 * q + 1]) << 16);
-      *reinterpret_cast<uint4 *>((uint16_t *)p + i + k) = make_uint4(w[0], w[1], w[2], w[3]);
-    }
-  } else {
-#pragma unroll
-    for (int k = 0; k < W; k += 4)
-      *reinterpret_cast<float4 *>((float *)p + i + k) = make_float4(f[k], f[k + 1], f[k + 2], f[k + 3]);
-  }
-}
-
-/* ---- warp and block reductions (fixed trees) ------------------------------------
+/* ---- warp shuffles and phases ---------------------------------------------------
  * A warp combines with the xor butterfly (every lane ends with the same
- * bits: the combining operations are commutative); a block of NT threads
- * (a multiple of 32) combines its warps' results in warp 0 the same way and
- * every thread gets the result. sh: NT / 32 elements of shared memory. */
+ * bits: the combining operations are commutative). A kernel written as
+ * phases (hd_grid.h) runs them with RUN_PHASES: each phase, then the
+ * barrier or shuffle its kernel's sync function names. */
 struct SumOp {
   template <class T>
   __device__ T operator()(T a, T b) const { return a + b; }
@@ -118,25 +75,29 @@ __device__ __forceinline__ T warp_reduce(T v, Op op) {
   for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
-__device__ __forceinline__ float warp_sum(float v) { return warp_reduce(v, SumOp()); }
-__device__ __forceinline__ double warp_sum_d(double v) { return warp_reduce(v, SumOp()); }
-template <int NT, class T, class Op>
-__device__ __forceinline__ T block_reduce(T v, T *sh, T identity, Op op) {
-  v = warp_reduce(v, op);
-  if (threadIdx.x % 32 == 0) sh[threadIdx.x / 32] = v;
-  __syncthreads();
-  v = threadIdx.x < NT / 32 ? sh[threadIdx.x] : identity;
-  if (threadIdx.x < 32) v = warp_reduce(v, op);
-  if (threadIdx.x == 0) sh[0] = v;
-  __syncthreads();
-  v = sh[0];
-  __syncthreads();
-  return v;
+
+__device__ __forceinline__ void phase_sync(int s, hd_red *r) {
+  if (s == HD_SYNC_NONE) return;
+  if (s == HD_SYNC_BARRIER) {
+    __syncthreads();
+    return;
+  }
+  if ((s & HD_WARP0) && threadIdx.x >= 32) return;
+  const int op = s & HD_WARP_OP;
+  if (op == HD_WARP_SUM_F)
+    r->f = warp_reduce(r->f, SumOp());
+  else if (op == HD_WARP_MAX_F)
+    r->f = warp_reduce(r->f, MaxOp());
+  else
+    r->d = warp_reduce(r->d, SumOp());
 }
-template <int NT>
-__device__ __forceinline__ double block_sum_d(double v, double *sh) {
-  return block_reduce<NT>(v, sh, 0.0, SumOp());
-}
+/* PHASE: a call using `ph`; SYNC(ph): what follows it (constants: the loop
+ * unrolls and the branches fold). */
+#define RUN_PHASES(NPH, SYNC, REGS, PHASE)  \
+  _Pragma("unroll") for (int ph = 0; ph < (NPH); ph++) { \
+    PHASE;                                  \
+    phase_sync(SYNC(ph), &(REGS).red);      \
+  }
 
 /* Dispatch a kernel template on the backend's act type. */
 #define ACT_LAUNCH(be, kernel, grid, block, smem, ...)                                               \

@@ -1,9 +1,9 @@
 /* The CUDA backend's per-thread arithmetic, in functions a C compiler can
  * also build: BOOST_HD is `__host__ __device__` under nvcc and `static
  * inline` otherwise. The kernels (kernels/cuda/ (the .cu files)) call these functions;
- * tests/unit/test_cuda_math.c runs the same functions on the CPU against the
- * CPU kernels (kernels/cpu), so indexing, tails, roundings and the order of
- * in-place updates are checked without a GPU.
+ * the CPU-side tests (tests/unit/test_cuda_*.c) run the same functions on
+ * the CPU against the CPU kernels (kernels/cpu), so indexing, tails,
+ * roundings and the order of in-place updates are checked without a GPU.
  *
  * Arithmetic: the .cu files are built with --fmad=false, so `a * b + c` is
  * two rounded operations on the GPU as it is in ISO C here; where a kernel
@@ -84,47 +84,8 @@ BOOST_HD void hd_mv(void *dst, size_t di, const void *src, size_t si, int bf16) 
 BOOST_HD size_t hd_act_size(int bf16) { return bf16 ? 2 : 4; }
 
 /* ---- grid-stride loops over flat arrays ---------------------------------
- * A kernel over n elements runs `threads` threads (grid * block); thread t
- * takes the vectors of w elements j = t, t + threads, ... below n / w, then
- * the tail elements n / w * w + t, + threads, ... below n. Every element is
- * touched by exactly one thread (tests/unit/test_cuda_math.c checks it). */
+ * The end of the whole vectors of w elements in n (hd_elementwise.h's
+ * hd_ew_thread: the vectors, then the tail one element at a time). */
 BOOST_HD size_t hd_vec_end(size_t n, int w) { return n / (size_t)w * (size_t)w; }
-
-/* ---- fixed-order reductions ----------------------------------------------
- * A warp sums with the xor butterfly (offsets 16, 8, 4, 2, 1). Addition is
- * commutative, so every lane ends with the same bits; on the host,
- * hd_butterfly_sum emulates it over 32 values. */
-BOOST_HD float hd_butterfly_sum(float *v) {
-  for (int o = 16; o > 0; o >>= 1) {
-    float t[32];
-    for (int l = 0; l < 32; l++) t[l] = v[l] + v[l ^ o];
-    for (int l = 0; l < 32; l++) v[l] = t[l];
-  }
-  return v[0];
-}
-
-/* Online log-sum-exp pairs (running max m, sum s of exp(x - m)): merging
- * two is symmetric (the butterfly stays consistent across lanes) and safe
- * when either is empty (m = -inf, s = 0). */
-BOOST_HD void hd_lse_merge(float *m, float *s, float m2, float s2) {
-  const float M = fmaxf(*m, m2);
-  if (M == -INFINITY) return;
-  *s = (*m == -INFINITY ? 0.0f : *s * expf(*m - M)) + (m2 == -INFINITY ? 0.0f : s2 * expf(m2 - M));
-  *m = M;
-}
-BOOST_HD void hd_butterfly_lse(float *m, float *s) {
-  for (int o = 16; o > 0; o >>= 1) {
-    float tm[32], ts[32];
-    for (int l = 0; l < 32; l++) {
-      tm[l] = m[l];
-      ts[l] = s[l];
-      hd_lse_merge(&tm[l], &ts[l], m[l ^ o], s[l ^ o]);
-    }
-    for (int l = 0; l < 32; l++) {
-      m[l] = tm[l];
-      s[l] = ts[l];
-    }
-  }
-}
 
 #endif

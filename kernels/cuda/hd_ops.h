@@ -55,8 +55,8 @@ BOOST_HD void hd_rope_pair(float x0, float x1, float c, float s, float *y0, floa
 }
 
 /* ---- cross-entropy (crossentropy.c, tp_pieces.c) ---------------------------
- * A row's (max m, sum s of exp(x - m)) comes from per-thread online pairs
- * merged in a fixed tree (hd_lse_merge). loss = (m - x[target]) + log(s);
+ * A row's max m and sum s of exp(x - m) come from two block reductions
+ * in fixed trees (hd_loss.h). loss = (m - x[target]) + log(s);
  * dlogits = exp(x - m) * (dloss / s) - dloss at the target (one rounding). */
 BOOST_HD float hd_ce_loss(float m, float xt, float s) { return (m - xt) + logf(s); }
 BOOST_HD float hd_ce_grad(float x, float m, float k, int is_target, float dloss) {

@@ -1,7 +1,8 @@
 /* The optimizer over whole arenas: an optim plan's segments cut into tiles
  * that never straddle two segments (hd_tiles_build), uploaded once at
  * optim_plan_create with each segment's flags and a buffer for the partial
- * sums, so a step allocates nothing.
+ * sums, so a step allocates nothing. The kernels' bodies and phases are in
+ * hd_optim.h.
  *   adamw:      one block per tile; hd_adamw per element (the CPU's operation
  *               order: float masters and moments agree with the CPU bit for
  *               bit), the working copy written rounded when act is bf16.
@@ -11,6 +12,7 @@
  *               one thread: deterministic for a given plan, on the device,
  *               one double written, nothing read back. */
 #include "cuda_internal.cuh"
+#include "hd_optim.h"
 
 #define OPT_TILE HD_OPT_TILE
 #define OPT_THREADS HD_OPT_THREADS
@@ -62,81 +64,65 @@ void cu_optim_plan_free(boost_backend *be, boost_optim_plan *p) {
 
 /* ---- gradient sum of squares ------------------------------------------------------ */
 
-__global__ void __launch_bounds__(OPT_THREADS)
-    sumsq_tiles_kernel(double *partial, const hd_tile *tiles, const uint32_t *flags, const float *g) {
-  __shared__ double sh[OPT_THREADS / 32];
-  const hd_tile t = tiles[blockIdx.x];
-  double acc = 0.0;
-  if (flags[t.seg] & BOOST_SEG_NORM)
-    for (uint32_t i = threadIdx.x; i < t.len; i += OPT_THREADS) {
-      const double x = (double)g[t.start + i];
-      acc += x * x;
-    }
-  acc = block_sum_d<OPT_THREADS>(acc, sh);
-  if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+static_assert(HD_SEG_DECAY == BOOST_SEG_DECAY && HD_SEG_NORM == BOOST_SEG_NORM, "hd_optim.h's segment flags");
+
+static hd_optim_args optim_args(const boost_optim_plan *p) {
+  hd_optim_args a;
+  memset(&a, 0, sizeof a);
+  a.tiles = p->tiles, a.flags = p->flags, a.first = p->seg_first, a.nseg = p->nseg;
+  a.partial = p->partial, a.seg_sum = p->partial + p->ntiles, a.mom_begin = p->mom_begin;
+  return a;
 }
 
-__global__ void __launch_bounds__(OPT_THREADS)
-    sumsq_segs_kernel(double *seg_sum, const double *partial, const uint32_t *first) {
+__global__ void __launch_bounds__(OPT_THREADS) sumsq_tiles_kernel(hd_optim_args a) {
   __shared__ double sh[OPT_THREADS / 32];
-  const int s = blockIdx.x;
-  double acc = 0.0;
-  for (uint32_t k = first[s] + threadIdx.x; k < first[s + 1]; k += OPT_THREADS) acc += partial[k];
-  acc = block_sum_d<OPT_THREADS>(acc, sh);
-  if (threadIdx.x == 0) seg_sum[s] = acc;
+  hd_regs r;
+  RUN_PHASES(HD_SUMSQ_PHASES, hd_sumsq_sync, r, hd_sumsq_tiles_phase(&a, HD_IX_HERE(), ph, &r, sh));
 }
 
-__global__ void sumsq_total_kernel(double *out, const double *seg_sum, const uint32_t *flags, int nseg) {
-  double s = 0.0;
-  for (int i = 0; i < nseg; i++)
-    if (flags[i] & BOOST_SEG_NORM) s += seg_sum[i];
-  *out = s;
+__global__ void __launch_bounds__(OPT_THREADS) sumsq_segs_kernel(hd_optim_args a) {
+  __shared__ double sh[OPT_THREADS / 32];
+  hd_regs r;
+  RUN_PHASES(HD_SUMSQ_PHASES, hd_sumsq_sync, r, hd_sumsq_segs_phase(&a, HD_IX_HERE(), ph, &r, sh));
 }
+
+__global__ void sumsq_total_kernel(hd_optim_args a) { hd_sumsq_total_thread(&a, HD_IX_HERE()); }
 
 void cu_grad_sumsq(boost_backend *be, const boost_optim_plan *p, const float *grads, double *out) {
   cudaStream_t st = CB(be)->stream;
+  hd_optim_args a = optim_args(p);
+  a.grads = grads, a.out = out;
   if (p->ntiles) {
-    sumsq_tiles_kernel<<<(unsigned)p->ntiles, OPT_THREADS, 0, st>>>(p->partial, p->tiles, p->flags, grads);
+    sumsq_tiles_kernel<<<(unsigned)p->ntiles, OPT_THREADS, 0, st>>>(a);
     LAUNCH_CHECK();
   }
   if (p->nseg > 0) {
-    sumsq_segs_kernel<<<(unsigned)p->nseg, OPT_THREADS, 0, st>>>(p->partial + p->ntiles, p->partial, p->seg_first);
+    sumsq_segs_kernel<<<(unsigned)p->nseg, OPT_THREADS, 0, st>>>(a);
     LAUNCH_CHECK();
   }
-  sumsq_total_kernel<<<1, 1, 0, st>>>(out, p->partial + p->ntiles, p->flags, p->nseg);
+  sumsq_total_kernel<<<1, 1, 0, st>>>(a);
   LAUNCH_CHECK();
 }
 
 /* ---- AdamW ------------------------------------------------------------------------- */
 
 template <int BF16>
-__global__ void __launch_bounds__(OPT_THREADS)
-    adamw_kernel(const hd_tile *tiles, const uint32_t *flags, float *params, const float *grads, float *m, float *v,
-                 void *work, size_t mom_begin, hd_adamw_consts c) {
-  const hd_tile t = tiles[blockIdx.x];
-  const float wd = (flags[t.seg] & BOOST_SEG_DECAY) ? c.wd : 0.0f;
-  for (uint32_t i = threadIdx.x; i < t.len; i += OPT_THREADS) {
-    const size_t a = t.start + i, mo = a - mom_begin;
-    float mm = m[mo], vv = v[mo];
-    const float pnew = hd_adamw(&c, wd, params[a], grads[a], &mm, &vv);
-    m[mo] = mm;
-    v[mo] = vv;
-    params[a] = pnew;
-    if (BF16) hd_st(work, a, pnew, 1);
-  }
+__global__ void __launch_bounds__(OPT_THREADS) adamw_kernel(hd_optim_args a) {
+  hd_adamw_block(&a, BF16, HD_IX_HERE());
 }
 
 void cu_adamw(boost_backend *be, const boost_optim_plan *p, float *params, const float *grads, float *m, float *v,
               boost_act *work, adamw_hparams hp, int t, float grad_scale) {
   if (!p->ntiles) return;
-  const hd_adamw_consts c = hd_adamw_make(hp.beta1, hp.beta2, hp.lr, hp.eps, hp.weight_decay, t, grad_scale);
+  hd_optim_args a = optim_args(p);
+  a.params = params, a.grads = grads, a.m = m, a.v = v, a.work = work;
+  a.c = hd_adamw_make(hp.beta1, hp.beta2, hp.lr, hp.eps, hp.weight_decay, t, grad_scale);
   if (is_bf16(be)) {
     BOOST_ASSERT(work);
-    adamw_kernel<1><<<(unsigned)p->ntiles, OPT_THREADS, 0, CB(be)->stream>>>(p->tiles, p->flags, params, grads, m, v,
-                                                                           work, p->mom_begin, c);
+    adamw_kernel<1><<<(unsigned)p->ntiles, OPT_THREADS, 0, CB(be)->stream>>>(a);
   } else {
-    adamw_kernel<0><<<(unsigned)p->ntiles, OPT_THREADS, 0, CB(be)->stream>>>(p->tiles, p->flags, params, grads, m, v,
-                                                                           NULL, p->mom_begin, c);
+    a.work = NULL;
+    adamw_kernel<0><<<(unsigned)p->ntiles, OPT_THREADS, 0, CB(be)->stream>>>(a);
   }
   LAUNCH_CHECK();
 }

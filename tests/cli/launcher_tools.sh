@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tools/boost-mpirun and tools/boost-chaos on bad input: one line on stderr
-# naming the problem, exit 2; --help works.
+# naming the problem, exit 2; --help works; boost-mpirun started with
+# SIGINT ignored says in one line that Ctrl-C cannot reach the job.
 set -euo pipefail
 SRC=${BOOST_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 tmp=$(mktemp -d)
@@ -26,6 +27,19 @@ expect_usage "--grace needs a whole number" "$M" --grace 0 -n 2 true
 expect_usage "--grace needs a whole number" "$M" --grace
 expect_usage "no program to run" "$M"
 MPIRUN_BIN=/nonexistent/mpirun expect_usage "/nonexistent/mpirun not found" "$M" -n 1 true
+
+# started with SIGINT ignored (nohup, a script's background job): one line says Ctrl-C cannot reach the job
+printf '#!/bin/sh\nexit 0\n' >"$tmp/mpirun"
+chmod +x "$tmp/mpirun"
+(trap '' INT && MPIRUN_BIN=$tmp/mpirun exec "$M" -n 1 true) 2>"$tmp/err" || fail "boost-mpirun with SIGINT ignored: exit status"
+grep -q 'SIGINT is ignored here.*Ctrl-C cannot stop this job; send SIGTERM' "$tmp/err" ||
+  fail "boost-mpirun with SIGINT ignored does not say so: '$(cat "$tmp/err")'"
+[ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "boost-mpirun with SIGINT ignored: more than one line: $(cat "$tmp/err")"
+ign=$(awk '/^SigIgn:/ {print $2}' /proc/$$/status)
+if ! (((16#$ign >> 1) & 1)); then # this test itself can see SIGINT: so does boost-mpirun, silently
+  MPIRUN_BIN=$tmp/mpirun "$M" -n 1 true 2>"$tmp/err" || fail "boost-mpirun: exit status"
+  [ ! -s "$tmp/err" ] || fail "boost-mpirun with SIGINT caught speaks of it: '$(cat "$tmp/err")'"
+fi
 
 if [ -x /usr/bin/python3 ]; then
   C=$SRC/tools/boost-chaos

@@ -2,7 +2,8 @@
  * activations, cola-1b shapes at seq 1024 (B = 8: N = 8192 tokens): a
  * square GEMM (the device's practical bf16 peak), one layer's CoLA GEMM set
  * forward and backward, the flash attention forward and backward, the
- * cross-entropy over the 32000-word vocabulary, and AdamW over 100M floats.
+ * cross-entropy over the 32000-word vocabulary, AdamW and the gradient
+ * norm over 100M floats (100 segments of 1M; bytes moved per second).
  * Each: the best of 5 timed runs after a warm-up, wall clock around a
  * sync. Lines: "bench <name> <ms> ms <TFLOP/s or GB/s>". */
 #include <stdio.h>
@@ -71,6 +72,55 @@ static void crossentropy(gcheck *g, void *ctx) {
   g->gpu->ops->crossentropy_backward(g->gpu, s->logits, s->losses, s->logits, s->tg, s->N, s->V, 1e-4f);
 }
 
+/* AdamW and the gradient norm over 100M floats in 100 segments (a cola-1b
+ * shard's order of magnitude), bf16 working copy written */
+typedef struct {
+  boost_optim_plan *plan;
+  float *p, *gr, *m, *v;
+  void *work;
+  double *sumsq;
+  size_t n;
+} optim_bufs;
+static void adamw(gcheck *g, void *ctx) {
+  optim_bufs *o = ctx;
+  const adamw_hparams hp = {.lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
+  g->gpu->ops->adamw(g->gpu, o->plan, o->p, o->gr, o->m, o->v, o->work, hp, 3, 0.5f);
+}
+static void grad_norm(gcheck *g, void *ctx) {
+  optim_bufs *o = ctx;
+  g->gpu->ops->grad_sumsq(g->gpu, o->plan, o->gr, o->sumsq);
+}
+static void bench_optim(gcheck *g) {
+  boost_backend *be = g->gpu;
+  enum { NSEG = 100 };
+  const size_t seg = (size_t)1 << 20, n = NSEG * seg;
+  boost_segment segs[NSEG];
+  for (int i = 0; i < NSEG; i++)
+    segs[i] = (boost_segment){.offset = i * seg, .n = seg, .flags = BOOST_SEG_NORM | (i % 4 ? BOOST_SEG_DECAY : 0u)};
+  optim_bufs o = {.n = n};
+  o.plan = be->ops->optim_plan_create(be, segs, NSEG, 0, n);
+  o.p = boost_be_alloc(be, n * 4, "bench"), o.gr = boost_be_alloc(be, n * 4, "bench");
+  o.m = boost_be_alloc(be, n * 4, "bench"), o.v = boost_be_alloc(be, n * 4, "bench");
+  o.work = g->bf16 ? g_act_empty(g, n) : NULL; /* float: the update is the working copy */
+  o.sumsq = boost_be_alloc(be, 8, "bench");
+  float *h = g_rand(seg, -0.05f, 0.05f);
+  for (int i = 0; i < NSEG; i++) {
+    be->mem->upload(be, o.p + i * seg, h, seg * 4);
+    be->mem->upload(be, o.gr + (NSEG - 1 - i) * seg, h, seg * 4);
+  }
+  boost_free(h);
+  /* read params, grads, m, v; write params, m, v and the working copy */
+  const double bytes = (double)n * (28 + (o.work ? boost_act_bytes(be, 1) : 0));
+  double ms = best_ms(g, adamw, &o);
+  printf("bench adamw %zuM floats %.2f ms %.0f GB/s\n", n >> 20, ms, bytes / ms / 1e6);
+  ms = best_ms(g, grad_norm, &o);
+  printf("bench grad_sumsq %zuM floats %.2f ms %.0f GB/s\n", n >> 20, ms, 4.0 * n / ms / 1e6);
+  be->ops->optim_plan_free(be, o.plan);
+  void *bufs[] = {o.p, o.gr, o.m, o.v, o.work, o.sumsq};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    if (bufs[i]) g_free(g, bufs[i]);
+}
+
 void gpu_bench(gcheck *g) {
   boost_backend *be = g->gpu;
   shapes s = {.N = 8192, .d = 2048, .r = 512, .ffn = 5472, .V = 32000, .B = 8, .T = 1024, .H = 32, .hd = 64};
@@ -106,4 +156,5 @@ void gpu_bench(gcheck *g) {
   void *bufs[] = {s.x, s.y, s.w, s.h, s.dh, s.wgrad, s.q, s.k, s.v, s.o, s.dq, s.dk, s.dv, s.stats, s.scratch,
                   s.logits, s.losses, s.tg};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) g_free(g, bufs[i]);
+  bench_optim(g);
 }

@@ -1,21 +1,27 @@
 #!/usr/bin/env python3
 """Verdicts and figures for tests/gpu/run_gpu_check.sh, from boost-train's
-train.metrics files (one JSON object per step) and checkpoint records:
+train.metrics files (one JSON object per step) and checkpoint records. Each
+command prints its figures, "ok:" or "FAIL:" first, and exits 0 (pass) or 1:
 
-  gpu_compare.py losses A.jsonl B.jsonl RTOL [FIRST_STEP]
-      the loss of every step both have (from FIRST_STEP): max relative
-      difference <= RTOL -> exit 0, else 1
+  gpu_compare.py losses A.jsonl B.jsonl RTOL [FIRST_STEP [GN_RTOL]]
+      every step both have (from FIRST_STEP): the loss within RTOL and the
+      gradient norm within GN_RTOL (default 10 x RTOL: the norm sums
+      squares over every parameter, so it drifts faster) relative to B
   gpu_compare.py same A.jsonl B.jsonl
       loss and gradient norm identical at every step (bit for bit as
-      printed: cJSON writes 17 significant digits) -> exit 0, else 1
+      printed: cJSON writes 17 significant digits)
   gpu_compare.py bench BOOST.jsonl TORCH.json PEAK_TFLOPS SKIP OUT.json
-      boost's median tokens/s and TFLOP/s over the steps after SKIP, beside
-      PyTorch's; MFU against PEAK_TFLOPS (0: unknown); the ratio
+      boost's median tokens/s and TFLOP/s over the steps after SKIP beside
+      PyTorch's; passes only if PyTorch gave a result, boost / torch >=
+      BOOST_GPU_BAR_RATIO (1.3) and MFU (against PEAK_TFLOPS; 0 = unknown,
+      a failure) >= BOOST_GPU_BAR_MFU (0.40)
   gpu_compare.py stall ASYNC_DIR SYNC_DIR OUT.json
-      median stall per checkpoint (async, final one excluded) against the
-      median synchronous save (<dir>/checkpoints.jsonl)
-Every command prints one line per figure."""
+      median stall per checkpoint (async, the final one excluded) against
+      the median synchronous save (<dir>/checkpoints.jsonl); passes if the
+      share <= BOOST_GPU_BAR_STALL (0.01)"""
 import json
+import math
+import os
 import statistics
 import sys
 
@@ -29,77 +35,124 @@ def by_step(path):
     return {m["step"]: m for m in lines(path)}
 
 
-def losses(a, b, rtol, first=1):
+def bar(name, default):
+    return float(os.environ.get(name, default))
+
+
+def rel(a, b):
+    return abs(a - b) / max(abs(b), 1e-30)
+
+
+def losses(a, b, rtol, first=1, gn_rtol=None):
+    gn_rtol = 10 * rtol if gn_rtol is None else gn_rtol
     A, B = by_step(a), by_step(b)
     steps = sorted(s for s in A if s in B and s >= first)
     if not steps:
-        print(f"no common steps in {a} and {b}")
+        print(f"FAIL: no common steps in {a} and {b}")
         return 1
-    worst = max(steps, key=lambda s: abs(A[s]["loss"] - B[s]["loss"]) / abs(B[s]["loss"]))
-    rel = abs(A[worst]["loss"] - B[worst]["loss"]) / abs(B[worst]["loss"])
-    gn = max(abs(A[s]["grad_norm"] - B[s]["grad_norm"]) / max(abs(B[s]["grad_norm"]), 1e-30) for s in steps)
-    ok = rel <= rtol
-    print(f"{'ok' if ok else 'FAIL'}: steps {steps[0]}..{steps[-1]}: loss max relative difference {rel:.2e} "
-          f"(step {worst}: {A[worst]['loss']:.7g} vs {B[worst]['loss']:.7g}), tolerance {rtol:g}; "
-          f"grad norm max relative difference {gn:.2e}")
+    wl = max(steps, key=lambda s: rel(A[s]["loss"], B[s]["loss"]))
+    wg = max(steps, key=lambda s: rel(A[s]["grad_norm"], B[s]["grad_norm"]))
+    lr, gr = rel(A[wl]["loss"], B[wl]["loss"]), rel(A[wg]["grad_norm"], B[wg]["grad_norm"])
+    finite = all(math.isfinite(A[s]["loss"]) and math.isfinite(A[s]["grad_norm"]) for s in steps)
+    ok = finite and lr <= rtol and gr <= gn_rtol
+    print(f"{'ok' if ok else 'FAIL'}: steps {steps[0]}..{steps[-1]}: loss max relative difference {lr:.2e} "
+          f"(step {wl}: {A[wl]['loss']:.7g} vs {B[wl]['loss']:.7g}; tolerance {rtol:g}), grad norm {gr:.2e} "
+          f"(step {wg}: {A[wg]['grad_norm']:.7g} vs {B[wg]['grad_norm']:.7g}; tolerance {gn_rtol:g})"
+          + ("" if finite else "; NOT FINITE"))
     return 0 if ok else 1
 
 
 def same(a, b):
     A, B = by_step(a), by_step(b)
     diff = [s for s in sorted(A) if s not in B or (A[s]["loss"], A[s]["grad_norm"]) != (B[s]["loss"], B[s]["grad_norm"])]
-    print(f"{'ok' if not diff else 'FAIL'}: {len(A)} steps, {len(diff)} differ" + (f" (first: step {diff[0]})" if diff else ""))
-    return 0 if not diff else 1
+    ok = A and not diff
+    print(f"{'ok' if ok else 'FAIL'}: {len(A)} steps, {len(diff)} differ" + (f" (first: step {diff[0]})" if diff else ""))
+    return 0 if ok else 1
+
+
+def torch_result(path):
+    try:
+        with open(path) as f:
+            t = json.load(f)
+        return t if t.get("tokens_per_s", 0) > 0 else None
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def bench(boost, torch_json, peak, skip, out):
     peak, skip = float(peak), int(skip)
+    min_ratio, min_mfu = bar("BOOST_GPU_BAR_RATIO", 1.3), bar("BOOST_GPU_BAR_MFU", 0.40)
     B = [m for m in lines(boost) if m["step"] > skip]
+    if not B:
+        print(f"FAIL: boost logged no step after {skip} ({boost})")
+        return 1
     tps = statistics.median(m["tokens_per_s"] for m in B)
     tf = statistics.median(m["gflops"] for m in B) / 1e3
-    try:
-        T = json.load(open(torch_json))
-    except (OSError, ValueError):
-        T = None
-    r = {"boost_tokens_per_s": round(tps, 1), "boost_tflops": round(tf, 2),
-         "boost_mfu": round(tf / peak, 4) if peak > 0 else None, "peak_tflops": peak or None}
-    print(f"boost: {tps:.0f} tokens/s, {tf:.1f} TFLOP/s" + (f", MFU {100 * tf / peak:.1f}%" if peak > 0 else ""))
+    mfu = tf / peak if peak > 0 else None
+    T = torch_result(torch_json)
+    ratio = tps / T["tokens_per_s"] if T else None
+    r = {"boost_tokens_per_s": round(tps, 1), "boost_tflops": round(tf, 2), "boost_mfu": mfu and round(mfu, 4),
+         "peak_tflops": peak or None, "boost_over_torch": ratio and round(ratio, 3), "bar_ratio": min_ratio,
+         "bar_mfu": min_mfu, "torch": T}
+    fails = []
+    print(f"boost: {tps:.0f} tokens/s, {tf:.1f} TFLOP/s" + (f", MFU {100 * mfu:.1f}%" if mfu is not None else ""))
     if T:
-        r.update({"torch_tokens_per_s": T["tokens_per_s"], "torch_tflops": T["tflops"],
-                  "torch_mfu": round(T["tflops"] / peak, 4) if peak > 0 else None,
-                  "boost_over_torch": round(tps / T["tokens_per_s"], 3), "torch": T})
         print(f"torch: {T['tokens_per_s']:.0f} tokens/s, {T['tflops']:.1f} TFLOP/s ({T['dtype']}, compile "
-              f"{T['compile']}, torch {T['torch_version']}); boost / torch = {tps / T['tokens_per_s']:.2f} (bar: 1.3)")
+              f"{T['compile']}, torch {T['torch_version']})")
+        if ratio < min_ratio:
+            fails.append(f"boost / torch = {ratio:.2f} below the bar {min_ratio:g}")
     else:
-        print("torch: no result (see bench_torch.log)")
-    if peak > 0:
-        print(f"MFU bar 40%: {'met' if tf / peak >= 0.40 else 'NOT met'}")
-    json.dump(r, open(out, "w"))
-    return 0
+        fails.append("no PyTorch result (bench_torch.log): no ratio to judge")
+    if mfu is None:
+        fails.append("the GPU's peak is unknown (BOOST_GPU_PEAK_TFLOPS): no MFU to judge")
+    elif mfu < min_mfu:
+        fails.append(f"MFU {100 * mfu:.1f}% below the bar {100 * min_mfu:g}%")
+    r["pass"] = not fails
+    with open(out, "w") as f:
+        json.dump(r, f)
+    figures = (f"boost / torch = {ratio:.2f}" if ratio else "boost / torch = ?") + \
+        (f", MFU {100 * mfu:.1f}%" if mfu is not None else ", MFU ?") + f" (bars {min_ratio:g}, {100 * min_mfu:g}%)"
+    print(f"ok: {figures}" if not fails else f"FAIL: {figures}: {'; '.join(fails)}")
+    return 0 if not fails else 1
 
 
 def stall(async_dir, sync_dir, out):
-    a = lines(f"{async_dir}/checkpoints.jsonl")
-    s = lines(f"{sync_dir}/checkpoints.jsonl")
+    max_share = bar("BOOST_GPU_BAR_STALL", 0.01)
+    try:
+        a = lines(f"{async_dir}/checkpoints.jsonl")
+        s = lines(f"{sync_dir}/checkpoints.jsonl")
+    except (OSError, ValueError) as e:
+        print(f"FAIL: no checkpoint records: {e}")
+        return 1
+    if not a or not s:
+        print(f"FAIL: no checkpoint records ({len(a)} async, {len(s)} synchronous)")
+        return 1
     final = max(c["step"] for c in a)
     nonfinal = [c["stall_s"] for c in a if c["step"] != final] or [c["stall_s"] for c in a]
     st, sy = statistics.median(nonfinal), statistics.median(c["stall_s"] for c in s)
-    ratio = st / sy if sy > 0 else float("nan")
-    print(f"stall per checkpoint (async, median of {len(nonfinal)}): {1e3 * st:.1f} ms; synchronous save: "
-          f"{1e3 * sy:.0f} ms; stall / sync = {100 * ratio:.2f}% (bar: 1%, {'met' if ratio <= 0.01 else 'NOT met'})")
-    json.dump({"stall_s": st, "sync_s": sy, "ratio": ratio, "async": a, "sync": s}, open(out, "w"))
-    return 0
+    share = st / sy if sy > 0 else float("nan")
+    ok = share <= max_share  # NaN fails
+    with open(out, "w") as f:
+        json.dump({"stall_s": st, "sync_s": sy, "ratio": share, "bar": max_share, "pass": ok, "async": a, "sync": s}, f)
+    print(f"{'ok' if ok else 'FAIL'}: stall per checkpoint (async, median of {len(nonfinal)}): {1e3 * st:.1f} ms; "
+          f"synchronous save: {1e3 * sy:.0f} ms; stall / sync = {100 * share:.2f}% (bar {100 * max_share:g}%)")
+    return 0 if ok else 1
 
 
 def main(argv):
-    cmds = {"losses": losses, "same": same, "bench": bench, "stall": stall}
-    if len(argv) < 2 or argv[1] not in cmds:
+    cmds = {"losses": (losses, 3, 5), "same": (same, 2, 2), "bench": (bench, 5, 5), "stall": (stall, 3, 3)}
+    if len(argv) < 2 or argv[1] not in cmds or not cmds[argv[1]][1] <= len(argv) - 2 <= cmds[argv[1]][2]:
         print(__doc__, file=sys.stderr)
         return 2
     args = argv[2:]
-    if argv[1] == "losses":
-        return losses(args[0], args[1], float(args[2]), int(args[3]) if len(args) > 3 else 1)
-    return cmds[argv[1]](*args)
+    try:
+        if argv[1] == "losses":
+            return losses(args[0], args[1], float(args[2]), int(args[3]) if len(args) > 3 else 1,
+                          float(args[4]) if len(args) > 4 else None)
+        return cmds[argv[1]][0](*args)
+    except (OSError, ValueError, KeyError) as e:
+        print(f"FAIL: {argv[1]}: {type(e).__name__}: {e}")
+        return 1
 
 
 if __name__ == "__main__":

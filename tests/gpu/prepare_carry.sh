@@ -18,6 +18,15 @@
 # static archives are left out. The tarball must stay under 60 MiB (the
 # device tool carries 64 MiB in all); the script fails if it does not.
 #
+# nccl.h (the header the build compiled against, from BUILD_DIR's CMake
+# cache) goes in as opt/boost-nccl/include: a GPU machine whose only NCCL is
+# PyTorch's wheel (a library without a header) builds against it. Open
+# MPI's mpirun (openmpi-bin) runs the multi-rank stage.
+#
+# The tarball and MANIFEST are written under temporary names and renamed
+# into place at the end, so an interrupted preparation leaves the previous
+# carry (or none), never a truncated one.
+#
 # tests/gpu/carry/ is ignored by git; the device tool carries it with
 # carry=["tests/gpu/carry"]. run_gpu_check.sh unpacks it (carry_unpack.py).
 set -euo pipefail
@@ -25,7 +34,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
 out=$root/tests/gpu/carry
 limit_mib=60
-DEV="libopenmpi-dev libhdf5-openmpi-dev libopenblas-openmp-dev libzstd-dev libcjson-dev libinih-dev libxxhash-dev
+DEV="openmpi-bin libopenmpi-dev libhdf5-openmpi-dev libopenblas-openmp-dev libzstd-dev libcjson-dev libinih-dev libxxhash-dev
 libcriterion-dev libcriterion3 pkgconf-bin libpkgconf3 openmpi-common"
 # present on any machine that builds CUDA code (and ABI-bound to its compiler)
 BASE="libc6 libgcc-s1 libstdc++6 libgomp1 gcc-12-base"
@@ -48,6 +57,7 @@ done
 SKIP="ibverbs-providers libucx0 libfabric1 libibverbs1 librdmacm1 libpsm2-2 libpsm-infinipath1 libpmix2 libnuma1 libnl-3-200
 libnl-route-3-200 libxnvctrl0 libx11-6 libxext6 libxcb1 libxau6 libxdmcp6 libbsd0 libmd0 libmunge2 libltdl7
 libpciaccess0 libcap2 ocl-icd-libopencl1"
+# shellcheck disable=SC2086 # the lists split into words
 pkgs=$(for p in $runtime $DEV; do echo "$p"; done | sort -u | grep -vxF -f <(printf '%s\n' $BASE $SKIP))
 
 stage=$(mktemp -d)
@@ -63,13 +73,27 @@ for p in $pkgs; do
     if [ -L "$f" ] || [ -f "$f" ]; then cp -a --parents "$f" "$stage/root/" 2>/dev/null || true; fi
   done
 done
+nccl_inc=$(grep '^BOOST_NCCL_INCLUDE_DIR:' "$build/CMakeCache.txt" 2>/dev/null | cut -d= -f2)
+if [ -f "$nccl_inc/nccl.h" ]; then
+  mkdir -p "$stage/root/opt/boost-nccl/include"
+  cp "$nccl_inc/nccl.h" "$stage/root/opt/boost-nccl/include/"
+  echo "nccl.h $(awk '/define NCCL_(MAJOR|MINOR|PATCH) /{printf "%s%s", s, $3; s="."}' "$nccl_inc/nccl.h") (header only)" >>"$stage/MANIFEST"
+else
+  echo "prepare_carry: note: $build was configured without NCCL: the carry has no nccl.h" >&2
+fi
 echo "# packages (version, installed KiB) copied from this machine by tests/gpu/prepare_carry.sh" |
-  cat - "$stage/MANIFEST" >"$out/MANIFEST"
+  cat - "$stage/MANIFEST" >"$stage/MANIFEST.out"
 echo "# glibc $(ldd --version | head -1 | awk '{print $NF}'); highest glibc symbol version needed:" \
   "$(find "$stage/root" -name '*.so*' -type f -exec objdump -T {} \; 2>/dev/null | grep -o 'GLIBC_[0-9.]*' |
-    sort -t. -k1,1 -k2,2n -k3,3n -u | tail -1)" >>"$out/MANIFEST"
-tar -C "$stage/root" -cJf "$out/prefix.tar.xz" .
-size=$(stat -c %s "$out/prefix.tar.xz")
+    sort -t. -k1,1 -k2,2n -k3,3n -u | tail -1)" >>"$stage/MANIFEST.out"
+# written beside its final name (same file system), renamed when whole
+tmp=$out/.prefix.tar.xz.$$
+trap 'rm -rf "$stage" "$tmp"' EXIT
+tar -C "$stage/root" -cJf "$tmp" .
+size=$(stat -c %s "$tmp")
 echo "prepare_carry: $(echo "$pkgs" | wc -w) packages, $(du -sh "$stage/root" | cut -f1) unpacked," \
   "tests/gpu/carry/prefix.tar.xz $((size / 1048576)) MiB (limit $limit_mib MiB)"
 [ "$size" -lt $((limit_mib * 1048576)) ] || { echo "prepare_carry: the carry is over $limit_mib MiB" >&2; exit 1; }
+cp "$stage/MANIFEST.out" "$out/.MANIFEST.$$"
+mv -f "$out/.MANIFEST.$$" "$out/MANIFEST"
+mv -f "$tmp" "$out/prefix.tar.xz"

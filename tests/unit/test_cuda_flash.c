@@ -1,13 +1,14 @@
-/* The CUDA attention (kernels/cuda/hd_flash.h) run on the CPU: every block
- * of the three kernels, its phases in order, each phase for every warp and
- * lane -- what the GPU runs between two __syncthreads() -- with shared
- * memory poisoned with NaN before each block, so a phase that reads what no
+/* The CUDA attention (kernels/cuda/hd_flash.h) run on the CPU by the grid
+ * runner (grid_run.h): every block of the three kernels, its phases in
+ * order, each phase for every warp and lane -- what the GPU runs between
+ * two __syncthreads() -- with shared memory poisoned with NaN before each
+ * block, so a phase that reads what no
  * earlier phase wrote shows up. Compared with the CPU attention
  * (kernels/cpu/attention.c) over sequence lengths that leave partial tiles,
  * head dimensions that need padding to 16, every tile shape the backend may
  * pick, bf16 storage, and NULL gradients. (On the GPU, bf16 strip products
  * run on tensor cores instead of the lane loops used here.) */
-#include "ops_testkit.h"
+#include "cuda_testkit.h"
 
 #include "../../kernels/cuda/hd_flash.h"
 
@@ -15,28 +16,43 @@ TestSuite(cuda_flash, .init = two_threads);
 
 typedef enum { K_FWD, K_DQ, K_DKV } fa_kind;
 
-static void run_kernel(fa_kind k, const fa_args *a) {
+/* One kernel's block state (attention.cu's fa_kernel: begin, then the phases). */
+typedef struct {
+  fa_kind k;
+  const fa_args *a;
   fa_fwd_blk f;
   fa_dq_blk q;
   fa_dkv_blk v;
-  const size_t bytes = k == K_FWD ? fa_fwd_carve(&f, &a->d, NULL)
-                                  : k == K_DQ ? fa_dq_carve(&q, &a->d, NULL) : fa_dkv_carve(&v, &a->d, NULL);
-  unsigned char *smem = aligned_alloc(128, (bytes + 127) / 128 * 128);
-  const int nx = (a->T + a->d.rows - 1) / a->d.rows, warps = a->d.rows / 16;
-  for (int bh = 0; bh < a->B * a->H; bh++)
-    for (int x = 0; x < nx; x++) {
-      memset(smem, 0xff, bytes); /* NaN */
-      const int n = k == K_FWD ? fa_fwd_begin(&f, a, smem, x, bh)
-                               : k == K_DQ ? fa_dq_begin(&q, a, smem, x, bh) : fa_dkv_begin(&v, a, smem, x, bh);
-      for (int ph = 0; ph < n; ph++)
-        for (int w = 0; w < warps; w++)
-          for (int lane = 0; lane < 32; lane++) {
-            if (k == K_FWD) fa_fwd_phase(&f, ph, w, lane);
-            else if (k == K_DQ) fa_dq_phase(&q, ph, w, lane);
-            else fa_dkv_phase(&v, ph, w, lane);
-          }
-    }
-  free(smem);
+} fa_ctx;
+
+static int fa_block_begin(void *ctx, hd_ix ix, void *smem) {
+  fa_ctx *c = ctx;
+  return c->k == K_FWD  ? fa_fwd_begin(&c->f, c->a, smem, (int)ix.bx, (int)ix.by)
+         : c->k == K_DQ ? fa_dq_begin(&c->q, c->a, smem, (int)ix.bx, (int)ix.by)
+                        : fa_dkv_begin(&c->v, c->a, smem, (int)ix.bx, (int)ix.by);
+}
+static void fa_block_phase(void *ctx, hd_ix ix, int ph, hd_regs *r, void *smem) {
+  (void)r, (void)smem;
+  const fa_ctx *c = ctx;
+  if (c->k == K_FWD) fa_fwd_phase(&c->f, ph, hd_warp(ix), hd_lane(ix));
+  else if (c->k == K_DQ) fa_dq_phase(&c->q, ph, hd_warp(ix), hd_lane(ix));
+  else fa_dkv_phase(&c->v, ph, hd_warp(ix), hd_lane(ix));
+}
+static int fa_barrier(int ph) {
+  (void)ph;
+  return HD_SYNC_BARRIER;
+}
+
+/* attention.cu's launch: grid (T / rows up, B H), fa_threads threads, a
+ * barrier after every phase. (The GPU takes the x tiles heaviest first;
+ * the order of blocks does not change a result.) */
+static void run_kernel(fa_kind k, const fa_args *a) {
+  fa_ctx c = {.k = k, .a = a};
+  const size_t bytes = k == K_FWD ? fa_fwd_carve(&c.f, &a->d, NULL)
+                                  : k == K_DQ ? fa_dq_carve(&c.q, &a->d, NULL) : fa_dkv_carve(&c.v, &a->d, NULL);
+  const grid_kernel g = {(unsigned)((a->T + a->d.rows - 1) / a->d.rows), (unsigned)(a->B * a->H),
+                         (unsigned)fa_threads(&a->d), 0, fa_barrier, bytes, fa_block_begin, fa_block_phase};
+  grid_run(&g, &c);
 }
 
 /* act storage of x (x becomes the stored values) */

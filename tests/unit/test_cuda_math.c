@@ -1,14 +1,17 @@
-/* The CUDA backend's per-thread arithmetic, checked on the CPU: the hd_*.h
- * functions the kernels call, replayed with the kernels' own loops
- * (cuda_emul.h), against the CPU kernels. bf16 rounding against an
- * independent nearest-even reference; which elements each thread touches;
- * in-place order; norms, RoPE, cross-entropy. The optimizer, the gradient
- * norm and the embedding: test_cuda_optim.c; the attention's phases:
- * test_cuda_flash.c. */
-#include "ops_testkit.h"
+/* The CUDA backend's kernels run on the CPU: the bodies and phases the .cu
+ * files launch (kernels/cuda/hd_*.h), run over whole grids by the grid
+ * runner (grid_run.h), against the CPU kernels (kernels/cpu). bf16 rounding
+ * against an independent nearest-even reference; which elements the
+ * grid-stride loops touch; elementwise ops, RMSNorm, the btp norm pieces,
+ * RoPE and the embedding gather, in place where the kernels allow it.
+ * Cross-entropy and the loss sum: test_cuda_loss.c; the optimizer, the
+ * gradient norm and the embedding's backward: test_cuda_optim.c; the
+ * attention: test_cuda_flash.c. */
+#include "cuda_testkit.h"
 
+#include "../../kernels/cuda/hd_elementwise.h"
+#include "../../kernels/cuda/hd_norms.h"
 #include "backend.h"
-#include "cuda_emul.h"
 
 TestSuite(cuda_math, .init = two_threads);
 
@@ -58,78 +61,166 @@ Test(cuda_math, bf16_round_to_nearest_even) {
     if ((h & 0x7f80u) != 0x7f80u) cr_assert_eq(hd_bf16_bits(hd_bf16_value((uint16_t)h)), h);
 }
 
-/* ---- grid-stride loops ----------------------------------------------------------- */
+/* ---- elementwise (elementwise.cu's ew_kernel) ------------------------------------- */
 
+typedef struct {
+  hd_ew_args a;
+  int op, ybf, xbf, vec;
+} ew_ctx;
+
+static void ew_body(void *ctx, hd_ix ix, int ph, hd_regs *r, void *sh) {
+  (void)ph, (void)r, (void)sh;
+  const ew_ctx *c = ctx;
+  hd_ew_thread(c->op, c->ybf, c->xbf, c->vec, &c->a, ix);
+}
+static void ew_run(int op, int ybf, int xbf, int vec, void *y, void *y2, const void *x0, const void *x1,
+                   const void *x2, size_t n, unsigned gx, unsigned nt) {
+  ew_ctx c = {{y, y2, x0, x1, x2, n}, op, ybf, xbf, vec};
+  grid_run_body(gx, 1, nt, ew_body, &c);
+}
+
+/* y += 1 in place over the grid: every element must end at exactly 1 */
 Test(cuda_math, grid_stride_touches_every_element_once) {
   static const size_t ns[] = {0, 1, 7, 8, 9, 31, 33, 1000, 4099, 100003};
-  static const size_t threads[] = {1, 32, 256, 768, 8192};
+  static const unsigned blocks[] = {1, 3, 32}, threads[] = {32, 256};
   for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
-    for (size_t b = 0; b < sizeof threads / sizeof threads[0]; b++)
-      for (int w = 4; w <= 8; w += 4)
-        for (int vec = 0; vec <= 1; vec++) {
-          int *cnt = calloc(ns[a] + 1, sizeof *cnt);
-          emu_ew_cover(cnt, ns[a], w, threads[b], vec);
-          for (size_t i = 0; i < ns[a]; i++)
-            cr_assert_eq(cnt[i], 1, "n %zu threads %zu w %d vec %d: element %zu touched %d times", ns[a], threads[b], w,
-                         vec, i, cnt[i]);
-          free(cnt);
-        }
+    for (size_t b = 0; b < 3; b++)
+      for (size_t t = 0; t < 2; t++)
+        for (int bf16 = 0; bf16 <= 1; bf16++)
+          for (int vec = 0; vec <= 1; vec++) {
+            const size_t n = ns[a];
+            float *zero = calloc(n + 1, 4), *one = falloc(n + 1);
+            for (size_t i = 0; i < n; i++) one[i] = 1.0f;
+            void *y = act_of(zero, n + 1, bf16), *x = act_of(one, n + 1, bf16);
+            ew_run(HD_EW_ADD, bf16, bf16, vec, y, NULL, y, x, NULL, n, blocks[b], threads[t]);
+            for (size_t i = 0; i < n; i++)
+              cr_assert_eq(hd_ld(y, i, bf16), 1.0f, "n %zu grid %u x %u bf16 %d vec %d: element %zu touched %g times",
+                           n, blocks[b], threads[t], bf16, vec, i, (double)hd_ld(y, i, bf16));
+            free(zero), free(one), free(y), free(x);
+          }
 }
 
-/* ---- elementwise --------------------------------------------------------------------- */
-
-static void to_bf16(uint16_t *dst, float *src, size_t n) { /* src becomes the rounded values */
+/* got (act) against the CPU's float result: exactly its rounding when tol
+ * is 0, else within tol (bf16: 2^-8 relative) */
+static void ew_check(const char *what, const void *got, const float *want, size_t n, int bf16, double tol, double atol) {
   for (size_t i = 0; i < n; i++) {
-    dst[i] = hd_bf16_bits(src[i]);
-    src[i] = hd_bf16_value(dst[i]);
+    const double g = hd_ld(got, i, bf16), w = bf16 ? hd_round_bf16(want[i]) : want[i];
+    if (tol == 0)
+      cr_assert_eq(g, w, "%s[%zu]: %.9g, want %.9g", what, i, g, w);
+    else
+      cr_assert(fabs(g - w) <= atol + (bf16 ? 0x1p-8 : tol) * fabs(w), "%s[%zu]: %.9g, want %.9g", what, i, g, w);
   }
 }
 
-static void close_f(const char *what, const float *got, const float *want, size_t n, double rtol, double atol) {
-  for (size_t i = 0; i < n; i++)
-    cr_assert(fabs((double)got[i] - (double)want[i]) <= atol + rtol * fabs((double)want[i]),
-              "%s[%zu]: %.9g, want %.9g", what, i, (double)got[i], (double)want[i]);
-}
-
-Test(cuda_math, elementwise_matches_cpu) {
-  rng_seed(11);
+/* Every op through the kernel's body, float and bf16, vectors and not,
+ * against the CPU's op: float results bit for bit (sums, products); SiLU
+ * within expf's few ulp; bf16 the rounding of the CPU's float result. */
+static void ew_case(int bf16, int vec, unsigned gx) {
+  rng_seed(11 + bf16 + 2 * vec);
   const size_t n = 4099;
   float *a = frand(n, -6, 6), *b = frand(n, -3, 3), *g = frand(n, -1, 1);
-  float *cpu = falloc(n), *cpu2 = falloc(n), *got = falloc(n);
-  silu_forward(cpu, a, n);
-  silu_backward(cpu2, g, a, n);
-  for (size_t i = 0; i < n; i++) got[i] = hd_silu(a[i]);
-  close_f("silu", got, cpu, n, 4e-7, 1e-30);
-  for (size_t i = 0; i < n; i++) got[i] = hd_silu_grad(g[i], a[i]);
-  close_f("silu_grad", got, cpu2, n, 1e-6, 1e-7); /* cancels where 1 + x (1 - s) is near 0 */
-  /* products and sums are exact replicas: the same bits, and in bf16 the
-   * rounding of the CPU's float result */
-  uint16_t *ab = malloc(n * 2), *bb = malloc(n * 2);
-  to_bf16(ab, a, n);
-  to_bf16(bb, b, n);
-  mul_forward(cpu, a, b, n);
-  add_forward(cpu2, a, b, n);
-  for (size_t i = 0; i < n; i++) {
-    cr_assert_eq(hd_f32_bits(a[i] * b[i]), hd_f32_bits(cpu[i]));
-    cr_assert_eq(hd_bf16_bits(hd_ld(ab, i, 1) * hd_ld(bb, i, 1)), hd_bf16_bits(cpu[i]));
-    cr_assert_eq(hd_bf16_bits(hd_ld(ab, i, 1) + hd_ld(bb, i, 1)), hd_bf16_bits(cpu2[i]));
+  void *aa = act_of(a, n, bf16), *ba = act_of(b, n, bf16), *ga = act_of(g, n, bf16);
+  float *want = falloc(n), *want2 = falloc(n);
+  void *y = act_of(fnan(n), n, bf16), *y2 = act_of(fnan(n), n, bf16);
+#define EW(op, X0, X1, X2, Y2) ew_run(op, bf16, bf16, vec, y, Y2, X0, X1, X2, n, gx, 256)
+  add_forward(want, a, b, n);
+  EW(HD_EW_ADD, aa, ba, NULL, NULL);
+  ew_check("add", y, want, n, bf16, 0, 0);
+  mul_forward(want, a, b, n);
+  EW(HD_EW_MUL, aa, ba, NULL, NULL);
+  ew_check("mul", y, want, n, bf16, 0, 0);
+  silu_forward(want, a, n);
+  EW(HD_EW_SILU, aa, NULL, NULL, NULL);
+  ew_check("silu", y, want, n, bf16, 4e-7, 1e-30);
+  silu_backward(want, g, a, n);
+  EW(HD_EW_SILU_GRAD, ga, aa, NULL, NULL);
+  ew_check("silu_grad", y, want, n, bf16, 1e-6, 1e-7); /* cancels where 1 + x (1 - s) is near 0 */
+  mul_backward(want, want2, g, a, b, n);
+  EW(HD_EW_MUL_BWD, ga, aa, ba, y2);
+  ew_check("mul_bwd da", y, want, n, bf16, 0, 0);
+  ew_check("mul_bwd db", y2, want2, n, bf16, 0, 0);
+#undef EW
+  if (bf16) { /* the conversions: float -> bf16 rounded, bf16 -> float exact */
+    float *f = frand(n, -100, 100);
+    uint16_t *h = malloc(n * 2);
+    float *back = falloc(n);
+    ew_run(HD_EW_COPY, 1, 0, vec, h, NULL, f, NULL, NULL, n, gx, 256);
+    for (size_t i = 0; i < n; i++) cr_assert_eq(h[i], hd_bf16_bits(f[i]), "to_act[%zu]", i);
+    ew_run(HD_EW_COPY, 0, 1, vec, back, NULL, h, NULL, NULL, n, gx, 256);
+    for (size_t i = 0; i < n; i++) cr_assert_eq(back[i], hd_bf16_value(h[i]), "to_f32[%zu]", i);
+    free(f), free(h), free(back);
   }
-  free(a), free(b), free(g), free(cpu), free(cpu2), free(got), free(ab), free(bb);
+  free(a), free(b), free(g), free(aa), free(ba), free(ga), free(want), free(want2), free(y), free(y2);
+}
+Test(cuda_math, elementwise_matches_cpu) {
+  for (int bf16 = 0; bf16 <= 1; bf16++)
+    for (int vec = 0; vec <= 1; vec++) {
+      ew_case(bf16, vec, 3);
+      ew_case(bf16, vec, grid_blocks(4099, 256));
+    }
 }
 
-/* ---- norms ---------------------------------------------------------------------------- */
+/* ---- norms (norms.cu) ------------------------------------------------------------------ */
 
-/* act copies of x for the replay: float, or bf16 (x becomes the rounded values) */
-static void *act_of(float *x, size_t n, int bf16) {
-  if (!bf16) return fcopy(x, n);
-  uint16_t *h = malloc(n * 2);
-  to_bf16(h, x, n);
-  return h;
+typedef struct {
+  hd_norm_args a;
+  hd_colsum_args cs;
+  int bf16;
+} norm_ctx;
+
+static void rms_fwd_ph(void *c, hd_ix ix, int ph, hd_regs *r, void *sh) {
+  (void)sh;
+  hd_rmsnorm_fwd_phase(&((norm_ctx *)c)->a, ((norm_ctx *)c)->bf16, ix, ph, r);
 }
-static float *f32_of(const void *p, size_t n, int bf16) {
-  float *f = falloc(n);
-  for (size_t i = 0; i < n; i++) f[i] = hd_ld(p, i, bf16);
-  return f;
+static void rms_dx_ph(void *c, hd_ix ix, int ph, hd_regs *r, void *sh) {
+  (void)sh;
+  hd_rmsnorm_dx_phase(&((norm_ctx *)c)->a, ((norm_ctx *)c)->bf16, ix, ph, r);
+}
+static void gain_sumsq_ph(void *c, hd_ix ix, int ph, hd_regs *r, void *sh) {
+  (void)sh;
+  hd_gain_sumsq_phase(&((norm_ctx *)c)->a, ((norm_ctx *)c)->bf16, ix, ph, r);
+}
+static void online_bwd_ph(void *c, hd_ix ix, int ph, hd_regs *r, void *sh) {
+  (void)sh;
+  hd_online_rms_bwd_phase(&((norm_ctx *)c)->a, ((norm_ctx *)c)->bf16, ix, ph, r);
+}
+static void online_fwd_body(void *c, hd_ix ix, int ph, hd_regs *r, void *sh) {
+  (void)ph, (void)r, (void)sh;
+  hd_online_rms_fwd_thread(&((norm_ctx *)c)->a, ((norm_ctx *)c)->bf16, ix);
+}
+static void gain_dx_body(void *c, hd_ix ix, int ph, hd_regs *r, void *sh) {
+  (void)ph, (void)r, (void)sh;
+  hd_gain_dx_thread(&((norm_ctx *)c)->a, ((norm_ctx *)c)->bf16, ix);
+}
+static void colsum_partial_body(void *c, hd_ix ix, int ph, hd_regs *r, void *sh) {
+  (void)ph, (void)r, (void)sh;
+  hd_colsum_partial_thread(&((norm_ctx *)c)->cs, ((norm_ctx *)c)->bf16, ix);
+}
+static void colsum_final_body(void *c, hd_ix ix, int ph, hd_regs *r, void *sh) {
+  (void)ph, (void)r, (void)sh;
+  hd_colsum_final_thread(&((norm_ctx *)c)->cs, ix);
+}
+
+/* A row kernel over norms.cu's grid: a warp per row, 8 rows per block. */
+static void run_rows(void (*phase)(void *, hd_ix, int, hd_regs *, void *), int two_phases, norm_ctx *c) {
+  const grid_kernel k = {hd_row_blocks(c->a.N), 1, HD_ROW_THREADS, two_phases ? HD_ROW_PHASES : 1,
+                         two_phases ? hd_row_sync : NULL, 0, NULL, phase};
+  grid_run(&k, c);
+}
+/* norms.cu's colsum: out[c] += sum_n a[n, c] b[n, c] (* rowscale[n]) */
+static void run_colsum(float *out, const void *a, const void *b, const float *rowscale, int N, int C, int bf16) {
+  norm_ctx c = {.bf16 = bf16};
+  c.cs = (hd_colsum_args){out, falloc((size_t)hd_colsum_chunks(N) * C), a, b, rowscale, N, C};
+  const unsigned gx = grid_blocks((size_t)C, HD_COLSUM_THREADS);
+  grid_run_body(gx, (unsigned)hd_colsum_chunks(N), HD_COLSUM_THREADS, colsum_partial_body, &c);
+  grid_run_body(gx, 1, HD_COLSUM_THREADS, colsum_final_body, &c);
+  free(c.cs.partial);
+}
+static norm_ctx norm_of(void *y, float *rowf, const void *x, const void *w, const void *g, const float *rowin, int N,
+                        int C, int bf16) {
+  norm_ctx c = {.bf16 = bf16};
+  c.a = (hd_norm_args){y, rowf, x, w, g, rowin, N, C, 1e-5f, 1.0f / 64};
+  return c;
 }
 
 static void rmsnorm_case(int N, int C, int bf16) {
@@ -141,10 +232,12 @@ static void rmsnorm_case(int N, int C, int bf16) {
   rmsnorm_forward(out, rstd, x, w, N, C, 1e-5f);
   rmsnorm_backward(dx, dw, g, x, w, rstd, N, C);
   void *oa = act_of(fnan(NC), NC, bf16), *dxa = act_of(fnan(NC), NC, bf16);
-  float *r2 = falloc(N), *dw2 = fcopy(dw0, C);
-  emu_rmsnorm_fwd(oa, r2, xa, wa, N, C, 1e-5f, bf16);
-  emu_colsum(dw2, ga, xa, r2, N, C, bf16);
-  emu_rmsnorm_dx(dxa, ga, xa, wa, r2, N, C, bf16);
+  float *r2 = fnan(N), *dw2 = fcopy(dw0, C);
+  norm_ctx c = norm_of(oa, r2, xa, wa, NULL, NULL, N, C, bf16);
+  run_rows(rms_fwd_ph, 1, &c);
+  run_colsum(dw2, ga, xa, r2, N, C, bf16);
+  c = norm_of(dxa, NULL, xa, wa, ga, r2, N, C, bf16);
+  run_rows(rms_dx_ph, 1, &c);
   const double tol = bf16 ? 8e-3 : 2e-6;
   close_f("rstd", r2, rstd, N, 2e-6, 0);
   close_f("out", f32_of(oa, NC, bf16), out, NC, tol, 1e-6);
@@ -153,7 +246,7 @@ static void rmsnorm_case(int N, int C, int bf16) {
 }
 Test(cuda_math, rmsnorm_matches_cpu) {
   rmsnorm_case(7, 64, 0);
-  rmsnorm_case(70, 100, 0); /* C % 32 != 0, two row chunks */
+  rmsnorm_case(70, 100, 0); /* C % 32 != 0, two row chunks, a partial row block */
   rmsnorm_case(5, 33, 1);
 }
 
@@ -164,27 +257,32 @@ static void btp_case(int N, int C, int w, int bf16) {
   float *dss = frand(N, -0.1f, 0.1f), *dg0 = frand(C, -1, 1);
   void *xa = act_of(x, NC, bf16), *ga = act_of(gain, C, bf16), *dxga = act_of(dxg, NC, bf16);
   void *acca = act_of(acc0, NC, bf16);
-  float *xg = falloc(NC), *ss = falloc(N), *ss2 = falloc(N), *dgain = fcopy(dg0, C), *dg2 = fcopy(dg0, C);
+  float *xg = falloc(NC), *ss = falloc(N), *ss2 = fnan(N), *dgain = fcopy(dg0, C), *dg2 = fcopy(dg0, C);
   gain_sumsq_forward(xg, ss, x, gain, N, C);
   void *xga = act_of(fnan(NC), NC, bf16);
-  emu_gain_sumsq(xga, ss2, xa, ga, N, C, bf16);
+  norm_ctx c = norm_of(xga, ss2, xa, ga, NULL, NULL, N, C, bf16);
+  run_rows(gain_sumsq_ph, 1, &c);
   close_f("ss", ss2, ss, N, 2e-6, 0);
   close_f("xg", f32_of(xga, NC, bf16), xg, NC, bf16 ? 4e-3 : 0, 0);
   float *acc = fcopy(acc0, NC);
   gain_sumsq_backward(acc, dgain, dxg, x, gain, dss, N, C);
-  emu_gain_bwd(acca, dg2, dxga, xa, ga, dss, N, C, bf16);
+  run_colsum(dg2, dxga, xa, NULL, N, C, bf16);
+  c = norm_of(acca, NULL, xa, ga, dxga, dss, N, C, bf16);
+  grid_run_body(5, 1, 256, gain_dx_body, &c); /* fewer threads than elements: the grid strides */
   close_f("dx_acc", f32_of(acca, NC, bf16), acc, NC, bf16 ? 4e-3 : 0, bf16 ? 1e-3 : 0);
   close_f("dgain", dg2, dgain, C, 2e-5, 2e-5);
   /* online RMS on a bottleneck of width w */
-  float *h = frand(NW, -3, 3), *dh = frand(NW, -1, 1), *s = frand(N, 1, 50), *rstd = falloc(N), *r2 = falloc(N);
+  float *h = frand(NW, -3, 3), *dh = frand(NW, -1, 1), *s = frand(N, 1, 50), *rstd = falloc(N), *r2 = fnan(N);
   void *ha = act_of(h, NW, bf16), *dha = act_of(dh, NW, bf16);
   online_rms_forward(h, rstd, s, N, w, 1.0f / 64, 1e-5f);
-  emu_online_fwd(ha, r2, s, N, w, 1.0f / 64, 1e-5f, bf16);
+  c = norm_of(ha, r2, NULL, NULL, NULL, s, N, w, bf16);
+  run_rows(online_fwd_body, 0, &c);
   cr_assert_arr_eq(r2, rstd, N * sizeof(float), "online rstd: the same operations, the same bits");
   close_f("h", f32_of(ha, NW, bf16), h, NW, bf16 ? 4e-3 : 0, 0);
-  float *dssc = falloc(N), *dss2 = falloc(N);
+  float *dssc = falloc(N), *dss2 = fnan(N);
   online_rms_backward(dh, dssc, h, rstd, N, w, 1.0f / 64);
-  emu_online_bwd(dha, dss2, ha, r2, N, w, 1.0f / 64, bf16);
+  c = norm_of(dha, dss2, NULL, NULL, ha, r2, N, w, bf16);
+  run_rows(online_bwd_ph, 1, &c);
   close_f("dh", f32_of(dha, NW, bf16), dh, NW, bf16 ? 4e-3 : 0, 0);
   close_f("dss", dss2, dssc, N, bf16 ? 2e-2 : 2e-5, 1e-6);
 }
@@ -194,7 +292,21 @@ Test(cuda_math, btp_norm_pieces_match_cpu) {
   btp_case(9, 40, 48, 1);
 }
 
-/* ---- RoPE ---------------------------------------------------------------------------- */
+/* ---- RoPE (rope.cu) and the embedding gather (embedding.cu) ----------------------------- */
+
+typedef struct {
+  hd_rope_args rope;
+  hd_emb_args emb;
+  int bf16;
+} gather_ctx;
+static void rope_body(void *c, hd_ix ix, int ph, hd_regs *r, void *sh) {
+  (void)ph, (void)r, (void)sh;
+  hd_rope_thread(&((gather_ctx *)c)->rope, ((gather_ctx *)c)->bf16, ix);
+}
+static void emb_fwd_body(void *c, hd_ix ix, int ph, hd_regs *r, void *sh) {
+  (void)ph, (void)r, (void)sh;
+  hd_embedding_fwd_thread(&((gather_ctx *)c)->emb, ((gather_ctx *)c)->bf16, ix);
+}
 
 Test(cuda_math, rope_matches_cpu_bit_for_bit) {
   const int B = 2, T = 9, H = 3, hd = 10;
@@ -208,67 +320,28 @@ Test(cuda_math, rope_matches_cpu_bit_for_bit) {
       void *xa = act_of(x, n, bf16);
       if (dir == 0) rope_forward(y, x, c, s, B, T, H, hd);
       else rope_backward(y, x, c, s, B, T, H, hd);
-      emu_rope(xa, xa, c, s, B, T, H, hd, dir == 0 ? 1.0f : -1.0f, bf16); /* in place */
+      gather_ctx k = {.bf16 = bf16};
+      k.rope = (hd_rope_args){xa, xa, c, s, n / 2, T, H, hd / 2, dir == 0 ? 1.0f : -1.0f}; /* in place */
+      grid_run_body(2, 1, 64, rope_body, &k); /* 128 threads for 270 pairs: the grid strides */
       for (size_t i = 0; i < n; i++)
-        cr_assert_eq(bf16 ? hd_ld(xa, i, 1) : ((float *)xa)[i], bf16 ? hd_round_bf16(y[i]) : y[i], "rope[%zu]", i);
+        cr_assert_eq(hd_ld(xa, i, bf16), bf16 ? hd_round_bf16(y[i]) : y[i], "rope[%zu]", i);
       free(x), free(y), free(xa);
     }
 }
 
-/* ---- cross-entropy ---------------------------------------------------------------------- */
-
-static void ce_case(int N, int V, int bf16) {
-  rng_seed(400 + V + bf16);
-  const size_t NV = (size_t)N * V;
-  float *x = frand(NV, -8, 8), *loss = falloc(N), *loss2 = falloc(N), *d = falloc(NV), *l3 = falloc(N);
-  int32_t *tg = malloc((size_t)N * sizeof *tg);
-  for (int i = 0; i < N; i++) tg[i] = (int32_t)((i * 7919 + 13) % V);
-  x[0] = 80.0f; /* a large logit: the max subtraction keeps it finite */
-  void *xa = act_of(x, NV, bf16);
-  crossentropy_forward(loss, x, tg, N, V);
-  crossentropy_backward(d, NULL, x, tg, N, V, 0.25f);
-  emu_ce(NULL, loss2, xa, tg, N, V, 0.0f, bf16);
-  close_f("losses", loss2, loss, N, 2e-6, 2e-6);
-  emu_ce(xa, l3, xa, tg, N, V, 0.25f, bf16); /* in place, fused with the losses */
-  close_f("losses (fused)", l3, loss, N, 2e-6, 2e-6);
-  /* the softmax sums V exponentials in another order than the CPU kernel:
-   * fp32 error of order sqrt(V) ulps (V = 32000: 2.8e-5 relative seen in the
-   * sanitizer build, whose CPU loops are not vectorised as in -O3) */
-  const double sum_rtol = 2e-6 + 8.0 * sqrt((double)V) * 0x1p-24;
-  close_f("dlogits", f32_of(xa, NV, bf16), d, NV, bf16 ? 8e-3 : sum_rtol, bf16 ? 1e-6 : 1e-9);
-  float sum = 0.0f;
-  for (int v = 0; v < V; v++) sum += hd_ld(xa, (size_t)v, bf16);
-  cr_assert(fabsf(sum) < 1e-4f + (bf16 ? 2e-3f : 0.0f), "a row of dlogits sums to 0, not %g", (double)sum);
-}
-Test(cuda_math, crossentropy_matches_cpu) {
-  ce_case(3, 320, 0);
-  ce_case(4, 997, 0);
-  ce_case(2, 32000, 0);
-  ce_case(3, 1000, 1);
-}
-
-Test(cuda_math, vocab_parallel_pieces_match_cpu) {
-  const int N = 5, V = 700, v0 = 1400;
-  rng_seed(500);
-  float *x = frand((size_t)N * V, -6, 6);
-  int32_t tg[5] = {1400, 2099, 5, 1750, 2100}; /* held here at 0 and 699; elsewhere */
-  float *xc = fcopy(x, (size_t)N * V), mx[5], sums[10], losses[5], mx2[5], sums2[10], losses2[5];
-  vocab_ce_max(mx, xc, N, V);
-  vocab_ce_sums(sums, xc, mx, tg, v0, N, V);
-  vocab_ce_losses(losses, sums, mx, N);
-  vocab_ce_backward(xc, sums, mx, tg, v0, N, V, 0.5f);
-  emu_vocab(mx2, sums2, losses2, x, tg, v0, N, V, 0.5f, 0);
-  cr_assert_arr_eq(mx2, mx, sizeof mx, "row max: exact");
-  close_f("sums", sums2, sums, 2 * N, 1e-6, 0);
-  close_f("losses", losses2, losses, N, 1e-6, 1e-6);
-  close_f("grad", x, xc, (size_t)N * V, 2e-6, 1e-9);
-}
-
-Test(cuda_math, loss_sum_matches_cpu) {
-  rng_seed(600);
-  float *l = frand(1001, 0, 10);
-  double acc = 1.5, cpu = 1.5;
-  emu_loss_acc(l, 1001, &acc);
-  cpu += (double)(float)loss_mean(l, 1001);
-  cr_assert(fabs(acc - cpu) <= 1e-6 * cpu, "%.17g vs %.17g", acc, cpu);
+Test(cuda_math, embedding_forward_matches_cpu) {
+  const int N = 37, V = 11, C = 24;
+  rng_seed(310);
+  int32_t tok[37];
+  for (int i = 0; i < N; i++) tok[i] = (int32_t)(rng_u01() * V);
+  for (int bf16 = 0; bf16 <= 1; bf16++) {
+    float *wte = frand((size_t)V * C, -1, 1), *want = falloc((size_t)N * C);
+    void *wa = act_of(wte, (size_t)V * C, bf16), *out = act_of(fnan((size_t)N * C), (size_t)N * C, bf16);
+    embedding_forward(want, tok, wte, N, V, C);
+    gather_ctx k = {.bf16 = bf16};
+    k.emb = (hd_emb_args){.out = out, .wte = wa, .tokens = tok, .N = N, .C = C};
+    grid_run_body(3, 1, 128, emb_fwd_body, &k);
+    for (size_t i = 0; i < (size_t)N * C; i++) cr_assert_eq(hd_ld(out, i, bf16), want[i], "out[%zu]", i);
+    free(wte), free(want), free(wa), free(out);
+  }
 }

@@ -1,12 +1,14 @@
-/* The CUDA backend's optimizer, gradient norm and embedding gradient,
- * replayed on the CPU with the kernels' loops over the hd_*.h arithmetic
- * (see test_cuda_math.c) and compared with the CPU backend: AdamW bit for
- * bit, the tiles that cut an optim plan, the gradient sum of squares, and
- * the embedding backward's sorted runs. */
-#include "ops_testkit.h"
+/* The CUDA backend's optimizer, gradient norm and embedding gradient: the
+ * kernels' bodies and phases (hd_optim.h, hd_elementwise.h) run over whole
+ * grids on the CPU (grid_run.h; test_cuda_math.c says how) and compared
+ * with the CPU backend: AdamW bit for bit, the tiles that cut an optim
+ * plan, the gradient sum of squares, and the embedding backward's sorted
+ * runs. */
+#include "cuda_testkit.h"
 
+#include "../../kernels/cuda/hd_elementwise.h"
+#include "../../kernels/cuda/hd_optim.h"
 #include "backend.h"
-#include "cuda_emul.h"
 
 TestSuite(cuda_optim, .init = two_threads);
 
@@ -47,18 +49,45 @@ Test(cuda_optim, tiles_cover_each_segment_once) {
   free(cnt), free(t);
 }
 
-/* adamw_kernel over every tile */
-static void emu_adamw(const hd_tile *t, size_t nt, float *p, const float *g, float *m, float *v, uint16_t *work,
-                      adamw_hparams hp, int step, float gs) {
-  const hd_adamw_consts c = hd_adamw_make(hp.beta1, hp.beta2, hp.lr, hp.eps, hp.weight_decay, step, gs);
-  for (size_t k = 0; k < nt; k++) {
-    const float wd = (segs[t[k].seg].flags & BOOST_SEG_DECAY) ? c.wd : 0.0f;
-    for (uint32_t i = 0; i < t[k].len; i++) {
-      const size_t a = t[k].start + i, mo = a - MOM_BEGIN;
-      p[a] = hd_adamw(&c, wd, p[a], g[a], &m[mo], &v[mo]);
-      if (work) work[a] = hd_bf16_bits(p[a]);
-    }
-  }
+typedef struct {
+  hd_optim_args a;
+  int bf16;
+} optim_ctx;
+static void adamw_body(void *c, hd_ix ix, int ph, hd_regs *r, void *sh) {
+  (void)ph, (void)r, (void)sh;
+  hd_adamw_block(&((optim_ctx *)c)->a, ((optim_ctx *)c)->bf16, ix);
+}
+static void sumsq_tiles_ph(void *c, hd_ix ix, int ph, hd_regs *r, void *sh) {
+  hd_sumsq_tiles_phase(&((optim_ctx *)c)->a, ix, ph, r, sh);
+}
+static void sumsq_segs_ph(void *c, hd_ix ix, int ph, hd_regs *r, void *sh) {
+  hd_sumsq_segs_phase(&((optim_ctx *)c)->a, ix, ph, r, sh);
+}
+static void sumsq_total_body(void *c, hd_ix ix, int ph, hd_regs *r, void *sh) {
+  (void)ph, (void)r, (void)sh;
+  hd_sumsq_total_thread(&((optim_ctx *)c)->a, ix);
+}
+
+/* optim.cu's plan as the kernels see it */
+static optim_ctx optim_of(const hd_tile *t, const uint32_t *first, const uint32_t *flags) {
+  optim_ctx c = {.bf16 = 0};
+  c.a.tiles = t, c.a.first = first, c.a.flags = flags, c.a.nseg = NSEG, c.a.mom_begin = MOM_BEGIN;
+  return c;
+}
+static void flags_of(uint32_t *flags) {
+  for (int i = 0; i < NSEG; i++) flags[i] = segs[i].flags;
+  cr_assert(HD_SEG_DECAY == BOOST_SEG_DECAY && HD_SEG_NORM == BOOST_SEG_NORM);
+}
+
+/* cu_adamw: adamw_kernel, one block per tile */
+static void run_adamw(const hd_tile *t, size_t nt, const uint32_t *first, float *p, const float *g, float *m, float *v,
+                      uint16_t *work, adamw_hparams hp, int step, float gs) {
+  uint32_t flags[NSEG];
+  flags_of(flags);
+  optim_ctx c = optim_of(t, first, flags);
+  c.a.params = p, c.a.grads = g, c.a.m = m, c.a.v = v, c.a.work = work, c.bf16 = work != NULL;
+  c.a.c = hd_adamw_make(hp.beta1, hp.beta2, hp.lr, hp.eps, hp.weight_decay, step, gs);
+  grid_run_body((unsigned)nt, 1, HD_OPT_THREADS, adamw_body, &c);
 }
 
 Test(cuda_optim, adamw_bit_identical_to_cpu) {
@@ -75,7 +104,7 @@ Test(cuda_optim, adamw_bit_identical_to_cpu) {
   for (int step = 1; step <= 3; step++) {
     float *g = frand(ARENA, -0.5f, 0.5f);
     cpu->ops->adamw(cpu, plan, p, g, m, v, NULL, hp, step, 0.75f);
-    emu_adamw(t, nt, p2, g, m2, v2, work, hp, step, 0.75f);
+    run_adamw(t, nt, first, p2, g, m2, v2, work, hp, step, 0.75f);
     free(g);
   }
   cr_assert_arr_eq(p2, p, ARENA * sizeof(float), "params: the CPU's operations in its order, the same bits");
@@ -88,30 +117,20 @@ Test(cuda_optim, adamw_bit_identical_to_cpu) {
   free(t), free(p), free(p2), free(m), free(v), free(m2), free(v2), free(work);
 }
 
-/* sumsq_tiles_kernel, sumsq_segs_kernel, sumsq_total_kernel */
-static double emu_grad_sumsq(const hd_tile *t, size_t nt, const uint32_t *first, const float *g) {
-  double *partial = calloc(nt, sizeof *partial), seg[NSEG], per[HD_OPT_THREADS];
-  for (size_t k = 0; k < nt; k++) {
-    for (int th = 0; th < HD_OPT_THREADS; th++) {
-      per[th] = 0.0;
-      if (segs[t[k].seg].flags & BOOST_SEG_NORM)
-        for (uint32_t i = (uint32_t)th; i < t[k].len; i += HD_OPT_THREADS) {
-          const double x = (double)g[t[k].start + i];
-          per[th] += x * x;
-        }
-    }
-    partial[k] = emu_block_sum_d(per, HD_OPT_THREADS);
-  }
-  for (int s = 0; s < NSEG; s++) {
-    for (int th = 0; th < HD_OPT_THREADS; th++) {
-      per[th] = 0.0;
-      for (uint32_t k = first[s] + (uint32_t)th; k < first[s + 1]; k += HD_OPT_THREADS) per[th] += partial[k];
-    }
-    seg[s] = emu_block_sum_d(per, HD_OPT_THREADS);
-  }
-  double total = 0.0;
-  for (int s = 0; s < NSEG; s++)
-    if (segs[s].flags & BOOST_SEG_NORM) total += seg[s];
+/* cu_grad_sumsq: sumsq_tiles_kernel, sumsq_segs_kernel, sumsq_total_kernel */
+static double run_grad_sumsq(const hd_tile *t, size_t nt, const uint32_t *first, const float *g) {
+  uint32_t flags[NSEG];
+  flags_of(flags);
+  optim_ctx c = optim_of(t, first, flags);
+  double total = NAN, *partial = malloc((nt + NSEG) * sizeof *partial);
+  for (size_t i = 0; i < nt + NSEG; i++) partial[i] = NAN;
+  c.a.grads = g, c.a.partial = partial, c.a.seg_sum = partial + nt, c.a.out = &total;
+  const size_t sh = HD_OPT_THREADS / 32 * sizeof(double);
+  const grid_kernel tiles = {(unsigned)nt, 1, HD_OPT_THREADS, HD_SUMSQ_PHASES, hd_sumsq_sync, sh, NULL, sumsq_tiles_ph};
+  const grid_kernel per_seg = {NSEG, 1, HD_OPT_THREADS, HD_SUMSQ_PHASES, hd_sumsq_sync, sh, NULL, sumsq_segs_ph};
+  grid_run(&tiles, &c);
+  grid_run(&per_seg, &c);
+  grid_run_body(1, 1, 1, sumsq_total_body, &c);
   free(partial);
   return total;
 }
@@ -126,30 +145,46 @@ Test(cuda_optim, grad_sumsq_matches_cpu) {
   float *g = frand(ARENA, -2, 2);
   double want = 0.0;
   cpu->ops->grad_sumsq(cpu, plan, g, &want);
-  const double got = emu_grad_sumsq(t, nt, first, g), again = emu_grad_sumsq(t, nt, first, g);
+  const double got = run_grad_sumsq(t, nt, first, g), again = run_grad_sumsq(t, nt, first, g);
   cr_assert(fabs(got - want) <= 1e-12 * want, "%.17g vs %.17g", got, want);
   cr_assert_eq(hd_f32_bits((float)got), hd_f32_bits((float)again));
   cpu->ops->optim_plan_free(cpu, plan);
   free(t), free(g);
 }
 
-/* cu_embedding_backward: a stable sort by token, then embedding_bwd_runs_kernel */
-static void emu_embedding_bwd(float *dwte, const void *dout, const int32_t *tok, int N, int V, int C, int bf16) {
+static void iota_body(void *c, hd_ix ix, int ph, hd_regs *r, void *sh) {
+  (void)ph, (void)r, (void)sh;
+  hd_iota_thread(c, ix);
+}
+static void runs_body(void *c, hd_ix ix, int ph, hd_regs *r, void *sh) {
+  (void)ph, (void)r, (void)sh;
+  hd_embedding_runs_block(c, 0, ix);
+}
+
+/* CUB's stable radix sort of (token, position) pairs by token, on the host:
+ * a sort by (token, position) gives the same order */
+typedef struct {
+  uint32_t key;
+  int32_t pos;
+} key_pos;
+static int key_pos_cmp(const void *a, const void *b) {
+  const key_pos *x = a, *y = b;
+  return x->key != y->key ? (x->key < y->key ? -1 : 1) : (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+/* cu_embedding_backward: iota_kernel, the sort, embedding_bwd_runs_kernel */
+static void run_embedding_bwd(float *dwte, const void *dout, const int32_t *tok, int N, int C) {
+  int32_t *pos_in = malloc((size_t)N * 4), *pos = malloc((size_t)N * 4);
   uint32_t *keys = malloc((size_t)N * 4);
-  int32_t *pos = malloc((size_t)N * 4), k = 0;
-  for (int v = 0; v < V; v++) /* counting sort: stable */
-    for (int n = 0; n < N; n++)
-      if (tok[n] == v) keys[k] = (uint32_t)v, pos[k++] = n;
-  for (int i = 0; i < N; i++) {
-    int end;
-    if (!hd_run_start(keys, i, N, &end)) continue;
-    for (int c = 0; c < C; c++) {
-      float acc = 0.0f;
-      for (int j = i; j < end; j++) acc += hd_ld(dout, (size_t)pos[j] * C + c, bf16);
-      dwte[(size_t)keys[i] * C + c] += acc;
-    }
-  }
-  free(keys), free(pos);
+  key_pos *kp = malloc((size_t)N * sizeof *kp);
+  hd_emb_args a = {.dwte = dwte, .dout = dout, .iota = pos_in, .N = N, .C = C};
+  grid_run_body(grid_blocks((size_t)N, 256), 1, 256, iota_body, &a);
+  for (int i = 0; i < N; i++) kp[i] = (key_pos){(uint32_t)tok[i], pos_in[i]};
+  qsort(kp, (size_t)N, sizeof *kp, key_pos_cmp);
+  for (int i = 0; i < N; i++) keys[i] = kp[i].key, pos[i] = kp[i].pos;
+  a.keys = keys, a.pos = pos;
+  grid_run_body((unsigned)N, 1, 64, runs_body, &a); /* embedding.cu: 64 threads when C < 128 */
+  free(pos_in), free(pos), free(keys), free(kp);
 }
 
 Test(cuda_optim, embedding_backward_matches_cpu) {
@@ -160,7 +195,7 @@ Test(cuda_optim, embedding_backward_matches_cpu) {
   float *dout = frand((size_t)N * C, -1, 1), *d0 = frand((size_t)V * C, -1, 1);
   float *cpu = fcopy(d0, (size_t)V * C), *got = fcopy(d0, (size_t)V * C);
   embedding_backward(cpu, dout, tok, N, V, C);
-  emu_embedding_bwd(got, dout, tok, N, V, C, 0);
+  run_embedding_bwd(got, dout, tok, N, C);
   for (size_t i = 0; i < (size_t)V * C; i++)
     cr_assert(fabsf(got[i] - cpu[i]) <= 1e-5f * (1.0f + fabsf(cpu[i])), "dwte[%zu] %g vs %g", i, (double)got[i],
               (double)cpu[i]);

@@ -2,7 +2,7 @@
  * the seam (kernels/backend.h) as the model calls them. Inputs are drawn in
  * fp32 and rounded to bf16 first, so both tables see the same values; the
  * bf16 side then differs only by its roundings: each bf16 store rounds to
- * nearest even (relative error <= 2^-9), and ops that chain stores compound
+ * nearest even (relative error <= 2^-8), and ops that chain stores compound
  * that. Tolerance per output: |bf16 - fp32| <= tol * max(1, max |fp32|),
  * tol = 2^-7 for one rounding after fp32 arithmetic, 2^-6 where a rounded
  * intermediate feeds a further product (attention, the norm backwards);
