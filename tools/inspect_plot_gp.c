@@ -114,8 +114,8 @@ static void start_marks(FILE *gp, const plot_run *r, int tokens) {
     else snprintf(what, sizeof what, "restart %zu", from_zero ? j : j + 1);
     fprintf(gp, "set arrow from first %.17g, graph 0 to first %.17g, graph 1 nohead dt 2 lw 1.5 lc rgb '%s'\n", x, x,
             RESTART_COLOR);
-    fprintf(gp, "set label '%s at step %.0f: %.0f rank%s, %s' at first %.17g, graph 0.03 rotate by 90 left offset "
-                "character 1,0 font ',8' tc rgb '%s'\n",
+    fprintf(gp, "set label '%s at step %.0f: %.0f rank%s, %s' at first %.17g, graph 0.02 rotate by 90 left offset "
+                "character 1,0 font ',7' tc rgb '%s'\n",
             what, s, row[CKPT_START_world_size], row[CKPT_START_world_size] == 1 ? "" : "s", lay, x, RESTART_COLOR);
   }
 }
@@ -178,8 +178,9 @@ static void write_script(out_ctx *o, const plot_run *runs, int n, int tokens, in
   plot_count(&runs[0], &k);
   const int two = !compare && (k.tput || k.stalls), window = (int)(2 * half_window(runs[0].step) + 1);
   fprintf(gp, "# boost-inspect plot: %s\nset terminal png size 1000,%d\nset output 'plot.png'\nset termoption noenhanced\n",
-          compare ? "runs compared" : runs[0].label, two ? 800 : 500);
-  fprintf(gp, "set grid\nset key top right opaque box\nset xrange [0:*]\nset lmargin 10\nset rmargin 10\nset xlabel '%s'\n",
+          compare ? "runs compared" : runs[0].label, two ? 950 : 600);
+  /* The key below each panel: the start labels stand in the plot. */
+  fprintf(gp, "set grid\nset key below horizontal\nset xrange [0:*]\nset lmargin 10\nset rmargin 10\nset xlabel '%s'\n",
           tokens ? "tokens" : "step");
   if (two) fprintf(gp, "set multiplot layout 2,1\n");
   if (compare) fprintf(gp, "set title 'boost runs compared'\n");
