@@ -100,8 +100,10 @@ void ins_state_free(ins_state *s);
  * values, validations in order, the starts a consistent history ending on
  * the layout and step of the file. */
 void ins_check_state(const ins_ckpt *c, ins_report *r);
-/* "dp2 tp2 pp2, btp, fp32": a /state/run_starts row's layout and precision. */
+/* "dp2 tp2 pp2, btp, fp32": a /state/run_starts row's layout and precision;
+ * the name of its tp_mode or precision code ("?" for a code the format has not). */
 void ins_start_layout(const double *row, char *out, size_t outlen);
+const char *ins_start_code(const double *row, int col);
 
 /* The precision of the run that wrote a checkpoint (root attribute
  * `precision`; files older than it read as fp32): 1 for bf16. Its stored

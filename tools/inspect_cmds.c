@@ -70,12 +70,9 @@ static void starts_json(cJSON *o, const ins_state *s) {
     const double *row = s->v[CKPT_STATE_run_starts] + i * CKPT_START_NCOLS;
     cJSON *e = cJSON_CreateObject();
     for (int k = 0; k < CKPT_START_NCOLS; k++) {
-      const int code = (int)row[k];
-      if (k == CKPT_START_tp_mode || k == CKPT_START_precision) {
-        const int ok = k == CKPT_START_tp_mode ? code >= 0 && code < CKPT_TP_MODE_NCODES : code >= 0 && code < CKPT_PRECISION_NCODES;
-        const char *name = !ok ? "?" : k == CKPT_START_tp_mode ? ckpt_tp_mode_codes[code] : ckpt_precision_codes[code];
-        cJSON_AddStringToObject(e, ckpt_start_columns[k], name);
-      } else cJSON_AddNumberToObject(e, ckpt_start_columns[k], row[k]);
+      if (k == CKPT_START_tp_mode || k == CKPT_START_precision)
+        cJSON_AddStringToObject(e, ckpt_start_columns[k], ins_start_code(row, k));
+      else cJSON_AddNumberToObject(e, ckpt_start_columns[k], row[k]);
     }
     cJSON_AddItemToArray(arr, e);
   }

@@ -53,11 +53,16 @@ int ins_state_read(const ins_ckpt *c, ins_state *s, char *err, size_t errlen) {
   return 0;
 }
 
+const char *ins_start_code(const double *row, int col) {
+  const int tp = col == CKPT_START_tp_mode, n = tp ? CKPT_TP_MODE_NCODES : CKPT_PRECISION_NCODES;
+  const double v = row[col]; /* any double a file holds: compared before it is made an index */
+  if (!(v >= 0 && v < n) || v != floor(v)) return "?";
+  return tp ? ckpt_tp_mode_codes[(int)v] : ckpt_precision_codes[(int)v];
+}
+
 void ins_start_layout(const double *row, char *out, size_t outlen) {
-  const int mode = (int)row[CKPT_START_tp_mode], prec = (int)row[CKPT_START_precision];
   snprintf(out, outlen, "dp%g tp%g pp%g, %s, %s", row[CKPT_START_dp], row[CKPT_START_tp], row[CKPT_START_pp],
-           mode >= 0 && mode < CKPT_TP_MODE_NCODES ? ckpt_tp_mode_codes[mode] : "?",
-           prec >= 0 && prec < CKPT_PRECISION_NCODES ? ckpt_precision_codes[prec] : "?");
+           ins_start_code(row, CKPT_START_tp_mode), ins_start_code(row, CKPT_START_precision));
 }
 
 static int whole(double x, double lo) { return isfinite(x) && x >= lo && x <= 9e15 && x == floor(x); }
