@@ -151,7 +151,7 @@ int plot_load_run(const char *arg, const char *metrics, plot_run *r, char *err, 
   r->step = c.meta.step;
   r->tokens_seen = c.meta.tokens_seen;
   char why[INS_ERR];
-  if (c.walk_failed) boost_err(err, errlen, "%s: %s", c.path, c.walk_error);
+  if (c.walk_failed) boost_err(err, errlen, "%s: damaged (the dataset list is incomplete): %s", c.path, c.walk_error);
   else if (ins_state_read(&c, &r->st, why, sizeof why) != 0) boost_err(err, errlen, "%s: %s", c.path, why);
   else if (!r->st.has[CKPT_STATE_loss_history] || r->st.rows[CKPT_STATE_loss_history] == 0)
     boost_err(err, errlen, "%s: no loss history to plot%s", c.path, r->st.has[CKPT_STATE_loss_history] ? " (it is empty)" : "");
