@@ -290,10 +290,9 @@ ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tens
   return s;
 }
 
-int ckpt_resume(ckpt_session *s, ckpt_meta *meta, float **losses, int64_t *nloss, char *msg, size_t msglen) {
+int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, size_t msglen) {
   ckpt_meta_init(meta);
-  *losses = NULL;
-  *nloss = 0;
+  memset(state, 0, sizeof *state);
   if (!s) {
     boost_msgf(msg, msglen, "fresh start");
     return 0;
@@ -321,17 +320,15 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, float **losses, int64_t *nloss
   }
   if (lr->status == 0) {
     boost_msgf(msg, msglen, "%s%s%s", lr->msg, note ? "; " : "", note ? note : "");
-    free(lr->losses);
-    lr->losses = NULL;
+    ckpt_state_free(&lr->state);
     return 0;
   }
   ckpt_upload_loaded(s); /* verified: only now into the arenas */
   ckpt_load_report(s, lr);
   *meta = lr->meta; /* the caller owns them now */
-  *losses = lr->losses;
-  *nloss = lr->nloss;
+  *state = lr->state;
   ckpt_meta_init(&lr->meta);
-  lr->losses = NULL;
+  memset(&lr->state, 0, sizeof lr->state);
   s->last_committed_step = meta->step;
   s->last_staged_step = meta->step;
   boost_msgf(msg, msglen, "%s%s%s", lr->msg, note ? "; " : "", note ? note : "");
@@ -449,21 +446,15 @@ int ckpt_due(const ckpt_session *s, int64_t step, int force) {
   return force || (s->cfg.every > 0 && step % s->cfg.every == 0);
 }
 
-/* The job's metadata, loss history and activations, copied at the step
+/* The job's metadata, state datasets and activations, copied at the step
  * boundary, and (unless deferred) the tensors. Without memory for the
  * copies the checkpoint fails (j->oom), training goes on. */
-static void stage_job(ckpt_session *s, const ckpt_meta *meta, const float *losses, int64_t nloss) {
+static void stage_job(ckpt_session *s, const ckpt_meta *meta, const ckpt_state *state) {
   save_job *j = &s->job;
   j->step = meta->step;
   ckpt_meta_free(&j->meta);
   int ok = ckpt_meta_copy(&j->meta, meta) == 0;
-  if (ok && nloss > j->loss_cap) {
-    float *p = realloc(j->losses, (size_t)(nloss + 1024) * sizeof *p);
-    if (p) j->losses = p, j->loss_cap = nloss + 1024;
-    ok = p != NULL;
-  }
-  j->nloss = ok ? nloss : 0;
-  if (j->nloss) memcpy(j->losses, losses, (size_t)j->nloss * sizeof(float));
+  ok = ckpt_state_copy(&j->state, state) == 0 && ok;
   j->oom = !ok;
   ckpt_acts_reset(&j->acts);
   if (s->cfg.activations && s->hooks.activations) {
@@ -479,7 +470,7 @@ static void stage_job(ckpt_session *s, const ckpt_meta *meta, const float *losse
   }
 }
 
-void ckpt_after_step(ckpt_session *s, const ckpt_meta *meta, const float *losses, int64_t nloss, int force,
+void ckpt_after_step(ckpt_session *s, const ckpt_meta *meta, const ckpt_state *state, int force,
                      char *status, size_t statuslen) {
   if (statuslen) boost_msgf(status, statuslen, "-");
   if (!s) return;
@@ -501,7 +492,7 @@ void ckpt_after_step(ckpt_session *s, const ckpt_meta *meta, const float *losses
     boost_msgf(waited, sizeof waited, "waited %.2f s; ", wait_prev);
   }
   const double t1 = boost_now_s();
-  stage_job(s, meta, losses, nloss);
+  stage_job(s, meta, state);
   const double stall = boost_now_s() - t1;
   s->job.stall_s = stall;
   s->job.wait_prev_s = wait_prev;
@@ -552,10 +543,10 @@ void ckpt_close(ckpt_session *s) {
   ckpt_stage_free(s);
   boost_free(s->ents);
   ckpt_direct_free(s->direct);
-  free(s->job.losses);
+  ckpt_state_free(&s->job.state);
   ckpt_meta_free(&s->job.meta);
   ckpt_acts_free(&s->job.acts);
-  free(s->lres.losses);
+  ckpt_state_free(&s->lres.state);
   ckpt_meta_free(&s->lres.meta);
   free(s);
 }

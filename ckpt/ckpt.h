@@ -5,18 +5,19 @@
  * The run calls, on every rank:
  *   s = ckpt_open(&settings, grid, reg, &hooks, err, errlen)
  *                                            (NULL when nothing is written or read)
- *   ckpt_resume(s, &meta, &losses, &nloss, msg, msglen)
+ *   ckpt_resume(s, &meta, &state, msg, msglen)
  *                                            once, before the first step
  *   ckpt_before_update(s)                    in every step, before the optimizer
  *                                            changes parameters and moments
- *   ckpt_after_step(s, &meta, losses, nloss, force, status, statuslen)
+ *   ckpt_after_step(s, &meta, &state, force, status, statuslen)
  *                                            after every optimizer step
  *   ckpt_close(s)                            waits for the last commit
  * All calls are collective over grid->world except ckpt_before_update.
  *
  * The package knows nothing of the training side: it takes its settings
  * (ckpt_settings) at open and, at each save, the run's metadata block (the
- * root attributes of ckpt_meta.h the run provides, and the loss history);
+ * root attributes of ckpt_meta.h the run provides, and its state datasets:
+ * the loss and validation histories, the run's starts);
  * tensors are the registry's arenas, moved through its backend
  * (kernels/backend.h) and, between ranks, through the comm layer.
  *
@@ -105,15 +106,16 @@ ckpt_session *ckpt_open(const ckpt_settings *set, const process_grid *grid, tens
 
 /* Applies set->resume (auto | none | PATH): loads parameters and AdamW
  * moments into the arenas, the root attributes into *meta (ckpt_meta_free)
- * and the loss history into *losses (malloc'd) / *nloss. Returns 1 when
- * resumed, 0 for a fresh start (meta absent, no losses), -1 on a fatal
+ * and the state datasets (ckpt_meta.h, CKPT_STATE_SETS) into *state
+ * (malloc'd: ckpt_state_free; a set the file lacks is empty). Returns 1 when
+ * resumed, 0 for a fresh start (meta absent, state empty), -1 on a fatal
  * problem; msg gets a one-line account for the log (what was loaded or
  * skipped and why). auto: the newest committed checkpoint in dir whose
  * checksums verify (bad ones are reported on stderr and skipped). PATH: that
  * file (or the newest good one in that directory); a bad file is fatal. A
  * file that fails is never loaded in part: the arenas change only once a
  * file has verified. */
-int ckpt_resume(ckpt_session *s, ckpt_meta *meta, float **losses, int64_t *nloss, char *msg, size_t msglen);
+int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, size_t msglen);
 
 /* Staging is deferred: after ckpt_after_step stages a checkpoint, the writer
  * thread copies parameters and moments (the backend's copy stream, from the
@@ -134,12 +136,12 @@ int ckpt_due(const ckpt_session *s, int64_t step, int force);
 
 /* Starts a checkpoint of meta->step when one is due (ckpt_due); returns
  * immediately after staging. meta: the run's metadata block (the
- * CKPT_META_RUN fields of ckpt_meta.h; copied), losses: the loss history
- * (nloss values; copied). status gets a short state for the step's log line
+ * CKPT_META_RUN fields of ckpt_meta.h; copied), state: the state datasets
+ * (copied). status gets a short state for the step's log line
  * ("-", "step 40 staged, stall 1 ms", "step 20 committed 1.2 s 3.4 MiB
  * 1.18x", ...). If the previous checkpoint is still being written, waits for
  * it first and reports the wait. */
-void ckpt_after_step(ckpt_session *s, const ckpt_meta *meta, const float *losses, int64_t nloss, int force,
+void ckpt_after_step(ckpt_session *s, const ckpt_meta *meta, const ckpt_state *state, int force,
                      char *status, size_t statuslen);
 
 /* Waits for the checkpoint in flight to commit (or fail). Returns 0 when the

@@ -60,10 +60,9 @@ struct ckpt_acts_sink {
 typedef struct {
   int64_t step;
   ckpt_meta meta; /* the root attributes: the run's block, then the package's fields */
-  float *losses;
-  int64_t nloss, loss_cap;
+  ckpt_state state; /* the run's state datasets (a copy) */
   int deferred;                /* the writer copies parameters and moments from the live arenas */
-  int oom;                     /* no memory for the copy of the metadata or losses: the checkpoint fails */
+  int oom;                     /* no memory for the copy of the metadata or state: the checkpoint fails */
   double stall_s, wait_prev_s; /* measured by the training thread */
   ckpt_acts_sink acts;
 } save_job;
@@ -88,8 +87,7 @@ typedef struct {
   char path[PATH_MAX + 64], skipped[1536]; /* what was loaded; what was passed over, with why */
   double t0;                               /* when the load started */
   ckpt_meta meta;                          /* the loaded file's root attributes */
-  float *losses;
-  int64_t nloss;
+  ckpt_state state;                        /* its state datasets */
   double bytes_needed, bytes_decoded; /* over all ranks: their bands, and the chunks those touch */
 } load_result;
 
@@ -173,6 +171,16 @@ int ckpt_trainer_waiting(ckpt_session *s);
  * for it, one beside training otherwise. */
 int ckpt_work_threads(ckpt_session *s);
 void ckpt_sleep_ms(int ms);
+
+/* ckpt_state.c. The checksum of state set k (ckpt_meta.h CKPT_STATE_SETS)
+ * as written. */
+uint64_t ckpt_state_hash(int k, const ckpt_series *set);
+/* Set k of file f read whole into *out (malloc'd), its stored checksum into
+ * *stored and the computed one into *sum. A set the file lacks is empty (0,
+ * sums 0) unless a resume needs it (CKPT_META_RESUME). -1 with err: missing,
+ * misshapen or unreadable. */
+int ckpt_state_read(hid_t f, hid_t dxpl, int k, ckpt_series *out, uint64_t *stored, uint64_t *sum, char *err,
+                    size_t errlen);
 
 /* ckpt_table.c: the plan from every rank's registry (collective over the
  * grid). Returns -1 with err when the registries disagree. */

@@ -110,6 +110,76 @@ const char *ckpt_meta_missing(const ckpt_meta *m, unsigned flags) {
   return NULL;
 }
 
+#define CKPT_STATE_ROW_(name, type, cols, flags) {#name, CKPT_META_T_##type, cols, flags},
+const ckpt_state_desc ckpt_state_sets[CKPT_STATE_NSETS] = {CKPT_STATE_SETS(CKPT_STATE_ROW_)};
+#undef CKPT_STATE_ROW_
+#define CKPT_START_NAME_(name) #name,
+const char *const ckpt_start_columns[CKPT_START_NCOLS] = {CKPT_START_COLUMNS(CKPT_START_NAME_)};
+#undef CKPT_START_NAME_
+/* The format's codes: never reordered (files keep them); new ones go last. */
+const char *const ckpt_tp_mode_codes[CKPT_TP_MODE_NCODES] = {"none", "btp", "vanilla", "megatron"};
+const char *const ckpt_precision_codes[CKPT_PRECISION_NCODES] = {"fp32", "bf16"};
+
+int ckpt_code_of(const char *const *codes, int n, const char *name) {
+  for (int i = 0; name && i < n; i++)
+    if (!strcmp(codes[i], name)) return i;
+  return -1;
+}
+
+int ckpt_state_find(const char *path) {
+  const char *grp = CKPT_GROUP_STATE "/";
+  if (*path != '/') grp++;
+  if (strncmp(path, grp, strlen(grp)) != 0) return -1;
+  for (int k = 0; k < CKPT_STATE_NSETS; k++)
+    if (!strcmp(path + strlen(grp), ckpt_state_sets[k].name)) return k;
+  return -1;
+}
+
+int ckpt_state_width(int k) { return ckpt_state_sets[k].cols > 0 ? ckpt_state_sets[k].cols : 1; }
+size_t ckpt_state_esize(int k) { return ckpt_state_sets[k].type == CKPT_META_T_F32 ? sizeof(float) : sizeof(double); }
+
+/* "name(0=a,1=b)" into out at *used. */
+static void put_coded(char *out, size_t outlen, size_t *used, const char *name, const char *const *codes, int n) {
+  *used += (size_t)snprintf(out + *used, outlen - *used, "%s(", name);
+  for (int i = 0; i < n && *used < outlen; i++)
+    *used += (size_t)snprintf(out + *used, outlen - *used, "%s%d=%s", i ? "," : "", i, codes[i]);
+  if (*used < outlen) *used += (size_t)snprintf(out + *used, outlen - *used, ")");
+}
+
+void ckpt_state_columns(int k, char *out, size_t outlen) {
+  size_t used = 0;
+  out[0] = 0;
+  if (k == CKPT_STATE_val_loss_history) snprintf(out, outlen, "step loss");
+  for (int c = 0; k == CKPT_STATE_run_starts && c < CKPT_START_NCOLS && used < outlen; c++) {
+    if (c) used += (size_t)snprintf(out + used, outlen - used, " ");
+    if (used >= outlen) break;
+    if (c == CKPT_START_tp_mode) put_coded(out, outlen, &used, "tp_mode", ckpt_tp_mode_codes, CKPT_TP_MODE_NCODES);
+    else if (c == CKPT_START_precision)
+      put_coded(out, outlen, &used, "precision", ckpt_precision_codes, CKPT_PRECISION_NCODES);
+    else used += (size_t)snprintf(out + used, outlen - used, "%s", ckpt_start_columns[c]);
+  }
+}
+
+int ckpt_state_copy(ckpt_state *dst, const ckpt_state *src) {
+  for (int k = 0; k < CKPT_STATE_NSETS; k++) {
+    const size_t bytes = (size_t)src->set[k].rows * (size_t)ckpt_state_width(k) * ckpt_state_esize(k);
+    void *p = realloc(dst->set[k].data, bytes ? bytes : 1);
+    if (!p) {
+      ckpt_state_free(dst);
+      return -1;
+    }
+    if (bytes) memcpy(p, src->set[k].data, bytes);
+    dst->set[k].data = p;
+    dst->set[k].rows = src->set[k].rows;
+  }
+  return 0;
+}
+
+void ckpt_state_free(ckpt_state *st) {
+  for (int k = 0; k < CKPT_STATE_NSETS; k++) free(st->set[k].data);
+  memset(st, 0, sizeof *st);
+}
+
 char *ckpt_layout_json(const ckpt_layout *l) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "world_size", l->world_size);

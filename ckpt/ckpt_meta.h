@@ -25,6 +25,9 @@ enum {
   CKPT_META_EXPORT = 1u << 2,  /* boost-reshard's outputs only: absent from a training checkpoint */
   CKPT_META_RESUME = 1u << 3,  /* a resume (and boost-reshard) cannot go on without it */
   CKPT_META_JSON = 1u << 4,    /* a JSON document in a string */
+  CKPT_META_INSPECT = 1u << 5, /* boost-inspect reads it (a state dataset: summary, verify, plot) */
+  CKPT_META_RECORD = 1u << 6,  /* a state dataset recording how the run went (wall-clock times, layouts), not
+                                  what it computed: equal training differs there (boost-inspect diff skips it) */
 };
 
 #define CKPT_META_FIELDS(X)                                                                         \
@@ -70,7 +73,7 @@ typedef struct {
 #undef CKPT_META_MEMBER_
 _Static_assert(CKPT_META_NFIELDS <= 32, "ckpt_meta.present holds a bit per field");
 
-typedef enum { CKPT_META_T_I64 = 0, CKPT_META_T_F64, CKPT_META_T_STR } ckpt_meta_type;
+typedef enum { CKPT_META_T_I64 = 0, CKPT_META_T_F64, CKPT_META_T_STR, CKPT_META_T_F32 /* state datasets only */ } ckpt_meta_type;
 typedef struct {
   const char *name;
   ckpt_meta_type type;
@@ -106,6 +109,72 @@ int ckpt_meta_write(hid_t obj, const ckpt_meta *m, char *why, size_t whylen);
 int ckpt_meta_read(hid_t obj, ckpt_meta *m, char *why, size_t whylen);
 /* The first field with all of `flags` that m lacks (NULL: none). */
 const char *ckpt_meta_missing(const ckpt_meta *m, unsigned flags);
+
+/* The other half of the schema: the training state's datasets (group
+ * /state, docs/CHECKPOINT_FORMAT.md "Training state"), in one table.
+ * CKPT_STATE_SETS(X) lists X(name, type, cols, flags): type F32 or F64
+ * (little-endian IEEE in the file, float / double in memory), cols 0 for a
+ * vector [n], else a table [n, cols] (its attribute `columns` names them).
+ * flags: CKPT_META_RUN (the run hands it over at every save),
+ * CKPT_META_RESUME (a file without it is refused; the others, absent from
+ * files older than them, resume as empty), CKPT_META_INSPECT. Every one is
+ * checksummed, written by rank 0, read whole by every rank on resume,
+ * carried by boost-reshard, and kept across resumes. */
+#define CKPT_STATE_SETS(X)                                                                   \
+  X(loss_history, F32, 0, CKPT_META_RUN | CKPT_META_RESUME | CKPT_META_INSPECT)             \
+  X(val_loss_history, F64, 2, CKPT_META_RUN | CKPT_META_INSPECT)                            \
+  X(run_starts, F64, CKPT_START_NCOLS, CKPT_META_RUN | CKPT_META_INSPECT | CKPT_META_RECORD)
+
+/* The columns of /state/run_starts: one row per start of the run (the first
+ * job, then every resume), in order; the newest row's last_* follow every
+ * save. Times are Unix seconds; tp_mode and precision are codes into
+ * ckpt_tp_mode_codes / ckpt_precision_codes. */
+#define CKPT_START_COLUMNS(X)                                                                \
+  X(start_step) X(start_unix_s) X(last_step) X(last_unix_s) X(tokens_at_start) X(global_batch) \
+  X(seq_len) X(world_size) X(dp) X(tp) X(pp) X(tp_mode) X(precision)
+#define CKPT_START_COL_(name) CKPT_START_##name,
+enum { CKPT_START_COLUMNS(CKPT_START_COL_) CKPT_START_NCOLS };
+#undef CKPT_START_COL_
+extern const char *const ckpt_start_columns[CKPT_START_NCOLS];
+#define CKPT_TP_MODE_NCODES 4
+#define CKPT_PRECISION_NCODES 2
+extern const char *const ckpt_tp_mode_codes[CKPT_TP_MODE_NCODES];     /* none btp vanilla megatron */
+extern const char *const ckpt_precision_codes[CKPT_PRECISION_NCODES]; /* fp32 bf16 */
+/* The code of name in codes[n]; -1 when it has none. */
+int ckpt_code_of(const char *const *codes, int n, const char *name);
+
+#define CKPT_STATE_INDEX_(name, type, cols, flags) CKPT_STATE_##name,
+enum { CKPT_STATE_SETS(CKPT_STATE_INDEX_) CKPT_STATE_NSETS };
+#undef CKPT_STATE_INDEX_
+typedef struct {
+  const char *name; /* under /state */
+  ckpt_meta_type type;
+  int cols;
+  unsigned flags;
+} ckpt_state_desc;
+extern const ckpt_state_desc ckpt_state_sets[CKPT_STATE_NSETS];
+
+/* One state dataset's rows (rows x max(cols, 1) elements of its type). */
+typedef struct {
+  void *data;
+  int64_t rows;
+} ckpt_series;
+typedef struct {
+  ckpt_series set[CKPT_STATE_NSETS];
+} ckpt_state;
+/* The set a dataset path names ("/state/run_starts", with or without the
+ * leading '/'); -1 when it is none of the table's. */
+int ckpt_state_find(const char *path);
+/* Elements per row, bytes per element. */
+int ckpt_state_width(int k);
+size_t ckpt_state_esize(int k);
+/* The `columns` attribute of a table ("step loss"; codes spelled out). */
+void ckpt_state_columns(int k, char *out, size_t outlen);
+/* dst = a copy of src (dst's buffers reused or freed). -1 out of memory
+ * (dst then holds nothing). */
+int ckpt_state_copy(ckpt_state *dst, const ckpt_state *src);
+/* Frees what a read or a copy allocated; every set empty after. */
+void ckpt_state_free(ckpt_state *st);
 
 /* The layout record (root attribute `layout`): the process grid that wrote
  * the file. */

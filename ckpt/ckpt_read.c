@@ -22,7 +22,7 @@
 #include "ckpt_internal.h"
 
 /* One candidate being read. sums/stored: per (tensor, category), then the
- * loss history. */
+ * state datasets. */
 typedef struct {
   ckpt_session *s;
   hid_t f, dxpl;
@@ -207,27 +207,16 @@ static void read_tensor(reader *r, int i, int c) {
   if (s->set.delay_ms > 0) ckpt_sleep_ms(s->set.delay_ms);
 }
 
-/* Loss history: everyone reads it (small). */
-static void read_loss_history(reader *r) {
-  load_result *lr = r->lr;
-  hid_t d = H5Dopen2(r->f, CKPT_GROUP_STATE "/loss_history", H5P_DEFAULT);
-  hid_t space = d >= 0 ? H5Dget_space(d) : -1;
-  hssize_t n = space >= 0 ? H5Sget_simple_extent_npoints(space) : -1;
-  if (n < 0 || ckpt_attr_get_u64(d, CKPT_ATTR_CHECKSUM, &r->stored[r->nsum - 1]) < 0) {
-    ckpt_h5_error(r->err, sizeof r->err, "loss history " CKPT_GROUP_STATE "/loss_history");
-    r->ok = 0;
-  } else {
-    lr->losses = malloc((size_t)n * sizeof(float) + 4);
-    lr->nloss = n;
-    if (!lr->losses || (n > 0 && H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, r->dxpl, lr->losses) < 0)) {
-      ckpt_h5_error(r->err, sizeof r->err, "tensor " CKPT_GROUP_STATE "/loss_history: read failed (corrupt data?)");
+/* The state datasets (ckpt_meta.h CKPT_STATE_SETS): everyone reads them
+ * (small), rank 0's hash counts. */
+static void read_state(reader *r) {
+  const size_t base = r->nsum - CKPT_STATE_NSETS;
+  for (int k = 0; k < CKPT_STATE_NSETS && r->ok; k++) {
+    uint64_t sum = 0;
+    if (ckpt_state_read(r->f, r->dxpl, k, &r->lr->state.set[k], &r->stored[base + k], &sum, r->err, sizeof r->err))
       r->ok = 0;
-    } else if (r->s->rank == 0) {
-      r->sums[r->nsum - 1] = ckpt_hash_run32(lr->losses, (size_t)n, 0);
-    }
+    if (r->s->rank == 0) r->sums[base + k] = sum;
   }
-  if (space >= 0) H5Sclose(space);
-  if (d >= 0) H5Dclose(d);
 }
 
 /* Stored activations are not needed to resume, so damage there does not
@@ -255,7 +244,7 @@ static int verify_checksums(reader *r, char *why, size_t whylen) {
   const size_t ntensor = (size_t)s->nent * CKPT_NUM_CATEGORIES;
   for (size_t k = 0; k < r->nsum; k++) {
     if (r->sums[k] == r->stored[k]) continue;
-    const char *nm = k < ntensor ? s->ents[k / CKPT_NUM_CATEGORIES].name : "loss_history";
+    const char *nm = k < ntensor ? s->ents[k / CKPT_NUM_CATEGORIES].name : ckpt_state_sets[k - ntensor].name;
     const char *grp = k < ntensor ? ckpt_category_group[k % CKPT_NUM_CATEGORIES] : CKPT_GROUP_STATE;
     boost_msgf(why, whylen, "tensor %s/%s: checksum mismatch (stored %016llx, computed %016llx)", grp, nm,
                (unsigned long long)r->stored[k], (unsigned long long)r->sums[k]);
@@ -275,17 +264,15 @@ static int try_load(ckpt_session *s, const char *path, load_result *lr, char *wh
     H5Fclose(r.f);
     return 0;
   }
-  r.nsum = (size_t)s->nent * CKPT_NUM_CATEGORIES + 1;
+  r.nsum = (size_t)s->nent * CKPT_NUM_CATEGORIES + CKPT_STATE_NSETS;
   r.stored = boost_calloc(r.nsum, sizeof *r.stored);
   r.sums = boost_calloc(r.nsum, sizeof *r.sums);
   r.dxpl = H5Pcreate(H5P_DATASET_XFER);
   H5Pset_dxpl_mpio(r.dxpl, H5FD_MPIO_INDEPENDENT);
   for (int i = 0; i < s->nent && r.ok; i++)
     for (int c = 0; c < CKPT_NUM_CATEGORIES && r.ok; c++) read_tensor(&r, i, c);
-  lr->nloss = 0;
-  free(lr->losses);
-  lr->losses = NULL;
-  if (r.ok) read_loss_history(&r);
+  ckpt_state_free(&lr->state);
+  if (r.ok) read_state(&r);
   if (r.ok) check_stored_acts(&r, path);
   H5Pclose(r.dxpl);
   if (H5Fclose(r.f) < 0 && r.ok) {

@@ -23,9 +23,9 @@ void ckpt_format_bytes(double b, char *out, size_t n) {
 
 /* Checksums of what this rank writes: each element is hashed by the one
  * rank that writes it, so the sums over ranks are the layout-independent
- * checksums. Order: (tensor, category)..., loss history, activations. */
+ * checksums. Order: (tensor, category)..., state datasets, activations. */
 static uint64_t *checksums(ckpt_session *s, const save_job *j, size_t *nsum) {
-  *nsum = (size_t)s->nent * CKPT_NUM_CATEGORIES + 1 + (size_t)j->acts.nact;
+  *nsum = (size_t)s->nent * CKPT_NUM_CATEGORIES + CKPT_STATE_NSETS + (size_t)j->acts.nact;
   uint64_t *sums = boost_calloc(*nsum, sizeof *sums);
   for (int i = 0; i < s->nent; i++)
     for (int c = 0; c < CKPT_NUM_CATEGORIES; c++) {
@@ -37,12 +37,13 @@ static uint64_t *checksums(ckpt_session *s, const save_job *j, size_t *nsum) {
       sums[(size_t)i * CKPT_NUM_CATEGORIES + c] =
           ckpt_hash_slab32(s->stage + e->stage_off[c], t->ndim, t->shape, start, count);
     }
-  if (s->rank == 0) sums[(size_t)s->nent * CKPT_NUM_CATEGORIES] = ckpt_hash_run32(j->losses, (size_t)j->nloss, 0);
+  for (int k = 0; s->rank == 0 && k < CKPT_STATE_NSETS; k++)
+    sums[(size_t)s->nent * CKPT_NUM_CATEGORIES + k] = ckpt_state_hash(k, &j->state.set[k]);
   for (int a = 0; a < j->acts.nact; a++) {
     const act_item *it = &j->acts.acts[a];
     if (!it->has) continue;
     const void *p = j->acts.act_buf + it->off;
-    sums[(size_t)s->nent * CKPT_NUM_CATEGORIES + 1 + a] =
+    sums[(size_t)s->nent * CKPT_NUM_CATEGORIES + CKPT_STATE_NSETS + a] =
         it->d.type == CKPT_ACT_I64    ? ckpt_hash_run64(p, (size_t)it->count[0], (uint64_t)it->start[0])
         : it->d.type == CKPT_ACT_BF16 ? ckpt_hash_slab_bf16(p, it->d.ndim, it->d.shape, it->start, it->count)
                                       : ckpt_hash_slab32(p, it->d.ndim, it->d.shape, it->start, it->count);
@@ -128,7 +129,7 @@ void ckpt_do_save(ckpt_session *s, save_result *r) {
   boost_msgf(path, sizeof path, "%s/%s", s->cfg.dir, tmp_name);
   int ok = !j->acts.failed && !j->oom;
   if (!ok)
-    boost_msgf(err, sizeof err, "out of memory staging the %s", j->oom ? "metadata and loss history" : "activations");
+    boost_msgf(err, sizeof err, "out of memory staging the %s", j->oom ? "metadata and training state" : "activations");
   ok = ckpt_agree(s, ok, err, r->reason, sizeof r->reason) && ckpt_write_file(s, j, path, sums, r, err, sizeof err);
   if (ok && s->rank == 0) ckpt_fs_trim(path);
   const double t_enc = boost_now_s();

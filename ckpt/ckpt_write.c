@@ -193,7 +193,9 @@ double ckpt_raw_bytes(const ckpt_session *s, const save_job *j) {
     for (int k = 0; k < j->acts.acts[a].d.ndim; k++) n *= (double)j->acts.acts[a].d.shape[k];
     raw += (double)ckpt_act_esize((ckpt_act_type)j->acts.acts[a].d.type) * n + 2048.0;
   }
-  return raw + (j ? 4.0 * (double)j->nloss : 0.0);
+  for (int k = 0; j && k < CKPT_STATE_NSETS; k++)
+    raw += (double)j->state.set[k].rows * ckpt_state_width(k) * (double)ckpt_state_esize(k) + 2048.0;
+  return raw;
 }
 
 /* After the first checkpoint of this run the previous file's size, scaled
@@ -350,6 +352,31 @@ static void write_activations(writer *w, const save_job *j, const uint64_t *sums
   if (ga >= 0) H5Gclose(ga);
 }
 
+/* The training state's datasets (ckpt_meta.h, CKPT_STATE_SETS), small and
+ * contiguous, from rank 0's copy; sums[k] the checksum of set k. A table
+ * gets its `columns` attribute. */
+static void write_state(writer *w, const save_job *j, const uint64_t *sums) {
+  ckpt_session *s = w->s;
+  hid_t gs = make_group(w, CKPT_GROUP_STATE);
+  for (int k = 0; k < CKPT_STATE_NSETS; k++) {
+    const ckpt_state_desc *d = &ckpt_state_sets[k];
+    const int f32 = d->type == CKPT_META_T_F32, ndim = d->cols > 0 ? 2 : 1;
+    const int64_t shape[2] = {j->state.set[k].rows, d->cols}, zero[2] = {0, 0};
+    char path_ds[96];
+    boost_msgf(path_ds, sizeof path_ds, CKPT_GROUP_STATE "/%s", d->name);
+    write_dataset(w, gs, path_ds, d->name, f32 ? H5T_IEEE_F32LE : H5T_IEEE_F64LE, f32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE,
+                  ndim, shape, NULL, zero, s->rank == 0 ? shape : NULL, j->state.set[k].data, sums[k], -1);
+    if (d->cols > 0 && gs >= 0) { /* every rank that holds the file (collective metadata) */
+      char cols[512];
+      ckpt_state_columns(k, cols, sizeof cols);
+      hid_t ds = H5Dopen2(gs, d->name, H5P_DEFAULT);
+      if (ds < 0 || ckpt_attr_put_str(ds, "columns", cols) < 0) wfail(w, "the columns attribute of %s", path_ds);
+      if (ds >= 0) H5Dclose(ds);
+    }
+  }
+  if (gs >= 0) H5Gclose(gs);
+}
+
 /* Writes the whole file; returns this rank's ok. */
 int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, const uint64_t *sums, save_result *r,
                       char *err, size_t errlen) {
@@ -397,15 +424,9 @@ int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, const uint64
     }
     for (int c = 0; c < CKPT_NUM_CATEGORIES; c++)
       if (groups[c] >= 0) H5Gclose(groups[c]);
-    if (go) { /* training state */
-      hid_t gs = make_group(&w, CKPT_GROUP_STATE);
-      const int64_t n = j->nloss, zero = 0;
-      write_dataset(&w, gs, CKPT_GROUP_STATE "/loss_history", "loss_history", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 1,
-                    &n, NULL, &zero, s->rank == 0 ? &n : NULL, j->losses, sums[(size_t)s->nent * CKPT_NUM_CATEGORIES], -1);
-      if (gs >= 0) H5Gclose(gs);
-      go = go_on(&w);
-    }
-    if (go && j->acts.nact > 0) write_activations(&w, j, sums + (size_t)s->nent * CKPT_NUM_CATEGORIES + 1);
+    if (go) write_state(&w, j, sums + (size_t)s->nent * CKPT_NUM_CATEGORIES);
+    go = go && go_on(&w);
+    if (go && j->acts.nact > 0) write_activations(&w, j, sums + (size_t)s->nent * CKPT_NUM_CATEGORIES + CKPT_STATE_NSETS);
   }
   H5Pclose(w.dxpl);
   if (w.direct) {

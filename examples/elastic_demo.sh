@@ -2,10 +2,12 @@
 # Elastic restart, end to end: train the tiny CoLA model on 8 ranks
 # (tp2 x pp2 x dp2, btp), preempt it with SIGTERM, resume on 4 ranks
 # (tp2 x pp2), preempt again, finish on 2 ranks with another tensor-parallel
-# mode (tp2, vanilla), then plot the loss curve the three jobs wrote into one
-# checkpoint directory: one continuous curve. The global batch (8 sequences)
-# is kept across the layouts by the resume plan, so samples, LR schedule and
-# AdamW continue exactly.
+# mode (tp2, vanilla), then plot the run the three jobs wrote into one
+# checkpoint directory: one continuous loss curve with its validation points,
+# a mark where each job started and on which layout it ran (8, 4 and 2 ranks),
+# the committed checkpoints, and tokens/s with the checkpoint stalls below.
+# The global batch (8 sequences) is kept across the layouts by the resume
+# plan, so samples, LR schedule and AdamW continue exactly.
 #
 #   bash examples/elastic_demo.sh [OUT_DIR]     (default runs/elastic)
 #
@@ -27,7 +29,7 @@ rm -rf "$out"
 mkdir -p "$out"
 export OMP_NUM_THREADS=1
 common=(--set model.preset=tiny --set data.train="$data" --set train.steps=60 --set train.warmup_steps=5
-  --set train.lr=3e-3 --set train.val_batches=0 --set ckpt.dir="$out/ckpt" --set ckpt.every=10
+  --set train.lr=3e-3 --set train.val_every=10 --set train.val_batches=4 --set ckpt.dir="$out/ckpt" --set ckpt.every=10
   --set train.metrics="$out/metrics.jsonl" --set train.threads=1)
 
 # run NAME STOP_AFTER_STEPS NP layout...: a job, preempted with SIGTERM once
@@ -56,5 +58,5 @@ run job2-4ranks 45 4 --set parallel.tp=2 --set parallel.pp=2 --set parallel.tp_m
 run job3-2ranks 0 2 --set parallel.tp=2 --set parallel.tp_mode=vanilla --set train.batch_size=2 --set train.grad_accum=2
 
 "$build/tools/boost-inspect" plot "$out/ckpt" -o "$out/loss.png"
-echo "loss curve of all three jobs: $out/loss.png"
+echo "the run of all three jobs, their restarts and layouts: $out/loss.png"
 "$build/tools/boost-inspect" summary "$out/ckpt"

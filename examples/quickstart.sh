@@ -19,6 +19,8 @@ cat <<EOF
 
 Checkpoints: runs/quickstart/ckpt (the newest is named in runs/quickstart/ckpt/latest).
   look inside:     $build/tools/boost-inspect summary runs/quickstart/ckpt
+  see the run:     $build/tools/boost-inspect plot runs/quickstart/ckpt -o runs/quickstart/loss.png
+                   (training and validation loss, checkpoints, restarts, tokens/s)
   train further:   bash examples/quickstart.sh --set train.steps=600   (resumes at the last checkpoint)
   start over:      bash examples/quickstart.sh --set ckpt.resume=none
 EOF

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "check.h"
 #include "data.h"
@@ -110,6 +111,13 @@ static void activations(void *ctx, ckpt_acts_sink *sink) {
   boost_free(host);
 }
 
+/* Wall-clock time, Unix seconds (the run's history of starts). */
+static double unix_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 ckpt_hooks trainer_ckpt_hooks(trainer_ckpt_ctx *ctx) { return (ckpt_hooks){ctx, ctx->m ? activations : NULL}; }
 
 void trainer_ckpt_settings(const train_config *cfg, ckpt_settings *set) {
@@ -134,7 +142,7 @@ void trainer_ckpt_settings(const train_config *cfg, ckpt_settings *set) {
 
 void trainer_ckpt_ctx_init(trainer_ckpt_ctx *ctx, const train_config *cfg, const process_grid *grid, comm_ctx *comm,
                            model *m, pipeline *pipe, const train_state *st, tp_mode mode) {
-  *ctx = (trainer_ckpt_ctx){cfg, grid, comm, m, pipe, st, config_to_json(cfg), NULL};
+  *ctx = (trainer_ckpt_ctx){cfg, grid, comm, m, pipe, st, config_to_json(cfg), NULL, mode};
   ckpt_layout lay = {grid->world_size, grid->dp, grid->tp, grid->pp, cfg->parallel.zero, ""};
   snprintf(lay.tp_mode, sizeof lay.tp_mode, "%s", tp_mode_names[mode]);
   ctx->layout = ckpt_layout_json(&lay);
@@ -166,23 +174,69 @@ void trainer_ckpt_after_step(const trainer_ckpt_ctx *ctx, ckpt_session *s, const
   rc |= ckpt_meta_set_str(&m, CKPT_META_F_activations, acts_mode_names[cfg->ckpt.activations]);
   rc |= ckpt_meta_set_str(&m, CKPT_META_F_precision, precision_names[cfg->train.precision]);
   if (rc != 0) boost_fail("out of memory for a checkpoint's metadata");
-  ckpt_after_step(s, &m, st->loss_history, st->loss_count, force, status, statuslen);
+  /* The state datasets over st's arrays; when a save is due, the newest
+   * start's row says how far this job got (a copy: st is the run's). */
+  ckpt_state state = {{{st->loss_history, st->loss_count},
+                       {st->val_history.v, st->val_history.rows},
+                       {st->starts.v, st->starts.rows}}};
+  _Static_assert(CKPT_STATE_NSETS == 3 && CKPT_STATE_loss_history == 0 && CKPT_STATE_val_loss_history == 1 &&
+                     CKPT_STATE_run_starts == 2 && TRAIN_VAL_COLS == 2,
+                 "the run hands over every state dataset of the schema, in its order");
+  double *starts = NULL;
+  const int64_t ns = st->starts.rows;
+  if (ns > 0 && ckpt_due(s, st->step, force)) {
+    starts = boost_calloc((size_t)(ns * CKPT_START_NCOLS), sizeof *starts);
+    memcpy(starts, st->starts.v, (size_t)(ns * CKPT_START_NCOLS) * sizeof *starts);
+    starts[(ns - 1) * CKPT_START_NCOLS + CKPT_START_last_step] = (double)st->step;
+    starts[(ns - 1) * CKPT_START_NCOLS + CKPT_START_last_unix_s] = unix_now();
+    state.set[CKPT_STATE_run_starts].data = starts;
+  }
+  ckpt_after_step(s, &m, &state, force, status, statuslen);
+  boost_free(starts);
   ckpt_meta_free(&m);
+}
+
+void trainer_ckpt_note_start(const trainer_ckpt_ctx *ctx, train_state *st) {
+  const train_config *cfg = ctx->cfg;
+  const process_grid *g = ctx->grid;
+  double row[CKPT_START_NCOLS];
+  const double now = unix_now();
+  row[CKPT_START_start_step] = row[CKPT_START_last_step] = (double)st->step;
+  row[CKPT_START_start_unix_s] = row[CKPT_START_last_unix_s] = now;
+  row[CKPT_START_tokens_at_start] = st->tokens_seen;
+  row[CKPT_START_global_batch] = (double)cfg->train.batch_size * cfg->train.grad_accum * g->dp;
+  row[CKPT_START_seq_len] = cfg->model.seq_len;
+  row[CKPT_START_world_size] = g->world_size;
+  row[CKPT_START_dp] = g->dp;
+  row[CKPT_START_tp] = g->tp;
+  row[CKPT_START_pp] = g->pp;
+  row[CKPT_START_tp_mode] = ckpt_code_of(ckpt_tp_mode_codes, CKPT_TP_MODE_NCODES, tp_mode_names[ctx->mode]);
+  row[CKPT_START_precision] =
+      ckpt_code_of(ckpt_precision_codes, CKPT_PRECISION_NCODES, precision_names[cfg->train.precision]);
+  train_rows_push(&st->starts, row, CKPT_START_NCOLS);
+}
+
+/* Rows of a loaded table appended to r (after the rows r held: none). */
+static void load_rows(train_rows *r, const ckpt_series *set, int cols) {
+  r->rows = 0;
+  for (int64_t i = 0; i < set->rows; i++) train_rows_push(r, (const double *)set->data + i * cols, cols);
 }
 
 int trainer_ckpt_resume(ckpt_session *s, train_state *st, char *msg, size_t msglen) {
   ckpt_meta m;
-  float *losses;
-  int64_t n;
-  const int rc = ckpt_resume(s, &m, &losses, &n, msg, msglen);
+  ckpt_state state;
+  const int rc = ckpt_resume(s, &m, &state, msg, msglen);
   if (rc == 1) {
     st->step = m.step;
     st->data_cursor = m.data_cursor;
     st->tokens_seen = m.tokens_seen;
     st->loss_count = 0;
-    for (int64_t i = 0; i < n; i++) train_state_push_loss(st, losses[i]);
+    const ckpt_series *loss = &state.set[CKPT_STATE_loss_history];
+    for (int64_t i = 0; i < loss->rows; i++) train_state_push_loss(st, ((const float *)loss->data)[i]);
+    load_rows(&st->val_history, &state.set[CKPT_STATE_val_loss_history], TRAIN_VAL_COLS);
+    load_rows(&st->starts, &state.set[CKPT_STATE_run_starts], CKPT_START_NCOLS);
   }
-  free(losses);
+  ckpt_state_free(&state);
   ckpt_meta_free(&m);
   return rc;
 }

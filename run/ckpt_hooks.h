@@ -23,6 +23,7 @@ typedef struct {
   pipeline *pipe;
   const train_state *st;   /* the run's state (its last micro-batch, for the activations) */
   char *config, *layout;   /* the run's constant root attributes (JSON) */
+  tp_mode mode;            /* the run's tensor-parallel mode (resolved) */
 } trainer_ckpt_ctx;
 
 /* The checkpoint package's settings from the run's config. */
@@ -41,8 +42,14 @@ ckpt_hooks trainer_ckpt_hooks(trainer_ckpt_ctx *ctx);
 void trainer_ckpt_after_step(const trainer_ckpt_ctx *ctx, ckpt_session *s, const train_state *st, int force,
                              char *status, size_t statuslen);
 
-/* ckpt_resume, then the loaded step, cursor, tokens and loss history into
- * *st. Same returns. */
+/* ckpt_resume, then the loaded step, cursor, tokens and histories (loss,
+ * validation, starts) into *st. Same returns. */
 int trainer_ckpt_resume(ckpt_session *s, train_state *st, char *msg, size_t msglen);
+
+/* This job's start appended to st's history of starts (after the resume;
+ * the row of /state/run_starts, ckpt_meta.h CKPT_START_COLUMNS: the step,
+ * time, tokens and batch it starts from, its layout and precision). Each
+ * save then sets its last_step / last_unix_s. */
+void trainer_ckpt_note_start(const trainer_ckpt_ctx *ctx, train_state *st);
 
 #endif

@@ -64,6 +64,7 @@ struct trainer {
   model_stage stage;
   int *layers_per_stage; /* [pp] */
   FILE *metrics;
+  int32_t *val_in, *val_tg; /* validation's micro-batch: the pipeline's buffers hold the step's last one */
   ckpt_session *ck; /* trainer_run's checkpoint session (NULL: none) */
   trainer_ckpt_ctx hooks_ctx;
   run_interval interval; /* ckpt.every_seconds / ckpt.every = auto */
@@ -100,13 +101,19 @@ static int open_data(run *r, char *err, size_t errlen) {
 static int owns_loss(const run *r) { return r->grid.tp_rank == 0 && r->grid.pp_rank == r->grid.pp - 1; }
 
 /* Mean validation loss over val_batches micro-batches, read in order and
- * spread over data-parallel replicas; forward only, through the pipeline. */
+ * spread over data-parallel replicas; forward only, through the pipeline,
+ * from buffers of its own (the step's last micro-batch stays for the
+ * checkpoint's activations). */
 static float evaluate(run *r) {
   const int64_t n = data_split_num_samples(&r->val);
   const int batches = r->cfg->train.val_batches;
   if (n <= 0 || batches <= 0) return NAN;
   double tot[2] = {0.0, 0.0};
-  int32_t *in = r->pipe.in, *tg = r->pipe.tg;
+  if (!r->val_in) {
+    r->val_in = boost_calloc((size_t)r->B * r->T, sizeof *r->val_in);
+    r->val_tg = boost_calloc((size_t)r->B * r->T, sizeof *r->val_tg);
+  }
+  int32_t *in = r->val_in, *tg = r->val_tg;
   for (int b = r->grid.dp_rank; b < batches; b += r->grid.dp) {
     for (int i = 0; i < r->B; i++)
       data_get_window(&r->val, ((int64_t)b * r->B + i) % n, in + (size_t)i * r->T, tg + (size_t)i * r->T);
@@ -377,6 +384,8 @@ void trainer_destroy(trainer *r) {
   train_state_free(&r->st);
   trainer_ckpt_ctx_free(&r->hooks_ctx);
   pipeline_free(&r->pipe);
+  boost_free(r->val_in);
+  boost_free(r->val_tg);
   boost_free(r->layers_per_stage);
   if (r->m.layers) model_free(&r->m);
   if (r->comm.ops) comm_free(&r->comm);
@@ -540,6 +549,7 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
     return status;
   }
   registry_refresh_work(&t->m.reg); /* a resume loaded the float masters: the working copy follows */
+  trainer_ckpt_note_start(&t->hooks_ctx, st);
   if (t->grid.rank == 0) {
     print_start(t, st, t->threads);
     if (ck) printf("checkpoints: %s\n", msg);
@@ -569,14 +579,15 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
 
     const int last = st->step == cfg->train.steps;
     const int preempted = preempt_agreed(t->grid.world);
+    float val_loss = NAN; /* before the checkpoint, which keeps it (/state/val_loss_history) */
+    if (cfg->train.val_batches > 0 && ((cfg->train.val_every > 0 && st->step % cfg->train.val_every == 0) || last))
+      val_loss = evaluate(t);
+    if (!isnan(val_loss)) train_state_push_val(st, val_loss);
     char ckpt_status[128] = "-";
     const int force = last || preempted || run_interval_due(&t->interval, &t->comm, dt);
     const int taken = ckpt_due(ck, st->step, force);
     run_watch_ckpt(&t->hooks_ctx, ck, st, force, ckpt_status, sizeof ckpt_status);
     run_interval_after(&t->interval, ck, taken);
-    float val_loss = NAN;
-    if (cfg->train.val_batches > 0 && ((cfg->train.val_every > 0 && st->step % cfg->train.val_every == 0) || last))
-      val_loss = evaluate(t);
 
     const double tok_s = (double)t->global_batch * t->T / dt, gflops = flops_per_token * t->global_batch * t->T / dt / 1e9;
     if (t->grid.rank == 0) {

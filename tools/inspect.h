@@ -85,6 +85,26 @@ void ins_report_free(ins_report *r);
 /* Opens and verifies a file image; returns 0 ok, 1 problem (fuzz target). */
 int ins_verify_image(const void *buf, size_t len, uint64_t *digest);
 
+/* The training state's datasets (ckpt_meta.h CKPT_STATE_SETS) as doubles:
+ * v[k] holds rows[k] rows of set k (has[k]: the file holds it). */
+typedef struct {
+  double *v[CKPT_STATE_NSETS];
+  size_t rows[CKPT_STATE_NSETS];
+  int has[CKPT_STATE_NSETS];
+} ins_state;
+/* Every set the file holds, read whole; -1 with err (and s empty) when one
+ * does not have the schema's dtype and shape or cannot be read. */
+int ins_state_read(const ins_ckpt *c, ins_state *s, char *err, size_t errlen);
+void ins_state_free(ins_state *s);
+/* verify: the sets present with their shapes, the loss history of `step`
+ * values, validations in order, the starts a consistent history ending on
+ * the layout and step of the file. */
+void ins_check_state(const ins_ckpt *c, ins_report *r);
+/* "dp2 tp2 pp2, btp, fp32": a /state/run_starts row's layout and precision;
+ * the name of its tp_mode or precision code ("?" for a code the format has not). */
+void ins_start_layout(const double *row, char *out, size_t outlen);
+const char *ins_start_code(const double *row, int col);
+
 /* The precision of the run that wrote a checkpoint (root attribute
  * `precision`; files older than it read as fp32): 1 for bf16. Its stored
  * activations have that precision's dtype (bfloat16 or float32). */
@@ -117,6 +137,17 @@ int ins_out_write(ins_out *o, const void *buf, size_t n, char *err, size_t errle
 int ins_out_commit(ins_out *o, char *err, size_t errlen); /* 0, or -1 (aborted) */
 void ins_out_abort(ins_out *o);
 
+/* inspect_gnuplot.c. A fresh directory under $TMPDIR (or /tmp); a directory
+ * and the files in it removed. */
+int ins_tmp_dir(char *dir, size_t dirlen, char *err, size_t errlen);
+void ins_remove_dir(const char *dir);
+/* gnuplot plot.gp run in dir (its working directory; output into
+ * dir/gnuplot.log), fork and exec, no shell. 0, or -1 with one line in err:
+ * gnuplot not installed, or its first error. */
+int ins_run_gnuplot(const char *dir, char *err, size_t errlen);
+/* dir/plot.png through ins_out into outp (inputs: what it may not be). */
+int ins_copy_png(const char *dir, const char *outp, const char *const *inputs, int ninputs, char *err, size_t errlen);
+
 /* Output helpers. */
 void ins_print_json(cJSON *o);
 void ins_shape_str(const ins_dset *d, char *out, size_t outlen);
@@ -138,12 +169,13 @@ int cmd_dump(int argc, char **argv);
  * 1 when --help was printed. Unknown options listed in extra (NULL-ended,
  * "--name" takes a value when followed by '=' in the table: "--tensor=")
  * are returned through vals. */
+#define INS_MAX_ARGS 8
 typedef struct {
   int json;
-  const char *pos[4];
+  const char *pos[INS_MAX_ARGS];
   int npos;
-  const char *opt_val[4]; /* values of the extra options, in table order */
-  int opt_set[4];
+  const char *opt_val[INS_MAX_ARGS]; /* values of the extra options, in table order */
+  int opt_set[INS_MAX_ARGS];
 } ins_args;
 int ins_parse(int argc, char **argv, const char *const *extra, int minpos, int maxpos, const char *help,
               ins_args *a);

@@ -304,7 +304,7 @@ int ins_parse(int argc, char **argv, const char *const *extra, int minpos, int m
     if (!strcmp(s, "--json")) { a->json = 1; continue; }
     if (!strcmp(s, "--help") || !strcmp(s, "-h")) { fputs(help, stdout); return 1; }
     int matched = 0;
-    for (int k = 0; extra && extra[k] && k < 4; k++) {
+    for (int k = 0; extra && extra[k] && k < INS_MAX_ARGS; k++) {
       size_t L = strlen(extra[k]);
       int takes = extra[k][L - 1] == '=';
       if (strncmp(s, extra[k], takes ? L - 1 : L) != 0 || (s[takes ? L - 1 : L] != 0 && !(takes && s[L - 1] == '='))) continue;

@@ -40,23 +40,42 @@ static cJSON *tensor_json(const ins_dset *d) {
   return t;
 }
 
-/* The loss history's length and last value (none stored: 0); -1 with the
- * one-line message printed when it is stored but cannot be read. */
-static int loss_info(const ins_ckpt *c, int64_t *n, float *last) {
-  *n = 0;
-  const ins_dset *d = ins_find(c, CKPT_GROUP_STATE "/loss_history");
-  if (!d) return 0;
+/* The state datasets (none stored: empty); -1 with the one-line message
+ * printed when one is stored but cannot be read. */
+static int state_info(const ins_ckpt *c, ins_state *s) {
   char err[INS_ERR];
-  size_t m;
-  double *v = ins_read_f64(c, d, &m, err, sizeof err);
-  if (!v) {
-    fprintf(stderr, "boost-inspect: %s: %s\n", c->path, err);
-    return -1;
+  if (ins_state_read(c, s, err, sizeof err) == 0) return 0;
+  fprintf(stderr, "boost-inspect: %s: %s\n", c->path, err);
+  return -1;
+}
+
+/* {"count", "last"[, "last_step"]} of a history. */
+static void history_json(cJSON *o, const char *name, const ins_state *s, int k) {
+  cJSON *h = cJSON_AddObjectToObject(o, name);
+  const size_t n = s->rows[k];
+  const double *v = s->v[k];
+  cJSON_AddNumberToObject(h, "count", (double)n);
+  if (n && k == CKPT_STATE_loss_history) cJSON_AddNumberToObject(h, "last", (float)v[n - 1]);
+  if (n && k == CKPT_STATE_val_loss_history) {
+    cJSON_AddNumberToObject(h, "last", v[2 * n - 1]);
+    cJSON_AddNumberToObject(h, "last_step", v[2 * n - 2]);
   }
-  *n = (int64_t)m;
-  if (m) *last = (float)v[m - 1];
-  free(v);
-  return 0;
+}
+
+/* The run's starts, one object per row (codes as names). */
+static void starts_json(cJSON *o, const ins_state *s) {
+  if (!s->has[CKPT_STATE_run_starts]) return;
+  cJSON *arr = cJSON_AddArrayToObject(o, "run_starts");
+  for (size_t i = 0; i < s->rows[CKPT_STATE_run_starts]; i++) {
+    const double *row = s->v[CKPT_STATE_run_starts] + i * CKPT_START_NCOLS;
+    cJSON *e = cJSON_CreateObject();
+    for (int k = 0; k < CKPT_START_NCOLS; k++) {
+      if (k == CKPT_START_tp_mode || k == CKPT_START_precision)
+        cJSON_AddStringToObject(e, ckpt_start_columns[k], ins_start_code(row, k));
+      else cJSON_AddNumberToObject(e, ckpt_start_columns[k], row[k]);
+    }
+    cJSON_AddItemToArray(arr, e);
+  }
 }
 
 /* Every root attribute of the schema (ckpt_meta.h): numbers (-1 absent),
@@ -78,24 +97,25 @@ static void root_attrs_json(const ckpt_meta *m, cJSON *o) {
 static const char *const SUMMARY_HELP =
     "usage: boost-inspect summary [--json] PATH\n"
     "The training state of a checkpoint: step, tokens, data cursor, seeds, next LR,\n"
-    "loss history length and last value, the layout and precision that wrote it,\n"
+    "loss history length and last value, the last validation loss, the run's\n"
+    "starts (steps, layout, precision), the layout and precision that wrote it,\n"
     "the stored activations, the config, software and format version, bytes per\n"
     "category. Exit 1 when PATH is not a readable boost checkpoint of a known\n"
     "format version.\n";
 
 static int summary_json(const ins_ckpt *c, int with_tensors) {
-  int64_t nloss;
-  float last = 0;
-  if (loss_info(c, &nloss, &last) != 0) return 1;
+  ins_state s;
+  if (state_info(c, &s) != 0) return 1;
   double raw[3], stored[3];
   categories(c, raw, stored);
   struct stat st;
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "path", c->path);
   root_attrs_json(&c->meta, o);
-  cJSON *lh = cJSON_AddObjectToObject(o, "loss_history");
-  cJSON_AddNumberToObject(lh, "count", (double)nloss);
-  if (nloss) cJSON_AddNumberToObject(lh, "last", last);
+  history_json(o, "loss_history", &s, CKPT_STATE_loss_history);
+  history_json(o, "val_loss_history", &s, CKPT_STATE_val_loss_history);
+  starts_json(o, &s);
+  ins_state_free(&s);
   cJSON_AddNumberToObject(o, "file_bytes", stat(c->path, &st) == 0 ? (double)st.st_size : 0);
   cJSON *cat = cJSON_AddObjectToObject(o, "categories");
   static const char *cats[3] = {"weights", "moments", "activations"};
@@ -113,10 +133,30 @@ static int summary_json(const ins_ckpt *c, int with_tensors) {
   return 0;
 }
 
+/* The history lines of the text summary. */
+static void state_text(const ins_state *s) {
+  const size_t nl = s->rows[CKPT_STATE_loss_history], nv = s->rows[CKPT_STATE_val_loss_history];
+  const double *v = s->v[CKPT_STATE_val_loss_history];
+  printf("  loss history: %zu values", nl);
+  if (nl) printf(", last %.4f", (float)s->v[CKPT_STATE_loss_history][nl - 1]);
+  printf("\n  validation loss: ");
+  if (nv) printf("%zu values, last %.4f at step %.0f\n", nv, v[2 * nv - 1], v[2 * nv - 2]);
+  else printf("%s\n", s->has[CKPT_STATE_val_loss_history] ? "none (the run did not validate)" : "not stored");
+  if (!s->has[CKPT_STATE_run_starts]) return;
+  printf("  starts: %zu\n", s->rows[CKPT_STATE_run_starts]);
+  for (size_t i = 0; i < s->rows[CKPT_STATE_run_starts]; i++) {
+    const double *row = s->v[CKPT_STATE_run_starts] + i * CKPT_START_NCOLS;
+    char lay[96];
+    ins_start_layout(row, lay, sizeof lay);
+    printf("    steps %.0f-%.0f on %.0f rank%s (%s), global batch %.0f\n", row[CKPT_START_start_step],
+           row[CKPT_START_last_step], row[CKPT_START_world_size], row[CKPT_START_world_size] == 1 ? "" : "s", lay,
+           row[CKPT_START_global_batch]);
+  }
+}
+
 static int summary_text(const ins_ckpt *c) {
-  int64_t nloss;
-  float last = 0;
-  if (loss_info(c, &nloss, &last) != 0) return 1;
+  ins_state s;
+  if (state_info(c, &s) != 0) return 1;
   double raw[3], stored[3];
   categories(c, raw, stored);
   static const char *cats[3] = {"weights", "moments", "activations"};
@@ -126,9 +166,9 @@ static int summary_text(const ins_ckpt *c) {
          m->software_version ? m->software_version : "?", m->checksum_algorithm ? m->checksum_algorithm : "?");
   printf("  step %lld | tokens %.0f | data cursor %lld | seeds train %lld data %lld | next lr %.3e\n", (long long)m->step,
          m->tokens_seen, (long long)m->data_cursor, (long long)m->train_seed, (long long)m->data_seed, m->lr_next);
-  printf("  loss history: %lld values", (long long)nloss);
-  if (nloss) printf(", last %.4f", last);
-  printf("\n  saved by layout %s | precision %s | activations %s\n", m->layout ? m->layout : "?",
+  state_text(&s);
+  ins_state_free(&s);
+  printf("  saved by layout %s | precision %s | activations %s\n", m->layout ? m->layout : "?",
          ckpt_meta_str(m, CKPT_META_F_precision), ckpt_meta_str(m, CKPT_META_F_activations));
   if (!strcmp(ckpt_meta_str(m, CKPT_META_F_optimizer_state), "absent"))
     printf("  export: weights %s, no optimizer state (training cannot resume from it)\n",
@@ -189,7 +229,8 @@ static const char *const VERIFY_HELP =
     "Checks everything a reader can: every chunk of every dataset decoded and its\n"
     "checksum recomputed; the tensors the stored config implies all present with\n"
     "their shapes (and nothing else in /model, /optim); root attributes present and\n"
-    "consistent; the config parses; the loss history has `step` values; stored\n"
+    "consistent; the config parses; the loss history has `step` values, the\n"
+    "validation history and the run's starts are consistent with it; stored\n"
     "activations well formed and, when nothing else is wrong, recomputed: the model\n"
     "the stored config describes runs forward on the stored tokens with the stored\n"
     "weights and must reproduce every stored activation, per dataset max |diff| <=\n"

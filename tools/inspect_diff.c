@@ -12,6 +12,8 @@ static const char *const DIFF_HELP =
     "Every dataset of A and B: max absolute and max relative difference\n"
     "(|a-b| / max(|a|,|b|); NaN against NaN counts as equal), differing shapes,\n"
     "datasets only one side holds. A checkpoint against itself is all zeros.\n"
+    "The run's record of its starts (/state/run_starts: times, layouts) is not\n"
+    "compared: two runs of the same training differ there.\n"
     "Exit 0 when both could be compared (whatever the differences), 1 otherwise.\n";
 
 static void diff_values(const double *x, const double *y, size_t n, double *maxabs, double *maxrel, size_t *ndiff) {
@@ -30,6 +32,12 @@ static void diff_values(const double *x, const double *y, size_t n, double *maxa
     if (d > *maxabs) *maxabs = d;
     if (r > *maxrel) *maxrel = r;
   }
+}
+
+/* A state dataset that records how the run went, not what it computed. */
+static int is_record(const char *path) {
+  const int k = ckpt_state_find(path);
+  return k >= 0 && (ckpt_state_sets[k].flags & CKPT_META_RECORD);
 }
 
 static void add_row(cJSON *arr, int json, const char *name, const char *status, double ma, double mr, size_t nd) {
@@ -63,6 +71,10 @@ int cmd_diff(int argc, char **argv) {
   int rc = 0, differ = 0;
   for (int i = 0; i < x.n; i++) {
     const ins_dset *d = &x.d[i], *e = ins_find(&y, d->path);
+    if (is_record(d->path)) { /* times and layouts: not the training's values */
+      add_row(arr, a.json, d->path, "run record, not compared", 0, 0, 0);
+      continue;
+    }
     if (!e) { add_row(arr, a.json, d->path, "only in A", 0, 0, 0); differ++; continue; }
     int same = d->ndim == e->ndim;
     for (int k = 0; same && k < d->ndim; k++) same = d->dims[k] == e->dims[k];
@@ -81,7 +93,7 @@ int cmd_diff(int argc, char **argv) {
     free(u), free(v);
   }
   for (int i = 0; i < y.n; i++)
-    if (!ins_find(&x, y.d[i].path)) add_row(arr, a.json, y.d[i].path, "only in B", 0, 0, 0), differ++;
+    if (!ins_find(&x, y.d[i].path) && !is_record(y.d[i].path)) add_row(arr, a.json, y.d[i].path, "only in B", 0, 0, 0), differ++;
   if (a.json) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "a", x.path);

@@ -10,7 +10,9 @@
  *    shorter list);
  *  - every dataset: every chunk decoded and its xxh3-64-elemsum-v1 checksum
  *    recomputed and compared with its attribute;
- *  - /state/loss_history has `step` values; stored activations well formed.
+ *  - the state datasets (inspect_state.c): the loss history has `step`
+ *    values, the validation and start histories are consistent; stored
+ *    activations well formed.
  * Each problem is one line naming the tensor or attribute. */
 #include <math.h>
 #include <stdarg.h>
@@ -201,16 +203,6 @@ static void check_contents(const ins_ckpt *c, ins_report *r) {
   }
 }
 
-static void check_state(const ins_ckpt *c, ins_report *r) {
-  const ins_dset *d = ins_find(c, CKPT_GROUP_STATE "/loss_history");
-  if (!d) {
-    ins_report_add(r, CKPT_GROUP_STATE "/loss_history", "missing");
-    return;
-  }
-  if (d->ndim != 1 || strcmp(d->dtype, "float32") != 0 || (c->meta.step >= 0 && (int64_t)d->dims[0] != c->meta.step))
-    ins_report_add(r, d->path, "expected float32 [step = %lld]", (long long)c->meta.step);
-}
-
 void ins_check_activations(const ins_ckpt *c, ins_report *r, const train_config *cfg, const ins_tensor *t, int nt);
 void ins_recompute_activations(const ins_ckpt *c, ins_report *r, const train_config *cfg, ins_acts_check *out);
 
@@ -263,7 +255,7 @@ int ins_verify(ins_ckpt *c, ins_report *r) {
       ins_report_add(r, "attribute n_tensors", "%lld, the stored config implies %d", (long long)c->meta.n_tensors, nt);
   }
   check_name_lookups(c, r);
-  check_state(c, r);
+  ins_check_state(c, r);
   check_contents(c, r);
   if (c->meta.activations && strcmp(c->meta.activations, "none") != 0 && nt >= 0) {
     ins_check_activations(c, r, &cfg, t, nt);

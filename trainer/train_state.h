@@ -1,9 +1,16 @@
-/* What a training run is, beyond its tensors: where it stands. Checkpoints
- * store it; a resumed run continues from it bitwise identically. */
+/* What a training run is, beyond its tensors: where it stands and how it got
+ * there. Checkpoints store it; a resumed run continues from it bitwise
+ * identically, and its histories go on from where the checkpoint left them. */
 #ifndef BOOST_TRAIN_STATE_H
 #define BOOST_TRAIN_STATE_H
 
 #include <stdint.h>
+
+/* Rows of a fixed number of columns (doubles), grown as needed. */
+typedef struct {
+  double *v;
+  int64_t rows, cap;
+} train_rows;
 
 typedef struct {
   int64_t step;          /* optimizer steps completed (the LR schedule position) */
@@ -11,13 +18,21 @@ typedef struct {
   double tokens_seen;
   float *loss_history;   /* training loss of each completed step, identical on every rank */
   int64_t loss_count, loss_capacity;
+  train_rows val_history; /* [step, validation loss] of every validation, identical on every rank */
+  train_rows starts;      /* one row per start of the run (its columns: run/ckpt_hooks.c) */
   /* The last micro-batch this rank ran forward (for activation checkpoints). */
   const int32_t *last_tokens;
   int last_B, last_T;
 } train_state;
 
+#define TRAIN_VAL_COLS 2
+
 void train_state_init(train_state *st);
 void train_state_free(train_state *st);
 void train_state_push_loss(train_state *st, float loss);
+/* The validation loss of the step st->step. */
+void train_state_push_val(train_state *st, float loss);
+/* A row of `cols` values appended to r. */
+void train_rows_push(train_rows *r, const double *row, int cols);
 
 #endif

@@ -46,6 +46,7 @@ with h5py.File(src, "r") as f:
         off = obj.id.get_offset()
         if off is not None:
             raw[off:off + obj.id.get_storage_size()] = b"\1" * obj.id.get_storage_size(); return
+        if obj.id.get_create_plist().get_layout() != h5py.h5d.CHUNKED: return  # contiguous and empty: no bytes
         for k in range(obj.id.get_num_chunks()):
             c = obj.id.get_chunk_info(k); raw[c.byte_offset:c.byte_offset + c.size] = b"\1" * c.size
     f.visititems(mark)
