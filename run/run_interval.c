@@ -5,7 +5,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "run_starts.h"
 #include "util.h"
 
 static double wall_s(void) {
@@ -19,28 +18,20 @@ static void say(const char *line) {
   fflush(stdout);
 }
 
-void run_interval_start(run_interval *ri, const train_config *cfg, int rank, int world, int64_t step,
+void run_interval_start(run_interval *ri, const train_config *cfg, int rank, const train_state *st,
                         const ckpt_session *ck) {
   memset(ri, 0, sizeof *ri);
   ri->rank = rank;
   ri->measured_step = -1;
   ri->active = ckpt_writes(ck) && (cfg->ckpt.every_auto || cfg->ckpt.every_seconds > 0);
   if (!ri->active) return;
-  double history_m = 0;
-  char source[96] = "";
-  if (rank == 0) {
-    run_starts h;
-    char err[512];
-    const double now = wall_s();
-    if (run_starts_record(cfg->ckpt.dir, now, step, world, &h, err, sizeof err) != 0) {
-      fprintf(stderr, "boost-train: the run's history of starts is not kept: %s\n", err);
-    } else {
-      history_m = ckpt_interval_mtbf_estimate(h.first_start_s, now, h.starts);
-      snprintf(source, sizeof source, "%d starts in %.1f h (%s/starts.jsonl)", h.starts, (now - h.first_start_s) / 3600,
-               "ckpt.dir");
-    }
-  }
-  ckpt_interval_init(&ri->iv, cfg, history_m, source, boost_now_s());
+  /* M from the run's starts in its checkpoints (/state/run_starts: this
+   * start is the last row) */
+  const int starts = (int)st->starts.rows;
+  const double first = starts > 0 ? st->starts.v[CKPT_START_start_unix_s] : 0.0, now = wall_s();
+  char source[96];
+  snprintf(source, sizeof source, "%d starts in %.1f h (/state/run_starts)", starts, (now - first) / 3600);
+  ckpt_interval_init(&ri->iv, cfg, ckpt_interval_mtbf_estimate(first, now, starts), source, boost_now_s());
   if (rank == 0 && ri->iv.mode == INTERVAL_SECONDS) {
     char line[160];
     snprintf(line, sizeof line, "checkpoint interval: every %.1f s of wall time (ckpt.every_seconds)%s", ri->iv.tau_s,

@@ -559,7 +559,7 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
   const long step_delay_ms = test_delay_ms("BOOST_TRAIN_TEST_STEP_DELAY_MS");
   const double t_start = boost_now_s();
   run_watch_begin(cfg, t->grid.rank, st, ck);
-  run_interval_start(&t->interval, cfg, t->grid.rank, t->grid.world_size, st->step, ck);
+  run_interval_start(&t->interval, cfg, t->grid.rank, st, ck);
   int stop_signal = 0;
   float loss = NAN;
   while (st->step < cfg->train.steps) {

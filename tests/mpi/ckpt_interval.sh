@@ -3,8 +3,8 @@
 # checkpoint's cost injected (BOOST_CKPT_TEST_DELTA_S) and ckpt.mtbf given,
 # the run announces Daly's interval for them and two ranks checkpoint at that
 # wall-clock interval (never earlier; later only by a step's length and the
-# machine's load); a resume adds to the run's history of starts, which then
-# estimates M; ckpt.every_seconds checkpoints by the clock; bad values get one
+# machine's load); a resume adds to the run's history of starts
+# (/state/run_starts), which then estimates M; ckpt.every_seconds checkpoints by the clock; bad values get one
 # line naming the key.
 source "$(dirname "$0")/ckpt_common.bash"
 make_data
@@ -51,13 +51,11 @@ esac
 [ "$(grep -c '^checkpoint interval:' "$tmp/auto.log")" = 1 ] ||
   fail "the injected cost does not change, yet the interval was announced again: $(grep '^checkpoint interval:' "$tmp/auto.log")"
 check_gaps auto "$tmp/auto.jsonl" "$tau" 18
-[ "$(wc -l <"$tmp/auto/starts.jsonl")" = 1 ] || fail "a fresh start should begin the history of starts: $(cat "$tmp/auto/starts.jsonl")"
 
 # ---- a resume: the history grows to two starts and gives M ------------------
 BOOST_CKPT_TEST_DELTA_S=0.02 train 0 "$tmp/resume.log" --set train.steps=20 --set ckpt.dir="$tmp/auto" \
   --set ckpt.every=auto || fail "resumed auto run: $(tail -5 "$tmp/resume.log")"
-[ "$(wc -l <"$tmp/auto/starts.jsonl")" = 2 ] || fail "the resume was not added to the history: $(cat "$tmp/auto/starts.jsonl")"
-grep -q "^checkpoint interval: .* (2 starts in " "$tmp/resume.log" ||
+grep -q "^checkpoint interval: .* (2 starts in .* (/state/run_starts))" "$tmp/resume.log" ||
   fail "the resumed run did not estimate M from its two starts: $(grep '^checkpoint interval' "$tmp/resume.log")"
 echo "ok: the resume estimated M from the history: $(grep '^checkpoint interval' "$tmp/resume.log")"
 
