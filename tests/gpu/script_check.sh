@@ -3,10 +3,13 @@
 # GPU machine without boost's Debian libraries (without_debian_libs.sh), so
 # the carry is known to unpack, configure and build boost for sm_90; it
 # must stop where a GPU is needed with exit 77. Prepares the carry first
-# when tests/gpu/carry has none (from this build's programs).
+# when tests/gpu/carry has none or an older one (from this build's programs).
 set -uo pipefail
 src=${BOOST_SOURCE_DIR:?} bin=${BOOST_BINARY_DIR:?}
-if [ ! -f "$src/tests/gpu/carry/prefix.tar.xz" ]; then
+# A carry older than the script that packs it lacks what the script now
+# packs (mpirun came later): packed again.
+if [ ! -f "$src/tests/gpu/carry/prefix.tar.xz" ] || [ "$src/tests/gpu/prepare_carry.sh" -nt "$src/tests/gpu/carry/prefix.tar.xz" ] ||
+  [ "$src/tests/gpu/carry_unpack.py" -nt "$src/tests/gpu/carry/prefix.tar.xz" ]; then
   bash "$src/tests/gpu/prepare_carry.sh" "$bin" || { echo "FAIL: prepare_carry.sh"; exit 1; }
 fi
 out=$bin/gpu-script-out

@@ -49,7 +49,9 @@ for n in names:
         fx, fy = x.id.get_create_plist().get_filter(i), y.id.get_create_plist().get_filter(i)
         assert fx[0] == fy[0] and fx[2] == fy[2], (n, fx, fy)
     assert dict(x.attrs) == dict(y.attrs) or all(np.array_equal(x.attrs[k], y.attrs[k]) for k in x.attrs), n
-    assert np.array_equal(x[()], y[()]), n + ": values differ"
+    # the run record holds each run's wall-clock times (start, last save)
+    if n != "state/run_starts":
+        assert np.array_equal(x[()], y[()]), n + ": values differ"
     if x.chunks is None:
         continue
     assert x.id.get_num_chunks() == y.id.get_num_chunks(), n
