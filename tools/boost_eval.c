@@ -27,6 +27,7 @@
 #include "eval_data.h"
 #include "eval_loss.h"
 #include "inspect.h"
+#include "tool.h"
 #include "util.h"
 
 typedef struct {
@@ -320,15 +321,10 @@ static int run(const eval_opts *o, char *err, size_t errlen) {
   return rc;
 }
 
-/* MPI only when a launcher started us: a plain run stays a plain process. */
-static int under_mpirun(void) {
-  return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK") || getenv("MPI_LOCALNRANKS");
-}
-
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(stdout, 0);
-  const int mpi = under_mpirun();
+  const int mpi = tool_under_mpirun();
   int rank = 0, nranks = 1;
   if (mpi) {
     MPI_Init(&argc, &argv);

@@ -583,18 +583,12 @@ static int run(const options *o_in, char *err, size_t errlen) {
   return rc;
 }
 
-/* MPI only when a launcher started us: a plain run stays a plain serial
- * process (no MPI singleton start-up). */
-static int under_mpirun(void) {
-  return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK") || getenv("MPI_LOCALNRANKS");
-}
-
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return reshard_usage(stdout, 0);
   options o;
   char err[1536] = "";
-  const int mpi = under_mpirun();
+  const int mpi = tool_under_mpirun();
   int rank = 0, nranks = 1;
   if (mpi) {
     MPI_Init(&argc, &argv);

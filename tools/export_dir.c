@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "export.h"
+#include "tool.h"
 #include "util.h"
 
 #define MAX_FILES 4096
@@ -74,11 +75,7 @@ int exp_dir_begin(const char *dir, char *tmp, size_t tmplen, char *err, size_t e
   snprintf(g_tmp, sizeof g_tmp, "%s", tmp);
   g_nfiles = 0;
   g_armed = 1;
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  for (const int *sig = (const int[]){SIGINT, SIGTERM, SIGHUP, 0}; *sig; sig++) sigaction(*sig, &sa, NULL);
+  tool_on_stop_signals(on_stop_signal);
   return 0;
 }
 

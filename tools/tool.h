@@ -1,8 +1,17 @@
 /* What the boost programs share beyond kernels/util.h: the temporary
  * output that a stop signal removes (boost-data's shard, boost-reshard's
- * OUT.tmp), so an interrupted program never leaves a half-written file. */
+ * OUT.tmp), so an interrupted program never leaves a half-written file;
+ * whether a launcher started the process. */
 #ifndef BOOST_TOOL_H
 #define BOOST_TOOL_H
+
+/* Whether a launcher (Open MPI's mpirun, a PMI/PMIx one) started this
+ * process: the tools that run serially or under mpirun start MPI only then
+ * (a plain run stays a plain process, without an MPI singleton). */
+int tool_under_mpirun(void);
+/* handler for SIGINT, SIGTERM and SIGHUP (what a tool's temporary output
+ * needs done before the process ends). */
+void tool_on_stop_signals(void (*handler)(int));
 
 /* From now on SIGINT, SIGTERM and SIGHUP unlink `tmp` (copied) and end the
  * process with status 128 + the signal. */

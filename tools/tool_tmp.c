@@ -1,5 +1,6 @@
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -17,11 +18,19 @@ void tool_tmp_arm(const char *tmp) {
   g_armed = 0;
   snprintf(g_tmp, sizeof g_tmp, "%s", tmp);
   g_armed = 1;
+  tool_on_stop_signals(on_stop_signal);
+}
+
+void tool_on_stop_signals(void (*handler)(int)) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_stop_signal;
+  sa.sa_handler = handler;
   sigemptyset(&sa.sa_mask);
   for (const int *sig = (const int[]){SIGINT, SIGTERM, SIGHUP, 0}; *sig; sig++) sigaction(*sig, &sa, NULL);
+}
+
+int tool_under_mpirun(void) {
+  return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK") || getenv("MPI_LOCALNRANKS");
 }
 
 void tool_tmp_disarm(void) { g_armed = 0; }
