@@ -180,7 +180,8 @@ int gen_sample(gen_sampler *s, const float *logits, int n, int *idx, double *pro
 /* Length of the valid UTF-8 sequence at p (1..4), 0 when invalid. */
 static int utf8_len(const unsigned char *p, size_t n) {
   if (p[0] < 0x80) return p[0] ? 1 : 0; /* a NUL would end the C string */
-  int len = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 && p[0] < 0xe0 ? 2 : 0;
+  const unsigned b = p[0];
+  int len = b >= 0xc2 && b <= 0xdf ? 2 : b >= 0xe0 && b <= 0xef ? 3 : b >= 0xf0 && b <= 0xf4 ? 4 : 0;
   if (!len || (size_t)len > n) return 0;
   for (int i = 1; i < len; i++)
     if ((p[i] & 0xc0) != 0x80) return 0;
