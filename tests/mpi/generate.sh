@@ -110,6 +110,16 @@ want = a["tokens"][:a["tokens"].index(eot)]
 assert b["tokens"] == want and b["stop"] == "eot", (a, b)
 PY
 
+# train.sample_every: a sample line every N steps on rank 0 (dp = 2 holds the
+# whole model on each rank); refused in one line where a rank holds a part.
+train 2 "$tmp/sample.log" --set parallel.dp=2 --set train.steps=4 --set train.sample_every=2 ||
+  fail "train with samples: $(tail -3 "$tmp/sample.log")"
+[ "$(grep -c '^sample: ' "$tmp/sample.log")" = 2 ] || fail "expected 2 sample lines: $(grep -A1 step "$tmp/sample.log")"
+rc=0
+train 2 "$tmp/sample_tp.log" --set parallel.tp=2 --set train.steps=2 --set train.sample_every=1 || rc=$?
+[ $rc -ne 0 ] && grep -q "train.sample_every needs the whole model" "$tmp/sample_tp.log" ||
+  fail "sample_every with tp=2: rc $rc, $(tail -3 "$tmp/sample_tp.log")"
+
 # Bad input: one line on stderr, nothing on stdout, a non-zero exit.
 bad() { # bad WHAT PATTERN args...
   local what=$1 pat=$2 rc=0
