@@ -16,6 +16,13 @@ typedef struct {
   double prefill_s, decode_s;
 } gen_result;
 
+/* Bytes of working weights a decode step reads: every parameter once,
+ * except the embedding, of which it reads one row (unless tied to the head). */
+static double weight_bytes_per_token(const model *m) {
+  const double emb = m->cfg.tie_embeddings ? 0.0 : (double)(m->cfg.vocab - 1) * m->cfg.d_model;
+  return ((double)model_num_params(m) - emb) * (double)boost_dtype_size(m->be->act_dtype);
+}
+
 static void print_json(const gen_options *o, const ckpt_model *cm, const gen_tokenizer *tok, const gen_result *r) {
   cJSON *j = cJSON_CreateObject();
   cJSON_AddStringToObject(j, "checkpoint", o->ckpt);
@@ -42,6 +49,7 @@ static void print_json(const gen_options *o, const ckpt_model *cm, const gen_tok
   cJSON_AddNumberToObject(j, "prefill_s", r->prefill_s);
   cJSON_AddNumberToObject(j, "decode_s", r->decode_s);
   cJSON_AddNumberToObject(j, "tokens_per_s", r->decode_s > 0 ? (r->n - r->np) / r->decode_s : 0.0);
+  cJSON_AddNumberToObject(j, "weight_bytes_per_token", weight_bytes_per_token(&cm->m));
   char *s = cJSON_PrintUnformatted(j);
   printf("%s\n", s);
   free(s);
