@@ -49,22 +49,45 @@ static void rotate_and_append(float *qr, void *kc, void *vc, const void *q, cons
   }
 }
 
+/* qr . row (hd act elements at off), and acc += p * row: the loops split by
+ * act type so that each vectorises. */
+static float dot_act(const float *qr, const void *kc, size_t off, int hd, int bf16) {
+  float dot = 0.0f;
+  if (bf16) {
+    const bf16_t *k = (const bf16_t *)kc + off;
+#pragma omp simd reduction(+ : dot)
+    for (int i = 0; i < hd; i++) dot += qr[i] * bf16_to_f32(k[i]);
+  } else {
+    const float *k = (const float *)kc + off;
+#pragma omp simd reduction(+ : dot)
+    for (int i = 0; i < hd; i++) dot += qr[i] * k[i];
+  }
+  return dot;
+}
+static void axpy_act(float *acc, float p, const void *vc, size_t off, int hd, int bf16) {
+  if (bf16) {
+    const bf16_t *v = (const bf16_t *)vc + off;
+#pragma omp simd
+    for (int i = 0; i < hd; i++) acc[i] += p * bf16_to_f32(v[i]);
+  } else {
+    const float *v = (const float *)vc + off;
+#pragma omp simd
+    for (int i = 0; i < hd; i++) acc[i] += p * v[i];
+  }
+}
+
 /* One (sequence, head): scores into p[0..len), softmax, out row = P V. */
 static void attend(void *out, float *p, float *acc, const float *qr, const void *kc, const void *vc, size_t base,
                    size_t ld, size_t orow, int len, int hd, int bf16) {
   const float scale = 1.0f / sqrtf((float)hd);
   for (int j = 0; j < len; j++) {
-    float dot = 0.0f;
-    for (int i = 0; i < hd; i++) dot += qr[i] * ld_act(kc, base + (size_t)j * ld + i, bf16);
+    const float dot = dot_act(qr, kc, base + (size_t)j * ld, hd, bf16);
     p[j] = bf16 ? dot : scale * dot;
   }
   float st[2];
   attn_softmax_row(p, len, bf16 ? scale : 1.0f, st, 1);
   for (int i = 0; i < hd; i++) acc[i] = 0.0f;
-  for (int j = 0; j < len; j++) {
-    const float pj = bf16 ? bf16_to_f32(f32_to_bf16(p[j])) : p[j];
-    for (int i = 0; i < hd; i++) acc[i] += pj * ld_act(vc, base + (size_t)j * ld + i, bf16);
-  }
+  for (int j = 0; j < len; j++) axpy_act(acc, bf16 ? bf16_to_f32(f32_to_bf16(p[j])) : p[j], vc, base + (size_t)j * ld, hd, bf16);
   for (int i = 0; i < hd; i++) st_act(out, orow + i, acc[i], bf16);
 }
 
