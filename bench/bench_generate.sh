@@ -8,7 +8,8 @@
 # transformers), and the share of the memory-bandwidth limit: the working
 # weights a decode step reads (boost-generate --json's
 # weight_bytes_per_token) times tokens/s over the read bandwidth measured
-# here (torch's sum over a 1 GiB tensor at the same thread count).
+# here (torch.mv over a 512 MiB fp32 matrix at the same thread count, best
+# of 7: the read rate of the operation a decode step is made of).
 #
 #   bench/bench_generate.sh [WORKDIR]
 # BOOST_BINARY_DIR: the build (default ./build); BOOST_PEER_PYTHON: a Python
@@ -58,15 +59,15 @@ print("%.2f" % (new / dt))
 PY
 }
 
-bandwidth() { # bandwidth THREADS: read GB/s (sum over 1 GiB)
+bandwidth() { # bandwidth THREADS: read GB/s of a matrix-vector product over 512 MiB (best of 7)
   "$PY" - "$1" <<'PY'
 import sys, time, torch
 torch.set_num_threads(int(sys.argv[1]))
-a = torch.ones(1 << 28, dtype=torch.float32)
-a.sum()
+w, x = torch.ones(1 << 16, 1 << 11), torch.ones(1 << 11)
+torch.mv(w, x)
 best = 0.0
-for _ in range(5):
-    t = time.perf_counter(); a.sum(); best = max(best, a.numel() * 4 / (time.perf_counter() - t))
+for _ in range(7):
+    t = time.perf_counter(); torch.mv(w, x); best = max(best, w.numel() * 4 / (time.perf_counter() - t))
 print("%.2f" % (best / 1e9))
 PY
 }
