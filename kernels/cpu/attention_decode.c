@@ -20,6 +20,12 @@
 #include "check.h"
 #include "cpu_backend.h"
 
+/* A step reads 2 * len * hd cached values per (sequence, head) and does as
+ * many multiply-adds: far less than a fork and join costs until the cache is
+ * long (8 heads of 64: from 512 positions on), and on a machine whose cores
+ * are shared every parallel region may wait a time slice for its threads. */
+#define DECODE_PAR_MIN ((size_t)1 << 18)
+
 /* Element i of activation memory as float, and a store rounded to the act type. */
 static inline float ld_act(const void *p, size_t i, int bf16) {
   return bf16 ? bf16_to_f32(((const bf16_t *)p)[i]) : ((const float *)p)[i];
@@ -98,7 +104,7 @@ void cpu_attention_decode(boost_backend *be, boost_act *out, boost_act *k_cache,
   const int bf16 = be->act_dtype == BOOST_BF16, len = pos + 1, BH = B * H;
   const size_t ld = (size_t)H * hd;
   const float *c = cos_t + (size_t)pos * (hd / 2), *s = sin_t + (size_t)pos * (hd / 2);
-#pragma omp parallel if ((size_t)BH * len * hd >= BOOST_PAR_MIN)
+#pragma omp parallel if ((size_t)BH * len * hd >= DECODE_PAR_MIN)
   {
     float *buf = boost_calloc((size_t)len + 2 * (size_t)hd, sizeof(float));
 #pragma omp for schedule(static)
