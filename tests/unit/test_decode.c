@@ -39,12 +39,11 @@ static void download_act(boost_backend *be, float *x, const boost_act *a, size_t
   be->mem->free(be, f);
 }
 
-enum { OB = 2, OT = 9, OH = 3, OHD = 8, OC = OH * OHD };
-
 /* Full causal attention of [B, T, H, hd] (RoPE on q and k first) against T
  * decode steps: every output row, and the cached k (rotated) and v rows. */
-static void op_case(const char *name, boost_dtype dt, float tol) {
+static void op_case(const char *name, boost_dtype dt, float tol, int OB, int OT, int OH, int OHD) {
   boost_backend *be = backend_or_skip(name, dt);
+  const int OC = OH * OHD;
   const size_t n = (size_t)OB * OT * OC;
   float *q = boost_calloc(n, 4), *k = boost_calloc(n, 4), *v = boost_calloc(n, 4);
   for (size_t i = 0; i < n; i++) {
@@ -95,10 +94,13 @@ static void op_case(const char *name, boost_dtype dt, float tol) {
   boost_backend_destroy(be);
 }
 
-Test(decode_op, cpu_fp32) { op_case("cpu", BOOST_F32, 2e-6f); }
-Test(decode_op, cpu_bf16) { op_case("cpu", BOOST_BF16, 2e-2f); }
-Test(decode_op, guarded_fp32) { op_case("guarded", BOOST_F32, 2e-6f); }
-Test(decode_op, guarded_bf16) { op_case("guarded", BOOST_BF16, 2e-2f); }
+Test(decode_op, cpu_fp32) { op_case("cpu", BOOST_F32, 2e-6f, 2, 9, 3, 8); }
+Test(decode_op, cpu_bf16) { op_case("cpu", BOOST_BF16, 2e-2f, 2, 9, 3, 8); }
+Test(decode_op, guarded_fp32) { op_case("guarded", BOOST_F32, 2e-6f, 2, 9, 3, 8); }
+Test(decode_op, guarded_bf16) { op_case("guarded", BOOST_BF16, 2e-2f, 2, 9, 3, 8); }
+/* long enough for the op's threads (from 2^18 multiply-adds per step) */
+Test(decode_op, cpu_fp32_threads) { op_case("cpu", BOOST_F32, 2e-6f, 2, 640, 4, 64); }
+Test(decode_op, cpu_bf16_threads) { op_case("cpu", BOOST_BF16, 2e-2f, 2, 640, 4, 64); }
 
 /* The CUDA kernel's arithmetic (hd_decode.h), one block replayed serially,
  * against the CPU op on the same inputs. */
