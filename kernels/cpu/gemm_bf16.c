@@ -417,6 +417,22 @@ static void choose_backend(void) {
            why);
 }
 
+/* One row against a weight matrix, C[1,N] = A[1,K] . B[N,K]^T (+ C): a
+ * decode step's products. A loop that streams B at memory speed, where the
+ * matmul primitive reached less than half of it at M = 1; products exact,
+ * summed in fp32, C rounded to bf16 (the contract above). Split by columns
+ * over the threads when the product pays for them. */
+static void row_times_bt(int N, int K, const uint16_t *A, const uint16_t *B, int ldb, float beta, uint16_t *C) {
+#pragma omp parallel for schedule(static) if (gemm_worth_threads((double)N * K))
+  for (int n = 0; n < N; n++) {
+    const uint16_t *b = B + (size_t)n * ldb;
+    float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+    for (int k = 0; k < K; k++) acc += bf16_to_f32(A[k]) * bf16_to_f32(b[k]);
+    C[n] = f32_to_bf16(beta != 0.0f ? bf16_to_f32(C[n]) + acc : acc);
+  }
+}
+
 void gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
                float beta, void *C, int ldc, int c_is_f32) {
   BOOST_ASSERT((trans_a == 0 || trans_a == 1) && (trans_b == 0 || trans_b == 1));
@@ -431,6 +447,10 @@ void gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A,
     if (beta == 0.0f)
       for (int i = 0; i < M; i++)
         memset((char *)C + (size_t)i * ldc * (c_is_f32 ? 4 : 2), 0, (size_t)N * (c_is_f32 ? 4 : 2));
+    return;
+  }
+  if (M == 1 && !trans_a && trans_b && !c_is_f32 && !in_parallel()) {
+    row_times_bt(N, K, A, B, ldb, beta, C);
     return;
   }
 #ifdef BOOST_HAVE_DNNL
