@@ -423,14 +423,37 @@ static void choose_backend(void) {
  * summed in fp32, C rounded to bf16 (the contract above). Split by columns
  * over the threads when the product pays for them. */
 static void row_times_bt(int N, int K, const uint16_t *A, const uint16_t *B, int ldb, float beta, uint16_t *C) {
+  float *a = boost_calloc((size_t)K, sizeof *a); /* A widened once: the loop converts only B */
+  for (int k = 0; k < K; k++) a[k] = bf16_to_f32(A[k]);
+  const int groups = (N + 3) / 4;
 #pragma omp parallel for schedule(static) if (gemm_worth_threads((double)N * K))
-  for (int n = 0; n < N; n++) {
-    const uint16_t *b = B + (size_t)n * ldb;
-    float acc = 0.0f;
-#pragma omp simd reduction(+ : acc)
-    for (int k = 0; k < K; k++) acc += bf16_to_f32(A[k]) * bf16_to_f32(b[k]);
-    C[n] = f32_to_bf16(beta != 0.0f ? bf16_to_f32(C[n]) + acc : acc);
+  for (int gi = 0; gi < groups; gi++) {
+    const int n0 = 4 * gi, rows = N - n0 < 4 ? N - n0 : 4;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (rows == 4) { /* four rows at once: four independent sums, each a[k] loaded once */
+      const uint16_t *b0 = B + (size_t)n0 * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
+      float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+      for (int k = 0; k < K; k++) {
+        s0 += a[k] * bf16_to_f32(b0[k]);
+        s1 += a[k] * bf16_to_f32(b1[k]);
+        s2 += a[k] * bf16_to_f32(b2[k]);
+        s3 += a[k] * bf16_to_f32(b3[k]);
+      }
+      acc[0] = s0, acc[1] = s1, acc[2] = s2, acc[3] = s3;
+    } else {
+      for (int r = 0; r < rows; r++) {
+        const uint16_t *b = B + (size_t)(n0 + r) * ldb;
+        float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (int k = 0; k < K; k++) s += a[k] * bf16_to_f32(b[k]);
+        acc[r] = s;
+      }
+    }
+    for (int r = 0; r < rows; r++)
+      C[n0 + r] = f32_to_bf16(beta != 0.0f ? bf16_to_f32(C[n0 + r]) + acc[r] : acc[r]);
   }
+  boost_free(a);
 }
 
 void gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
