@@ -417,6 +417,45 @@ static void choose_backend(void) {
            why);
 }
 
+/* One row against a weight matrix, C[1,N] = A[1,K] . B[N,K]^T (+ C): a
+ * decode step's products. A loop that streams B at memory speed, where the
+ * matmul primitive reached less than half of it at M = 1; products exact,
+ * summed in fp32, C rounded to bf16 (the contract above). Split by columns
+ * over the threads when the product pays for them. */
+static void row_times_bt(int N, int K, const uint16_t *A, const uint16_t *B, int ldb, float beta, uint16_t *C) {
+  float *a = boost_calloc((size_t)K, sizeof *a); /* A widened once: the loop converts only B */
+  for (int k = 0; k < K; k++) a[k] = bf16_to_f32(A[k]);
+  const int groups = (N + 3) / 4;
+#pragma omp parallel for schedule(static) if (gemm_worth_threads((double)N * K))
+  for (int gi = 0; gi < groups; gi++) {
+    const int n0 = 4 * gi, rows = N - n0 < 4 ? N - n0 : 4;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (rows == 4) { /* four rows at once: four independent sums, each a[k] loaded once */
+      const uint16_t *b0 = B + (size_t)n0 * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
+      float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+      for (int k = 0; k < K; k++) {
+        s0 += a[k] * bf16_to_f32(b0[k]);
+        s1 += a[k] * bf16_to_f32(b1[k]);
+        s2 += a[k] * bf16_to_f32(b2[k]);
+        s3 += a[k] * bf16_to_f32(b3[k]);
+      }
+      acc[0] = s0, acc[1] = s1, acc[2] = s2, acc[3] = s3;
+    } else {
+      for (int r = 0; r < rows; r++) {
+        const uint16_t *b = B + (size_t)(n0 + r) * ldb;
+        float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (int k = 0; k < K; k++) s += a[k] * bf16_to_f32(b[k]);
+        acc[r] = s;
+      }
+    }
+    for (int r = 0; r < rows; r++)
+      C[n0 + r] = f32_to_bf16(beta != 0.0f ? bf16_to_f32(C[n0 + r]) + acc[r] : acc[r]);
+  }
+  boost_free(a);
+}
+
 void gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
                float beta, void *C, int ldc, int c_is_f32) {
   BOOST_ASSERT((trans_a == 0 || trans_a == 1) && (trans_b == 0 || trans_b == 1));
@@ -431,6 +470,10 @@ void gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A,
     if (beta == 0.0f)
       for (int i = 0; i < M; i++)
         memset((char *)C + (size_t)i * ldc * (c_is_f32 ? 4 : 2), 0, (size_t)N * (c_is_f32 ? 4 : 2));
+    return;
+  }
+  if (M == 1 && !trans_a && trans_b && !c_is_f32 && !in_parallel()) {
+    row_times_bt(N, K, A, B, ldb, beta, C);
     return;
   }
 #ifdef BOOST_HAVE_DNNL
