@@ -1,6 +1,6 @@
 /* Generation's decode step: the attention_decode op against the full causal
- * attention (fp32 and bf16, the CPU and guarded backends, and the CUDA
- * kernel's host/device arithmetic replayed on the CPU), and the model's
+ * attention (fp32 and bf16, the CPU and guarded backends; the CUDA kernel
+ * against this op: test_cuda_decode.c), and the model's
  * KV-cache decoding against recomputing the whole sequence (cola and llama
  * shapes): logits within rounding, the same greedy tokens. */
 #include <criterion/criterion.h>
@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../kernels/cuda/hd_decode.h"
 #include "backend.h"
 #include "check.h"
 #include "config.h"
@@ -101,61 +100,6 @@ Test(decode_op, guarded_bf16) { op_case("guarded", BOOST_BF16, 2e-2f, 2, 9, 3, 8
 /* long enough for the op's threads (from 2^18 multiply-adds per step) */
 Test(decode_op, cpu_fp32_threads) { op_case("cpu", BOOST_F32, 2e-6f, 2, 640, 4, 64); }
 Test(decode_op, cpu_bf16_threads) { op_case("cpu", BOOST_BF16, 2e-2f, 2, 640, 4, 64); }
-
-/* The CUDA kernel's arithmetic (hd_decode.h), one block replayed serially,
- * against the CPU op on the same inputs. */
-static void hd_case(int bf16) {
-  boost_backend *be = backend_or_skip("cpu", bf16 ? BOOST_BF16 : BOOST_F32);
-  const int pos = 6, T = 8, H = 2, hd = 8, C = H * hd;
-  const size_t es = bf16 ? 2 : 4;
-  char *q = boost_calloc(C, es), *k = boost_calloc(C, es), *v = boost_calloc(C, es);
-  char *kc = boost_calloc((size_t)T * C, es), *vc = boost_calloc((size_t)T * C, es);
-  char *kc2 = boost_calloc((size_t)T * C, es), *vc2 = boost_calloc((size_t)T * C, es);
-  char *out = boost_calloc(C, es);
-  for (int i = 0; i < C; i++) {
-    hd_st(q, i, 2.0f * (float)rng_uniform(21, i) - 1.0f, bf16);
-    hd_st(k, i, 2.0f * (float)rng_uniform(22, i) - 1.0f, bf16);
-    hd_st(v, i, 2.0f * (float)rng_uniform(23, i) - 1.0f, bf16);
-  }
-  for (int i = 0; i < pos * C; i++) {
-    hd_st(kc, i, 2.0f * (float)rng_uniform(24, i) - 1.0f, bf16);
-    hd_st(vc, i, 2.0f * (float)rng_uniform(25, i) - 1.0f, bf16);
-  }
-  memcpy(kc2, kc, (size_t)T * C * es);
-  memcpy(vc2, vc, (size_t)T * C * es);
-  float cs[2 * 8 * 4];
-  be->ops->rope_tables(be, cs, cs + T * hd / 2, T, hd, 10000.0f);
-  be->ops->attention_decode(be, (boost_act *)out, (boost_act *)kc, (boost_act *)vc, (cact *)q, (cact *)k, (cact *)v,
-                            cs, cs + T * hd / 2, 1, pos, T, H, hd);
-  const float scale = 1.0f / sqrtf((float)hd);
-  for (int h = 0; h < H; h++) {
-    float qs[8], e[8];
-    const size_t row = (size_t)h * hd, base = row;
-    for (int i = 0; i < hd / 2; i++)
-      hd_decode_append(qs, kc2, vc2, q, k, v, cs + pos * hd / 2, cs + T * hd / 2 + pos * hd / 2, row,
-                       base + (size_t)pos * C, i, bf16);
-    float mx = -INFINITY, sum = 0.0f;
-    for (int j = 0; j <= pos; j++) {
-      e[j] = hd_decode_score(qs, kc2, base + (size_t)j * C, hd, scale, bf16);
-      mx = fmaxf(mx, e[j]);
-    }
-    for (int j = 0; j <= pos; j++) sum += (e[j] = hd_decode_exp(e[j], (bf16 ? scale : 1.0f) * mx, scale, bf16));
-    for (int i = 0; i < hd; i++) {
-      const float o = hd_decode_out(e, 1.0f / sum, vc2, base, C, pos + 1, i, bf16);
-      const float want = hd_ld(out, row + i, bf16);
-      cr_assert(fabsf(o - want) <= (bf16 ? 1e-2f : 1e-5f), "bf16=%d head %d dim %d: hd %g vs cpu %g", bf16, h, i,
-                o, want);
-    }
-  }
-  cr_assert(!memcmp(kc, kc2, (size_t)T * C * es) && !memcmp(vc, vc2, (size_t)T * C * es),
-            "bf16=%d: the caches differ", bf16);
-  boost_free(q), boost_free(k), boost_free(v), boost_free(kc), boost_free(vc), boost_free(kc2), boost_free(vc2);
-  boost_free(out);
-  boost_backend_destroy(be);
-}
-
-Test(decode_op, cuda_arithmetic_fp32) { hd_case(0); }
-Test(decode_op, cuda_arithmetic_bf16) { hd_case(1); }
 
 /* ---- the model ------------------------------------------------------------ */
 
