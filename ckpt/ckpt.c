@@ -256,7 +256,11 @@ ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tens
     char why[256] = "";
     int ok = ckpt_stage_alloc(s, why, sizeof why) == 0;
     MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, grid->world);
-    if (!ok) bad = boost_err(err, errlen, "%s", why[0] ? why : "another rank cannot allocate its checkpoint staging");
+    if (!ok)
+      bad = boost_err(err, errlen, "%s",
+                      why[0] ? why
+                             : "another rank cannot have its checkpoint staging (host memory, or ckpt.staging_limit "
+                               "below its largest tensor band)");
   }
   if (bad) {
     ckpt_fs_unlock(s->lock_fd);
@@ -267,6 +271,14 @@ ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tens
     return NULL;
   }
   warn_disk_space(s);
+  if (s->bounded && s->rank == 0 && !s->read_only) {
+    char ring[32], all[32];
+    ckpt_format_bytes(4.0 * (double)s->ring_floats, ring, sizeof ring);
+    ckpt_format_bytes(4.0 * (double)s->save_floats, all, sizeof all);
+    printf("checkpoint: staging in a ring of %s for the %s rank 0 writes (ckpt.staging_limit; %.0f%%)\n", ring, all,
+           100.0 * (double)s->ring_floats / (double)s->save_floats);
+    fflush(stdout);
+  }
   MPI_Comm_dup(grid->world, &s->comm);
   MPI_Comm_dup(grid->dp_comm, &s->dp_comm);
   comm_init_mpi(&s->hcomm, NULL, MPI_COMM_SELF, s->dp_comm, MPI_COMM_SELF, s->comm);
@@ -312,6 +324,13 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, float **losses, int64_t *nloss
     boost_msgf(msg, msglen, "fresh start (ckpt.resume=none)%s%s%s", held, note ? "; " : "", note ? note : "");
     return 0;
   }
+  char why[256] = "";
+  int ok = ckpt_stage_load_begin(s, why, sizeof why) == 0; /* a bounded ring lends its memory to the load */
+  MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, s->grid->world);
+  if (!ok) {
+    boost_msgf(msg, msglen, "%s", why[0] ? why : "another rank is out of host memory for the checkpoint load");
+    return -1;
+  }
   submit(s, JOB_LOAD, 1);
   wait_idle(s);
   load_result *lr = &s->lres;
@@ -320,12 +339,14 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, float **losses, int64_t *nloss
     return -1;
   }
   if (lr->status == 0) {
+    ckpt_stage_load_end(s);
     boost_msgf(msg, msglen, "%s%s%s", lr->msg, note ? "; " : "", note ? note : "");
     free(lr->losses);
     lr->losses = NULL;
     return 0;
   }
   ckpt_upload_loaded(s); /* verified: only now into the arenas */
+  ckpt_stage_load_end(s);
   ckpt_load_report(s, lr);
   *meta = lr->meta; /* the caller owns them now */
   *losses = lr->losses;
@@ -338,15 +359,28 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, float **losses, int64_t *nloss
   return 1;
 }
 
-void ckpt_before_update(ckpt_session *s) {
-  if (!s) return;
-  s->deferred_seen = 1;
+static void wait_staged(ckpt_session *s) {
   pthread_mutex_lock(&s->sync.mu);
   if (s->sync.busy && !s->sync.staged) {
     const double t0 = boost_now_s();
+    s->sync.trainer_waiting++; /* the writer encodes on every core meanwhile */
     while (s->sync.busy && !s->sync.staged) pthread_cond_wait(&s->sync.cv, &s->sync.mu);
+    s->sync.trainer_waiting--;
     s->sync.update_wait += boost_now_s() - t0;
   }
+  pthread_mutex_unlock(&s->sync.mu);
+}
+
+void ckpt_before_update(ckpt_session *s) {
+  if (!s) return;
+  s->deferred_seen = 1;
+  wait_staged(s);
+}
+
+void ckpt_signal_staged(ckpt_session *s) {
+  pthread_mutex_lock(&s->sync.mu);
+  s->sync.staged = 1;
+  pthread_cond_broadcast(&s->sync.cv);
   pthread_mutex_unlock(&s->sync.mu);
 }
 
@@ -470,7 +504,9 @@ static void stage_job(ckpt_session *s, const ckpt_meta *meta, const float *losse
     s->hooks.activations(s->hooks.ctx, &j->acts);
     ckpt_acts_union(&j->acts, s->grid->pp_comm);
   }
-  j->deferred = s->deferred_seen && !s->set.sync_mode;
+  /* A bounded ring is always filled by the writer, from the state of this
+   * mark(): a caller that does not defer waits for it in ckpt_after_step. */
+  j->deferred = (s->deferred_seen && !s->set.sync_mode) || s->bounded;
   if (j->deferred) {
     s->reg->be->mem->mark(s->reg->be); /* the writer copies this state on the copy stream */
   } else {
@@ -502,12 +538,14 @@ void ckpt_after_step(ckpt_session *s, const ckpt_meta *meta, const float *losses
   }
   const double t1 = boost_now_s();
   stage_job(s, meta, losses, nloss);
-  const double stall = boost_now_s() - t1;
-  s->job.stall_s = stall;
   s->job.wait_prev_s = wait_prev;
   s->attempted = 1;
   s->last_staged_step = meta->step;
+  const int must_wait = s->bounded && !(s->deferred_seen && !s->set.sync_mode);
+  s->job.stall_s = boost_now_s() - t1;
   submit(s, JOB_SAVE, !s->job.deferred);
+  if (must_wait) wait_staged(s); /* no caller's wait before its update: the arenas are read until then */
+  const double stall = boost_now_s() - t1;
   char now_txt[96] = "";
   if (s->set.sync_mode) { /* the baseline: training blocks for the whole save */
     wait_idle(s);

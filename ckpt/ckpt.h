@@ -58,6 +58,11 @@ typedef struct {
   int level;                 /* zstd level */
   int timeout;               /* seconds a checkpoint job may run before the watchdog aborts (0: never) */
   int threads;               /* the rank's cores: a save training waits for encodes on all of them */
+  /* ckpt.staging_limit: the host memory a rank stages a save in, as bytes or
+   * as a percentage of what the rank writes (both 0: all of it). Below that,
+   * the writer stages the tensors in turns into a ring it writes out of,
+   * and the optimizer step waits until what it overwrites is staged. */
+  double staging_limit_bytes, staging_limit_percent;
   int activations;           /* the activations hook adds datasets to every save */
   int64_t data_seed;         /* this run's sample order: a resume from another warns */
   int abort_status;          /* the exit status of the watchdog's abort (the run's "ended unsaved"; 0: 1) */

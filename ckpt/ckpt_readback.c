@@ -277,8 +277,8 @@ int ckpt_readback(ckpt_session *s, const char *path, const uint64_t *sums, char 
       int rc = !s->set.readback_hdf5 && H5Sget_simple_extent_ndims(space) == t->ndim
                    ? hash_slab_by_chunks(&cr, ds, t->ndim, t->shape, st, ct, &got[k], dpath, err, errlen)
                    : 0;
-      if (rc == 0) { /* another pipeline: through HDF5, into the staging buffer */
-        float *dst = buf + e->stage_off[c];
+      if (rc == 0) { /* another pipeline: through HDF5, into the staging buffer (a ring: each band at its start) */
+        float *dst = s->bounded ? buf : buf + e->stage_off[c];
         hid_t mem = H5Screate_simple(t->ndim, ct, NULL);
         rc = H5Sselect_hyperslab(space, H5S_SELECT_SET, st, NULL, ct, NULL) >= 0 &&
                      H5Dread(ds, H5T_NATIVE_FLOAT, mem, space, H5P_DEFAULT, dst) >= 0

@@ -45,7 +45,7 @@ static void wfail(writer *w, const char *fmt, const char *arg) {
  * rank's chunks go where rank 0 places them. */
 static void write_dataset_direct(writer *w, hid_t loc, const char *path, const char *name, hid_t ftype, int ndim,
                                  const int64_t *gshape, const hsize_t *chunk, const int64_t *start,
-                                 const int64_t *count, const void *buf, uint64_t checksum, int kind) {
+                                 const int64_t *count, const void *buf, const uint64_t *checksum, int kind) {
   ckpt_session *s = w->s;
   hsize_t dims[TENSOR_MAX_DIMS];
   double raw = (double)H5Tget_size(ftype), stored = 0.0;
@@ -76,7 +76,7 @@ static void write_dataset_direct(writer *w, hid_t loc, const char *path, const c
     w->ok = 0;
   }
   if (dset >= 0) {
-    if (ckpt_attr_put_u64(dset, CKPT_ATTR_CHECKSUM, checksum) < 0) wfail(w, "checksum attribute of %s", path);
+    if (checksum && ckpt_attr_put_u64(dset, CKPT_ATTR_CHECKSUM, *checksum) < 0) wfail(w, "checksum attribute of %s", path);
     if (H5Dclose(dset) < 0) wfail(w, "H5Dclose %s", path);
   }
   if (kind >= 0 && s->rank == 0) {
@@ -89,10 +89,10 @@ static void write_dataset_direct(writer *w, hid_t loc, const char *path, const c
 /* One dataset, collectively: every rank creates it; ranks with data select
  * their hyperslab (start/count over the global shape), the others nothing.
  * chunk64: the chunk shape of a filtered dataset (NULL: contiguous, no
- * filters). */
+ * filters); checksum NULL: its attribute comes later (put_tensor_sums). */
 static void write_dataset(writer *w, hid_t loc, const char *path, const char *name, hid_t ftype, hid_t mtype,
                           int ndim, const int64_t *gshape, const int64_t *chunk64, const int64_t *start,
-                          const int64_t *count, const void *buf, uint64_t checksum, int kind) {
+                          const int64_t *count, const void *buf, const uint64_t *checksum, int kind) {
   ckpt_session *s = w->s;
   hsize_t dims[TENSOR_MAX_DIMS], chunk[TENSOR_MAX_DIMS], st[TENSOR_MAX_DIMS], ct[TENSOR_MAX_DIMS];
   const int filtered = chunk64 != NULL;
@@ -142,7 +142,7 @@ static void write_dataset(writer *w, hid_t loc, const char *path, const char *na
     if (n > 0 && H5Dwrite(dset, mtype, mem, space, w->dxpl, has ? buf : (const void *)dummy) < 0)
       wfail(w, "H5Dwrite %s", path);
     H5Sclose(mem);
-    if (ckpt_attr_put_u64(dset, CKPT_ATTR_CHECKSUM, checksum) < 0) wfail(w, "checksum attribute of %s", path);
+    if (checksum && ckpt_attr_put_u64(dset, CKPT_ATTR_CHECKSUM, *checksum) < 0) wfail(w, "checksum attribute of %s", path);
     if (kind >= 0) {
       w->r->raw[kind] += (double)n * (double)H5Tget_size(ftype);
       w->r->stored[kind] += (double)H5Dget_storage_size(dset);
@@ -318,15 +318,33 @@ static void write_activations(writer *w, const save_job *j, const uint64_t *sums
     if (it->d.type == CKPT_ACT_BF16 && bf16 < 0) wfail(w, "the bfloat16 type of %s", path_ds);
     else
       write_dataset(w, ga, path_ds, it->d.name, ft, mt, it->d.ndim, it->d.shape, it->chunk, it->start, it->has ? it->count : NULL,
-                    it->has ? j->acts.act_buf + it->off : NULL, sums[a], SIZE_ACTS);
+                    it->has ? j->acts.act_buf + it->off : NULL, &sums[a], SIZE_ACTS);
     if (bf16 >= 0) H5Tclose(bf16);
     go = ckpt_all_true(s, w->ok);
   }
   if (ga >= 0) H5Gclose(ga);
 }
 
+/* Every checksum summed over the ranks (nsum of them), the tensors' --
+ * taken as each band was staged -- put on their datasets (rank 0 alone
+ * when direct). */
+static void put_tensor_sums(writer *w, const hid_t *groups, uint64_t *sums, size_t nsum) {
+  ckpt_session *s = w->s;
+  const size_t n = (size_t)s->nent * CKPT_NUM_CATEGORIES;
+  memcpy(sums, s->item_sum, n * sizeof *sums);
+  MPI_Allreduce(MPI_IN_PLACE, sums, (int)nsum, MPI_UINT64_T, MPI_SUM, s->comm);
+  if (w->direct && s->rank != 0) return;
+  for (size_t k = 0; k < n && w->ok; k++) {
+    const ckpt_entry *e = &s->ents[k / CKPT_NUM_CATEGORIES];
+    const hid_t d = H5Dopen2(groups[k % CKPT_NUM_CATEGORIES], e->name, H5P_DEFAULT);
+    if (d < 0 || ckpt_attr_put_u64(d, CKPT_ATTR_CHECKSUM, sums[k]) < 0)
+      wfail(w, "checksum attribute of %s", e->name);
+    if (d >= 0) H5Dclose(d);
+  }
+}
+
 /* Writes the whole file; returns this rank's ok. */
-int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, const uint64_t *sums, save_result *r,
+int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, uint64_t *sums, save_result *r,
                       char *err, size_t errlen) {
   writer w = {s, -1, -1, 1, "", r, 0, -1};
   const tensor_registry *reg = s->reg;
@@ -365,18 +383,20 @@ int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, const uint64
         if (mine) ckpt_band_slab(&reg->tensors[e->local], e->r0[c], e->r1[c], start, count);
         boost_msgf(path_ds, sizeof path_ds, "%s/%s", ckpt_category_group[c], e->name);
         write_dataset(&w, groups[c], path_ds, e->name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, e->ndim, e->shape, e->chunk,
-                      mine ? start : NULL, mine ? count : NULL, mine ? s->stage + e->stage_off[c] : NULL,
-                      sums[(size_t)i * CKPT_NUM_CATEGORIES + c], c == CKPT_PARAMS ? SIZE_WEIGHTS : SIZE_MOMENTS);
+                      mine ? start : NULL, mine ? count : NULL, mine ? ckpt_ring_take(s, i, c) : NULL, NULL,
+                      c == CKPT_PARAMS ? SIZE_WEIGHTS : SIZE_MOMENTS);
+        if (mine) ckpt_ring_release(s, i, c);
         go = ckpt_all_true(s, w.ok); /* stop everywhere at the first failure */
       }
     }
+    if (go) put_tensor_sums(&w, groups, sums, (size_t)s->nent * CKPT_NUM_CATEGORIES + 1 + (size_t)j->acts.nact);
     for (int c = 0; c < CKPT_NUM_CATEGORIES; c++)
       if (groups[c] >= 0) H5Gclose(groups[c]);
     if (go) { /* training state */
       hid_t gs = make_group(&w, CKPT_GROUP_STATE);
       const int64_t n = j->nloss, zero = 0;
       write_dataset(&w, gs, CKPT_GROUP_STATE "/loss_history", "loss_history", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 1,
-                    &n, NULL, &zero, s->rank == 0 ? &n : NULL, j->losses, sums[(size_t)s->nent * CKPT_NUM_CATEGORIES], -1);
+                    &n, NULL, &zero, s->rank == 0 ? &n : NULL, j->losses, &sums[(size_t)s->nent * CKPT_NUM_CATEGORIES], -1);
       if (gs >= 0) H5Gclose(gs);
       go = ckpt_all_true(s, w.ok);
     }

@@ -85,6 +85,10 @@ typedef struct {
     acts_mode activations;
     resume_batch_mode resume_batch;
     int every, keep_last, keep_every, level, timeout;
+    struct {
+      char text[CONFIG_STR]; /* as given: bytes (K/M/G/T suffixes, powers of 1024) or a percentage */
+      double bytes, percent; /* parsed once, by config_set: one of them is > 0 */
+    } staging_limit;
   } ckpt;
 } train_config;
 
