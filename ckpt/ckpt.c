@@ -324,17 +324,11 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, float **losses, int64_t *nloss
     boost_msgf(msg, msglen, "fresh start (ckpt.resume=none)%s%s%s", held, note ? "; " : "", note ? note : "");
     return 0;
   }
-  char why[256] = "";
-  int ok = ckpt_stage_load_begin(s, why, sizeof why) == 0; /* a bounded ring lends its memory to the load */
-  MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, s->grid->world);
-  if (!ok) {
-    boost_msgf(msg, msglen, "%s", why[0] ? why : "another rank is out of host memory for the checkpoint load");
-    return -1;
-  }
   submit(s, JOB_LOAD, 1);
   wait_idle(s);
   load_result *lr = &s->lres;
   if (lr->status < 0) {
+    ckpt_stage_load_end(s);
     boost_msgf(msg, msglen, "%s", lr->msg);
     return -1;
   }

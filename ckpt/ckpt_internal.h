@@ -152,6 +152,7 @@ struct ckpt_session {
    * a band leaves when it is written. item_sum: each band's checksum, taken
    * as it is staged. */
   int nitems, bounded, ring_w, ring_h, ring_async;
+  int borrowed; /* the staging buffer is a load's (ckpt_stage_load_begin) */
   int *item_key;
   size_t *slot;
   uint64_t *item_sum;
@@ -213,8 +214,10 @@ float *ckpt_ring_take(ckpt_session *s, int i, int c);
 void ckpt_ring_release(ckpt_session *s, int i, int c);
 /* ckpt.c: training may update the arenas now (the job no longer reads them). */
 void ckpt_signal_staged(ckpt_session *s);
-/* Around a load: the staging buffer sized for the load's bands (a bounded
- * ring gives its memory back for the time of the load), and back. */
+/* Around a load that has a file to read (writer thread), and after its
+ * upload (training thread): the staging buffer sized for the load's bands
+ * (a bounded ring gives its memory back for the time of the load), and
+ * back to the ring. */
 int ckpt_stage_load_begin(ckpt_session *s, char *err, size_t errlen);
 void ckpt_stage_load_end(ckpt_session *s);
 /* ZeRO-1, after ckpt_copy_to_stage: the moment bands this rank writes, from

@@ -345,6 +345,15 @@ void ckpt_do_load(ckpt_session *s, load_result *lr) {
   const size_t pathlen = sizeof lr->path, skippedlen = sizeof lr->skipped;
   skipped[0] = 0;
   lr->status = 0;
+  if (n > 0) { /* a bounded ring lends its memory to the load (only when there is one) */
+    char mine[256] = "";
+    if (!ckpt_agree(s, ckpt_stage_load_begin(s, mine, sizeof mine) == 0, mine, why, sizeof why)) {
+      lr->status = -1;
+      boost_msgf(lr->msg, sizeof lr->msg, "%s", why);
+      free(steps);
+      return;
+    }
+  }
   for (int k = 0; k < n && lr->status == 0; k++) {
     char name[64];
     ckpt_file_name(name, sizeof name, single[0] ? 0 : steps[k]);

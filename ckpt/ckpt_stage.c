@@ -121,6 +121,7 @@ void ckpt_stage_free(ckpt_session *s) {
 int ckpt_stage_load_begin(ckpt_session *s, char *err, size_t errlen) {
   if (!s->bounded) return 0;
   boost_backend *be = s->reg->be;
+  s->borrowed = 1;
   if (s->stage) be->mem->host_free(be, s->stage);
   s->stage = s->load_floats ? be->mem->host_alloc(be, s->load_floats * sizeof(float)) : NULL;
   if (s->load_floats && !s->stage)
@@ -130,7 +131,8 @@ int ckpt_stage_load_begin(ckpt_session *s, char *err, size_t errlen) {
 }
 
 void ckpt_stage_load_end(ckpt_session *s) {
-  if (!s->bounded) return;
+  if (!s->borrowed) return;
+  s->borrowed = 0;
   boost_backend *be = s->reg->be;
   if (s->stage) be->mem->host_free(be, s->stage);
   s->stage = be->mem->host_alloc(be, s->ring_floats * sizeof(float)); /* the load's memory, just given back */
