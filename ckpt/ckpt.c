@@ -79,6 +79,7 @@ static void submit(ckpt_session *s, job_kind kind, int staged) {
   s->sync.pending = kind;
   s->sync.busy = 1;
   s->sync.staged = staged;
+  s->sync.staged_items = 0;
   s->sync.update_wait = 0.0;
   pthread_cond_broadcast(&s->sync.cv);
   pthread_mutex_unlock(&s->sync.mu);
@@ -353,12 +354,16 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, float **losses, int64_t *nloss
   return 1;
 }
 
-static void wait_staged(ckpt_session *s) {
+/* Until the job in flight no longer reads the first `need` bands of the
+ * ring (INT_MAX: any of the arenas). */
+static void wait_staged(ckpt_session *s, int need) {
   pthread_mutex_lock(&s->sync.mu);
-  if (s->sync.busy && !s->sync.staged) {
+#define STILL_READS (s->sync.busy && !s->sync.staged && s->sync.staged_items < need)
+  if (STILL_READS) {
     const double t0 = boost_now_s();
     s->sync.trainer_waiting++; /* the writer encodes on every core meanwhile */
-    while (s->sync.busy && !s->sync.staged) pthread_cond_wait(&s->sync.cv, &s->sync.mu);
+    while (STILL_READS) pthread_cond_wait(&s->sync.cv, &s->sync.mu);
+#undef STILL_READS
     s->sync.trainer_waiting--;
     s->sync.update_wait += boost_now_s() - t0;
   }
@@ -368,7 +373,18 @@ static void wait_staged(ckpt_session *s) {
 void ckpt_before_update(ckpt_session *s) {
   if (!s) return;
   s->deferred_seen = 1;
-  wait_staged(s);
+  wait_staged(s, INT_MAX);
+}
+
+int ckpt_staging_bounded(const ckpt_session *s) { return s && s->bounded; }
+
+void ckpt_before_update_tensors(ckpt_session *s, int t0, int t1) {
+  if (!s) return;
+  s->deferred_seen = 1;
+  int need = 0;
+  for (int t = t0; t < t1 && t < s->reg->count; t++)
+    if (s->tensor_need[t] > need) need = s->tensor_need[t];
+  wait_staged(s, s->bounded ? need : INT_MAX);
 }
 
 void ckpt_signal_staged(ckpt_session *s) {
@@ -538,7 +554,7 @@ void ckpt_after_step(ckpt_session *s, const ckpt_meta *meta, const float *losses
   const int must_wait = s->bounded && !(s->deferred_seen && !s->set.sync_mode);
   s->job.stall_s = boost_now_s() - t1;
   submit(s, JOB_SAVE, !s->job.deferred);
-  if (must_wait) wait_staged(s); /* no caller's wait before its update: the arenas are read until then */
+  if (must_wait) wait_staged(s, INT_MAX); /* no caller's wait before its update: the arenas are read until then */
   const double stall = boost_now_s() - t1;
   char now_txt[96] = "";
   if (s->set.sync_mode) { /* the baseline: training blocks for the whole save */

@@ -129,6 +129,15 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, float **losses, int64_t *nloss
  * calls it gets synchronous staging inside ckpt_after_step. NULL s is fine. */
 void ckpt_before_update(ckpt_session *s);
 
+/* Whether ckpt.staging_limit is below what this rank writes: the writer
+ * then stages in turns, and a caller that updates the arenas in parts
+ * (optimizer_step_parts) waits before each part with
+ * ckpt_before_update_tensors instead of ckpt_before_update: for registry
+ * tensors [t0, t1) only, so that the update of the first tensors runs while
+ * the writer still stages the last ones. */
+int ckpt_staging_bounded(const ckpt_session *s);
+void ckpt_before_update_tensors(ckpt_session *s, int t0, int t1);
+
 /* Whether this session writes checkpoints (settings.dir set); without a dir
  * a session only resumes from a resume PATH. */
 int ckpt_writes(const ckpt_session *s);

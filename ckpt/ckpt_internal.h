@@ -113,6 +113,7 @@ typedef struct {
   pthread_cond_t cv;
   job_kind pending; /* taken by the writer */
   int busy, staged, quit;
+  int staged_items; /* a bounded ring: the bands staged so far, in file order */
   int trainer_waiting; /* the training thread waits for the job in flight (wait_idle) */
   int res_unreported;
   double update_wait; /* ckpt_before_update's wait for the job in flight */
@@ -154,6 +155,7 @@ struct ckpt_session {
   int nitems, bounded, ring_w, ring_h, ring_async;
   int borrowed; /* the staging buffer is a load's (ckpt_stage_load_begin) */
   int *item_key;
+  int *tensor_need; /* per registry tensor: the bands (in file order) staged once all of its are */
   size_t *slot;
   uint64_t *item_sum;
   size_t save_floats, load_floats, ring_floats;

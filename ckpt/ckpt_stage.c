@@ -34,6 +34,7 @@ static size_t list_items(ckpt_session *s, int *which) {
   s->item_key = boost_calloc(nkeys ? nkeys : 1, sizeof *s->item_key);
   s->slot = boost_calloc(nkeys ? nkeys : 1, sizeof *s->slot);
   s->item_sum = boost_calloc(nkeys ? nkeys : 1, sizeof *s->item_sum);
+  s->tensor_need = boost_calloc((size_t)(s->reg->count ? s->reg->count : 1), sizeof *s->tensor_need);
   size_t most = 0;
   *which = -1;
   s->nitems = 0;
@@ -44,6 +45,7 @@ static size_t list_items(ckpt_session *s, int *which) {
       s->slot[k] = e->stage_off[c]; /* not bounded: the plan's offsets, always */
       if (e->stage_off[c] == CKPT_NO_STAGE) continue;
       s->item_key[s->nitems++] = k;
+      s->tensor_need[e->local] = s->nitems;
       const size_t n = ckpt_band_floats(e, s->reg, c);
       if (n > most) most = n, *which = k;
     }
@@ -113,6 +115,8 @@ void ckpt_stage_free(ckpt_session *s) {
   boost_free(s->item_key);
   boost_free(s->slot);
   boost_free(s->item_sum);
+  boost_free(s->tensor_need);
+  s->tensor_need = NULL;
   s->item_key = NULL;
   s->slot = NULL;
   s->item_sum = NULL;
@@ -191,6 +195,10 @@ static void ring_fill(ckpt_session *s) {
     s->slot[k] = at;
     stage_item(s, k);
     s->ring_h++;
+    pthread_mutex_lock(&s->sync.mu); /* the optimizer may be waiting for this band */
+    s->sync.staged_items = s->ring_h;
+    pthread_cond_broadcast(&s->sync.cv);
+    pthread_mutex_unlock(&s->sync.mu);
   }
   if (s->ring_h == s->nitems && before < s->nitems) ckpt_signal_staged(s);
 }
