@@ -257,6 +257,19 @@ void ckpt_do_load(ckpt_session *s, load_result *lr);
 /* The one-line account of a load the arenas now hold (lr->msg). */
 void ckpt_load_report(ckpt_session *s, load_result *lr);
 
+/* ckpt_readback.c: stored chunks read with H5Dread_chunk (one thread: HDF5)
+ * and decoded on `threads` threads (zstd, unshuffle, checksum terms). For
+ * the hyperslab [st, st + ct) of dataset ds (global shape gshape): its
+ * elements into dst (row-major, when not NULL) and their checksum terms
+ * summed into *sum. Returns 1, 0 when the dataset's pipeline is not the
+ * writer's (read it through H5Dread), -1 with err. The file must be open
+ * through a POSIX driver (parallel HDF5 refuses H5Dread_chunk). */
+typedef struct ckpt_chunk_reader ckpt_chunk_reader;
+ckpt_chunk_reader *ckpt_chunk_reader_new(int threads);
+void ckpt_chunk_reader_free(ckpt_chunk_reader *cr);
+int ckpt_read_slab_chunks(ckpt_chunk_reader *cr, hid_t ds, int ndim, const int64_t *gshape, const hsize_t *st,
+                          const hsize_t *ct, float *dst, uint64_t *sum, const char *what, char *err, size_t errlen);
+
 /* ckpt_readback.c: every rank reads back, decodes and hashes the bands it
  * wrote to the closed file at path and compares the sums with `sums`
  * (collective). Returns this rank's ok; err says what failed. */

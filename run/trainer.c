@@ -487,6 +487,7 @@ static int open_and_resume(run *t, char *msg, size_t msglen) {
   const ckpt_hooks hooks = trainer_ckpt_hooks(&t->hooks_ctx);
   ckpt_settings ck_set;
   trainer_ckpt_settings(cfg, &ck_set);
+  ck_set.threads = t->threads; /* train.threads=0 resolved: a save or load training waits for uses them all */
   watchdog_phase("start-up: checkpoint directory", WATCH_WAIT);
   t->ck = ckpt_open(&ck_set, &t->grid, &t->m.reg, &hooks, err, sizeof err);
   watchdog_phase("start-up: checkpoint load", WATCH_CKPT);
