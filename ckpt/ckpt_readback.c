@@ -33,18 +33,19 @@ typedef struct {
   size_t cap;              /* elements */
 } chunk_decoder;
 
-/* Chunks are read (HDF5: one thread) RB at a time, then decoded and hashed
- * in parallel when training waits for the save. */
+/* Chunks are read (HDF5: one thread) RB at a time and decoded and hashed on
+ * all of the rank's threads when training waits, the next batch read
+ * meanwhile. */
 #define RB 16
 
 struct ckpt_chunk_reader {
   chunk_decoder *dec;
   int ndec, threads;
-  unsigned char *packed[RB]; /* stored chunks of the batch */
-  size_t packed_cap[RB];
-  hsize_t stored[RB], off[RB][TENSOR_MAX_DIMS];
-  uint64_t part[RB];
-  char bad[RB][160]; /* a chunk that does not decode: why */
+  unsigned char *packed[2 * RB]; /* stored chunks of the batch being decoded and of the one being read */
+  size_t packed_cap[2 * RB];
+  hsize_t stored[2 * RB], off[2 * RB][TENSOR_MAX_DIMS];
+  uint64_t part[2 * RB];
+  char bad[2 * RB][160]; /* a chunk that does not decode: why */
 };
 typedef ckpt_chunk_reader chunk_reader;
 
@@ -62,7 +63,7 @@ void ckpt_chunk_reader_free(ckpt_chunk_reader *cr) {
     boost_free(cr->dec[t].plain);
   }
   free(cr->dec);
-  for (int i = 0; i < RB; i++) boost_free(cr->packed[i]);
+  for (int i = 0; i < 2 * RB; i++) boost_free(cr->packed[i]);
   boost_free(cr);
 }
 
@@ -219,6 +220,35 @@ static void decode_chunk(chunk_reader *cr, int i, chunk_decoder *dc, int ndim, c
   cr->part[i] = ckpt_hash_slab32(part, ndim, gshape, lo, ext);
 }
 
+/* Where a slab's chunk walk is. */
+typedef struct {
+  int ndim, more;
+  hid_t ds;
+  const hsize_t *cd, *st, *ct;
+  hsize_t off[TENSOR_MAX_DIMS], first[TENSOR_MAX_DIMS];
+} slab_walk;
+
+/* The next (up to) RB chunks of the walk into bank `bank`'s slots; *n of
+ * them. Returns read_chunk's 1, 0 or -1. */
+static int read_batch(chunk_reader *cr, slab_walk *w, int bank, int *n, const char *what, char *err, size_t errlen) {
+  *n = 0;
+  while (w->more && *n < RB) {
+    const int slot = bank * RB + *n;
+    memcpy(cr->off[slot], w->off, sizeof w->off);
+    const int rc = read_chunk(cr, slot, w->ds, w->off, what, err, errlen);
+    if (rc <= 0) return rc;
+    (*n)++;
+    int d = w->ndim - 1;
+    for (; d >= 0; d--) {
+      w->off[d] += w->cd[d];
+      if (w->off[d] < w->st[d] + w->ct[d]) break;
+      w->off[d] = w->first[d];
+    }
+    w->more = d >= 0;
+  }
+  return 1;
+}
+
 int ckpt_read_slab_chunks(ckpt_chunk_reader *cr, hid_t ds, int ndim, const int64_t *gshape, const hsize_t *st,
                           const hsize_t *ct, float *dst, uint64_t *sum, const char *what, char *err, size_t errlen) {
   hsize_t cd[TENSOR_MAX_DIMS];
@@ -229,36 +259,35 @@ int ckpt_read_slab_chunks(ckpt_chunk_reader *cr, hid_t ds, int ndim, const int64
   *sum = 0;
   for (int d = 0; d < ndim; d++)
     if (ct[d] == 0) return 1;
-  /* Every chunk meeting the slab, in row-major order of the chunk grid. */
-  hsize_t off[TENSOR_MAX_DIMS], first[TENSOR_MAX_DIMS];
-  for (int d = 0; d < ndim; d++) off[d] = first[d] = st[d] / cd[d] * cd[d];
-  for (int more = 1; more;) {
-    int n = 0;
-    while (more && n < RB) {
-      memcpy(cr->off[n], off, sizeof off);
-      const int rc = read_chunk(cr, n, ds, off, what, err, errlen);
-      if (rc <= 0) return rc;
-      n++;
-      int d = ndim - 1;
-      for (; d >= 0; d--) {
-        off[d] += cd[d];
-        if (off[d] < st[d] + ct[d]) break;
-        off[d] = first[d];
-      }
-      more = d >= 0;
+  /* Every chunk meeting the slab, in row-major order of the chunk grid, in
+   * batches of RB: while the team decodes one, its master thread (the only
+   * one calling HDF5) reads the next, then joins the decoding. */
+  slab_walk w = {.ndim = ndim, .ds = ds, .cd = cd, .st = st, .ct = ct, .more = 1};
+  for (int d = 0; d < ndim; d++) w.off[d] = w.first[d] = st[d] / cd[d] * cd[d];
+  int bank = 0, n = 0, rc = read_batch(cr, &w, bank, &n, what, err, errlen);
+  while (rc > 0 && n > 0) {
+    int next_n = 0, next_rc = 1;
+    const int b0 = bank * RB;
+#pragma omp parallel num_threads(cr->threads)
+    {
+#pragma omp master
+      if (w.more) next_rc = read_batch(cr, &w, bank ^ 1, &next_n, what, err, errlen);
+#pragma omp for schedule(dynamic, 1) nowait
+      for (int i = 0; i < n; i++)
+        decode_chunk(cr, b0 + i, &cr->dec[omp_get_thread_num()], ndim, gshape, cd, ce, st, ct, dst);
     }
-    const int threads = cr->threads < n ? cr->threads : n;
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-    for (int i = 0; i < n; i++) decode_chunk(cr, i, &cr->dec[omp_get_thread_num()], ndim, gshape, cd, ce, st, ct, dst);
-    for (int i = 0; i < n; i++) {
+    for (int i = b0; i < b0 + n; i++) {
       if (cr->bad[i][0]) {
         boost_msgf(err, errlen, "%s: %s", what, cr->bad[i]);
         return -1;
       }
       *sum += cr->part[i];
     }
+    bank ^= 1;
+    n = next_n;
+    rc = next_rc;
   }
-  return 1;
+  return rc;
 }
 
 int ckpt_readback(ckpt_session *s, const char *path, const uint64_t *sums, char *err, size_t errlen) {
