@@ -79,6 +79,7 @@ static void submit(ckpt_session *s, job_kind kind, int staged) {
   s->sync.pending = kind;
   s->sync.busy = 1;
   s->sync.staged = staged;
+  s->sync.staged_items = 0;
   s->sync.update_wait = 0.0;
   pthread_cond_broadcast(&s->sync.cv);
   pthread_mutex_unlock(&s->sync.mu);
@@ -256,7 +257,11 @@ ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tens
     char why[256] = "";
     const int ok = comm_control_all(grid->world, COMM_WORLD, "checkpoint agreement",
                                     ckpt_stage_alloc(s, why, sizeof why) == 0);
-    if (!ok) bad = boost_err(err, errlen, "%s", why[0] ? why : "another rank cannot allocate its checkpoint staging");
+    if (!ok)
+      bad = boost_err(err, errlen, "%s",
+                      why[0] ? why
+                             : "another rank cannot have its checkpoint staging (host memory, or ckpt.staging_limit "
+                               "below its largest tensor band)");
   }
   if (bad) {
     ckpt_fs_unlock(s->lock_fd);
@@ -267,6 +272,14 @@ ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tens
     return NULL;
   }
   warn_disk_space(s);
+  if (s->bounded && s->rank == 0 && !s->read_only) {
+    char ring[32], all[32];
+    ckpt_format_bytes(4.0 * (double)s->ring_floats, ring, sizeof ring);
+    ckpt_format_bytes(4.0 * (double)s->save_floats, all, sizeof all);
+    printf("checkpoint: staging in a ring of %s for the %s rank 0 writes (ckpt.staging_limit; %.0f%%)\n", ring, all,
+           100.0 * (double)s->ring_floats / (double)s->save_floats);
+    fflush(stdout);
+  }
   MPI_Comm_dup(grid->world, &s->comm);
   MPI_Comm_dup(grid->dp_comm, &s->dp_comm);
   comm_init_mpi(&s->hcomm, NULL, MPI_COMM_SELF, s->dp_comm, MPI_COMM_SELF, s->comm);
@@ -315,15 +328,18 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
   wait_idle(s);
   load_result *lr = &s->lres;
   if (lr->status < 0) {
+    ckpt_stage_load_end(s);
     boost_msgf(msg, msglen, "%s", lr->msg);
     return -1;
   }
   if (lr->status == 0) {
+    ckpt_stage_load_end(s);
     boost_msgf(msg, msglen, "%s%s%s", lr->msg, note ? "; " : "", note ? note : "");
     ckpt_state_free(&lr->state);
     return 0;
   }
   ckpt_upload_loaded(s); /* verified: only now into the arenas */
+  ckpt_stage_load_end(s);
   ckpt_load_report(s, lr);
   *meta = lr->meta; /* the caller owns them now */
   *state = lr->state;
@@ -335,15 +351,43 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
   return 1;
 }
 
+/* Until the job in flight no longer reads the first `need` bands of the
+ * ring (INT_MAX: any of the arenas). */
+static void wait_staged(ckpt_session *s, int need) {
+  pthread_mutex_lock(&s->sync.mu);
+#define STILL_READS (s->sync.busy && !s->sync.staged && s->sync.staged_items < need)
+  if (STILL_READS) {
+    const double t0 = boost_now_s();
+    s->sync.trainer_waiting++; /* the writer encodes on every core meanwhile */
+    while (STILL_READS) pthread_cond_wait(&s->sync.cv, &s->sync.mu);
+#undef STILL_READS
+    s->sync.trainer_waiting--;
+    s->sync.update_wait += boost_now_s() - t0;
+  }
+  pthread_mutex_unlock(&s->sync.mu);
+}
+
 void ckpt_before_update(ckpt_session *s) {
   if (!s) return;
   s->deferred_seen = 1;
+  wait_staged(s, INT_MAX);
+}
+
+int ckpt_staging_bounded(const ckpt_session *s) { return s && s->bounded; }
+
+void ckpt_before_update_tensors(ckpt_session *s, int t0, int t1) {
+  if (!s) return;
+  s->deferred_seen = 1;
+  int need = 0;
+  for (int t = t0; t < t1 && t < s->reg->count; t++)
+    if (s->tensor_need[t] > need) need = s->tensor_need[t];
+  wait_staged(s, s->bounded ? need : INT_MAX);
+}
+
+void ckpt_signal_staged(ckpt_session *s) {
   pthread_mutex_lock(&s->sync.mu);
-  if (s->sync.busy && !s->sync.staged) {
-    const double t0 = boost_now_s();
-    while (s->sync.busy && !s->sync.staged) pthread_cond_wait(&s->sync.cv, &s->sync.mu);
-    s->sync.update_wait += boost_now_s() - t0;
-  }
+  s->sync.staged = 1;
+  pthread_cond_broadcast(&s->sync.cv);
   pthread_mutex_unlock(&s->sync.mu);
 }
 
@@ -461,7 +505,9 @@ static void stage_job(ckpt_session *s, const ckpt_meta *meta, const ckpt_state *
     s->hooks.activations(s->hooks.ctx, &j->acts);
     ckpt_acts_union(&j->acts, s->grid->pp_comm);
   }
-  j->deferred = s->deferred_seen && !s->set.sync_mode;
+  /* A bounded ring is always filled by the writer, from the state of this
+   * mark(): a caller that does not defer waits for it in ckpt_after_step. */
+  j->deferred = (s->deferred_seen && !s->set.sync_mode) || s->bounded;
   if (j->deferred) {
     s->reg->be->mem->mark(s->reg->be); /* the writer copies this state on the copy stream */
   } else {
@@ -493,12 +539,14 @@ void ckpt_after_step(ckpt_session *s, const ckpt_meta *meta, const ckpt_state *s
   }
   const double t1 = boost_now_s();
   stage_job(s, meta, state);
-  const double stall = boost_now_s() - t1;
-  s->job.stall_s = stall;
   s->job.wait_prev_s = wait_prev;
   s->attempted = 1;
   s->last_staged_step = meta->step;
+  const int must_wait = s->bounded && !(s->deferred_seen && !s->set.sync_mode);
+  s->job.stall_s = boost_now_s() - t1;
   submit(s, JOB_SAVE, !s->job.deferred);
+  if (must_wait) wait_staged(s, INT_MAX); /* no caller's wait before its update: the arenas are read until then */
+  const double stall = boost_now_s() - t1;
   char now_txt[96] = "";
   if (s->set.sync_mode) { /* the baseline: training blocks for the whole save */
     wait_idle(s);

@@ -59,6 +59,11 @@ typedef struct {
   int level;                 /* zstd level */
   int timeout;               /* seconds a checkpoint job may run before the watchdog aborts (0: never) */
   int threads;               /* the rank's cores: a save training waits for encodes on all of them */
+  /* ckpt.staging_limit: the host memory a rank stages a save in, as bytes or
+   * as a percentage of what the rank writes (both 0: all of it). Below that,
+   * the writer stages the tensors in turns into a ring it writes out of,
+   * and the optimizer step waits until what it overwrites is staged. */
+  double staging_limit_bytes, staging_limit_percent;
   int activations;           /* the activations hook adds datasets to every save */
   int64_t data_seed;         /* this run's sample order: a resume from another warns */
   int abort_status;          /* the exit status of the watchdog's abort (the run's "ended unsaved"; 0: 1) */
@@ -125,6 +130,15 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
  * the time it waits counts as the checkpoint's stall. A caller that never
  * calls it gets synchronous staging inside ckpt_after_step. NULL s is fine. */
 void ckpt_before_update(ckpt_session *s);
+
+/* Whether ckpt.staging_limit is below what this rank writes: the writer
+ * then stages in turns, and a caller that updates the arenas in parts
+ * (optimizer_step_parts) waits before each part with
+ * ckpt_before_update_tensors instead of ckpt_before_update: for registry
+ * tensors [t0, t1) only, so that the update of the first tensors runs while
+ * the writer still stages the last ones. */
+int ckpt_staging_bounded(const ckpt_session *s);
+void ckpt_before_update_tensors(ckpt_session *s, int t0, int t1);
 
 /* Whether this session writes checkpoints (settings.dir set); without a dir
  * a session only resumes from a resume PATH. */

@@ -111,6 +111,7 @@ typedef struct {
   pthread_cond_t cv;
   job_kind pending; /* taken by the writer */
   int busy, staged, quit;
+  int staged_items; /* a bounded ring: the bands staged so far, in file order */
   int trainer_waiting; /* the training thread waits for the job in flight (wait_idle) */
   int res_unreported;
   double update_wait; /* ckpt_before_update's wait for the job in flight */
@@ -141,6 +142,21 @@ struct ckpt_session {
    * chunks of both moments (mchunk: m then v). */
   float *stage, *xbuf, *mchunk;
   size_t stage_floats, xbuf_floats;
+  /* The save ring (ckpt_stage.c). What this rank writes is nitems bands
+   * (item_key: entry * CKPT_NUM_CATEGORIES + category, in file order). With
+   * ckpt.staging_limit at or above them (save_floats) the staging buffer
+   * holds them all at their plan offsets, as it always did; below it
+   * (`bounded`), the buffer is a ring of ring_floats: the writer stages
+   * bands [ring_w, ring_h) into it, each where it fits (slot, by key), and
+   * a band leaves when it is written. item_sum: each band's checksum, taken
+   * as it is staged. */
+  int nitems, bounded, ring_w, ring_h, ring_async;
+  int borrowed; /* the staging buffer is a load's (ckpt_stage_load_begin) */
+  int *item_key;
+  int *tensor_need; /* per registry tensor: the bands (in file order) staged once all of its are */
+  size_t *slot;
+  uint64_t *item_sum;
+  size_t save_floats, load_floats, ring_floats;
   comm_ctx hcomm; /* the data plane on host memory over comm / dp_comm: ZeRO-1 moments, the replicas' bands */
 
   writer_sync sync;
@@ -196,6 +212,24 @@ void ckpt_stage_free(ckpt_session *s);
  * go to the staging buffer; with ZeRO-1 its moment chunks go whole to
  * s->mchunk, for ckpt_stage_moments. */
 void ckpt_copy_to_stage(ckpt_session *s, int async);
+/* The start of a save job (writer thread). Not bounded: the deferred copy
+ * of everything (async), training let go, ZeRO-1 moments gathered, every
+ * band hashed -- as it always was. Bounded: the ring filled as far as it
+ * goes (async: on the copy stream from the last mark()). */
+void ckpt_ring_begin(ckpt_session *s, int async);
+/* Band (i, c), this rank's, in the ring: stages ahead until it is (the
+ * bands before it must have been released). */
+float *ckpt_ring_take(ckpt_session *s, int i, int c);
+/* Band (i, c) is written: its room goes to the next ones. */
+void ckpt_ring_release(ckpt_session *s, int i, int c);
+/* ckpt.c: training may update the arenas now (the job no longer reads them). */
+void ckpt_signal_staged(ckpt_session *s);
+/* Around a load that has a file to read (writer thread), and after its
+ * upload (training thread): the staging buffer sized for the load's bands
+ * (a bounded ring gives its memory back for the time of the load), and
+ * back to the ring. */
+int ckpt_stage_load_begin(ckpt_session *s, char *err, size_t errlen);
+void ckpt_stage_load_end(ckpt_session *s);
 /* ZeRO-1, after ckpt_copy_to_stage: the moment bands this rank writes, from
  * the chunk owners' host copies (comm_alltoallv_f32 over s->hcomm, one per
  * tensor and moment; host memory only, so the writer does it after the
@@ -217,8 +251,11 @@ void ckpt_format_bytes(double b, char *out, size_t n);
  * activations or history), and the file size to reserve for it. */
 double ckpt_raw_bytes(const ckpt_session *s, const save_job *j);
 double ckpt_expected_file_bytes(const ckpt_session *s, const save_job *j);
-/* ckpt_write.c: the whole file, collectively; returns this rank's ok. */
-int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, const uint64_t *sums, save_result *r, char *err,
+/* ckpt_write.c: the whole file, collectively; returns this rank's ok.
+ * sums: this rank's checksums of the loss history and activations; the
+ * tensors' are added as their bands are staged, then all summed over the
+ * ranks (what ckpt_readback compares with). */
+int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, uint64_t *sums, save_result *r, char *err,
                     size_t errlen);
 /* ckpt_save.c: checksums, write, commit (writer thread). */
 void ckpt_do_save(ckpt_session *s, save_result *r);
@@ -227,6 +264,19 @@ void ckpt_do_save(ckpt_session *s, save_result *r);
 void ckpt_do_load(ckpt_session *s, load_result *lr);
 /* The one-line account of a load the arenas now hold (lr->msg). */
 void ckpt_load_report(ckpt_session *s, load_result *lr);
+
+/* ckpt_readback.c: stored chunks read with H5Dread_chunk (one thread: HDF5)
+ * and decoded on `threads` threads (zstd, unshuffle, checksum terms). For
+ * the hyperslab [st, st + ct) of dataset ds (global shape gshape): its
+ * elements into dst (row-major, when not NULL) and their checksum terms
+ * summed into *sum. Returns 1, 0 when the dataset's pipeline is not the
+ * writer's (read it through H5Dread), -1 with err. The file must be open
+ * through a POSIX driver (parallel HDF5 refuses H5Dread_chunk). */
+typedef struct ckpt_chunk_reader ckpt_chunk_reader;
+ckpt_chunk_reader *ckpt_chunk_reader_new(int threads);
+void ckpt_chunk_reader_free(ckpt_chunk_reader *cr);
+int ckpt_read_slab_chunks(ckpt_chunk_reader *cr, hid_t ds, int ndim, const int64_t *gshape, const hsize_t *st,
+                          const hsize_t *ct, float *dst, uint64_t *sum, const char *what, char *err, size_t errlen);
 
 /* ckpt_readback.c: every rank reads back, decodes and hashes the bands it
  * wrote to the closed file at path and compares the sums with `sums`

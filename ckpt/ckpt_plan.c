@@ -88,8 +88,7 @@ static void plan_bases(ckpt_entry *ents, int n, int dp) {
   boost_free(order);
 }
 
-/* Floats a band takes in the staging buffer (64-byte aligned). */
-static size_t band_floats(const ckpt_entry *e, const tensor_registry *reg, int c) {
+size_t ckpt_band_floats(const ckpt_entry *e, const tensor_registry *reg, int c) {
   return ((size_t)(e->r1[c] - e->r0[c]) * ckpt_row_floats(&reg->tensors[e->local]) + 15) & ~(size_t)15;
 }
 
@@ -111,7 +110,7 @@ size_t ckpt_plan(ckpt_entry *ents, int n, const tensor_registry *reg, int dp, in
       e->stage_off[c] = CKPT_NO_STAGE;
       if (e->local < 0 || !e->primary || e->writer_stage != pp_rank || e->r1[c] <= e->r0[c]) continue;
       e->stage_off[c] = stage_floats;
-      stage_floats += band_floats(e, reg, c);
+      stage_floats += ckpt_band_floats(e, reg, c);
     }
   }
   return stage_floats;
@@ -125,7 +124,7 @@ size_t ckpt_plan_load(ckpt_entry *ents, int n, const tensor_registry *reg) {
       e->load_off[c] = CKPT_NO_STAGE;
       if (e->local < 0 || e->r1[c] <= e->r0[c]) continue;
       e->load_off[c] = floats;
-      floats += band_floats(e, reg, c);
+      floats += ckpt_band_floats(e, reg, c);
     }
   return floats;
 }

@@ -56,6 +56,10 @@ size_t ckpt_row_floats(const tensor_desc *t);
 /* Replica k's band of hyperslab t (local rows [*r0, *r1)) for category c. */
 void ckpt_band_of(const ckpt_entry *e, const tensor_desc *t, int c, int k, int dp, int64_t *r0, int64_t *r1);
 
+/* Floats this rank's band (e, c) takes in the staging buffer (64-byte
+ * aligned). */
+size_t ckpt_band_floats(const ckpt_entry *e, const tensor_registry *reg, int c);
+
 /* The global hyperslab of local rows [r0, r1) of t. */
 void ckpt_band_slab(const tensor_desc *t, int64_t r0, int64_t r1, int64_t *start, int64_t *count);
 

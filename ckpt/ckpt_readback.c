@@ -33,28 +33,38 @@ typedef struct {
   size_t cap;              /* elements */
 } chunk_decoder;
 
-/* Chunks are read (HDF5: one thread) RB at a time, then decoded and hashed
- * in parallel when training waits for the save. */
+/* Chunks are read (HDF5: one thread) RB at a time and decoded and hashed on
+ * all of the rank's threads when training waits, the next batch read
+ * meanwhile. */
 #define RB 16
 
-typedef struct {
+struct ckpt_chunk_reader {
   chunk_decoder *dec;
   int ndec, threads;
-  unsigned char *packed[RB]; /* stored chunks of the batch */
-  size_t packed_cap[RB];
-  hsize_t stored[RB], off[RB][TENSOR_MAX_DIMS];
-  uint64_t part[RB];
-  char bad[RB][160]; /* a chunk that does not decode: why */
-} chunk_reader;
+  unsigned char *packed[2 * RB]; /* stored chunks of the batch being decoded and of the one being read */
+  size_t packed_cap[2 * RB];
+  hsize_t stored[2 * RB], off[2 * RB][TENSOR_MAX_DIMS];
+  uint64_t part[2 * RB];
+  char bad[2 * RB][160]; /* a chunk that does not decode: why */
+};
+typedef ckpt_chunk_reader chunk_reader;
 
-static void reader_free(chunk_reader *cr) {
+ckpt_chunk_reader *ckpt_chunk_reader_new(int threads) {
+  ckpt_chunk_reader *cr = boost_calloc(1, sizeof *cr);
+  cr->threads = threads > 0 ? threads : 1;
+  return cr;
+}
+
+void ckpt_chunk_reader_free(ckpt_chunk_reader *cr) {
+  if (!cr) return;
   for (int t = 0; t < cr->ndec; t++) {
     ZSTD_freeDCtx(cr->dec[t].dctx);
     boost_free(cr->dec[t].shuffled);
     boost_free(cr->dec[t].plain);
   }
   free(cr->dec);
-  for (int i = 0; i < RB; i++) boost_free(cr->packed[i]);
+  for (int i = 0; i < 2 * RB; i++) boost_free(cr->packed[i]);
+  boost_free(cr);
 }
 
 /* Decoders for chunks of ce elements on cr->threads threads; -1 with err
@@ -140,10 +150,27 @@ static int read_chunk(chunk_reader *cr, int i, hid_t ds, const hsize_t *off, con
   return mask == 0 ? 1 : 0;
 }
 
-/* Decodes batch slot i and sums the checksum terms of its part of the slab
- * [st, st + ct) into cr->part[i] (cr->bad[i] on failure). */
-static void hash_chunk(chunk_reader *cr, int i, chunk_decoder *dc, int ndim, const int64_t *gshape, const hsize_t *cd,
-                       size_t ce, const hsize_t *st, const hsize_t *ct) {
+/* Block [lo, lo + ext) of the slab [st, st + ct) (row-major, `part`) into
+ * dst, the slab's row-major buffer. */
+static void place_block(float *dst, const uint32_t *part, int ndim, const hsize_t *st, const hsize_t *ct,
+                        const int64_t *lo, const int64_t *ext) {
+  int64_t i[TENSOR_MAX_DIMS] = {0};
+  const size_t run = (size_t)ext[ndim - 1];
+  for (size_t w = 0;; w += run) {
+    size_t at = 0;
+    for (int d = 0; d < ndim; d++) at = at * (size_t)ct[d] + (size_t)(lo[d] - (int64_t)st[d] + (d < ndim - 1 ? i[d] : 0));
+    memcpy(dst + at, part + w, run * sizeof *dst);
+    int d = ndim - 2;
+    while (d >= 0 && ++i[d] == ext[d]) i[d--] = 0;
+    if (d < 0) break;
+  }
+}
+
+/* Decodes batch slot i; its part of the slab [st, st + ct) goes into dst
+ * (when not NULL) and its checksum terms into cr->part[i] (cr->bad[i] on
+ * failure). */
+static void decode_chunk(chunk_reader *cr, int i, chunk_decoder *dc, int ndim, const int64_t *gshape, const hsize_t *cd,
+                         size_t ce, const hsize_t *st, const hsize_t *ct, float *dst) {
   const hsize_t *off = cr->off[i];
   cr->bad[i][0] = 0;
   if (cr->stored[i] == 0) {
@@ -189,17 +216,41 @@ static void hash_chunk(chunk_reader *cr, int i, chunk_decoder *dc, int ndim, con
     }
     part = packed;
   }
+  if (dst) place_block(dst, part, ndim, st, ct, lo, ext);
   cr->part[i] = ckpt_hash_slab32(part, ndim, gshape, lo, ext);
 }
 
-/* The checksum terms of the hyperslab [st, st + ct) of dataset ds (global
- * shape gshape), from its stored chunks: each chunk is decoded and its part
- * of the slab hashed while it is in cache (the terms add up in any order,
- * so the chunks of a batch are decoded on cr->threads threads). Returns 1
- * with *sum, 0 when the dataset must be read through HDF5 instead, -1 on an
- * error. */
-static int hash_slab_by_chunks(chunk_reader *cr, hid_t ds, int ndim, const int64_t *gshape, const hsize_t *st,
-                               const hsize_t *ct, uint64_t *sum, const char *what, char *err, size_t errlen) {
+/* Where a slab's chunk walk is. */
+typedef struct {
+  int ndim, more;
+  hid_t ds;
+  const hsize_t *cd, *st, *ct;
+  hsize_t off[TENSOR_MAX_DIMS], first[TENSOR_MAX_DIMS];
+} slab_walk;
+
+/* The next (up to) RB chunks of the walk into bank `bank`'s slots; *n of
+ * them. Returns read_chunk's 1, 0 or -1. */
+static int read_batch(chunk_reader *cr, slab_walk *w, int bank, int *n, const char *what, char *err, size_t errlen) {
+  *n = 0;
+  while (w->more && *n < RB) {
+    const int slot = bank * RB + *n;
+    memcpy(cr->off[slot], w->off, sizeof w->off);
+    const int rc = read_chunk(cr, slot, w->ds, w->off, what, err, errlen);
+    if (rc <= 0) return rc;
+    (*n)++;
+    int d = w->ndim - 1;
+    for (; d >= 0; d--) {
+      w->off[d] += w->cd[d];
+      if (w->off[d] < w->st[d] + w->ct[d]) break;
+      w->off[d] = w->first[d];
+    }
+    w->more = d >= 0;
+  }
+  return 1;
+}
+
+int ckpt_read_slab_chunks(ckpt_chunk_reader *cr, hid_t ds, int ndim, const int64_t *gshape, const hsize_t *st,
+                          const hsize_t *ct, float *dst, uint64_t *sum, const char *what, char *err, size_t errlen) {
   hsize_t cd[TENSOR_MAX_DIMS];
   if (ndim < 1 || ndim > TENSOR_MAX_DIMS || !direct_readable(ds, ndim, cd)) return 0;
   size_t ce = 1;
@@ -208,36 +259,35 @@ static int hash_slab_by_chunks(chunk_reader *cr, hid_t ds, int ndim, const int64
   *sum = 0;
   for (int d = 0; d < ndim; d++)
     if (ct[d] == 0) return 1;
-  /* Every chunk meeting the slab, in row-major order of the chunk grid. */
-  hsize_t off[TENSOR_MAX_DIMS], first[TENSOR_MAX_DIMS];
-  for (int d = 0; d < ndim; d++) off[d] = first[d] = st[d] / cd[d] * cd[d];
-  for (int more = 1; more;) {
-    int n = 0;
-    while (more && n < RB) {
-      memcpy(cr->off[n], off, sizeof off);
-      const int rc = read_chunk(cr, n, ds, off, what, err, errlen);
-      if (rc <= 0) return rc;
-      n++;
-      int d = ndim - 1;
-      for (; d >= 0; d--) {
-        off[d] += cd[d];
-        if (off[d] < st[d] + ct[d]) break;
-        off[d] = first[d];
-      }
-      more = d >= 0;
+  /* Every chunk meeting the slab, in row-major order of the chunk grid, in
+   * batches of RB: while the team decodes one, its master thread (the only
+   * one calling HDF5) reads the next, then joins the decoding. */
+  slab_walk w = {.ndim = ndim, .ds = ds, .cd = cd, .st = st, .ct = ct, .more = 1};
+  for (int d = 0; d < ndim; d++) w.off[d] = w.first[d] = st[d] / cd[d] * cd[d];
+  int bank = 0, n = 0, rc = read_batch(cr, &w, bank, &n, what, err, errlen);
+  while (rc > 0 && n > 0) {
+    int next_n = 0, next_rc = 1;
+    const int b0 = bank * RB;
+#pragma omp parallel num_threads(cr->threads)
+    {
+#pragma omp master
+      if (w.more) next_rc = read_batch(cr, &w, bank ^ 1, &next_n, what, err, errlen);
+#pragma omp for schedule(dynamic, 1) nowait
+      for (int i = 0; i < n; i++)
+        decode_chunk(cr, b0 + i, &cr->dec[omp_get_thread_num()], ndim, gshape, cd, ce, st, ct, dst);
     }
-    const int threads = cr->threads < n ? cr->threads : n;
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-    for (int i = 0; i < n; i++) hash_chunk(cr, i, &cr->dec[omp_get_thread_num()], ndim, gshape, cd, ce, st, ct);
-    for (int i = 0; i < n; i++) {
+    for (int i = b0; i < b0 + n; i++) {
       if (cr->bad[i][0]) {
         boost_msgf(err, errlen, "%s: %s", what, cr->bad[i]);
         return -1;
       }
       *sum += cr->part[i];
     }
+    bank ^= 1;
+    n = next_n;
+    rc = next_rc;
   }
-  return 1;
+  return rc;
 }
 
 int ckpt_readback(ckpt_session *s, const char *path, const uint64_t *sums, char *err, size_t errlen) {
@@ -255,7 +305,7 @@ int ckpt_readback(ckpt_session *s, const char *path, const uint64_t *sums, char 
     boost_msgf(err, errlen, "read-back: out of memory (%zu checksums)", n);
     ok = 0;
   }
-  chunk_reader cr = {.threads = ckpt_work_threads(s)};
+  chunk_reader *cr = ckpt_chunk_reader_new(ckpt_work_threads(s));
   char dpath[TENSOR_NAME_MAX + 48];
   /* Every rank opens every dataset, in the same order (as a load does); the
    * ranks that wrote a band read it back. */
@@ -275,10 +325,10 @@ int ckpt_readback(ckpt_session *s, const char *path, const uint64_t *sums, char 
       ckpt_band_slab(t, e->r0[c], e->r1[c], start, count);
       for (int d = 0; d < t->ndim; d++) st[d] = (hsize_t)start[d], ct[d] = (hsize_t)count[d];
       int rc = !s->set.readback_hdf5 && H5Sget_simple_extent_ndims(space) == t->ndim
-                   ? hash_slab_by_chunks(&cr, ds, t->ndim, t->shape, st, ct, &got[k], dpath, err, errlen)
+                   ? ckpt_read_slab_chunks(cr, ds, t->ndim, t->shape, st, ct, NULL, &got[k], dpath, err, errlen)
                    : 0;
-      if (rc == 0) { /* another pipeline: through HDF5, into the staging buffer */
-        float *dst = buf + e->stage_off[c];
+      if (rc == 0) { /* another pipeline: through HDF5, into the staging buffer (a ring: each band at its start) */
+        float *dst = s->bounded ? buf : buf + e->stage_off[c];
         hid_t mem = H5Screate_simple(t->ndim, ct, NULL);
         rc = H5Sselect_hyperslab(space, H5S_SELECT_SET, st, NULL, ct, NULL) >= 0 &&
                      H5Dread(ds, H5T_NATIVE_FLOAT, mem, space, H5P_DEFAULT, dst) >= 0
@@ -293,7 +343,7 @@ int ckpt_readback(ckpt_session *s, const char *path, const uint64_t *sums, char 
     if (space >= 0) H5Sclose(space);
     if (ds >= 0) H5Dclose(ds);
   }
-  reader_free(&cr);
+  ckpt_chunk_reader_free(cr);
   if (f >= 0 && H5Fclose(f) < 0 && ok) {
     ckpt_h5_error(err, errlen, "read-back: closing the written file");
     ok = 0;

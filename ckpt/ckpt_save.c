@@ -23,20 +23,12 @@ void ckpt_format_bytes(double b, char *out, size_t n) {
 
 /* Checksums of what this rank writes: each element is hashed by the one
  * rank that writes it, so the sums over ranks are the layout-independent
- * checksums. Order: (tensor, category)..., state datasets, activations. */
+ * checksums. Order: (tensor, category)..., state datasets, activations.
+ * The tensors' are taken as they are staged (ckpt_stage.c) and summed over
+ * the ranks once all are (ckpt_write_file); these are the others'. */
 static uint64_t *checksums(ckpt_session *s, const save_job *j, size_t *nsum) {
   *nsum = (size_t)s->nent * CKPT_NUM_CATEGORIES + CKPT_STATE_NSETS + (size_t)j->acts.nact;
   uint64_t *sums = boost_calloc(*nsum, sizeof *sums);
-  for (int i = 0; i < s->nent; i++)
-    for (int c = 0; c < CKPT_NUM_CATEGORIES; c++) {
-      const ckpt_entry *e = &s->ents[i];
-      if (e->stage_off[c] == CKPT_NO_STAGE) continue;
-      const tensor_desc *t = &s->reg->tensors[e->local];
-      int64_t start[TENSOR_MAX_DIMS], count[TENSOR_MAX_DIMS];
-      ckpt_band_slab(t, e->r0[c], e->r1[c], start, count);
-      sums[(size_t)i * CKPT_NUM_CATEGORIES + c] =
-          ckpt_hash_slab32(s->stage + e->stage_off[c], t->ndim, t->shape, start, count);
-    }
   for (int k = 0; s->rank == 0 && k < CKPT_STATE_NSETS; k++)
     sums[(size_t)s->nent * CKPT_NUM_CATEGORIES + k] = ckpt_state_hash(k, &j->state.set[k]);
   for (int a = 0; a < j->acts.nact; a++) {
@@ -48,7 +40,6 @@ static uint64_t *checksums(ckpt_session *s, const save_job *j, size_t *nsum) {
         : it->d.type == CKPT_ACT_BF16 ? ckpt_hash_slab_bf16(p, it->d.ndim, it->d.shape, it->start, it->count)
                                       : ckpt_hash_slab32(p, it->d.ndim, it->d.shape, it->start, it->count);
   }
-  comm_control(s->comm, COMM_WORLD, "checkpoint checksums", sums, (int)*nsum, MPI_UINT64_T, MPI_SUM);
   return sums;
 }
 
@@ -113,14 +104,7 @@ void ckpt_do_save(ckpt_session *s, save_result *r) {
   r->step = j->step;
   r->stall_s = j->stall_s;
   r->wait_prev_s = j->wait_prev_s;
-  if (j->deferred) { /* the copy training waits for before its next update */
-    ckpt_copy_to_stage(s, 1);
-    pthread_mutex_lock(&s->sync.mu);
-    s->sync.staged = 1;
-    pthread_cond_broadcast(&s->sync.cv);
-    pthread_mutex_unlock(&s->sync.mu);
-    ckpt_stage_moments(s); /* ZeRO-1, from the host copies: training goes on meanwhile */
-  }
+  ckpt_ring_begin(s, j->deferred); /* the deferred copy training waits for, or the first bands of a ring */
   size_t nsum;
   uint64_t *sums = checksums(s, j, &nsum);
   char name[64], tmp_name[80], path[PATH_MAX + 96], err[REASON_MAX] = "";

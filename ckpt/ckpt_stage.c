@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "ckpt_hash.h"
 #include "ckpt_internal.h"
 
 /* The arena address of rows [r0, ...) of entry e's tensor in category c
@@ -26,10 +27,69 @@ static float *xbuf(ckpt_session *s, size_t floats) {
   return s->xbuf;
 }
 
+/* The bands this rank writes, in file order; returns the largest's floats
+ * (*which: its key). */
+static size_t list_items(ckpt_session *s, int *which) {
+  const size_t nkeys = (size_t)s->nent * CKPT_NUM_CATEGORIES;
+  s->item_key = boost_calloc(nkeys ? nkeys : 1, sizeof *s->item_key);
+  s->slot = boost_calloc(nkeys ? nkeys : 1, sizeof *s->slot);
+  s->item_sum = boost_calloc(nkeys ? nkeys : 1, sizeof *s->item_sum);
+  s->tensor_need = boost_calloc((size_t)(s->reg->count ? s->reg->count : 1), sizeof *s->tensor_need);
+  size_t most = 0;
+  *which = -1;
+  s->nitems = 0;
+  for (int i = 0; i < s->nent; i++)
+    for (int c = 0; c < CKPT_NUM_CATEGORIES; c++) {
+      const ckpt_entry *e = &s->ents[i];
+      const int k = i * CKPT_NUM_CATEGORIES + c;
+      s->slot[k] = e->stage_off[c]; /* not bounded: the plan's offsets, always */
+      if (e->stage_off[c] == CKPT_NO_STAGE) continue;
+      s->item_key[s->nitems++] = k;
+      s->tensor_need[e->local] = s->nitems;
+      const size_t n = ckpt_band_floats(e, s->reg, c);
+      if (n > most) most = n, *which = k;
+    }
+  return most;
+}
+
+/* The ring's size from ckpt.staging_limit; -1 with err (naming the key)
+ * when it cannot hold the largest band or the moments are ZeRO-1 chunks. */
+static int size_ring(ckpt_session *s, char *err, size_t errlen) {
+  int big;
+  const size_t most = list_items(s, &big);
+  const double limit = s->cfg.staging_limit_bytes > 0 ? s->cfg.staging_limit_bytes / sizeof(float)
+                       : s->cfg.staging_limit_percent > 0 ? s->cfg.staging_limit_percent / 100.0 * (double)s->save_floats
+                                                          : (double)s->save_floats;
+  s->bounded = s->nitems > 0 && limit < (double)s->save_floats;
+  if (!s->bounded) return 0;
+  char lim[64], need[32], all[32];
+  if (s->cfg.staging_limit_percent > 0) boost_msgf(lim, sizeof lim, "%g%%", s->cfg.staging_limit_percent);
+  else ckpt_format_bytes(s->cfg.staging_limit_bytes, lim, sizeof lim);
+  ckpt_format_bytes(4.0 * (double)s->save_floats, all, sizeof all);
+  if (registry_moments_sharded(s->reg))
+    return boost_err(err, errlen,
+                     "ckpt.staging_limit=%s is below the %s this rank writes, and bounded staging does not take ZeRO-1 "
+                     "moment chunks (parallel.zero) yet: set ckpt.staging_limit=100%% or parallel.zero=false",
+                     lim, all);
+  s->ring_floats = (size_t)limit & ~(size_t)15;
+  if (s->ring_floats < most) {
+    ckpt_format_bytes(4.0 * (double)most, need, sizeof need);
+    return boost_err(err, errlen,
+                     "ckpt.staging_limit=%s is too small: the largest tensor band this rank writes (%s/%s) takes %s "
+                     "(%.1f%% of the %s it writes); raise it to at least that",
+                     lim, ckpt_category_group[big % CKPT_NUM_CATEGORIES], s->ents[big / CKPT_NUM_CATEGORIES].name, need,
+                     100.0 * (double)most / (double)s->save_floats, all);
+  }
+  return 0;
+}
+
 int ckpt_stage_alloc(ckpt_session *s, char *err, size_t errlen) {
   boost_backend *be = s->reg->be;
-  size_t load_floats = ckpt_plan_load(s->ents, s->nent, s->reg);
-  if (load_floats > s->stage_floats) s->stage_floats = load_floats;
+  s->save_floats = s->stage_floats;
+  s->load_floats = ckpt_plan_load(s->ents, s->nent, s->reg);
+  if (size_ring(s, err, errlen) != 0) return -1;
+  if (s->bounded) s->stage_floats = s->ring_floats; /* a load borrows more for its time (ckpt_stage_load_begin) */
+  else if (s->load_floats > s->stage_floats) s->stage_floats = s->load_floats;
   if (s->grid->dp > 1) /* whole tensors and ZeRO-1 chunk pieces, one at a time */
     for (int i = 0; i < s->reg->count; i++)
       if (s->reg->tensors[i].numel > s->xbuf_floats) s->xbuf_floats = s->reg->tensors[i].numel;
@@ -52,6 +112,139 @@ void ckpt_stage_free(ckpt_session *s) {
   if (s->xbuf) be->mem->host_free(be, s->xbuf);
   if (s->mchunk) be->mem->host_free(be, s->mchunk);
   s->stage = s->xbuf = s->mchunk = NULL;
+  boost_free(s->item_key);
+  boost_free(s->slot);
+  boost_free(s->item_sum);
+  boost_free(s->tensor_need);
+  s->tensor_need = NULL;
+  s->item_key = NULL;
+  s->slot = NULL;
+  s->item_sum = NULL;
+}
+
+int ckpt_stage_load_begin(ckpt_session *s, char *err, size_t errlen) {
+  if (!s->bounded) return 0;
+  boost_backend *be = s->reg->be;
+  s->borrowed = 1;
+  if (s->stage) be->mem->host_free(be, s->stage);
+  s->stage = s->load_floats ? be->mem->host_alloc(be, s->load_floats * sizeof(float)) : NULL;
+  if (s->load_floats && !s->stage)
+    return boost_err(err, errlen, "out of host memory for the checkpoint load (%.1f MiB)",
+                     4.0 * (double)s->load_floats / (1 << 20));
+  return 0;
+}
+
+void ckpt_stage_load_end(ckpt_session *s) {
+  if (!s->borrowed) return;
+  s->borrowed = 0;
+  boost_backend *be = s->reg->be;
+  if (s->stage) be->mem->host_free(be, s->stage);
+  s->stage = be->mem->host_alloc(be, s->ring_floats * sizeof(float)); /* the load's memory, just given back */
+  if (!s->stage) boost_fail("out of host memory for the checkpoint staging ring (%.1f MiB) after the load",
+                            4.0 * (double)s->ring_floats / (1 << 20));
+}
+
+/* ---- the save ring ------------------------------------------------------------ */
+
+static size_t item_floats(const ckpt_session *s, int k) {
+  return ckpt_band_floats(&s->ents[k / CKPT_NUM_CATEGORIES], s->reg, k % CKPT_NUM_CATEGORIES);
+}
+
+/* Where n floats fit after the newest staged band (or, wrapping, before the
+ * oldest); 0 when they do not fit yet. */
+static int ring_place(const ckpt_session *s, size_t n, size_t *at) {
+  if (s->ring_w == s->ring_h) {
+    *at = 0;
+    return n <= s->ring_floats;
+  }
+  const int old = s->item_key[s->ring_w], young = s->item_key[s->ring_h - 1];
+  const size_t lo = s->slot[old], hi = s->slot[young] + item_floats(s, young);
+  if (hi > lo) { /* one run [lo, hi): room after it, or from the start */
+    *at = hi + n <= s->ring_floats ? hi : 0;
+    return hi + n <= s->ring_floats || n <= lo;
+  }
+  *at = hi; /* wrapped: the room is [hi, lo) */
+  return hi + n <= lo;
+}
+
+/* Band k from the arenas into the ring at slot[k], hashed. */
+static void stage_item(ckpt_session *s, int k) {
+  boost_backend *be = s->reg->be;
+  const ckpt_entry *e = &s->ents[k / CKPT_NUM_CATEGORIES];
+  const int c = k % CKPT_NUM_CATEGORIES;
+  const tensor_desc *t = &s->reg->tensors[e->local];
+  float *dst = s->stage + s->slot[k];
+  const size_t bytes = (size_t)(e->r1[c] - e->r0[c]) * ckpt_row_floats(t) * sizeof(float);
+  if (s->ring_async) {
+    be->mem->download_async(be, dst, arena_rows(s, e, c, e->r0[c]), bytes);
+    be->mem->copy_sync(be);
+  } else {
+    be->mem->download(be, dst, arena_rows(s, e, c, e->r0[c]), bytes);
+  }
+  int64_t start[TENSOR_MAX_DIMS], count[TENSOR_MAX_DIMS];
+  ckpt_band_slab(t, e->r0[c], e->r1[c], start, count);
+  s->item_sum[k] = ckpt_hash_slab32(dst, t->ndim, t->shape, start, count);
+}
+
+/* Stages the next bands while they fit; the last one lets training go on. */
+static void ring_fill(ckpt_session *s) {
+  const int before = s->ring_h;
+  size_t at;
+  while (s->ring_h < s->nitems && ring_place(s, item_floats(s, s->item_key[s->ring_h]), &at)) {
+    const int k = s->item_key[s->ring_h];
+    s->slot[k] = at;
+    stage_item(s, k);
+    s->ring_h++;
+    pthread_mutex_lock(&s->sync.mu); /* the optimizer may be waiting for this band */
+    s->sync.staged_items = s->ring_h;
+    pthread_cond_broadcast(&s->sync.cv);
+    pthread_mutex_unlock(&s->sync.mu);
+  }
+  if (s->ring_h == s->nitems && before < s->nitems) ckpt_signal_staged(s);
+}
+
+void ckpt_ring_begin(ckpt_session *s, int async) {
+  const size_t nkeys = (size_t)s->nent * CKPT_NUM_CATEGORIES;
+  memset(s->item_sum, 0, (nkeys ? nkeys : 1) * sizeof *s->item_sum);
+  s->ring_w = s->ring_h = 0;
+  s->ring_async = async;
+  if (s->bounded) {
+    for (size_t k = 0; k < nkeys; k++) s->slot[k] = CKPT_NO_STAGE;
+    ring_fill(s);
+    return;
+  }
+  if (async) { /* the copy training waits for before its next update */
+    ckpt_copy_to_stage(s, 1);
+    ckpt_signal_staged(s);
+    ckpt_stage_moments(s); /* ZeRO-1, from the host copies: training goes on meanwhile */
+  }
+  for (int n = 0; n < s->nitems; n++) {
+    const int k = s->item_key[n];
+    const ckpt_entry *e = &s->ents[k / CKPT_NUM_CATEGORIES];
+    const int c = k % CKPT_NUM_CATEGORIES;
+    const tensor_desc *t = &s->reg->tensors[e->local];
+    int64_t start[TENSOR_MAX_DIMS], count[TENSOR_MAX_DIMS];
+    ckpt_band_slab(t, e->r0[c], e->r1[c], start, count);
+    s->item_sum[k] = ckpt_hash_slab32(s->stage + s->slot[k], t->ndim, t->shape, start, count);
+  }
+  s->ring_h = s->nitems;
+}
+
+float *ckpt_ring_take(ckpt_session *s, int i, int c) {
+  const int k = i * CKPT_NUM_CATEGORIES + c;
+  if (s->bounded) {
+    BOOST_ASSERT(s->ring_w < s->nitems && s->item_key[s->ring_w] == k); /* in file order */
+    ring_fill(s);
+    BOOST_ASSERT(s->ring_h > s->ring_w);
+  }
+  return s->stage + s->slot[k];
+}
+
+void ckpt_ring_release(ckpt_session *s, int i, int c) {
+  if (!s->bounded) return;
+  BOOST_ASSERT(s->ring_w < s->ring_h && s->item_key[s->ring_w] == i * CKPT_NUM_CATEGORIES + c);
+  s->ring_w++;
+  ring_fill(s); /* its room to the next bands at once: the optimizer may be waiting for them */
 }
 
 /* ---- ZeRO-1 moments --------------------------------------------------------------

@@ -52,8 +52,8 @@ static void wfail(writer *w, const char *fmt, const char *arg) {
  * rank encodes its chunks; the writer places them with other datasets'
  * (ckpt_direct.h) and closes the dataset then. */
 static void write_dataset_direct(writer *w, hid_t loc, const char *path, const char *name, hid_t ftype, int ndim,
-                                 const int64_t *gshape, const hsize_t *chunk, const void *buf, uint64_t checksum,
-                                 int kind) {
+                                 const int64_t *gshape, const hsize_t *chunk, const void *buf,
+                                 const uint64_t *checksum, int kind) {
   ckpt_session *s = w->s;
   hsize_t dims[TENSOR_MAX_DIMS];
   double raw = (double)H5Tget_size(ftype);
@@ -70,7 +70,8 @@ static void write_dataset_direct(writer *w, hid_t loc, const char *path, const c
       wfail(w, "H5Dcreate %s", path);
     if (dcpl >= 0) H5Pclose(dcpl);
     if (space >= 0) H5Sclose(space);
-    if (dset >= 0 && ckpt_attr_put_u64(dset, CKPT_ATTR_CHECKSUM, checksum) < 0) wfail(w, "checksum attribute of %s", path);
+    if (dset >= 0 && checksum && ckpt_attr_put_u64(dset, CKPT_ATTR_CHECKSUM, *checksum) < 0)
+      wfail(w, "checksum attribute of %s", path);
   }
   /* All of the rank's cores while training waits for this save (a final
    * save, synchronous saves); one beside training otherwise. */
@@ -84,10 +85,10 @@ static void write_dataset_direct(writer *w, hid_t loc, const char *path, const c
 /* One dataset, collectively: every rank creates it; ranks with data select
  * their hyperslab (start/count over the global shape), the others nothing.
  * chunk64: the chunk shape of a filtered dataset (NULL: contiguous, no
- * filters). */
+ * filters); checksum NULL: its attribute comes later (put_tensor_sums). */
 static void write_dataset(writer *w, hid_t loc, const char *path, const char *name, hid_t ftype, hid_t mtype,
                           int ndim, const int64_t *gshape, const int64_t *chunk64, const int64_t *start,
-                          const int64_t *count, const void *buf, uint64_t checksum, int kind) {
+                          const int64_t *count, const void *buf, const uint64_t *checksum, int kind) {
   ckpt_session *s = w->s;
   hsize_t dims[TENSOR_MAX_DIMS], chunk[TENSOR_MAX_DIMS], st[TENSOR_MAX_DIMS], ct[TENSOR_MAX_DIMS];
   const int filtered = chunk64 != NULL;
@@ -137,7 +138,7 @@ static void write_dataset(writer *w, hid_t loc, const char *path, const char *na
     if (n > 0 && H5Dwrite(dset, mtype, mem, space, w->dxpl, has ? buf : (const void *)dummy) < 0)
       wfail(w, "H5Dwrite %s", path);
     H5Sclose(mem);
-    if (ckpt_attr_put_u64(dset, CKPT_ATTR_CHECKSUM, checksum) < 0) wfail(w, "checksum attribute of %s", path);
+    if (checksum && ckpt_attr_put_u64(dset, CKPT_ATTR_CHECKSUM, *checksum) < 0) wfail(w, "checksum attribute of %s", path);
     if (kind >= 0) {
       w->r->raw[kind] += (double)n * (double)H5Tget_size(ftype);
       w->r->stored[kind] += (double)H5Dget_storage_size(dset);
@@ -345,7 +346,7 @@ static void write_activations(writer *w, const save_job *j, const uint64_t *sums
         w->placed_ok = ckpt_direct_add(w->s->direct, w->next_item++, w->fd, -1, NULL, NULL, 1, 0);
     } else
       write_dataset(w, ga, path_ds, it->d.name, ft, mt, it->d.ndim, it->d.shape, it->chunk, it->start, it->has ? it->count : NULL,
-                    it->has ? j->acts.act_buf + it->off : NULL, sums[a], SIZE_ACTS);
+                    it->has ? j->acts.act_buf + it->off : NULL, &sums[a], SIZE_ACTS);
     if (bf16 >= 0) H5Tclose(bf16);
     go = go_on(w);
   }
@@ -365,7 +366,7 @@ static void write_state(writer *w, const save_job *j, const uint64_t *sums) {
     char path_ds[96];
     boost_msgf(path_ds, sizeof path_ds, CKPT_GROUP_STATE "/%s", d->name);
     write_dataset(w, gs, path_ds, d->name, f32 ? H5T_IEEE_F32LE : H5T_IEEE_F64LE, f32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE,
-                  ndim, shape, NULL, zero, s->rank == 0 ? shape : NULL, j->state.set[k].data, sums[k], -1);
+                  ndim, shape, NULL, zero, s->rank == 0 ? shape : NULL, j->state.set[k].data, &sums[k], -1);
     if (d->cols > 0 && gs >= 0) { /* every rank that holds the file (collective metadata) */
       char cols[512];
       ckpt_state_columns(k, cols, sizeof cols);
@@ -377,8 +378,26 @@ static void write_state(writer *w, const save_job *j, const uint64_t *sums) {
   if (gs >= 0) H5Gclose(gs);
 }
 
+/* Every checksum summed over the ranks (nsum of them), the tensors' --
+ * taken as each band was staged -- put on their datasets (rank 0 alone
+ * when direct). */
+static void put_tensor_sums(writer *w, const hid_t *groups, uint64_t *sums, size_t nsum) {
+  ckpt_session *s = w->s;
+  const size_t n = (size_t)s->nent * CKPT_NUM_CATEGORIES;
+  memcpy(sums, s->item_sum, n * sizeof *sums);
+  comm_control(s->comm, COMM_WORLD, "checkpoint checksums", sums, (int)nsum, MPI_UINT64_T, MPI_SUM);
+  if (w->direct && s->rank != 0) return;
+  for (size_t k = 0; k < n && w->ok; k++) {
+    const ckpt_entry *e = &s->ents[k / CKPT_NUM_CATEGORIES];
+    const hid_t d = H5Dopen2(groups[k % CKPT_NUM_CATEGORIES], e->name, H5P_DEFAULT);
+    if (d < 0 || ckpt_attr_put_u64(d, CKPT_ATTR_CHECKSUM, sums[k]) < 0)
+      wfail(w, "checksum attribute of %s", e->name);
+    if (d >= 0) H5Dclose(d);
+  }
+}
+
 /* Writes the whole file; returns this rank's ok. */
-int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, const uint64_t *sums, save_result *r,
+int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, uint64_t *sums, save_result *r,
                       char *err, size_t errlen) {
   writer w = {s, -1, -1, 1, "", r, 0, -1, 0, 1};
   const tensor_registry *reg = s->reg;
@@ -417,11 +436,13 @@ int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, const uint64
         if (mine) ckpt_band_slab(&reg->tensors[e->local], e->r0[c], e->r1[c], start, count);
         boost_msgf(path_ds, sizeof path_ds, "%s/%s", ckpt_category_group[c], e->name);
         write_dataset(&w, groups[c], path_ds, e->name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, e->ndim, e->shape, e->chunk,
-                      mine ? start : NULL, mine ? count : NULL, mine ? s->stage + e->stage_off[c] : NULL,
-                      sums[(size_t)i * CKPT_NUM_CATEGORIES + c], c == CKPT_PARAMS ? SIZE_WEIGHTS : SIZE_MOMENTS);
+                      mine ? start : NULL, mine ? count : NULL, mine ? ckpt_ring_take(s, i, c) : NULL, NULL,
+                      c == CKPT_PARAMS ? SIZE_WEIGHTS : SIZE_MOMENTS);
+        if (mine) ckpt_ring_release(s, i, c);
         go = go_on(&w); /* stop everywhere at the first failure */
       }
     }
+    if (go) put_tensor_sums(&w, groups, sums, (size_t)s->nent * CKPT_NUM_CATEGORIES + CKPT_STATE_NSETS + (size_t)j->acts.nact);
     for (int c = 0; c < CKPT_NUM_CATEGORIES; c++)
       if (groups[c] >= 0) H5Gclose(groups[c]);
     if (go) write_state(&w, j, sums + (size_t)s->nent * CKPT_NUM_CATEGORIES);

@@ -133,6 +133,8 @@ void trainer_ckpt_settings(const train_config *cfg, ckpt_settings *set) {
   set->keep_every = cfg->ckpt.keep_every;
   set->level = cfg->ckpt.level;
   set->timeout = cfg->ckpt.timeout;
+  set->staging_limit_bytes = cfg->ckpt.staging_limit.bytes;
+  set->staging_limit_percent = cfg->ckpt.staging_limit.percent;
   set->threads = cfg->train.threads;
   set->activations = cfg->ckpt.activations != ACTS_NONE;
   set->data_seed = cfg->data.seed;

@@ -67,6 +67,7 @@ struct trainer {
   FILE *metrics;
   int32_t *val_in, *val_tg; /* validation's micro-batch: the pipeline's buffers hold the step's last one */
   ckpt_session *ck; /* trainer_run's checkpoint session (NULL: none) */
+  optim_parts parts; /* the optimizer step in parts when ck's staging is bounded (n 0: whole) */
   trainer_ckpt_ctx hooks_ctx;
   run_interval interval; /* ckpt.every_seconds / ckpt.every = auto */
 };
@@ -142,6 +143,9 @@ static void fetch_micro(void *ctx, int micro, int32_t *in, int32_t *tg) {
   }
 }
 
+/* optimizer_step_parts' wait: the checkpoint in flight has read tensors [t0, t1). */
+static void wait_staged(void *ck, int t0, int t1) { ckpt_before_update_tensors(ck, t0, t1); }
+
 /* One optimizer step: grad_accum micro-batches per replica through the
  * pipeline (pipeline.c), the gradient reduction over dp, the optimizer.
  * Returns the mean loss over the global batch and the pre-clip gradient
@@ -182,8 +186,13 @@ static float train_step(run *r, train_state *st, double *grad_norm) {
   model_download_stats(m, red);
   *grad_norm = sqrt(red[1]);
   float lr = lr_at(cfg, (int)st->step);
-  ckpt_before_update(r->ck); /* a checkpoint's deferred copy of params/moments must be done */
-  optimizer_step(m, cfg, lr, (int)st->step + 1, boost_clip_scale(*grad_norm, cfg->train.grad_clip));
+  const float clip = boost_clip_scale(*grad_norm, cfg->train.grad_clip);
+  if (r->parts.n) { /* each part waits only for its tensors' bands of a checkpoint staged in turns */
+    optimizer_step_parts(m, cfg, lr, (int)st->step + 1, clip, &r->parts, wait_staged, r->ck);
+  } else {
+    ckpt_before_update(r->ck); /* a checkpoint's deferred copy of params/moments must be done */
+    optimizer_step(m, cfg, lr, (int)st->step + 1, clip);
+  }
   if (cfg->parallel.zero) {
     comm_allgather_chunks(&r->comm, COMM_DP, m->reg.arena[TENSOR_PARAMS], chunk);
     registry_refresh_work(&m->reg);
@@ -391,6 +400,7 @@ void trainer_destroy(trainer *r) {
   boost_free(r->val_in);
   boost_free(r->val_tg);
   boost_free(r->layers_per_stage);
+  if (r->parts.n) optim_parts_free(&r->parts, &r->m);
   if (r->m.layers) model_free(&r->m);
   if (r->comm.ops) comm_free(&r->comm);
   boost_backend_destroy(r->be);
@@ -502,11 +512,13 @@ static int open_and_resume(run *t, char *msg, size_t msglen) {
   const ckpt_hooks hooks = trainer_ckpt_hooks(&t->hooks_ctx);
   ckpt_settings ck_set;
   trainer_ckpt_settings(cfg, &ck_set);
+  ck_set.threads = t->threads; /* train.threads=0 resolved: a save or load training waits for uses them all */
   watchdog_phase("start-up: checkpoint directory", WATCH_WAIT);
   t->ck = ckpt_open(&ck_set, &t->grid, &t->m.reg, &hooks, err, sizeof err);
   watchdog_phase("start-up: checkpoint load", WATCH_CKPT);
   if ((!t->ck && err[0]) || trainer_ckpt_resume(t->ck, &t->st, msg, msglen) < 0)
     return fail_all(&t->grid, t->ck ? msg : err);
+  if (ckpt_staging_bounded(t->ck)) optim_parts_init(&t->parts, &t->m, 16);
   watchdog_phase("start-up: start agreement", WATCH_WAIT);
   return accept_start(t, err, sizeof err);
 }

@@ -3,6 +3,7 @@
 #include "util.h"
 
 #include <cJSON.h>
+#include <ctype.h>
 #include <errno.h>
 #include <ini.h>
 #include <math.h>
@@ -141,6 +142,10 @@ static const key_spec KEYS[] = {
     {"ckpt.activations", K_ENUM, F(ckpt.activations), 0, 0,
      "store low-rank bottleneck activations: none, one micro-batch (sample) or every rank's (all)", ACTS_CHOICES},
     {"ckpt.level", K_INT, F(ckpt.level), 1, 19, "zstd level", NULL},
+    {"ckpt.staging_limit", K_STR, F(ckpt.staging_limit.text), 0, 0,
+     "host memory a rank may use to stage a checkpoint: bytes (512M, 2G, 1.5GiB) or a percentage of the rank's "
+     "checkpointed state (25%); below 100% the writer stages and writes in turns (docs/CHECKPOINT_FORMAT.md)",
+     NULL},
     {"ckpt.timeout", K_INT, F(ckpt.timeout), 0, 1e7,
      "seconds a checkpoint write or load may take before the job is aborted (a hung collective write); 0 = never",
      NULL},
@@ -219,6 +224,7 @@ void config_defaults(train_config *cfg) {
   cfg->parallel.timeout = 600; /* docs/PARALLELISM.md, "The collective watchdog" */
   config_set(cfg, "ckpt.resume", "auto", NULL, 0);
   config_set(cfg, "ckpt.every", "0", NULL, 0);
+  config_set(cfg, "ckpt.staging_limit", "100%", NULL, 0); /* the default: docs/PERFORMANCE.md, "Bounded staging" */
   cfg->ckpt.activations = ACTS_NONE;
   cfg->ckpt.keep_last = 3;
   cfg->ckpt.level = 1; /* as small as level 3 on shuffled fp32, 1.2-1.8x faster (docs/PERFORMANCE.md) */
@@ -279,6 +285,40 @@ static int parse_interval_key(train_config *cfg, const char *key, const char *va
   return 0;
 }
 
+/* ckpt.staging_limit: "25%", or bytes with an optional K/M/G/T suffix
+ * (powers of 1024; "KiB", "KB" and "K" alike). */
+static int parse_staging_limit(train_config *cfg, const char *value, char *err, size_t errlen) {
+  static const char *const units = "KMGT";
+  char *end = NULL;
+  errno = 0;
+  const double v = strtod(value, &end);
+  double bytes = 0, percent = 0;
+  if (end != value && errno == 0 && isfinite(v) && v > 0) {
+    if (!strcmp(end, "%")) {
+      percent = v;
+    } else {
+      double scale = 1;
+      const char *u = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
+      if (u) {
+        for (const char *q = units; q <= u; q++) scale *= 1024;
+        end++;
+        if (!strcasecmp(end, "iB") || !strcasecmp(end, "B")) end += strlen(end);
+      } else if (!strcasecmp(end, "B")) {
+        end++;
+      }
+      if (!*end) bytes = v * scale;
+    }
+  }
+  if (bytes <= 0 && percent <= 0)
+    return boost_err(err, errlen,
+                     "bad value '%s' for ckpt.staging_limit: expected a positive size (512M, 2G, 1.5GiB, bytes) or "
+                     "percentage of the rank's checkpointed state (25%%)",
+                     value);
+  cfg->ckpt.staging_limit.bytes = bytes;
+  cfg->ckpt.staging_limit.percent = percent;
+  return 0;
+}
+
 int config_set(train_config *cfg, const char *key, const char *value, char *err, size_t errlen) {
   const key_spec *k = find_key(key);
   if (!k) return boost_err(err, errlen, "unknown config key '%s' (see boost-train --help)", key);
@@ -292,6 +332,7 @@ int config_set(train_config *cfg, const char *key, const char *value, char *err,
     if (strcmp(key, "ckpt.every") == 0 || strcmp(key, "ckpt.mtbf") == 0) return parse_interval_key(cfg, key, value, err, errlen);
     if (strcmp(key, "ckpt.resume") == 0) /* the tagged value, parsed here once */
       cfg->ckpt.resume.kind = !strcmp(value, "auto") ? RESUME_AUTO : !strcmp(value, "none") || !value[0] ? RESUME_NONE : RESUME_PATH;
+    if (strcmp(key, "ckpt.staging_limit") == 0 && parse_staging_limit(cfg, value, err, errlen) != 0) return -1;
     if (strcmp(key, "model.preset") == 0 && config_apply_preset(&cfg->model, value) != 0) {
       char names[512] = "";
       for (int i = 0; i < NPRESETS; i++) {

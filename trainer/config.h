@@ -97,6 +97,10 @@ typedef struct {
     float every_seconds; /* ckpt.every_seconds: a wall-clock interval (0: none) */
     char mtbf_text[32];  /* ckpt.mtbf as given ("" : estimated from the run's starts) */
     double mtbf_s;       /* parsed once by config_set; 0: not given */
+    struct {
+      char text[CONFIG_STR]; /* as given: bytes (K/M/G/T suffixes, powers of 1024) or a percentage */
+      double bytes, percent; /* parsed once, by config_set: one of them is > 0 */
+    } staging_limit;
   } ckpt;
 } train_config;
 

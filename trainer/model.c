@@ -196,9 +196,13 @@ double *model_grad_sumsq(model *m) {
 void model_download_stats(model *m, double out[2]) { m->be->mem->download(m->be, out, m->stats, 2 * sizeof(double)); }
 
 void model_adamw(model *m, adamw_hparams hp, int t, float grad_scale) {
-  tensor_registry *r = &m->reg;
   BOOST_ASSERT(m->plan);
-  m->be->ops->adamw(m->be, m->plan, r->arena[TENSOR_PARAMS], r->arena[TENSOR_GRADS], r->arena[TENSOR_ADAM_M],
+  model_adamw_plan(m, m->plan, hp, t, grad_scale);
+}
+
+void model_adamw_plan(model *m, const boost_optim_plan *p, adamw_hparams hp, int t, float grad_scale) {
+  tensor_registry *r = &m->reg;
+  m->be->ops->adamw(m->be, p, r->arena[TENSOR_PARAMS], r->arena[TENSOR_GRADS], r->arena[TENSOR_ADAM_M],
                     r->arena[TENSOR_ADAM_V], (void *)r->work == (void *)r->arena[TENSOR_PARAMS] ? NULL : r->work, hp,
                     t, grad_scale);
 }

@@ -254,6 +254,11 @@ void model_download_stats(model *m, double out[2]);
 /* The optimizer step over this rank's segments: AdamW with lr, step t (from
  * 1) and the gradient clip scale; the working copy follows. */
 void model_adamw(model *m, adamw_hparams hp, int t, float grad_scale);
+/* The same over the segments of plan p: model_optimizer_plan's of
+ * registry tensors [t0, t1) (m->plan is all of them), freed with the
+ * backend's optim_plan_free. */
+boost_optim_plan *model_optimizer_plan(model *m, int t0, int t1);
+void model_adamw_plan(model *m, const boost_optim_plan *p, adamw_hparams hp, int t, float grad_scale);
 
 int64_t model_num_params(const model *m);
 double model_flops_per_token(const model_config *cfg, int T);

@@ -158,7 +158,6 @@ static void register_params(model *m) {
   }
 }
 
-static boost_optim_plan *optimizer_plan(model *m);
 
 void model_init(model *m, const model_config *cfg, tp_mode mode, const model_options *opt) {
   static const model_options defaults = {0};
@@ -194,7 +193,7 @@ void model_alloc_train(model *m, int with_optimizer) {
   unsigned mask = 1u << TENSOR_GRADS;
   if (with_optimizer) mask |= (1u << TENSOR_ADAM_M) | (1u << TENSOR_ADAM_V);
   registry_allocate(&m->reg, m->be, mask);
-  if (with_optimizer && !m->plan) m->plan = optimizer_plan(m);
+  if (with_optimizer && !m->plan) m->plan = model_optimizer_plan(m, 0, m->reg.count);
 }
 
 void model_borrow(model *view, const model *owner) {
@@ -214,12 +213,12 @@ void model_borrow(model *view, const model *owner) {
 /* This rank's AdamW segments: every tensor's part of the moment range, with
  * its weight-decay flag, counted in the gradient norm unless it is
  * replicated over tp and this is not tp rank 0. */
-static boost_optim_plan *optimizer_plan(model *m) {
+boost_optim_plan *model_optimizer_plan(model *m, int t0, int t1) {
   const tensor_registry *r = &m->reg;
   boost_segment *segs = boost_calloc((size_t)(r->count ? r->count : 1), sizeof *segs);
   int n = 0;
   size_t lo, hi;
-  for (int i = 0; i < r->count; i++) {
+  for (int i = t0; i < t1; i++) {
     const tensor_desc *t = &r->tensors[i];
     if (!tensor_clip_range(t, r->mom_begin, r->mom_end, &lo, &hi)) continue;
     segs[n++] = (boost_segment){lo, hi - lo,

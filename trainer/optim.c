@@ -2,6 +2,8 @@
 
 #include <math.h>
 
+#include "check.h"
+
 
 float lr_at(const train_config *cfg, int step) {
   const float peak = cfg->train.lr, floor_lr = cfg->train.lr * cfg->train.min_lr_ratio;
@@ -14,7 +16,41 @@ float lr_at(const train_config *cfg, int step) {
 }
 
 
+static adamw_hparams hparams(const train_config *cfg, float lr) {
+  return (adamw_hparams){lr, cfg->train.beta1, cfg->train.beta2, cfg->train.eps, cfg->train.weight_decay};
+}
+
 void optimizer_step(model *m, const train_config *cfg, float lr, int t, float grad_scale) {
-  const adamw_hparams hp = {lr, cfg->train.beta1, cfg->train.beta2, cfg->train.eps, cfg->train.weight_decay};
-  model_adamw(m, hp, t, grad_scale);
+  model_adamw(m, hparams(cfg, lr), t, grad_scale);
+}
+
+void optim_parts_init(optim_parts *p, model *m, int parts) {
+  const tensor_registry *r = &m->reg;
+  p->t0 = boost_calloc((size_t)parts + 1, sizeof *p->t0);
+  p->plans = boost_calloc((size_t)parts, sizeof *p->plans);
+  p->n = 0;
+  size_t done = 0, total = 0;
+  for (int i = 0; i < r->count; i++) total += r->tensors[i].numel;
+  for (int i = 0; i < r->count && p->n < parts; i++) { /* a part ends where it reaches its share */
+    done += r->tensors[i].numel;
+    if (i + 1 < r->count && done * (size_t)parts < total * (size_t)(p->n + 1)) continue;
+    p->t0[p->n + 1] = i + 1;
+    p->plans[p->n] = model_optimizer_plan(m, p->t0[p->n], i + 1);
+    p->n++;
+  }
+}
+
+void optim_parts_free(optim_parts *p, model *m) {
+  for (int k = 0; k < p->n; k++) m->be->ops->optim_plan_free(m->be, p->plans[k]);
+  boost_free(p->t0);
+  boost_free(p->plans);
+  *p = (optim_parts){0};
+}
+
+void optimizer_step_parts(model *m, const train_config *cfg, float lr, int t, float grad_scale, const optim_parts *p,
+                          optim_wait_fn wait, void *ctx) {
+  for (int k = 0; k < p->n; k++) {
+    wait(ctx, p->t0[k], p->t0[k + 1]);
+    model_adamw_plan(m, p->plans[k], hparams(cfg, lr), t, grad_scale);
+  }
 }

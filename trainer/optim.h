@@ -14,4 +14,20 @@ float lr_at(const train_config *cfg, int step);
  * its own weight-decay setting, also when the chunk cuts through it. */
 void optimizer_step(model *m, const train_config *cfg, float lr, int t, float grad_scale);
 
+/* The same step in parts of about equal size, each a run of registry
+ * tensors, so that a part can wait for what it overwrites to be read first
+ * (a checkpoint staging its bands in turns, ckpt.staging_limit): before
+ * part k, wait(ctx, t0, t1) for its tensors [t0, t1). The result is
+ * optimizer_step's bit for bit (AdamW is elementwise). */
+typedef struct {
+  int n;
+  int *t0; /* n + 1 bounds */
+  boost_optim_plan **plans;
+} optim_parts;
+void optim_parts_init(optim_parts *p, model *m, int parts);
+void optim_parts_free(optim_parts *p, model *m);
+typedef void (*optim_wait_fn)(void *ctx, int t0, int t1);
+void optimizer_step_parts(model *m, const train_config *cfg, float lr, int t, float grad_scale, const optim_parts *p,
+                          optim_wait_fn wait, void *ctx);
+
 #endif

@@ -167,3 +167,24 @@ Test(config, help_lists_default_allowed_and_meaning_of_every_key) {
   cr_expect(strstr(buf, "default: 1; allowed: integer 1..19") != NULL);
   free(buf);
 }
+
+Test(config, staging_limit_takes_sizes_and_percentages) {
+  train_config c;
+  config_defaults(&c);
+  cr_assert_eq(c.ckpt.staging_limit.percent, 100.0, "the default stages everything");
+  const struct {
+    const char *text;
+    double bytes, percent;
+  } ok[] = {{"25%", 0, 25}, {"2G", 2147483648.0, 0}, {"1.5GiB", 1610612736.0, 0}, {"512MB", 536870912.0, 0},
+            {"300k", 307200.0, 0}, {"4096", 4096.0, 0}, {"150%", 0, 150}};
+  for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+    cr_assert_eq(config_set(&c, "ckpt.staging_limit", ok[i].text, err, sizeof err), 0, "%s: %s", ok[i].text, err);
+    cr_assert_eq(c.ckpt.staging_limit.bytes, ok[i].bytes, "%s", ok[i].text);
+    cr_assert_eq(c.ckpt.staging_limit.percent, ok[i].percent, "%s", ok[i].text);
+  }
+  const char *bad[] = {"-5", "0", "abc", "12Q", "10%%", "", "2GiBs", "nan", "-25%"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    cr_assert_neq(config_set(&c, "ckpt.staging_limit", bad[i], err, sizeof err), 0, "'%s' was accepted", bad[i]);
+    cr_assert(strstr(err, "ckpt.staging_limit") != NULL, "'%s': %s", bad[i], err);
+  }
+}

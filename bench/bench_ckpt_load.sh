@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Resume speed (issue 27): a checkpoint's load against the zstd command line
+# and the disk, from a cold page cache, in one run.
+#
+#   bash bench/bench_ckpt_load.sh [BUILD_DIR] [PRESET] [BEFORE_BUILD_DIR]   (default ./build cola-350m)
+#
+# One step of PRESET is trained and checkpointed (B=1, T=64, train.threads =
+# all cores), then, REPEAT times (default 3), each after dropping the page
+# cache (echo 3 > /proc/sys/vm/drop_caches: root):
+#   boost    a resume with no step left (boost-train, same config): "verified
+#            and loaded in X s" of its log -- read, decode, verify checksums,
+#            upload into the arenas
+#   before   the same with the boost-train of BEFORE_BUILD_DIR, if given
+#   dd       dd of the checkpoint file to /dev/null (the disk's read rate)
+#   cat      cat of a zstd file of the same tensors to /dev/null
+#   zstd     zstd -d -T0 of that file to /dev/null (the CLI decoding the
+#            same amount of data on every core)
+# The zstd file holds the checkpoint's weights and moments (boost-inspect
+# --dump-category), compressed with zstd -1 after HDF5's byte shuffle would
+# have made them compressible alike: here plain `zstd -1 -T0`, so it is
+# larger than the checkpoint (no shuffle) -- its size is printed. Medians.
+# Runs hold LOCK (default /tmp/boost-bigmem.lock): cola-1b needs ~17 GB.
+set -euo pipefail
+BUILD=$(cd "${1:-build}" && pwd)
+PRESET=${2:-cola-350m}
+BEFORE=${3:-}
+REPEAT=${REPEAT:-3}
+LOCK=${LOCK:-/tmp/boost-bigmem.lock}
+PY=${PY:-/usr/bin/python3}
+command -v zstd >/dev/null || { echo "bench_ckpt_load: the zstd CLI is needed (Debian: zstd)" >&2; exit 2; }
+[ -w /proc/sys/vm/drop_caches ] || { echo "bench_ckpt_load: dropping the page cache needs root" >&2; exit 2; }
+export HDF5_PLUGIN_PATH=$BUILD/hdf5-plugins OMP_WAIT_POLICY=passive
+tmp=$(mktemp -d "${BENCH_TMP:-/tmp}/boost_bench_ckpt_load.XXXXXX")
+[ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$tmp"' EXIT
+"$BUILD/tools/boost-data" -q -o "$tmp/f.tok" /usr/share/games/fortunes >/dev/null
+ARGS=(--set model.preset="$PRESET" --set model.seq_len=64 --set train.batch_size=1 --set train.steps=1
+      --set train.val_batches=0 --set data.train="$tmp/f.tok" --set ckpt.dir="$tmp/ck" --set ckpt.keep_last=1)
+flock "$LOCK" "$BUILD/run/boost-train" "${ARGS[@]}" >"$tmp/save.log" 2>&1 ||
+  { echo "bench_ckpt_load: the save failed: $(tail -3 "$tmp/save.log")" >&2; exit 1; }
+f=$tmp/ck/step_00000001.h5
+for cat in weights moments; do "$BUILD/tools/boost-inspect" --dump-category $cat "$tmp/$cat.raw" "$f" >/dev/null; done
+cat "$tmp/weights.raw" "$tmp/moments.raw" | zstd -1 -T0 -q -c >"$tmp/state.zst"
+raw=$(($(stat -c %s "$tmp/weights.raw") + $(stat -c %s "$tmp/moments.raw")))
+rm -f "$tmp/weights.raw" "$tmp/moments.raw"
+echo "cpu:$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg) | disk: $(df -h "$tmp" | awk 'NR==2{print $1}')"
+echo "$PRESET: tensors $raw bytes raw, checkpoint $(stat -c %s "$f") bytes, zstd -1 file $(stat -c %s "$tmp/state.zst") bytes"
+cold() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+secs() { local t0 t1; t0=$(date +%s.%N); "$@"; t1=$(date +%s.%N); echo "$t1 - $t0" | bc; }
+load() { # BUILD: the resume's own figure
+  cold
+  flock "$LOCK" "$1/run/boost-train" "${ARGS[@]}" >"$tmp/load.log" 2>&1 ||
+    { echo "bench_ckpt_load: the resume failed: $(tail -3 "$tmp/load.log")" >&2; exit 1; }
+  grep -o 'verified and loaded in [0-9.]* s' "$tmp/load.log" | grep -o '[0-9.]*'
+}
+: >"$tmp/times"
+for rep in $(seq "$REPEAT"); do
+  echo "boost $(load "$BUILD")" >>"$tmp/times"
+  [ -n "$BEFORE" ] && echo "before $(load "$BEFORE")" >>"$tmp/times"
+  cold; echo "dd $(secs dd if="$f" of=/dev/null bs=8M status=none)" >>"$tmp/times"
+  cold; echo "cat $(secs sh -c "cat '$tmp/state.zst' >/dev/null")" >>"$tmp/times"
+  cold; echo "zstd $(secs zstd -d -T0 -q -c "$tmp/state.zst" -o /dev/null)" >>"$tmp/times"
+done
+"$PY" - "$tmp/times" "$raw" "$(stat -c %s "$f")" <<'PYEOF'
+import statistics, sys
+t = {}
+for line in open(sys.argv[1]):
+    k, v = line.split()
+    t.setdefault(k, []).append(float(v))
+raw, stored = float(sys.argv[2]), float(sys.argv[3])
+med = {k: statistics.median(v) for k, v in t.items()}
+ref = max(med["zstd"], med["cat"])
+print("| | median s (runs) | GB/s of tensors | / the slower of zstd -d and cat |")
+print("|---|---:|---:|---:|")
+for k in ("boost", "before", "dd", "cat", "zstd"):
+    if k in med:
+        print("| %s | %.2f (%s) | %.2f | %.2fx |" % (k, med[k], " ".join("%.2f" % x for x in t[k]), raw / med[k] / 1e9,
+                                                   med[k] / ref))
+PYEOF
