@@ -19,8 +19,21 @@ typedef struct {
 } vfd_file;
 
 static int abandoned;
+static int write_errno; /* the first failed write or truncation of the open file (0: none) */
 
 void ckpt_vfd_abandon(void) { abandoned = 1; }
+
+int ckpt_vfd_failed(void) { return write_errno; }
+
+/* A write the file system refused (ENOSPC, EIO): the file is lost, and HDF5
+ * does not survive a metadata flush that fails mid-operation (its close can
+ * crash afterwards), so the driver remembers the error, gives the file up
+ * and tells HDF5 the write succeeded; the writer reports the error. */
+static herr_t give_up(void) {
+  if (!write_errno) write_errno = errno ? errno : EIO;
+  abandoned = 1;
+  return 0;
+}
 
 static struct {
   int armed, dropped;
@@ -56,6 +69,7 @@ static H5FD_t *vfd_open(const char *name, unsigned flags, hid_t fapl, haddr_t ma
   if (flags & H5F_ACC_CREAT) oflags |= O_CREAT;
   if (flags & H5F_ACC_EXCL) oflags |= O_EXCL;
   abandoned = 0;
+  write_errno = 0;
   const int fd = open(name, oflags | O_CLOEXEC, 0666);
   if (fd < 0) {
     vfd_fail(__func__, "open");
@@ -154,7 +168,7 @@ static herr_t vfd_write(H5FD_t *file, H5FD_mem_t type, hid_t dxpl, haddr_t addr,
     while (size > 0) {
       const ssize_t n = pwrite(f->fd, p, size, (off_t)addr);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return vfd_fail(__func__, "pwrite");
+      if (n <= 0) return give_up();
       p += n;
       addr += (haddr_t)n;
       size -= (size_t)n;
@@ -171,7 +185,7 @@ static herr_t vfd_truncate(H5FD_t *file, hid_t dxpl, hbool_t closing) {
   if (abandoned) return 0;
   struct stat st;
   if (fstat(f->fd, &st) != 0) return vfd_fail(__func__, "fstat");
-  if ((haddr_t)st.st_size != f->eoa && ftruncate(f->fd, (off_t)f->eoa) != 0) return vfd_fail(__func__, "ftruncate");
+  if ((haddr_t)st.st_size != f->eoa && ftruncate(f->fd, (off_t)f->eoa) != 0) return give_up();
   f->eof = f->eoa;
   return 0;
 }

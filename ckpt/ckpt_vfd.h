@@ -30,5 +30,10 @@ int ckpt_vfd_dropped(haddr_t *addr);
  * file whose write failed (HDF5 cannot close one whose flush fails). The
  * caller deletes the file. Cleared when the driver opens the next file. */
 void ckpt_vfd_abandon(void);
+/* A write or truncation of the open file that the file system refused
+ * gives the file up the same way (HDF5 is told it succeeded: it does not
+ * survive a failing metadata flush); this returns its errno, 0 when none
+ * failed since the driver opened the file. */
+int ckpt_vfd_failed(void);
 
 #endif

@@ -396,6 +396,15 @@ static void put_tensor_sums(writer *w, const hid_t *groups, uint64_t *sums, size
   }
 }
 
+/* Rank 0 of the direct writer: a write of the file that its driver gave up
+ * on (ckpt_vfd_failed) fails the checkpoint. */
+static void vfd_failure(writer *w, const char *path) {
+  const int e = w->file >= 0 ? ckpt_vfd_failed() : 0;
+  if (!e || !w->ok) return;
+  boost_msgf(w->err, sizeof w->err, "%s: writing the file's metadata: %s", path, strerror(e));
+  w->ok = 0;
+}
+
 /* Writes the whole file; returns this rank's ok. */
 int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, uint64_t *sums, save_result *r,
                       char *err, size_t errlen) {
@@ -460,6 +469,7 @@ int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, uint64_t *su
       boost_msgf(w.err, sizeof w.err, "closing %s: %s", path, strerror(errno));
       w.ok = 0;
     }
+    vfd_failure(&w, path);
     /* every rank's chunks are in before rank 0 writes the metadata */
     go = ckpt_all_true(s, w.ok) && go;
     if (w.file >= 0 && !w.ok) ckpt_vfd_abandon(); /* failed: release it without writing more */
@@ -468,6 +478,7 @@ int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, uint64_t *su
       ckpt_vfd_abandon();
       H5Fclose(w.file);
     }
+    vfd_failure(&w, path); /* the metadata written at close */
     comm_control_bcast(s->comm, COMM_WORLD, "checkpoint agreement", r->raw, (int)sizeof r->raw, 0);
     comm_control_bcast(s->comm, COMM_WORLD, "checkpoint agreement", r->stored, (int)sizeof r->stored, 0);
   } else {
