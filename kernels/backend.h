@@ -149,6 +149,15 @@ typedef struct boost_ops {
                             int B, int T, int H, int hd);
   void (*attention_backward)(boost_backend *be, boost_act *dq, boost_act *dk, boost_act *dv, void *scratch,
                              cact *dout, cact *q, cact *k, cact *v, const float *stats, int B, int T, int H, int hd);
+  /* One decode step over a KV cache (generation): for each of B sequences
+   * the new token at position pos, q/k/v [B, H*hd] before RoPE, gets RoPE
+   * at pos (cos_t/sin_t: tables of at least pos + 1 rows); its rotated k
+   * and its v are written to row pos of k_cache/v_cache [B, max_T, H*hd];
+   * out [B, H*hd] = softmax(q.K[0..pos]^T / sqrt(hd)) V[0..pos]: the last
+   * row of attention_forward over the positions 0..pos, within rounding. */
+  void (*attention_decode)(boost_backend *be, boost_act *out, boost_act *k_cache, boost_act *v_cache, cact *q,
+                           cact *k, cact *v, const float *cos_t, const float *sin_t, int B, int pos, int max_T, int H,
+                           int hd);
   /* ---- loss ---- (targets: backend memory) */
   void (*crossentropy_forward)(boost_backend *be, float *losses, cact *logits, const int32_t *targets, int N, int V);
   /* dlogits may alias logits (in place); losses may be NULL */

@@ -190,6 +190,10 @@ static void g_attention_backward(boost_backend *be, boost_act *dq, boost_act *dk
                                  int hd) {
   IOPS->attention_backward(IN, U(dq), U(dk), U(dv), U(scratch), U(dout), U(q), U(k), U(v), U(stats), B, T, H, hd);
 }
+static void g_attention_decode(boost_backend *be, boost_act *out, boost_act *kc, boost_act *vc, cact *q, cact *k,
+                               cact *v, const float *c, const float *s, int B, int pos, int max_T, int H, int hd) {
+  IOPS->attention_decode(IN, U(out), U(kc), U(vc), U(q), U(k), U(v), U(c), U(s), B, pos, max_T, H, hd);
+}
 static void g_crossentropy_forward(boost_backend *be, float *losses, cact *logits, const int32_t *tg, int N, int V) {
   IOPS->crossentropy_forward(IN, U(losses), U(logits), U(tg), N, V);
 }
@@ -255,6 +259,7 @@ static const boost_ops guarded_ops = {
     .attention_scratch_bytes = g_attention_scratch_bytes,
     .attention_forward = g_attention_forward,
     .attention_backward = g_attention_backward,
+    .attention_decode = g_attention_decode,
     .crossentropy_forward = g_crossentropy_forward,
     .crossentropy_backward = g_crossentropy_backward,
     .vocab_ce_max = g_vocab_ce_max,

@@ -1,4 +1,5 @@
 #include "trainer.h"
+#include "train_sample.h"
 
 #include <cJSON.h>
 #include <errno.h>
@@ -329,7 +330,10 @@ trainer *trainer_create(const train_config *cfg, MPI_Comm world, char *err, size
   }
   r->layers_per_stage = boost_calloc((size_t)pp, sizeof *r->layers_per_stage);
   const char *unsupported =
-      (pp > 1 && cfg->model.tie_embeddings) ? "model.tie_embeddings is not supported with parallel.pp > 1" : NULL;
+      (pp > 1 && cfg->model.tie_embeddings) ? "model.tie_embeddings is not supported with parallel.pp > 1"
+      : (cfg->train.sample_every > 0 && (tp > 1 || pp > 1))
+          ? "train.sample_every needs the whole model on rank 0 (parallel.tp = parallel.pp = 1; set it to 0)"
+          : NULL;
   if (unsupported) snprintf(err, errlen, "%s", unsupported);
   if (unsupported || model_check_layout(&cfg->model, cfg->parallel.tp_mode, tp, &r->mode, err, errlen) != 0 ||
       model_plan_stages(&cfg->model, pp, cfg->parallel.stages, r->T, r->layers_per_stage, err, errlen) != 0 ||
@@ -595,6 +599,8 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
         log_step(t, &step_comm, loss, val_loss, lr, gnorm, tok_s, gflops, dt, ckpt_status);
       if (t->metrics) write_metrics(t, &step_comm, st, loss, val_loss, lr, gnorm, tok_s, gflops, dt, ckpt_status);
     }
+    if (cfg->train.sample_every > 0 && st->step % cfg->train.sample_every == 0 && t->grid.rank == 0)
+      train_sample_print(&t->m, stdout); /* after the step's timing: not counted in tok/s */
     if (t->grid.pp > 1 && t->grid.rank == 0 && st->step == 1)
       printf("pipeline: peak in-flight micro-batches on stage 0: %d\n", t->pipe.peak_inflight);
     if (preempted) {

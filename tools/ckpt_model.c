@@ -49,7 +49,7 @@ int ckpt_model_build(const ins_ckpt *c, const ckpt_model_options *opt, ckpt_mode
   }
   cm->bf16_weights = !strcmp(ckpt_meta_str(&c->meta, CKPT_META_F_weights_dtype), "bf16");
   cm->bf16_run = ins_is_bf16(c);
-  model_init(&cm->m, &cm->cfg.model, cm->mode, &(model_options){.backend = cm->be});
+  model_init(&cm->m, &cm->cfg.model, cm->mode, &(model_options){.backend = cm->be, .weights_only = 1});
   return 0;
 }
 

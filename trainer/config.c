@@ -84,6 +84,9 @@ static const key_spec KEYS[] = {
     {"train.val_every", K_INT, F(train.val_every), 0, 1e9, "validate every N steps (0 = only at the end)", NULL},
     {"train.val_batches", K_INT, F(train.val_batches), 0, 1e9, "micro-batches per validation (0 = none)", NULL},
     {"train.log_every", K_INT, F(train.log_every), 1, 1e9, "log line every N steps", NULL},
+    {"train.sample_every", K_INT, F(train.sample_every), 0, 1e9,
+     "print a greedy sample (64 tokens after end-of-text) every N steps on rank 0, untimed; needs tp = pp = 1 (0 = never)",
+     NULL},
     {"train.threads", K_INT, F(train.threads), 0, 4096, "OpenMP/BLAS threads per rank (0 = all cores / ranks)", NULL},
     {"train.device", K_ENUM, F(train.device), 0, 0,
      "where the model runs: cpu, cuda (NVIDIA GPU, one per rank), or guarded (the CPU kernels behind memory the host "

@@ -68,6 +68,7 @@ typedef struct {
   } data;
   struct {
     int batch_size, grad_accum, steps, warmup_steps, val_every, val_batches, log_every, threads;
+    int sample_every; /* a greedy sample in the log every N steps (0: never) */
     device_kind device;
     precision_kind precision;
     float lr, min_lr_ratio, weight_decay, beta1, beta2, eps, grad_clip;

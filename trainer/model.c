@@ -45,8 +45,11 @@ static void norm_backward(model *m, const boost_act *x, int gain_idx, const floa
 
 /* ---- layers -------------------------------------------------------------- */
 
-/* reuse_bottleneck: low-rank recompute, the saved h is current. */
-static void layer_forward(model *m, int l, const boost_act *x, boost_act *x_out, int reuse_bottleneck) {
+/* reuse_bottleneck: low-rank recompute, the saved h is current. dec: a
+ * decode step (one new position per sequence, attending to a KV cache)
+ * instead of the causal attention over the set's T positions. */
+static void layer_forward(model *m, int l, const boost_act *x, boost_act *x_out, int reuse_bottleneck,
+                          const model_decode_at *dec) {
   boost_backend *be = m->be;
   const boost_ops *o = be->ops;
   const model_config *cfg = &m->cfg;
@@ -58,9 +61,15 @@ static void layer_forward(model *m, int l, const boost_act *x, boost_act *x_out,
 
   norm_forward(m, l, SLOT_ATTN_IN, x, lp->attn_norm, a->xn1, a->rstd1);
   slot_forward(m, l, SLOT_ATTN_IN, a->xn1, NULL, btp ? a->rstd1 : NULL, reuse_bottleneck);
-  o->rope_forward(be, a->q, a->q, m->rope_cos, m->rope_sin, B, T, H, hd);
-  o->rope_forward(be, a->k, a->k, m->rope_cos, m->rope_sin, B, T, H, hd);
-  o->attention_forward(be, a->attn_out, a->att, m->s.d_att, a->q, a->k, a->v, B, T, H, hd);
+  if (dec) {
+    const size_t layer = (size_t)B * dec->max_T * m->d_qkv;
+    o->attention_decode(be, a->attn_out, AT(m, dec->k_cache, l * layer), AT(m, dec->v_cache, l * layer), a->q, a->k,
+                        a->v, dec->rope_cos, dec->rope_sin, B, dec->pos, dec->max_T, H, hd);
+  } else {
+    o->rope_forward(be, a->q, a->q, m->rope_cos, m->rope_sin, B, T, H, hd);
+    o->rope_forward(be, a->k, a->k, m->rope_cos, m->rope_sin, B, T, H, hd);
+    o->attention_forward(be, a->attn_out, a->att, m->s.d_att, a->q, a->k, a->v, B, T, H, hd);
+  }
   slot_forward(m, l, SLOT_ATTN_OUT, a->attn_out, m->s.proj_out, NULL, reuse_bottleneck);
   o->add_forward(be, a->resid_mid, x, m->s.proj_out, Nd);
 
@@ -88,7 +97,7 @@ static void layer_backward(model *m, int l, const boost_act *x, boost_act *dx, b
   /* Rebuild what was dropped from the layer input (and, for lowrank, the
    * saved bottleneck: no A GEMM, no all-reduce). The output goes to a
    * scratch buffer: the saved next-layer input stays as it is. */
-  if (m->recompute != RECOMPUTE_NONE) layer_forward(m, l, x, s->d_xn, m->recompute == RECOMPUTE_LOWRANK);
+  if (m->recompute != RECOMPUTE_NONE) layer_forward(m, l, x, s->d_xn, m->recompute == RECOMPUTE_LOWRANK, NULL);
 
   slot_backward(m, l, SLOT_MLP_OUT, a->prod, dx, NULL, NULL, s->d_prod);
   o->mul_backward(be, s->d_gate, s->d_up, s->d_prod, a->gate_act, a->up, NF);
@@ -136,8 +145,16 @@ static float forward_stage(model *m, int B, int T, float grad_scale) {
   boost_act **resid = m->cur->resid;
   if (m->stage.has_embed)
     m->be->ops->embedding_forward(m->be, resid[0], m->cur->tokens, P(m, m->wte), N, m->cfg.vocab, m->d_res);
-  for (int l = 0; l < m->nl; l++) layer_forward(m, l, resid[l], resid[l + 1], 0);
+  for (int l = 0; l < m->nl; l++) layer_forward(m, l, resid[l], resid[l + 1], 0, NULL);
   return m->stage.has_head ? head_forward(m, N, grad_scale) : 0.0f;
+}
+
+void model_forward_decode(model *m, const model_decode_at *dec) {
+  BOOST_ASSERT(m->T == 1 && m->stage.has_embed && m->stage.has_head && m->tp == 1 && !m->cur->has_targets);
+  boost_act **resid = m->cur->resid;
+  m->be->ops->embedding_forward(m->be, resid[0], m->cur->tokens, P(m, m->wte), m->B, m->cfg.vocab, m->d_res);
+  for (int l = 0; l < m->nl; l++) layer_forward(m, l, resid[l], resid[l + 1], 0, dec);
+  head_forward(m, m->B, 0.0f);
 }
 
 float model_forward(model *m, const int32_t *tokens, const int32_t *targets, int B, int T) {

@@ -105,7 +105,20 @@ typedef struct {
   float *d_ss;
 } model_scratch;
 
+/* Three parts, in llama2.c's spirit (Config / Weights / RunState), built
+ * by separate calls so that each user allocates what it runs:
+ *  - configuration and layout (model_init): the config, backend, tp mode,
+ *    stage, local widths, the registry's descriptors and projection groups;
+ *  - weights (model_init): the parameter arena and its working copy; the
+ *    training state on top (model_alloc_train, which model_init calls
+ *    unless weights_only): gradients, AdamW moments and the optimizer plan;
+ *  - run state: activations of the micro-batches in flight, the backward's
+ *    scratch, RoPE tables (model_alloc_acts), statistics. A second run
+ *    state over the same weights is a borrowed view (model_borrow): what
+ *    generation's decode step (model_decode.h) and the training log's
+ *    samples run on. */
 typedef struct {
+  /* ---- configuration and layout ---- */
   model_config cfg;
   boost_backend *be; /* not owned: memory and every numeric op */
   tp_mode mode;
@@ -118,11 +131,14 @@ typedef struct {
   /* local widths */
   int d_res, d_qkv, heads_loc, ffn_loc, vocab_loc, vocab_start;
 
+  /* ---- weights (the registry's arenas; gradients and moments when training) ---- */
   tensor_registry reg;
   int wte, lm_head, final_norm;
   layer_param *layers;
   boost_optim_plan *plan; /* with the optimizer: this rank's AdamW segments ([mom_begin, mom_end)) */
+  int borrowed;           /* a view (model_borrow): the weights and layout are another model's */
 
+  /* ---- run state ---- */
   int B, T, nsets;
   void *act_arena;
   size_t act_bytes;
@@ -147,6 +163,7 @@ typedef struct {
   int layout_only;          /* the registry (names, shapes, shards) without arenas: tools planning a layout */
   int zero_shards, zero_rank; /* ZeRO-1: the moment arenas hold chunk zero_rank of zero_shards (the trainer passes
                                  dp, dp_rank); 0 or 1: whole */
+  int weights_only;          /* no gradients, moments or plan (inference; model_alloc_train adds them) */
 } model_options;
 
 /* Resolve parallel.tp_mode for a config ("auto": btp when every projection
@@ -154,7 +171,17 @@ typedef struct {
  * mode does not fit the model or the dims do not divide over tp. */
 int model_check_layout(const model_config *cfg, tp_mode requested, int tp, tp_mode *mode, char *err, size_t errlen);
 
+/* The configuration and the weights, and unless opt->weights_only the
+ * training state (model_alloc_train(m, opt->with_optimizer)). */
 void model_init(model *m, const model_config *cfg, tp_mode mode, const model_options *opt);
+/* Gradients, and with_optimizer the AdamW moments (sharded as model_init's
+ * options said) and the optimizer plan. Idempotent. */
+void model_alloc_train(model *m, int with_optimizer);
+/* view: owner's configuration and weights (shared, not copied) with a run
+ * state of its own, empty (model_alloc_acts fills it) and no training
+ * state: forwards only. model_free(view) frees its run state; the owner
+ * must outlive it. */
+void model_borrow(model *view, const model *owner);
 void model_free(model *m);
 
 /* Deterministic init: each element is a function of (seed, tensor name,

@@ -26,6 +26,18 @@ static inline float *group_ss(const model *m, const boost_act *hpre, const proj_
   return (float *)((char *)hpre + group_ss_offset(m, N, g));
 }
 
+/* A decode step's place in a KV cache (model_decode.c): caches [nl, B,
+ * max_T, d_qkv] of act elements, RoPE tables of max_T rows, the position
+ * of the new token. */
+typedef struct {
+  boost_act *k_cache, *v_cache;
+  const float *rope_cos, *rope_sin;
+  int pos, max_T;
+} model_decode_at;
+/* model.c: the forward of the current set (T = 1: the new tokens, already
+ * set) as one decode step; the logits [B, vocab] are left in the set. */
+void model_forward_decode(model *m, const model_decode_at *dec);
+
 /* model_acts.c */
 void model_free_acts(model *m);
 

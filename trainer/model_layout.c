@@ -183,13 +183,32 @@ void model_init(model *m, const model_config *cfg, tp_mode mode, const model_opt
   register_params(m);
   const size_t multiple = opt->arena_multiple ? opt->arena_multiple : 16;
   m->reg.numel = (m->reg.numel + multiple - 1) / multiple * multiple;
-  unsigned mask = (1u << TENSOR_PARAMS) | (1u << TENSOR_GRADS);
-  if (opt->with_optimizer) mask |= (1u << TENSOR_ADAM_M) | (1u << TENSOR_ADAM_V);
   if (opt->with_optimizer && opt->zero_shards > 1) registry_shard_moments(&m->reg, opt->zero_shards, opt->zero_rank);
   if (opt->layout_only) return;
-  registry_allocate(&m->reg, m->be, mask);
+  registry_allocate(&m->reg, m->be, 1u << TENSOR_PARAMS);
   m->stats = boost_be_alloc(m->be, 3 * sizeof(double), "the loss and norm statistics");
-  if (opt->with_optimizer) m->plan = optimizer_plan(m);
+  if (!opt->weights_only) model_alloc_train(m, opt->with_optimizer);
+}
+
+void model_alloc_train(model *m, int with_optimizer) {
+  unsigned mask = 1u << TENSOR_GRADS;
+  if (with_optimizer) mask |= (1u << TENSOR_ADAM_M) | (1u << TENSOR_ADAM_V);
+  registry_allocate(&m->reg, m->be, mask);
+  if (with_optimizer && !m->plan) m->plan = optimizer_plan(m);
+}
+
+void model_borrow(model *view, const model *owner) {
+  *view = *owner;
+  view->borrowed = 1;
+  view->plan = NULL;
+  view->B = view->T = view->nsets = 0;
+  view->act_arena = NULL;
+  view->act_bytes = view->act_bytes_per_layer = 0;
+  view->sets = view->cur = NULL;
+  view->d_in = NULL;
+  view->rope_cos = view->rope_sin = NULL;
+  memset(&view->s, 0, sizeof view->s);
+  view->stats = boost_be_alloc(view->be, 3 * sizeof(double), "the loss statistics");
 }
 
 /* This rank's AdamW segments: every tensor's part of the moment range, with
@@ -214,6 +233,11 @@ static boost_optim_plan *optimizer_plan(model *m) {
 
 void model_free(model *m) {
   model_free_acts(m);
+  if (m->borrowed) { /* the weights are the owner's */
+    m->be->mem->free(m->be, m->stats);
+    memset(m, 0, sizeof *m);
+    return;
+  }
   if (m->plan) m->be->ops->optim_plan_free(m->be, m->plan);
   if (m->stats) m->be->mem->free(m->be, m->stats);
   registry_free(&m->reg);

@@ -313,6 +313,7 @@ static const boost_ops cpu_f32_ops = {
     .attention_scratch_bytes = f_attention_scratch_bytes,
     .attention_forward = f_attention_forward,
     .attention_backward = f_attention_backward,
+    .attention_decode = cpu_attention_decode,
     .crossentropy_forward = f_crossentropy_forward,
     .crossentropy_backward = f_crossentropy_backward,
     .vocab_ce_max = f_vocab_ce_max,
@@ -353,8 +354,34 @@ static void cpu_destroy(boost_backend *be) {
   boost_free(be);
 }
 
+/* The bf16 table as cpu_bf16.c writes it, with the float table's entry
+ * wherever it leaves one out: an op that reads the act type itself
+ * (attention_decode) or touches no act memory is written once and
+ * registered once, in cpu_f32_ops. boost_ops holds function pointers only. */
+typedef void (*cpu_any_fn)(void);
+typedef union {
+  boost_ops ops;
+  cpu_any_fn fn[sizeof(boost_ops) / sizeof(cpu_any_fn)];
+} cpu_ops_slots;
+_Static_assert(sizeof(boost_ops) % sizeof(cpu_any_fn) == 0, "boost_ops holds function pointers only");
+
+static const boost_ops *cpu_bf16_table_with_defaults(void) {
+  static cpu_ops_slots merged;
+  static int done;
+  const boost_ops *own = cpu_bf16_ops();
+  if (!own) return NULL;
+  if (!done) {
+    cpu_ops_slots o = {.ops = *own}, f = {.ops = cpu_f32_ops};
+    for (size_t i = 0; i < sizeof o.fn / sizeof o.fn[0]; i++)
+      if (!o.fn[i]) o.fn[i] = f.fn[i];
+    merged = o;
+    done = 1;
+  }
+  return &merged.ops;
+}
+
 boost_backend *cpu_backend_create(boost_dtype act_dtype, int threads, char *err, size_t errlen) {
-  const boost_ops *ops = act_dtype == BOOST_F32 ? &cpu_f32_ops : cpu_bf16_ops();
+  const boost_ops *ops = act_dtype == BOOST_F32 ? &cpu_f32_ops : cpu_bf16_table_with_defaults();
   if (!ops) {
     boost_err(err, errlen, "the CPU backend has no %s kernels in this build", boost_dtype_names[act_dtype]);
     return NULL;

@@ -30,6 +30,10 @@ void cpu_grad_sumsq(boost_backend *be, const boost_optim_plan *p, const float *g
 void cpu_loss_accumulate(boost_backend *be, const float *losses, int N, double *acc);
 void cpu_rope_tables(boost_backend *be, float *cos_t, float *sin_t, int T, int hd, float theta);
 void cpu_vocab_ce_losses(boost_backend *be, float *losses, const float *sums, const float *mx, int N);
+/* backend.h's attention_decode for either act type (attention_decode.c). */
+void cpu_attention_decode(boost_backend *be, boost_act *out, boost_act *k_cache, boost_act *v_cache, cact *q,
+                          cact *k, cact *v, const float *cos_t, const float *sin_t, int B, int pos, int max_T, int H,
+                          int hd);
 /* AdamW's float update over the plan's segments (master weights and moments). */
 void cpu_adamw_f32(const boost_optim_plan *p, float *params, const float *grads, float *m, float *v, adamw_hparams hp,
                    int t, float grad_scale);

@@ -207,6 +207,15 @@ static inline void sgemm_slice(int t, int nt, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOS
     boost_split(N, nt, t, 16, &a0, &a1);
     if (a1 <= a0 || M <= 0) return;
     const float *Bs = tb == CblasNoTrans ? B + a0 : B + (size_t)a0 * ldb;
+    if (M == 1) { /* one row (a decode step): sgemv, which streams B at memory speed where sgemm ran at a tenth */
+      const int incA = ta == CblasNoTrans ? 1 : lda;
+      if (beta == 0.0f) memset(C + a0, 0, (size_t)(a1 - a0) * sizeof *C); /* beta 0 ignores C, NaN included */
+      if (tb == CblasTrans)
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, a1 - a0, K, alpha, Bs, ldb, A, incA, beta, C + a0, 1);
+      else
+        cblas_sgemv(CblasRowMajor, CblasTrans, K, a1 - a0, alpha, Bs, ldb, A, incA, beta, C + a0, 1);
+      return;
+    }
     cblas_sgemm(CblasRowMajor, ta, tb, M, a1 - a0, K, alpha, A, lda, Bs, ldb, beta, C + a0, ldc);
   }
 }

@@ -178,6 +178,7 @@ static const boost_ops cuda_ops = {
     .attention_scratch_bytes = cu_attention_scratch_bytes,
     .attention_forward = cu_attention_forward,
     .attention_backward = cu_attention_backward,
+    .attention_decode = cu_attention_decode,
     .crossentropy_forward = cu_crossentropy_forward,
     .crossentropy_backward = cu_crossentropy_backward,
     .vocab_ce_max = cu_vocab_ce_max,

@@ -149,6 +149,9 @@ void cu_rope_forward(boost_backend *be, boost_act *out, cact *in, const float *c
                      int hd);
 void cu_rope_backward(boost_backend *be, boost_act *din, cact *dout, const float *c, const float *s, int B, int T,
                       int H, int hd);
+/* attention_decode.cu */
+void cu_attention_decode(boost_backend *be, boost_act *out, boost_act *k_cache, boost_act *v_cache, cact *q, cact *k,
+                         cact *v, const float *cos_t, const float *sin_t, int B, int pos, int max_T, int H, int hd);
 /* attention.cu */
 void cu_attention_setup(cuda_be *c);
 size_t cu_attention_scratch_bytes(boost_backend *be, int B, int T, int H);

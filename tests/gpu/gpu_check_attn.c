@@ -65,7 +65,39 @@ static void attention_case(gcheck *g, int B, int T, int H, int hd) {
   boost_free(cs);
 }
 
+/* ---- the decode step over a KV cache: T steps, new q/k/v at each ---------------------------- */
+static void decode_case(gcheck *g, int B, int T, int H, int hd) {
+  char what[96];
+  const size_t n = (size_t)B * H * hd, nc = (size_t)T * n, half = (size_t)T * hd / 2;
+  float *q = g_rand(nc, -2, 2), *k = g_rand(nc, -2, 2), *v = g_rand(nc, -1, 1), *out = g_new(nc);
+  float *kc = g_new(nc), *vc = g_new(nc), *tab = g_new(2 * half);
+  void *dQ = g_act(g, q, nc), *dK = g_act(g, k, nc), *dV = g_act(g, v, nc), *dOut = g_act_empty(g, nc);
+  void *dKc = g_act_empty(g, nc), *dVc = g_act_empty(g, nc);
+  RUN(0, rope_tables, tab, tab + half, T, hd, 10000.0f);
+  float *dTab = g_f32(g, tab, 2 * half);
+  for (int pos = 0; pos < T; pos++) { /* step pos reads rows [pos * n, (pos + 1) * n) of q, k, v */
+    const size_t o = (size_t)pos * n;
+    RUN(0, attention_decode, (boost_act *)(out + o), (boost_act *)kc, (boost_act *)vc, (cact *)(q + o),
+        (cact *)(k + o), (cact *)(v + o), tab, tab + half, B, pos, T, H, hd);
+    RUN(1, attention_decode, boost_act_at(g->gpu, dOut, o), dKc, dVc, boost_act_at(g->gpu, dQ, o),
+        boost_act_at(g->gpu, dK, o), boost_act_at(g->gpu, dV, o), dTab, dTab + half, B, pos, T, H, hd);
+  }
+  snprintf(what, sizeof what, "attention_decode B%d T%d H%d hd%d", B, T, H, hd);
+  g_cmp_act(g, what, dOut, out, nc, g->tol_chain);
+  snprintf(what, sizeof what, "attention_decode k cache T%d", T);
+  g_cmp_act(g, what, dKc, kc, nc, g->tol_act);
+  snprintf(what, sizeof what, "attention_decode v cache T%d", T);
+  g_cmp_act(g, what, dVc, vc, nc, g->tol_act);
+  void *bufs[] = {dQ, dK, dV, dOut, dKc, dVc, dTab};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) g_free(g, bufs[i]);
+  float *hb[] = {q, k, v, out, kc, vc, tab};
+  for (size_t i = 0; i < sizeof hb / sizeof hb[0]; i++) boost_free(hb[i]);
+}
+
 void check_attention(gcheck *g) {
+  decode_case(g, 1, 5, 2, 16);
+  decode_case(g, 2, 40, 3, 64);
+  if (!g->small) decode_case(g, 1, 300, 8, 64);
   attention_case(g, 1, 1, 1, 16);
   attention_case(g, 2, 37, 3, 16);
   attention_case(g, 1, 64, 2, 20); /* head dimension padded to 32 */

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Generation speed (docs/PERFORMANCE.md, "Generation"): boost-generate's
+# tokens/s on cola-60m and llama-60m (random init plus one training step;
+# model.seq_len raised to 512 so 256 new tokens fit), batch 1, greedy,
+# 256 new tokens after one prompt token, 1 and 2 threads, fp32 and bf16,
+# beside transformers' LlamaForCausalLM at llama-60m's shape on the same
+# CPU in the same run (the peer has no CoLA model: CoLA is not in
+# transformers), and the share of the memory-bandwidth limit: the working
+# weights a decode step reads (boost-generate --json's
+# weight_bytes_per_token) times tokens/s over the read bandwidth measured
+# here (torch.mv over a 512 MiB fp32 matrix at the same thread count, best
+# of 7: the read rate of the operation a decode step is made of).
+#
+#   bench/bench_generate.sh [WORKDIR]
+# BOOST_BINARY_DIR: the build (default ./build); BOOST_PEER_PYTHON: a Python
+# with torch and transformers (default python3). Runs under
+# flock /tmp/boost-bench.lock; the checkpoints (~600 MB) stay in WORKDIR
+# (default: a temporary directory, removed at the end).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+B=${BOOST_BINARY_DIR:-$root/build}
+PY=${BOOST_PEER_PYTHON:-python3}
+NEW=${BENCH_NEW_TOKENS:-256}
+work=${1:-}
+if [ -z "$work" ]; then
+  work=$(mktemp -d "${TMPDIR:-/tmp}/bench_generate.XXXXXX")
+  trap 'rm -rf "$work"' EXIT
+fi
+mkdir -p "$work"
+"$PY" -c 'import torch, transformers' 2>/dev/null ||
+  { echo "bench_generate: $PY has no torch and transformers (set BOOST_PEER_PYTHON)" >&2; exit 1; }
+[ -f "$work/f.tok" ] || "$B/tools/boost-data" -o "$work/f.tok" /usr/share/games/fortunes >/dev/null
+for m in cola-60m llama-60m; do
+  [ -e "$work/$m/latest" ] && continue
+  OMP_NUM_THREADS=1 "$B/run/boost-train" --set data.train="$work/f.tok" --set model.preset=$m --set model.seq_len=512 \
+    --set train.val_batches=0 --set train.steps=1 --set train.batch_size=1 --set train.threads=1 \
+    --set ckpt.dir="$work/$m" >"$work/$m.log" 2>&1 || { tail -3 "$work/$m.log" >&2; exit 1; }
+done
+
+peer() { # peer THREADS DTYPE: transformers' tokens/s at llama-60m's shape
+  "$PY" - "$1" "$2" "$NEW" <<'PY'
+import sys, time, torch, transformers
+threads, dtype, new = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+torch.set_num_threads(threads)
+torch.manual_seed(0)
+cfg = transformers.LlamaConfig(vocab_size=32000, hidden_size=512, intermediate_size=1376, num_hidden_layers=8,
+                               num_attention_heads=8, max_position_embeddings=512, tie_word_embeddings=False)
+model = transformers.LlamaForCausalLM(cfg).eval()
+if dtype == "bf16": model = model.to(torch.bfloat16)
+ids = torch.tensor([[0]])
+kw = dict(do_sample=False, use_cache=True, pad_token_id=0, eos_token_id=None)
+with torch.no_grad():
+    model.generate(ids, max_new_tokens=8, min_new_tokens=8, **kw)
+    t = time.perf_counter()
+    out = model.generate(ids, max_new_tokens=new, min_new_tokens=new, **kw)
+    dt = time.perf_counter() - t
+assert out.shape[1] == 1 + new
+print("%.2f" % (new / dt))
+PY
+}
+
+bandwidth() { # bandwidth THREADS: read GB/s of a matrix-vector product over 512 MiB (best of 7)
+  "$PY" - "$1" <<'PY'
+import sys, time, torch
+torch.set_num_threads(int(sys.argv[1]))
+w, x = torch.ones(1 << 16, 1 << 11), torch.ones(1 << 11)
+torch.mv(w, x)
+best = 0.0
+for _ in range(7):
+    t = time.perf_counter(); torch.mv(w, x); best = max(best, w.numel() * 4 / (time.perf_counter() - t))
+print("%.2f" % (best / 1e9))
+PY
+}
+
+ours() { # ours MODEL THREADS PREC: tokens/s and bytes per token
+  "$B/tools/boost-generate" --json --tokens 0 --max-new-tokens "$NEW" --temperature 0 --threads "$2" --precision "$3" \
+    "$work/$1" 2>/dev/null | "$PY" -c 'import json,sys; o=json.load(sys.stdin); assert len(o["tokens"]) == int(sys.argv[1]), o["stop"]
+print("%.2f %d" % (o["tokens_per_s"], o["weight_bytes_per_token"]))' "$NEW"
+}
+
+run_all() {
+  echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'); $NEW new tokens, batch 1, greedy"
+  printf "%-8s %-5s %10s %10s %10s %8s %8s %9s %9s\n" threads prec "peer tok/s" "cola tok/s" "llama tok/s" "cola/pe" "llama/pe" "cola bw%" "llama bw%"
+  for t in 1 2; do
+    bw=$(bandwidth $t)
+    for p in fp32 bf16; do
+      pe=$(peer $t $p)
+      read -r c cb <<<"$(ours cola-60m $t $p)"
+      read -r l lb <<<"$(ours llama-60m $t $p)"
+      "$PY" - "$t" "$p" "$pe" "$c" "$l" "$cb" "$lb" "$bw" <<'PY'
+import sys
+t, p = sys.argv[1:3]
+pe, c, l, cb, lb, bw = map(float, sys.argv[3:])
+print("%-8s %-5s %10.1f %10.1f %10.1f %7.2fx %7.2fx %8.0f%% %8.0f%%" % (t, p, pe, c, l, c / pe, l / pe,
+      100 * c * cb / (bw * 1e9), 100 * l * lb / (bw * 1e9)))
+PY
+    done
+    echo "  read bandwidth at $t thread(s): $bw GB/s"
+  done
+}
+
+export B PY NEW work
+flock /tmp/boost-bench.lock bash -c "set -euo pipefail; $(declare -f run_all peer bandwidth ours); run_all"
