@@ -192,6 +192,73 @@ static int mpi_wait(comm_ctx *c, comm_request *req) {
   return 0;
 }
 
+/* ---- non-blocking sums -------------------------------------------------------
+ * Memory MPI cannot touch (a device backend's, staged) is summed at once
+ * by the blocking path and leaves the request empty: correct, not
+ * overlapped. The request keeps the MPI_Request and, low bit set while in
+ * flight, an allocation MPI reads until completion (the counts). */
+static void hold_request(comm_request *req, MPI_Request r, void *owned) {
+  _Static_assert(sizeof(MPI_Request) <= sizeof req->opaque[0], "an MPI_Request fits the opaque request");
+  memcpy(&req->opaque[0], &r, sizeof r);
+  req->opaque[1] = (uint64_t)(uintptr_t)owned | 1u;
+}
+
+static int mpi_iallreduce(comm_ctx *c, comm_group g, float *buf, size_t n, comm_request *req) {
+  if (c->be && !c->be->mem->host_view(c->be, buf)) return mpi_allreduce(c, g, buf, n, BOOST_F32, COMM_SUM);
+  BOOST_ASSERT(n < (size_t)1 << 31 && req->opaque[1] == 0);
+  MPI_Request r;
+  MPI_Iallreduce(MPI_IN_PLACE, c->be ? c->be->mem->host_view(c->be, buf) : buf, (int)n, MPI_FLOAT, MPI_SUM,
+                 c->mpi[g], &r);
+  hold_request(req, r, NULL);
+  return 0;
+}
+
+/* Rank r receives the part of [begin, end) inside its chunk. */
+static int *scatter_counts(const comm_ctx *c, comm_group g, size_t begin, size_t end, size_t chunk) {
+  int *counts = boost_calloc((size_t)c->size[g], sizeof *counts);
+  for (int r = 0; r < c->size[g]; r++) {
+    const size_t lo = chunk * (size_t)r, hi = lo + chunk;
+    const size_t a = begin > lo ? begin : lo, b = end < hi ? end : hi;
+    counts[r] = a < b ? (int)(b - a) : 0;
+  }
+  return counts;
+}
+
+static int mpi_ireduce_scatter(comm_ctx *c, comm_group g, float *buf, size_t begin, size_t end, size_t chunk,
+                               float *out, comm_request *req) {
+  BOOST_ASSERT(end - begin < (size_t)1 << 31 && req->opaque[1] == 0);
+  const size_t mine = chunk * (size_t)c->rank[g], at = begin > mine ? begin - mine : 0;
+  int *counts = scatter_counts(c, g, begin, end, chunk);
+  const size_t nsend = end - begin, nout = (size_t)counts[c->rank[g]];
+  host_buf hs = host_of(c, buf + begin, nsend * sizeof(float), 1), ho = host_of(c, out + at, nout * sizeof(float), 0);
+  if (hs.staged || ho.staged) {
+    MPI_Reduce_scatter(hs.host, ho.host, counts, MPI_FLOAT, MPI_SUM, c->mpi[g]);
+    host_done(c, hs, buf + begin, nsend * sizeof(float), 0);
+    host_done(c, ho, out + at, nout * sizeof(float), 1);
+    boost_free(counts);
+    return 0;
+  }
+  static float no_out; /* this rank's part is empty: MPI still wants a buffer of its own */
+  MPI_Request r;
+  MPI_Ireduce_scatter(hs.host, nout ? ho.host : &no_out, counts, MPI_FLOAT, MPI_SUM, c->mpi[g], &r);
+  hold_request(req, r, counts);
+  return 0;
+}
+
+static int mpi_test(comm_ctx *c, comm_request *req, int *done) {
+  (void)c;
+  *done = 1;
+  if (!(req->opaque[1] & 1u)) return 0;
+  MPI_Request r;
+  memcpy(&r, &req->opaque[0], sizeof r);
+  MPI_Test(&r, done, MPI_STATUS_IGNORE);
+  if (!*done) return 0;
+  void *owned = (void *)(uintptr_t)(req->opaque[1] & ~(uint64_t)1);
+  if (owned) boost_free(owned);
+  req->opaque[0] = req->opaque[1] = 0;
+  return 0;
+}
+
 static void mpi_destroy(comm_ctx *c) {
   mpi_impl *m = c->impl;
   if (!m) return;
@@ -213,6 +280,9 @@ static const comm_backend mpi_backend = {
     .isend = mpi_isend,
     .recv = mpi_recv,
     .wait = mpi_wait,
+    .iallreduce = mpi_iallreduce,
+    .ireduce_scatter = mpi_ireduce_scatter,
+    .test = mpi_test,
     .destroy = mpi_destroy,
 };
 
