@@ -14,13 +14,19 @@
 # Each round runs every configuration once (even rounds in reverse order, so
 # other load on the machine spreads evenly); the timed steps (all but the
 # first of each run) of all rounds pool into one median per configuration.
+# Configurations: one process (dp1); dp=2 with the one MPI_Allreduce after
+# the backward (dp2-mb0); dp=2 with the bucketed path's sums posted as one
+# bucket after the backward (dp2-after: parallel.dp_bucket_mb=1024, more
+# than the arena: the same sums as the buckets, nothing overlapped); dp=2
+# with buckets of each BENCH_BUCKETS size (dp2-mbS).
 # Per configuration it reports the median step time and tokens/s (global
-# tokens: dp x batch x seq per step), tokens/s relative to one process, the
-# host's seconds inside the dp reduction per step (metrics comm.dp_allreduce
-# .seconds: the whole blocking call, or for buckets the time spent posting,
-# testing and waiting for them) and the share hidden:
-#   hidden = 1 - (dp seconds with buckets) / (dp seconds of the one call)
-# both medians from the same run.
+# tokens: dp x batch x seq per step), tokens/s relative to one process and to
+# dp2-mb0, the host's milliseconds inside the dp reduction per step (metrics
+# comm.dp_allreduce.seconds: the whole blocking call, or for buckets the time
+# spent posting, testing and waiting for them: what is not hidden) and the
+# share of it hidden:
+#   hidden = 1 - (dp ms with buckets) / (dp ms of dp2-after)
+# all medians from the same run.
 #
 # Environment (all optional):
 #   BENCH_PRESET   model.preset (default cola-60m)
@@ -29,7 +35,7 @@
 #   BENCH_ACCUM    train.grad_accum (default 1: the whole backward can overlap)
 #   BENCH_STEPS    steps per run (default 6; steps >= 2 are timed)
 #   BENCH_ROUNDS   rounds (default 3)
-#   BENCH_BUCKETS  parallel.dp_bucket_mb values with buckets (default "1 4 16 64")
+#   BENCH_BUCKETS  parallel.dp_bucket_mb values with buckets (default "4 16 64 256")
 #   BENCH_THREADS  train.threads per rank (default 1)
 #   BENCH_OUT      results folder (default BUILD_DIR/bench-dp-overlap/YYYYmmdd-HHMMSS)
 #   BENCH_MPIRUN   launcher (default "mpirun --allow-run-as-root --oversubscribe")
@@ -47,7 +53,7 @@ BATCH=${BENCH_BATCH:-2}
 ACCUM=${BENCH_ACCUM:-1}
 STEPS=${BENCH_STEPS:-6}
 ROUNDS=${BENCH_ROUNDS:-3}
-BUCKETS=${BENCH_BUCKETS:-"1 4 16 64"}
+BUCKETS=${BENCH_BUCKETS:-"4 16 64 256"}
 THREADS=${BENCH_THREADS:-1}
 OUT=${BENCH_OUT:-$BUILD/bench-dp-overlap/$(date +%Y%m%d-%H%M%S)}
 MPIRUN=${BENCH_MPIRUN:-mpirun --allow-run-as-root --oversubscribe}
@@ -58,8 +64,11 @@ if [ ! -f "$OUT/data.tok" ]; then
     { echo "bench_dp_overlap: boost-data failed: $(tail -n 2 "$OUT/data.log")" >&2; exit 2; }
 fi
 
-configs=("dp1 1 0")
-for mb in 0 $BUCKETS; do configs+=("dp2-mb$mb 2 $mb"); done
+# dp2-after: the bucketed path with one bucket bigger than any arena here,
+# posted after the backward: the same sums, nothing overlapped (the control
+# that separates the overlap from the way the sums move)
+configs=("dp1 1 0" "dp2-mb0 2 0" "dp2-after 2 1024")
+for mb in $BUCKETS; do configs+=("dp2-mb$mb 2 $mb"); done
 
 run_one() { # NAME NP MB ROUND
   local name=$1 np=$2 mb=$3 round=$4 dir=$OUT/$1/r$4
@@ -107,7 +116,7 @@ for name, np_, mb in configs:
         rows[name] = dict(mb=mb, np=np_, n=len(dts), step=statistics.median(dts), tok=statistics.median(tok),
                           dp=statistics.median(dp_s), calls=max(calls))
 base = rows.get("dp1", {}).get("tok")
-one = rows.get("dp2-mb0", {}).get("dp")
+after = rows.get("dp2-after", {}).get("dp")
 print("| configuration | dp_bucket_mb | steps timed | step ms (median) | tokens/s (median) | vs 1 process | vs dp=2 one call | dp reduction ms/step (host) | dp calls/step | hidden |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 for name, _, _ in configs:
@@ -115,7 +124,7 @@ for name, _, _ in configs:
     if not r: print(f"| {name} | | failed | | | | | | | |"); continue
     rel = f"{r['tok'] / base:.3f}" if base else ""
     rel2 = f"{r['tok'] / rows['dp2-mb0']['tok']:.3f}" if "dp2-mb0" in rows and r["np"] == "2" else ""
-    hid = f"{1 - r['dp'] / one:.0%}" if one and r["np"] == "2" and r["mb"] != "0" else ""
+    hid = f"{1 - r['dp'] / after:.0%}" if after and name.startswith("dp2-mb") and r["mb"] != "0" else ""
     dp = f"{r['dp']:.1f}" if r["np"] == "2" else ""
     print(f"| {name} | {r['mb']} | {r['n']} | {r['step']:.0f} | {r['tok']:.1f} | {rel} | {rel2} | {dp} | {r['calls'] if r['np'] == '2' else ''} | {hid} |")
 PY
