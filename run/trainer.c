@@ -23,6 +23,7 @@
 #include "grid.h"
 #include "model.h"
 #include "optim.h"
+#include "grad_buckets.h"
 #include "pipeline.h"
 #include "preempt.h"
 #include "resume_plan.h"
@@ -62,6 +63,7 @@ struct trainer {
   int B, T;
   int64_t global_batch;
   pipeline pipe;
+  grad_buckets buckets; /* the dp reduction, overlapped with the step's last backward */
   model_stage stage;
   int *layers_per_stage; /* [pp] */
   FILE *metrics;
@@ -163,13 +165,10 @@ static float train_step(run *r, train_state *st, double *grad_norm) {
   st->last_T = r->T;
   /* Gradients over dp: all-reduced, or (ZeRO-1) reduce-scattered so each
    * replica updates its chunk of the parameters and moments, then the
-   * parameters are all-gathered. */
+   * parameters are all-gathered; in buckets posted during the last
+   * backward (grad_buckets.h), here only the rest and the waits. */
   const size_t chunk = m->reg.mom_end - m->reg.mom_begin;
-  float *grads = m->reg.arena[TENSOR_GRADS];
-  if (cfg->parallel.zero)
-    comm_reduce_scatter_sum(&r->comm, COMM_DP, grads, chunk);
-  else
-    comm_allreduce_sum(&r->comm, COMM_DP, grads, m->reg.numel);
+  grad_buckets_finish(&r->buckets);
   /* Loss: owned by one rank per replica, summed over dp. Gradient norm: tp
    * shards and pipeline stages summed (replicated tensors counted once),
    * dp replicas hold equal gradients (counted once) or disjoint chunks.
@@ -389,6 +388,8 @@ trainer *trainer_create(const train_config *cfg, MPI_Comm world, char *err, size
   model_init_params(&r->m, (uint64_t)cfg->train.seed);
   model_alloc_acts(&r->m, r->B, r->T, nsets, recompute);
   pipeline_init(&r->pipe, &r->m, &r->comm, pp, r->grid.pp_rank);
+  grad_buckets_init(&r->buckets, &r->comm, &r->m.reg, cfg->parallel.dp_bucket_mb, cfg->parallel.zero);
+  if (grad_buckets_overlapped(&r->buckets)) pipeline_set_grads_hook(&r->pipe, grad_buckets_ready, &r->buckets);
   return r;
 }
 
@@ -397,6 +398,7 @@ void trainer_destroy(trainer *r) {
   train_state_free(&r->st);
   trainer_ckpt_ctx_free(&r->hooks_ctx);
   pipeline_free(&r->pipe);
+  if (r->buckets.comm) grad_buckets_free(&r->buckets);
   boost_free(r->val_in);
   boost_free(r->val_tg);
   boost_free(r->layers_per_stage);

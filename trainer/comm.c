@@ -154,10 +154,61 @@ void comm_recv_act(comm_ctx *c, comm_group g, boost_act *buf, size_t n, int peer
   count(c, g, COMM_SENDRECV, n * boost_dtype_size(act_type(c)), t0);
 }
 
+/* A non-blocking sum completes: a wait on its group, recorded under its
+ * kind but not counted as another collective (it was, when posted: every
+ * rank's count still names the same collective). */
+static void wait_collective(comm_ctx *c, comm_request *req) {
+  const comm_group g = (comm_group)req->group;
+  const comm_kind k = (comm_kind)(req->kind - 1);
+  watch_p2p(c->mpi[g], g, comm_kind_names[k], -1, -1); /* peer -1: the group's collective */
+  const double t0 = MPI_Wtime();
+  check_rc(c, c->ops->wait(c, req), comm_kind_names[k]);
+  watch_done();
+  c->count[g][k].seconds += MPI_Wtime() - t0;
+  memset(req, 0, sizeof *req);
+}
+
 void comm_wait(comm_ctx *c, comm_request *req) {
+  if (req->kind) {
+    wait_collective(c, req);
+    return;
+  }
   watch_p2p(c->mpi[req->group], (comm_group)req->group, "send completion", req->peer, req->tag);
   check_rc(c, c->ops->wait(c, req), "send completion");
   watch_done();
+}
+
+/* A non-blocking sum was posted (its backend's fallback may have waited:
+ * watched like a blocking call until here). */
+static void posted(comm_ctx *c, comm_group g, comm_kind k, comm_request *req, size_t bytes, double t0) {
+  count(c, g, k, bytes, t0);
+  req->group = (int)g, req->kind = (int)k + 1, req->peer = -1, req->tag = 0;
+}
+
+void comm_iallreduce_sum(comm_ctx *c, comm_group g, float *buf, size_t n, comm_request *req) {
+  BOOST_ASSERT(!req->kind);
+  if (skip(c, g) || n == 0) return;
+  const double t0 = begin(c, g, COMM_ALLREDUCE);
+  check_rc(c, c->ops->iallreduce(c, g, buf, n, req), "allreduce");
+  posted(c, g, COMM_ALLREDUCE, req, n * sizeof(float), t0);
+}
+
+void comm_ireduce_scatter_sum(comm_ctx *c, comm_group g, float *buf, size_t begin_at, size_t end, size_t chunk,
+                              float *out, comm_request *req) {
+  BOOST_ASSERT(!req->kind && begin_at <= end && end <= chunk * (size_t)c->size[g]);
+  if (skip(c, g) || begin_at == end) return;
+  const double t0 = begin(c, g, COMM_REDUCE_SCATTER);
+  check_rc(c, c->ops->ireduce_scatter(c, g, buf, begin_at, end, chunk, out, req), "reduce_scatter");
+  posted(c, g, COMM_REDUCE_SCATTER, req, (end - begin_at) * sizeof(float), t0);
+}
+
+int comm_test(comm_ctx *c, comm_request *req) {
+  if (!req->kind) return 1;
+  const double t0 = MPI_Wtime(); /* returns at once: not a wait */
+  int done = 0;
+  check_rc(c, c->ops->test(c, req, &done), comm_kind_names[req->kind - 1]);
+  c->count[req->group][req->kind - 1].seconds += MPI_Wtime() - t0;
+  return done;
 }
 
 void comm_alltoallv_f32(comm_ctx *c, comm_group g, const float *send, const size_t *scount, const size_t *sdispl,

@@ -58,6 +58,7 @@ typedef struct {
 typedef struct {
   uint64_t opaque[2];
   int group, peer, tag;
+  int kind; /* 0: a send; else the collective's comm_kind + 1 */
 } comm_request;
 
 typedef struct comm_ctx comm_ctx;
@@ -87,6 +88,16 @@ typedef struct {
                comm_request *req);
   int (*recv)(comm_ctx *c, comm_group g, void *buf, size_t n, boost_dtype t, int peer, int tag);
   int (*wait)(comm_ctx *c, comm_request *req);
+  /* Non-blocking float sums (the bucketed gradient reduction): complete at
+   * wait. ireduce_scatter: the elements [begin, end) of buf (size * chunk
+   * floats, rank r's chunk at r * chunk); this rank's part of the range,
+   * summed, lands in out (its chunk) at the same offset within the chunk.
+   * test: *done = 1 once req has completed (MPI progresses only inside its
+   * calls). */
+  int (*iallreduce)(comm_ctx *c, comm_group g, float *buf, size_t n, comm_request *req);
+  int (*ireduce_scatter)(comm_ctx *c, comm_group g, float *buf, size_t begin, size_t end, size_t chunk, float *out,
+                         comm_request *req);
+  int (*test)(comm_ctx *c, comm_request *req, int *done);
   /* Optional (NULL: nothing to do). poll: an error the communication
    * reported asynchronously (queued collectives that failed), checked while
    * the host waits for the device; abort: every communicator abandoned,
@@ -160,8 +171,19 @@ void comm_scatter_cols(comm_ctx *c, comm_group g, const boost_act *full, boost_a
  * as sendrecv. comm_isend's buffer must stay untouched until comm_wait. */
 void comm_isend_act(comm_ctx *c, comm_group g, const boost_act *buf, size_t n, int peer, int tag, comm_request *req);
 void comm_recv_act(comm_ctx *c, comm_group g, boost_act *buf, size_t n, int peer, int tag);
-/* Completes req (none: returns at once) and clears it. */
+/* Completes req (none: returns at once) and clears it: a send, or a
+ * non-blocking sum below (recorded for the watchdog as that collective). */
 void comm_wait(comm_ctx *c, comm_request *req);
+/* Non-blocking float sums over g (trainer/grad_buckets.h), counted when
+ * posted (bytes and a call of their kind, as the blocking calls count), the
+ * host's time in them (posting, comm_test, comm_wait) added to the kind's
+ * seconds. buf (and out) stay untouched until comm_wait. A group of one
+ * rank leaves req empty. ireduce_scatter: see comm_backend. */
+void comm_iallreduce_sum(comm_ctx *c, comm_group g, float *buf, size_t n, comm_request *req);
+void comm_ireduce_scatter_sum(comm_ctx *c, comm_group g, float *buf, size_t begin, size_t end, size_t chunk,
+                              float *out, comm_request *req);
+/* Progress: 1 when req (a non-blocking sum) has completed or is empty. */
+int comm_test(comm_ctx *c, comm_request *req);
 /* Floats moved between ranks in pieces (counts and displacements in floats). */
 void comm_alltoallv_f32(comm_ctx *c, comm_group g, const float *send, const size_t *scount, const size_t *sdispl,
                         float *recv, const size_t *rcount, const size_t *rdispl);

@@ -12,12 +12,14 @@
 #include "bf16.h"
 #include "check.h"
 #include "comm.h"
+#include "comm_pair.h"
 
 /* MPI counts are int: large buffers go in pieces. */
 #define COMM_CHUNK ((size_t)1 << 28)
 
 typedef struct {
   MPI_Op bf16_sum;
+  comm_pair_pool pair; /* the non-blocking sums of groups of two */
 } mpi_impl;
 
 static void bf16_sum_op(void *in, void *inout, int *len, MPI_Datatype *type) {
@@ -157,6 +159,17 @@ static int mpi_alltoallv(comm_ctx *c, comm_group g, const void *send, const size
   return 0;
 }
 
+/* A group of two: a comm_pair op (opaque[1]: its address, bits 0 and 1 set). */
+#define PAIR_BIT 2u
+static void hold_pair(comm_request *req, comm_pair_op *op) {
+  req->opaque[0] = 0;
+  req->opaque[1] = (uint64_t)(uintptr_t)op | 1u | PAIR_BIT;
+}
+static comm_pair_op *pair_of(const comm_request *req) {
+  return (req->opaque[1] & PAIR_BIT) ? (comm_pair_op *)(uintptr_t)(req->opaque[1] & ~(uint64_t)3) : NULL;
+}
+static comm_pair_pool *pool(comm_ctx *c) { return &((mpi_impl *)c->impl)->pair; }
+
 /* A request: the MPI_Request, and (low bit set: in flight) the host copy a
  * staged send owns until it completes. */
 static int mpi_isend(comm_ctx *c, comm_group g, const void *buf, size_t n, boost_dtype t, int peer, int tag,
@@ -183,6 +196,12 @@ static int mpi_recv(comm_ctx *c, comm_group g, void *buf, size_t n, boost_dtype 
 static int mpi_wait(comm_ctx *c, comm_request *req) {
   (void)c;
   if (!(req->opaque[1] & 1u)) return 0;
+  comm_pair_op *op = pair_of(req);
+  if (op) {
+    comm_pair_wait(op);
+    memset(req, 0, sizeof *req);
+    return 0;
+  }
   MPI_Request r;
   memcpy(&r, &req->opaque[0], sizeof r);
   MPI_Wait(&r, MPI_STATUS_IGNORE);
@@ -192,12 +211,97 @@ static int mpi_wait(comm_ctx *c, comm_request *req) {
   return 0;
 }
 
+/* ---- non-blocking sums -------------------------------------------------------
+ * Memory MPI cannot touch (a device backend's, staged) is summed at once
+ * by the blocking path and leaves the request empty: correct, not
+ * overlapped. The request keeps the MPI_Request and, low bit set while in
+ * flight, an allocation MPI reads until completion (the counts). */
+static void hold_request(comm_request *req, MPI_Request r, void *owned) {
+  _Static_assert(sizeof(MPI_Request) <= sizeof req->opaque[0], "an MPI_Request fits the opaque request");
+  memcpy(&req->opaque[0], &r, sizeof r);
+  req->opaque[1] = (uint64_t)(uintptr_t)owned | 1u;
+}
+
+
+static int mpi_iallreduce(comm_ctx *c, comm_group g, float *buf, size_t n, comm_request *req) {
+  if (c->be && !c->be->mem->host_view(c->be, buf)) return mpi_allreduce(c, g, buf, n, BOOST_F32, COMM_SUM);
+  BOOST_ASSERT(n < (size_t)1 << 31 && req->opaque[1] == 0);
+  float *host = c->be ? c->be->mem->host_view(c->be, buf) : buf;
+  if (c->size[g] == 2) {
+    hold_pair(req, comm_pair_start(pool(c), c->mpi[g], host, n, n / 2, NULL));
+    return 0;
+  }
+  MPI_Request r;
+  MPI_Iallreduce(MPI_IN_PLACE, host, (int)n, MPI_FLOAT, MPI_SUM, c->mpi[g], &r);
+  hold_request(req, r, NULL);
+  return 0;
+}
+
+/* Rank r receives the part of [begin, end) inside its chunk. */
+static int *scatter_counts(const comm_ctx *c, comm_group g, size_t begin, size_t end, size_t chunk) {
+  int *counts = boost_calloc((size_t)c->size[g], sizeof *counts);
+  for (int r = 0; r < c->size[g]; r++) {
+    const size_t lo = chunk * (size_t)r, hi = lo + chunk;
+    const size_t a = begin > lo ? begin : lo, b = end < hi ? end : hi;
+    counts[r] = a < b ? (int)(b - a) : 0;
+  }
+  return counts;
+}
+
+static int mpi_ireduce_scatter(comm_ctx *c, comm_group g, float *buf, size_t begin, size_t end, size_t chunk,
+                               float *out, comm_request *req) {
+  BOOST_ASSERT(end - begin < (size_t)1 << 31 && req->opaque[1] == 0);
+  const size_t mine = chunk * (size_t)c->rank[g], at = begin > mine ? begin - mine : 0;
+  int *counts = scatter_counts(c, g, begin, end, chunk);
+  const size_t nsend = end - begin, nout = (size_t)counts[c->rank[g]];
+  host_buf hs = host_of(c, buf + begin, nsend * sizeof(float), 1), ho = host_of(c, out + at, nout * sizeof(float), 0);
+  if (hs.staged || ho.staged) {
+    MPI_Reduce_scatter(hs.host, ho.host, counts, MPI_FLOAT, MPI_SUM, c->mpi[g]);
+    host_done(c, hs, buf + begin, nsend * sizeof(float), 0);
+    host_done(c, ho, out + at, nout * sizeof(float), 1);
+    boost_free(counts);
+    return 0;
+  }
+  if (c->size[g] == 2) {
+    const size_t split = begin < chunk ? (end < chunk ? end : chunk) - begin : 0;
+    hold_pair(req, comm_pair_start(pool(c), c->mpi[g], hs.host, nsend, split, ho.host));
+    boost_free(counts);
+    return 0;
+  }
+  static float no_out; /* this rank's part is empty: MPI still wants a buffer of its own */
+  MPI_Request r;
+  MPI_Ireduce_scatter(hs.host, nout ? ho.host : &no_out, counts, MPI_FLOAT, MPI_SUM, c->mpi[g], &r);
+  hold_request(req, r, counts);
+  return 0;
+}
+
+static int mpi_test(comm_ctx *c, comm_request *req, int *done) {
+  (void)c;
+  *done = 1;
+  if (!(req->opaque[1] & 1u)) return 0;
+  comm_pair_op *op = pair_of(req);
+  if (op) {
+    *done = comm_pair_test(op);
+    if (*done) req->opaque[0] = req->opaque[1] = 0;
+    return 0;
+  }
+  MPI_Request r;
+  memcpy(&r, &req->opaque[0], sizeof r);
+  MPI_Test(&r, done, MPI_STATUS_IGNORE);
+  if (!*done) return 0;
+  void *owned = (void *)(uintptr_t)(req->opaque[1] & ~(uint64_t)1);
+  if (owned) boost_free(owned);
+  req->opaque[0] = req->opaque[1] = 0;
+  return 0;
+}
+
 static void mpi_destroy(comm_ctx *c) {
   mpi_impl *m = c->impl;
   if (!m) return;
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Op_free(&m->bf16_sum);
+  comm_pair_pool_free(&m->pair);
   boost_free(m);
   c->impl = NULL;
 }
@@ -213,6 +317,9 @@ static const comm_backend mpi_backend = {
     .isend = mpi_isend,
     .recv = mpi_recv,
     .wait = mpi_wait,
+    .iallreduce = mpi_iallreduce,
+    .ireduce_scatter = mpi_ireduce_scatter,
+    .test = mpi_test,
     .destroy = mpi_destroy,
 };
 

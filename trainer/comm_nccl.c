@@ -44,6 +44,7 @@ typedef struct {
   ncclComm_t p2p[2][2];             /* pp: [parity of the link's lower stage][direction] */
   cudaStream_t stream;              /* the compute backend's */
   cudaStream_t send[2];             /* sends up and down the pipeline */
+  cudaStream_t reduce;              /* the bucketed gradient sums (made at the first) */
   pthread_mutex_t mu;               /* the communicators, between poll and abort */
   int aborted;
 } nccl_impl;
@@ -196,6 +197,71 @@ static int n_wait(comm_ctx *c, comm_request *req) {
   return 0;
 }
 
+/* ---- non-blocking sums (the bucketed gradient reduction) ----------------------
+ * Queued on a stream of their own after an event on the compute stream
+ * (the bucket's gradients are complete there), so the backward's kernels
+ * keep running while NCCL sums; the request holds the event recorded after
+ * the sum, and n_wait makes the compute stream wait for it. The group's
+ * communicator is used from this stream only during the backward (no other
+ * collective of the group runs then) and from the compute stream only after
+ * the wait: one order on every rank. */
+static int reduce_stream(comm_ctx *c, cudaStream_t *out) {
+  nccl_impl *m = impl(c);
+  if (!m->reduce) CUDA(cudaStreamCreateWithFlags(&m->reduce, cudaStreamNonBlocking));
+  cudaEvent_t ready;
+  CUDA(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+  CUDA(cudaEventRecord(ready, m->stream));
+  CUDA(cudaStreamWaitEvent(m->reduce, ready, 0));
+  CUDA(cudaEventDestroy(ready));
+  *out = m->reduce;
+  return 0;
+}
+
+static int hold_done(comm_ctx *c, cudaStream_t s, comm_request *req) {
+  cudaEvent_t done;
+  CUDA(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  CUDA(cudaEventRecord(done, s));
+  memcpy(&req->opaque[0], &done, sizeof done);
+  req->opaque[1] = 1;
+  return 0;
+}
+
+static int n_iallreduce(comm_ctx *c, comm_group g, float *buf, size_t n, comm_request *req) {
+  cudaStream_t s;
+  if (reduce_stream(c, &s) != 0) return -1;
+  NCCL(ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, group_comm(c, g), s));
+  return hold_done(c, s, req);
+}
+
+/* One reduce per rank whose chunk the range meets (ReduceScatter wants
+ * equal parts), grouped into one launch. */
+static int n_ireduce_scatter(comm_ctx *c, comm_group g, float *buf, size_t begin, size_t end, size_t chunk,
+                             float *out, comm_request *req) {
+  cudaStream_t s;
+  if (reduce_stream(c, &s) != 0) return -1;
+  NCCL(ncclGroupStart());
+  for (int r = 0; r < c->size[g]; r++) {
+    const size_t lo = chunk * (size_t)r, hi = lo + chunk;
+    const size_t a = begin > lo ? begin : lo, b = end < hi ? end : hi;
+    if (a >= b) continue;
+    float *dst = r == c->rank[g] ? out + (a - lo) : buf + a; /* recvbuff matters on the root only */
+    const ncclResult_t e = ncclReduce(buf + a, dst, b - a, ncclFloat32, ncclSum, r, group_comm(c, g), s);
+    if (e != ncclSuccess && e != ncclInProgress) {
+      (void)ncclGroupEnd();
+      return nccl_failed(c, e, "ncclReduce");
+    }
+  }
+  NCCL(ncclGroupEnd());
+  return hold_done(c, s, req);
+}
+
+static int n_test(comm_ctx *c, comm_request *req, int *done) {
+  (void)c;
+  *done = 0; /* the compute stream waits at n_wait: nothing for the host to learn early */
+  if (!req->opaque[1]) *done = 1;
+  return 0;
+}
+
 /* Every communicator of the context, in one array of NUM_GROUPS + NUM_P2P. */
 static ncclComm_t *comm_slot(nccl_impl *m, int i) {
   return i < COMM_NUM_GROUPS ? &m->comm[i] : &m->p2p[(i - COMM_NUM_GROUPS) / 2][(i - COMM_NUM_GROUPS) % 2];
@@ -244,6 +310,7 @@ static void n_destroy(comm_ctx *c) {
     boost_device_wait("device sync", cuda_stream_ready, (void *)m->stream);
     for (int d = 0; d < 2; d++)
       if (m->send[d]) boost_device_wait("device sync", cuda_stream_ready, (void *)m->send[d]);
+    if (m->reduce) boost_device_wait("device sync", cuda_stream_ready, (void *)m->reduce);
   }
   for (int i = 0; i < COMM_NUM_GROUPS + NUM_P2P; i++) {
     ncclComm_t *cm = comm_slot(m, i);
@@ -251,6 +318,7 @@ static void n_destroy(comm_ctx *c) {
   }
   for (int d = 0; d < 2; d++)
     if (m->send[d]) (void)cudaStreamDestroy(m->send[d]);
+  if (m->reduce) (void)cudaStreamDestroy(m->reduce);
   pthread_mutex_destroy(&m->mu);
   boost_free(m);
   c->impl = NULL;
@@ -267,6 +335,9 @@ static const comm_backend nccl_backend = {
     .isend = n_isend,
     .recv = n_recv,
     .wait = n_wait,
+    .iallreduce = n_iallreduce,
+    .ireduce_scatter = n_ireduce_scatter,
+    .test = n_test,
     .poll = n_poll,
     .abort = n_abort,
     .destroy = n_destroy,

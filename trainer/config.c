@@ -122,6 +122,10 @@ static const key_spec KEYS[] = {
      "train.device=cuda: every group goes through NCCL, groups of one rank too (size-1 communicators run every "
      "collective: a single GPU exercises NCCL; docs/CUDA.md)",
      NULL},
+    {"parallel.dp_bucket_mb", K_FLOAT, F(parallel.dp_bucket_mb), 0, 1024,
+     "MiB of gradients per data-parallel reduction posted during the step's last backward (overlapped with it; "
+     "dp <= 2 only, docs/PARALLELISM.md); 0 = one reduction after the backward",
+     NULL},
     {"ckpt.dir", K_STR, F(ckpt.dir), 0, 0, "checkpoint directory (empty = no checkpoints)", NULL},
     {"ckpt.every", K_STR, F(ckpt.every_text), 0, 0,
      "checkpoint every N steps (0 = only at the end/preemption), or auto: the interval that loses the least work, "
@@ -222,6 +226,7 @@ void config_defaults(train_config *cfg) {
   cfg->parallel.tp_mode = TP_AUTO;
   cfg->parallel.recompute = RECOMPUTE_NONE;
   cfg->parallel.timeout = 600; /* docs/PARALLELISM.md, "The collective watchdog" */
+  cfg->parallel.dp_bucket_mb = 4; /* docs/PERFORMANCE.md, "Overlapped gradient reduction" */
   config_set(cfg, "ckpt.resume", "auto", NULL, 0);
   config_set(cfg, "ckpt.every", "0", NULL, 0);
   config_set(cfg, "ckpt.staging_limit", "100%", NULL, 0); /* the default: docs/PERFORMANCE.md, "Bounded staging" */

@@ -79,6 +79,7 @@ typedef struct {
     int dp, tp, pp, zero, timeout;
     comm_config_kind comm;
     int nccl_single; /* groups of one rank go through NCCL too (docs/CUDA.md) */
+    float dp_bucket_mb; /* gradient buckets reduced during the last backward (0: one call after it) */
     tp_mode tp_mode;
     recompute_mode recompute;
     char stages[CONFIG_STR];

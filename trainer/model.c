@@ -168,12 +168,28 @@ void model_forward_train(model *m, int B, int T, float scale) {
   forward_stage(m, B, T, scale);
 }
 
+/* The hook's tail: the gradients from tensor idx's on are final. */
+static void grads_ready(model *m, int idx) {
+  if (m->grads_ready) m->grads_ready(m->grads_ready_ctx, idx < 0 ? 0 : m->reg.tensors[idx].arena_offset);
+}
+
+void model_set_grads_hook(model *m, model_grads_ready_fn fn, void *ctx) {
+  m->grads_ready = fn;
+  m->grads_ready_ctx = ctx;
+}
+
+/* The registry's order is embedding, layers, final norm, LM head (a tied
+ * head is the embedding: complete only after it), reversed here. */
 void model_backward(model *m, float scale) {
   const int N = m->B * m->T;
   boost_act *dx = m->s.d_resid[0], *dx_in = m->s.d_resid[1];
-  if (m->stage.has_head) head_backward(m, N, scale, dx);
+  if (m->stage.has_head) {
+    head_backward(m, N, scale, dx);
+    grads_ready(m, m->final_norm);
+  }
   for (int l = m->nl - 1; l >= 0; l--) {
     layer_backward(m, l, m->cur->resid[l], dx, dx_in);
+    grads_ready(m, m->layers[l].attn_norm);
     boost_act *t = dx;
     dx = dx_in;
     dx_in = t;
@@ -181,6 +197,7 @@ void model_backward(model *m, float scale) {
   m->d_in = dx;
   if (m->stage.has_embed)
     m->be->ops->embedding_backward(m->be, G(m, m->wte), dx, m->cur->tokens, N, m->cfg.vocab, m->d_res);
+  grads_ready(m, -1);
 }
 
 void model_zero_grads(model *m) { m->be->mem->zero(m->be, m->reg.arena[TENSOR_GRADS], m->reg.numel * sizeof(float)); }

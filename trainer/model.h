@@ -105,6 +105,9 @@ typedef struct {
   float *d_ss;
 } model_scratch;
 
+/* The gradients [from, numel) of the arena are final (model_set_grads_hook). */
+typedef void (*model_grads_ready_fn)(void *ctx, size_t from);
+
 /* Three parts, in llama2.c's spirit (Config / Weights / RunState), built
  * by separate calls so that each user allocates what it runs:
  *  - configuration and layout (model_init): the config, backend, tp mode,
@@ -149,6 +152,8 @@ typedef struct {
   float *rope_cos, *rope_sin;
   double *stats; /* backend memory: [0] the training losses accumulated since model_loss_reset, [1] model_grad_sumsq */
   model_scratch s;
+  model_grads_ready_fn grads_ready; /* model_set_grads_hook's (NULL: none) */
+  void *grads_ready_ctx;
 } model;
 
 /* How a model is built besides its config and tp mode. Zero-initialised
@@ -237,6 +242,12 @@ void model_forward_train(model *m, int B, int T, float scale);
 /* Backward of the current set's last forward; grads accumulate with dloss
  * per token = scale. */
 void model_backward(model *m, float scale);
+/* During the following backwards, fn(ctx, from) is called each time the
+ * gradients [from, numel) of the arena are complete for the step (the
+ * backward runs the registry's order in reverse: after the head, each
+ * layer, the embedding). Set it for the step's last backward only (earlier
+ * ones still accumulate); NULL removes it. */
+void model_set_grads_hook(model *m, model_grads_ready_fn fn, void *ctx);
 
 void model_zero_grads(model *m);
 /* The training loss sum (double, backend memory) and its reset. */

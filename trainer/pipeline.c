@@ -75,6 +75,11 @@ static void wait_all(pipeline *p) {
   }
 }
 
+void pipeline_set_grads_hook(pipeline *p, model_grads_ready_fn fn, void *ctx) {
+  p->grads_ready = fn;
+  p->grads_ready_ctx = ctx;
+}
+
 void pipeline_train(pipeline *p, int micro_batches, float scale, pipeline_fetch_fn fetch, void *ctx,
                     const int32_t **last_tokens) {
   const int M = micro_batches, nsets = p->nsets;
@@ -94,7 +99,10 @@ void pipeline_train(pipeline *p, int micro_batches, float scale, pipeline_fetch_
       fwd++;
       if (++inflight > p->peak_inflight) p->peak_inflight = inflight;
     } else {
+      /* the step's last backward finishes each gradient it touches */
+      if (bwd == M - 1) model_set_grads_hook(p->m, p->grads_ready, p->grads_ready_ctx);
       backward_micro(p, micro, set, scale);
+      model_set_grads_hook(p->m, NULL, NULL);
       bwd++;
       inflight--;
     }

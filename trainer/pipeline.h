@@ -23,6 +23,8 @@ typedef struct {
   boost_act *grad_out; /* backend memory [nsets][B*T*d_res]: stage-input gradients being sent */
   comm_request *send_fwd, *send_bwd;
   int peak_inflight; /* the most micro-batches in flight seen on this stage */
+  model_grads_ready_fn grads_ready; /* pipeline_set_grads_hook's */
+  void *grads_ready_ctx;
 } pipeline;
 
 /* Buffers for m's activation sets (m->nsets micro-batches in flight). */
@@ -35,6 +37,10 @@ void pipeline_free(pipeline *p);
  * The micro-batches' mean losses add up in the model's loss sum on the last
  * stage (model_loss_sum). Afterwards *last_tokens points at the last
  * micro-batch's tokens (host memory). */
+/* fn (NULL: none) hears, during each step's last backward on this stage,
+ * which gradients are final (model_set_grads_hook): the data-parallel
+ * reduction's buckets go out while the backward runs. */
+void pipeline_set_grads_hook(pipeline *p, model_grads_ready_fn fn, void *ctx);
 void pipeline_train(pipeline *p, int micro_batches, float scale, pipeline_fetch_fn fetch, void *ctx,
                     const int32_t **last_tokens);
 
