@@ -119,21 +119,6 @@ static int parse_args(int argc, char **argv, eval_opts *o, char *err, size_t err
   return 0;
 }
 
-/* Every rank agrees; the first failing rank's reason reaches rank 0. */
-static int agree(const eval_opts *o, int ok, char *err, size_t errlen) {
-  if (o->nranks == 1) return ok;
-  int all = ok;
-  MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (all) return 1;
-  int first = ok ? o->nranks : o->rank;
-  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  char msg[1024];
-  snprintf(msg, sizeof msg, "%s", ok ? "" : err);
-  MPI_Bcast(msg, sizeof msg, MPI_CHAR, first, MPI_COMM_WORLD);
-  snprintf(err, errlen, "%s", msg);
-  return 0;
-}
-
 /* Progress on rank 0: a line per tenth once the run has taken 5 s. */
 typedef struct {
   const eval_opts *o;
@@ -299,10 +284,10 @@ static int run_stored(const eval_opts *o, const ins_ckpt *c, model *m, result *r
 
 static int run(const eval_opts *o, char *err, size_t errlen) {
   ins_ckpt c;
-  if (!agree(o, ins_open(o->ckpt, &c, err, errlen) == 0, err, errlen)) return -1;
+  if (!tool_agree(o->nranks, ins_open(o->ckpt, &c, err, errlen) == 0, err, errlen)) return -1;
   ckpt_model cm;
   const ckpt_model_options mo = {.device = o->device, .precision = o->precision, .threads = o->threads};
-  int rc = agree(o, ckpt_model_load(&c, &mo, &cm, err, errlen) == 0, err, errlen) ? 0 : -1;
+  int rc = tool_agree(o->nranks, ckpt_model_load(&c, &mo, &cm, err, errlen) == 0, err, errlen) ? 0 : -1;
   if (rc == 0) {
     result res = {cJSON_CreateObject(), ""};
     cJSON_AddStringToObject(res.json, "checkpoint", c.path);
@@ -310,7 +295,7 @@ static int run(const eval_opts *o, char *err, size_t errlen) {
     rc = o->stored ? run_stored(o, &c, &cm.m, &res, err, errlen)
        : o->choice ? run_choice(o, &cm, &cm.m, &res, err, errlen)
                    : run_loss(o, &cm, &cm.m, &res, err, errlen);
-    if (!agree(o, rc == 0, err, errlen)) rc = -1;
+    if (!tool_agree(o->nranks, rc == 0, err, errlen)) rc = -1;
     if (rc == 0 && o->rank == 0 && !o->json)
       printf("checkpoint %s (step %lld, %s)\n%s", c.path, (long long)c.meta.step, cm.be->info, res.text);
     if (rc == 0 && o->rank == 0 && o->json) ins_print_json(res.json); /* and deletes it */

@@ -300,21 +300,6 @@ static int write_out(rewrite *r, const char *tmp, tp_mode mode) {
 
 /* ---- the parallel rewrite (under mpirun) ------------------------------------ */
 
-/* All ranks agree that all are ok; the first failing rank's reason reaches
- * every rank (so rank 0 prints it). */
-static int agree(const options *o, int ok, char *err, size_t errlen) {
-  int all = ok;
-  MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (all) return 1;
-  int first = ok ? o->nranks : o->rank;
-  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  char msg[1024];
-  snprintf(msg, sizeof msg, "%s", ok ? "" : err);
-  MPI_Bcast(msg, sizeof msg, MPI_CHAR, first, MPI_COMM_WORLD);
-  snprintf(err, errlen, "%s", msg);
-  return 0;
-}
-
 /* This rank's band of one tensor of IN: whole chunk rows of dimension 0,
  * read, checked against IN's checksum (summed over the ranks: the checksum
  * is a sum over elements) and written collectively. Every rank calls this
@@ -357,7 +342,7 @@ static int copy_tensor_band(rewrite *r, hid_t in_rd, const char *path, const cha
     snprintf(r->err, sizeof r->err, "%s: checksum mismatch in IN (damaged checkpoint)", path);
     ok = 0;
   }
-  if (agree(o, ok, r->err, sizeof r->err)) {
+  if (tool_agree(o->nranks, ok, r->err, sizeof r->err)) {
     hid_t ftype = bf16 ? ckpt_bf16_type() : H5Tcopy(H5T_IEEE_F32LE);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE), lcpl = H5Pcreate(H5P_LINK_CREATE);
     H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
@@ -383,7 +368,7 @@ static int copy_tensor_band(rewrite *r, hid_t in_rd, const char *path, const cha
     if (od >= 0 && H5Dclose(od) < 0) ok = 0;
     if (!ok) ckpt_h5_error(r->err, sizeof r->err, path);
     H5Sclose(mem), H5Sclose(ospace), H5Pclose(lcpl), H5Pclose(dcpl), H5Tclose(ftype);
-    ok = agree(o, ok, r->err, sizeof r->err);
+    ok = tool_agree(o->nranks, ok, r->err, sizeof r->err);
   } else ok = 0;
   free(buf);
   if (space >= 0) H5Sclose(space);
@@ -422,18 +407,18 @@ static int write_out_parallel(rewrite *r, const char *tmp, tp_mode mode) {
   r->out = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
   H5Pclose(fapl);
   if (r->out < 0) ckpt_h5_error(r->err, sizeof r->err, "cannot create the temporary OUT");
-  if (!agree(o, r->out >= 0 && reserve_out(r, tmp) == 0, r->err, sizeof r->err)) {
+  if (!tool_agree(o->nranks, r->out >= 0 && reserve_out(r, tmp) == 0, r->err, sizeof r->err)) {
     if (r->out >= 0) H5Fclose(r->out);
     return -1;
   }
-  int ok = agree(o, write_root(r, mode) == 0, r->err, sizeof r->err);
+  int ok = tool_agree(o->nranks, write_root(r, mode) == 0, r->err, sizeof r->err);
   hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
   H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
   const char *groups[3] = {CKPT_GROUP_MODEL, CKPT_GROUP_ADAM_M, CKPT_GROUP_ADAM_V};
   for (int g = 0; ok && g < (o->no_optim ? 1 : 3); g++) {
     char(*names)[TENSOR_NAME_MAX] = NULL;
     int count = 0;
-    ok = agree(o, group_names(r->in, groups[g], &names, &count, r->err, sizeof r->err) == 0, r->err, sizeof r->err);
+    ok = tool_agree(o->nranks, group_names(r->in, groups[g], &names, &count, r->err, sizeof r->err) == 0, r->err, sizeof r->err);
     for (int i = 0; ok && i < count; i++) {
       char path[TENSOR_NAME_MAX + 32];
       snprintf(path, sizeof path, "%s/%s", groups[g], names[i]);
@@ -446,7 +431,7 @@ static int write_out_parallel(rewrite *r, const char *tmp, tp_mode mode) {
     ckpt_h5_error(r->err, sizeof r->err, "closing OUT");
     ok = 0;
   }
-  ok = agree(o, ok, r->err, sizeof r->err);
+  ok = tool_agree(o->nranks, ok, r->err, sizeof r->err);
   /* The training state and activations as they are: rank 0, serially. */
   if (ok && o->rank == 0) {
     hid_t out = H5Fopen(tmp, H5F_ACC_RDWR, H5P_DEFAULT);
@@ -456,7 +441,7 @@ static int write_out_parallel(rewrite *r, const char *tmp, tp_mode mode) {
     if (out >= 0 && H5Fclose(out) < 0) ok = 0;
     if (!ok) ckpt_h5_error(r->err, sizeof r->err, "copying the training state and activations");
   }
-  return agree(o, ok, r->err, sizeof r->err) ? 0 : -1;
+  return tool_agree(o->nranks, ok, r->err, sizeof r->err) ? 0 : -1;
 }
 
 /* Every tensor of OUT decoded and checked against its checksum (under
@@ -510,7 +495,7 @@ static int run(const options *o_in, char *err, size_t errlen) {
   boost_msgf(from.path, sizeof from.path, "%s", o->in);
   const int found = ckpt_peek("", &from, &info, err, errlen) == 1;
   if (!found && !err[0]) boost_err(err, errlen, "%s: no committed checkpoint there", o->in);
-  if (o->nranks > 1 ? !agree(o, found, err, errlen) : !found) {
+  if (o->nranks > 1 ? !tool_agree(o->nranks, found, err, errlen) : !found) {
     if (found) ckpt_peek_free(&info);
     return -1;
   }
@@ -539,11 +524,11 @@ static int run(const options *o_in, char *err, size_t errlen) {
     else out_config = config_to_json(&cfg);
   }
   if (rc == 0 && o->plan) rc = reshard_plan(in, &cfg, o, err, errlen);
-  if (o->nranks > 1 && !agree(o, rc == 0, err, errlen)) rc = -1;
+  if (o->nranks > 1 && !tool_agree(o->nranks, rc == 0, err, errlen)) rc = -1;
   if (rc == 0 && !o->plan) {
     const char *inputs[] = {info.path, o->in};
     if (o->rank == 0 && boost_check_output(o->out, inputs, 2, err, errlen) != 0) rc = -1;
-    if (o->nranks > 1 && !agree(o, rc == 0, err, errlen)) rc = -1;
+    if (o->nranks > 1 && !tool_agree(o->nranks, rc == 0, err, errlen)) rc = -1;
   }
   if (rc == 0 && !o->plan) {
     model m;
@@ -560,12 +545,12 @@ static int run(const options *o_in, char *err, size_t errlen) {
       if (rc != 0) boost_err(err, errlen, "%s", r.err);
       if (rc == 0 && ranks) rc = reshard_rank_finish(ranks, info.path, tmp, o, err, errlen);
       if (rc == 0) rc = verify_out(tmp, o, err, errlen);
-      if (o->nranks > 1 && !agree(o, rc == 0, err, errlen)) rc = -1;
+      if (o->nranks > 1 && !tool_agree(o->nranks, rc == 0, err, errlen)) rc = -1;
       if (rc == 0 && o->rank == 0) ckpt_fs_trim(tmp); /* the reservation's blocks past the end */
       if (rc == 0 && o->rank == 0 && (boost_fsync_path(tmp) != 0 || rename(tmp, o->out) != 0))
         rc = boost_err(err, errlen, "cannot commit %s: %s", o->out, strerror(errno));
       if (rc == 0 && o->rank == 0) boost_fsync_parent(o->out);
-      if (o->nranks > 1 && !agree(o, rc == 0, err, errlen)) rc = -1;
+      if (o->nranks > 1 && !tool_agree(o->nranks, rc == 0, err, errlen)) rc = -1;
       if (rc != 0 && o->rank == 0) unlink(tmp);
       tool_tmp_disarm();
       if (rc == 0 && !o->quiet && o->rank == 0)

@@ -5,6 +5,8 @@
 #ifndef BOOST_TOOL_H
 #define BOOST_TOOL_H
 
+#include <stddef.h>
+
 /* Whether a launcher (Open MPI's mpirun, a PMI/PMIx one) started this
  * process: the tools that run serially or under mpirun start MPI only then
  * (a plain run stays a plain process, without an MPI singleton). */
@@ -12,6 +14,10 @@ int tool_under_mpirun(void);
 /* handler for SIGINT, SIGTERM and SIGHUP (what a tool's temporary output
  * needs done before the process ends). */
 void tool_on_stop_signals(void (*handler)(int));
+/* Under mpirun (nranks > 1): whether every rank's ok is set; when not, the
+ * first failing rank's err reaches every rank's err. Collective over
+ * MPI_COMM_WORLD; with one rank, ok. */
+int tool_agree(int nranks, int ok, char *err, size_t errlen);
 
 /* From now on SIGINT, SIGTERM and SIGHUP unlink `tmp` (copied) and end the
  * process with status 128 + the signal. */

@@ -6,6 +6,8 @@
 
 #include "tool.h"
 
+#include "comm.h"
+
 static volatile sig_atomic_t g_armed;
 static char g_tmp[4200];
 
@@ -38,4 +40,13 @@ void tool_tmp_disarm(void) { g_armed = 0; }
 void tool_tmp_remove(void) {
   if (g_armed) unlink(g_tmp);
   g_armed = 0;
+}
+
+int tool_agree(int nranks, int ok, char *err, size_t errlen) {
+  if (nranks <= 1) return ok;
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", ok ? "" : err);
+  if (comm_control_first_failure(MPI_COMM_WORLD, COMM_WORLD, "tool agreement", ok, msg, (int)sizeof msg) < 0) return 1;
+  snprintf(err, errlen, "%s", msg);
+  return 0;
 }

@@ -1,0 +1,17 @@
+/* The config keys whose values carry units or words, parsed once by
+ * config_set (config.c) into their fields: ckpt.every (a step count or
+ * "auto"), ckpt.mtbf (a duration, s/m/h/d), ckpt.staging_limit (bytes with
+ * K/M/G/T, or a percentage). Each returns 0, or -1 with one line naming the
+ * key in err. */
+#ifndef BOOST_CONFIG_VALUES_H
+#define BOOST_CONFIG_VALUES_H
+
+#include <stddef.h>
+
+#include "config.h"
+
+/* key: "ckpt.every" or "ckpt.mtbf" */
+int config_parse_interval(train_config *cfg, const char *key, const char *value, char *err, size_t errlen);
+int config_parse_staging_limit(train_config *cfg, const char *value, char *err, size_t errlen);
+
+#endif
