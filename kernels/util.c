@@ -35,6 +35,7 @@ static double seconds(clockid_t clock) {
 }
 
 double boost_now_s(void) { return seconds(CLOCK_MONOTONIC); }
+double boost_unix_s(void) { return seconds(CLOCK_REALTIME); }
 double boost_thread_cpu_s(void) { return seconds(CLOCK_THREAD_CPUTIME_ID); }
 
 int boost_fsync_path(const char *path) {

@@ -22,6 +22,8 @@ static inline int boost_ends_with(const char *s, const char *suffix) {
 
 /* Monotonic wall clock, and the calling thread's CPU time, in seconds. */
 double boost_now_s(void);
+/* The calendar time, Unix seconds (records that outlive the process). */
+double boost_unix_s(void);
 double boost_thread_cpu_s(void);
 
 /* fsync of a directory (or file) by path; -1 with errno on failure. */

@@ -3,12 +3,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "check.h"
 #include "data.h"
 #include "optim.h"
 #include "preempt.h"
+#include "util.h"
 
 /* p2p tag of the recompute forward (no other message is in flight at a step
  * boundary) */
@@ -111,13 +111,6 @@ static void activations(void *ctx, ckpt_acts_sink *sink) {
   boost_free(host);
 }
 
-/* Wall-clock time, Unix seconds (the run's history of starts). */
-static double unix_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 ckpt_hooks trainer_ckpt_hooks(trainer_ckpt_ctx *ctx) { return (ckpt_hooks){ctx, ctx->m ? activations : NULL}; }
 
 void trainer_ckpt_settings(const train_config *cfg, ckpt_settings *set) {
@@ -190,7 +183,7 @@ void trainer_ckpt_after_step(const trainer_ckpt_ctx *ctx, ckpt_session *s, const
     starts = boost_calloc((size_t)(ns * CKPT_START_NCOLS), sizeof *starts);
     memcpy(starts, st->starts.v, (size_t)(ns * CKPT_START_NCOLS) * sizeof *starts);
     starts[(ns - 1) * CKPT_START_NCOLS + CKPT_START_last_step] = (double)st->step;
-    starts[(ns - 1) * CKPT_START_NCOLS + CKPT_START_last_unix_s] = unix_now();
+    starts[(ns - 1) * CKPT_START_NCOLS + CKPT_START_last_unix_s] = boost_unix_s();
     state.set[CKPT_STATE_run_starts].data = starts;
   }
   ckpt_after_step(s, &m, &state, force, status, statuslen);
@@ -202,7 +195,7 @@ void trainer_ckpt_note_start(const trainer_ckpt_ctx *ctx, train_state *st) {
   const train_config *cfg = ctx->cfg;
   const process_grid *g = ctx->grid;
   double row[CKPT_START_NCOLS];
-  const double now = unix_now();
+  const double now = boost_unix_s();
   row[CKPT_START_start_step] = row[CKPT_START_last_step] = (double)st->step;
   row[CKPT_START_start_unix_s] = row[CKPT_START_last_unix_s] = now;
   row[CKPT_START_tokens_at_start] = st->tokens_seen;

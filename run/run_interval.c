@@ -3,15 +3,8 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "util.h"
-
-static double wall_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void say(const char *line) {
   printf("%s\n", line);
@@ -28,7 +21,7 @@ void run_interval_start(run_interval *ri, const train_config *cfg, int rank, con
   /* M from the run's starts in its checkpoints (/state/run_starts: this
    * start is the last row) */
   const int starts = (int)st->starts.rows;
-  const double first = starts > 0 ? st->starts.v[CKPT_START_start_unix_s] : 0.0, now = wall_s();
+  const double first = starts > 0 ? st->starts.v[CKPT_START_start_unix_s] : 0.0, now = boost_unix_s();
   char source[96];
   snprintf(source, sizeof source, "%d starts in %.1f h (/state/run_starts)", starts, (now - first) / 3600);
   ckpt_interval_init(&ri->iv, cfg, ckpt_interval_mtbf_estimate(first, now, starts), source, boost_now_s());

@@ -203,9 +203,7 @@ static void write_metrics(run *r, const comm_ctx *comm_counts, const train_state
                           double tok_s, double gflops, double dt, const char *ckpt_status) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "step", (double)st->step);
-  struct timespec now;
-  clock_gettime(CLOCK_REALTIME, &now);
-  cJSON_AddNumberToObject(o, "time", (double)now.tv_sec + now.tv_nsec * 1e-9); /* wall clock, after the checkpoint step */
+  cJSON_AddNumberToObject(o, "time", boost_unix_s()); /* wall clock, after the checkpoint step */
   cJSON_AddNumberToObject(o, "loss", loss);
   if (!isnan(val_loss)) cJSON_AddNumberToObject(o, "val_loss", val_loss);
   cJSON_AddNumberToObject(o, "lr", lr);

@@ -309,13 +309,8 @@ static int run(const eval_opts *o, char *err, size_t errlen) {
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(stdout, 0);
-  const int mpi = tool_under_mpirun();
-  int rank = 0, nranks = 1;
-  if (mpi) {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  }
+  int rank, nranks;
+  const int mpi = tool_mpi_start(&argc, &argv, &rank, &nranks);
   eval_opts o;
   char err[2048] = "";
   int rc = parse_args(argc, argv, &o, err, sizeof err) != 0 ? 2 : 0;

@@ -573,13 +573,8 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return reshard_usage(stdout, 0);
   options o;
   char err[1536] = "";
-  const int mpi = tool_under_mpirun();
-  int rank = 0, nranks = 1;
-  if (mpi) {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  }
+  int rank, nranks;
+  const int mpi = tool_mpi_start(&argc, &argv, &rank, &nranks);
   int rc = reshard_parse_args(argc, argv, &o, err, sizeof err) != 0 ? 2 : 0;
   o.rank = rank, o.nranks = nranks;
   if (rc == 0 && nranks > 1 && (o.plan || o.rank_attn || o.rank_mlp)) o.nranks = 1; /* --plan prints, --rank runs a model: rank 0 alone */

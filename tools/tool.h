@@ -11,6 +11,10 @@
  * process: the tools that run serially or under mpirun start MPI only then
  * (a plain run stays a plain process, without an MPI singleton). */
 int tool_under_mpirun(void);
+/* MPI_Init when a launcher started the process (tool_under_mpirun), and
+ * this process's rank and the world's size (0 and 1 otherwise). Returns
+ * whether MPI was started (the caller finalizes it). */
+int tool_mpi_start(int *argc, char ***argv, int *rank, int *nranks);
 /* handler for SIGINT, SIGTERM and SIGHUP (what a tool's temporary output
  * needs done before the process ends). */
 void tool_on_stop_signals(void (*handler)(int));

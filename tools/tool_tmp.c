@@ -42,6 +42,15 @@ void tool_tmp_remove(void) {
   g_armed = 0;
 }
 
+int tool_mpi_start(int *argc, char ***argv, int *rank, int *nranks) {
+  *rank = 0, *nranks = 1;
+  if (!tool_under_mpirun()) return 0;
+  MPI_Init(argc, argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, rank);
+  MPI_Comm_size(MPI_COMM_WORLD, nranks);
+  return 1;
+}
+
 int tool_agree(int nranks, int ok, char *err, size_t errlen) {
   if (nranks <= 1) return ok;
   char msg[1024];
