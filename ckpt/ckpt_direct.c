@@ -442,7 +442,7 @@ static void place(ckpt_direct *dx, int ok) {
     send = boost_calloc((size_t)(total / 3) + (size_t)nranks, sizeof *send);
     for (int r = 0, at = 0; r < nranks; r++) {
       send[at] = (haddr_t)verdict;
-      memcpy(send + at + 1, dx->all_addr + displs[r] / 3, (size_t)(counts[r] / 3) * sizeof *send);
+      if (counts[r] > 0) memcpy(send + at + 1, dx->all_addr + displs[r] / 3, (size_t)(counts[r] / 3) * sizeof *send);
       displs[r] = at;
       counts[r] = counts[r] / 3 + 1;
       at += counts[r];
@@ -451,7 +451,7 @@ static void place(ckpt_direct *dx, int ok) {
   haddr_t *recv = boost_calloc((size_t)b->n + 1, sizeof *recv);
   MPI_Scatterv(send, counts, displs, MPI_UINT64_T, recv, (int)b->n + 1, MPI_UINT64_T, 0, dx->comm);
   dx->verdict = recv[0] == 1;
-  memcpy(b->addr, recv + 1, (size_t)b->n * sizeof *b->addr);
+  if (b->n > 0) memcpy(b->addr, recv + 1, (size_t)b->n * sizeof *b->addr); /* b->addr is NULL while empty */
   boost_free(recv);
   boost_free(send);
   boost_free(got);
