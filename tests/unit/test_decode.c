@@ -100,6 +100,9 @@ Test(decode_op, guarded_bf16) { op_case("guarded", BOOST_BF16, 2e-2f, 2, 9, 3, 8
 /* long enough for the op's threads (from 2^18 multiply-adds per step) */
 Test(decode_op, cpu_fp32_threads) { op_case("cpu", BOOST_F32, 2e-6f, 2, 640, 4, 64); }
 Test(decode_op, cpu_bf16_threads) { op_case("cpu", BOOST_BF16, 2e-2f, 2, 640, 4, 64); }
+/* three sequences of three heads: split over threads, a thread's run of
+ * heads crosses from one sequence into the next (parallel from position 455) */
+Test(decode_op, cpu_fp32_threads_split) { op_case("cpu", BOOST_F32, 2e-6f, 3, 512, 3, 64); }
 
 /* ---- the model ------------------------------------------------------------ */
 
