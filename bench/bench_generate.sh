@@ -11,6 +11,14 @@
 # here (torch.mv over a 512 MiB fp32 matrix at the same thread count, best
 # of 7: the read rate of the operation a decode step is made of).
 #
+# THREADS means cores for both sides. torch.set_num_threads does not reach
+# the BLAS under Debian's torch (OpenBLAS's pthread build, its own pool of
+# one thread per core): at set_num_threads(1) its fp32 GEMVs ran on two
+# threads. So the peer and the probe run with OPENBLAS_NUM_THREADS (and
+# OMP/MKL_NUM_THREADS) set to the thread count, and the table reports the
+# peer's busy threads (those with at least a tenth of the busiest one's CPU
+# time while it generated); boost-generate --threads 1 runs one thread.
+#
 #   bench/bench_generate.sh [WORKDIR]
 # BOOST_BINARY_DIR: the build (default ./build); BOOST_PEER_PYTHON: a Python
 # with torch and transformers (default python3). Runs under
@@ -37,9 +45,14 @@ for m in cola-60m llama-60m; do
     --set ckpt.dir="$work/$m" >"$work/$m.log" 2>&1 || { tail -3 "$work/$m.log" >&2; exit 1; }
 done
 
-peer() { # peer THREADS DTYPE: transformers' tokens/s at llama-60m's shape
-  "$PY" - "$1" "$2" "$NEW" <<'PY'
-import sys, time, torch, transformers
+limit() { # limit THREADS CMD...: CMD with its BLAS and OpenMP pools at THREADS
+  local t=$1; shift
+  OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t MKL_NUM_THREADS=$t "$@"
+}
+
+peer() { # peer THREADS DTYPE: transformers' tokens/s at llama-60m's shape, and its busy threads
+  limit "$1" "$PY" - "$1" "$2" "$NEW" <<'PY'
+import os, sys, time, torch, transformers
 threads, dtype, new = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 torch.set_num_threads(threads)
 torch.manual_seed(0)
@@ -49,18 +62,26 @@ model = transformers.LlamaForCausalLM(cfg).eval()
 if dtype == "bf16": model = model.to(torch.bfloat16)
 ids = torch.tensor([[0]])
 kw = dict(do_sample=False, use_cache=True, pad_token_id=0, eos_token_id=None)
+def cpu_ticks():  # per thread of this process: user + system clock ticks
+    out = {}
+    for t in os.listdir("/proc/self/task"):
+        f = open("/proc/self/task/%s/stat" % t).read().rsplit(")", 1)[1].split()
+        out[t] = int(f[11]) + int(f[12])
+    return out
 with torch.no_grad():
     model.generate(ids, max_new_tokens=8, min_new_tokens=8, **kw)
+    before = cpu_ticks()
     t = time.perf_counter()
     out = model.generate(ids, max_new_tokens=new, min_new_tokens=new, **kw)
     dt = time.perf_counter() - t
+    used = [v - before.get(k, 0) for k, v in cpu_ticks().items()]
 assert out.shape[1] == 1 + new
-print("%.2f" % (new / dt))
+print("%.2f %d" % (new / dt, sum(u > 0 and u >= max(used) / 10 for u in used)))
 PY
 }
 
 bandwidth() { # bandwidth THREADS: read GB/s of a matrix-vector product over 512 MiB (best of 7)
-  "$PY" - "$1" <<'PY'
+  limit "$1" "$PY" - "$1" <<'PY'
 import sys, time, torch
 torch.set_num_threads(int(sys.argv[1]))
 w, x = torch.ones(1 << 16, 1 << 11), torch.ones(1 << 11)
@@ -80,18 +101,18 @@ print("%.2f %d" % (o["tokens_per_s"], o["weight_bytes_per_token"]))' "$NEW"
 
 run_all() {
   echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'); $NEW new tokens, batch 1, greedy"
-  printf "%-8s %-5s %10s %10s %10s %8s %8s %9s %9s\n" threads prec "peer tok/s" "cola tok/s" "llama tok/s" "cola/pe" "llama/pe" "cola bw%" "llama bw%"
+  printf "%-8s %-5s %10s %8s %10s %10s %8s %8s %9s %9s\n" threads prec "peer tok/s" "peer thr" "cola tok/s" "llama tok/s" "cola/pe" "llama/pe" "cola bw%" "llama bw%"
   for t in 1 2; do
     bw=$(bandwidth $t)
     for p in fp32 bf16; do
-      pe=$(peer $t $p)
+      read -r pe pt <<<"$(peer $t $p)"
       read -r c cb <<<"$(ours cola-60m $t $p)"
       read -r l lb <<<"$(ours llama-60m $t $p)"
-      "$PY" - "$t" "$p" "$pe" "$c" "$l" "$cb" "$lb" "$bw" <<'PY'
+      "$PY" - "$t" "$p" "$pt" "$pe" "$c" "$l" "$cb" "$lb" "$bw" <<'PY'
 import sys
-t, p = sys.argv[1:3]
-pe, c, l, cb, lb, bw = map(float, sys.argv[3:])
-print("%-8s %-5s %10.1f %10.1f %10.1f %7.2fx %7.2fx %8.0f%% %8.0f%%" % (t, p, pe, c, l, c / pe, l / pe,
+t, p, pt = sys.argv[1:4]
+pe, c, l, cb, lb, bw = map(float, sys.argv[4:])
+print("%-8s %-5s %10.1f %8s %10.1f %10.1f %7.2fx %7.2fx %8.0f%% %8.0f%%" % (t, p, pe, pt, c, l, c / pe, l / pe,
       100 * c * cb / (bw * 1e9), 100 * l * lb / (bw * 1e9)))
 PY
     done
@@ -100,4 +121,4 @@ PY
 }
 
 export B PY NEW work
-flock /tmp/boost-bench.lock bash -c "set -euo pipefail; $(declare -f run_all peer bandwidth ours); run_all"
+flock /tmp/boost-bench.lock bash -c "set -euo pipefail; $(declare -f run_all limit peer bandwidth ours); run_all"

@@ -75,8 +75,7 @@ static void generate(const gen_options *o, model_kv_cache *kv, const gen_tokeniz
   gen_sampler smp;
   gen_sampler_init(&smp, o->temperature, o->top_k, o->top_p, o->seed);
   const double t0 = boost_now_s();
-  if (!o->no_cache)
-    for (int i = 0; i + 1 < r->np; i++) model_decode_step(kv, &r->seq[i], logits);
+  if (!o->no_cache && r->np > 1) model_prefill(kv, r->seq, r->np - 1); /* the first step reads the last one */
   const double t1 = boost_now_s();
   r->stop = "max_new_tokens";
   while (r->n - r->np < o->max_new) {

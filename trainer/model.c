@@ -139,14 +139,18 @@ void model_set_batch(model *m, const int32_t *tokens, const int32_t *targets) {
   }
 }
 
-static float forward_stage(model *m, int B, int T, float grad_scale) {
-  BOOST_ASSERT(m->B == B && m->T == T);
-  const int N = B * T;
+void model_forward_layers(model *m) {
+  const int N = m->B * m->T;
   boost_act **resid = m->cur->resid;
   if (m->stage.has_embed)
     m->be->ops->embedding_forward(m->be, resid[0], m->cur->tokens, P(m, m->wte), N, m->cfg.vocab, m->d_res);
   for (int l = 0; l < m->nl; l++) layer_forward(m, l, resid[l], resid[l + 1], 0, NULL);
-  return m->stage.has_head ? head_forward(m, N, grad_scale) : 0.0f;
+}
+
+static float forward_stage(model *m, int B, int T, float grad_scale) {
+  BOOST_ASSERT(m->B == B && m->T == T);
+  model_forward_layers(m);
+  return m->stage.has_head ? head_forward(m, B * T, grad_scale) : 0.0f;
 }
 
 void model_forward_decode(model *m, const model_decode_at *dec) {

@@ -64,6 +64,25 @@ void model_decode_step(model_kv_cache *kv, const int32_t *tokens, float *logits)
   kv->pos++;
 }
 
+void model_prefill(model_kv_cache *kv, const int32_t *tokens, int T) {
+  BOOST_ASSERT(kv->pos == 0 && T >= 1 && T <= kv->max_T);
+  model *m = &kv->full;
+  boost_backend *be = m->be;
+  model_alloc_acts(m, kv->B, T, 1, RECOMPUTE_NONE);
+  model_set_batch(m, tokens, NULL);
+  model_forward_layers(m);
+  const size_t row = (size_t)T * m->d_qkv, layer = (size_t)kv->B * kv->max_T * m->d_qkv;
+  for (int l = 0; l < m->nl; l++)
+    for (int b = 0; b < kv->B; b++) { /* sequence b's rows 0..T-1 of the layer's caches */
+      const size_t at = l * layer + (size_t)b * kv->max_T * m->d_qkv;
+      const layer_acts *a = &m->cur->acts[l];
+      be->mem->copy(be, AT(m, kv->k_cache, at), AT(m, a->k, b * row), boost_act_bytes(be, row));
+      be->mem->copy(be, AT(m, kv->v_cache, at), AT(m, a->v, b * row), boost_act_bytes(be, row));
+    }
+  model_free_acts(m);
+  kv->pos = T;
+}
+
 void model_full_logits(model_kv_cache *kv, const int32_t *tokens, int T, float *logits) {
   BOOST_ASSERT(T >= 1 && T <= kv->max_T);
   model *m = &kv->full;

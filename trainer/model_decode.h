@@ -39,6 +39,15 @@ static inline void model_kv_cache_reset(model_kv_cache *kv) { kv->pos = 0; }
  * kv->pos advances. Requires kv->pos < max_T. */
 void model_decode_step(model_kv_cache *kv, const int32_t *tokens, float *logits);
 
+/* A prompt in one forward: tokens [B, T] (host, checked) through the
+ * embedding and the layers as in training (causal attention over the T
+ * positions, the GEMMs over all T rows at once), their rotated k and v into
+ * the cache's positions 0..T-1, kv->pos = T; no logits (the next step reads
+ * the prompt's last token, or prefill stops one short of it). Requires an
+ * empty cache (kv->pos = 0) and 1 <= T <= max_T. The same keys and values as
+ * T decode steps within rounding; the forward's activations are freed after. */
+void model_prefill(model_kv_cache *kv, const int32_t *tokens, int T);
+
 /* Without the cache: the whole sequence tokens[0..T) of one sequence
  * recomputed (causal attention over T positions) and the logits of its
  * last position into logits [vocab] (host floats). */

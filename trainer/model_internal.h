@@ -37,6 +37,10 @@ typedef struct {
 /* model.c: the forward of the current set (T = 1: the new tokens, already
  * set) as one decode step; the logits [B, vocab] are left in the set. */
 void model_forward_decode(model *m, const model_decode_at *dec);
+/* model.c: the embedding (on its stage) and this stage's layers over the
+ * current set's B x T tokens, no head: each layer's rotated k and v stay in
+ * its activations (a prompt's keys and values for a KV cache). */
+void model_forward_layers(model *m);
 
 /* model_acts.c */
 void model_free_acts(model *m);

@@ -82,19 +82,40 @@ static void axpy_act(float *acc, float p, const void *vc, size_t off, int hd, in
   }
 }
 
-/* One (sequence, head): scores into p[0..len), softmax, out row = P V. */
-static void attend(void *out, float *p, float *acc, const float *qr, const void *kc, const void *vc, size_t base,
-                   size_t ld, size_t orow, int len, int hd, int bf16) {
+/* Heads [h0, h1) of sequence b. Positions outer, heads inner: a cache row
+ * holds every head's k (or v) of one position side by side, so the heads
+ * of one thread read each row front to back, one sequential stream per
+ * cache, where a head at a time read a short piece of every row (a strided
+ * walk the hardware prefetcher follows poorly). Per head the arithmetic is
+ * that of one (sequence, head) at a time: qr . k row, softmax, P V. buf:
+ * (h1 - h0) * (len + 2 hd) floats. */
+static void attend_heads(void *out, float *buf, const void *q, const void *k, const void *v, void *kc, void *vc,
+                         const float *c, const float *s, int b, int h0, int h1, int pos, int max_T, int H, int hd,
+                         int bf16) {
+  const int nh = h1 - h0, len = pos + 1;
+  const size_t ld = (size_t)H * hd, row = (size_t)b * ld, base = (size_t)b * max_T * ld;
+  float *p = buf, *qr = p + (size_t)nh * len, *acc = qr + (size_t)nh * hd;
+  for (int h = h0; h < h1; h++)
+    rotate_and_append(qr + (size_t)(h - h0) * hd, kc, vc, q, k, v, c, s, row + (size_t)h * hd,
+                      base + (size_t)pos * ld + (size_t)h * hd, hd, bf16);
   const float scale = 1.0f / sqrtf((float)hd);
-  for (int j = 0; j < len; j++) {
-    const float dot = dot_act(qr, kc, base + (size_t)j * ld, hd, bf16);
-    p[j] = bf16 ? dot : scale * dot;
+  for (int j = 0; j < len; j++)
+    for (int h = h0; h < h1; h++) {
+      const float dot = dot_act(qr + (size_t)(h - h0) * hd, kc, base + (size_t)j * ld + (size_t)h * hd, hd, bf16);
+      p[(size_t)(h - h0) * len + j] = bf16 ? dot : scale * dot;
+    }
+  for (int h = 0; h < nh; h++) {
+    float st[2], *ph = p + (size_t)h * len;
+    attn_softmax_row(ph, len, bf16 ? scale : 1.0f, st, 1);
+    if (bf16)
+      for (int j = 0; j < len; j++) ph[j] = bf16_to_f32(f32_to_bf16(ph[j]));
   }
-  float st[2];
-  attn_softmax_row(p, len, bf16 ? scale : 1.0f, st, 1);
-  for (int i = 0; i < hd; i++) acc[i] = 0.0f;
-  for (int j = 0; j < len; j++) axpy_act(acc, bf16 ? bf16_to_f32(f32_to_bf16(p[j])) : p[j], vc, base + (size_t)j * ld, hd, bf16);
-  for (int i = 0; i < hd; i++) st_act(out, orow + i, acc[i], bf16);
+  for (size_t i = 0; i < (size_t)nh * hd; i++) acc[i] = 0.0f;
+  for (int j = 0; j < len; j++)
+    for (int h = h0; h < h1; h++)
+      axpy_act(acc + (size_t)(h - h0) * hd, p[(size_t)(h - h0) * len + j], vc, base + (size_t)j * ld + (size_t)h * hd,
+               hd, bf16);
+  for (size_t i = 0; i < (size_t)nh * hd; i++) st_act(out, row + (size_t)h0 * hd + i, acc[i], bf16);
 }
 
 void cpu_attention_decode(boost_backend *be, boost_act *out, boost_act *k_cache, boost_act *v_cache, cact *q,
@@ -102,19 +123,18 @@ void cpu_attention_decode(boost_backend *be, boost_act *out, boost_act *k_cache,
                           int hd) {
   BOOST_ASSERT(pos >= 0 && pos < max_T && hd % 2 == 0);
   const int bf16 = be->act_dtype == BOOST_BF16, len = pos + 1, BH = B * H;
-  const size_t ld = (size_t)H * hd;
   const float *c = cos_t + (size_t)pos * (hd / 2), *s = sin_t + (size_t)pos * (hd / 2);
 #pragma omp parallel if ((size_t)BH * len * hd >= DECODE_PAR_MIN)
   {
-    float *buf = boost_calloc((size_t)len + 2 * (size_t)hd, sizeof(float));
-#pragma omp for schedule(static)
-    for (int bh = 0; bh < BH; bh++) {
-      const int b = bh / H, h = bh % H;
-      const size_t row = (size_t)b * ld + (size_t)h * hd;
-      const size_t base = (size_t)b * max_T * ld + (size_t)h * hd; /* (b, position 0, head h) of the caches */
-      float *qr = buf + len, *acc = qr + hd;
-      rotate_and_append(qr, k_cache, v_cache, q, k, v, c, s, row, base + (size_t)pos * ld, hd, bf16);
-      attend(out, buf, acc, qr, k_cache, v_cache, base, ld, row, len, hd, bf16);
+    /* this thread's (sequence, head) pairs: a contiguous range, cut into
+     * runs of heads of one sequence */
+    const int nt = boost_team_size(), t = boost_thread_id();
+    const int lo = (int)((long)BH * t / nt), hi = (int)((long)BH * (t + 1) / nt);
+    float *buf = boost_calloc((size_t)H * ((size_t)len + 2 * (size_t)hd), sizeof(float));
+    for (int bh = lo; bh < hi;) {
+      const int b = bh / H, h1 = (b + 1) * H < hi ? (b + 1) * H : hi;
+      attend_heads(out, buf, q, k, v, k_cache, v_cache, c, s, b, bh - b * H, h1 - b * H, pos, max_T, H, hd, bf16);
+      bh = h1;
     }
     boost_free(buf);
   }

@@ -100,6 +100,9 @@ Test(decode_op, guarded_bf16) { op_case("guarded", BOOST_BF16, 2e-2f, 2, 9, 3, 8
 /* long enough for the op's threads (from 2^18 multiply-adds per step) */
 Test(decode_op, cpu_fp32_threads) { op_case("cpu", BOOST_F32, 2e-6f, 2, 640, 4, 64); }
 Test(decode_op, cpu_bf16_threads) { op_case("cpu", BOOST_BF16, 2e-2f, 2, 640, 4, 64); }
+/* three sequences of three heads: split over threads, a thread's run of
+ * heads crosses from one sequence into the next (parallel from position 455) */
+Test(decode_op, cpu_fp32_threads_split) { op_case("cpu", BOOST_F32, 2e-6f, 3, 512, 3, 64); }
 
 /* ---- the model ------------------------------------------------------------ */
 
@@ -132,8 +135,10 @@ static int argmax(const float *x, int n) {
 
 /* Greedy generation of 12 tokens after a 3-token prompt, cached and
  * uncached: the same tokens, logits within tol of the largest logit. A
- * guarded run of the cached decode must equal the CPU's bit for bit. */
-static void model_case(const char *lowrank, tp_mode mode, boost_dtype dt, float tol) {
+ * guarded run of the cached decode must equal the CPU's bit for bit.
+ * prefill: the prompt's first two tokens enter the cache in one forward
+ * (model_prefill) instead of two steps. */
+static void model_case(const char *lowrank, tp_mode mode, boost_dtype dt, float tol, int prefill) {
   model_config cfg = tiny(lowrank);
   boost_backend *be = backend_or_skip("cpu", dt), *gb = backend_or_skip("guarded", dt);
   model m, g;
@@ -148,7 +153,11 @@ static void model_case(const char *lowrank, tp_mode mode, boost_dtype dt, float 
   int32_t seq[16] = {1, 7, 30};
   float a[41], b[41], c[41];
   for (int n = 3; n < 15; n++) {
-    if (n == 3)
+    if (n == 3 && prefill) {
+      model_prefill(&kv, seq, 2);
+      model_prefill(&kg, seq, 2);
+      cr_assert(kv.pos == 2 && kg.pos == 2);
+    } else if (n == 3)
       for (int i = 0; i < 2; i++) model_decode_step(&kv, &seq[i], a), model_decode_step(&kg, &seq[i], c);
     model_decode_step(&kv, &seq[n - 1], a);
     model_decode_step(&kg, &seq[n - 1], c);
@@ -171,11 +180,16 @@ static void model_case(const char *lowrank, tp_mode mode, boost_dtype dt, float 
   boost_backend_destroy(gb);
 }
 
-Test(decode_model, cola_fp32) { model_case("all", TP_NONE, BOOST_F32, 1e-5f); }
-Test(decode_model, cola_btp_fp32) { model_case("all", TP_BTP, BOOST_F32, 1e-5f); }
-Test(decode_model, llama_fp32) { model_case("none", TP_NONE, BOOST_F32, 1e-5f); }
-Test(decode_model, cola_bf16) { model_case("all", TP_NONE, BOOST_BF16, 3e-2f); }
-Test(decode_model, llama_bf16) { model_case("none", TP_NONE, BOOST_BF16, 3e-2f); }
+Test(decode_model, cola_fp32) { model_case("all", TP_NONE, BOOST_F32, 1e-5f, 0); }
+Test(decode_model, cola_btp_fp32) { model_case("all", TP_BTP, BOOST_F32, 1e-5f, 0); }
+Test(decode_model, llama_fp32) { model_case("none", TP_NONE, BOOST_F32, 1e-5f, 0); }
+Test(decode_model, cola_bf16) { model_case("all", TP_NONE, BOOST_BF16, 3e-2f, 0); }
+Test(decode_model, llama_bf16) { model_case("none", TP_NONE, BOOST_BF16, 3e-2f, 0); }
+Test(decode_model, prefill_cola_fp32) { model_case("all", TP_NONE, BOOST_F32, 1e-5f, 1); }
+Test(decode_model, prefill_cola_btp_fp32) { model_case("all", TP_BTP, BOOST_F32, 1e-5f, 1); }
+Test(decode_model, prefill_llama_fp32) { model_case("none", TP_NONE, BOOST_F32, 1e-5f, 1); }
+Test(decode_model, prefill_cola_bf16) { model_case("all", TP_NONE, BOOST_BF16, 3e-2f, 1); }
+Test(decode_model, prefill_llama_bf16) { model_case("none", TP_NONE, BOOST_BF16, 3e-2f, 1); }
 
 /* A model split over pipeline stages cannot decode: one line says why. */
 Test(decode_model, refuses_a_stage) {
