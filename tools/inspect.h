@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "ckpt_meta.h"
+#include "ckpt_slab.h"
 
 #define INS_ERR 1024
 
@@ -77,6 +78,8 @@ typedef struct {
   int checked; /* datasets whose content was decoded and hashed */
   uint64_t digest;
   int no_recompute;    /* in: do not recompute stored activations (verify --no-recompute) */
+  int threads;         /* in: threads decoding the tensors' chunks (0: every core) */
+  ckpt_slab_stats slab; /* out: how the tensors were read (ckpt_slab.h) */
   ins_acts_check acts; /* out: the recomputation, when activations are stored */
 } ins_report;
 int ins_verify(ins_ckpt *c, ins_report *r); /* returns r->n */
