@@ -4,6 +4,7 @@
 
 #include <omp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -17,6 +18,7 @@ struct ckpt_slab_reader {
   ckpt_chunk_reader *cr;
   float *scratch; /* a slab read through H5Dread when the caller wants only its checksum */
   size_t scratch_cap;
+  int hdf5_only; /* BOOST_CKPT_SLAB_HDF5=1: every read through H5Dread (tests compare the two paths) */
   ckpt_slab_stats stats;
 };
 
@@ -24,6 +26,8 @@ ckpt_slab_reader *ckpt_slab_reader_new(int threads) {
   ckpt_slab_reader *r = boost_try_calloc(1, sizeof *r);
   if (!r) return NULL;
   r->cr = ckpt_chunk_reader_new(threads > 0 ? threads : omp_get_max_threads());
+  const char *env = getenv("BOOST_CKPT_SLAB_HDF5");
+  r->hdf5_only = env && !strcmp(env, "1");
   return r;
 }
 
@@ -91,7 +95,7 @@ int ckpt_slab_read(ckpt_slab_reader *r, hid_t ds, const hsize_t *start, const hs
   }
   int rc = 0;
   if (n > 0) {
-    rc = ndim <= TENSOR_MAX_DIMS ? ckpt_read_slab_chunks(r->cr, ds, ndim, gshape, st, ct, dst, sum, what, err, errlen) : 0;
+    rc = ndim <= TENSOR_MAX_DIMS && !r->hdf5_only ? ckpt_read_slab_chunks(r->cr, ds, ndim, gshape, st, ct, dst, sum, what, err, errlen) : 0;
     if (rc > 0) r->stats.direct_reads++;
     else if (rc == 0) rc = read_hdf5(r, ds, space, ndim, gshape, st, ct, n, dst, sum, what, err, errlen) == 0 ? 1 : -1;
   }

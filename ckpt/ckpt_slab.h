@@ -11,7 +11,9 @@
  *
  * The file must be open through a driver other than MPI-IO (POSIX, core):
  * parallel HDF5 refuses H5Dread_chunk through MPI-IO. One reader per
- * thread that calls HDF5; it keeps its decode buffers between reads. */
+ * thread that calls HDF5; it keeps its decode buffers between reads.
+ * BOOST_CKPT_SLAB_HDF5=1 in the environment sends every read through
+ * H5Dread (the tests compare the two paths' results). */
 #ifndef BOOST_CKPT_SLAB_H
 #define BOOST_CKPT_SLAB_H
 
