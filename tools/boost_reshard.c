@@ -328,16 +328,17 @@ static int copy_tensor_band(rewrite *r, hid_t in_rd, const char *path, const cha
     n = (size_t)count[0] * row;
     buf = malloc((n ? n : 1) * sizeof *buf);
   }
-  uint64_t sums[2] = {0, 0}; /* IN's values, and what OUT will hold */
+  uint64_t sums[3] = {0, 0, 0}; /* IN's values, what OUT will hold, the ranks whose read failed */
   if (!ok || !buf) ckpt_h5_error(r->err, sizeof r->err, path);
   else if (n) ok = ckpt_slab_read(r->sr, d, start, count, buf, &sums[0], path, r->err, sizeof r->err) == 0;
   ok = ok && buf;
+  sums[2] = !ok;
   if (ok) {
     if (bf16) ckpt_round_bf16(buf, n);
     sums[1] = bf16 ? ckpt_hash_run32(buf, n, (uint64_t)start[0] * row) : sums[0];
   }
-  MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-  if (ok && sums[0] != stored) {
+  MPI_Allreduce(MPI_IN_PLACE, sums, 3, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  if (ok && sums[2] == 0 && sums[0] != stored) { /* a failed read is reported by its rank */
     snprintf(r->err, sizeof r->err, "%s: checksum mismatch in IN (damaged checkpoint)", path);
     ok = 0;
   }
