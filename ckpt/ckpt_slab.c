@@ -19,7 +19,6 @@ struct ckpt_slab_reader {
   float *scratch; /* a slab read through H5Dread when the caller wants only its checksum */
   size_t scratch_cap;
   int hdf5_only; /* BOOST_CKPT_SLAB_HDF5=1: every read through H5Dread (tests compare the two paths) */
-  ckpt_slab_stats stats;
 };
 
 ckpt_slab_reader *ckpt_slab_reader_new(int threads) {
@@ -37,8 +36,6 @@ void ckpt_slab_reader_free(ckpt_slab_reader *r) {
   boost_free(r->scratch);
   boost_free(r);
 }
-
-ckpt_slab_stats ckpt_slab_reader_stats(const ckpt_slab_reader *r) { return r->stats; }
 
 /* The slab through HDF5's filter pipeline (one thread), then hashed. */
 static int read_hdf5(ckpt_slab_reader *r, hid_t ds, hid_t space, int ndim, const int64_t *gshape, const hsize_t *st,
@@ -64,7 +61,6 @@ static int read_hdf5(ckpt_slab_reader *r, hid_t ds, hid_t space, int ndim, const
   int64_t start[SLAB_MAX_DIMS], count[SLAB_MAX_DIMS];
   for (int d = 0; d < ndim; d++) start[d] = (int64_t)st[d], count[d] = (int64_t)ct[d];
   *sum = ckpt_hash_slab32(buf, ndim, gshape, start, count);
-  r->stats.hdf5_reads++;
   return 0;
 }
 
@@ -83,6 +79,12 @@ int ckpt_slab_read(ckpt_slab_reader *r, hid_t ds, const hsize_t *start, const hs
   }
   int64_t gshape[SLAB_MAX_DIMS];
   size_t n = 1;
+  double elems = 1; /* a damaged dataspace must not overflow n */
+  for (int d = 0; d < ndim; d++) elems *= (double)(start ? count[d] : dims[d]);
+  if (elems * 4 > 64e9) {
+    H5Sclose(space);
+    return boost_err(err, errlen, "%s: implausible size (%.0f elements)", what, elems);
+  }
   for (int d = 0; d < ndim; d++) {
     gshape[d] = (int64_t)dims[d];
     st[d] = start ? start[d] : 0;
@@ -96,10 +98,8 @@ int ckpt_slab_read(ckpt_slab_reader *r, hid_t ds, const hsize_t *start, const hs
   int rc = 0;
   if (n > 0) {
     rc = ndim <= TENSOR_MAX_DIMS && !r->hdf5_only ? ckpt_read_slab_chunks(r->cr, ds, ndim, gshape, st, ct, dst, sum, what, err, errlen) : 0;
-    if (rc > 0) r->stats.direct_reads++;
-    else if (rc == 0) rc = read_hdf5(r, ds, space, ndim, gshape, st, ct, n, dst, sum, what, err, errlen) == 0 ? 1 : -1;
+    if (rc == 0) rc = read_hdf5(r, ds, space, ndim, gshape, st, ct, n, dst, sum, what, err, errlen) == 0 ? 1 : -1;
   }
-  if (rc >= 0) r->stats.bytes += 4.0 * (double)n;
   H5Sclose(space);
   return rc < 0 ? -1 : 0;
 }

@@ -23,17 +23,10 @@
 
 typedef struct ckpt_slab_reader ckpt_slab_reader;
 
-/* What a reader has read so far (for --json reports and tests). */
-typedef struct {
-  long direct_reads, hdf5_reads; /* hyperslabs decoded from stored chunks; through H5Dread */
-  double bytes;                  /* float32 bytes delivered */
-} ckpt_slab_stats;
-
 /* A reader decoding on `threads` threads (<= 0: omp_get_max_threads()).
  * NULL when memory cannot be had. */
 ckpt_slab_reader *ckpt_slab_reader_new(int threads);
 void ckpt_slab_reader_free(ckpt_slab_reader *r);
-ckpt_slab_stats ckpt_slab_reader_stats(const ckpt_slab_reader *r);
 
 /* The hyperslab [start, start + count) of dataset ds (1..8 dimensions;
  * start NULL: the whole dataset) as float32 (bfloat16 widens exactly) into

@@ -11,7 +11,6 @@
 #include <stdint.h>
 
 #include "ckpt_meta.h"
-#include "ckpt_slab.h"
 
 #define INS_ERR 1024
 
@@ -79,7 +78,6 @@ typedef struct {
   uint64_t digest;
   int no_recompute;    /* in: do not recompute stored activations (verify --no-recompute) */
   int threads;         /* in: threads decoding the tensors' chunks (0: every core) */
-  ckpt_slab_stats slab; /* out: how the tensors were read (ckpt_slab.h) */
   ins_acts_check acts; /* out: the recomputation, when activations are stored */
 } ins_report;
 int ins_verify(ins_ckpt *c, ins_report *r); /* returns r->n */

@@ -225,7 +225,6 @@ static void check_contents(const ins_ckpt *c, ins_report *r) {
     if (d->has_checksum && h != d->checksum)
       ins_report_add(r, d->path, "checksum mismatch (stored %016llx, computed %016llx)", (unsigned long long)d->checksum, (unsigned long long)h);
   }
-  if (sr) r->slab = ckpt_slab_reader_stats(sr);
   ckpt_slab_reader_free(sr);
 }
 
