@@ -5,6 +5,7 @@
  * verified load goes the other way. ZeRO-1 moments and the replicas' bands
  * move between ranks through the comm layer on host memory (s->hcomm). The
  * activations the trainer hands over are copied into the job's buffer. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,8 +53,26 @@ static size_t list_items(ckpt_session *s, int *which) {
   return most;
 }
 
-/* The ring's size from ckpt.staging_limit; -1 with err (naming the key)
- * when it cannot hold the largest band or the moments are ZeRO-1 chunks. */
+/* The limit as given: "25%", "80 KiB", "1000 bytes". */
+static void limit_text(const ckpt_session *s, char *out, size_t n) {
+  const double b = s->cfg.staging_limit_bytes;
+  if (s->cfg.staging_limit_percent > 0) boost_msgf(out, n, "%g%%", s->cfg.staging_limit_percent);
+  else if (b < 1024 || fmod(b, 1024) != 0) boost_msgf(out, n, "%.0f byte%s", b, b == 1 ? "" : "s");
+  else ckpt_format_bytes(b, out, n);
+}
+
+/* "the smallest limit that works on this layout is 81920 (80K) or 5.72%":
+ * need[0] bytes, need[1] percent, each every rank's least, rounded up. */
+static void least_text(const double *need, char *out, size_t n) {
+  const double pct = ceil(need[1] * 100 * (1 + 1e-9)) / 100;
+  boost_msgf(out, n, "the smallest limit that works on this layout is %.0f (%.0fK) or %.2f%%", need[0],
+             ceil(need[0] / 1024), pct > 100 ? 100 : pct);
+}
+
+/* The ring's size from ckpt.staging_limit; -1 with err (naming the key
+ * and the least limit that works) when it cannot hold some rank's largest
+ * band, or the moments are ZeRO-1 chunks. Collective over the world: every
+ * rank refuses the same limit with the same least value. */
 static int size_ring(ckpt_session *s, char *err, size_t errlen) {
   int big;
   const size_t most = list_items(s, &big);
@@ -61,25 +80,33 @@ static int size_ring(ckpt_session *s, char *err, size_t errlen) {
                        : s->cfg.staging_limit_percent > 0 ? s->cfg.staging_limit_percent / 100.0 * (double)s->save_floats
                                                           : (double)s->save_floats;
   s->bounded = s->nitems > 0 && limit < (double)s->save_floats;
-  if (!s->bounded) return 0;
-  char lim[64], need[32], all[32];
-  if (s->cfg.staging_limit_percent > 0) boost_msgf(lim, sizeof lim, "%g%%", s->cfg.staging_limit_percent);
-  else ckpt_format_bytes(s->cfg.staging_limit_bytes, lim, sizeof lim);
+  s->ring_floats = s->bounded ? (size_t)limit & ~(size_t)15 : 0;
+  /* A rank works with a ring of whole 16-float lines that holds its
+   * largest band, or with a limit at or above all it writes. */
+  const size_t fits = (most + 15) & ~(size_t)15, least = fits < s->save_floats ? fits : s->save_floats;
+  const int short_here = s->bounded && s->ring_floats < most;
+  double need[3] = {4.0 * (double)least, s->save_floats ? 100.0 * (double)least / (double)s->save_floats : 0, short_here};
+  comm_control(s->grid->world, COMM_WORLD, "checkpoint staging limit", need, 3, MPI_DOUBLE, MPI_MAX);
+  char lim[64], need_txt[32], all[32], least_txt[160];
+  limit_text(s, lim, sizeof lim);
+  least_text(need, least_txt, sizeof least_txt);
   ckpt_format_bytes(4.0 * (double)s->save_floats, all, sizeof all);
-  if (registry_moments_sharded(s->reg))
+  if (s->bounded && registry_moments_sharded(s->reg))
     return boost_err(err, errlen,
                      "ckpt.staging_limit=%s is below the %s this rank writes, and bounded staging does not take ZeRO-1 "
                      "moment chunks (parallel.zero) yet: set ckpt.staging_limit=100%% or parallel.zero=false",
                      lim, all);
-  s->ring_floats = (size_t)limit & ~(size_t)15;
-  if (s->ring_floats < most) {
-    ckpt_format_bytes(4.0 * (double)most, need, sizeof need);
+  if (short_here) {
+    ckpt_format_bytes(4.0 * (double)most, need_txt, sizeof need_txt);
     return boost_err(err, errlen,
                      "ckpt.staging_limit=%s is too small: the largest tensor band this rank writes (%s/%s) takes %s "
-                     "(%.1f%% of the %s it writes); raise it to at least that",
-                     lim, ckpt_category_group[big % CKPT_NUM_CATEGORIES], s->ents[big / CKPT_NUM_CATEGORIES].name, need,
-                     100.0 * (double)most / (double)s->save_floats, all);
+                     "(%.1f%% of the %s it writes); %s",
+                     lim, ckpt_category_group[big % CKPT_NUM_CATEGORIES], s->ents[big / CKPT_NUM_CATEGORIES].name, need_txt,
+                     100.0 * (double)most / (double)s->save_floats, all, least_txt);
   }
+  if (need[2] > 0)
+    return boost_err(err, errlen, "ckpt.staging_limit=%s is too small for another rank's largest tensor band; %s", lim,
+                     least_txt);
   return 0;
 }
 

@@ -43,6 +43,7 @@
 #include "ckpt_h5.h"
 #include "ckpt_hash.h"
 #include "ckpt_peek.h"
+#include "ckpt_slab.h"
 #include "config.h"
 #include "h5z_zstd.h"
 #include "model.h"
@@ -97,6 +98,7 @@ typedef struct {
   long global_batch;      /* IN's global batch: kept, or recorded when IN predates the attribute */
   const rank_change *ranks; /* --rank: the tensors it converts (NULL: none) */
   const char *config;       /* --rank: OUT's stored config (the new ranks) */
+  ckpt_slab_reader *sr;     /* IN's tensors, decoded on this rank's cores */
   char err[1024];
 } rewrite;
 
@@ -168,11 +170,11 @@ static int copy_tensor(rewrite *r, const char *path, const char *name, int bf16)
   size_t n = 1;
   for (int k = 0; k < ndim; k++) n *= (size_t)dims[k];
   float *buf = malloc((n ? n : 1) * sizeof *buf);
-  uint64_t sum = 0;
-  int ok = buf && H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0 &&
-           ckpt_attr_get_u64(d, CKPT_ATTR_CHECKSUM, &sum) == 0;
+  uint64_t sum = 0, got = 0;
+  int ok = buf && ckpt_attr_get_u64(d, CKPT_ATTR_CHECKSUM, &sum) == 0;
   if (!ok) ckpt_h5_error(r->err, sizeof r->err, path);
-  if (ok && ckpt_hash_run32(buf, n, 0) != sum) {
+  else ok = ckpt_slab_read(r->sr, d, NULL, NULL, buf, &got, path, r->err, sizeof r->err) == 0;
+  if (ok && got != sum) {
     snprintf(r->err, sizeof r->err, "%s: checksum mismatch in IN (damaged checkpoint)", path);
     ok = 0;
   }
@@ -325,20 +327,18 @@ static int copy_tensor_band(rewrite *r, hid_t in_rd, const char *path, const cha
     count[0] = (b1 - b0) * chunk[0];
     n = (size_t)count[0] * row;
     buf = malloc((n ? n : 1) * sizeof *buf);
-    hid_t mem = n ? H5Screate_simple(ndim, count, NULL) : -1;
-    ok = buf != NULL && (n == 0 || (mem >= 0 && H5Sselect_hyperslab(space, H5S_SELECT_SET, start, NULL, count, NULL) >= 0 &&
-                                   H5Dread(d, H5T_NATIVE_FLOAT, mem, space, H5P_DEFAULT, buf) >= 0));
-    if (mem >= 0) H5Sclose(mem);
   }
-  if (!ok) ckpt_h5_error(r->err, sizeof r->err, path);
-  uint64_t sums[2] = {0, 0}; /* IN's values, and what OUT will hold */
+  uint64_t sums[3] = {0, 0, 0}; /* IN's values, what OUT will hold, the ranks whose read failed */
+  if (!ok || !buf) ckpt_h5_error(r->err, sizeof r->err, path);
+  else if (n) ok = ckpt_slab_read(r->sr, d, start, count, buf, &sums[0], path, r->err, sizeof r->err) == 0;
+  ok = ok && buf;
+  sums[2] = !ok;
   if (ok) {
-    sums[0] = ckpt_hash_run32(buf, n, (uint64_t)start[0] * row);
     if (bf16) ckpt_round_bf16(buf, n);
     sums[1] = bf16 ? ckpt_hash_run32(buf, n, (uint64_t)start[0] * row) : sums[0];
   }
-  MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-  if (ok && sums[0] != stored) {
+  MPI_Allreduce(MPI_IN_PLACE, sums, 3, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  if (ok && sums[2] == 0 && sums[0] != stored) { /* a failed read is reported by its rank */
     snprintf(r->err, sizeof r->err, "%s: checksum mismatch in IN (damaged checkpoint)", path);
     ok = 0;
   }
@@ -446,7 +446,7 @@ static int write_out_parallel(rewrite *r, const char *tmp, tp_mode mode) {
 
 /* Every tensor of OUT decoded and checked against its checksum (under
  * mpirun each rank checks every nranks-th tensor). */
-static int verify_out(const char *path, const options *o, char *err, size_t errlen) {
+static int verify_out(const char *path, const options *o, ckpt_slab_reader *sr, char *err, size_t errlen) {
   hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
   if (f < 0) {
     ckpt_h5_error(err, errlen, "re-opening OUT");
@@ -463,16 +463,13 @@ static int verify_out(const char *path, const options *o, char *err, size_t errl
       if ((int)(i % (hsize_t)o->nranks) != o->rank) continue;
       char name[TENSOR_NAME_MAX];
       H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name, H5P_DEFAULT);
-      hid_t d = H5Dopen2(g, name, H5P_DEFAULT), space = H5Dget_space(d);
-      const size_t n = (size_t)H5Sget_simple_extent_npoints(space);
-      float *buf = malloc((n ? n : 1) * sizeof *buf);
-      uint64_t sum = 0;
-      if (!buf || H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0 ||
-          ckpt_attr_get_u64(d, CKPT_ATTR_CHECKSUM, &sum) != 0 || ckpt_hash_run32(buf, n, 0) != sum)
+      hid_t d = H5Dopen2(g, name, H5P_DEFAULT);
+      uint64_t sum = 0, got = 0;
+      char why[1024];
+      if (d < 0 || ckpt_slab_read(sr, d, NULL, NULL, NULL, &got, name, why, sizeof why) != 0 ||
+          ckpt_attr_get_u64(d, CKPT_ATTR_CHECKSUM, &sum) != 0 || got != sum)
         rc = boost_err(err, errlen, "OUT: %s/%s does not verify", groups[k], name);
-      free(buf);
-      H5Sclose(space);
-      H5Dclose(d);
+      if (d >= 0) H5Dclose(d);
     }
     if (g >= 0) H5Gclose(g);
   }
@@ -538,13 +535,17 @@ static int run(const options *o_in, char *err, size_t errlen) {
       char tmp[PATH_MAX + 8];
       snprintf(tmp, sizeof tmp, "%s.tmp", o->out);
       rewrite r = {.in = in, .m = &m, .o = o, .level = cfg.ckpt.level, .reserve_bytes = expected_out_bytes(o, info.path),
-                   .global_batch = resume_global_batch(&info.meta, &cfg_in), .ranks = ranks, .config = out_config};
+                   .global_batch = resume_global_batch(&info.meta, &cfg_in), .ranks = ranks, .config = out_config,
+                   .sr = ckpt_slab_reader_new(tool_threads_per_rank(o->nranks))};
       r.total = (size_t)m.reg.count * (o->no_optim ? 1 : 3);
       if (o->rank == 0) tool_tmp_arm(tmp);
-      rc = o->nranks > 1 ? write_out_parallel(&r, tmp, mode) : write_out(&r, tmp, mode);
+      if (!r.sr) rc = boost_err(r.err, sizeof r.err, "out of memory (the chunk reader)");
+      if (o->nranks > 1 && !tool_agree(o->nranks, rc == 0, r.err, sizeof r.err)) rc = -1;
+      if (rc == 0) rc = o->nranks > 1 ? write_out_parallel(&r, tmp, mode) : write_out(&r, tmp, mode);
       if (rc != 0) boost_err(err, errlen, "%s", r.err);
       if (rc == 0 && ranks) rc = reshard_rank_finish(ranks, info.path, tmp, o, err, errlen);
-      if (rc == 0) rc = verify_out(tmp, o, err, errlen);
+      if (rc == 0) rc = verify_out(tmp, o, r.sr, err, errlen);
+      ckpt_slab_reader_free(r.sr);
       if (o->nranks > 1 && !tool_agree(o->nranks, rc == 0, err, errlen)) rc = -1;
       if (rc == 0 && o->rank == 0) ckpt_fs_trim(tmp); /* the reservation's blocks past the end */
       if (rc == 0 && o->rank == 0 && (boost_fsync_path(tmp) != 0 || rename(tmp, o->out) != 0))

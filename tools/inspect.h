@@ -77,6 +77,7 @@ typedef struct {
   int checked; /* datasets whose content was decoded and hashed */
   uint64_t digest;
   int no_recompute;    /* in: do not recompute stored activations (verify --no-recompute) */
+  int threads;         /* in: threads decoding the tensors' chunks (0: every core) */
   ins_acts_check acts; /* out: the recomputation, when activations are stored */
 } ins_report;
 int ins_verify(ins_ckpt *c, ins_report *r); /* returns r->n */

@@ -10,6 +10,7 @@
 #include "ckpt_h5.h"
 #include "ckpt_hash.h"
 #include "ckpt_model.h"
+#include "ckpt_slab.h"
 #include "eval_loss.h"
 #include "h5z_zstd.h"
 #include "inspect.h"
@@ -36,13 +37,16 @@ static float *read_whole(hid_t in, const char *group, const char *name, size_t n
   snprintf(path, sizeof path, "%s/%s", group, name);
   hid_t d = H5Dopen2(in, path, H5P_DEFAULT), space = d >= 0 ? H5Dget_space(d) : -1;
   float *v = boost_calloc(n ? n : 1, sizeof *v);
-  const int ok = space >= 0 && (size_t)H5Sget_simple_extent_npoints(space) == n &&
-                 H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0;
+  ckpt_slab_reader *sr = ckpt_slab_reader_new(0);
+  uint64_t sum = 0;
+  int ok = sr && space >= 0 && (size_t)H5Sget_simple_extent_npoints(space) == n;
+  if (!ok) ckpt_h5_error(err, errlen, path);
+  else ok = ckpt_slab_read(sr, d, NULL, NULL, v, &sum, path, err, errlen) == 0;
+  ckpt_slab_reader_free(sr);
   if (space >= 0) H5Sclose(space);
   if (d >= 0) H5Dclose(d);
   if (ok) return v;
   boost_free(v);
-  ckpt_h5_error(err, errlen, path);
   return NULL;
 }
 

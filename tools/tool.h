@@ -22,6 +22,10 @@ void tool_on_stop_signals(void (*handler)(int));
  * first failing rank's err reaches every rank's err. Collective over
  * MPI_COMM_WORLD; with one rank, ok. */
 int tool_agree(int nranks, int ok, char *err, size_t errlen);
+/* Threads for this rank's decoding: OpenMP's count (OMP_NUM_THREADS, else
+ * every core) shared among the ranks on this node (collective over
+ * MPI_COMM_WORLD when nranks > 1), at least 1. */
+int tool_threads_per_rank(int nranks);
 
 /* From now on SIGINT, SIGTERM and SIGHUP unlink `tmp` (copied) and end the
  * process with status 128 + the signal. */

@@ -1,3 +1,4 @@
+#include <omp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,4 +59,16 @@ int tool_agree(int nranks, int ok, char *err, size_t errlen) {
   if (comm_control_first_failure(MPI_COMM_WORLD, COMM_WORLD, "tool agreement", ok, msg, (int)sizeof msg) < 0) return 1;
   snprintf(err, errlen, "%s", msg);
   return 0;
+}
+
+int tool_threads_per_rank(int nranks) {
+  int local = 1;
+  if (nranks > 1) { /* the ranks sharing this node's cores */
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_size(node, &local);
+    MPI_Comm_free(&node);
+  }
+  const int t = omp_get_max_threads() / local;
+  return t > 0 ? t : 1;
 }

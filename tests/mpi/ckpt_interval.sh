@@ -67,7 +67,8 @@ grep -q "^checkpoint interval: every 1.5 s of wall time (ckpt.every_seconds)" "$
 check_gaps every_seconds "$tmp/sec.jsonl" 1.5 14
 
 # ---- bad values: one line naming the key, nothing trained --------------------
-for bad in "ckpt.mtbf=0" "ckpt.mtbf=-3h" "ckpt.mtbf=soon" "ckpt.every=sometimes" "ckpt.every=-1"; do
+for bad in "ckpt.mtbf=0" "ckpt.mtbf=-3h" "ckpt.mtbf=soon" "ckpt.every=sometimes" "ckpt.every=-1" "ckpt.every=autox" \
+  "ckpt.every_seconds=-1" "ckpt.every_seconds=soon"; do
   key=${bad%%=*}
   if train 0 "$tmp/bad.log" --set train.steps=2 --set ckpt.dir="$tmp/bad" --set "$bad"; then
     fail "$bad was accepted"

@@ -30,12 +30,36 @@ same_losses() { # tag a.jsonl b.jsonl
 }
 
 # ---- bad values: one line naming the key -----------------------------------
-for bad in -5 abc 0 12Q 10%% ""; do
+for bad in -5 abc 0 12Q 10%% "" -25% nan 1e400 0x; do
   if train 0 "$tmp/bad.log" --set train.steps=1 --set ckpt.dir="$tmp/bad" --set ckpt.staging_limit="$bad"; then
     fail "ckpt.staging_limit='$bad' was accepted"
   fi
-  grep -q "ckpt.staging_limit" "$tmp/bad.log" || fail "ckpt.staging_limit='$bad': no line names the key: $(tail -3 "$tmp/bad.log")"
+  [ "$(grep -c . "$tmp/bad.log")" = 1 ] && grep -q "ckpt.staging_limit" "$tmp/bad.log" ||
+    fail "ckpt.staging_limit='$bad': expected one line naming the key: $(tail -3 "$tmp/bad.log")"
 done
+# A limit below the largest band (a byte, a thousandth of a percent, 1K) is
+# refused at the start, before any step, with one line naming the key and
+# the least limit that works, in bytes and in percent; both work, a byte
+# less does not.
+least_re="the smallest limit that works on this layout is \([0-9]*\) ([0-9]*K) or \([0-9.]*\)%\$"
+for small in 1 0.001% 1K; do
+  train 0 "$tmp/small.log" --set train.steps=1 --set ckpt.dir="$tmp/small" --set ckpt.staging_limit="$small" &&
+    fail "ckpt.staging_limit=$small was accepted"
+  [ "$(grep -c '^boost-train:' "$tmp/small.log")" = 1 ] &&
+    grep -q "^boost-train: ckpt.staging_limit=.* is too small: .*; $least_re" "$tmp/small.log" ||
+    fail "ckpt.staging_limit=$small: expected one line naming the key and the least limit: $(grep -v '^  ' "$tmp/small.log")"
+  grep -q "^step " "$tmp/small.log" && fail "ckpt.staging_limit=$small: training started"
+done
+least_bytes=$(sed -n "s/.*$least_re/\1/p" "$tmp/small.log")
+least_pct=$(sed -n "s/.*$least_re/\2/p" "$tmp/small.log")
+for lim in "$least_bytes" "$least_pct%"; do
+  train 0 "$tmp/least.log" --set train.steps=1 --set ckpt.dir="$tmp/least$lim" --set ckpt.staging_limit="$lim" ||
+    fail "the least limit the message gave ($lim) does not work: $(grep -v '^  ' "$tmp/least.log" | tail -3)"
+  grep -q "staging in a ring" "$tmp/least.log" || fail "$lim: no ring reported"
+done
+train 0 "$tmp/small.log" --set train.steps=1 --set ckpt.dir="$tmp/small" --set ckpt.staging_limit=$((least_bytes - 1)) &&
+  fail "a byte below the least limit ($least_bytes) was accepted"
+echo "ok: bad and too small limits refused with one line naming the key; the least limit it names works"
 # least_limit NP args...: a limit below the largest band is refused with the
 # share of the state that band needs; prints that share rounded up (+1 %),
 # the least limit that works on this layout.

@@ -107,7 +107,9 @@ Test(ckpt_interval, seconds_and_steps) {
 Test(ckpt_interval, bad_values_name_the_key) {
   static const char *const bad[][2] = {{"ckpt.mtbf", "0"},      {"ckpt.mtbf", "-5"},   {"ckpt.mtbf", "abc"},
                                        {"ckpt.mtbf", "3x"},     {"ckpt.mtbf", "nan"},  {"ckpt.every", "-1"},
-                                       {"ckpt.every", "often"}, {"ckpt.every", "1.5"}, {"ckpt.every_seconds", "-1"}};
+                                       {"ckpt.every", "often"}, {"ckpt.every", "1.5"}, {"ckpt.every_seconds", "-1"},
+                                       {"ckpt.every", "autox"}, {"ckpt.every", "AUTO"},  {"ckpt.every_seconds", "x"},
+                                       {"ckpt.mtbf", "0s"}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     train_config c;
     config_defaults(&c);
