@@ -265,7 +265,7 @@ void ckpt_do_load(ckpt_session *s, load_result *lr);
 /* The one-line account of a load the arenas now hold (lr->msg). */
 void ckpt_load_report(ckpt_session *s, load_result *lr);
 
-/* ckpt_readback.c: stored chunks read with H5Dread_chunk (one thread: HDF5)
+/* ckpt_chunks.c: stored chunks read with H5Dread_chunk (one thread: HDF5)
  * and decoded on `threads` threads (zstd, unshuffle, checksum terms). For
  * the hyperslab [st, st + ct) of dataset ds (global shape gshape): its
  * elements into dst (row-major, when not NULL) and their checksum terms
@@ -277,6 +277,15 @@ ckpt_chunk_reader *ckpt_chunk_reader_new(int threads);
 void ckpt_chunk_reader_free(ckpt_chunk_reader *cr);
 int ckpt_read_slab_chunks(ckpt_chunk_reader *cr, hid_t ds, int ndim, const int64_t *gshape, const hsize_t *st,
                           const hsize_t *ct, float *dst, uint64_t *sum, const char *what, char *err, size_t errlen);
+/* The same without waiting for the decoding: returns once the slab's
+ * chunks are read (1), so the caller can read the next slab meanwhile;
+ * dst and *sum (sum may be NULL) are written by the decoders until
+ * ckpt_chunk_reader_wait returns, which reports a chunk that did not
+ * decode (-1 with err; 0 when all did). */
+int ckpt_read_slab_chunks_async(ckpt_chunk_reader *cr, hid_t ds, int ndim, const int64_t *gshape, const hsize_t *st,
+                                const hsize_t *ct, float *dst, uint64_t *sum, const char *what, char *err,
+                                size_t errlen);
+int ckpt_chunk_reader_wait(ckpt_chunk_reader *cr, char *err, size_t errlen);
 
 /* ckpt_readback.c: every rank reads back, decodes and hashes the bands it
  * wrote to the closed file at path and compares the sums with `sums`

@@ -162,13 +162,13 @@ static void read_band(reader *r, hid_t d, hid_t space, int i, int c, const char 
   const int hashes = e->writer_stage == s->grid->pp_rank && e->primary;
   char what[TENSOR_NAME_MAX + 64];
   boost_msgf(what, sizeof what, "tensor %s", dpath);
-  uint64_t sum = 0;
-  const int direct = ckpt_read_slab_chunks(r->cr, d, t->ndim, t->shape, st, ct, dst, &sum, what, r->err, sizeof r->err);
-  if (direct > 0) {
-    if (hashes) r->sums[(size_t)i * CKPT_NUM_CATEGORIES + c] = sum;
-  } else if (direct < 0) {
+  /* decoded while the next tensors are opened and read; the sum lands when it is */
+  const int direct = ckpt_read_slab_chunks_async(r->cr, d, t->ndim, t->shape, st, ct, dst,
+                                                 hashes ? &r->sums[(size_t)i * CKPT_NUM_CATEGORIES + c] : NULL, what,
+                                                 r->err, sizeof r->err);
+  if (direct < 0) {
     r->ok = 0;
-  } else { /* another pipeline: through HDF5's filters */
+  } else if (direct == 0) { /* another pipeline: through HDF5's filters */
     hid_t mem = H5Screate_simple(t->ndim, ct, NULL);
     H5Sselect_hyperslab(space, H5S_SELECT_SET, st, NULL, ct, NULL);
     if (H5Dread(d, H5T_NATIVE_FLOAT, mem, space, r->dxpl, dst) < 0) {
@@ -282,6 +282,7 @@ static int try_load(ckpt_session *s, const char *path, load_result *lr, char *wh
   r.cr = ckpt_chunk_reader_new(ckpt_work_threads(s));
   for (int i = 0; i < s->nent && r.ok; i++)
     for (int c = 0; c < CKPT_NUM_CATEGORIES && r.ok; c++) read_tensor(&r, i, c);
+  if (r.ok && ckpt_chunk_reader_wait(r.cr, r.err, sizeof r.err) != 0) r.ok = 0;
   ckpt_chunk_reader_free(r.cr);
   ckpt_state_free(&lr->state);
   if (r.ok) read_state(&r);
