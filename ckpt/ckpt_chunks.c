@@ -1,8 +1,10 @@
 /* The stored chunks of a hyperslab, read and decoded in a pipeline.
  *
- * One thread -- the caller, the only one that calls HDF5 -- looks up and
- * reads the stored chunks (H5Dread_chunk, into a ring of slots); a pool of
- * decoder threads (threads - 1 of them) decodes them as they arrive, and
+ * One thread -- the caller, the only one that calls HDF5 -- looks up the
+ * stored chunks (H5Dget_chunk_info_by_coord) into a ring of slots; a pool
+ * of decoder threads (threads - 1 of them) reads (pread at the chunk's
+ * address: POSIX driver; else the caller reads with H5Dread_chunk) and
+ * decodes them as they arrive, and
  * the caller decodes too whenever the ring is full or it waits for the
  * end, so neither side waits on the other while there is work. Reads run
  * ahead across calls: ckpt_read_slab_chunks_async returns once the slab's
@@ -14,8 +16,10 @@
  * the chunk's part of the slab is unshuffled straight into its place in
  * dst and its checksum terms taken there, block by block while the block
  * is in L1 -- no intermediate copy of the elements. */
+#include <fcntl.h>
 #include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 #include <zstd.h>
 
 #include "check.h"
@@ -43,7 +47,8 @@ typedef struct {
   unsigned char *packed;
   size_t cap;
   hsize_t stored, off[TENSOR_MAX_DIMS];
-  int slab;
+  off_t at; /* where in file fd the decoder reads it itself; -1: read already */
+  int fd, slab;
 } chunk_slot;
 
 /* One decoding thread's state. */
@@ -66,6 +71,8 @@ struct ckpt_chunk_reader {
   pthread_mutex_t mu;
   pthread_cond_t work, done;
   char failed[REASON_MAX]; /* the first chunk that did not decode */
+  int fd;                  /* the file being read (POSIX driver), and the range asked of the kernel */
+  off_t base, ra_lo, ra_hi;
 };
 typedef ckpt_chunk_reader chunk_reader;
 
@@ -102,6 +109,11 @@ static uint64_t decode_chunk(chunk_reader *cr, const chunk_slot *k, chunk_decode
   const slab_job *j = &cr->slab[k->slab];
   const int nd = j->ndim;
   const size_t ce = j->ce;
+  if (k->at >= 0 && pread(k->fd, k->packed, (size_t)k->stored, k->at) != (ssize_t)k->stored) {
+    boost_msgf(bad, badlen, "%s: a stored chunk of %llu bytes at %lld cannot be read (truncated file?)", j->what,
+               (unsigned long long)k->stored, (long long)k->at);
+    return 0;
+  }
   if (k->stored == 0) { /* never written: HDF5 would read the fill value (0) */
     memset(dc->planes, 0, ce * 4);
   } else {
@@ -181,6 +193,7 @@ static void *decoder_main(void *arg) {
 ckpt_chunk_reader *ckpt_chunk_reader_new(int threads) {
   chunk_reader *cr = boost_calloc(1, sizeof *cr);
   cr->threads = threads > 0 ? threads : 1;
+  cr->fd = -1;
   cr->nslot = SLOTS_PER_THREAD * cr->threads;
   cr->nslab = cr->nslot + 2; /* a slab holds a slot or is being read */
   cr->dec = boost_calloc((size_t)cr->threads, sizeof *cr->dec);
@@ -292,17 +305,54 @@ static int direct_readable(hid_t ds, int ndim, hsize_t *cdims) {
   return ok;
 }
 
-/* Reads the stored chunk at k->off into slot k. Returns 1, 0 when the
- * chunk was stored with a filter skipped (read it through HDF5), -1 on an
- * error (message in err). */
-static int read_chunk(chunk_slot *k, hid_t ds, const char *what, char *err, size_t errlen) {
+/* The file descriptor under ds when its file is open through the POSIX
+ * driver (-1 otherwise), and the file offset of HDF5 address 0. */
+static int file_fd(hid_t ds, off_t *base) {
+  const hid_t fid = H5Iget_file_id(ds);
+  const hid_t fapl = fid >= 0 ? H5Fget_access_plist(fid) : -1, fcpl = fid >= 0 ? H5Fget_create_plist(fid) : -1;
+  int fd = -1;
+  void *handle = NULL;
+  hsize_t userblock = 0;
+  if (fapl >= 0 && fcpl >= 0 && H5Pget_driver(fapl) == H5FD_SEC2 && H5Pget_userblock(fcpl, &userblock) >= 0 &&
+      H5Fget_vfd_handle(fid, fapl, &handle) >= 0 && handle)
+    fd = *(int *)handle;
+  *base = (off_t)userblock; /* chunk addresses count from the end of the user block */
+  if (fcpl >= 0) H5Pclose(fcpl);
+  if (fapl >= 0) H5Pclose(fapl);
+  if (fid >= 0) H5Fclose(fid);
+  H5Eclear2(H5E_DEFAULT);
+  return fd;
+}
+
+/* Asks the kernel for the next READ_AHEAD bytes of the file from a chunk
+ * at addr whenever the reads come near the end of what it was asked for:
+ * from a cold page cache the disk then streams while the chunks decode,
+ * instead of one synchronous read per chunk. */
+#define READ_AHEAD ((off_t)64 << 20)
+static void read_ahead(chunk_reader *cr, off_t a, hsize_t size) {
+  if (a >= cr->ra_lo && a + (off_t)size + READ_AHEAD / 2 <= cr->ra_hi) return;
+  posix_fadvise(cr->fd, a, READ_AHEAD, POSIX_FADV_WILLNEED);
+  cr->ra_lo = a;
+  cr->ra_hi = a + READ_AHEAD;
+}
+
+/* Finds the stored chunk at k->off and reads it into slot k -- or, when
+ * the file is open through the POSIX driver, leaves the read (pread) to
+ * the decoder, so that the copies out of the page cache run on all the
+ * threads too. Returns 1, 0 when the chunk was stored with a filter
+ * skipped (read it through HDF5), -1 on an error (message in err). */
+static int read_chunk(chunk_reader *cr, chunk_slot *k, hid_t ds, const char *what, char *err, size_t errlen) {
   hsize_t stored = 0;
-  if (H5Dget_chunk_storage_size(ds, k->off, &stored) < 0) {
+  haddr_t addr = HADDR_UNDEF;
+  unsigned filters = 0;
+  if (H5Dget_chunk_info_by_coord(ds, k->off, &filters, &addr, &stored) < 0) {
     ckpt_h5_error(err, errlen, what);
     return -1;
   }
-  k->stored = stored;
-  if (stored == 0) return 1;
+  k->stored = addr == HADDR_UNDEF ? 0 : stored;
+  k->at = -1;
+  if (k->stored == 0) return 1;
+  if (filters != 0) return 0;
   if (stored > k->cap) {
     boost_free(k->packed);
     k->packed = boost_try_calloc((size_t)stored, 1);
@@ -311,6 +361,12 @@ static int read_chunk(chunk_slot *k, hid_t ds, const char *what, char *err, size
       boost_msgf(err, errlen, "%s: out of memory (a stored chunk of %llu bytes)", what, (unsigned long long)stored);
       return -1;
     }
+  }
+  if (cr->fd >= 0) {
+    k->at = cr->base + (off_t)addr;
+    k->fd = cr->fd;
+    read_ahead(cr, k->at, stored);
+    return 1;
   }
   uint32_t mask = 0;
   if (H5Dread_chunk(ds, H5P_DEFAULT, k->off, &mask, k->packed) < 0) {
@@ -368,7 +424,7 @@ static int read_slab(chunk_reader *cr, int b, hid_t ds, char *err, size_t errlen
     chunk_slot *k = &cr->slot[s];
     memcpy(k->off, off, sizeof off);
     k->slab = b;
-    const int rc = read_chunk(k, ds, j->what, err, errlen);
+    const int rc = read_chunk(cr, k, ds, j->what, err, errlen);
     pthread_mutex_lock(&cr->mu);
     if (rc > 0) {
       cr->slab[b].pending++;
@@ -413,6 +469,7 @@ int ckpt_read_slab_chunks_async(ckpt_chunk_reader *cr, hid_t ds, int ndim, const
   j->sum = sum;
   for (int d = 0; d < ndim; d++) j->gshape[d] = gshape[d], j->st[d] = st[d], j->ct[d] = ct[d], j->cd[d] = cd[d];
   boost_msgf(j->what, sizeof j->what, "%s", what);
+  cr->fd = file_fd(ds, &cr->base);
   const int rc = read_slab(cr, b, ds, err, errlen);
   if (rc <= 0) { /* nothing of this slab may still be written into dst: the caller reads it otherwise */
     char ignored[8];
