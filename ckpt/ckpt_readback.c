@@ -5,9 +5,10 @@
  *
  * The file is closed by the collective write by then, so each rank opens it
  * on its own (read-only, POSIX driver) and reads the stored chunks of its
- * bands directly (H5Dread_chunk, which parallel HDF5 refuses through MPI-IO):
- * one zstd decode per chunk, the byte unshuffle below and the checksum
- * terms of the chunk's elements while it is in cache, with no trip through
+ * bands directly through the chunk reader (ckpt_chunks.c: raw chunk reads,
+ * which parallel HDF5 refuses through MPI-IO): one zstd decode per chunk,
+ * the byte unshuffle and the checksum terms of the chunk's elements while
+ * it is in cache, on all of the rank's threads, with no trip through
  * HDF5's filter pipeline, chunk cache and copies (that path was a quarter
  * of a cola-60m save). A dataset whose pipeline is not the one we
  * write (shuffle, then zstd; element type float32 little-endian), or a chunk
