@@ -82,7 +82,7 @@ typedef struct {
 } save_result;
 
 typedef struct {
-  int status; /* 1 read and verified into the staging buffer, 0 nothing loaded, -1 fatal */
+  int status; /* 1 read and verified (into the arenas, or host staging), 0 nothing loaded, -1 fatal */
   char msg[2048];
   char path[PATH_MAX + 64], skipped[1536]; /* what was loaded; what was passed over, with why */
   double t0;                               /* when the load started */
@@ -261,7 +261,7 @@ int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, uint64_t *su
 /* ckpt_save.c: checksums, write, commit (writer thread). */
 void ckpt_do_save(ckpt_session *s, save_result *r);
 /* ckpt_read.c: resume (writer thread): the newest usable candidate read
- * and verified into the staging buffer. */
+ * (into the arenas, or host staging: ckpt_load_stage.c) and verified. */
 void ckpt_do_load(ckpt_session *s, load_result *lr);
 /* The one-line account of a load the arenas now hold (lr->msg). */
 void ckpt_load_report(ckpt_session *s, load_result *lr);

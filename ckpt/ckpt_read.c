@@ -150,7 +150,7 @@ static int check_shape(reader *r, hid_t space, const ckpt_entry *e, const char *
   return 0;
 }
 
-/* This replica's band of tensor i, category c, into the staging buffer;
+/* This replica's band of tensor i, category c, where ckpt_load_dst puts it;
  * hashed by the rank that would write it. */
 static void read_band(reader *r, hid_t d, hid_t space, int i, int c, const char *dpath) {
   ckpt_session *s = r->s;
@@ -270,7 +270,7 @@ static int verify_checksums(reader *r, char *why, size_t whylen) {
   return 1;
 }
 
-/* Reads one candidate into the staging buffer and verifies it. Returns 1
+/* Reads one candidate (into the arenas, or host staging) and verifies it. Returns 1
  * ok, 0 unusable (reason in why). Collective. */
 static int try_load(ckpt_session *s, const char *path, load_result *lr, char *why, size_t whylen) {
   reader r = {.s = s, .lr = lr, .ok = 1};
