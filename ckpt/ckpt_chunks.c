@@ -209,16 +209,20 @@ ckpt_chunk_reader *ckpt_chunk_reader_new(int threads) {
 }
 
 /* Until every slot read is decoded, the caller decoding too. Returns 0, or
- * -1 with the first failure in err. */
-static int drain(chunk_reader *cr, char *err, size_t errlen) {
+ * -1 with the first failure in err -- reported once (report = 1: the next
+ * slabs start afresh, as a caller reading dataset after dataset expects),
+ * or kept for the next report (0). */
+static int drain_keep(chunk_reader *cr, char *err, size_t errlen, int report) {
   pthread_mutex_lock(&cr->mu);
   while (cr->nready > 0 || cr->inflight > 0)
     if (!decode_one(cr, &cr->dec[0])) pthread_cond_wait(&cr->done, &cr->mu);
   const int rc = cr->failed[0] ? -1 : 0;
   if (rc) boost_msgf(err, errlen, "%s", cr->failed);
+  if (report) cr->failed[0] = 0;
   pthread_mutex_unlock(&cr->mu);
   return rc;
 }
+static int drain(chunk_reader *cr, char *err, size_t errlen) { return drain_keep(cr, err, errlen, 1); }
 
 void ckpt_chunk_reader_free(ckpt_chunk_reader *cr) {
   if (!cr) return;
@@ -456,6 +460,7 @@ int ckpt_read_slab_chunks_async(ckpt_chunk_reader *cr, hid_t ds, int ndim, const
   pthread_mutex_lock(&cr->mu);
   const int failed = cr->failed[0] != 0;
   if (failed) boost_msgf(err, errlen, "%s", cr->failed);
+  cr->failed[0] = 0; /* reported */
   pthread_mutex_unlock(&cr->mu);
   if (failed) return -1;
   if (sum) *sum = 0;
@@ -473,7 +478,7 @@ int ckpt_read_slab_chunks_async(ckpt_chunk_reader *cr, hid_t ds, int ndim, const
   const int rc = read_slab(cr, b, ds, err, errlen);
   if (rc <= 0) { /* nothing of this slab may still be written into dst: the caller reads it otherwise */
     char ignored[8];
-    drain(cr, ignored, sizeof ignored);
+    drain_keep(cr, ignored, sizeof ignored, 0);
   }
   end_slab(cr, b, rc > 0);
   return rc;

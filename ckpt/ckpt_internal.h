@@ -282,7 +282,8 @@ int ckpt_read_slab_chunks(ckpt_chunk_reader *cr, hid_t ds, int ndim, const int64
  * chunks are read (1), so the caller can read the next slab meanwhile;
  * dst and *sum (sum may be NULL) are written by the decoders until
  * ckpt_chunk_reader_wait returns, which reports a chunk that did not
- * decode (-1 with err; 0 when all did). */
+ * decode (-1 with err; 0 when all did). A failure is reported once, by
+ * the next call of either (the slabs after it start afresh). */
 int ckpt_read_slab_chunks_async(ckpt_chunk_reader *cr, hid_t ds, int ndim, const int64_t *gshape, const hsize_t *st,
                                 const hsize_t *ct, float *dst, uint64_t *sum, const char *what, char *err,
                                 size_t errlen);
