@@ -3,13 +3,17 @@
 # and the disk, from a cold page cache, in one run.
 #
 #   bash bench/bench_ckpt_load.sh [BUILD_DIR] [PRESET] [BEFORE_BUILD_DIR]   (default ./build cola-350m)
+#   CKPT_DIR=DIR bash bench/bench_ckpt_load.sh BUILD cola-1b BEFORE   (reuse DIR's newest checkpoint)
 #
 # One step of PRESET is trained and checkpointed (B=1, T=64, train.threads =
-# all cores), then, REPEAT times (default 3), each after dropping the page
-# cache (echo 3 > /proc/sys/vm/drop_caches: root):
+# all cores) -- or, with CKPT_DIR, the newest step_N.h5 there is used as it
+# is (written by a run of PRESET with B=1, T=64; EXTRA adds --set options
+# when its config differed; nothing is written there) --, then, REPEAT
+# times (default 3), each after dropping the page cache (echo 3 >
+# /proc/sys/vm/drop_caches: root):
 #   boost    a resume with no step left (boost-train, same config): "verified
 #            and loaded in X s" of its log -- read, decode, verify checksums,
-#            upload into the arenas
+#            into the arenas -- and the run's peak RSS
 #   before   the same with the boost-train of BEFORE_BUILD_DIR, if given
 #   dd       dd of the checkpoint file to /dev/null (the disk's read rate)
 #   cat      cat of a zstd file of the same tensors to /dev/null
@@ -33,11 +37,23 @@ export HDF5_PLUGIN_PATH=$BUILD/hdf5-plugins OMP_WAIT_POLICY=passive
 tmp=$(mktemp -d "${BENCH_TMP:-/tmp}/boost_bench_ckpt_load.XXXXXX")
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$tmp"' EXIT
 "$BUILD/tools/boost-data" -q -o "$tmp/f.tok" /usr/share/games/fortunes >/dev/null
-ARGS=(--set model.preset="$PRESET" --set model.seq_len=64 --set train.batch_size=1 --set train.steps=1
-      --set train.val_batches=0 --set data.train="$tmp/f.tok" --set ckpt.dir="$tmp/ck" --set ckpt.keep_last=1)
-flock "$LOCK" "$BUILD/run/boost-train" "${ARGS[@]}" >"$tmp/save.log" 2>&1 ||
-  { echo "bench_ckpt_load: the save failed: $(tail -3 "$tmp/save.log")" >&2; exit 1; }
-f=$tmp/ck/step_00000001.h5
+ARGS=(--set model.preset="$PRESET" --set model.seq_len=64 --set train.batch_size=1
+      --set train.val_batches=0 --set data.train="$tmp/f.tok")
+CKPT_DIR=${CKPT_DIR:-}
+CKPT_DIR=${CKPT_DIR%/}
+if [ -n "$CKPT_DIR" ]; then
+  f=$(ls "$CKPT_DIR"/step_*.h5 2>/dev/null | sort | tail -1)
+  [ -n "$f" ] || { echo "bench_ckpt_load: no step_N.h5 in CKPT_DIR=$CKPT_DIR" >&2; exit 2; }
+  step=$(basename "$f" .h5 | sed 's/^step_0*//')
+  # ${EXTRA} is split into words on purpose: "--set a=b --set c=d"
+  # shellcheck disable=SC2206
+  ARGS+=(--set train.steps="$step" --set ckpt.dir="$CKPT_DIR" ${EXTRA:-})
+else
+  ARGS+=(--set train.steps=1 --set ckpt.dir="$tmp/ck" --set ckpt.keep_last=1)
+  flock "$LOCK" "$BUILD/run/boost-train" "${ARGS[@]}" >"$tmp/save.log" 2>&1 ||
+    { echo "bench_ckpt_load: the save failed: $(tail -3 "$tmp/save.log")" >&2; exit 1; }
+  f=$tmp/ck/step_00000001.h5
+fi
 for cat in weights moments; do "$BUILD/tools/boost-inspect" --dump-category $cat "$tmp/$cat.raw" "$f" >/dev/null; done
 cat "$tmp/weights.raw" "$tmp/moments.raw" | zstd -1 -T0 -q -c >"$tmp/state.zst"
 raw=$(($(stat -c %s "$tmp/weights.raw") + $(stat -c %s "$tmp/moments.raw")))
@@ -50,16 +66,20 @@ load() { # BUILD: the resume's own figure
   cold
   flock "$LOCK" "$1/run/boost-train" "${ARGS[@]}" >"$tmp/load.log" 2>&1 ||
     { echo "bench_ckpt_load: the resume failed: $(tail -3 "$tmp/load.log")" >&2; exit 1; }
+  grep -q "resumed from $f" "$tmp/load.log" ||
+    { echo "bench_ckpt_load: the run did not resume from $f: $(grep -m1 checkpoints "$tmp/load.log")" >&2; exit 1; }
+  echo "$(grep -o 'peak RSS [0-9]*' "$tmp/load.log" | grep -o '[0-9]*')" >>"$tmp/rss.$2"
   grep -o 'verified and loaded in [0-9.]* s' "$tmp/load.log" | grep -o '[0-9.]*'
 }
 : >"$tmp/times"
 for rep in $(seq "$REPEAT"); do
-  echo "boost $(load "$BUILD")" >>"$tmp/times"
-  [ -n "$BEFORE" ] && echo "before $(load "$BEFORE")" >>"$tmp/times"
+  echo "boost $(load "$BUILD" boost)" >>"$tmp/times"
+  [ -n "$BEFORE" ] && echo "before $(load "$BEFORE" before)" >>"$tmp/times"
   cold; echo "dd $(secs dd if="$f" of=/dev/null bs=8M status=none)" >>"$tmp/times"
   cold; echo "cat $(secs sh -c "cat '$tmp/state.zst' >/dev/null")" >>"$tmp/times"
   cold; echo "zstd $(secs zstd -d -T0 -q -c "$tmp/state.zst" -o /dev/null)" >>"$tmp/times"
 done
+for k in boost before; do [ -s "$tmp/rss.$k" ] && echo "peak RSS of the resume ($k): $(sort -n "$tmp/rss.$k" | tail -1) MiB"; done
 "$PY" - "$tmp/times" "$raw" "$(stat -c %s "$f")" <<'PYEOF'
 import statistics, sys
 t = {}

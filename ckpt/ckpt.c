@@ -156,6 +156,7 @@ static void read_env(ckpt_env *set) {
   set->flip_step = env_int("BOOST_CKPT_TEST_FLIP_AFTER_WRITE", -1);
   set->dirsync_fail_step = env_int("BOOST_CKPT_TEST_DIRSYNC_FAIL", -1);
   set->readback_hdf5 = env_int("BOOST_CKPT_TEST_READBACK_HDF5", 0) != 0;
+  set->load_ring = env_int("BOOST_CKPT_TEST_LOAD_RING", 0) != 0;
   set->direct_write = env_int("BOOST_CKPT_DIRECT", 1) != 0;
   const char *fs = getenv("BOOST_CKPT_TEST_FAIL");
   if (fs && *fs) {
@@ -328,18 +329,15 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
   wait_idle(s);
   load_result *lr = &s->lres;
   if (lr->status < 0) {
-    ckpt_stage_load_end(s);
     boost_msgf(msg, msglen, "%s", lr->msg);
     return -1;
   }
   if (lr->status == 0) {
-    ckpt_stage_load_end(s);
     boost_msgf(msg, msglen, "%s%s%s", lr->msg, note ? "; " : "", note ? note : "");
     ckpt_state_free(&lr->state);
     return 0;
   }
-  ckpt_upload_loaded(s); /* verified: only now into the arenas */
-  ckpt_stage_load_end(s);
+  ckpt_upload_loaded(s); /* verified: the replicas' bands gathered (streamed), or only now into the arenas */
   ckpt_load_report(s, lr);
   *meta = lr->meta; /* the caller owns them now */
   *state = lr->state;

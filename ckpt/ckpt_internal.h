@@ -82,7 +82,7 @@ typedef struct {
 } save_result;
 
 typedef struct {
-  int status; /* 1 read and verified into the staging buffer, 0 nothing loaded, -1 fatal */
+  int status; /* 1 read and verified (into the arenas, or host staging), 0 nothing loaded, -1 fatal */
   char msg[2048];
   char path[PATH_MAX + 64], skipped[1536]; /* what was loaded; what was passed over, with why */
   double t0;                               /* when the load started */
@@ -99,6 +99,7 @@ typedef struct {
   int64_t flip_step; /* BOOST_CKPT_TEST_FLIP_AFTER_WRITE: a byte of that step's file flipped before read-back */
   int64_t dirsync_fail_step; /* BOOST_CKPT_TEST_DIRSYNC_FAIL: that step's directory fsync after the rename fails */
   int readback_hdf5;         /* BOOST_CKPT_TEST_READBACK_HDF5: read back through H5Dread, the path for other pipelines */
+  int load_ring;             /* BOOST_CKPT_TEST_LOAD_RING: a load goes through the staging ring even into host memory */
   int direct_write;          /* BOOST_CKPT_DIRECT (default 1): 0 always writes through HDF5's collective filters */
 } ckpt_env;
 
@@ -151,7 +152,13 @@ struct ckpt_session {
    * a band leaves when it is written. item_sum: each band's checksum, taken
    * as it is staged. */
   int nitems, bounded, ring_w, ring_h, ring_async;
-  int borrowed; /* the staging buffer is a load's (ckpt_stage_load_begin) */
+  /* A load (ckpt_load_stage.c): streamed into the arenas (moments whole),
+   * by the decoders themselves where backend memory is host memory
+   * (load_host), else through the staging buffer as a ring of bands
+   * uploaded when it is full (lring_*: the bands in it, key and offset). */
+  int load_streamed, load_host, lring_n;
+  int *lring_key;
+  size_t *lring_at, lring_used;
   int *item_key;
   int *tensor_need; /* per registry tensor: the bands (in file order) staged once all of its are */
   size_t *slot;
@@ -224,22 +231,16 @@ float *ckpt_ring_take(ckpt_session *s, int i, int c);
 void ckpt_ring_release(ckpt_session *s, int i, int c);
 /* ckpt.c: training may update the arenas now (the job no longer reads them). */
 void ckpt_signal_staged(ckpt_session *s);
-/* Around a load that has a file to read (writer thread), and after its
- * upload (training thread): the staging buffer sized for the load's bands
- * (a bounded ring gives its memory back for the time of the load), and
- * back to the ring. */
-int ckpt_stage_load_begin(ckpt_session *s, char *err, size_t errlen);
-void ckpt_stage_load_end(ckpt_session *s);
 /* ZeRO-1, after ckpt_copy_to_stage: the moment bands this rank writes, from
  * the chunk owners' host copies (comm_alltoallv_f32 over s->hcomm, one per
  * tensor and moment; host memory only, so the writer does it after the
  * optimizer was let go). Collective over dp; nothing when the moments are
  * whole. */
 void ckpt_stage_moments(ckpt_session *s);
-/* A verified load (the bands in the staging buffer) into the arenas: the
- * replicas' bands all-gathered, ZeRO-1 moment bands sent to the chunk
- * owners, uploaded, the working copy refreshed (training thread;
- * collective over dp). */
+/* A verified load into the arenas: the replicas' bands all-gathered (the
+ * bands already in the arenas when streamed, else in the staging buffer),
+ * ZeRO-1 moment bands sent to the chunk owners, uploaded, the working copy
+ * refreshed (training thread; collective over dp). */
 void ckpt_upload_loaded(ckpt_session *s);
 void ckpt_acts_reset(ckpt_acts_sink *k);
 void ckpt_acts_free(ckpt_acts_sink *k);
@@ -260,12 +261,12 @@ int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, uint64_t *su
 /* ckpt_save.c: checksums, write, commit (writer thread). */
 void ckpt_do_save(ckpt_session *s, save_result *r);
 /* ckpt_read.c: resume (writer thread): the newest usable candidate read
- * and verified into the staging buffer. */
+ * (into the arenas, or host staging: ckpt_load_stage.c) and verified. */
 void ckpt_do_load(ckpt_session *s, load_result *lr);
 /* The one-line account of a load the arenas now hold (lr->msg). */
 void ckpt_load_report(ckpt_session *s, load_result *lr);
 
-/* ckpt_readback.c: stored chunks read with H5Dread_chunk (one thread: HDF5)
+/* ckpt_chunks.c: stored chunks read with H5Dread_chunk (one thread: HDF5)
  * and decoded on `threads` threads (zstd, unshuffle, checksum terms). For
  * the hyperslab [st, st + ct) of dataset ds (global shape gshape): its
  * elements into dst (row-major, when not NULL) and their checksum terms
@@ -277,6 +278,30 @@ ckpt_chunk_reader *ckpt_chunk_reader_new(int threads);
 void ckpt_chunk_reader_free(ckpt_chunk_reader *cr);
 int ckpt_read_slab_chunks(ckpt_chunk_reader *cr, hid_t ds, int ndim, const int64_t *gshape, const hsize_t *st,
                           const hsize_t *ct, float *dst, uint64_t *sum, const char *what, char *err, size_t errlen);
+/* The same without waiting for the decoding: returns once the slab's
+ * chunks are read (1), so the caller can read the next slab meanwhile;
+ * dst and *sum (sum may be NULL) are written by the decoders until
+ * ckpt_chunk_reader_wait returns, which reports a chunk that did not
+ * decode (-1 with err; 0 when all did). A failure is reported once, by
+ * the next call of either (the slabs after it start afresh). */
+int ckpt_read_slab_chunks_async(ckpt_chunk_reader *cr, hid_t ds, int ndim, const int64_t *gshape, const hsize_t *st,
+                                const hsize_t *ct, float *dst, uint64_t *sum, const char *what, char *err,
+                                size_t errlen);
+int ckpt_chunk_reader_wait(ckpt_chunk_reader *cr, char *err, size_t errlen);
+
+/* The arena address of rows [r0, ...) of entry e's tensor in category c
+ * (backend memory: never dereferenced on the host). */
+float *ckpt_arena_rows(const ckpt_session *s, const ckpt_entry *e, int c, int64_t r0);
+/* ckpt_load_stage.c (writer thread): a candidate's load begins (the ring
+ * empty) and ends; where band (entry i, category c) is decoded (NULL with
+ * err when a full ring's upload failed); the ring's bands uploaded after
+ * the decoders are done (-1 with err: a chunk did not decode); the
+ * largest band this rank loads. */
+void ckpt_load_begin(ckpt_session *s);
+void ckpt_load_end(ckpt_session *s);
+float *ckpt_load_dst(ckpt_session *s, ckpt_chunk_reader *cr, int i, int c, char *err, size_t errlen);
+int ckpt_load_flush(ckpt_session *s, ckpt_chunk_reader *cr, char *err, size_t errlen);
+size_t ckpt_load_largest_band(const ckpt_session *s);
 
 /* ckpt_readback.c: every rank reads back, decodes and hashes the bands it
  * wrote to the closed file at path and compares the sums with `sums`

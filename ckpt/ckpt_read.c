@@ -1,9 +1,11 @@
 /* Resume (writer thread): the candidates newest first, each read through
- * this layout's plan -- every replica reads its bands into the host staging
- * buffer and hashes what it would write -- and verified against the stored
- * checksums. Only a verified file goes on into the arenas (the training
- * thread's ckpt_upload_loaded: the replicas' bands all-gathered, uploaded),
- * so a file that fails leaves the model as it was. Any problem with a file (unreadable,
+ * this layout's plan -- every replica reads its bands, decoded straight
+ * into the arenas (or, with ZeRO-1 moment chunks, into the host staging
+ * buffer; ckpt_load_stage.c), and hashes what it would write -- and
+ * verified against the stored checksums. Only a verified file is trained
+ * from (the training thread's ckpt_upload_loaded: the replicas' bands
+ * all-gathered, the working copy refreshed); a file that fails is
+ * overwritten by the next candidate, or the run stops. Any problem with a file (unreadable,
  * damaged metadata, a missing or misshapen tensor, a checksum mismatch)
  * makes it unusable and the previous one is tried: the model itself was
  * compared with the stored config before this (run/resume_plan.c), so
@@ -148,7 +150,7 @@ static int check_shape(reader *r, hid_t space, const ckpt_entry *e, const char *
   return 0;
 }
 
-/* This replica's band of tensor i, category c, into the staging buffer;
+/* This replica's band of tensor i, category c, where ckpt_load_dst puts it;
  * hashed by the rank that would write it. */
 static void read_band(reader *r, hid_t d, hid_t space, int i, int c, const char *dpath) {
   ckpt_session *s = r->s;
@@ -158,17 +160,21 @@ static void read_band(reader *r, hid_t d, hid_t space, int i, int c, const char 
   ckpt_band_slab(t, e->r0[c], e->r1[c], start, count);
   hsize_t st[TENSOR_MAX_DIMS], ct[TENSOR_MAX_DIMS];
   for (int k = 0; k < t->ndim; k++) st[k] = (hsize_t)start[k], ct[k] = (hsize_t)count[k];
-  float *dst = s->stage + e->load_off[c];
+  float *dst = ckpt_load_dst(s, r->cr, i, c, r->err, sizeof r->err);
+  if (!dst) {
+    r->ok = 0;
+    return;
+  }
   const int hashes = e->writer_stage == s->grid->pp_rank && e->primary;
   char what[TENSOR_NAME_MAX + 64];
   boost_msgf(what, sizeof what, "tensor %s", dpath);
-  uint64_t sum = 0;
-  const int direct = ckpt_read_slab_chunks(r->cr, d, t->ndim, t->shape, st, ct, dst, &sum, what, r->err, sizeof r->err);
-  if (direct > 0) {
-    if (hashes) r->sums[(size_t)i * CKPT_NUM_CATEGORIES + c] = sum;
-  } else if (direct < 0) {
+  /* decoded while the next tensors are opened and read; the sum lands when it is */
+  const int direct = ckpt_read_slab_chunks_async(r->cr, d, t->ndim, t->shape, st, ct, dst,
+                                                 hashes ? &r->sums[(size_t)i * CKPT_NUM_CATEGORIES + c] : NULL, what,
+                                                 r->err, sizeof r->err);
+  if (direct < 0) {
     r->ok = 0;
-  } else { /* another pipeline: through HDF5's filters */
+  } else if (direct == 0) { /* another pipeline: through HDF5's filters */
     hid_t mem = H5Screate_simple(t->ndim, ct, NULL);
     H5Sselect_hyperslab(space, H5S_SELECT_SET, st, NULL, ct, NULL);
     if (H5Dread(d, H5T_NATIVE_FLOAT, mem, space, r->dxpl, dst) < 0) {
@@ -264,7 +270,7 @@ static int verify_checksums(reader *r, char *why, size_t whylen) {
   return 1;
 }
 
-/* Reads one candidate into the staging buffer and verifies it. Returns 1
+/* Reads one candidate (into the arenas, or host staging) and verifies it. Returns 1
  * ok, 0 unusable (reason in why). Collective. */
 static int try_load(ckpt_session *s, const char *path, load_result *lr, char *why, size_t whylen) {
   reader r = {.s = s, .lr = lr, .ok = 1};
@@ -280,8 +286,10 @@ static int try_load(ckpt_session *s, const char *path, load_result *lr, char *wh
   r.sums = boost_calloc(r.nsum, sizeof *r.sums);
   r.dxpl = H5Pcreate(H5P_DATASET_XFER);
   r.cr = ckpt_chunk_reader_new(ckpt_work_threads(s));
+  ckpt_load_begin(s);
   for (int i = 0; i < s->nent && r.ok; i++)
     for (int c = 0; c < CKPT_NUM_CATEGORIES && r.ok; c++) read_tensor(&r, i, c);
+  if (r.ok && ckpt_load_flush(s, r.cr, r.err, sizeof r.err) != 0) r.ok = 0; /* the last bands decoded (and uploaded) */
   ckpt_chunk_reader_free(r.cr);
   ckpt_state_free(&lr->state);
   if (r.ok) read_state(&r);
@@ -344,15 +352,6 @@ void ckpt_do_load(ckpt_session *s, load_result *lr) {
   const size_t pathlen = sizeof lr->path, skippedlen = sizeof lr->skipped;
   skipped[0] = 0;
   lr->status = 0;
-  if (n > 0) { /* a bounded ring lends its memory to the load (only when there is one) */
-    char mine[256] = "";
-    if (!ckpt_agree(s, ckpt_stage_load_begin(s, mine, sizeof mine) == 0, mine, why, sizeof why)) {
-      lr->status = -1;
-      boost_msgf(lr->msg, sizeof lr->msg, "%s", why);
-      free(steps);
-      return;
-    }
-  }
   for (int k = 0; k < n && lr->status == 0; k++) {
     char name[64];
     ckpt_file_name(name, sizeof name, single[0] ? 0 : steps[k]);
@@ -383,5 +382,6 @@ void ckpt_do_load(ckpt_session *s, load_result *lr) {
   } else if (lr->status == 0) {
     boost_msgf(lr->msg, sizeof lr->msg, "fresh start (no checkpoint in %s)", dir);
   }
+  ckpt_load_end(s);
   free(steps);
 }

@@ -13,9 +13,7 @@
 #include "ckpt_hash.h"
 #include "ckpt_internal.h"
 
-/* The arena address of rows [r0, ...) of entry e's tensor in category c
- * (backend memory: an address, never dereferenced here). */
-static float *arena_rows(const ckpt_session *s, const ckpt_entry *e, int c, int64_t r0) {
+float *ckpt_arena_rows(const ckpt_session *s, const ckpt_entry *e, int c, int64_t r0) {
   const tensor_registry *reg = s->reg;
   const tensor_desc *t = &reg->tensors[e->local];
   const size_t at = t->arena_offset + (size_t)r0 * ckpt_row_floats(t);
@@ -115,8 +113,15 @@ int ckpt_stage_alloc(ckpt_session *s, char *err, size_t errlen) {
   s->save_floats = s->stage_floats;
   s->load_floats = ckpt_plan_load(s->ents, s->nent, s->reg);
   if (size_ring(s, err, errlen) != 0) return -1;
-  if (s->bounded) s->stage_floats = s->ring_floats; /* a load borrows more for its time (ckpt_stage_load_begin) */
-  else if (s->load_floats > s->stage_floats) s->stage_floats = s->load_floats;
+  /* A load streams into the arenas unless the moments are ZeRO-1 chunks
+   * (ckpt_load_stage.c): through the ring only where the decoders cannot
+   * write backend memory, which then holds at least the largest band. */
+  s->load_streamed = !registry_moments_sharded(s->reg);
+  s->load_host = s->load_streamed && !s->set.load_ring && be->mem->host_view(be, s->reg->arena[TENSOR_PARAMS]);
+  if (s->bounded) s->stage_floats = s->ring_floats;
+  else if (!s->load_streamed && s->load_floats > s->stage_floats) s->stage_floats = s->load_floats;
+  if (s->load_streamed && !s->load_host && ckpt_load_largest_band(s) > s->stage_floats)
+    s->stage_floats = ckpt_load_largest_band(s);
   if (s->grid->dp > 1) /* whole tensors and ZeRO-1 chunk pieces, one at a time */
     for (int i = 0; i < s->reg->count; i++)
       if (s->reg->tensors[i].numel > s->xbuf_floats) s->xbuf_floats = s->reg->tensors[i].numel;
@@ -147,28 +152,6 @@ void ckpt_stage_free(ckpt_session *s) {
   s->item_key = NULL;
   s->slot = NULL;
   s->item_sum = NULL;
-}
-
-int ckpt_stage_load_begin(ckpt_session *s, char *err, size_t errlen) {
-  if (!s->bounded) return 0;
-  boost_backend *be = s->reg->be;
-  s->borrowed = 1;
-  if (s->stage) be->mem->host_free(be, s->stage);
-  s->stage = s->load_floats ? be->mem->host_alloc(be, s->load_floats * sizeof(float)) : NULL;
-  if (s->load_floats && !s->stage)
-    return boost_err(err, errlen, "out of host memory for the checkpoint load (%.1f MiB)",
-                     4.0 * (double)s->load_floats / (1 << 20));
-  return 0;
-}
-
-void ckpt_stage_load_end(ckpt_session *s) {
-  if (!s->borrowed) return;
-  s->borrowed = 0;
-  boost_backend *be = s->reg->be;
-  if (s->stage) be->mem->host_free(be, s->stage);
-  s->stage = be->mem->host_alloc(be, s->ring_floats * sizeof(float)); /* the load's memory, just given back */
-  if (!s->stage) boost_fail("out of host memory for the checkpoint staging ring (%.1f MiB) after the load",
-                            4.0 * (double)s->ring_floats / (1 << 20));
 }
 
 /* ---- the save ring ------------------------------------------------------------ */
@@ -203,10 +186,10 @@ static void stage_item(ckpt_session *s, int k) {
   float *dst = s->stage + s->slot[k];
   const size_t bytes = (size_t)(e->r1[c] - e->r0[c]) * ckpt_row_floats(t) * sizeof(float);
   if (s->ring_async) {
-    be->mem->download_async(be, dst, arena_rows(s, e, c, e->r0[c]), bytes);
+    be->mem->download_async(be, dst, ckpt_arena_rows(s, e, c, e->r0[c]), bytes);
     be->mem->copy_sync(be);
   } else {
-    be->mem->download(be, dst, arena_rows(s, e, c, e->r0[c]), bytes);
+    be->mem->download(be, dst, ckpt_arena_rows(s, e, c, e->r0[c]), bytes);
   }
   int64_t start[TENSOR_MAX_DIMS], count[TENSOR_MAX_DIMS];
   ckpt_band_slab(t, e->r0[c], e->r1[c], start, count);
@@ -353,8 +336,8 @@ void ckpt_copy_to_stage(ckpt_session *s, int async) {
     for (int c = 0; c < CKPT_NUM_CATEGORIES; c++) {
       if (e->stage_off[c] == CKPT_NO_STAGE || (c != 0 && sharded)) continue;
       const size_t bytes = (size_t)(e->r1[c] - e->r0[c]) * ckpt_row_floats(&reg->tensors[e->local]) * sizeof(float);
-      if (async) be->mem->download_async(be, s->stage + e->stage_off[c], arena_rows(s, e, c, e->r0[c]), bytes);
-      else be->mem->download(be, s->stage + e->stage_off[c], arena_rows(s, e, c, e->r0[c]), bytes);
+      if (async) be->mem->download_async(be, s->stage + e->stage_off[c], ckpt_arena_rows(s, e, c, e->r0[c]), bytes);
+      else be->mem->download(be, s->stage + e->stage_off[c], ckpt_arena_rows(s, e, c, e->r0[c]), bytes);
     }
   }
   const size_t len = reg->mom_end - reg->mom_begin;
@@ -381,14 +364,13 @@ void ckpt_stage_moments(ckpt_session *s) {
 
 /* Band (e, c) of every replica, all-gathered into the whole local tensor
  * on the host, then uploaded (dp = 1: the band is the whole tensor). */
-static void load_whole(ckpt_session *s, const ckpt_entry *e, int c) {
+static void load_whole(ckpt_session *s, const ckpt_entry *e, int c, const float *band) {
   boost_backend *be = s->reg->be;
   const tensor_desc *t = &s->reg->tensors[e->local];
   const int dp = s->grid->dp;
   const size_t rf = ckpt_row_floats(t);
-  const float *band = e->load_off[c] != CKPT_NO_STAGE ? s->stage + e->load_off[c] : NULL;
   if (dp == 1) {
-    if (band) be->mem->upload(be, arena_rows(s, e, c, 0), band, t->numel * sizeof(float));
+    if (band) be->mem->upload(be, ckpt_arena_rows(s, e, c, 0), band, t->numel * sizeof(float));
     return;
   }
   size_t *cnt = boost_calloc((size_t)dp * 4, sizeof *cnt);
@@ -402,8 +384,21 @@ static void load_whole(ckpt_session *s, const ckpt_entry *e, int c) {
   }
   float *whole = xbuf(s, t->numel ? t->numel : 1);
   comm_alltoallv_f32(&s->hcomm, COMM_DP, band, cnt, cnt + dp, whole, cnt + 2 * dp, cnt + 3 * dp);
-  if (t->numel) be->mem->upload(be, arena_rows(s, e, c, 0), whole, t->numel * sizeof(float));
+  if (t->numel) be->mem->upload(be, ckpt_arena_rows(s, e, c, 0), whole, t->numel * sizeof(float));
   boost_free(cnt);
+}
+
+/* A streamed load's band (e, c), in the arenas already, as host memory
+ * (the staging buffer, free again, when backend memory is not host). */
+static const float *streamed_band(ckpt_session *s, const ckpt_entry *e, int c) {
+  if (e->load_off[c] == CKPT_NO_STAGE) return NULL;
+  boost_backend *be = s->reg->be;
+  const float *rows = ckpt_arena_rows(s, e, c, e->r0[c]);
+  if (s->load_host) return be->mem->host_view(be, rows);
+  const size_t n = (size_t)(e->r1[c] - e->r0[c]) * ckpt_row_floats(&s->reg->tensors[e->local]);
+  BOOST_ASSERT(n <= s->stage_floats);
+  be->mem->download(be, s->stage, rows, n * sizeof(float));
+  return s->stage;
 }
 
 void ckpt_upload_loaded(ckpt_session *s) {
@@ -412,10 +407,10 @@ void ckpt_upload_loaded(ckpt_session *s) {
     const ckpt_entry *e = &s->ents[i];
     if (e->local < 0) continue;
     for (int c = 0; c < CKPT_NUM_CATEGORIES; c++) {
-      if (c != 0 && sharded)
-        load_moment(s, e, c, e->load_off[c] != CKPT_NO_STAGE ? s->stage + e->load_off[c] : NULL);
-      else
-        load_whole(s, e, c);
+      const float *staged = e->load_off[c] != CKPT_NO_STAGE ? s->stage + e->load_off[c] : NULL;
+      if (c != 0 && sharded) load_moment(s, e, c, staged);
+      else if (!s->load_streamed) load_whole(s, e, c, staged);
+      else if (s->grid->dp > 1) load_whole(s, e, c, streamed_band(s, e, c));
     }
   }
   registry_refresh_work(s->reg); /* the working copy the ops read */

@@ -92,10 +92,13 @@ static void m_copy2d(boost_backend *be, void *dst, size_t dpitch, const void *sr
 }
 /* From pageable memory the copy is staged before cudaMemcpyAsync returns,
  * so src may be reused at once; from pinned memory the DMA reads src later,
- * so the stream is waited for (the seam lets the caller reuse src). */
+ * so the stream is waited for (the seam lets the caller reuse src). A
+ * resume uploads from the checkpoint writer's thread (the training thread
+ * waits meanwhile), so the device is selected here too. */
 static void m_upload(boost_backend *be, void *dst, const void *src, size_t bytes) {
   if (!bytes) return;
   cuda_be *c = CB(be);
+  cudaCheck(cudaSetDevice(c->device));
   cudaPointerAttributes at;
   const cudaError_t e = cudaPointerGetAttributes(&at, src);
   if (e != cudaSuccess) (void)cudaGetLastError(); /* clears that error only */

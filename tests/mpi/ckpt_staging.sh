@@ -2,8 +2,9 @@
 # ckpt.staging_limit (bounded staging): checkpoints written through a ring
 # smaller than the state hold exactly the state of their step -- the same
 # checksums as the unlimited run's, the same losses after them, a resume
-# from them equal bit for bit -- on one rank, on dp=2 and tp=2, and with
-# synchronous saves; bad limits get one line naming the key.
+# from them equal bit for bit (decoded straight into the arenas, and
+# through the staging ring as on a GPU) -- on one rank, on dp=2 and tp=2,
+# and with synchronous saves; bad limits get one line naming the key.
 source "$(dirname "$0")/ckpt_common.bash"
 make_data
 
@@ -109,15 +110,21 @@ done
 train 0 "$tmp/r1.log" "${CONST[@]}" --set train.steps=4 --set ckpt.dir="$tmp/res" --set ckpt.staging_limit="$least%" ||
   fail "first half: $(tail -5 "$tmp/r1.log")"
 cp -r "$tmp/res" "$tmp/res2"
-for d in res res2; do
+cp -r "$tmp/res" "$tmp/res3"
+# res3: the load goes through the staging ring as on a GPU (bands uploaded
+# whenever the ring of the least limit is full) instead of straight into
+# the arenas.
+for d in res res2 res3; do
   lim="$least%"
   [ $d = res2 ] && lim=100%
-  train 0 "$tmp/$d.log" "${CONST[@]}" --set ckpt.dir="$tmp/$d" --set ckpt.staging_limit="$lim" ||
-    fail "resume ($lim): $(tail -5 "$tmp/$d.log")"
+  ring=0
+  [ $d = res3 ] && ring=1
+  BOOST_CKPT_TEST_LOAD_RING=$ring train 0 "$tmp/$d.log" "${CONST[@]}" --set ckpt.dir="$tmp/$d" --set ckpt.staging_limit="$lim" ||
+    fail "resume ($lim, ring $ring): $(tail -5 "$tmp/$d.log")"
   grep -q "resumed from $tmp/$d/step_00000004.h5" "$tmp/$d.log" || fail "resume ($lim): did not resume from step 4"
   same_state "resume-$d" "$tmp/full" "$tmp/$d"
 done
-echo "ok: resumed from a bounded checkpoint (limit $least% and 100%), end state identical"
+echo "ok: resumed from a bounded checkpoint (limit $least% and 100%; into the arenas and through the ring), end state identical"
 
 # Synchronous saves (the trainer waits for the whole save) through the ring.
 BOOST_CKPT_SYNC=1 train 0 "$tmp/sync.log" "${CONST[@]}" --set ckpt.dir="$tmp/sync" --set ckpt.staging_limit="$least%" ||
@@ -138,6 +145,17 @@ for lay in "dp2 --set parallel.dp=2" "tp2 --set parallel.tp=2"; do
   grep -q "staging in a ring" "$tmp/$tag.l.log" || fail "$tag: no ring reported"
   same_state "$tag" "$tmp/$tag.f" "$tmp/$tag.l"
   same_losses "$tag" "$tmp/$tag.f.jsonl" "$tmp/$tag.l.jsonl"
-  echo "ok ($tag): limit $least%, state and losses identical to the unlimited run's"
+  # A resume from step 4 (the replicas' bands gathered after the load),
+  # through the ring and straight into the arenas.
+  for ring in 0 1; do
+    rm -rf "$tmp/$tag.r$ring"
+    cp -r "$tmp/$tag.l" "$tmp/$tag.r$ring"
+    rm -f "$tmp/$tag.r$ring/$final"
+    BOOST_CKPT_TEST_LOAD_RING=$ring train 2 "$tmp/$tag.r$ring.log" "${CONST[@]}" "$@" --set ckpt.dir="$tmp/$tag.r$ring" \
+      --set ckpt.staging_limit="$least%" || fail "$tag resume (ring $ring): $(tail -5 "$tmp/$tag.r$ring.log")"
+    grep -q "resumed from $tmp/$tag.r$ring/step_00000004.h5" "$tmp/$tag.r$ring.log" || fail "$tag: did not resume from step 4"
+    same_state "$tag-resume-ring$ring" "$tmp/$tag.f" "$tmp/$tag.r$ring"
+  done
+  echo "ok ($tag): limit $least%, state and losses identical to the unlimited run's, and after a resume"
 done
 echo PASS
