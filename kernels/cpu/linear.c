@@ -9,7 +9,13 @@
  * measured 2-3% slower than that composition and removed.)
  *
  * Threading (see cpu_internal.h): one OpenMP region per call, OpenBLAS
- * single-threaded inside. Weight gradients are split over their
+ * single-threaded inside. A product too small for our threads is called
+ * outside any region, never in an `if (0)` one: such a region is inactive,
+ * so OpenBLAS's OpenMP build (serial only inside an active region) threads
+ * the call with a nested team, whose threads libgomp creates afresh every
+ * time (a cola-60m decode step at 2 threads created 88 and ran 4x slower
+ * than at one). Outside, OpenBLAS splits it over the same number of threads
+ * from the pooled team: the same result, no thread created. Weight gradients are split over their
  * rows/columns, never over tokens, so each element is one sgemm:
  * deterministic for a given thread count. */
 #include "cpu_internal.h"
@@ -25,17 +31,24 @@ void gemm(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda
           float *C, int ldc) {
   if (M <= 0 || N <= 0) return;
   const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
+  if (!gemm_worth_threads((double)M * N * K)) { /* outside any region: see below */
+    sgemm_slice(0, 1, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
   int saved = blas_serial_begin();
-#pragma omp parallel if (gemm_worth_threads((double)M * N * K))
+#pragma omp parallel
   sgemm_slice(boost_thread_id(), boost_team_size(), ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
   blas_serial_end(saved);
 }
 
 void linear_forward(float *out, const float *in, const float *W, int N, int Cin, int Cout) {
   if (N <= 0 || Cout <= 0) return;
+  if (!gemm_worth_threads((double)N * Cin * Cout)) {
+    sgemm_slice(0, 1, CblasNoTrans, CblasTrans, N, Cout, Cin, 1.0f, in, Cin, W, Cin, 0.0f, out, Cout);
+    return;
+  }
   int saved = blas_serial_begin();
-  int par = gemm_worth_threads((double)N * Cin * Cout);
-#pragma omp parallel if (par)
+#pragma omp parallel
   sgemm_slice(boost_thread_id(), boost_team_size(), CblasNoTrans, CblasTrans, N, Cout, Cin, 1.0f, in, Cin, W, Cin, 0.0f,
               out, Cout);
   blas_serial_end(saved);
@@ -44,9 +57,13 @@ void linear_forward(float *out, const float *in, const float *W, int N, int Cin,
 void linear_backward(float *din, float *dW, const float *dout, const float *in, const float *W, int N, int Cin,
                      int Cout) {
   if (N <= 0 || Cin <= 0 || Cout <= 0) return;
+  if (!gemm_worth_threads((double)N * Cin * Cout * ((din != NULL) + (dW != NULL)))) {
+    if (din) sgemm_slice(0, 1, CblasNoTrans, CblasNoTrans, N, Cin, Cout, 1.0f, dout, Cout, W, Cin, 0.0f, din, Cin);
+    if (dW) sgemm_slice(0, 1, CblasTrans, CblasNoTrans, Cout, Cin, N, 1.0f, dout, Cout, in, Cin, 1.0f, dW, Cin);
+    return;
+  }
   int saved = blas_serial_begin();
-  int par = gemm_worth_threads((double)N * Cin * Cout * ((din != NULL) + (dW != NULL)));
-#pragma omp parallel if (par)
+#pragma omp parallel
   {
     int t = boost_thread_id(), nt = boost_team_size();
     if (din) sgemm_slice(t, nt, CblasNoTrans, CblasNoTrans, N, Cin, Cout, 1.0f, dout, Cout, W, Cin, 0.0f, din, Cin);
