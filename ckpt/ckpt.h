@@ -118,8 +118,10 @@ ckpt_session *ckpt_open(const ckpt_settings *set, const process_grid *grid, tens
  * skipped and why). auto: the newest committed checkpoint in dir whose
  * checksums verify (bad ones are reported on stderr and skipped). PATH: that
  * file (or the newest good one in that directory); a bad file is fatal. A
- * file that fails is never loaded in part: the arenas change only once a
- * file has verified. */
+ * file that fails may have been decoded into part of the arenas: the next
+ * candidate overwrites all of them, and when none verifies this returns -1,
+ * so training never starts from a file that did not verify, and 0 (a fresh
+ * start) only where no checkpoint was read. */
 int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, size_t msglen);
 
 /* Staging is deferred: after ckpt_after_step stages a checkpoint, the writer

@@ -320,7 +320,9 @@ static int init_comm(run *r, char *err, size_t errlen) {
   return 0;
 }
 
-trainer *trainer_create(const train_config *cfg, MPI_Comm world, char *err, size_t errlen) {
+/* init_weights 0: the weights are left to a resume (open_and_resume draws
+ * them only for a fresh start). */
+static trainer *trainer_build(const train_config *cfg, MPI_Comm world, int init_weights, char *err, size_t errlen) {
   run *r = boost_calloc(1, sizeof *r);
   r->cfg = cfg;
   r->B = cfg->train.batch_size;
@@ -383,12 +385,16 @@ trainer *trainer_create(const train_config *cfg, MPI_Comm world, char *err, size
                             .arena_multiple = (size_t)r->grid.dp * 16,
                             .zero_shards = cfg->parallel.zero ? r->grid.dp : 1, .zero_rank = r->grid.dp_rank};
   model_init(&r->m, &cfg->model, r->mode, &mo);
-  model_init_params(&r->m, (uint64_t)cfg->train.seed);
+  if (init_weights) model_init_params(&r->m, (uint64_t)cfg->train.seed);
   model_alloc_acts(&r->m, r->B, r->T, nsets, recompute);
   pipeline_init(&r->pipe, &r->m, &r->comm, pp, r->grid.pp_rank);
   grad_buckets_init(&r->buckets, &r->comm, &r->m.reg, cfg->parallel.dp_bucket_mb, cfg->parallel.zero);
   if (grad_buckets_overlapped(&r->buckets)) pipeline_set_grads_hook(&r->pipe, grad_buckets_ready, &r->buckets);
   return r;
+}
+
+trainer *trainer_create(const train_config *cfg, MPI_Comm world, char *err, size_t errlen) {
+  return trainer_build(cfg, world, 1, err, errlen);
 }
 
 void trainer_destroy(trainer *r) {
@@ -516,8 +522,14 @@ static int open_and_resume(run *t, char *msg, size_t msglen) {
   watchdog_phase("start-up: checkpoint directory", WATCH_WAIT);
   t->ck = ckpt_open(&ck_set, &t->grid, &t->m.reg, &hooks, err, sizeof err);
   watchdog_phase("start-up: checkpoint load", WATCH_CKPT);
-  if ((!t->ck && err[0]) || trainer_ckpt_resume(t->ck, &t->st, msg, msglen) < 0)
+  int resumed = -1;
+  if ((!t->ck && err[0]) || (resumed = trainer_ckpt_resume(t->ck, &t->st, msg, msglen)) < 0)
     return fail_all(&t->grid, t->ck ? msg : err);
+  /* Drawn only for a fresh start: a resume overwrites every weight, and
+   * drawing them first (Box-Muller over the whole model) was a large part
+   * of a resume's start-up. A fresh start happens only where no checkpoint
+   * exists (or ckpt.resume=none): a candidate that failed never leads here. */
+  if (resumed == 0) model_init_params(&t->m, (uint64_t)cfg->train.seed);
   if (ckpt_staging_bounded(t->ck)) optim_parts_init(&t->parts, &t->m, 16);
   watchdog_phase("start-up: start agreement", WATCH_WAIT);
   return accept_start(t, err, sizeof err);
@@ -543,7 +555,7 @@ static void log_step(const run *t, const comm_ctx *step_comm, float loss, float 
 int trainer_run(const train_config *cfg, MPI_Comm world) {
   char err[1024];
   watchdog_phase("start-up: process grid, data and backend", WATCH_WAIT);
-  run *t = trainer_create(cfg, world, err, sizeof err);
+  run *t = trainer_build(cfg, world, 0, err, sizeof err);
   if (!t) {
     int rank;
     MPI_Comm_rank(world, &rank);
