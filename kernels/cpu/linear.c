@@ -15,9 +15,9 @@
  * the call with a nested team, whose threads libgomp creates afresh every
  * time (a cola-60m decode step at 2 threads created 88 and ran 4x slower
  * than at one). Outside, OpenBLAS splits it over the same number of threads
- * from the pooled team: the same result, no thread created. Weight gradients are split over their
- * rows/columns, never over tokens, so each element is one sgemm:
- * deterministic for a given thread count. */
+ * from the pooled team: the same result, no thread created. Weight
+ * gradients are split over their rows/columns, never over tokens, so each
+ * element is one sgemm: deterministic for a given thread count. */
 #include "cpu_internal.h"
 
 #include "ops.h"
@@ -31,7 +31,7 @@ void gemm(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda
           float *C, int ldc) {
   if (M <= 0 || N <= 0) return;
   const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
-  if (!gemm_worth_threads((double)M * N * K)) { /* outside any region: see below */
+  if (!gemm_worth_threads((double)M * N * K)) { /* outside any region: see the top of this file */
     sgemm_slice(0, 1, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
     return;
   }
