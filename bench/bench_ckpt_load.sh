@@ -34,6 +34,9 @@ PY=${PY:-/usr/bin/python3}
 command -v zstd >/dev/null || { echo "bench_ckpt_load: the zstd CLI is needed (Debian: zstd)" >&2; exit 2; }
 [ -w /proc/sys/vm/drop_caches ] || { echo "bench_ckpt_load: dropping the page cache needs root" >&2; exit 2; }
 export HDF5_PLUGIN_PATH=$BUILD/hdf5-plugins OMP_WAIT_POLICY=passive
+BENCH_NAME=bench_ckpt_load
+# shellcheck source=bench/ckpt_reference.bash
+. "$(dirname "$0")/ckpt_reference.bash"
 tmp=$(mktemp -d "${BENCH_TMP:-/tmp}/boost_bench_ckpt_load.XXXXXX")
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$tmp"' EXIT
 "$BUILD/tools/boost-data" -q -o "$tmp/f.tok" /usr/share/games/fortunes >/dev/null
@@ -54,14 +57,7 @@ else
     { echo "bench_ckpt_load: the save failed: $(tail -3 "$tmp/save.log")" >&2; exit 1; }
   f=$tmp/ck/step_00000001.h5
 fi
-for cat in weights moments; do "$BUILD/tools/boost-inspect" --dump-category $cat "$tmp/$cat.raw" "$f" >/dev/null; done
-cat "$tmp/weights.raw" "$tmp/moments.raw" | zstd -1 -T0 -q -c >"$tmp/state.zst"
-raw=$(($(stat -c %s "$tmp/weights.raw") + $(stat -c %s "$tmp/moments.raw")))
-rm -f "$tmp/weights.raw" "$tmp/moments.raw"
-echo "cpu:$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg) | disk: $(df -h "$tmp" | awk 'NR==2{print $1}')"
-echo "$PRESET: tensors $raw bytes raw, checkpoint $(stat -c %s "$f") bytes, zstd -1 file $(stat -c %s "$tmp/state.zst") bytes"
-cold() { sync; echo 3 >/proc/sys/vm/drop_caches; }
-secs() { local t0 t1; t0=$(date +%s.%N); "$@"; t1=$(date +%s.%N); echo "$t1 - $t0" | bc; }
+reference_prepare
 load() { # BUILD: the resume's own figure
   cold
   flock "$LOCK" "$1/run/boost-train" "${ARGS[@]}" >"$tmp/load.log" 2>&1 ||
@@ -75,24 +71,7 @@ load() { # BUILD: the resume's own figure
 for rep in $(seq "$REPEAT"); do
   echo "boost $(load "$BUILD" boost)" >>"$tmp/times"
   [ -n "$BEFORE" ] && echo "before $(load "$BEFORE" before)" >>"$tmp/times"
-  cold; echo "dd $(secs dd if="$f" of=/dev/null bs=8M status=none)" >>"$tmp/times"
-  cold; echo "cat $(secs sh -c "cat '$tmp/state.zst' >/dev/null")" >>"$tmp/times"
-  cold; echo "zstd $(secs zstd -d -T0 -q -c "$tmp/state.zst" -o /dev/null)" >>"$tmp/times"
+  reference_round
 done
 for k in boost before; do [ -s "$tmp/rss.$k" ] && echo "peak RSS of the resume ($k): $(sort -n "$tmp/rss.$k" | tail -1) MiB"; done
-"$PY" - "$tmp/times" "$raw" "$(stat -c %s "$f")" <<'PYEOF'
-import statistics, sys
-t = {}
-for line in open(sys.argv[1]):
-    k, v = line.split()
-    t.setdefault(k, []).append(float(v))
-raw, stored = float(sys.argv[2]), float(sys.argv[3])
-med = {k: statistics.median(v) for k, v in t.items()}
-ref = max(med["zstd"], med["cat"])
-print("| | median s (runs) | GB/s of tensors | / the slower of zstd -d and cat |")
-print("|---|---:|---:|---:|")
-for k in ("boost", "before", "dd", "cat", "zstd"):
-    if k in med:
-        print("| %s | %.2f (%s) | %.2f | %.2fx |" % (k, med[k], " ".join("%.2f" % x for x in t[k]), raw / med[k] / 1e9,
-                                                   med[k] / ref))
-PYEOF
+reference_table boost before dd cat zstd

@@ -35,6 +35,9 @@ MPIRUN=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}
 command -v zstd >/dev/null || { echo "bench_ckpt_tools: the zstd CLI is needed (Debian: zstd)" >&2; exit 2; }
 [ -w /proc/sys/vm/drop_caches ] || { echo "bench_ckpt_tools: dropping the page cache needs root" >&2; exit 2; }
 export HDF5_PLUGIN_PATH=$BUILD/hdf5-plugins OMP_WAIT_POLICY=passive
+BENCH_NAME=bench_ckpt_tools
+# shellcheck source=bench/ckpt_reference.bash
+. "$(dirname "$0")/ckpt_reference.bash"
 tmp=$(mktemp -d "${BENCH_TMP:-/tmp}/boost_bench_ckpt_tools.XXXXXX")
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$tmp"' EXIT
 if [ -n "${CKPT:-}" ]; then
@@ -47,20 +50,7 @@ else
     { echo "bench_ckpt_tools: the save failed: $(tail -3 "$tmp/save.log")" >&2; exit 1; }
   f=$tmp/ck/step_00000001.h5
 fi
-for cat in weights moments; do "$BUILD/tools/boost-inspect" --dump-category $cat "$tmp/$cat.raw" "$f" >/dev/null; done
-cat "$tmp/weights.raw" "$tmp/moments.raw" | zstd -1 -T0 -q -c >"$tmp/state.zst"
-raw=$(($(stat -c %s "$tmp/weights.raw") + $(stat -c %s "$tmp/moments.raw")))
-rm -f "$tmp/weights.raw" "$tmp/moments.raw"
-echo "cpu:$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg) | disk: $(df -h "$tmp" | awk 'NR==2{print $1}')"
-echo "$PRESET: tensors $raw bytes raw, checkpoint $(stat -c %s "$f") bytes, zstd -1 file $(stat -c %s "$tmp/state.zst") bytes; reshard --layout $LAYOUT"
-cold() { sync; echo 3 >/proc/sys/vm/drop_caches; }
-secs() { # command...: its wall time; a failure stops the bench
-  local t0 t1
-  t0=$(date +%s.%N)
-  "$@" >"$tmp/cmd.log" 2>&1 || { echo "bench_ckpt_tools: failed: $* : $(tail -3 "$tmp/cmd.log")" >&2; exit 1; }
-  t1=$(date +%s.%N)
-  echo "$t1 - $t0" | bc
-}
+reference_prepare "; reshard --layout $LAYOUT"
 tools() { # BUILD SUFFIX: verify and reshard (serial, 2 ranks) of that build
   cold; echo "verify$2 $(secs "$1/tools/boost-inspect" verify "$f")" >>"$tmp/times"
   rm -f "$tmp/out.h5"
@@ -73,24 +63,6 @@ tools() { # BUILD SUFFIX: verify and reshard (serial, 2 ranks) of that build
 for rep in $(seq "$REPEAT"); do
   tools "$BUILD" ""
   [ -z "$BEFORE" ] || tools "$BEFORE" _before
-  cold; echo "dd $(secs dd if="$f" of=/dev/null bs=8M status=none)" >>"$tmp/times"
-  cold; echo "cat $(secs sh -c "cat '$tmp/state.zst' >/dev/null")" >>"$tmp/times"
-  cold; echo "zstd $(secs zstd -d -T0 -q -c "$tmp/state.zst" -o /dev/null)" >>"$tmp/times"
+  reference_round
 done
-"$PY" - "$tmp/times" "$raw" <<'PYEOF'
-import statistics, sys
-t = {}
-for line in open(sys.argv[1]):
-    k, v = line.split()
-    t.setdefault(k, []).append(float(v))
-raw = float(sys.argv[2])
-med = {k: statistics.median(v) for k, v in t.items()}
-ref = max(med["zstd"], med["cat"])
-print("| | median s (runs) | GB/s of tensors | / the slower of zstd -d and cat | / before |")
-print("|---|---:|---:|---:|---:|")
-for k in ("verify", "verify_before", "reshard", "reshard_before", "reshard_np2", "reshard_np2_before", "dd", "cat", "zstd"):
-    if k in med:
-        b = med.get(k + "_before")
-        print("| %s | %.2f (%s) | %.2f | %.2fx | %s |" % (k, med[k], " ".join("%.2f" % x for x in t[k]), raw / med[k] / 1e9,
-                                                     med[k] / ref, "%.2fx" % (med[k] / b) if b else ""))
-PYEOF
+BEFORE_COLUMN=1 reference_table verify verify_before reshard reshard_before reshard_np2 reshard_np2_before dd cat zstd
