@@ -489,3 +489,16 @@ int ckpt_read_slab_chunks(ckpt_chunk_reader *cr, hid_t ds, int ndim, const int64
   const int rc = ckpt_read_slab_chunks_async(cr, ds, ndim, gshape, st, ct, dst, sum, what, err, errlen);
   return rc <= 0 ? rc : drain(cr, err, errlen) == 0 ? 1 : -1;
 }
+
+int ckpt_read_slab_hdf5(hid_t ds, hid_t space, int ndim, const int64_t *gshape, const hsize_t *st, const hsize_t *ct,
+                        float *dst, uint64_t *sum) {
+  hid_t mem = H5Screate_simple(ndim, ct, NULL);
+  const int ok = mem >= 0 && H5Sselect_hyperslab(space, H5S_SELECT_SET, st, NULL, ct, NULL) >= 0 &&
+                 H5Dread(ds, H5T_NATIVE_FLOAT, mem, space, H5P_DEFAULT, dst) >= 0;
+  if (mem >= 0) H5Sclose(mem);
+  if (!ok) return -1;
+  int64_t start[CKPT_HASH_MAX_DIMS], count[CKPT_HASH_MAX_DIMS];
+  for (int d = 0; d < ndim; d++) start[d] = (int64_t)st[d], count[d] = (int64_t)ct[d];
+  *sum = ckpt_hash_slab32(dst, ndim, gshape, start, count);
+  return 0;
+}

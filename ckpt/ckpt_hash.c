@@ -103,7 +103,7 @@ uint64_t ckpt_hash_run_bf16(const void *x, size_t n, uint64_t index0) {
 static uint64_t hash_slab(const void *data, size_t esz, uint64_t (*run_fn)(const void *, size_t, uint64_t), int ndim,
                           const int64_t *gshape, const int64_t *offset, const int64_t *lshape) {
   if (ndim <= 0) return 0;
-  int64_t stride[8];
+  int64_t stride[CKPT_HASH_MAX_DIMS];
   stride[ndim - 1] = 1;
   for (int d = ndim - 2; d >= 0; d--) stride[d] = stride[d + 1] * gshape[d + 1];
   const int64_t run = lshape[ndim - 1];
@@ -112,7 +112,7 @@ static uint64_t hash_slab(const void *data, size_t esz, uint64_t (*run_fn)(const
   if (run <= 0 || nrows <= 0) return 0;
   const unsigned char *p = data;
   uint64_t s = 0;
-  int64_t idx[8] = {0};
+  int64_t idx[CKPT_HASH_MAX_DIMS] = {0};
   for (int64_t r = 0; r < nrows; r++) {
     int64_t g = offset[ndim - 1];
     for (int d = 0; d < ndim - 1; d++) g += (offset[d] + idx[d]) * stride[d];

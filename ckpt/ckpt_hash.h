@@ -30,6 +30,8 @@ uint64_t ckpt_hash_run32(const void *x, size_t n, uint64_t index0);
 /* Same for 8-byte elements. */
 uint64_t ckpt_hash_run64(const void *x, size_t n, uint64_t index0);
 
+#define CKPT_HASH_MAX_DIMS 8 /* the most dimensions a hyperslab's hash takes */
+
 /* Sum of the terms of a hyperslab of 4-byte elements: data holds the
  * row-major local block of extent lshape at global offset `offset` inside a
  * tensor of global shape gshape (ndim dims). */

@@ -288,6 +288,12 @@ int ckpt_read_slab_chunks_async(ckpt_chunk_reader *cr, hid_t ds, int ndim, const
                                 const hsize_t *ct, float *dst, uint64_t *sum, const char *what, char *err,
                                 size_t errlen);
 int ckpt_chunk_reader_wait(ckpt_chunk_reader *cr, char *err, size_t errlen);
+/* The slab through HDF5's filter pipeline (one thread) into dst, and its
+ * checksum terms: the path for what the chunk reader does not take. 0, or
+ * -1 with the reason on HDF5's error stack (ckpt_h5_error). ndim at most
+ * CKPT_HASH_MAX_DIMS. */
+int ckpt_read_slab_hdf5(hid_t ds, hid_t space, int ndim, const int64_t *gshape, const hsize_t *st, const hsize_t *ct,
+                        float *dst, uint64_t *sum);
 
 /* The arena address of rows [r0, ...) of entry e's tensor in category c
  * (backend memory: never dereferenced on the host). */

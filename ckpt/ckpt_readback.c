@@ -62,14 +62,8 @@ int ckpt_readback(ckpt_session *s, const char *path, const uint64_t *sums, char 
                    : 0;
       if (rc == 0) { /* another pipeline: through HDF5, into the staging buffer (a ring: each band at its start) */
         float *dst = s->bounded ? buf : buf + e->stage_off[c];
-        hid_t mem = H5Screate_simple(t->ndim, ct, NULL);
-        rc = H5Sselect_hyperslab(space, H5S_SELECT_SET, st, NULL, ct, NULL) >= 0 &&
-                     H5Dread(ds, H5T_NATIVE_FLOAT, mem, space, H5P_DEFAULT, dst) >= 0
-                 ? 1
-                 : -1;
+        rc = ckpt_read_slab_hdf5(ds, space, t->ndim, t->shape, st, ct, dst, &got[k]) == 0 ? 1 : -1;
         if (rc < 0) ckpt_h5_error(err, errlen, dpath);
-        else got[k] = ckpt_hash_slab32(dst, t->ndim, t->shape, start, count);
-        H5Sclose(mem);
       }
       ok = rc > 0;
     }

@@ -1,5 +1,5 @@
 /* Hyperslabs of checkpoint tensors read on every core (ckpt_slab.h): the
- * chunk reader of ckpt_readback.c, with H5Dread for what it does not take. */
+ * chunk reader of ckpt_chunks.c, with H5Dread for what it does not take. */
 #include "ckpt_slab.h"
 
 #include <omp.h>
@@ -11,8 +11,6 @@
 #include "ckpt_h5.h"
 #include "ckpt_hash.h"
 #include "ckpt_internal.h"
-
-#define SLAB_MAX_DIMS 8 /* what ckpt_hash_slab32 takes */
 
 struct ckpt_slab_reader {
   ckpt_chunk_reader *cr;
@@ -48,19 +46,12 @@ static int read_hdf5(ckpt_slab_reader *r, hid_t ds, hid_t space, int ndim, const
     if (!r->scratch) return boost_err(err, errlen, "%s: out of memory (%.1f MiB)", what, 4.0 * (double)n / (1 << 20));
   }
   float *buf = dst ? dst : r->scratch;
-  hid_t mem = H5Screate_simple(ndim, ct, NULL);
-  const int ok = mem >= 0 && H5Sselect_hyperslab(space, H5S_SELECT_SET, st, NULL, ct, NULL) >= 0 &&
-                 H5Dread(ds, H5T_NATIVE_FLOAT, mem, space, H5P_DEFAULT, buf) >= 0;
-  if (mem >= 0) H5Sclose(mem);
-  if (!ok) {
+  if (ckpt_read_slab_hdf5(ds, space, ndim, gshape, st, ct, buf, sum) != 0) {
     char w[640];
     boost_msgf(w, sizeof w, "%s: read failed (corrupt data?)", what);
     ckpt_h5_error(err, errlen, w);
     return -1;
   }
-  int64_t start[SLAB_MAX_DIMS], count[SLAB_MAX_DIMS];
-  for (int d = 0; d < ndim; d++) start[d] = (int64_t)st[d], count[d] = (int64_t)ct[d];
-  *sum = ckpt_hash_slab32(buf, ndim, gshape, start, count);
   return 0;
 }
 
@@ -69,15 +60,15 @@ int ckpt_slab_read(ckpt_slab_reader *r, hid_t ds, const hsize_t *start, const hs
   *sum = 0;
   hid_t space = H5Dget_space(ds);
   const int ndim = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
-  hsize_t dims[SLAB_MAX_DIMS], st[SLAB_MAX_DIMS], ct[SLAB_MAX_DIMS];
-  if (ndim < 1 || ndim > SLAB_MAX_DIMS || H5Sget_simple_extent_dims(space, dims, NULL) != ndim) {
+  hsize_t dims[CKPT_HASH_MAX_DIMS], st[CKPT_HASH_MAX_DIMS], ct[CKPT_HASH_MAX_DIMS];
+  if (ndim < 1 || ndim > CKPT_HASH_MAX_DIMS || H5Sget_simple_extent_dims(space, dims, NULL) != ndim) {
     if (space >= 0) H5Sclose(space);
     char w[640];
-    boost_msgf(w, sizeof w, "%s: unreadable dataspace or not 1 to %d dimensions", what, SLAB_MAX_DIMS);
+    boost_msgf(w, sizeof w, "%s: unreadable dataspace or not 1 to %d dimensions", what, CKPT_HASH_MAX_DIMS);
     ckpt_h5_error(err, errlen, w);
     return -1;
   }
-  int64_t gshape[SLAB_MAX_DIMS];
+  int64_t gshape[CKPT_HASH_MAX_DIMS];
   size_t n = 1;
   double elems = 1; /* a damaged dataspace must not overflow n */
   for (int d = 0; d < ndim; d++) elems *= (double)(start ? count[d] : dims[d]);
@@ -97,7 +88,8 @@ int ckpt_slab_read(ckpt_slab_reader *r, hid_t ds, const hsize_t *start, const hs
   }
   int rc = 0;
   if (n > 0) {
-    rc = ndim <= TENSOR_MAX_DIMS && !r->hdf5_only ? ckpt_read_slab_chunks(r->cr, ds, ndim, gshape, st, ct, dst, sum, what, err, errlen) : 0;
+    if (ndim <= TENSOR_MAX_DIMS && !r->hdf5_only)
+      rc = ckpt_read_slab_chunks(r->cr, ds, ndim, gshape, st, ct, dst, sum, what, err, errlen);
     if (rc == 0) rc = read_hdf5(r, ds, space, ndim, gshape, st, ct, n, dst, sum, what, err, errlen) == 0 ? 1 : -1;
   }
   H5Sclose(space);
