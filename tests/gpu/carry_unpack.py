@@ -58,7 +58,7 @@ def system_has(soname):
 
 # what boost and its Open MPI / HDF5 / OpenBLAS were built against: always the carried copy
 KEEP = re.compile(r"^lib(mpi|open-pal|open-rte|mca_|ompitrace|hdf5|openblas|blas|lapack|gfortran|quadmath|zstd|cjson|"
-                  r"inih|xxhash|criterion|pkgconf|hwloc|event|sz|aec)")
+                  r"inih|xxhash|criterion|pkgconf|hwloc|event|sz|aec|pmix|munge)")
 
 
 def prefer_system(prefix):
@@ -142,6 +142,7 @@ export LD_LIBRARY_PATH="{libpath}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"
 export OPAL_PREFIX="{usr}"
 export PATH="{usr}/bin:$PATH"
 export OMPI_MCA_ess_singleton_isolated=1   # one process, no mpirun, no orted
+export OMPI_MCA_plm=isolated   # mpirun starts its ranks on this node itself: no ssh/rsh agent here
 export OMPI_MCA_mca_base_component_show_load_errors=0   # components for absent hardware
 export OMPI_MCA_btl=self,vader
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
