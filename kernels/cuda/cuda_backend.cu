@@ -35,9 +35,11 @@ void *cuda_scratch(cuda_be *c, size_t bytes) {
 }
 
 /* ---- waits ---------------------------------------------------------------------
- * The host never blocks in the driver: a wait polls the stream
- * (kernels/device_wait.h), so the collective watchdog sees it and NCCL's
- * asynchronous errors are checked while it lasts. */
+ * The host never blocks in the driver on queued work: a wait polls the
+ * stream or an event (kernels/device_wait.h), so the collective watchdog
+ * sees it and NCCL's asynchronous errors are checked while it lasts. The
+ * calls that do block (docs/CUDA.md lists them) run only when both streams
+ * have been polled idle. */
 
 extern "C" int cuda_stream_ready(void *ctx, char *err, size_t errlen) {
   const cudaError_t e = cudaStreamQuery((cudaStream_t)ctx);
@@ -47,24 +49,109 @@ extern "C" int cuda_stream_ready(void *ctx, char *err, size_t errlen) {
   return -1;
 }
 
-static void stream_wait(cudaStream_t s, const char *what) { boost_device_wait(what, cuda_stream_ready, (void *)s); }
+static int event_ready(void *ctx, char *err, size_t errlen) {
+  const cudaError_t e = cudaEventQuery((cudaEvent_t)ctx);
+  if (e == cudaSuccess) return 1;
+  if (e == cudaErrorNotReady) return 0;
+  boost_err(err, errlen, "CUDA error on the stream: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+  return -1;
+}
 
-/* ---- memory ------------------------------------------------------------------ */
+static void stream_wait(cudaStream_t s, const char *what) { boost_device_wait(what, cuda_stream_ready, (void *)s); }
+static void event_wait(cudaEvent_t e, const char *what) { boost_device_wait(what, event_ready, (void *)e); }
+
+/* ---- pinned staging ---------------------------------------------------------- */
+
+#define STAGE_CHUNK_BYTES ((size_t)4 << 20)
+
+/* Allocated with the backend, while no work is queued (cudaHostAlloc may
+ * wait for the device). */
+static void staging_init(cuda_staging *st) {
+  pthread_mutex_init(&st->lock, NULL);
+  st->bytes = STAGE_CHUNK_BYTES;
+  for (int k = 0; k < CUDA_STAGE_CHUNKS; k++) {
+    cudaCheck(cudaHostAlloc(&st->buf[k], st->bytes, cudaHostAllocPortable));
+    cudaCheck(cudaEventCreateWithFlags(&st->done[k], cudaEventDisableTiming));
+  }
+}
+static void staging_free(cuda_staging *st) {
+  for (int k = 0; k < CUDA_STAGE_CHUNKS; k++) {
+    cudaCheck(cudaEventDestroy(st->done[k]));
+    cudaCheck(cudaFreeHost(st->buf[k]));
+  }
+  pthread_mutex_destroy(&st->lock);
+}
+
+static int host_pinned(const void *p) {
+  cudaPointerAttributes at;
+  const cudaError_t e = cudaPointerGetAttributes(&at, p);
+  if (e != cudaSuccess) (void)cudaGetLastError(); /* clears that error only */
+  return e == cudaSuccess && at.type == cudaMemoryTypeHost;
+}
+
+/* pageable src -> device, through the pinned chunks: each chunk is copied
+ * into a free buffer (its previous copy polled complete) and queued; the
+ * caller may reuse src on return, the device copies are still queued. */
+static void staged_upload(cuda_staging *st, cudaStream_t s, char *dst, const char *src, size_t bytes) {
+  pthread_mutex_lock(&st->lock);
+  for (size_t off = 0, k = 0; off < bytes; off += st->bytes, k = (k + 1) % CUDA_STAGE_CHUNKS) {
+    const size_t n = bytes - off < st->bytes ? bytes - off : st->bytes;
+    event_wait(st->done[k], "device upload");
+    memcpy(st->buf[k], src + off, n);
+    cudaCheck(cudaMemcpyAsync(dst + off, st->buf[k], n, cudaMemcpyHostToDevice, s));
+    cudaCheck(cudaEventRecord(st->done[k], s));
+  }
+  pthread_mutex_unlock(&st->lock);
+}
+
+/* device -> pageable dst: chunk k+1 is queued before chunk k is polled and
+ * copied out, so the device copies while the host does. */
+static void staged_download(cuda_staging *st, cudaStream_t s, char *dst, const char *src, size_t bytes,
+                            const char *what) {
+  pthread_mutex_lock(&st->lock);
+  const size_t chunks = (bytes + st->bytes - 1) / st->bytes;
+  for (size_t i = 0; i < chunks + 1; i++) {
+    if (i < chunks) { /* queue chunk i (its buffer was emptied at i - 2) */
+      const size_t off = i * st->bytes, n = bytes - off < st->bytes ? bytes - off : st->bytes, k = i % CUDA_STAGE_CHUNKS;
+      cudaCheck(cudaMemcpyAsync(st->buf[k], src + off, n, cudaMemcpyDeviceToHost, s));
+      cudaCheck(cudaEventRecord(st->done[k], s));
+    }
+    if (i >= 1) { /* chunk i - 1 arrived: out of its buffer */
+      const size_t j = i - 1, off = j * st->bytes, n = bytes - off < st->bytes ? bytes - off : st->bytes,
+                   k = j % CUDA_STAGE_CHUNKS;
+      event_wait(st->done[k], what);
+      memcpy(dst + off, st->buf[k], n);
+    }
+  }
+  pthread_mutex_unlock(&st->lock);
+}
+
+/* ---- memory ------------------------------------------------------------------
+ * Device memory is stream-ordered (cudaMallocAsync / cudaFreeAsync on the
+ * compute stream): cudaFree would wait for the whole device, and so for a
+ * collective that may never complete. A free is ordered after the copy
+ * stream's queued work too (the checkpoint copy may still read it). */
 
 static void *m_alloc(boost_backend *be, size_t bytes) {
+  cuda_be *c = CB(be);
   void *p = NULL;
-  if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+  if (cudaMallocAsync(&p, bytes ? bytes : 1, c->stream) != cudaSuccess) {
     (void)cudaGetLastError(); /* out of memory is not sticky: the caller reports it */
     return NULL;
   }
-  cudaCheck(cudaMemsetAsync(p, 0, bytes, CB(be)->stream));
+  cudaCheck(cudaMemsetAsync(p, 0, bytes, c->stream));
   return p;
 }
 static void m_free(boost_backend *be, void *p) {
-  (void)be;
-  if (p) cudaCheck(cudaFree(p));
+  if (!p) return;
+  cuda_be *c = CB(be);
+  cudaCheck(cudaEventRecord(c->copy_fence, c->copy_stream));
+  cudaCheck(cudaStreamWaitEvent(c->stream, c->copy_fence, 0));
+  cudaCheck(cudaFreeAsync(p, c->stream));
 }
-/* Portable: pinned for every context, whichever thread asks. */
+/* Portable: pinned for every context, whichever thread asks. Checkpoint
+ * staging allocates these when a run sets up, before training queues any
+ * collective. */
 static void *m_host_alloc(boost_backend *be, size_t bytes) {
   (void)be;
   void *p = NULL;
@@ -75,9 +162,17 @@ static void *m_host_alloc(boost_backend *be, size_t bytes) {
   memset(p, 0, bytes);
   return p;
 }
+/* cudaFreeHost waits for the device: the block is kept until the backend is
+ * destroyed, after both streams are polled idle. */
 static void m_host_free(boost_backend *be, void *p) {
-  (void)be;
-  if (p) cudaCheck(cudaFreeHost(p));
+  if (!p) return;
+  cuda_be *c = CB(be);
+  cuda_host_block *b = (cuda_host_block *)boost_calloc(1, sizeof *b);
+  b->p = p;
+  pthread_mutex_lock(&c->host_lock);
+  b->next = c->host_freed;
+  c->host_freed = b;
+  pthread_mutex_unlock(&c->host_lock);
 }
 static void m_zero(boost_backend *be, void *p, size_t bytes) {
   if (bytes) cudaCheck(cudaMemsetAsync(p, 0, bytes, CB(be)->stream));
@@ -90,24 +185,28 @@ static void m_copy2d(boost_backend *be, void *dst, size_t dpitch, const void *sr
   if (width && rows)
     cudaCheck(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, cudaMemcpyDeviceToDevice, CB(be)->stream));
 }
-/* From pageable memory the copy is staged before cudaMemcpyAsync returns,
- * so src may be reused at once; from pinned memory the DMA reads src later,
- * so the stream is waited for (the seam lets the caller reuse src). A
+/* The seam lets the caller reuse src on return. From pageable memory the
+ * bytes go through the pinned chunks (copied out of src before return); from
+ * pinned memory the DMA reads src later, so the copy is polled complete. A
  * resume uploads from the checkpoint writer's thread (the training thread
  * waits meanwhile), so the device is selected here too. */
 static void m_upload(boost_backend *be, void *dst, const void *src, size_t bytes) {
   if (!bytes) return;
   cuda_be *c = CB(be);
   cudaCheck(cudaSetDevice(c->device));
-  cudaPointerAttributes at;
-  const cudaError_t e = cudaPointerGetAttributes(&at, src);
-  if (e != cudaSuccess) (void)cudaGetLastError(); /* clears that error only */
-  const int pinned = e == cudaSuccess && at.type == cudaMemoryTypeHost;
+  if (!host_pinned(src)) {
+    staged_upload(&c->stage_compute, c->stream, (char *)dst, (const char *)src, bytes);
+    return;
+  }
   cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
-  if (pinned) stream_wait(c->stream, "device upload");
+  stream_wait(c->stream, "device upload");
 }
 static void m_download(boost_backend *be, void *dst, const void *src, size_t bytes) {
   cuda_be *c = CB(be);
+  if (bytes && !host_pinned(dst)) {
+    staged_download(&c->stage_compute, c->stream, (char *)dst, (const char *)src, bytes, "device download");
+    return;
+  }
   if (bytes) cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
   stream_wait(c->stream, "device download");
 }
@@ -118,11 +217,18 @@ static void m_mark(boost_backend *be) {
   cudaCheck(cudaSetDevice(c->device));
   cudaCheck(cudaEventRecord(c->mark, c->stream));
 }
+/* dst is the checkpoint's staging (host_alloc: pinned), so the copy only
+ * queues; a pageable dst goes through the copy stream's own chunks, which
+ * makes this call wait (polling) for the copy. */
 static void m_download_async(boost_backend *be, void *dst, const void *src, size_t bytes) {
   cuda_be *c = CB(be);
   if (!bytes) return;
   cudaCheck(cudaSetDevice(c->device));
   cudaCheck(cudaStreamWaitEvent(c->copy_stream, c->mark, 0));
+  if (!host_pinned(dst)) {
+    staged_download(&c->stage_copy, c->copy_stream, (char *)dst, (const char *)src, bytes, "device checkpoint copy");
+    return;
+  }
   cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->copy_stream));
 }
 static void m_copy_sync(boost_backend *be) {
@@ -203,15 +309,26 @@ __global__ void probe_kernel(int *p) {
   if (p) *p = 1;
 }
 
+/* Every call after the two polled waits may block on the device (cuBLAS's
+ * destroy and cudaFreeHost synchronize it): both streams are idle by then,
+ * so nothing a collective holds is left to wait for. */
 static void cuda_destroy(boost_backend *be) {
   cuda_be *c = CB(be);
   cudaCheck(cudaSetDevice(c->device));
   stream_wait(c->copy_stream, "device checkpoint copy");
-  stream_wait(c->stream, "device sync");
   if (c->scratch) cudaCheck(cudaFreeAsync(c->scratch, c->stream));
+  cudaCheck(cudaFreeAsync(c->cublas_ws, c->stream));
   stream_wait(c->stream, "device sync");
   cublasCheck(cublasDestroy(c->cublas));
-  cudaCheck(cudaFree(c->cublas_ws));
+  for (cuda_host_block *b = c->host_freed, *next; b; b = next) {
+    next = b->next;
+    cudaCheck(cudaFreeHost(b->p));
+    boost_free(b);
+  }
+  pthread_mutex_destroy(&c->host_lock);
+  staging_free(&c->stage_compute);
+  staging_free(&c->stage_copy);
+  cudaCheck(cudaEventDestroy(c->copy_fence));
   cudaCheck(cudaEventDestroy(c->mark));
   cudaCheck(cudaStreamDestroy(c->copy_stream));
   cudaCheck(cudaStreamDestroy(c->stream));
@@ -273,7 +390,11 @@ extern "C" boost_backend *cuda_backend_create(boost_dtype act_dtype, int device,
   cudaCheck(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
   cudaCheck(cudaStreamCreateWithFlags(&c->copy_stream, cudaStreamNonBlocking));
   cudaCheck(cudaEventCreateWithFlags(&c->mark, cudaEventDisableTiming));
+  cudaCheck(cudaEventCreateWithFlags(&c->copy_fence, cudaEventDisableTiming));
   cudaCheck(cudaEventRecord(c->mark, c->stream));
+  staging_init(&c->stage_compute);
+  staging_init(&c->stage_copy);
+  pthread_mutex_init(&c->host_lock, NULL);
   cublasCheck(cublasCreate(&c->cublas));
   cublasCheck(cublasSetStream(c->cublas, c->stream));
   cublasCheck(cublasSetPointerMode(c->cublas, CUBLAS_POINTER_MODE_HOST));
@@ -281,7 +402,7 @@ extern "C" boost_backend *cuda_backend_create(boost_dtype act_dtype, int device,
   cublasCheck(cublasSetMathMode(c->cublas, (cublasMath_t)(CUBLAS_DEFAULT_MATH |
                                                          CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
   c->cublas_ws_bytes = CUBLAS_WS_BYTES;
-  cudaCheck(cudaMalloc(&c->cublas_ws, c->cublas_ws_bytes));
+  cudaCheck(cudaMallocAsync(&c->cublas_ws, c->cublas_ws_bytes, c->stream));
   cublasCheck(cublasSetWorkspace(c->cublas, c->cublas_ws, c->cublas_ws_bytes));
   cu_attention_setup(c);
   boost_backend *be = (boost_backend *)boost_calloc(1, sizeof *be);

@@ -7,6 +7,7 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <pthread.h>
 #include <stdint.h>
 
 extern "C" {
@@ -17,6 +18,27 @@ extern "C" {
 #include "cuda_backend.h"
 #include "hd_grid.h"
 #include "hd_ops.h"
+
+/* Pinned buffers a copy between pageable host memory and the device goes
+ * through, chunk by chunk (two chunks in flight): a cudaMemcpyAsync that
+ * touches pageable memory returns only when the copy is done, i.e. after
+ * everything queued before it on its stream -- possibly a collective that
+ * never completes -- so it would block in the driver where the watchdog
+ * cannot see; a copy between pinned memory and the device only queues. */
+#define CUDA_STAGE_CHUNKS 2
+typedef struct {
+  pthread_mutex_t lock; /* one staged copy at a time (the training or the writer thread) */
+  void *buf[CUDA_STAGE_CHUNKS];
+  cudaEvent_t done[CUDA_STAGE_CHUNKS]; /* the chunk's copy on the stream: the buffer is free again */
+  size_t bytes;                         /* of each buffer */
+} cuda_staging;
+
+/* Host buffers given back (host_free): freed at the backend's destruction,
+ * when both streams are known idle -- cudaFreeHost waits for the device. */
+typedef struct cuda_host_block {
+  void *p;
+  struct cuda_host_block *next;
+} cuda_host_block;
 
 typedef struct {
   int device, sm_count, cc_major, cc_minor;
@@ -29,6 +51,10 @@ typedef struct {
   size_t cublas_ws_bytes;
   void *scratch; /* op temporaries (sort buffers, column partials): grows, stream-ordered */
   size_t scratch_bytes;
+  cuda_staging stage_compute, stage_copy; /* for the compute stream and the copy stream */
+  cudaEvent_t copy_fence; /* the copy stream's position when device memory is freed */
+  pthread_mutex_t host_lock;
+  cuda_host_block *host_freed;
 } cuda_be;
 
 static inline cuda_be *CB(boost_backend *be) { return (cuda_be *)be->impl; }

@@ -135,9 +135,10 @@ stage_build() {
   mapfile -t hints <"$prefix/cmake.args"
   # the host compiler's warnings in .cu files are counted, not fatal: the
   # machine's gcc may be newer than the one this code is kept clean with,
-  # and warn in CUDA's own headers
+  # and warn in CUDA's own headers. No oneDNN: the carry has none (the CPU
+  # runs beside the GPU's take the fp32 GEMM fallback for bf16).
   benv cmake -S "$root" -B "$bin" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DBOOST_CUDA_ARCHITECTURES="$ARCH" \
-    -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" -DBOOST_CUDA_HOST_WERROR=OFF \
+    -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" -DBOOST_CUDA_HOST_WERROR=OFF -DBOOST_DNNL=OFF \
     "${hints[@]}" >"$OUT/configure.log" 2>&1 || { echo "FAIL: configure (configure.log)"; tail -15 "$OUT/configure.log"; return 1; }
   grep -q "boost: CUDA backend ON" "$OUT/configure.log" || { echo "FAIL: CUDA backend off (no nvcc?)"; return 1; }
   if ! grep -q "NCCL communication ON" "$OUT/configure.log" && mapfile -t nccl < <(nccl_hints) && [ ${#nccl[@]} = 2 ]; then
@@ -286,18 +287,18 @@ stage_ckpt() {
 # the two devices' probabilities straddle it, a chance of about 1e-6 a token.
 stage_decode() {
   shard
-  local ck=$W/dec_ck rc=0 d gen=$bin/tools/boost-generate ev=$bin/tools/boost-eval
+  local ck=$W/dec_ck rc=0 d generate=$bin/tools/boost-generate evaluate=$bin/tools/boost-eval
   rm -rf "$ck"
   bt dec_train "${TINY[@]}" --set train.steps=20 --set train.device=cpu --set ckpt.dir="$ck" --set ckpt.every=20 ||
     return 1
   local g=(--prompt "The checkpoint " --max-new-tokens 48 --temperature 0.8 --seed 11 --precision fp32 --threads "$(threads)" --json)
   for d in cpu:cpu "cuda:$dev" "cuda_no_cache:$dev --no-cache"; do
     read -r -a dd <<<"${d#*:}"
-    benv "$gen" "$ck" "${g[@]}" --device "${dd[@]}" >"$W/dec_${d%%:*}.json" 2>"$W/dec_${d%%:*}.log" ||
+    benv "$generate" "$ck" "${g[@]}" --device "${dd[@]}" >"$W/dec_${d%%:*}.json" 2>"$W/dec_${d%%:*}.log" ||
       { echo "FAIL: boost-generate on ${d#*:}: $(tail -2 "$W/dec_${d%%:*}.log" | tr '\n' ' ')"; return 1; }
   done
   for d in cpu:cpu "cuda:$dev"; do
-    benv "$ev" "$ck" --data "$W/text.tok" --batches 4 --precision fp32 --threads "$(threads)" --json --quiet \
+    benv "$evaluate" "$ck" --data "$W/text.tok" --batches 4 --precision fp32 --threads "$(threads)" --json --quiet \
       --device "${d#*:}" >"$W/eval_${d%%:*}.json" 2>"$W/eval_${d%%:*}.log" ||
       { echo "FAIL: boost-eval on ${d#*:}: $(tail -2 "$W/eval_${d%%:*}.log" | tr '\n' ' ')"; return 1; }
   done

@@ -3,9 +3,14 @@
 # times injected (gpu_plan.py's BOOST_GPU_PLAN_SIM: a virtual clock, no
 # stage runs): every plan fits the 540 s budget, even when every stage takes
 # or overruns its whole limit; a stage that does not fit is not-run, never
-# passed; a failing bench ratio, a missed MFU or stall bar, a missing
-# PyTorch result or a gradient-norm difference fails its stage and the run;
-# the exit codes (0 passed, 1 failed, 3 incomplete, 77 no GPU) are distinct.
+# passed; a missed bench ratio, MFU or stall bar makes its stage slow (exit
+# 4, the figures shown) and never hides a failure elsewhere; a missing
+# PyTorch result or an unknown peak leaves the bench not judged, a sanitizer
+# out of time is not run, never failed; a gradient-norm difference fails; a
+# failing line of boost-gpu-check ("FAIL bf16 ...") reaches the summary; the
+# stage script runs without its executable bit; the report is summary.txt,
+# summary.json (with every figure) and logs.tar.xz; the exit codes (0
+# passed, 1 failed, 3 incomplete, 4 slow, 77 no GPU) are distinct.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 plan=(python3 "$here/gpu_plan.py")
@@ -28,7 +33,7 @@ simrun() { # JSON [args...]
 }
 field() { python3 -c "import json,sys; d=json.load(open('$t/out/summary.json')); print($1)"; }
 status_of() { field "{s['stage']: s['status'] for s in d['stages']}['$1']"; }
-all_stages="env build probe check train ckpt multi nccl bench stall sanitize"
+all_stages="env build probe check train ckpt decode multi nccl sanitize stall bench"
 
 # 1. the static plan: all stages fit 540 s with their whole limits
 "${plan[@]}" plan >"$t/plan.txt" && grep -q 'of 540 s' "$t/plan.txt" && ! grep -q not-run "$t/plan.txt" &&
@@ -38,8 +43,8 @@ all_stages="env build probe check train ckpt multi nccl bench stall sanitize"
 limits=$("${plan[@]}" table | awk '$1 != "total" {printf "%s\"%s\": {\"seconds\": %s}", s, $1, $4; s=", "}')
 simrun "{$limits}"
 el=$(field "d['elapsed_s']")
-[ "$rc" = 0 ] && python3 -c "assert $el <= 540" && [ "$(field "sum(s['status'] == 'passed' for s in d['stages'])")" = 11 ] &&
-  pass "every stage at its whole limit: all 11 pass in $el s" || fail "stages at their limits: exit $rc, $el s: $(cat "$t/run.log")"
+[ "$rc" = 0 ] && python3 -c "assert $el <= 540" && [ "$(field "sum(s['status'] == 'passed' for s in d['stages'])")" = 12 ] &&
+  pass "every stage at its whole limit: all 12 pass in $el s" || fail "stages at their limits: exit $rc, $el s: $(cat "$t/run.log")"
 over=$(for s in $all_stages; do printf '%s"%s": {"seconds": 9999}' "${sep:-}" "$s"; sep=", "; done)
 simrun "{$over}"
 el=$(field "d['elapsed_s']")
@@ -76,23 +81,38 @@ bench_sim
 [ "$rc" = 0 ] && [ "$(status_of bench)" = passed ] && pass "bench at ratio 1.5, MFU 45%: passes" || fail "a bench meeting its bars: exit $rc"
 bench_files 11000 450000 10000 # ratio 1.1
 bench_sim
-[ "$rc" = 1 ] && [ "$(status_of bench)" = failed ] && grep -q 'boost / torch = 1.10' "$t/out/summary.txt" &&
-  pass "bench at ratio 1.1: the stage and the run fail, the ratio shown" || fail "a failing bench ratio: exit $rc, $(cat "$t/out/summary.txt")"
+[ "$rc" = 4 ] && [ "$(status_of bench)" = slow ] && grep -q 'SLOW: boost / torch = 1.10' "$t/out/summary.txt" &&
+  pass "bench at ratio 1.1: the stage is slow, the run exits 4, the ratio shown" ||
+  fail "a missed bench ratio: exit $rc, $(cat "$t/out/summary.txt")"
+simrun "{\"bench\": {\"seconds\": 60, \"cmd\": [\"python3\", \"$here/gpu_compare.py\", \"bench\", \"$t/boost.jsonl\", \"$t/torch.json\", \"1000\", \"3\", \"$t/bench.json\"]}, \"train\": {\"exit\": 1}}"
+[ "$rc" = 1 ] && [ "$(status_of bench)" = slow ] && [ "$(status_of train)" = failed ] &&
+  pass "a slow bench beside a failed train: exit 1 (the failure is not hidden)" || fail "slow bench and failed train: exit $rc"
 bench_files 15000 350000 10000 # MFU 35%
-"${cmp[@]}" bench "$t/boost.jsonl" "$t/torch.json" 1000 3 "$t/bench.json" >"$t/c.log" && fail "MFU 35% passes" ||
-  pass "bench at MFU 35%: fails ($(tail -1 "$t/c.log" | cut -c1-80))"
+r=0
+"${cmp[@]}" bench "$t/boost.jsonl" "$t/torch.json" 1000 3 "$t/bench.json" >"$t/c.log" || r=$?
+[ "$r" = 4 ] && pass "bench at MFU 35%: slow, exit 4 ($(tail -1 "$t/c.log" | cut -c1-80))" || fail "MFU 35%: exit $r"
 bench_files 15000 450000 0 # no PyTorch result
-"${cmp[@]}" bench "$t/boost.jsonl" "$t/torch.json" 1000 3 "$t/bench.json" >"$t/c.log" && fail "no PyTorch result passes" ||
-  pass "bench without a PyTorch result: fails"
+r=0
+"${cmp[@]}" bench "$t/boost.jsonl" "$t/torch.json" 1000 3 "$t/bench.json" >"$t/c.log" || r=$?
+[ "$r" = 77 ] && grep -q '^note: .*not judged' "$t/c.log" && pass "bench without a PyTorch result: not judged (77)" ||
+  fail "no PyTorch result: exit $r"
 bench_files 15000 450000 10000
-"${cmp[@]}" bench "$t/boost.jsonl" "$t/torch.json" 0 3 "$t/bench.json" >/dev/null && fail "an unknown peak passes" ||
-  pass "bench with an unknown peak: fails"
+r=0
+"${cmp[@]}" bench "$t/boost.jsonl" "$t/torch.json" 0 3 "$t/bench.json" >/dev/null || r=$?
+[ "$r" = 77 ] && pass "bench with an unknown peak: not judged (77)" || fail "an unknown peak: exit $r"
+bench_files 11000 450000 0 # ratio unknown, MFU 45%... and a boost loss that is not finite
+echo '{"step": 7, "tokens_per_s": 1, "gflops": 1, "loss": NaN}' >>"$t/boost.jsonl"
+r=0
+"${cmp[@]}" bench "$t/boost.jsonl" "$t/torch.json" 1000 3 "$t/bench.json" >/dev/null || r=$?
+[ "$r" = 1 ] && pass "bench whose loss is not finite: fails (1)" || fail "a bench with a NaN loss: exit $r"
 
 # 5. the stall and losses verdicts
 mkdir -p "$t/a" "$t/s"
 printf '{"step": 3, "stall_s": 0.02}\n{"step": 6, "stall_s": 0.02}\n{"step": 9, "stall_s": 0.5}\n' >"$t/a/checkpoints.jsonl"
 printf '{"step": 3, "stall_s": 1.0}\n{"step": 6, "stall_s": 1.0}\n' >"$t/s/checkpoints.jsonl"
-"${cmp[@]}" stall "$t/a" "$t/s" "$t/st.json" >/dev/null && fail "a 2% stall passes" || pass "stall at 2% of a synchronous save: fails"
+r=0
+"${cmp[@]}" stall "$t/a" "$t/s" "$t/st.json" >/dev/null || r=$?
+[ "$r" = 4 ] && pass "stall at 2% of a synchronous save: slow (4)" || fail "a 2% stall: exit $r"
 BOOST_GPU_BAR_STALL=0.05 "${cmp[@]}" stall "$t/a" "$t/s" "$t/st.json" >/dev/null && pass "stall at 2% under a 5% bar: passes" ||
   fail "stall 2% under a 5% bar"
 printf '{"step": 1, "loss": 5.0, "grad_norm": 2.0}\n{"step": 2, "loss": 4.0, "grad_norm": 1.5}\n' >"$t/l1.jsonl"
@@ -113,6 +133,32 @@ simrun '{"sanitize": {"exit": 77}}'
 [ "$rc" = 3 ] && [ "$(status_of sanitize)" = skipped ] && pass "a skipped stage: exit 3" || fail "a skipped stage: exit $rc"
 "${plan[@]}" run --out "$t/o2" --self /bin/false nosuchstage 2>/dev/null
 [ $? = 2 ] && pass "an unknown stage: exit 2" || fail "an unknown stage is not a usage error"
+
+# 7. what a stage prints reaches the summary: boost-gpu-check's "FAIL bf16 ..."
+simrun '{"check": {"exit": 1, "lines": ["ok   f32 gemm                rel_l2 1e-7", "FAIL bf16 rmsnorm_forward rel_l2 3.1e-01 (max 2) tol 1e-02", "gpu_check: 2 checks, 1 failed"]}}'
+[ "$rc" = 1 ] && grep -q 'FAIL bf16 rmsnorm_forward' "$t/out/summary.txt" && grep -q 'FAIL bf16 rmsnorm_forward' "$t/run.log" &&
+  pass "a 'FAIL bf16 ...' line of boost-gpu-check reaches the summary and the output" ||
+  fail "the failing check's name is lost: $(cat "$t/out/summary.txt")"
+# 8. the sanitizer: out of time is not run, never failed; at its limit too
+simrun '{"sanitize": {"exit": 77, "lines": ["note: memcheck: out of its time: not run to the end (not judged)"]}}'
+[ "$rc" = 3 ] && [ "$(status_of sanitize)" = skipped ] && pass "a sanitizer out of its time: not judged, exit 3" ||
+  fail "a sanitizer out of time: exit $rc"
+simrun '{"sanitize": {"seconds": 9999}}'
+[ "$rc" = 3 ] && [ "$(status_of sanitize)" = skipped ] && pass "a sanitize stage killed at its limit: not judged, exit 3" ||
+  fail "sanitize killed at its limit: exit $rc, $(status_of sanitize)"
+# 9. the stage script runs without its executable bit; the report is three files
+printf '#!/bin/false\n[ "$1" = --_stage ] && echo "result: stage $2 ran" && exit 0\nexit 9\n' >"$t/stage.sh"
+chmod 644 "$t/stage.sh"
+mkdir -p "$t/logs/work" && echo x >"$t/logs/work/big.h5" && echo y >"$t/logs/work/a.log" && echo '{"x": 1.5}' >"$t/logs/fig.json"
+rm -rf "$t/rep"
+r=0
+"${plan[@]}" run --self "$t/stage.sh" --out "$t/rep" --logs "$t/logs" env build >"$t/run.log" 2>&1 || r=$?
+files=$(cd "$t/rep" 2>/dev/null && find . -type f | sort | tr '\n' ' ')
+[ "$r" = 0 ] && grep -q 'stage env ran' "$t/rep/summary.txt" && [ "$files" = "./logs.tar.xz ./summary.json ./summary.txt " ] &&
+  tar -tJf "$t/rep/logs.tar.xz" | grep -q '^logs/work/a.log$' && ! tar -tJf "$t/rep/logs.tar.xz" | grep -q 'big.h5' &&
+  python3 -c "import json; assert json.load(open('$t/rep/summary.json'))['figures']['fig'] == {'x': 1.5}" &&
+  pass "a stage script without its executable bit runs; the report: $files(logs packed, .h5 left out, figures in)" ||
+  fail "the report of a run: exit $r, files $files: $(cat "$t/run.log")"
 
 [ "$fails" = 0 ] || { echo "gpu_plan: $fails failed"; exit 1; }
 echo "gpu_plan: all checks passed"

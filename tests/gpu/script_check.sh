@@ -1,29 +1,58 @@
 #!/usr/bin/env bash
 # ctest gpu_script: tests/gpu/run_gpu_check.sh --all --no-device, as on a
-# GPU machine without boost's Debian libraries (without_debian_libs.sh), so
-# the carry is known to unpack, configure and build boost for sm_90; it
-# must stop where a GPU is needed with exit 77. Prepares the carry first
-# when tests/gpu/carry has none or an older one (from this build's programs).
+# GPU machine without boost's Debian libraries (without_debian_libs.sh):
+# first that namespace itself is the GPU machine's image as the check meets
+# it (no ssh or rsh on PATH, no PMIx or munge library, no Open MPI); then
+# the carry unpacks, configures and builds boost for sm_90 there, two ranks
+# start under the carried mpirun (the build stage's smoke run), and the run
+# stops where a GPU is needed with exit 77, leaving in --out what comes back
+# from that machine: at most 8 files, none more than 2 folders down -- here
+# summary.txt, summary.json and logs.tar.xz. Prepares the carry first when
+# tests/gpu/carry has none or an older one (from this build's programs).
 set -uo pipefail
 src=${BOOST_SOURCE_DIR:?} bin=${BOOST_BINARY_DIR:?}
-# A carry older than the script that packs it lacks what the script now
-# packs (mpirun came later): packed again.
+hide=$src/tests/gpu/without_debian_libs.sh
+# 1. the namespace: what the GPU machine lacks is missing here too
+# shellcheck disable=SC2016 # expanded inside the namespace
+if ! bash "$hide" bash -c 'for c in ssh rsh; do ! command -v $c >/dev/null || { echo "$c is on PATH"; exit 1; }; done
+  for f in /usr/lib/x86_64-linux-gnu/libpmix.so.2 /usr/lib/x86_64-linux-gnu/libmunge.so.2 /usr/bin/orterun; do
+    [ ! -s "$(readlink -f "$f")" ] || { echo "$f is visible"; exit 1; }; done' 2>/dev/null; then
+  echo "FAIL: without_debian_libs.sh leaves what the GPU machine lacks visible (above)"
+  exit 1
+fi
+# A carry older than the scripts that pack and unpack it lacks what they now
+# handle: packed again.
 if [ ! -f "$src/tests/gpu/carry/prefix.tar.xz" ] || [ "$src/tests/gpu/prepare_carry.sh" -nt "$src/tests/gpu/carry/prefix.tar.xz" ] ||
   [ "$src/tests/gpu/carry_unpack.py" -nt "$src/tests/gpu/carry/prefix.tar.xz" ]; then
   bash "$src/tests/gpu/prepare_carry.sh" "$bin" || { echo "FAIL: prepare_carry.sh"; exit 1; }
 fi
-out=$bin/gpu-script-out
+out=$bin/gpu-script-out logs=$bin/gpu-script-logs
 rm -rf "$out"
 rc=0
-OUT=$out BOOST_GPU_BUILD=$bin/gpu-script-build BOOST_GPU_LIMIT_SCALE=${BOOST_GPU_LIMIT_SCALE:-8} bash "$src/tests/gpu/without_debian_libs.sh" \
-  bash "$src/tests/gpu/run_gpu_check.sh" --all --no-device || rc=$?
+OUT=$out BOOST_GPU_LOGS=$logs BOOST_GPU_BUILD=$bin/gpu-script-build BOOST_GPU_LIMIT_SCALE=${BOOST_GPU_LIMIT_SCALE:-8} \
+  bash "$hide" bash "$src/tests/gpu/run_gpu_check.sh" --all --no-device || rc=$?
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 if [ "$rc" != 77 ]; then
-  echo "FAIL: run_gpu_check.sh --all --no-device exited $rc, not 77"
-  tail -20 "$out"/build.log "$out"/configure.log 2>/dev/null
-  exit 1
+  fail "run_gpu_check.sh --all --no-device exited $rc, not 77"
+  tail -20 "$logs"/build.log "$logs"/configure.log 2>/dev/null
 fi
-grep -q '^build *passed' "$out/summary.txt" || { echo "FAIL: the build stage did not pass"; exit 1; }
-for s in probe check train ckpt multi nccl bench stall sanitize; do
-  grep -q "^$s *no-device" "$out/summary.txt" || { echo "FAIL: stage $s is not marked no-device"; exit 1; }
+grep -q '^build *passed' "$out/summary.txt" || fail "the build stage did not pass: $(grep '^build' "$out/summary.txt")"
+grep -q 'two under mpirun' "$logs/build.log" || fail "the build stage's mpirun -n 2 smoke run did not pass"
+for s in probe check train ckpt decode multi nccl sanitize stall bench; do
+  grep -q "^$s *no-device" "$out/summary.txt" || fail "stage $s is not marked no-device"
 done
-echo "gpu_script: built and packaged for sm_90 without the Debian libraries; exit 77 where a GPU is needed"
+# what comes back from the GPU machine: at most 8 files, at most 2 folders down
+files=$(cd "$out" && find . -type f | sort)
+[ "$(echo "$files" | grep -c .)" -le 8 ] || fail "$out holds $(echo "$files" | grep -c .) files (at most 8 come back): $files"
+deep=$(cd "$out" && find . -mindepth 4 | head -3)
+[ -z "$deep" ] || fail "$out has paths more than 2 folders down: $deep"
+[ -z "$(cd "$out" && find . ! -type f ! -type d)" ] || fail "$out holds something that is not a plain file"
+[ "$files" = "$(printf './logs.tar.xz\n./summary.json\n./summary.txt')" ] ||
+  fail "$out holds $(echo "$files" | tr '\n' ' '), not summary.txt, summary.json and logs.tar.xz"
+tar -tJf "$out/logs.tar.xz" 2>/dev/null | grep -q '^logs/build.log$' || fail "logs.tar.xz lacks logs/build.log"
+python3 -c "import json, sys; d = json.load(open(sys.argv[1])); assert d['exit'] == 77 and len(d['stages']) == 12" \
+  "$out/summary.json" || fail "summary.json does not hold the run's 12 stages and exit 77"
+[ "$fails" = 0 ] || exit 1
+echo "gpu_script: built and packaged for sm_90 without the Debian libraries or ssh; mpirun -n 2 started;" \
+  "exit 77 where a GPU is needed; the report is $(echo "$files" | wc -l) files"
