@@ -178,7 +178,7 @@ def classify(name, rc):
     if rc == 4:
         return "slow", "right, but a speed bar was not met (exit 4)"
     if rc == 77:
-        return "skipped", "needs what this machine lacks (exit 77)"
+        return "skipped", "not judged (exit 77): a missing tool or result, or out of its own time"
     return "failed", f"exit {rc}"
 
 

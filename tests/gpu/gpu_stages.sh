@@ -133,6 +133,14 @@ stage_build() {
   command -v ninja >/dev/null && gen=(-G Ninja)
   cuda_on_path || { echo "FAIL: no nvcc (not on PATH, nor in CUDA_HOME or /usr/local/cuda/bin)"; return 1; }
   mapfile -t hints <"$prefix/cmake.args"
+  # another nvcc than the one this build was configured with: CMake would
+  # drop its cache and with it the hints below, so the cache goes first
+  local cached
+  cached=$(grep '^CMAKE_CUDA_COMPILER:' "$bin/CMakeCache.txt" 2>/dev/null | cut -d= -f2)
+  if [ -n "$cached" ] && [ "$cached" != "$(command -v nvcc)" ]; then
+    echo "note: nvcc is now $(command -v nvcc), was $cached: configured afresh"
+    rm -f "$bin/CMakeCache.txt"
+  fi
   # the host compiler's warnings in .cu files are counted, not fatal: the
   # machine's gcc may be newer than the one this code is kept clean with,
   # and warn in CUDA's own headers. No oneDNN: the carry has none (the CPU
