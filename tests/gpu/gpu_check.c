@@ -184,6 +184,20 @@ static void check_memory(gcheck *g) {
   pthread_create(&th, NULL, stage_thread, &s);
   pthread_join(th, NULL);
   g_same(g, "mark, download_async, copy_sync (writer thread)", pin, b, bytes);
+  /* pageable host memory goes through the backend's pinned chunks (several,
+   * and a partial one, at the full size): the source reusable on return,
+   * the copy stream's path too */
+  float *pg = g_new(n);
+  memcpy(pg, a, bytes);
+  be->mem->upload(be, d, pg, bytes);
+  memset(pg, 0, bytes);
+  be->mem->download(be, h, d, bytes);
+  g_same(g, "upload from pageable memory: src reusable on return", h, a, bytes);
+  stager sp = {be, pg, d, bytes};
+  pthread_create(&th, NULL, stage_thread, &sp);
+  pthread_join(th, NULL);
+  g_same(g, "download_async into pageable memory (writer thread)", pg, a, bytes);
+  boost_free(pg);
   be->mem->sync(be);
   if (!strcmp(be->name, "cuda")) g_true(g, "host_view: NULL (device memory)", be->mem->host_view(be, d) == NULL);
   be->mem->host_free(be, pin);
