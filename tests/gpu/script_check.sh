@@ -13,9 +13,13 @@
 set -uo pipefail
 src=${BOOST_SOURCE_DIR:?} bin=${BOOST_BINARY_DIR:?}
 hide=$src/tests/gpu/without_debian_libs.sh
+if [ "$(id -u)" != 0 ] || ! unshare -m true 2>/dev/null; then
+  echo "SKIP: no private mount namespace here (root and unshare -m): the GPU machine cannot be imitated"
+  exit 77
+fi
 # 1. the namespace: what the GPU machine lacks is missing here too
 # shellcheck disable=SC2016 # expanded inside the namespace
-if ! bash "$hide" bash -c 'for c in ssh rsh; do ! command -v $c >/dev/null || { echo "$c is on PATH"; exit 1; }; done
+if ! bash "$hide" bash -c 'for c in ssh rsh; do p=$(command -v $c) && [ -x "$p" ] && { echo "$c is on PATH"; exit 1; }; done
   for f in /usr/lib/x86_64-linux-gnu/libpmix.so.2 /usr/lib/x86_64-linux-gnu/libmunge.so.2 /usr/bin/orterun; do
     [ ! -s "$(readlink -f "$f")" ] || { echo "$f is visible"; exit 1; }; done' 2>/dev/null; then
   echo "FAIL: without_debian_libs.sh leaves what the GPU machine lacks visible (above)"

@@ -40,11 +40,11 @@ for d in $(for f in $progs; do dirname "$f"; done | sort -u); do
   if mkdir -p "$t" && mount -t tmpfs tmpfs "$t" && mkdir "$t/up" "$t/work" &&
     mount -t overlay overlay -o "lowerdir=$d,upperdir=$t/up,workdir=$t/work" "$d"; then
     for f in $progs; do [ "$(dirname "$f")" != "$d" ] || rm -f "$f"; done
-  else
-    echo "without_debian_libs: no overlay of $d here: its remote-shell programs stay" >&2
+  else # no overlay here: covered by /dev/null instead (found, but nothing to execute)
+    echo "without_debian_libs: no overlay of $d here: its remote-shell programs covered by /dev/null" >&2
+    for f in $progs; do [ "$(dirname "$f")" != "$d" ] || [ ! -f "$f" ] || mount --bind /dev/null "$f"; done
   fi
 done
-for c in ssh rsh; do ! command -v "$c" >/dev/null || echo "without_debian_libs: note: $c is still on PATH" >&2; done
 n=0
 for p in $HIDE; do
   dpkg -L "$p" >/dev/null 2>&1 || continue
