@@ -254,7 +254,8 @@ PACK_MAX = 15 << 20  # the report's files come back at 16 MiB each at most
 
 
 def pack_logs(logs, out):
-    """LOGS's text into OUT/logs.tar.xz (written beside, renamed when whole)."""
+    """LOGS's text into OUT/logs.tar.xz (written beside, renamed when whole;
+    a whole-log archive over PACK_MAX keeps only the stage logs)."""
     files = []
     for d, dirs, fs in os.walk(logs):
         dirs.sort()
@@ -263,9 +264,13 @@ def pack_logs(logs, out):
             if os.path.isfile(p) and not os.path.islink(p) and not PACK_SKIP.search(f) and \
                     os.path.getsize(p) <= PACK_FILE_MAX:
                 files.append(p)
-    dst = os.path.join(out, "logs.tar.xz")
+    try:
+        import lzma  # noqa: F401 -- a Python built without it packs gzip instead
+        dst, mode = os.path.join(out, "logs.tar.xz"), "w:xz"
+    except ImportError:
+        dst, mode = os.path.join(out, "logs.tar.gz"), "w:gz"
     for keep in (files, [p for p in files if os.path.dirname(p) == logs]):
-        with tarfile.open(dst + ".part", "w:xz") as t:
+        with tarfile.open(dst + ".part", mode) as t:
             for p in keep:
                 t.add(p, arcname=os.path.join("logs", os.path.relpath(p, logs)))
         if os.path.getsize(dst + ".part") <= PACK_MAX:
