@@ -5,9 +5,10 @@
 # start with "ok:", "FAIL:", "SLOW:", "note:" or "result:" are its verdicts;
 # the summary shows the "result:" line. A stage's exit: 0 passed, 1 a wrong
 # result, 4 right but a speed bar missed, 77 not judged (a missing tool or
-# peer result, or out of its own time). Needs root, OUT, BUILD, ARCH. BOOST_GPU_FAKE_DEVICE=cpu runs the
-# device stages with the CPU in the GPU's place (ctest gpu_stages_cpu: the
-# stages' own logic, checked where there is no GPU).
+# peer result, or out of its own time). Needs root, OUT, BUILD, ARCH.
+# BOOST_GPU_FAKE_DEVICE=cpu runs the device stages with the CPU in the GPU's
+# place (ctest gpu_stages_cpu: the stages' own logic, checked where there
+# is no GPU).
 prefix=$BUILD/prefix
 bin=$BUILD/cmake
 W=$OUT/work
@@ -217,10 +218,16 @@ stage_sanitize() {
   local cs tool r rc=0 res=() share=2 late=0
   cs=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
   [ -x "$cs" ] || { echo "note: no compute-sanitizer"; return 77; }
+  local secs
   for tool in memcheck racecheck; do
-    r=0
-    tbenv "$(($(left) / share - 2))" "$cs" --tool "$tool" --error-exitcode 1 "$gc" --small \
-      --no-bench >"$W/$tool.log" 2>&1 || r=$?
+    r=0 secs=$(($(left) / share - 2))
+    if [ "$secs" -lt 5 ]; then
+      echo "note: $tool: ${secs} s left: not run (not judged)"
+      res+=("$tool not judged (time)")
+      late=1
+      continue
+    fi
+    tbenv "$secs" "$cs" --tool "$tool" --error-exitcode 1 "$gc" --small --no-bench >"$W/$tool.log" 2>&1 || r=$?
     if grep -q -E 'Device not supported|Target application terminated before first instrumented API call' "$W/$tool.log" &&
       [ "$r" != 0 ]; then
       echo "note: $tool: compute-sanitizer cannot instrument this device here: $(grep -m1 -E 'not supported|terminated' "$W/$tool.log")"

@@ -28,5 +28,20 @@ elif [ "$(st bench)" != skipped ] || ! grep -q 'no PyTorch result' "$logs/bench.
 fi
 python3 -c "import json, sys; f = json.load(open(sys.argv[1]))['figures']; assert f['decode']['same_tokens'] and 'stall' in f" \
   "$out/summary.json" || { echo "FAIL: summary.json lacks the decode and stall figures"; rc=1; }
-[ $rc = 0 ] && echo "gpu_stages_cpu: every stage's logic passed on the CPU; the bench is not judged without a PyTorch result"
+# the sanitize stage's verdicts, with a stand-in compute-sanitizer: one that
+# never ends is not judged (never failed); one that reports an error fails
+fake=$bin/gpu-stages-fake
+mkdir -p "$fake"
+printf '#!/bin/sh\nexec sleep 1000\n' >"$fake/compute-sanitizer"
+chmod 755 "$fake/compute-sanitizer"
+PATH=$fake:$PATH BOOST_GPU_LIMIT_SCALE=0.5 OUT=$out.san bash "$src/tests/gpu/run_gpu_check.sh" --stage sanitize >/dev/null
+if [ "$(out=$out.san st sanitize)" != skipped ] || ! grep -q 'memcheck: out of its time' "$logs/sanitize.log"; then
+  echo "FAIL: a sanitizer out of its time must be not judged, not $(out=$out.san st sanitize): $(cat "$logs/sanitize.log")"
+  rc=1
+fi
+printf '#!/bin/sh\necho "========= ERROR SUMMARY: 1 error"\nexit 1\n' >"$fake/compute-sanitizer"
+PATH=$fake:$PATH BOOST_GPU_LIMIT_SCALE=0.5 OUT=$out.san bash "$src/tests/gpu/run_gpu_check.sh" --stage sanitize >/dev/null
+[ "$(out=$out.san st sanitize)" = failed ] || { echo "FAIL: a sanitizer reporting an error must fail the stage"; rc=1; }
+[ $rc = 0 ] && echo "gpu_stages_cpu: every stage's logic passed on the CPU; the bench is not judged without a PyTorch result;" \
+  "a sanitizer out of time is not judged, one with errors fails"
 exit $rc
