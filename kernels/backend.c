@@ -1,5 +1,6 @@
-/* The backend object's shared parts: dtype sizes, the factory over the
- * backends this build has, checked arena allocation, the clip scale. */
+/* The backend object's shared parts: dtype sizes, the op names, the
+ * factory over the backends this build has and its completeness check,
+ * checked arena allocation, the clip scale. */
 #include "backend.h"
 
 #include <string.h>
@@ -23,6 +24,37 @@ boost_backend *guarded_backend_create(boost_backend *inner, char *err, size_t er
 boost_backend *cuda_backend_create(boost_dtype act_dtype, int device, char *err, size_t errlen);
 #endif
 
+#define BOOST_OP_NAME(cpu, ret, name, params, args) #name,
+const char *const boost_op_names[BOOST_OP_COUNT] = {BOOST_OP_LIST(BOOST_OP_NAME)};
+#undef BOOST_OP_NAME
+
+/* The memory operations, for the completeness check. */
+#define BOOST_MEM_LIST(X)                                                                                            \
+  X(alloc) X(free) X(host_alloc) X(host_free) X(zero) X(copy) X(copy2d) X(upload) X(download) X(mark)               \
+      X(download_async) X(copy_sync) X(sync) X(host_view)
+
+int boost_backend_check(const boost_backend *be, char *err, size_t errlen) {
+#define BOOST_OP_PRESENT(cpu, ret, op, params, args)                                                                  \
+  if (!be->ops->op)                                                                                                  \
+    return boost_err(err, errlen, "backend %s (%s) has no op %s", be->name, boost_dtype_names[be->act_dtype], #op);
+#define BOOST_MEM_PRESENT(op) \
+  if (!be->mem->op) return boost_err(err, errlen, "backend %s has no memory operation %s", be->name, #op);
+  BOOST_OP_LIST(BOOST_OP_PRESENT)
+  BOOST_MEM_LIST(BOOST_MEM_PRESENT)
+#undef BOOST_OP_PRESENT
+#undef BOOST_MEM_PRESENT
+  return 0;
+}
+
+/* A backend made by its constructor, refused when an entry is missing. */
+static boost_backend *checked(boost_backend *be, char *err, size_t errlen) {
+  if (be && boost_backend_check(be, err, errlen) != 0) {
+    boost_backend_destroy(be);
+    return NULL;
+  }
+  return be;
+}
+
 int boost_backend_built(const char *name) {
   if (!strcmp(name, "cpu") || !strcmp(name, "guarded")) return 1;
 #ifdef BOOST_HAVE_CUDA
@@ -31,8 +63,8 @@ int boost_backend_built(const char *name) {
   return 0;
 }
 
-boost_backend *boost_backend_create(const char *name, boost_dtype act_dtype, int threads, int device, char *err,
-                                    size_t errlen) {
+static boost_backend *create(const char *name, boost_dtype act_dtype, int threads, int device, char *err,
+                             size_t errlen) {
   (void)device;
   if (act_dtype != BOOST_F32 && act_dtype != BOOST_BF16) {
     boost_err(err, errlen, "backend %s: activations cannot be %s (f32 or bf16)", name, boost_dtype_names[act_dtype]);
@@ -55,6 +87,11 @@ boost_backend *boost_backend_create(const char *name, boost_dtype act_dtype, int
   }
   boost_err(err, errlen, "unknown backend '%s' (cpu, guarded or cuda)", name);
   return NULL;
+}
+
+boost_backend *boost_backend_create(const char *name, boost_dtype act_dtype, int threads, int device, char *err,
+                                    size_t errlen) {
+  return checked(create(name, act_dtype, threads, device, err, errlen), err, errlen);
 }
 
 void boost_backend_destroy(boost_backend *be) {

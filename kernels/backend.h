@@ -30,10 +30,10 @@
  * incomplete on purpose, so the host can neither index nor dereference it
  * and offsets go through boost_act_at().
  *
- * Op contracts are those of kernels/cpu/ops.h (shapes, row-major layout,
- * weights [out, in]; parameter gradients accumulate, activation gradients
- * assign; NULL activation gradients skip work). Collectives are not ops:
- * the model calls the comm layer (trainer/comm.h) between them. */
+ * The ops are declared once, in kernels/op_list.h, with their contracts;
+ * the table type below, each backend's table and the guarded forwarders
+ * are made from that list. Collectives are not ops: the model calls the
+ * comm layer (trainer/comm.h) between them. */
 #ifndef BOOST_KERNELS_BACKEND_H
 #define BOOST_KERNELS_BACKEND_H
 
@@ -102,102 +102,24 @@ typedef struct {
   void *(*host_view)(boost_backend *be, const void *p);
 } boost_mem_ops;
 
-typedef const boost_act cact; /* shorthand for the table below */
+typedef const boost_act cact;                   /* shorthand for the op list */
+typedef boost_optim_plan *boost_optim_plan_ptr; /* a return type of one token (op_list.h) */
 
+#include "op_list.h"
+
+/* The op table: one entry per line of BOOST_OP_LIST (kernels/op_list.h,
+ * where each op's contract is written). */
+#define BOOST_OP_FIELD(cpu, ret, name, params, args) ret(*name) params;
 typedef struct boost_ops {
-  /* ---- dense algebra ----
-   * C[M,N] = op(A).op(B) + beta C (beta 0 or 1), row-major, explicit
-   * leading dimensions, fp32 accumulation; op(X) = X^T when trans_x. */
-  void (*gemm)(boost_backend *be, int trans_a, int trans_b, int M, int N, int K, cact *A, int lda, cact *B, int ldb,
-               float beta, boost_act *C, int ldc);
-  /* The same accumulated into float C (C += op(A).op(B)): weight gradients. */
-  void (*gemm_acc_f32)(boost_backend *be, int trans_a, int trans_b, int M, int N, int K, cact *A, int lda, cact *B,
-                       int ldb, float *C, int ldc);
-  void (*add_inplace)(boost_backend *be, boost_act *y, cact *x, size_t n);
-  void (*add_forward)(boost_backend *be, boost_act *out, cact *a, cact *b, size_t n);
-  void (*mul_forward)(boost_backend *be, boost_act *out, cact *a, cact *b, size_t n);
-  void (*mul_backward)(boost_backend *be, boost_act *da, boost_act *db, cact *dout, cact *a, cact *b, size_t n);
-  void (*silu_forward)(boost_backend *be, boost_act *out, cact *x, size_t n);
-  void (*silu_backward)(boost_backend *be, boost_act *dx, cact *dout, cact *x, size_t n);
-  /* out[N,Cout] = in[N,Cin] . W[Cout,Cin]^T; backward: din assigned (NULL
-   * skips), dW += dout^T . in */
-  void (*linear_forward)(boost_backend *be, boost_act *out, cact *in, cact *W, int N, int Cin, int Cout);
-  void (*linear_backward)(boost_backend *be, boost_act *din, float *dW, cact *dout, cact *in, cact *W, int N, int Cin,
-                          int Cout);
-  /* ---- embedding, norms, RoPE, attention ---- (tokens: backend memory) */
-  void (*embedding_forward)(boost_backend *be, boost_act *out, const int32_t *tokens, cact *wte, int N, int V, int C);
-  void (*embedding_backward)(boost_backend *be, float *dwte, cact *dout, const int32_t *tokens, int N, int V, int C);
-  void (*rmsnorm_forward)(boost_backend *be, boost_act *out, float *rstd, cact *x, cact *w, int N, int C, float eps);
-  void (*rmsnorm_backward)(boost_backend *be, boost_act *dx, float *dw, cact *dout, cact *x, cact *w,
-                           const float *rstd, int N, int C);
-  void (*gain_sumsq_forward)(boost_backend *be, boost_act *xg, float *ss, cact *x, cact *gain, int N, int C);
-  void (*gain_sumsq_backward)(boost_backend *be, boost_act *dx_acc, float *dgain, cact *dxg, cact *x, cact *gain,
-                              const float *dss, int N, int C);
-  void (*online_rms_forward)(boost_backend *be, boost_act *h, float *rstd, const float *ss, int N, int w, float inv_d,
-                             float eps);
-  void (*online_rms_backward)(boost_backend *be, boost_act *dh, float *dss, cact *h_scaled, const float *rstd, int N,
-                              int w, float inv_d);
-  void (*rope_tables)(boost_backend *be, float *cos_t, float *sin_t, int T, int hd, float theta);
-  void (*rope_forward)(boost_backend *be, boost_act *out, cact *in, const float *cos_t, const float *sin_t, int B,
-                       int T, int H, int hd);
-  void (*rope_backward)(boost_backend *be, boost_act *din, cact *dout, const float *cos_t, const float *sin_t, int B,
-                        int T, int H, int hd);
-  /* Attention keeps per-row statistics [B,H,T,2] (max, 1/sum) for the
-   * backward, never [B,H,T,T]; scratch: attention_scratch_bytes of backend
-   * memory. */
-  size_t (*attention_scratch_bytes)(boost_backend *be, int B, int T, int H);
-  void (*attention_forward)(boost_backend *be, boost_act *out, float *stats, void *scratch, cact *q, cact *k, cact *v,
-                            int B, int T, int H, int hd);
-  void (*attention_backward)(boost_backend *be, boost_act *dq, boost_act *dk, boost_act *dv, void *scratch,
-                             cact *dout, cact *q, cact *k, cact *v, const float *stats, int B, int T, int H, int hd);
-  /* One decode step over a KV cache (generation): for each of B sequences
-   * the new token at position pos, q/k/v [B, H*hd] before RoPE, gets RoPE
-   * at pos (cos_t/sin_t: tables of at least pos + 1 rows); its rotated k
-   * and its v are written to row pos of k_cache/v_cache [B, max_T, H*hd];
-   * out [B, H*hd] = softmax(q.K[0..pos]^T / sqrt(hd)) V[0..pos]: the last
-   * row of attention_forward over the positions 0..pos, within rounding. */
-  void (*attention_decode)(boost_backend *be, boost_act *out, boost_act *k_cache, boost_act *v_cache, cact *q,
-                           cact *k, cact *v, const float *cos_t, const float *sin_t, int B, int pos, int max_T, int H,
-                           int hd);
-  /* ---- loss ---- (targets: backend memory) */
-  void (*crossentropy_forward)(boost_backend *be, float *losses, cact *logits, const int32_t *targets, int N, int V);
-  /* dlogits may alias logits (in place); losses may be NULL */
-  void (*crossentropy_backward)(boost_backend *be, boost_act *dlogits, float *losses, cact *logits,
-                                const int32_t *targets, int N, int V, float dloss);
-  void (*vocab_ce_max)(boost_backend *be, float *mx, cact *logits, int N, int V);
-  void (*vocab_ce_sums)(boost_backend *be, float *sums, cact *logits, const float *mx, const int32_t *targets, int v0,
-                        int N, int V);
-  void (*vocab_ce_losses)(boost_backend *be, float *losses, const float *sums, const float *mx, int N);
-  void (*vocab_ce_backward)(boost_backend *be, boost_act *logits, const float *sums, const float *mx,
-                            const int32_t *targets, int v0, int N, int V, float scale);
-  /* *acc += (double)(float)(mean of losses[0..N)), the mean summed in
-   * double in an order fixed by N alone (reproducible run to run) but the
-   * backend's own: the CPU's in index order, CUDA's as 32 strided lane sums
-   * combined by a warp butterfly; so backends agree to rounding of the
-   * double sum, not bit for bit. acc: one double of backend memory. */
-  void (*loss_accumulate)(boost_backend *be, const float *losses, int N, double *acc);
-  /* ---- precision ---- */
-  /* dst (act_dtype) <- src (float), rounded to nearest even; a no-op when
-   * act_dtype is float and dst == src. */
-  void (*to_act)(boost_backend *be, boost_act *dst, const float *src, size_t n);
-  /* dst (float) <- src (act_dtype), exact. */
-  void (*to_f32)(boost_backend *be, float *dst, cact *src, size_t n);
-  /* ---- optimizer, over whole arenas ---- */
-  boost_optim_plan *(*optim_plan_create)(boost_backend *be, const boost_segment *segs, int nseg, size_t mom_begin,
-                                         size_t mom_end);
-  void (*optim_plan_free)(boost_backend *be, boost_optim_plan *plan);
-  /* *out = sum of grads^2 over the plan's BOOST_SEG_NORM segments, each
-   * segment summed in double in a fixed order and added in plan order
-   * (deterministic for a given plan and thread count); out: one double of
-   * backend memory. */
-  void (*grad_sumsq)(boost_backend *be, const boost_optim_plan *plan, const float *grads, double *out);
-  /* AdamW over every segment of the plan (step t from 1, grads scaled by
-   * grad_scale first); params/grads/work indexed from arena offset 0,
-   * m/v from mom_begin. work (act_dtype) receives the updated weights
-   * rounded; ignored (may be NULL) when act_dtype is float. */
-  void (*adamw)(boost_backend *be, const boost_optim_plan *plan, float *params, const float *grads, float *m, float *v,
-                boost_act *work, adamw_hparams hp, int t, float grad_scale);
+  BOOST_OP_LIST(BOOST_OP_FIELD)
 } boost_ops;
+#undef BOOST_OP_FIELD
+
+/* The ops by number (BOOST_OP_<name>), and their names. */
+#define BOOST_OP_ID(cpu, ret, name, params, args) BOOST_OP_##name,
+enum { BOOST_OP_LIST(BOOST_OP_ID) BOOST_OP_COUNT };
+#undef BOOST_OP_ID
+extern const char *const boost_op_names[BOOST_OP_COUNT];
 
 struct boost_backend {
   const char *name;    /* "cpu", "guarded", "cuda" */
@@ -223,6 +145,10 @@ void boost_backend_destroy(boost_backend *be);
 boost_backend *boost_backend_default(void);
 /* Whether this build has the named backend (cuda: compiled in). */
 int boost_backend_built(const char *name);
+/* Whether every op and memory operation of be is there: 0, or -1 with the
+ * first missing one named (boost_backend_create checks every backend it
+ * makes). */
+int boost_backend_check(const boost_backend *be, char *err, size_t errlen);
 
 /* An offset of n elements into act_dtype memory. */
 static inline boost_act *boost_act_at(const boost_backend *be, const boost_act *p, size_t n) {

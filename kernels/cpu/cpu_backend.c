@@ -132,146 +132,43 @@ void cpu_loss_accumulate(boost_backend *be, const float *losses, int N, double *
   *acc += (double)(float)loss_mean(losses, N);
 }
 
-/* ---- float activations: the ops.h kernels --------------------------------- */
-
-#define F(p) ((float *)(p))
-#define CF(p) ((const float *)(p))
-
-static void f_gemm(boost_backend *be, int ta, int tb, int M, int N, int K, cact *A, int lda, cact *B, int ldb,
-                   float beta, boost_act *C, int ldc) {
-  (void)be;
-  gemm(ta, tb, M, N, K, CF(A), lda, CF(B), ldb, beta, F(C), ldc);
-}
-static void f_gemm_acc(boost_backend *be, int ta, int tb, int M, int N, int K, cact *A, int lda, cact *B, int ldb,
-                       float *C, int ldc) {
-  (void)be;
-  gemm(ta, tb, M, N, K, CF(A), lda, CF(B), ldb, 1.0f, C, ldc);
-}
-static void f_add_inplace(boost_backend *be, boost_act *y, cact *x, size_t n) {
-  (void)be;
-  add_inplace(F(y), CF(x), n);
-}
-static void f_add_forward(boost_backend *be, boost_act *out, cact *a, cact *b, size_t n) {
-  (void)be;
-  add_forward(F(out), CF(a), CF(b), n);
-}
-static void f_mul_forward(boost_backend *be, boost_act *out, cact *a, cact *b, size_t n) {
-  (void)be;
-  mul_forward(F(out), CF(a), CF(b), n);
-}
-static void f_mul_backward(boost_backend *be, boost_act *da, boost_act *db, cact *dout, cact *a, cact *b, size_t n) {
-  (void)be;
-  mul_backward(F(da), F(db), CF(dout), CF(a), CF(b), n);
-}
-static void f_silu_forward(boost_backend *be, boost_act *out, cact *x, size_t n) {
-  (void)be;
-  silu_forward(F(out), CF(x), n);
-}
-static void f_silu_backward(boost_backend *be, boost_act *dx, cact *dout, cact *x, size_t n) {
-  (void)be;
-  silu_backward(F(dx), CF(dout), CF(x), n);
-}
-static void f_linear_forward(boost_backend *be, boost_act *out, cact *in, cact *W, int N, int Cin, int Cout) {
-  (void)be;
-  linear_forward(F(out), CF(in), CF(W), N, Cin, Cout);
-}
-static void f_linear_backward(boost_backend *be, boost_act *din, float *dW, cact *dout, cact *in, cact *W, int N,
-                              int Cin, int Cout) {
-  (void)be;
-  linear_backward(F(din), dW, CF(dout), CF(in), CF(W), N, Cin, Cout);
-}
-static void f_embedding_forward(boost_backend *be, boost_act *out, const int32_t *tok, cact *wte, int N, int V, int C) {
-  (void)be;
-  embedding_forward(F(out), tok, CF(wte), N, V, C);
-}
-static void f_embedding_backward(boost_backend *be, float *dwte, cact *dout, const int32_t *tok, int N, int V, int C) {
-  (void)be;
-  embedding_backward(dwte, CF(dout), tok, N, V, C);
-}
-static void f_rmsnorm_forward(boost_backend *be, boost_act *out, float *rstd, cact *x, cact *w, int N, int C,
-                              float eps) {
-  (void)be;
-  rmsnorm_forward(F(out), rstd, CF(x), CF(w), N, C, eps);
-}
-static void f_rmsnorm_backward(boost_backend *be, boost_act *dx, float *dw, cact *dout, cact *x, cact *w,
-                               const float *rstd, int N, int C) {
-  (void)be;
-  rmsnorm_backward(F(dx), dw, CF(dout), CF(x), CF(w), rstd, N, C);
-}
-static void f_gain_sumsq_forward(boost_backend *be, boost_act *xg, float *ss, cact *x, cact *gain, int N, int C) {
-  (void)be;
-  gain_sumsq_forward(F(xg), ss, CF(x), CF(gain), N, C);
-}
-static void f_gain_sumsq_backward(boost_backend *be, boost_act *dx_acc, float *dgain, cact *dxg, cact *x, cact *gain,
-                                  const float *dss, int N, int C) {
-  (void)be;
-  gain_sumsq_backward(F(dx_acc), dgain, CF(dxg), CF(x), CF(gain), dss, N, C);
-}
-static void f_online_rms_forward(boost_backend *be, boost_act *h, float *rstd, const float *ss, int N, int w,
-                                 float inv_d, float eps) {
-  (void)be;
-  online_rms_forward(F(h), rstd, ss, N, w, inv_d, eps);
-}
-static void f_online_rms_backward(boost_backend *be, boost_act *dh, float *dss, cact *h_scaled, const float *rstd,
-                                  int N, int w, float inv_d) {
-  (void)be;
-  online_rms_backward(F(dh), dss, CF(h_scaled), rstd, N, w, inv_d);
-}
+/* Entries that touch no act memory: one for both tables. */
 void cpu_rope_tables(boost_backend *be, float *cos_t, float *sin_t, int T, int hd, float theta) {
   (void)be;
   rope_tables(cos_t, sin_t, T, hd, theta);
-}
-static void f_rope_forward(boost_backend *be, boost_act *out, cact *in, const float *c, const float *s, int B, int T,
-                           int H, int hd) {
-  (void)be;
-  rope_forward(F(out), CF(in), c, s, B, T, H, hd);
-}
-static void f_rope_backward(boost_backend *be, boost_act *din, cact *dout, const float *c, const float *s, int B,
-                            int T, int H, int hd) {
-  (void)be;
-  rope_backward(F(din), CF(dout), c, s, B, T, H, hd);
-}
-static size_t f_attention_scratch_bytes(boost_backend *be, int B, int T, int H) {
-  (void)be;
-  return attention_scratch_floats(B, T, H) * sizeof(float);
-}
-static void f_attention_forward(boost_backend *be, boost_act *out, float *stats, void *scratch, cact *q, cact *k,
-                                cact *v, int B, int T, int H, int hd) {
-  (void)be;
-  attention_forward(F(out), stats, scratch, CF(q), CF(k), CF(v), B, T, H, hd);
-}
-static void f_attention_backward(boost_backend *be, boost_act *dq, boost_act *dk, boost_act *dv, void *scratch,
-                                 cact *dout, cact *q, cact *k, cact *v, const float *stats, int B, int T, int H,
-                                 int hd) {
-  (void)be;
-  attention_backward(F(dq), F(dk), F(dv), scratch, CF(dout), CF(q), CF(k), CF(v), stats, B, T, H, hd);
-}
-static void f_crossentropy_forward(boost_backend *be, float *losses, cact *logits, const int32_t *tg, int N, int V) {
-  (void)be;
-  crossentropy_forward(losses, CF(logits), tg, N, V);
-}
-static void f_crossentropy_backward(boost_backend *be, boost_act *dlogits, float *losses, cact *logits,
-                                    const int32_t *tg, int N, int V, float dloss) {
-  (void)be;
-  crossentropy_backward(F(dlogits), losses, CF(logits), tg, N, V, dloss);
-}
-static void f_vocab_ce_max(boost_backend *be, float *mx, cact *logits, int N, int V) {
-  (void)be;
-  vocab_ce_max(mx, CF(logits), N, V);
-}
-static void f_vocab_ce_sums(boost_backend *be, float *sums, cact *logits, const float *mx, const int32_t *tg, int v0,
-                            int N, int V) {
-  (void)be;
-  vocab_ce_sums(sums, CF(logits), mx, tg, v0, N, V);
 }
 void cpu_vocab_ce_losses(boost_backend *be, float *losses, const float *sums, const float *mx, int N) {
   (void)be;
   vocab_ce_losses(losses, sums, mx, N);
 }
-static void f_vocab_ce_backward(boost_backend *be, boost_act *logits, const float *sums, const float *mx,
-                                const int32_t *tg, int v0, int N, int V, float scale) {
+
+/* ---- float activations: the ops.h kernels ---------------------------------
+ * Every RAW line of the op list is its ops.h kernel called with the entry's
+ * arguments (act pointers are float pointers here); the OWN lines are
+ * written below, the ANY lines (cpu_<name>) serve both tables. */
+
+#define MEM(p) ((void *)(p))
+#define HOST(p) (p)
+#define CPU_RAW_F32(name, params, args) \
+  static void f_##name params {         \
+    (void)be;                           \
+    name args;                          \
+  }
+#define CPU_OWN_F32(name, params, args)
+#define CPU_ANY_F32(name, params, args)
+#define CPU_F32_WRAPPER(cpu, ret, name, params, args) CPU_##cpu##_F32(name, params, args)
+BOOST_OP_LIST(CPU_F32_WRAPPER)
+#undef MEM
+#undef HOST
+
+static void f_gemm_acc_f32(boost_backend *be, int ta, int tb, int M, int N, int K, cact *A, int lda, cact *B, int ldb,
+                           float *C, int ldc) {
   (void)be;
-  vocab_ce_backward(F(logits), sums, mx, tg, v0, N, V, scale);
+  gemm(ta, tb, M, N, K, (const float *)A, lda, (const float *)B, ldb, 1.0f, C, ldc);
+}
+static size_t f_attention_scratch_bytes(boost_backend *be, int B, int T, int H) {
+  (void)be;
+  return attention_scratch_floats(B, T, H) * sizeof(float);
 }
 static void f_to_act(boost_backend *be, boost_act *dst, const float *src, size_t n) {
   (void)be;
@@ -288,46 +185,8 @@ static void f_adamw(boost_backend *be, const boost_optim_plan *p, float *params,
   BOOST_ASSERT(!work || (void *)work == (void *)params); /* float: the working copy is the master */
 }
 
-static const boost_ops cpu_f32_ops = {
-    .gemm = f_gemm,
-    .gemm_acc_f32 = f_gemm_acc,
-    .add_inplace = f_add_inplace,
-    .add_forward = f_add_forward,
-    .mul_forward = f_mul_forward,
-    .mul_backward = f_mul_backward,
-    .silu_forward = f_silu_forward,
-    .silu_backward = f_silu_backward,
-    .linear_forward = f_linear_forward,
-    .linear_backward = f_linear_backward,
-    .embedding_forward = f_embedding_forward,
-    .embedding_backward = f_embedding_backward,
-    .rmsnorm_forward = f_rmsnorm_forward,
-    .rmsnorm_backward = f_rmsnorm_backward,
-    .gain_sumsq_forward = f_gain_sumsq_forward,
-    .gain_sumsq_backward = f_gain_sumsq_backward,
-    .online_rms_forward = f_online_rms_forward,
-    .online_rms_backward = f_online_rms_backward,
-    .rope_tables = cpu_rope_tables,
-    .rope_forward = f_rope_forward,
-    .rope_backward = f_rope_backward,
-    .attention_scratch_bytes = f_attention_scratch_bytes,
-    .attention_forward = f_attention_forward,
-    .attention_backward = f_attention_backward,
-    .attention_decode = cpu_attention_decode,
-    .crossentropy_forward = f_crossentropy_forward,
-    .crossentropy_backward = f_crossentropy_backward,
-    .vocab_ce_max = f_vocab_ce_max,
-    .vocab_ce_sums = f_vocab_ce_sums,
-    .vocab_ce_losses = cpu_vocab_ce_losses,
-    .vocab_ce_backward = f_vocab_ce_backward,
-    .loss_accumulate = cpu_loss_accumulate,
-    .to_act = f_to_act,
-    .to_f32 = f_to_f32,
-    .optim_plan_create = cpu_optim_plan_create,
-    .optim_plan_free = cpu_optim_plan_free,
-    .grad_sumsq = cpu_grad_sumsq,
-    .adamw = f_adamw,
-};
+#define CPU_F32_ENTRY(cpu, ret, name, params, args) .name = CPU_ENTRY_##cpu(f, name),
+static const boost_ops cpu_f32_ops = {BOOST_OP_LIST(CPU_F32_ENTRY)};
 
 /* ---- the object ---------------------------------------------------------------- */
 
@@ -354,34 +213,8 @@ static void cpu_destroy(boost_backend *be) {
   boost_free(be);
 }
 
-/* The bf16 table as cpu_bf16.c writes it, with the float table's entry
- * wherever it leaves one out: an op that reads the act type itself
- * (attention_decode) or touches no act memory is written once and
- * registered once, in cpu_f32_ops. boost_ops holds function pointers only. */
-typedef void (*cpu_any_fn)(void);
-typedef union {
-  boost_ops ops;
-  cpu_any_fn fn[sizeof(boost_ops) / sizeof(cpu_any_fn)];
-} cpu_ops_slots;
-_Static_assert(sizeof(boost_ops) % sizeof(cpu_any_fn) == 0, "boost_ops holds function pointers only");
-
-static const boost_ops *cpu_bf16_table_with_defaults(void) {
-  static cpu_ops_slots merged;
-  static int done;
-  const boost_ops *own = cpu_bf16_ops();
-  if (!own) return NULL;
-  if (!done) {
-    cpu_ops_slots o = {.ops = *own}, f = {.ops = cpu_f32_ops};
-    for (size_t i = 0; i < sizeof o.fn / sizeof o.fn[0]; i++)
-      if (!o.fn[i]) o.fn[i] = f.fn[i];
-    merged = o;
-    done = 1;
-  }
-  return &merged.ops;
-}
-
 boost_backend *cpu_backend_create(boost_dtype act_dtype, int threads, char *err, size_t errlen) {
-  const boost_ops *ops = act_dtype == BOOST_F32 ? &cpu_f32_ops : cpu_bf16_table_with_defaults();
+  const boost_ops *ops = act_dtype == BOOST_F32 ? &cpu_f32_ops : cpu_bf16_ops();
   if (!ops) {
     boost_err(err, errlen, "the CPU backend has no %s kernels in this build", boost_dtype_names[act_dtype]);
     return NULL;

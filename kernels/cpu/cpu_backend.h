@@ -22,18 +22,22 @@ float *cpu_scratch(boost_backend *be, int slot, size_t n);
 /* The working copy (bf16) of every segment of the plan, rounded from params. */
 void cpu_plan_round_work(const boost_optim_plan *p, uint16_t *work, const float *params);
 
-/* Entries that do not depend on the activation type. */
-boost_optim_plan *cpu_optim_plan_create(boost_backend *be, const boost_segment *segs, int nseg, size_t mom_begin,
-                                        size_t mom_end);
-void cpu_optim_plan_free(boost_backend *be, boost_optim_plan *p);
-void cpu_grad_sumsq(boost_backend *be, const boost_optim_plan *p, const float *grads, double *out);
-void cpu_loss_accumulate(boost_backend *be, const float *losses, int N, double *acc);
-void cpu_rope_tables(boost_backend *be, float *cos_t, float *sin_t, int T, int hd, float theta);
-void cpu_vocab_ce_losses(boost_backend *be, float *losses, const float *sums, const float *mx, int N);
-/* backend.h's attention_decode for either act type (attention_decode.c). */
-void cpu_attention_decode(boost_backend *be, boost_act *out, boost_act *k_cache, boost_act *v_cache, cact *q,
-                          cact *k, cact *v, const float *cos_t, const float *sin_t, int B, int pos, int max_T, int H,
-                          int hd);
+/* The names of the CPU tables' entries by the op list's cpu column
+ * (kernels/op_list.h): RAW and OWN lines are <prefix>_<name> (f: the float
+ * table, b: the bf16 one), ANY lines cpu_<name> in both tables. */
+#define CPU_ENTRY_RAW(prefix, name) prefix##_##name
+#define CPU_ENTRY_OWN(prefix, name) prefix##_##name
+#define CPU_ENTRY_ANY(prefix, name) cpu_##name
+
+/* The ANY entries, declared from the list (attention_decode.c,
+ * cpu_backend.c). */
+#define CPU_DECLARE_RAW(ret, name, params)
+#define CPU_DECLARE_OWN(ret, name, params)
+#define CPU_DECLARE_ANY(ret, name, params) ret cpu_##name params;
+#define CPU_DECLARE(cpu, ret, name, params, args) CPU_DECLARE_##cpu(ret, name, params)
+BOOST_OP_LIST(CPU_DECLARE)
+#undef CPU_DECLARE
+
 /* AdamW's float update over the plan's segments (master weights and moments). */
 void cpu_adamw_f32(const boost_optim_plan *p, float *params, const float *grads, float *m, float *v, adamw_hparams hp,
                    int t, float grad_scale);

@@ -45,7 +45,7 @@ static void b_gemm(boost_backend *be, int ta, int tb, int M, int N, int K, cact 
   (void)be;
   gemm_bf16(ta, tb, M, N, K, CBF(A), lda, CBF(B), ldb, beta, C, ldc, 0);
 }
-static void b_gemm_acc(boost_backend *be, int ta, int tb, int M, int N, int K, cact *A, int lda, cact *B, int ldb,
+static void b_gemm_acc_f32(boost_backend *be, int ta, int tb, int M, int N, int K, cact *A, int lda, cact *B, int ldb,
                        float *C, int ldc) {
   (void)be;
   gemm_bf16(ta, tb, M, N, K, CBF(A), lda, CBF(B), ldb, 1.0f, C, ldc, 1);
@@ -367,44 +367,7 @@ static void b_adamw(boost_backend *be, const boost_optim_plan *p, float *params,
   cpu_plan_round_work(p, BF(work), params);
 }
 
-static const boost_ops cpu_bf16_table = {
-    .gemm = b_gemm,
-    .gemm_acc_f32 = b_gemm_acc,
-    .add_inplace = b_add_inplace,
-    .add_forward = b_add_forward,
-    .mul_forward = b_mul_forward,
-    .mul_backward = b_mul_backward,
-    .silu_forward = b_silu_forward,
-    .silu_backward = b_silu_backward,
-    .linear_forward = b_linear_forward,
-    .linear_backward = b_linear_backward,
-    .embedding_forward = b_embedding_forward,
-    .embedding_backward = b_embedding_backward,
-    .rmsnorm_forward = b_rmsnorm_forward,
-    .rmsnorm_backward = b_rmsnorm_backward,
-    .gain_sumsq_forward = b_gain_sumsq_forward,
-    .gain_sumsq_backward = b_gain_sumsq_backward,
-    .online_rms_forward = b_online_rms_forward,
-    .online_rms_backward = b_online_rms_backward,
-    .rope_tables = cpu_rope_tables,
-    .rope_forward = b_rope_forward,
-    .rope_backward = b_rope_backward,
-    .attention_scratch_bytes = b_attention_scratch_bytes,
-    .attention_forward = b_attention_forward,
-    .attention_backward = b_attention_backward,
-    .crossentropy_forward = b_crossentropy_forward,
-    .crossentropy_backward = b_crossentropy_backward,
-    .vocab_ce_max = b_vocab_ce_max,
-    .vocab_ce_sums = b_vocab_ce_sums,
-    .vocab_ce_losses = cpu_vocab_ce_losses,
-    .vocab_ce_backward = b_vocab_ce_backward,
-    .loss_accumulate = cpu_loss_accumulate,
-    .to_act = b_to_act,
-    .to_f32 = b_to_f32,
-    .optim_plan_create = cpu_optim_plan_create,
-    .optim_plan_free = cpu_optim_plan_free,
-    .grad_sumsq = cpu_grad_sumsq,
-    .adamw = b_adamw,
-};
+#define CPU_BF16_ENTRY(cpu, ret, name, params, args) .name = CPU_ENTRY_##cpu(b, name),
+static const boost_ops cpu_bf16_table = {BOOST_OP_LIST(CPU_BF16_ENTRY)};
 
 const boost_ops *cpu_bf16_ops(void) { return &cpu_bf16_table; }

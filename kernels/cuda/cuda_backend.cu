@@ -262,46 +262,13 @@ static const boost_mem_ops cuda_mem = {
     .host_view = m_host_view,
 };
 
-static const boost_ops cuda_ops = {
-    .gemm = cu_gemm,
-    .gemm_acc_f32 = cu_gemm_acc_f32,
-    .add_inplace = cu_add_inplace,
-    .add_forward = cu_add_forward,
-    .mul_forward = cu_mul_forward,
-    .mul_backward = cu_mul_backward,
-    .silu_forward = cu_silu_forward,
-    .silu_backward = cu_silu_backward,
-    .linear_forward = cu_linear_forward,
-    .linear_backward = cu_linear_backward,
-    .embedding_forward = cu_embedding_forward,
-    .embedding_backward = cu_embedding_backward,
-    .rmsnorm_forward = cu_rmsnorm_forward,
-    .rmsnorm_backward = cu_rmsnorm_backward,
-    .gain_sumsq_forward = cu_gain_sumsq_forward,
-    .gain_sumsq_backward = cu_gain_sumsq_backward,
-    .online_rms_forward = cu_online_rms_forward,
-    .online_rms_backward = cu_online_rms_backward,
-    .rope_tables = cu_rope_tables,
-    .rope_forward = cu_rope_forward,
-    .rope_backward = cu_rope_backward,
-    .attention_scratch_bytes = cu_attention_scratch_bytes,
-    .attention_forward = cu_attention_forward,
-    .attention_backward = cu_attention_backward,
-    .attention_decode = cu_attention_decode,
-    .crossentropy_forward = cu_crossentropy_forward,
-    .crossentropy_backward = cu_crossentropy_backward,
-    .vocab_ce_max = cu_vocab_ce_max,
-    .vocab_ce_sums = cu_vocab_ce_sums,
-    .vocab_ce_losses = cu_vocab_ce_losses,
-    .vocab_ce_backward = cu_vocab_ce_backward,
-    .loss_accumulate = cu_loss_accumulate,
-    .to_act = cu_to_act,
-    .to_f32 = cu_to_f32,
-    .optim_plan_create = cu_optim_plan_create,
-    .optim_plan_free = cu_optim_plan_free,
-    .grad_sumsq = cu_grad_sumsq,
-    .adamw = cu_adamw,
-};
+/* The op table: cu_<name> for every line of the op list (kernels/op_list.h),
+ * declared here from the list too, so a new op's kernel file needs no
+ * declaration elsewhere. */
+#define CU_DECLARE(cpu, ret, name, params, args) ret cu_##name params;
+BOOST_OP_LIST(CU_DECLARE)
+#define CU_ENTRY(cpu, ret, name, params, args) .name = cu_##name,
+static const boost_ops cuda_ops = {BOOST_OP_LIST(CU_ENTRY)};
 
 /* ---- the object ---------------------------------------------------------------- */
 
