@@ -1,19 +1,13 @@
-/* The GPU check's attention, losses and optimizer (gpu_check.h explains the
+/* test-backend-ops' attention, losses and optimizer (bops.h explains the
  * method). Attention also runs its backward twice (bitwise repeatable) and
  * with NULL gradients; AdamW must agree with the CPU bit for bit (float
  * masters and moments, the CPU's operation order). */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "check.h"
-#include "gpu_check.h"
-#include "hd_common.h"
-
-#define RUN(side, op, ...)                                 \
-  do {                                                     \
-    boost_backend *be_ = (side == 0 ? g->cpu : g->gpu);    \
-    be_->ops->op(be_, __VA_ARGS__);                        \
-  } while (0)
+#include "bops.h"
 
 /* ---- attention ------------------------------------------------------------------------ */
 static void attention_case(gcheck *g, int B, int T, int H, int hd) {
@@ -22,12 +16,12 @@ static void attention_case(gcheck *g, int B, int T, int H, int hd) {
   float *q = g_rand(n, -2, 2), *k = g_rand(n, -2, 2), *v = g_rand(n, -1, 1), *go = g_rand(n, -1, 1);
   float *out = g_new(n), *stats = g_new(2 * ns), *dq = g_new(n), *dk = g_new(n), *dv = g_new(n), *h1 = g_new(3 * n);
   float *h2 = g_new(3 * n);
-  void *cs = boost_calloc(g->cpu->ops->attention_scratch_bytes(g->cpu, B, T, H) + 4, 1);
+  void *cs = boost_calloc(CALL(0, attention_scratch_bytes, B, T, H) + 4, 1);
   void *dQ = g_act(g, q, n), *dK = g_act(g, k, n), *dV = g_act(g, v, n), *dGo = g_act(g, go, n);
   void *dOut = g_act_empty(g, n), *dG3 = g_act_empty(g, 3 * n);
-  void *dq_ = dG3, *dk_ = boost_act_at(g->gpu, dG3, n), *dv_ = boost_act_at(g->gpu, dG3, 2 * n);
+  void *dq_ = dG3, *dk_ = boost_act_at(g->be, dG3, n), *dv_ = boost_act_at(g->be, dG3, 2 * n);
   float *dStats = g_f32(g, stats, 2 * ns);
-  void *gs = boost_be_alloc(g->gpu, g->gpu->ops->attention_scratch_bytes(g->gpu, B, T, H) + 4, "attention scratch");
+  void *gs = boost_be_alloc(g->be, CALL(1, attention_scratch_bytes, B, T, H) + 4, "attention scratch");
   RUN(0, attention_forward, (boost_act *)out, stats, cs, (cact *)q, (cact *)k, (cact *)v, B, T, H, hd);
   RUN(1, attention_forward, dOut, dStats, gs, dQ, dK, dV, B, T, H, hd);
   snprintf(what, sizeof what, "attention_forward B%d T%d H%d hd%d", B, T, H, hd);
@@ -36,7 +30,7 @@ static void attention_case(gcheck *g, int B, int T, int H, int hd) {
   g_cmp_f32(g, what, dStats, stats, 2 * ns, g->bf16 ? 1e-4 : 1e-6);
   RUN(0, attention_backward, (boost_act *)dq, (boost_act *)dk, (boost_act *)dv, cs, (cact *)go, (cact *)q, (cact *)k,
       (cact *)v, stats, B, T, H, hd);
-  g->gpu->mem->upload(g->gpu, dStats, stats, 2 * ns * 4); /* the same statistics on both sides */
+  g->be->mem->upload(g->be, dStats, stats, 2 * ns * 4); /* the same statistics on both sides */
   RUN(1, attention_backward, dq_, dk_, dv_, gs, dGo, dQ, dK, dV, dStats, B, T, H, hd);
   snprintf(what, sizeof what, "attention_backward dq T%d hd%d", T, hd);
   g_cmp_act(g, what, dq_, dq, n, g->tol_chain);
@@ -45,13 +39,13 @@ static void attention_case(gcheck *g, int B, int T, int H, int hd) {
   snprintf(what, sizeof what, "attention_backward dv T%d hd%d", T, hd);
   g_cmp_act(g, what, dv_, dv, n, g->tol_chain);
   g_read_act(g, h1, dG3, 3 * n);
-  g->gpu->mem->zero(g->gpu, dG3, boost_act_bytes(g->gpu, 3 * n));
+  g->be->mem->zero(g->be, dG3, boost_act_bytes(g->be, 3 * n));
   RUN(1, attention_backward, dq_, dk_, dv_, gs, dGo, dQ, dK, dV, dStats, B, T, H, hd);
   g_read_act(g, h2, dG3, 3 * n);
   snprintf(what, sizeof what, "attention_backward: bitwise repeatable T%d", T);
   g_same(g, what, h1, h2, 3 * n * 4);
   /* NULL gradients skip their work and leave the others as they were */
-  g->gpu->mem->zero(g->gpu, dG3, boost_act_bytes(g->gpu, 3 * n));
+  g->be->mem->zero(g->be, dG3, boost_act_bytes(g->be, 3 * n));
   RUN(1, attention_backward, NULL, dk_, NULL, gs, dGo, dQ, dK, dV, dStats, B, T, H, hd);
   RUN(1, attention_backward, NULL, NULL, dv_, gs, dGo, dQ, dK, dV, dStats, B, T, H, hd);
   RUN(1, attention_backward, dq_, NULL, NULL, gs, dGo, dQ, dK, dV, dStats, B, T, H, hd);
@@ -79,8 +73,8 @@ static void decode_case(gcheck *g, int B, int T, int H, int hd) {
     const size_t o = (size_t)pos * n;
     RUN(0, attention_decode, (boost_act *)(out + o), (boost_act *)kc, (boost_act *)vc, (cact *)(q + o),
         (cact *)(k + o), (cact *)(v + o), tab, tab + half, B, pos, T, H, hd);
-    RUN(1, attention_decode, boost_act_at(g->gpu, dOut, o), dKc, dVc, boost_act_at(g->gpu, dQ, o),
-        boost_act_at(g->gpu, dK, o), boost_act_at(g->gpu, dV, o), dTab, dTab + half, B, pos, T, H, hd);
+    RUN(1, attention_decode, boost_act_at(g->be, dOut, o), dKc, dVc, boost_act_at(g->be, dQ, o),
+        boost_act_at(g->be, dK, o), boost_act_at(g->be, dV, o), dTab, dTab + half, B, pos, T, H, hd);
   }
   snprintf(what, sizeof what, "attention_decode B%d T%d H%d hd%d", B, T, H, hd);
   g_cmp_act(g, what, dOut, out, nc, g->tol_chain);
@@ -97,10 +91,12 @@ static void decode_case(gcheck *g, int B, int T, int H, int hd) {
 void check_attention(gcheck *g) {
   decode_case(g, 1, 5, 2, 16);
   decode_case(g, 2, 40, 3, 64);
+  decode_case(g, g_dim(1, 3), g_dim(1, 50), g_dim(1, 4), 2 * g_dim(4, 40)); /* a random shape */
   if (!g->small) decode_case(g, 1, 300, 8, 64);
   attention_case(g, 1, 1, 1, 16);
   attention_case(g, 2, 37, 3, 16);
   attention_case(g, 1, 64, 2, 20); /* head dimension padded to 32 */
+  attention_case(g, g_dim(1, 2), g_dim(1, 80), g_dim(1, 3), 2 * g_dim(4, 32)); /* a random shape */
   if (g->small) return;
   attention_case(g, 2, 200, 2, 64);
   attention_case(g, 1, 130, 2, 128);
@@ -119,7 +115,7 @@ static void ce_case(gcheck *g, int N, int V) {
   RUN(1, crossentropy_forward, dL, dX, dTg, N, V);
   snprintf(what, sizeof what, "crossentropy_forward V%d", V);
   g_cmp_f32(g, what, dL, loss, N, 1e-5);
-  g->gpu->mem->zero(g->gpu, dL, (size_t)N * 4);
+  g->be->mem->zero(g->be, dL, (size_t)N * 4);
   RUN(0, crossentropy_backward, (boost_act *)x, loss2, (cact *)x, tg, N, V, 0.125f);
   RUN(1, crossentropy_backward, dX, dL, dX, dTg, N, V, 0.125f);
   snprintf(what, sizeof what, "crossentropy_backward (in place) V%d", V);
@@ -133,6 +129,7 @@ static void ce_case(gcheck *g, int N, int V) {
 void check_loss(gcheck *g) {
   ce_case(g, 8, 320);
   ce_case(g, 8, 997);
+  ce_case(g, g_dim(1, 16), g_dim(2, 1500)); /* a random shape */
   if (!g->small) ce_case(g, 512, 32000);
   /* vocab-parallel: this rank holds [v0, v0 + V) */
   const int N = 64, V = 1000, v0 = 3000;
@@ -154,11 +151,11 @@ void check_loss(gcheck *g) {
   g_cmp_act(g, "vocab_ce_backward (in place)", dX, x, (size_t)N * V, g->tol_act);
   /* the loss sum: acc += (float) mean, in double */
   double acc = 1.5, got = 0;
-  double *dAcc = boost_be_alloc(g->gpu, 8, "a double");
-  g->gpu->mem->upload(g->gpu, dAcc, &acc, 8);
+  double *dAcc = boost_be_alloc(g->be, 8, "a double");
+  g->be->mem->upload(g->be, dAcc, &acc, 8);
   RUN(0, loss_accumulate, losses, N, &acc);
   RUN(1, loss_accumulate, dLoss, N, dAcc);
-  g->gpu->mem->download(g->gpu, &got, dAcc, 8);
+  g->be->mem->download(g->be, &got, dAcc, 8);
   g_true(g, "loss_accumulate", fabs(got - acc) <= 1e-6 * fabs(acc));
   g_free(g, dAcc), g_free(g, dTg), g_free(g, dX), g_free(g, dMx), g_free(g, dSums), g_free(g, dLoss);
   boost_free(x), boost_free(tg);
@@ -174,22 +171,22 @@ void check_optimizer(gcheck *g) {
   };
   const int nseg = 5;
   const size_t n = 50000 * S, mb = 1000 * S, me = 45000 * S, nm = me - mb;
-  boost_optim_plan *pc = g->cpu->ops->optim_plan_create(g->cpu, segs, nseg, mb, me);
-  boost_optim_plan *pg = g->gpu->ops->optim_plan_create(g->gpu, segs, nseg, mb, me);
+  boost_optim_plan *pc = CALL(0, optim_plan_create, segs, nseg, mb, me);
+  boost_optim_plan *pg = CALL(1, optim_plan_create, segs, nseg, mb, me);
   float *p = g_rand(n, -1, 1), *m = g_new(nm), *v = g_new(nm), *gr = g_new(n), *h = g_new(n);
   float *dP = g_f32(g, p, n), *dM = g_f32(g, m, nm), *dV = g_f32(g, v, nm), *dG = g_f32(g, gr, n);
   void *dW = g->bf16 ? g_act_empty(g, n) : NULL;
   const adamw_hparams hp = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f};
   for (int t = 1; t <= 3; t++) {
     g_fill(gr, n, -0.5f, 0.5f);
-    g->gpu->mem->upload(g->gpu, dG, gr, n * 4);
+    g->be->mem->upload(g->be, dG, gr, n * 4);
     double want = 0, got = 0, again = 0;
-    double *dOut = boost_be_alloc(g->gpu, 8, "a double");
+    double *dOut = boost_be_alloc(g->be, 8, "a double");
     RUN(0, grad_sumsq, pc, gr, &want);
     RUN(1, grad_sumsq, pg, dG, dOut);
-    g->gpu->mem->download(g->gpu, &got, dOut, 8);
+    g->be->mem->download(g->be, &got, dOut, 8);
     RUN(1, grad_sumsq, pg, dG, dOut);
-    g->gpu->mem->download(g->gpu, &again, dOut, 8);
+    g->be->mem->download(g->be, &again, dOut, 8);
     g_true(g, "grad_sumsq (double, plan order)", fabs(got - want) <= 1e-12 * want);
     g_true(g, "grad_sumsq: bitwise repeatable", memcmp(&got, &again, 8) == 0);
     g_free(g, dOut);
@@ -203,11 +200,11 @@ void check_optimizer(gcheck *g) {
     g_read_act(g, h, dW, n);
     int ok = 1;
     for (int i = 0; i < nseg; i++)
-      for (size_t a = segs[i].offset; a < segs[i].offset + segs[i].n; a++) ok &= h[a] == hd_round_bf16(p[a]);
+      for (size_t a = segs[i].offset; a < segs[i].offset + segs[i].n; a++) ok &= h[a] == g_round_act(g, p[a]);
     g_true(g, "adamw: the bf16 working copy is the rounded master", ok);
   }
-  g->cpu->ops->optim_plan_free(g->cpu, pc);
-  g->gpu->ops->optim_plan_free(g->gpu, pg);
+  CALL(0, optim_plan_free, pc);
+  CALL(1, optim_plan_free, pg);
   g_free(g, dP), g_free(g, dM), g_free(g, dV), g_free(g, dG), g_free(g, dW);
   boost_free(p), boost_free(m), boost_free(v), boost_free(gr), boost_free(h);
 }

@@ -1,19 +1,11 @@
-/* The GPU check's op entries (gpu_check.h explains the method): dense
- * algebra, elementwise, norms, embedding and RoPE, the losses and the
- * optimizer. Attention: gpu_check_attn.c. */
+/* test-backend-ops' checks (bops.h explains the method): dense algebra,
+ * elementwise, norms, embedding and RoPE. Attention, the losses and the
+ * optimizer: bops_attn.c. */
 #include <stdio.h>
 #include <string.h>
 
 #include "check.h"
-#include "gpu_check.h"
-#include "hd_common.h"
-
-/* an op on the CPU backend (side 0, host memory) or the GPU's (side 1) */
-#define RUN(side, op, ...)                      \
-  do {                                          \
-    boost_backend *be_ = (side == 0 ? g->cpu : g->gpu); \
-    be_->ops->op(be_, __VA_ARGS__);             \
-  } while (0)
+#include "bops.h"
 
 static void gemm_case(gcheck *g, int ta, int tb, int M, int N, int K) {
   char what[96];
@@ -42,8 +34,9 @@ void check_dense(gcheck *g) {
     for (int tb = 0; tb <= 1; tb++) {
       gemm_case(g, ta, tb, 33, 17, 29);
       if (!g->small) gemm_case(g, ta, tb, 256, 384, 512);
+      gemm_case(g, ta, tb, g_dim(1, 90), g_dim(1, 90), g_dim(1, 90)); /* a random shape */
     }
-  const int N = g->small ? 24 : 512, Cin = 48, Cout = 40;
+  const int N = g->small ? g_dim(1, 40) : 512, Cin = g_dim(8, 96), Cout = g_dim(8, 96);
   float *in = g_rand((size_t)N * Cin, -1, 1), *W = g_rand((size_t)Cout * Cin, -1, 1), *dout = g_rand((size_t)N * Cout, -1, 1);
   float *dW = g_rand((size_t)Cout * Cin, -1, 1), *out = g_new((size_t)N * Cout), *din = g_new((size_t)N * Cin);
   void *d_in = g_act(g, in, (size_t)N * Cin), *d_W = g_act(g, W, (size_t)Cout * Cin), *d_dout = g_act(g, dout, (size_t)N * Cout);
@@ -64,13 +57,13 @@ void check_dense(gcheck *g) {
 }
 
 /* ---- elementwise: an odd length, aligned and one element off alignment ---- */
-static void elementwise_at(gcheck *g, size_t off) {
-  const size_t n = (g->small ? 1001 : 1000003) + off;
+static void elementwise_at(gcheck *g, size_t n0, size_t off) {
+  const size_t n = n0 + off;
   char what[96];
   float *a = g_rand(n, -4, 4), *b = g_rand(n, -2, 2), *o = g_new(n), *o2 = g_new(n);
   void *da = g_act(g, a, n), *db = g_act(g, b, n), *dout = g_act_empty(g, n), *dout2 = g_act_empty(g, n);
-  cact *A = boost_act_at(g->gpu, da, off), *B = boost_act_at(g->gpu, db, off);
-  boost_act *O = boost_act_at(g->gpu, dout, off), *O2 = boost_act_at(g->gpu, dout2, off);
+  cact *A = boost_act_at(g->be, da, off), *B = boost_act_at(g->be, db, off);
+  boost_act *O = boost_act_at(g->be, dout, off), *O2 = boost_act_at(g->be, dout2, off);
   const size_t m = n - off;
 #define EW_CHECK(name, tol, ...)                                      \
   do {                                                                \
@@ -100,7 +93,7 @@ static void elementwise_at(gcheck *g, size_t off) {
   EW_CHECK("silu_backward (in place)", g->tol_act);
   float *cf = g_rand(n, -3, 3), *df = g_f32(g, cf, n); /* not rounded */
   RUN(1, to_act, O, df + off, m);
-  for (size_t i = off; i < n; i++) o[i] = g->bf16 ? hd_round_bf16(cf[i]) : cf[i];
+  for (size_t i = off; i < n; i++) o[i] = g_round_act(g, cf[i]);
   EW_CHECK("to_act (nearest even)", 0);
   RUN(1, to_f32, df + off, A, m);
   snprintf(what, sizeof what, "to_f32 (exact, offset %zu)", off);
@@ -114,13 +107,15 @@ static void elementwise_at(gcheck *g, size_t off) {
 }
 
 void check_elementwise(gcheck *g) {
-  elementwise_at(g, 0);
-  elementwise_at(g, 1);
+  const size_t n = g->small ? 1001 : 1000003, r = (size_t)g_dim(1, 5000); /* and a random length */
+  elementwise_at(g, n, 0);
+  elementwise_at(g, n, 1);
+  elementwise_at(g, r, (size_t)g_dim(0, 3));
 }
 
 /* ---- norms ---------------------------------------------------------------------------- */
 void check_norms(gcheck *g) {
-  const int N = g->small ? 37 : 4099, C = 200;
+  const int N = g->small ? g_dim(1, 64) : 4099, C = g_dim(16, 300);
   const size_t NC = (size_t)N * C;
   float *x = g_rand(NC, -2, 2), *w = g_rand(C, 0.5f, 1.5f), *go = g_rand(NC, -1, 1), *dw = g_rand(C, -1, 1);
   float *out = g_new(NC), *rstd = g_new(N), *dx = g_new(NC);
@@ -147,7 +142,7 @@ void check_norms(gcheck *g) {
   g_cmp_act(g, "gain_sumsq_backward dx_acc", dAcc, acc, NC, g->tol_act);
   g_cmp_f32(g, "gain_sumsq_backward dgain", dDw, dw, C, g->bf16 ? 1e-5 : g->tol_f32);
   /* online RMS over a bottleneck of width 96 */
-  const int wd = 96;
+  const int wd = g_dim(8, 130);
   const size_t NW = (size_t)N * wd;
   float *h = g_rand(NW, -3, 3), *s = g_rand(N, 1, 80), *dh = g_rand(NW, -1, 1);
   void *dH = g_act(g, h, NW), *dDh = g_act(g, dh, NW);
@@ -168,7 +163,7 @@ void check_norms(gcheck *g) {
 
 /* ---- embedding and RoPE ------------------------------------------------------------------ */
 void check_embedding_rope(gcheck *g) {
-  const int N = g->small ? 64 : 8192, V = 997, C = 72;
+  const int N = g->small ? g_dim(4, 96) : 8192, V = g_dim(2, 1000), C = g_dim(8, 96);
   int32_t *tok = g_tokens((size_t)N, V);
   for (int i = 0; i < N / 4; i++) tok[i] = 5; /* one long run */
   float *wte = g_rand((size_t)V * C, -1, 1), *out = g_new((size_t)N * C), *go = g_rand((size_t)N * C, -1, 1);
@@ -182,15 +177,15 @@ void check_embedding_rope(gcheck *g) {
   RUN(0, embedding_backward, dwte, (cact *)go, tok, N, V, C);
   RUN(1, embedding_backward, dDwte, dGo, dTok, N, V, C);
   g_cmp_f32(g, "embedding_backward (accumulated)", dDwte, dwte, (size_t)V * C, 1e-6);
-  g->gpu->mem->upload(g->gpu, dDwte, h1, (size_t)V * C * 4); /* zeros */
+  g->be->mem->upload(g->be, dDwte, h1, (size_t)V * C * 4); /* zeros */
   RUN(1, embedding_backward, dDwte, dGo, dTok, N, V, C);
   g_read_f32(g, h1, dDwte, (size_t)V * C);
-  g->gpu->mem->zero(g->gpu, dDwte, (size_t)V * C * 4);
+  g->be->mem->zero(g->be, dDwte, (size_t)V * C * 4);
   RUN(1, embedding_backward, dDwte, dGo, dTok, N, V, C);
   g_read_f32(g, h2, dDwte, (size_t)V * C);
   g_same(g, "embedding_backward: bitwise repeatable", h1, h2, (size_t)V * C * 4);
   /* RoPE: tables bit for bit (the CPU's own code), rotations in place */
-  const int B = 2, T = g->small ? 17 : 300, H = 4, hd = 64;
+  const int B = g_dim(1, 3), T = g->small ? g_dim(1, 40) : 300, H = g_dim(1, 4), hd = 2 * g_dim(1, 40);
   const size_t nr = (size_t)B * T * H * hd, nt = (size_t)T * hd / 2;
   float *ct = g_new(nt), *st = g_new(nt), *dCt = g_f32(g, ct, nt), *dSt = g_f32(g, st, nt), *x = g_rand(nr, -2, 2);
   RUN(0, rope_tables, ct, st, T, hd, 10000.0f);

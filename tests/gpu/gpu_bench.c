@@ -16,12 +16,12 @@ typedef void (*bench_fn)(gcheck *g, void *ctx);
 
 static double best_ms(gcheck *g, bench_fn f, void *ctx) {
   f(g, ctx);
-  g->gpu->mem->sync(g->gpu);
+  g->be->mem->sync(g->be);
   double best = 1e30;
   for (int r = 0; r < 5; r++) {
     const double t0 = boost_now_s();
     f(g, ctx);
-    g->gpu->mem->sync(g->gpu);
+    g->be->mem->sync(g->be);
     const double ms = (boost_now_s() - t0) * 1e3;
     best = ms < best ? ms : best;
   }
@@ -37,12 +37,12 @@ typedef struct {
 
 static void gemm_square(gcheck *g, void *ctx) {
   shapes *s = ctx;
-  g->gpu->ops->gemm(g->gpu, 0, 1, 8192, 8192, 8192, s->x, 8192, s->w, 8192, 0.0f, s->y, 8192);
+  g->be->ops->gemm(g->be, 0, 1, 8192, 8192, 8192, s->x, 8192, s->w, 8192, 0.0f, s->y, 8192);
 }
 
 /* one CoLA projection y = silu(x A^T) B^T (d -> r -> out) forward and backward */
 static void cola_proj(gcheck *g, shapes *s, int in, int out) {
-  boost_backend *be = g->gpu;
+  boost_backend *be = g->be;
   const boost_ops *o = be->ops;
   o->gemm(be, 0, 1, s->N, s->r, in, s->x, in, s->w, in, 0.0f, s->h, s->r);
   o->silu_forward(be, s->dh, s->h, (size_t)s->N * s->r);
@@ -62,14 +62,14 @@ static void cola_layer(gcheck *g, void *ctx) {
 }
 static void attention(gcheck *g, void *ctx) {
   shapes *s = ctx;
-  boost_backend *be = g->gpu;
+  boost_backend *be = g->be;
   be->ops->attention_forward(be, s->o, s->stats, s->scratch, s->q, s->k, s->v, s->B, s->T, s->H, s->hd);
   be->ops->attention_backward(be, s->dq, s->dk, s->dv, s->scratch, s->o, s->q, s->k, s->v, s->stats, s->B, s->T, s->H,
                               s->hd);
 }
 static void crossentropy(gcheck *g, void *ctx) {
   shapes *s = ctx;
-  g->gpu->ops->crossentropy_backward(g->gpu, s->logits, s->losses, s->logits, s->tg, s->N, s->V, 1e-4f);
+  g->be->ops->crossentropy_backward(g->be, s->logits, s->losses, s->logits, s->tg, s->N, s->V, 1e-4f);
 }
 
 /* AdamW and the gradient norm over 100M floats in 100 segments (a cola-1b
@@ -84,14 +84,14 @@ typedef struct {
 static void adamw(gcheck *g, void *ctx) {
   optim_bufs *o = ctx;
   const adamw_hparams hp = {.lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
-  g->gpu->ops->adamw(g->gpu, o->plan, o->p, o->gr, o->m, o->v, o->work, hp, 3, 0.5f);
+  g->be->ops->adamw(g->be, o->plan, o->p, o->gr, o->m, o->v, o->work, hp, 3, 0.5f);
 }
 static void grad_norm(gcheck *g, void *ctx) {
   optim_bufs *o = ctx;
-  g->gpu->ops->grad_sumsq(g->gpu, o->plan, o->gr, o->sumsq);
+  g->be->ops->grad_sumsq(g->be, o->plan, o->gr, o->sumsq);
 }
 static void bench_optim(gcheck *g) {
-  boost_backend *be = g->gpu;
+  boost_backend *be = g->be;
   enum { NSEG = 100 };
   const size_t seg = (size_t)1 << 20, n = NSEG * seg;
   boost_segment segs[NSEG];
@@ -122,7 +122,7 @@ static void bench_optim(gcheck *g) {
 }
 
 void gpu_bench(gcheck *g) {
-  boost_backend *be = g->gpu;
+  boost_backend *be = g->be;
   shapes s = {.N = 8192, .d = 2048, .r = 512, .ffn = 5472, .V = 32000, .B = 8, .T = 1024, .H = 32, .hd = 64};
   const size_t big = (size_t)8192 * 8192, nd = (size_t)s.N * s.d;
   float *h = g_rand(big, -0.05f, 0.05f); /* small random values: no GEMM runs on zeros */

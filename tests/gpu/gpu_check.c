@@ -13,7 +13,7 @@
  * check passed; 1 a mismatch or an error; 77 "SKIP: no CUDA device" where
  * no GPU is usable (ctest reports the test skipped). BOOST_GPU_DEVICE picks
  * the device (default 0). The harness is here with the memory checks; the
- * ops are in gpu_check_ops.c and gpu_check_attn.c. */
+ * ops are checked by test-backend-ops' harness (tests/backend_ops). */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -23,104 +23,6 @@
 #include "check.h"
 #include "cuda_backend.h"
 #include "gpu_check.h"
-#include "hd_common.h"
-
-static int n_checks, n_failed;
-
-/* ---- host data (xorshift64*, fixed seed) ------------------------------------------ */
-static uint64_t rng = 0x2545F4914F6CDD1Dull;
-static double u01(void) {
-  rng ^= rng >> 12;
-  rng ^= rng << 25;
-  rng ^= rng >> 27;
-  return (double)((rng * 0x2545F4914F6CDD1Dull) >> 11) * (1.0 / 9007199254740992.0);
-}
-void g_fill(float *x, size_t n, float lo, float hi) {
-  for (size_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * (float)u01();
-}
-float *g_new(size_t n) { return boost_calloc(n ? n : 1, sizeof(float)); }
-float *g_rand(size_t n, float lo, float hi) {
-  float *x = g_new(n);
-  g_fill(x, n, lo, hi);
-  return x;
-}
-int32_t *g_tokens(size_t n, int V) {
-  int32_t *t = boost_calloc(n ? n : 1, sizeof *t);
-  for (size_t i = 0; i < n; i++) t[i] = (int32_t)(u01() * V) % V;
-  return t;
-}
-
-/* ---- device data -------------------------------------------------------------------- */
-void *g_act_empty(gcheck *g, size_t n) { return boost_be_alloc(g->gpu, boost_act_bytes(g->gpu, n), "a check buffer"); }
-void *g_act(gcheck *g, float *h, size_t n) {
-  void *host = boost_calloc(n ? n : 1, 4), *d = g_act_empty(g, n);
-  for (size_t i = 0; i < n; i++) {
-    hd_st(host, i, h[i], g->bf16);
-    h[i] = hd_ld(host, i, g->bf16);
-  }
-  g->gpu->mem->upload(g->gpu, d, host, boost_act_bytes(g->gpu, n));
-  boost_free(host);
-  return d;
-}
-float *g_f32(gcheck *g, const float *h, size_t n) {
-  float *d = boost_be_alloc(g->gpu, n * 4 + 4, "a check buffer");
-  g->gpu->mem->upload(g->gpu, d, h, n * 4);
-  return d;
-}
-int32_t *g_i32(gcheck *g, const int32_t *h, size_t n) {
-  int32_t *d = boost_be_alloc(g->gpu, n * 4 + 4, "a check buffer");
-  g->gpu->mem->upload(g->gpu, d, h, n * 4);
-  return d;
-}
-void g_read_act(gcheck *g, float *out, const void *dev, size_t n) {
-  void *host = boost_calloc(n ? n : 1, 4);
-  g->gpu->mem->download(g->gpu, host, dev, boost_act_bytes(g->gpu, n));
-  for (size_t i = 0; i < n; i++) out[i] = hd_ld(host, i, g->bf16);
-  boost_free(host);
-}
-void g_read_f32(gcheck *g, float *out, const float *dev, size_t n) { g->gpu->mem->download(g->gpu, out, dev, n * 4); }
-void g_free(gcheck *g, const void *dev) { g->gpu->mem->free(g->gpu, (void *)dev); }
-
-/* ---- verdicts -------------------------------------------------------------------------- */
-static const char *act_name(const gcheck *g) { return g->bf16 ? "bf16" : "f32 "; }
-
-void g_cmp(gcheck *g, const char *what, const float *got, const float *want, size_t n, double tol) {
-  double num = 0, den = 0, maxe = 0, maxw = 0;
-  int finite = 1;
-  for (size_t i = 0; i < n; i++) {
-    const double e = fabs((double)got[i] - (double)want[i]);
-    finite &= isfinite(got[i]) == isfinite(want[i]);
-    num += e * e, den += (double)want[i] * want[i];
-    maxe = e > maxe ? e : maxe;
-    maxw = fabs(want[i]) > maxw ? fabs(want[i]) : maxw;
-  }
-  const double rel = den > 0 ? sqrt(num / den) : sqrt(num), mx = maxw > 0 ? maxe / maxw : maxe;
-  const int ok = finite && rel <= tol && !isnan(rel);
-  n_checks++;
-  n_failed += !ok;
-  printf("%s %s %-42s rel_l2 %.2e (max %.2e) tol %.0e%s\n", ok ? "ok  " : "FAIL", act_name(g), what, rel, mx, tol,
-         finite ? "" : " (non-finite)");
-}
-void g_cmp_act(gcheck *g, const char *what, const void *dev, const float *want, size_t n, double tol) {
-  float *got = g_new(n);
-  g_read_act(g, got, dev, n);
-  g_cmp(g, what, got, want, n, tol);
-  boost_free(got);
-}
-void g_cmp_f32(gcheck *g, const char *what, const float *dev, const float *want, size_t n, double tol) {
-  float *got = g_new(n);
-  g_read_f32(g, got, dev, n);
-  g_cmp(g, what, got, want, n, tol);
-  boost_free(got);
-}
-void g_same(gcheck *g, const char *what, const void *a, const void *b, size_t bytes) {
-  g_true(g, what, memcmp(a, b, bytes) == 0);
-}
-void g_true(gcheck *g, const char *what, int ok) {
-  n_checks++;
-  n_failed += !ok;
-  printf("%s %s %s\n", ok ? "ok  " : "FAIL", act_name(g), what);
-}
 
 /* ---- memory operations ---------------------------------------------------------------- */
 
@@ -141,7 +43,7 @@ static void *stage_thread(void *arg) {
 }
 
 static void check_memory(gcheck *g) {
-  boost_backend *be = g->gpu;
+  boost_backend *be = g->be;
   const size_t n = g->small ? 1000 : (1u << 22) + 3, bytes = n * 4;
   float *a = g_rand(n, -1, 1), *b = g_rand(n, -1, 1), *h = g_new(n);
   float *d = boost_be_alloc(be, bytes, "a check buffer"), *e = boost_be_alloc(be, bytes, "a check buffer");
@@ -207,30 +109,21 @@ static void check_memory(gcheck *g) {
 
 /* ---- main ------------------------------------------------------------------------------ */
 
-/* backend: "cuda", or "guarded" for --self-test */
+/* backend: "cuda", or "guarded" for --self-test; -1 when it cannot start */
 static int run_act(const char *backend, boost_dtype act, int device, int small, boost_backend *cpu) {
   char err[512] = "", desc[256] = "";
-  gcheck g = {.cpu = cpu, .bf16 = act == BOOST_BF16, .small = small};
-  g.gpu = boost_backend_create(backend, act, 0, device, err, sizeof err);
-  if (!g.gpu) {
+  gcheck g = {.ref = cpu, .bf16 = act == BOOST_BF16, .small = small};
+  g.be = boost_backend_create(backend, act, 0, device, err, sizeof err);
+  if (!g.be) {
     printf("FAIL %s\n", err);
-    return 1;
+    return -1;
   }
-  g.tol_f32 = g.bf16 ? 2e-3 : 2e-5;
-  g.tol_act = g.bf16 ? 1e-2 : 2e-5;
-  g.tol_chain = g.bf16 ? 3e-2 : 5e-5;
-  cuda_backend_describe(g.gpu, desc, sizeof desc);
+  cuda_backend_describe(g.be, desc, sizeof desc);
   printf("== %s: %s\n", backend, desc);
   check_memory(&g);
-  check_dense(&g);
-  check_elementwise(&g);
-  check_norms(&g);
-  check_embedding_rope(&g);
-  check_loss(&g);
-  check_optimizer(&g);
-  check_attention(&g);
-  g.gpu->mem->sync(g.gpu);
-  boost_backend_destroy(g.gpu);
+  bops_run(g.be, cpu, small); /* every op: test-backend-ops' harness */
+  g.be->mem->sync(g.be);
+  boost_backend_destroy(g.be);
   return 0;
 }
 
@@ -269,14 +162,16 @@ int main(int argc, char **argv) {
   boost_backend *cpu = boost_backend_create("cpu", BOOST_F32, 0, 0, err, sizeof err);
   if (!cpu) return fprintf(stderr, "boost-gpu-check: %s\n", err), 1;
   const char *backend = self ? "guarded" : "cuda";
-  if ((acts & 1) && run_act(backend, BOOST_F32, device, small, cpu)) return 1;
-  if ((acts & 2) && run_act(backend, BOOST_BF16, device, small, cpu)) return 1;
+  if ((acts & 1) && run_act(backend, BOOST_F32, device, small, cpu) < 0) return 1;
+  if ((acts & 2) && run_act(backend, BOOST_BF16, device, small, cpu) < 0) return 1;
+  int n_checks, n_failed;
+  g_totals(&n_checks, &n_failed);
   printf("gpu_check: %d checks, %d failed\n", n_checks, n_failed);
   if (bench && !small) {
-    gcheck g = {.cpu = cpu, .bf16 = 1};
-    g.gpu = boost_backend_create("cuda", BOOST_BF16, 0, device, err, sizeof err);
-    if (g.gpu) gpu_bench(&g);
-    boost_backend_destroy(g.gpu);
+    gcheck g = {.ref = cpu, .bf16 = 1};
+    g.be = boost_backend_create("cuda", BOOST_BF16, 0, device, err, sizeof err);
+    if (g.be) gpu_bench(&g);
+    boost_backend_destroy(g.be);
   }
   boost_backend_destroy(cpu);
   return n_failed ? 1 : 0;
