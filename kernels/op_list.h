@@ -41,7 +41,6 @@
   OP(RAW, void, add_forward, (boost_backend *be, boost_act *out, cact *a, cact *b, size_t n), (MEM(out), MEM(a), MEM(b), n)) \
   OP(RAW, void, mul_forward, (boost_backend *be, boost_act *out, cact *a, cact *b, size_t n), (MEM(out), MEM(a), MEM(b), n)) \
   OP(RAW, void, mul_backward, (boost_backend *be, boost_act *da, boost_act *db, cact *dout, cact *a, cact *b, size_t n), (MEM(da), MEM(db), MEM(dout), MEM(a), MEM(b), n)) \
-  OP(ANY, void, scale_forward, (boost_backend *be, boost_act *out, cact *x, float s, size_t n), (MEM(out), MEM(x), s, n)) \
   OP(RAW, void, silu_forward, (boost_backend *be, boost_act *out, cact *x, size_t n), (MEM(out), MEM(x), n)) \
   OP(RAW, void, silu_backward, (boost_backend *be, boost_act *dx, cact *dout, cact *x, size_t n), (MEM(dx), MEM(dout), MEM(x), n)) \
   /* out[N,Cout] = in[N,Cin] . W[Cout,Cin]^T; backward: din assigned (NULL skips), dW += dout^T . in */ \

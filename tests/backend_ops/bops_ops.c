@@ -85,9 +85,6 @@ static void elementwise_at(gcheck *g, size_t n0, size_t off) {
   EW_CHECK("mul_backward da", g->bf16 ? 4e-3 : 0);
   snprintf(what, sizeof what, "mul_backward db (offset %zu)", off);
   g_cmp_act(g, what, dout2, o2, n, g->bf16 ? 4e-3 : 0);
-  RUN(0, scale_forward, (boost_act *)(o + off), (cact *)(a + off), 0.75f, m);
-  RUN(1, scale_forward, O, A, 0.75f, m);
-  EW_CHECK("scale_forward", g->bf16 ? 4e-3 : 0);
   RUN(0, silu_forward, (boost_act *)(o + off), (cact *)(a + off), m);
   RUN(1, silu_forward, O, A, m);
   EW_CHECK("silu_forward", g->tol_act);
