@@ -1,10 +1,13 @@
 /* test-backend-ops' gradient checks (float backends): each backward of the
  * backend under test against central finite differences of its forward on
- * the same backend, along a random direction per input:
+ * the same backend, along one direction d per input:
  *   <gy, (f(x + h d) - f(x - h d)) / 2h>  against  <dx, d>
  * where dx is what the backward gives for the output gradient gy. One
  * scalar per input keeps float rounding out of the way (a sum over many
- * elements); shapes are small and drawn at random. */
+ * elements). d = u + dx / rms(dx), u uniform in [-1, 1]: the dx part makes
+ * <dx, d> large (no cancellation to hide a wrong scale in), the random
+ * part sees gradients the backward left out. Shapes are small and drawn at
+ * random. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -41,6 +44,8 @@ static void fd_check(gcheck *g, const fd_case *c, const int *d, fd_forward f, fl
   for (int i = 0; i < c->nin; i++) {
     if (!dx[i]) continue;
     float *dir = g_rand(c->nx[i], -1, 1), *keep = g_new(c->nx[i]);
+    const double rms = sqrt(dot(dx[i], dx[i], c->nx[i]) / (double)c->nx[i]);
+    for (size_t j = 0; rms > 0 && j < c->nx[i]; j++) dir[j] += (float)(dx[i][j] / rms);
     memcpy(keep, x[i], c->nx[i] * sizeof *keep);
     for (size_t j = 0; j < c->nx[i]; j++) x[i][j] = keep[j] + FD_STEP * dir[j];
     f(g, d, x, yp);

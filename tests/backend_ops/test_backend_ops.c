@@ -20,9 +20,9 @@ typedef struct {
   boost_dtype act;
 } target;
 
-static int usage(void) {
-  fprintf(stderr, "usage: test-backend-ops [--backend NAME[:f32|bf16]]... [--small] [--seed N] [--list]\n");
-  return 2;
+static int usage(FILE *f, int status) {
+  fprintf(f, "usage: test-backend-ops [--backend cpu|guarded|cuda[:f32|bf16]]... [--small] [--seed N] [--list]\n");
+  return status;
 }
 
 /* "cpu", "cpu:bf16": one or both act types */
@@ -55,10 +55,9 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--small")) small = 1;
     else if (!strcmp(argv[i], "--list")) list = 1;
-    else if (!strcmp(argv[i], "--help")) {
-      usage();
-      return 0;
-    } else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
+    else if (!strcmp(argv[i], "--help"))
+      return usage(stdout, 0);
+    else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
       char *end;
       seed = strtoull(argv[++i], &end, 10);
       if (*end) return fprintf(stderr, "test-backend-ops: --seed wants a number, not '%s'\n", argv[i]), 2;
@@ -66,7 +65,7 @@ int main(int argc, char **argv) {
       if (parse_target(argv[++i], t, &nt))
         return fprintf(stderr, "test-backend-ops: --backend cpu|guarded|cuda[:f32|bf16], not '%s'\n", argv[i]), 2;
     } else
-      return usage();
+      return usage(stderr, 2);
   }
   if (!nt) {
     const char *all[] = {"cpu", "guarded", "cuda"};
