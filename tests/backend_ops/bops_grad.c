@@ -133,7 +133,9 @@ static void vocab_ce_f(gcheck *g, const int *d, float *const *x, float *y) {
   const int N = d[0], V = d[1];
   int32_t *tg = g_i32(g, d + 2, (size_t)N);
   void *lg = up(g, x[0], (size_t)N * V);
-  float *mx = g_f32(g, y, (size_t)N), *sums = g_f32(g, y, 2 * (size_t)N), *l = g_f32(g, y, (size_t)N);
+  float *zeros = g_new(2 * (size_t)N);
+  float *mx = g_f32(g, zeros, (size_t)N), *sums = g_f32(g, zeros, 2 * (size_t)N), *l = g_f32(g, zeros, (size_t)N);
+  boost_free(zeros);
   RUN(1, vocab_ce_max, mx, lg, N, V);
   RUN(1, vocab_ce_sums, sums, lg, mx, tg, 0, N, V);
   RUN(1, vocab_ce_losses, l, sums, mx, N);
@@ -272,7 +274,8 @@ static void grad_loss_embedding(gcheck *g) {
   fd_check(g, &(fd_case){"crossentropy", {"logits"}, {nl}, 1, (size_t)N}, d, ce_f, (float *[]){lg}, gy,
            (float *[]){dl});
   /* the vocab-parallel pieces: backward in place from the forward's statistics */
-  float *mx = g_f32(g, gy, (size_t)N), *sums = g_f32(g, gy, 2 * (size_t)N);
+  float zeros[2 * NMAX] = {0};
+  float *mx = g_f32(g, zeros, (size_t)N), *sums = g_f32(g, zeros, 2 * (size_t)N);
   g->be->mem->upload(g->be, dL, lg, nl * sizeof(float));
   RUN(1, vocab_ce_max, mx, dL, N, V);
   RUN(1, vocab_ce_sums, sums, dL, mx, tg, 0, N, V);
