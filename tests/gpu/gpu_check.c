@@ -143,7 +143,7 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (self) bench = 0, acts &= 1; /* the guarded backend has the CPU's float kernels only */
+  if (self) bench = 0, acts &= 1; /* float: the harness itself (test-backend-ops runs the guarded bf16 backend) */
   if (!self && cuda_device_count() == 0) {
     printf("SKIP: no CUDA device\n");
     return 77;
