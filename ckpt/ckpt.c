@@ -21,6 +21,7 @@
 #include "ckpt_fs.h"
 #include "ckpt_h5.h"
 #include "ckpt_internal.h"
+#include "ckpt_test_hooks.h"
 #include "h5z_zstd.h"
 
 const char *const size_class_names[SIZE_NUM_CLASSES] = {"weights", "moments", "activations"};
@@ -136,35 +137,15 @@ static void *watchdog_main(void *arg) {
 
 /* ---- session (training thread) -------------------------------------------- */
 
-static int64_t env_int(const char *name, int64_t dflt) {
-  const char *v = getenv(name);
-  if (!v || !*v) return dflt;
-  char *end;
-  long long x = strtoll(v, &end, 10);
-  return end == v ? dflt : (int64_t)x;
-}
-
+/* The production switches of the environment; the test switches are
+ * ckpt_test_hooks.h's. */
 static void read_env(ckpt_env *set) {
-  set->sync_mode = env_int("BOOST_CKPT_SYNC", 0) != 0;
-  set->delay_ms = (int)env_int("BOOST_CKPT_TEST_DELAY_MS", 0);
-  set->no_reserve = env_int("BOOST_CKPT_TEST_NO_RESERVE", 0) != 0;
+  set->sync_mode = ckpt_env_int("BOOST_CKPT_SYNC", 0) != 0;
   /* Below training by default: on a CPU node whose cores train, the writer
    * then fills the gaps instead of stretching every step (PERFORMANCE.md). */
-  set->writer_nice = (int)env_int("BOOST_CKPT_WRITER_NICE", 10);
-  set->fail_step = -1;
-  set->fail_rank = -1;
-  set->flip_step = env_int("BOOST_CKPT_TEST_FLIP_AFTER_WRITE", -1);
-  set->dirsync_fail_step = env_int("BOOST_CKPT_TEST_DIRSYNC_FAIL", -1);
-  set->readback_hdf5 = env_int("BOOST_CKPT_TEST_READBACK_HDF5", 0) != 0;
-  set->load_ring = env_int("BOOST_CKPT_TEST_LOAD_RING", 0) != 0;
-  set->direct_write = env_int("BOOST_CKPT_DIRECT", 1) != 0;
-  const char *fs = getenv("BOOST_CKPT_TEST_FAIL");
-  if (fs && *fs) {
-    long long a = -1, b = -1;
-    int k = sscanf(fs, "%lld:%lld", &a, &b);
-    if (k >= 1) set->fail_step = a;
-    if (k == 2) set->fail_rank = (int)b;
-  }
+  set->writer_nice = (int)ckpt_env_int("BOOST_CKPT_WRITER_NICE", 10);
+  set->direct_write = ckpt_env_int("BOOST_CKPT_DIRECT", 1) != 0;
+  ckpt_test_hooks_from_env();
 }
 
 /* Rank 0 prepares the directory; every rank gets the verdict, and must see

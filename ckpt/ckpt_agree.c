@@ -8,12 +8,6 @@
 
 #include "ckpt_internal.h"
 
-void ckpt_sleep_ms(int ms) {
-  struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  while (nanosleep(&t, &t) != 0 && errno == EINTR) {
-  }
-}
-
 int ckpt_agree(ckpt_session *s, int ok, const char *mine, char *out, size_t outlen) {
   char buf[REASON_MAX] = "";
   if (!ok && s->world_size > 1) boost_msgf(buf, sizeof buf, "rank %d: %s", s->rank, mine);

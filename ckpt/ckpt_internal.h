@@ -19,6 +19,7 @@
 #include "ckpt_direct.h"
 #include "comm.h"
 #include "ckpt_plan.h"
+#include "ckpt_test_hooks.h"
 #include "util.h"
 
 #define REASON_MAX 1024
@@ -91,16 +92,12 @@ typedef struct {
   double bytes_needed, bytes_decoded; /* over all ranks: their bands, and the chunks those touch */
 } load_result;
 
-/* The test and benchmark hooks (environment), read at open. */
+/* The production switches of the environment, read at open (the test
+ * switches are ckpt_test_hooks.h's). */
 typedef struct {
-  int sync_mode, delay_ms, no_reserve, writer_nice;
-  int64_t fail_step; /* BOOST_CKPT_TEST_FAIL */
-  int fail_rank;
-  int64_t flip_step; /* BOOST_CKPT_TEST_FLIP_AFTER_WRITE: a byte of that step's file flipped before read-back */
-  int64_t dirsync_fail_step; /* BOOST_CKPT_TEST_DIRSYNC_FAIL: that step's directory fsync after the rename fails */
-  int readback_hdf5;         /* BOOST_CKPT_TEST_READBACK_HDF5: read back through H5Dread, the path for other pipelines */
-  int load_ring;             /* BOOST_CKPT_TEST_LOAD_RING: a load goes through the staging ring even into host memory */
-  int direct_write;          /* BOOST_CKPT_DIRECT (default 1): 0 always writes through HDF5's collective filters */
+  int sync_mode;    /* BOOST_CKPT_SYNC=1: save synchronously, the baseline of bench/ */
+  int writer_nice;  /* BOOST_CKPT_WRITER_NICE (default 10) */
+  int direct_write; /* BOOST_CKPT_DIRECT (default 1): 0 always writes through HDF5's collective filters */
 } ckpt_env;
 
 /* What the writer thread and the training thread share, under mu. */
@@ -193,7 +190,6 @@ int ckpt_trainer_waiting(ckpt_session *s);
 /* Threads the writer may use now: all of the rank's while training waits
  * for it, one beside training otherwise. */
 int ckpt_work_threads(ckpt_session *s);
-void ckpt_sleep_ms(int ms);
 
 /* ckpt_state.c. The checksum of state set k (ckpt_meta.h CKPT_STATE_SETS)
  * as written. */
@@ -246,8 +242,6 @@ void ckpt_acts_reset(ckpt_acts_sink *k);
 void ckpt_acts_free(ckpt_acts_sink *k);
 /* The dataset list as the union over pipeline stages, in stage order. */
 void ckpt_acts_union(ckpt_acts_sink *k, MPI_Comm pp_comm);
-/* "1.2 MiB" */
-void ckpt_format_bytes(double b, char *out, size_t n);
 /* ckpt_write.c: the raw (uncompressed) bytes of a checkpoint (j NULL: no
  * activations or history), and the file size to reserve for it. */
 double ckpt_raw_bytes(const ckpt_session *s, const save_job *j);

@@ -221,7 +221,7 @@ static void read_tensor(reader *r, int i, int c) {
   }
   if (space >= 0) H5Sclose(space);
   if (d >= 0) H5Dclose(d);
-  if (s->set.delay_ms > 0) ckpt_sleep_ms(s->set.delay_ms);
+  ckpt_test_delay();
 }
 
 /* The state datasets (ckpt_meta.h CKPT_STATE_SETS): everyone reads them

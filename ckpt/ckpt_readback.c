@@ -57,7 +57,7 @@ int ckpt_readback(ckpt_session *s, const char *path, const uint64_t *sums, char 
       hsize_t st[TENSOR_MAX_DIMS], ct[TENSOR_MAX_DIMS];
       ckpt_band_slab(t, e->r0[c], e->r1[c], start, count);
       for (int d = 0; d < t->ndim; d++) st[d] = (hsize_t)start[d], ct[d] = (hsize_t)count[d];
-      int rc = !s->set.readback_hdf5 && H5Sget_simple_extent_ndims(space) == t->ndim
+      int rc = !ckpt_test_hooks_now()->readback_hdf5 && H5Sget_simple_extent_ndims(space) == t->ndim
                    ? ckpt_read_slab_chunks_async(cr, ds, t->ndim, t->shape, st, ct, NULL, &got[k], dpath, err, errlen)
                    : 0;
       if (rc == 0) { /* another pipeline: through HDF5, into the staging buffer (a ring: each band at its start) */

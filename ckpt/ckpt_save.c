@@ -15,12 +15,6 @@
 #include "ckpt_hash.h"
 #include "ckpt_internal.h"
 
-void ckpt_format_bytes(double b, char *out, size_t n) {
-  if (b >= (double)(1 << 30)) boost_msgf(out, n, "%.2f GiB", b / (1 << 30));
-  else if (b >= (double)(1 << 20)) boost_msgf(out, n, "%.1f MiB", b / (1 << 20));
-  else boost_msgf(out, n, "%.0f KiB", b / 1024);
-}
-
 /* Checksums of what this rank writes: each element is hashed by the one
  * rank that writes it, so the sums over ranks are the layout-independent
  * checksums. Order: (tensor, category)..., state datasets, activations.
@@ -70,7 +64,7 @@ static int commit(ckpt_session *s, const save_job *j, int ok, const char *tmp_na
       struct stat stt;
       if (stat(path, &stt) == 0) r->file_bytes = (double)stt.st_size;
       int rc = ckpt_fs_commit(s->cfg.dir, tmp_name, name, cerr, sizeof cerr);
-      if (rc == 0 && s->set.dirsync_fail_step == j->step) { /* test hook: the rename happened, its fsync "failed" */
+      if (rc == 0 && ckpt_test_hooks_now()->dirsync_fail_step == j->step) { /* test hook: the rename happened, its fsync "failed" */
         boost_msgf(cerr, sizeof cerr, "fsync %s: %s (injected, BOOST_CKPT_TEST_DIRSYNC_FAIL)", s->cfg.dir, strerror(EIO));
         rc = 1;
       }
@@ -121,12 +115,12 @@ void ckpt_do_save(ckpt_session *s, save_result *r) {
   if (ok && ckpt_fs_fsync(path, err, sizeof err) != 0) ok = 0;
   const double t_sync = boost_now_s();
   r->fsync_s = t_sync - t_enc;
-  if (ok && s->set.fail_step == j->step && (s->set.fail_rank < 0 || s->set.fail_rank == s->rank)) {
+  if (ok && ckpt_test_fails(j->step, s->rank)) {
     boost_msgf(err, sizeof err, "injected I/O error (BOOST_CKPT_TEST_FAIL): %s", strerror(EIO));
     ok = 0;
   }
   ok = ckpt_agree(s, ok, err, r->reason, sizeof r->reason);
-  if (ok && s->set.flip_step == j->step && s->rank == 0) flip_middle_byte(path);
+  if (ok && ckpt_test_hooks_now()->flip_step == j->step && s->rank == 0) flip_middle_byte(path);
   if (ok) ok = ckpt_agree(s, ckpt_readback(s, path, sums, err, sizeof err), err, r->reason, sizeof r->reason);
   boost_free(sums);
   const double t_ver = boost_now_s();

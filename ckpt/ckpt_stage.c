@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "ckpt_fs.h"
 #include "ckpt_hash.h"
 #include "ckpt_internal.h"
 
@@ -117,7 +118,7 @@ int ckpt_stage_alloc(ckpt_session *s, char *err, size_t errlen) {
    * (ckpt_load_stage.c): through the ring only where the decoders cannot
    * write backend memory, which then holds at least the largest band. */
   s->load_streamed = !registry_moments_sharded(s->reg);
-  s->load_host = s->load_streamed && !s->set.load_ring && be->mem->host_view(be, s->reg->arena[TENSOR_PARAMS]);
+  s->load_host = s->load_streamed && !ckpt_test_hooks_now()->load_ring && be->mem->host_view(be, s->reg->arena[TENSOR_PARAMS]);
   if (s->bounded) s->stage_floats = s->ring_floats;
   else if (!s->load_streamed && s->load_floats > s->stage_floats) s->stage_floats = s->load_floats;
   if (s->load_streamed && !s->load_host && ckpt_load_largest_band(s) > s->stage_floats)

@@ -79,7 +79,7 @@ static void write_dataset_direct(writer *w, hid_t loc, const char *path, const c
   double *stored = kind >= 0 && s->rank == 0 ? &w->r->stored[kind] : NULL;
   w->placed_ok = ckpt_direct_add(s->direct, w->next_item++, w->fd, dset, buf, stored, threads, w->ok);
   if (kind >= 0 && s->rank == 0) w->r->raw[kind] += raw;
-  if (s->set.delay_ms > 0) ckpt_sleep_ms(s->set.delay_ms);
+  ckpt_test_delay();
 }
 
 /* One dataset, collectively: every rank creates it; ranks with data select
@@ -103,7 +103,7 @@ static void write_dataset(writer *w, hid_t loc, const char *path, const char *na
     return;
   }
   if (w->direct && s->rank != 0) { /* rank 0 writes the small unfiltered ones from its data */
-    if (s->set.delay_ms > 0) ckpt_sleep_ms(s->set.delay_ms);
+    ckpt_test_delay();
     return;
   }
   hid_t space = H5Screate_simple(ndim, dims, NULL);
@@ -147,7 +147,7 @@ static void write_dataset(writer *w, hid_t loc, const char *path, const char *na
   }
   if (dcpl >= 0) H5Pclose(dcpl);
   if (space >= 0) H5Sclose(space);
-  if (s->set.delay_ms > 0) ckpt_sleep_ms(s->set.delay_ms);
+  ckpt_test_delay();
 }
 
 static hid_t make_group(writer *w, const char *path) {
@@ -421,7 +421,7 @@ int ckpt_write_file(ckpt_session *s, save_job *j, const char *path, uint64_t *su
   }
   /* Reserve the file's expected size so that a full disk fails here, on
    * every rank at once, not in the middle of collective writes. */
-  if (s->rank == 0 && !s->set.no_reserve) {
+  if (s->rank == 0 && !ckpt_test_hooks_now()->no_reserve) {
     char rerr[512];
     if (ckpt_fs_reserve(path, (uint64_t)ckpt_expected_file_bytes(s, j), rerr, sizeof rerr) < 0) {
       boost_msgf(w.err, sizeof w.err, "%s", rerr);
