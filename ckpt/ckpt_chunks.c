@@ -25,7 +25,10 @@
 #include "check.h"
 #include "ckpt_h5.h"
 #include "ckpt_hash.h"
+#include "ckpt_chunks.h"
 #include "ckpt_internal.h"
+#include "tensor.h"
+#include "util.h"
 #include "h5z_zstd.h"
 
 enum { SLOTS_PER_THREAD = 4, WHAT_MAX = TENSOR_NAME_MAX + 64 };
