@@ -23,20 +23,13 @@
  *
  * One writer thread per rank makes every HDF5 call of the process (HDF5 is
  * not thread-safe), on its own duplicates of the world and data-parallel
- * communicators (MPI_THREAD_MULTIPLE). Test and benchmark hooks (environment):
+ * communicators (MPI_THREAD_MULTIPLE). Switches of the environment:
  *   BOOST_CKPT_SYNC=1              save synchronously (ckpt_after_step returns
  *                                  after the commit): the baseline of bench/
- *   BOOST_CKPT_TEST_DELAY_MS=N     the writer sleeps N ms after each dataset
- *   BOOST_CKPT_TEST_FAIL=STEP[:RANK]  the checkpoint of STEP fails with an
- *                                  injected I/O error on RANK (all ranks when
- *                                  RANK is omitted)
- *   BOOST_CKPT_TEST_FLIP_AFTER_WRITE=STEP  a byte in the middle of STEP's
- *                                  file is flipped after it is written, before
- *                                  the read-back that must refuse to commit it
- *   BOOST_CKPT_TEST_DIRSYNC_FAIL=STEP  the directory fsync after STEP's rename
- *                                  reports failure (the file is in place)
- *   BOOST_CKPT_TEST_NO_RESERVE=1   no disk reservation before writing
- *   BOOST_CKPT_WRITER_NICE=N       the writer thread's nice value (default 10) */
+ *   BOOST_CKPT_DIRECT=0            write through HDF5's collective filters
+ *   BOOST_CKPT_WRITER_NICE=N       the writer thread's nice value (default 10)
+ * and the test switches of ckpt_test_hooks.h (BOOST_CKPT_TEST_*: injected
+ * failures, delays). */
 #ifndef BOOST_CKPT_H
 #define BOOST_CKPT_H
 

@@ -25,7 +25,10 @@
 #include "check.h"
 #include "ckpt_h5.h"
 #include "ckpt_hash.h"
+#include "ckpt_chunks.h"
 #include "ckpt_internal.h"
+#include "tensor.h"
+#include "util.h"
 #include "h5z_zstd.h"
 
 enum { SLOTS_PER_THREAD = 4, WHAT_MAX = TENSOR_NAME_MAX + 64 };
@@ -58,21 +61,32 @@ typedef struct {
   float *block;          /* unshuffled elements when there is no dst */
 } chunk_decoder;
 
+/* The slots of the ring: read and waiting for a decoder (a FIFO), free,
+ * or being decoded. */
+typedef struct {
+  int *ready, nready, head;
+  int *free_slot, nfree;
+  int inflight;
+} slot_queue;
+
+/* The file being read (POSIX driver), and the range asked of the kernel. */
+typedef struct {
+  int fd;
+  off_t base, lo, hi;
+} ahead_range;
+
 struct ckpt_chunk_reader {
   int threads, nslot, nslab, started, quit;
   size_t cap; /* elements a decoder's buffers hold */
   chunk_decoder *dec;
   chunk_slot *slot;
   slab_job *slab;
-  int *ready, nready, ready_head; /* FIFO of slots read, not yet decoded */
-  int *free_slot, nfree;
-  int inflight; /* slots being decoded */
+  slot_queue q;
   pthread_t *pool;
   pthread_mutex_t mu;
   pthread_cond_t work, done;
   char failed[REASON_MAX]; /* the first chunk that did not decode */
-  int fd;                  /* the file being read (POSIX driver), and the range asked of the kernel */
-  off_t base, ra_lo, ra_hi;
+  ahead_range ra;
 };
 typedef ckpt_chunk_reader chunk_reader;
 
@@ -156,11 +170,11 @@ static uint64_t decode_chunk(chunk_reader *cr, const chunk_slot *k, chunk_decode
 /* Decodes the oldest ready slot with decoder dc (mu held on entry and on
  * return; released while decoding). 0 when none is ready. */
 static int decode_one(chunk_reader *cr, chunk_decoder *dc) {
-  if (cr->nready == 0) return 0;
-  const int s = cr->ready[cr->ready_head];
-  cr->ready_head = (cr->ready_head + 1) % cr->nslot;
-  cr->nready--;
-  cr->inflight++;
+  if (cr->q.nready == 0) return 0;
+  const int s = cr->q.ready[cr->q.head];
+  cr->q.head = (cr->q.head + 1) % cr->nslot;
+  cr->q.nready--;
+  cr->q.inflight++;
   pthread_mutex_unlock(&cr->mu);
   char bad[REASON_MAX] = "";
   const uint64_t part = decode_chunk(cr, &cr->slot[s], dc, bad, sizeof bad);
@@ -172,8 +186,8 @@ static int decode_one(chunk_reader *cr, chunk_decoder *dc) {
     if (j->sum) *j->sum = j->acc;
     j->used = 0;
   }
-  cr->free_slot[cr->nfree++] = s;
-  cr->inflight--;
+  cr->q.free_slot[cr->q.nfree++] = s;
+  cr->q.inflight--;
   pthread_cond_broadcast(&cr->done);
   return 1;
 }
@@ -193,15 +207,15 @@ static void *decoder_main(void *arg) {
 ckpt_chunk_reader *ckpt_chunk_reader_new(int threads) {
   chunk_reader *cr = boost_calloc(1, sizeof *cr);
   cr->threads = threads > 0 ? threads : 1;
-  cr->fd = -1;
+  cr->ra.fd = -1;
   cr->nslot = SLOTS_PER_THREAD * cr->threads;
   cr->nslab = cr->nslot + 2; /* a slab holds a slot or is being read */
   cr->dec = boost_calloc((size_t)cr->threads, sizeof *cr->dec);
   cr->slot = boost_calloc((size_t)cr->nslot, sizeof *cr->slot);
   cr->slab = boost_calloc((size_t)cr->nslab, sizeof *cr->slab);
-  cr->ready = boost_calloc((size_t)cr->nslot, sizeof *cr->ready);
-  cr->free_slot = boost_calloc((size_t)cr->nslot, sizeof *cr->free_slot);
-  for (int s = 0; s < cr->nslot; s++) cr->free_slot[cr->nfree++] = s;
+  cr->q.ready = boost_calloc((size_t)cr->nslot, sizeof *cr->q.ready);
+  cr->q.free_slot = boost_calloc((size_t)cr->nslot, sizeof *cr->q.free_slot);
+  for (int s = 0; s < cr->nslot; s++) cr->q.free_slot[cr->q.nfree++] = s;
   pthread_mutex_init(&cr->mu, NULL);
   pthread_cond_init(&cr->work, NULL);
   pthread_cond_init(&cr->done, NULL);
@@ -214,7 +228,7 @@ ckpt_chunk_reader *ckpt_chunk_reader_new(int threads) {
  * or kept for the next report (0). */
 static int drain_keep(chunk_reader *cr, char *err, size_t errlen, int report) {
   pthread_mutex_lock(&cr->mu);
-  while (cr->nready > 0 || cr->inflight > 0)
+  while (cr->q.nready > 0 || cr->q.inflight > 0)
     if (!decode_one(cr, &cr->dec[0])) pthread_cond_wait(&cr->done, &cr->mu);
   const int rc = cr->failed[0] ? -1 : 0;
   if (rc) boost_msgf(err, errlen, "%s", cr->failed);
@@ -246,8 +260,8 @@ void ckpt_chunk_reader_free(ckpt_chunk_reader *cr) {
   boost_free(cr->dec);
   boost_free(cr->slot);
   boost_free(cr->slab);
-  boost_free(cr->ready);
-  boost_free(cr->free_slot);
+  boost_free(cr->q.ready);
+  boost_free(cr->q.free_slot);
   boost_free(cr);
 }
 
@@ -334,10 +348,10 @@ static int file_fd(hid_t ds, off_t *base) {
  * instead of one synchronous read per chunk. */
 #define READ_AHEAD ((off_t)64 << 20)
 static void read_ahead(chunk_reader *cr, off_t a, hsize_t size) {
-  if (a >= cr->ra_lo && a + (off_t)size + READ_AHEAD / 2 <= cr->ra_hi) return;
-  posix_fadvise(cr->fd, a, READ_AHEAD, POSIX_FADV_WILLNEED);
-  cr->ra_lo = a;
-  cr->ra_hi = a + READ_AHEAD;
+  if (a >= cr->ra.lo && a + (off_t)size + READ_AHEAD / 2 <= cr->ra.hi) return;
+  posix_fadvise(cr->ra.fd, a, READ_AHEAD, POSIX_FADV_WILLNEED);
+  cr->ra.lo = a;
+  cr->ra.hi = a + READ_AHEAD;
 }
 
 /* Finds the stored chunk at k->off and reads it into slot k -- or, when
@@ -366,9 +380,9 @@ static int read_chunk(chunk_reader *cr, chunk_slot *k, hid_t ds, const char *wha
       return -1;
     }
   }
-  if (cr->fd >= 0) {
-    k->at = cr->base + (off_t)addr;
-    k->fd = cr->fd;
+  if (cr->ra.fd >= 0) {
+    k->at = cr->ra.base + (off_t)addr;
+    k->fd = cr->ra.fd;
     read_ahead(cr, k->at, stored);
     return 1;
   }
@@ -383,9 +397,9 @@ static int read_chunk(chunk_reader *cr, chunk_slot *k, hid_t ds, const char *wha
 /* A free slot for the reader; while there is none it decodes. */
 static int take_slot(chunk_reader *cr) {
   pthread_mutex_lock(&cr->mu);
-  while (cr->nfree == 0)
+  while (cr->q.nfree == 0)
     if (!decode_one(cr, &cr->dec[0])) pthread_cond_wait(&cr->done, &cr->mu);
-  const int s = cr->free_slot[--cr->nfree];
+  const int s = cr->q.free_slot[--cr->q.nfree];
   pthread_mutex_unlock(&cr->mu);
   return s;
 }
@@ -432,10 +446,10 @@ static int read_slab(chunk_reader *cr, int b, hid_t ds, char *err, size_t errlen
     pthread_mutex_lock(&cr->mu);
     if (rc > 0) {
       cr->slab[b].pending++;
-      cr->ready[(cr->ready_head + cr->nready++) % cr->nslot] = s;
+      cr->q.ready[(cr->q.head + cr->q.nready++) % cr->nslot] = s;
       pthread_cond_signal(&cr->work);
     } else {
-      cr->free_slot[cr->nfree++] = s;
+      cr->q.free_slot[cr->q.nfree++] = s;
     }
     pthread_mutex_unlock(&cr->mu);
     if (rc <= 0) return rc;
@@ -474,7 +488,7 @@ int ckpt_read_slab_chunks_async(ckpt_chunk_reader *cr, hid_t ds, int ndim, const
   j->sum = sum;
   for (int d = 0; d < ndim; d++) j->gshape[d] = gshape[d], j->st[d] = st[d], j->ct[d] = ct[d], j->cd[d] = cd[d];
   boost_msgf(j->what, sizeof j->what, "%s", what);
-  cr->fd = file_fd(ds, &cr->base);
+  cr->ra.fd = file_fd(ds, &cr->ra.base);
   const int rc = read_slab(cr, b, ds, err, errlen);
   if (rc <= 0) { /* nothing of this slab may still be written into dst: the caller reads it otherwise */
     char ignored[8];

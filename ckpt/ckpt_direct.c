@@ -50,14 +50,31 @@ typedef struct {
   int added;                     /* every piece encoded */
 } item;
 
+/* Rank 0's placement: every rank's triples gathered, the addresses HDF5
+ * gave them, and what it hands H5Dwrite_chunk (the driver drops the write). */
+typedef struct {
+  uint64_t *all;
+  haddr_t *addr;
+  size_t cap;
+  unsigned char *dummy;
+  size_t dummy_cap;
+} placer;
+
+/* The thread that writes a placed batch's chunks (pwrite) while the next
+ * batch is encoded; err: its first errno. */
+typedef struct {
+  pthread_t thread;
+  int started, quit, err;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+} flusher;
+
 struct ckpt_direct {
   encoder *enc;
   int nenc;
   batch b[2];
   int cur;
-  uint64_t *all; /* rank 0: every rank's triples, gathered */
-  haddr_t *all_addr;
-  size_t all_cap;
+  placer place;
   /* the file being written */
   item *items;
   int nitems, items_cap;
@@ -65,18 +82,13 @@ struct ckpt_direct {
   int fd, level, verdict; /* verdict: every rank was fine at the last placement */
   size_t pending_most;    /* encoded bytes since the last placement on the busiest rank, at most */
   char why[512];          /* this rank's first failure */
-  pthread_t flusher;
-  int flusher_started, quit, write_errno;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  unsigned char *dummy; /* what rank 0 hands H5Dwrite_chunk; the driver drops the write */
-  size_t dummy_cap;
+  flusher flush;
 };
 
 ckpt_direct *ckpt_direct_new(void) {
   ckpt_direct *dx = boost_calloc(1, sizeof(ckpt_direct));
-  pthread_mutex_init(&dx->mu, NULL);
-  pthread_cond_init(&dx->cv, NULL);
+  pthread_mutex_init(&dx->flush.mu, NULL);
+  pthread_cond_init(&dx->flush.cv, NULL);
   return dx;
 }
 
@@ -95,59 +107,59 @@ static int pwrite_all(int fd, const unsigned char *p, size_t n, off_t at) {
 static void *flusher_main(void *arg) {
   ckpt_direct *dx = arg;
   pthread_setname_np(pthread_self(), "ckpt-flush");
-  pthread_mutex_lock(&dx->mu);
+  pthread_mutex_lock(&dx->flush.mu);
   for (;;) {
     batch *b = dx->b[0].pending ? &dx->b[0] : dx->b[1].pending ? &dx->b[1] : NULL;
     if (!b) {
-      if (dx->quit) break;
-      pthread_cond_wait(&dx->cv, &dx->mu);
+      if (dx->flush.quit) break;
+      pthread_cond_wait(&dx->flush.cv, &dx->flush.mu);
       continue;
     }
-    const int skip = dx->write_errno != 0; /* the file has failed already */
-    pthread_mutex_unlock(&dx->mu);
+    const int skip = dx->flush.err != 0; /* the file has failed already */
+    pthread_mutex_unlock(&dx->flush.mu);
     int e = 0;
     for (int64_t k = 0; !skip && k < b->n; k++)
       if (pwrite_all(b->fd, b->slots + b->off[k], (size_t)b->rec[3 * k + 2], (off_t)b->addr[k]) != 0) {
         e = errno ? errno : EIO;
         break;
       }
-    pthread_mutex_lock(&dx->mu);
-    if (e && !dx->write_errno) dx->write_errno = e;
+    pthread_mutex_lock(&dx->flush.mu);
+    if (e && !dx->flush.err) dx->flush.err = e;
     b->pending = 0;
-    pthread_cond_broadcast(&dx->cv);
+    pthread_cond_broadcast(&dx->flush.cv);
   }
-  pthread_mutex_unlock(&dx->mu);
+  pthread_mutex_unlock(&dx->flush.mu);
   return NULL;
 }
 
 static void wait_batch(ckpt_direct *dx, const batch *b) {
-  pthread_mutex_lock(&dx->mu);
-  while (b->pending) pthread_cond_wait(&dx->cv, &dx->mu);
-  pthread_mutex_unlock(&dx->mu);
+  pthread_mutex_lock(&dx->flush.mu);
+  while (b->pending) pthread_cond_wait(&dx->flush.cv, &dx->flush.mu);
+  pthread_mutex_unlock(&dx->flush.mu);
 }
 
 static int finish_writes(ckpt_direct *dx, char *err, size_t errlen) {
   wait_batch(dx, &dx->b[0]);
   wait_batch(dx, &dx->b[1]);
-  pthread_mutex_lock(&dx->mu);
-  const int e = dx->write_errno;
-  dx->write_errno = 0;
-  pthread_mutex_unlock(&dx->mu);
+  pthread_mutex_lock(&dx->flush.mu);
+  const int e = dx->flush.err;
+  dx->flush.err = 0;
+  pthread_mutex_unlock(&dx->flush.mu);
   if (e) boost_msgf(err, errlen, "writing chunks: %s", strerror(e));
   return e == 0;
 }
 
 void ckpt_direct_free(ckpt_direct *dx) {
   if (!dx) return;
-  if (dx->flusher_started) {
-    pthread_mutex_lock(&dx->mu);
-    dx->quit = 1;
-    pthread_cond_broadcast(&dx->cv);
-    pthread_mutex_unlock(&dx->mu);
-    pthread_join(dx->flusher, NULL);
+  if (dx->flush.started) {
+    pthread_mutex_lock(&dx->flush.mu);
+    dx->flush.quit = 1;
+    pthread_cond_broadcast(&dx->flush.cv);
+    pthread_mutex_unlock(&dx->flush.mu);
+    pthread_join(dx->flush.thread, NULL);
   }
-  pthread_mutex_destroy(&dx->mu);
-  pthread_cond_destroy(&dx->cv);
+  pthread_mutex_destroy(&dx->flush.mu);
+  pthread_cond_destroy(&dx->flush.cv);
   for (int i = 0; i < 2; i++) {
     boost_free(dx->b[i].slots);
     boost_free(dx->b[i].rec);
@@ -161,9 +173,9 @@ void ckpt_direct_free(ckpt_direct *dx) {
     boost_free(dx->enc[i].shuffled);
   }
   boost_free(dx->enc);
-  boost_free(dx->all);
-  boost_free(dx->all_addr);
-  boost_free(dx->dummy);
+  boost_free(dx->place.all);
+  boost_free(dx->place.addr);
+  boost_free(dx->place.dummy);
   boost_free(dx);
 }
 
@@ -332,14 +344,14 @@ static int encode_chunks(ckpt_direct *dx, batch *b, int which, const slab_grid *
 }
 
 /* Rank 0: the gathered chunks [0, total) into the file's index, each write
- * of its bytes dropped; their addresses into dx->all_addr. */
+ * of its bytes dropped; their addresses into dx->place.addr. */
 static int place_chunks(ckpt_direct *dx, int64_t total, char *err, size_t errlen) {
   int ok = 1;
   for (int64_t r = 0; r < total; r++) {
-    dx->all_addr[r] = HADDR_UNDEF;
+    dx->place.addr[r] = HADDR_UNDEF;
     if (!ok) continue;
-    const uint64_t which = dx->all[3 * r], size = dx->all[3 * r + 2];
-    uint64_t idx = dx->all[3 * r + 1];
+    const uint64_t which = dx->place.all[3 * r], size = dx->place.all[3 * r + 2];
+    uint64_t idx = dx->place.all[3 * r + 1];
     if (which >= (uint64_t)dx->nitems || dx->items[which].dset < 0) {
       boost_msgf(err, errlen, "a chunk of a dataset that is not open");
       ok = 0;
@@ -351,14 +363,14 @@ static int place_chunks(ckpt_direct *dx, int64_t total, char *err, size_t errlen
       off[d] = (hsize_t)(idx % (uint64_t)it->grid[d]) * it->d.cd[d];
       idx /= (uint64_t)it->grid[d];
     }
-    if (size == 0 || size > dx->dummy_cap) {
+    if (size == 0 || size > dx->place.dummy_cap) {
       boost_msgf(err, errlen, "a chunk failed to compress");
       ok = 0;
       continue;
     }
     ckpt_vfd_drop_next_raw((size_t)size);
     haddr_t at = HADDR_UNDEF;
-    if (H5Dwrite_chunk(it->dset, H5P_DEFAULT, 0, off, (size_t)size, dx->dummy) < 0) {
+    if (H5Dwrite_chunk(it->dset, H5P_DEFAULT, 0, off, (size_t)size, dx->place.dummy) < 0) {
       ckpt_vfd_dropped(&at);
       ckpt_h5_error(err, errlen, "H5Dwrite_chunk");
       ok = 0;
@@ -374,7 +386,7 @@ static int place_chunks(ckpt_direct *dx, int64_t total, char *err, size_t errlen
       ok = 0;
       continue;
     }
-    dx->all_addr[r] = addr;
+    dx->place.addr[r] = addr;
     if (it->stored) *it->stored += (double)size;
   }
   return ok;
@@ -424,15 +436,15 @@ static void place(ckpt_direct *dx, int ok) {
       total += counts[r];
       verdict &= got[2 * r + 1];
     }
-    size_t cap = dx->all_cap;
-    dx->all = grow_keep(dx->all, &cap, (size_t)total + 3, sizeof(uint64_t));
-    if (cap != dx->all_cap) {
-      boost_free(dx->all_addr);
-      dx->all_addr = boost_calloc(cap / 3 + (size_t)nranks + 1, sizeof *dx->all_addr);
-      dx->all_cap = cap;
+    size_t cap = dx->place.cap;
+    dx->place.all = grow_keep(dx->place.all, &cap, (size_t)total + 3, sizeof(uint64_t));
+    if (cap != dx->place.cap) {
+      boost_free(dx->place.addr);
+      dx->place.addr = boost_calloc(cap / 3 + (size_t)nranks + 1, sizeof *dx->place.addr);
+      dx->place.cap = cap;
     }
   }
-  MPI_Gatherv(b->rec, mine[0], MPI_UINT64_T, dx->all, counts, displs, MPI_UINT64_T, 0, dx->comm);
+  MPI_Gatherv(b->rec, mine[0], MPI_UINT64_T, dx->place.all, counts, displs, MPI_UINT64_T, 0, dx->comm);
   haddr_t *send = NULL;
   if (rank == 0) {
     char why[512] = "";
@@ -442,7 +454,7 @@ static void place(ckpt_direct *dx, int ok) {
     send = boost_calloc((size_t)(total / 3) + (size_t)nranks, sizeof *send);
     for (int r = 0, at = 0; r < nranks; r++) {
       send[at] = (haddr_t)verdict;
-      if (counts[r] > 0) memcpy(send + at + 1, dx->all_addr + displs[r] / 3, (size_t)(counts[r] / 3) * sizeof *send);
+      if (counts[r] > 0) memcpy(send + at + 1, dx->place.addr + displs[r] / 3, (size_t)(counts[r] / 3) * sizeof *send);
       displs[r] = at;
       counts[r] = counts[r] / 3 + 1;
       at += counts[r];
@@ -463,23 +475,23 @@ static void place(ckpt_direct *dx, int ok) {
     b->used = 0;
     return;
   }
-  pthread_mutex_lock(&dx->mu);
-  if (!dx->flusher_started) /* started here: it inherits the writer thread's niceness */
-    dx->flusher_started = pthread_create(&dx->flusher, NULL, flusher_main, dx) == 0;
-  const int started = dx->flusher_started;
+  pthread_mutex_lock(&dx->flush.mu);
+  if (!dx->flush.started) /* started here: it inherits the writer thread's niceness */
+    dx->flush.started = pthread_create(&dx->flush.thread, NULL, flusher_main, dx) == 0;
+  const int started = dx->flush.started;
   if (started) {
     b->fd = dx->fd;
     b->pending = 1;
     dx->cur ^= 1;
-    pthread_cond_broadcast(&dx->cv);
+    pthread_cond_broadcast(&dx->flush.cv);
   }
-  pthread_mutex_unlock(&dx->mu);
+  pthread_mutex_unlock(&dx->flush.mu);
   if (!started) /* no thread to spare: write here */
     for (int64_t k = 0; k < b->n; k++)
       if (pwrite_all(dx->fd, b->slots + b->off[k], (size_t)b->rec[3 * k + 2], (off_t)b->addr[k]) != 0) {
-        pthread_mutex_lock(&dx->mu);
-        if (!dx->write_errno) dx->write_errno = errno ? errno : EIO;
-        pthread_mutex_unlock(&dx->mu);
+        pthread_mutex_lock(&dx->flush.mu);
+        if (!dx->flush.err) dx->flush.err = errno ? errno : EIO;
+        pthread_mutex_unlock(&dx->flush.mu);
         break;
       }
   batch *next = &dx->b[dx->cur];
@@ -533,10 +545,10 @@ int ckpt_direct_begin(ckpt_direct *dx, MPI_Comm comm, int level, int n, const ck
   for (int k = 0; k < n; k++) dx->items[k].most = most[k + 1];
   const int all_ok = most[0] == 0;
   boost_free(most);
-  if (dx->dummy_cap < dummy) {
-    boost_free(dx->dummy);
-    dx->dummy = boost_calloc(dummy, 1);
-    dx->dummy_cap = dummy;
+  if (dx->place.dummy_cap < dummy) {
+    boost_free(dx->place.dummy);
+    dx->place.dummy = boost_calloc(dummy, 1);
+    dx->place.dummy_cap = dummy;
   }
   return all_ok;
 }
@@ -577,9 +589,9 @@ int ckpt_direct_add(ckpt_direct *dx, int k, int fd, hid_t dset, const void *buf,
     const int64_t n_mine = has && ok && !dx->why[0] && k0 < it->nloc
                                ? (it->nloc - k0 < it->per_piece ? it->nloc - k0 : it->per_piece)
                                : 0;
-    pthread_mutex_lock(&dx->mu);
-    const int werr = dx->write_errno; /* a write failed: report it now, encode no more */
-    pthread_mutex_unlock(&dx->mu);
+    pthread_mutex_lock(&dx->flush.mu);
+    const int werr = dx->flush.err; /* a write failed: report it now, encode no more */
+    pthread_mutex_unlock(&dx->flush.mu);
     if (werr) {
       char why[160];
       boost_msgf(why, sizeof why, "writing chunks: %s", strerror(werr));

@@ -14,7 +14,7 @@
  *
  * It needs every chunk to come from one rank. The chunk shapes follow the
  * ranks' hyperslabs on every layout (ckpt_chunk_dims_cut), so it does;
- * should a hyperslab still cut a chunk, ckpt_write.c takes the collective
+ * should a hyperslab still cut a chunk, the file takes the collective
  * HDF5 writer instead. */
 #ifndef BOOST_CKPT_DIRECT_H
 #define BOOST_CKPT_DIRECT_H

@@ -307,3 +307,9 @@ int ckpt_fs_retain(const char *dir, int64_t step, int keep_last, int keep_every,
   free(steps);
   return touched;
 }
+
+void ckpt_format_bytes(double b, char *out, size_t n) {
+  if (b >= (double)(1 << 30)) boost_msgf(out, n, "%.2f GiB", b / (1 << 30));
+  else if (b >= (double)(1 << 20)) boost_msgf(out, n, "%.1f MiB", b / (1 << 20));
+  else boost_msgf(out, n, "%.0f KiB", b / 1024);
+}

@@ -12,6 +12,9 @@
 #define CKPT_SUPERSEDED_SUFFIX ".superseded"
 
 /* mkdir -p. */
+/* A size for people: "812 KiB", "1.2 MiB", "3.40 GiB". */
+void ckpt_format_bytes(double b, char *out, size_t n);
+
 int ckpt_fs_mkdirs(const char *dir, char *err, size_t errlen);
 
 /* Steps of the committed checkpoints in dir, newest first (malloc'd; *n may

@@ -17,67 +17,54 @@
 #include <string.h>
 
 #include "check.h"
-#include "ckpt_internal.h"
+#include "ckpt_stage.h"
+#include "util.h"
 
-static size_t band_floats(const ckpt_session *s, const ckpt_entry *e, int c) {
-  return (size_t)(e->r1[c] - e->r0[c]) * ckpt_row_floats(&s->reg->tensors[e->local]);
+void ckpt_load_begin(ckpt_stager *st) {
+  const size_t nkeys = (size_t)st->plan->nent * CKPT_NUM_CATEGORIES;
+  boost_free(st->lring.key);
+  boost_free(st->lring.at);
+  st->lring.key = boost_calloc(nkeys ? nkeys : 1, sizeof *st->lring.key);
+  st->lring.at = boost_calloc(nkeys ? nkeys : 1, sizeof *st->lring.at);
+  st->lring.n = 0;
+  st->lring.used = 0;
 }
 
-size_t ckpt_load_largest_band(const ckpt_session *s) {
-  size_t most = 0;
-  for (int i = 0; i < s->nent; i++)
-    for (int c = 0; c < CKPT_NUM_CATEGORIES; c++) {
-      const ckpt_entry *e = &s->ents[i];
-      if (e->load_off[c] != CKPT_NO_STAGE && band_floats(s, e, c) > most) most = band_floats(s, e, c);
-    }
-  return most;
+void ckpt_load_end(ckpt_stager *st) {
+  boost_free(st->lring.key);
+  boost_free(st->lring.at);
+  st->lring.key = NULL;
+  st->lring.at = NULL;
+  st->lring.n = 0;
 }
 
-void ckpt_load_begin(ckpt_session *s) {
-  const size_t nkeys = (size_t)s->nent * CKPT_NUM_CATEGORIES;
-  boost_free(s->lring_key);
-  boost_free(s->lring_at);
-  s->lring_key = boost_calloc(nkeys ? nkeys : 1, sizeof *s->lring_key);
-  s->lring_at = boost_calloc(nkeys ? nkeys : 1, sizeof *s->lring_at);
-  s->lring_n = 0;
-  s->lring_used = 0;
-}
-
-void ckpt_load_end(ckpt_session *s) {
-  boost_free(s->lring_key);
-  boost_free(s->lring_at);
-  s->lring_key = NULL;
-  s->lring_at = NULL;
-  s->lring_n = 0;
-}
-
-int ckpt_load_flush(ckpt_session *s, ckpt_chunk_reader *cr, char *err, size_t errlen) {
+int ckpt_load_flush(ckpt_stager *st, ckpt_chunk_reader *cr, char *err, size_t errlen) {
   if (ckpt_chunk_reader_wait(cr, err, errlen) != 0) return -1;
-  boost_backend *be = s->reg->be;
-  for (int k = 0; k < s->lring_n; k++) {
-    const ckpt_entry *e = &s->ents[s->lring_key[k] / CKPT_NUM_CATEGORIES];
-    const int c = s->lring_key[k] % CKPT_NUM_CATEGORIES;
-    be->mem->upload(be, ckpt_arena_rows(s, e, c, e->r0[c]), s->stage + s->lring_at[k],
-                    band_floats(s, e, c) * sizeof(float));
+  boost_backend *be = st->reg->be;
+  for (int k = 0; k < st->lring.n; k++) {
+    const ckpt_entry *e = &st->plan->ents[st->lring.key[k] / CKPT_NUM_CATEGORIES];
+    const int c = st->lring.key[k] % CKPT_NUM_CATEGORIES;
+    be->mem->upload(be, ckpt_arena_rows(st->reg, e, c, e->r0[c]), st->stage + st->lring.at[k],
+                    ckpt_band_rows_floats(e, st->reg, c) * sizeof(float));
   }
-  s->lring_n = 0;
-  s->lring_used = 0;
+  st->lring.n = 0;
+  st->lring.used = 0;
   return 0;
 }
 
-float *ckpt_load_dst(ckpt_session *s, ckpt_chunk_reader *cr, int i, int c, char *err, size_t errlen) {
-  const ckpt_entry *e = &s->ents[i];
-  if (!s->load_streamed) return s->stage + e->load_off[c];
-  boost_backend *be = s->reg->be;
-  float *rows = ckpt_arena_rows(s, e, c, e->r0[c]);
-  if (s->load_host) return be->mem->host_view(be, rows);
-  const size_t n = band_floats(s, e, c);
-  if (s->lring_used + n > s->stage_floats && ckpt_load_flush(s, cr, err, errlen) != 0) return NULL;
-  BOOST_ASSERT(n <= s->stage_floats); /* ckpt_stage_alloc sized it */
-  s->lring_key[s->lring_n] = i * CKPT_NUM_CATEGORIES + c;
-  s->lring_at[s->lring_n++] = s->lring_used;
-  float *dst = s->stage + s->lring_used;
-  s->lring_used += (n + 15) & ~(size_t)15;
-  if (s->lring_used > s->stage_floats) s->lring_used = s->stage_floats;
+float *ckpt_load_dst(ckpt_stager *st, ckpt_chunk_reader *cr, int i, int c, char *err, size_t errlen) {
+  const ckpt_entry *e = &st->plan->ents[i];
+  if (!st->load_streamed) return st->stage + e->load_off[c];
+  boost_backend *be = st->reg->be;
+  float *rows = ckpt_arena_rows(st->reg, e, c, e->r0[c]);
+  if (st->load_host) return be->mem->host_view(be, rows);
+  const size_t n = ckpt_band_rows_floats(e, st->reg, c);
+  if (st->lring.used + n > st->stage_floats && ckpt_load_flush(st, cr, err, errlen) != 0) return NULL;
+  BOOST_ASSERT(n <= st->stage_floats); /* ckpt_stager_init sized it */
+  st->lring.key[st->lring.n] = i * CKPT_NUM_CATEGORIES + c;
+  st->lring.at[st->lring.n++] = st->lring.used;
+  float *dst = st->stage + st->lring.used;
+  st->lring.used += (n + 15) & ~(size_t)15;
+  if (st->lring.used > st->stage_floats) st->lring.used = st->stage_floats;
   return dst;
 }

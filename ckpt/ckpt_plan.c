@@ -1,6 +1,7 @@
 #include "ckpt_plan.h"
 
 #include "check.h"
+#include "util.h"
 #include "ckpt_h5.h"
 
 const tensor_category ckpt_category_arena[CKPT_NUM_CATEGORIES] = {TENSOR_PARAMS, TENSOR_ADAM_M, TENSOR_ADAM_V};
@@ -127,4 +128,67 @@ size_t ckpt_plan_load(ckpt_entry *ents, int n, const tensor_registry *reg) {
       floats += ckpt_band_floats(e, reg, c);
     }
   return floats;
+}
+
+size_t ckpt_band_rows_floats(const ckpt_entry *e, const tensor_registry *reg, int c) {
+  return (size_t)(e->r1[c] - e->r0[c]) * ckpt_row_floats(&reg->tensors[e->local]);
+}
+
+void ckpt_file_plan_items(ckpt_file_plan *p, const tensor_registry *reg) {
+  const size_t nkeys = (size_t)p->nent * CKPT_NUM_CATEGORIES;
+  p->item_key = boost_calloc(nkeys ? nkeys : 1, sizeof *p->item_key);
+  p->ntensors = reg->count;
+  p->tensor_need = boost_calloc((size_t)(reg->count ? reg->count : 1), sizeof *p->tensor_need);
+  p->nitems = 0;
+  for (int i = 0; i < p->nent; i++)
+    for (int c = 0; c < CKPT_NUM_CATEGORIES; c++) {
+      const ckpt_entry *e = &p->ents[i];
+      if (e->stage_off[c] == CKPT_NO_STAGE) continue;
+      p->item_key[p->nitems++] = i * CKPT_NUM_CATEGORIES + c;
+      p->tensor_need[e->local] = p->nitems;
+    }
+  p->load_floats = ckpt_plan_load(p->ents, p->nent, reg);
+}
+
+void ckpt_file_plan_free(ckpt_file_plan *p) {
+  boost_free(p->ents);
+  boost_free(p->item_key);
+  boost_free(p->tensor_need);
+  p->ents = NULL;
+  p->item_key = p->tensor_need = NULL;
+  p->nent = p->nitems = 0;
+}
+
+size_t ckpt_file_plan_largest_save(const ckpt_file_plan *p, const tensor_registry *reg, int *key) {
+  size_t most = 0;
+  *key = -1;
+  for (int n = 0; n < p->nitems; n++) {
+    const int k = p->item_key[n];
+    const size_t f = ckpt_band_floats(&p->ents[k / CKPT_NUM_CATEGORIES], reg, k % CKPT_NUM_CATEGORIES);
+    if (f > most) most = f, *key = k;
+  }
+  return most;
+}
+
+size_t ckpt_file_plan_largest_load(const ckpt_file_plan *p, const tensor_registry *reg) {
+  size_t most = 0;
+  for (int i = 0; i < p->nent; i++)
+    for (int c = 0; c < CKPT_NUM_CATEGORIES; c++) {
+      const ckpt_entry *e = &p->ents[i];
+      if (e->load_off[c] != CKPT_NO_STAGE && ckpt_band_rows_floats(e, reg, c) > most)
+        most = ckpt_band_rows_floats(e, reg, c);
+    }
+  return most;
+}
+
+float *ckpt_arena_rows(const tensor_registry *reg, const ckpt_entry *e, int c, int64_t r0) {
+  const tensor_desc *t = &reg->tensors[e->local];
+  const size_t at = t->arena_offset + (size_t)r0 * ckpt_row_floats(t);
+  return c == 0 ? reg->arena[TENSOR_PARAMS] + at : registry_moment_at(reg, ckpt_category_arena[c], at);
+}
+
+double ckpt_file_plan_raw_bytes(const ckpt_file_plan *p) {
+  double raw = 0;
+  for (int i = 0; i < p->nent; i++) raw += CKPT_NUM_CATEGORIES * 4.0 * (double)ckpt_entry_numel(&p->ents[i]);
+  return raw;
 }

@@ -73,4 +73,35 @@ size_t ckpt_plan(ckpt_entry *ents, int n, const tensor_registry *reg, int dp, in
  * floats that takes. */
 size_t ckpt_plan_load(ckpt_entry *ents, int n, const tensor_registry *reg);
 
+/* The plan of this session, immutable once made (ckpt_file_plan_build,
+ * ckpt_table.h): the global tensors (entries, with chunk shapes, this
+ * rank's bands and their staging offsets), the bands this rank writes in
+ * file order, and the floats a save and a load stage. The stager, the
+ * writer and the reader read it; none changes it. */
+typedef struct {
+  ckpt_entry *ents;
+  int nent;
+  int *item_key; /* the bands this rank writes, in file order: entry * CKPT_NUM_CATEGORIES + category */
+  int nitems;
+  int *tensor_need; /* per registry tensor: how many bands (in file order) are staged once all of its are */
+  int ntensors;
+  size_t save_floats, load_floats; /* a save's bands and a load's, at their plan offsets */
+  int dp, dp_rank, pp_rank;
+} ckpt_file_plan;
+
+/* Fills the item list, tensor_need and the sizes of a plan whose entries
+ * ckpt_plan has completed. */
+void ckpt_file_plan_items(ckpt_file_plan *p, const tensor_registry *reg);
+void ckpt_file_plan_free(ckpt_file_plan *p);
+/* Floats of this rank's band (e, c) (no alignment). */
+size_t ckpt_band_rows_floats(const ckpt_entry *e, const tensor_registry *reg, int c);
+/* This rank's largest band of a save (*key: its key, -1 if none), and of a load. */
+size_t ckpt_file_plan_largest_save(const ckpt_file_plan *p, const tensor_registry *reg, int *key);
+size_t ckpt_file_plan_largest_load(const ckpt_file_plan *p, const tensor_registry *reg);
+/* The arena address of rows [r0, ...) of entry e's tensor in category c
+ * (backend memory: never dereferenced on the host). */
+float *ckpt_arena_rows(const tensor_registry *reg, const ckpt_entry *e, int c, int64_t r0);
+/* The bytes of every tensor of a checkpoint (parameters and both moments). */
+double ckpt_file_plan_raw_bytes(const ckpt_file_plan *p);
+
 #endif

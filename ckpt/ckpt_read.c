@@ -22,11 +22,14 @@
 #include "ckpt_h5.h"
 #include "ckpt_hash.h"
 #include "ckpt_internal.h"
+#include "ckpt_read.h"
+#include "ckpt_test_hooks.h"
+#include "util.h"
 
 /* One candidate being read. sums/stored: per (tensor, category), then the
  * state datasets. */
 typedef struct {
-  ckpt_session *s;
+  ckpt_reader *rd;
   hid_t f, dxpl;
   ckpt_chunk_reader *cr; /* the stored chunks, decoded on all of the rank's cores (training waits) */
   load_result *lr;
@@ -68,7 +71,7 @@ static int path_exists(hid_t f, const char *path) {
   }
 }
 
-static int open_file(ckpt_session *s, const char *path, hid_t *f, char *why, size_t whylen) {
+static int open_file(const ckpt_team *team, const char *path, hid_t *f, char *why, size_t whylen) {
   char err[REASON_MAX] = "";
   int ok = 1;
   struct stat stt;
@@ -76,7 +79,7 @@ static int open_file(ckpt_session *s, const char *path, hid_t *f, char *why, siz
     boost_msgf(err, sizeof err, "cannot stat %s: %s", path, strerror(errno));
     ok = 0;
   }
-  if (!ckpt_agree(s, ok, err, why, whylen)) return -1;
+  if (!ckpt_agree(team, ok, err, why, whylen)) return -1;
   /* Each rank on its own, read-only through the POSIX driver: every read is
    * independent, and parallel HDF5 refuses the raw chunk reads of
    * ckpt_read_slab_chunks through MPI-IO. */
@@ -85,7 +88,7 @@ static int open_file(ckpt_session *s, const char *path, hid_t *f, char *why, siz
     ckpt_h5_error(err, sizeof err, "cannot open (truncated or not an HDF5 file)");
     ok = 0;
   }
-  if (ckpt_agree(s, ok, err, why, whylen)) return 0;
+  if (ckpt_agree(team, ok, err, why, whylen)) return 0;
   if (*f >= 0) H5Fclose(*f);
   return -1;
 }
@@ -93,7 +96,7 @@ static int open_file(ckpt_session *s, const char *path, hid_t *f, char *why, siz
 /* The root attributes through the schema: a boost checkpoint of a version
  * this build reads, with what a resume needs, and with optimizer state. */
 static void read_root_attrs(reader *r, const char *path) {
-  ckpt_session *s = r->s;
+  const ckpt_reader *rd = r->rd;
   load_result *lr = r->lr;
   ckpt_meta_free(&lr->meta);
   char why[512];
@@ -113,11 +116,11 @@ static void read_root_attrs(reader *r, const char *path) {
                "from it");
     r->ok = 0;
   }
-  if (r->ok && lr->meta.data_seed != s->cfg.data_seed && s->rank == 0)
+  if (r->ok && lr->meta.data_seed != rd->parts.cfg->data_seed && rd->parts.team->rank == 0)
     fprintf(stderr,
             "boost: warning: %s was saved with data.seed=%lld, this run uses %lld: the sample order will not continue "
             "the saved run\n",
-            path, (long long)lr->meta.data_seed, (long long)s->cfg.data_seed);
+            path, (long long)lr->meta.data_seed, (long long)rd->parts.cfg->data_seed);
 }
 
 /* The groups' object headers, whole: a damaged header is a damaged file
@@ -153,19 +156,19 @@ static int check_shape(reader *r, hid_t space, const ckpt_entry *e, const char *
 /* This replica's band of tensor i, category c, where ckpt_load_dst puts it;
  * hashed by the rank that would write it. */
 static void read_band(reader *r, hid_t d, hid_t space, int i, int c, const char *dpath) {
-  ckpt_session *s = r->s;
-  const ckpt_entry *e = &s->ents[i];
-  const tensor_desc *t = &s->reg->tensors[e->local];
+  const ckpt_reader *rd = r->rd;
+  const ckpt_entry *e = &rd->parts.plan->ents[i];
+  const tensor_desc *t = &rd->parts.st->reg->tensors[e->local];
   int64_t start[TENSOR_MAX_DIMS], count[TENSOR_MAX_DIMS];
   ckpt_band_slab(t, e->r0[c], e->r1[c], start, count);
   hsize_t st[TENSOR_MAX_DIMS], ct[TENSOR_MAX_DIMS];
   for (int k = 0; k < t->ndim; k++) st[k] = (hsize_t)start[k], ct[k] = (hsize_t)count[k];
-  float *dst = ckpt_load_dst(s, r->cr, i, c, r->err, sizeof r->err);
+  float *dst = ckpt_load_dst(rd->parts.st, r->cr, i, c, r->err, sizeof r->err);
   if (!dst) {
     r->ok = 0;
     return;
   }
-  const int hashes = e->writer_stage == s->grid->pp_rank && e->primary;
+  const int hashes = e->writer_stage == rd->parts.plan->pp_rank && e->primary;
   char what[TENSOR_NAME_MAX + 64];
   boost_msgf(what, sizeof what, "tensor %s", dpath);
   /* decoded while the next tensors are opened and read; the sum lands when it is */
@@ -193,8 +196,7 @@ static void read_band(reader *r, hid_t d, hid_t space, int i, int c, const char 
 /* Every rank opens every dataset (shape, stored checksum); each replica
  * reads its band of its hyperslab (independent I/O). */
 static void read_tensor(reader *r, int i, int c) {
-  ckpt_session *s = r->s;
-  const ckpt_entry *e = &s->ents[i];
+  const ckpt_entry *e = &r->rd->parts.plan->ents[i];
   char dpath[TENSOR_NAME_MAX + 32];
   boost_msgf(dpath, sizeof dpath, "%s/%s", ckpt_category_group[c], e->name);
   const int exists = path_exists(r->f, dpath);
@@ -221,7 +223,7 @@ static void read_tensor(reader *r, int i, int c) {
   }
   if (space >= 0) H5Sclose(space);
   if (d >= 0) H5Dclose(d);
-  if (s->set.delay_ms > 0) ckpt_sleep_ms(s->set.delay_ms);
+  ckpt_test_delay();
 }
 
 /* The state datasets (ckpt_meta.h CKPT_STATE_SETS): everyone reads them
@@ -232,7 +234,7 @@ static void read_state(reader *r) {
     uint64_t sum = 0;
     if (ckpt_state_read(r->f, r->dxpl, k, &r->lr->state.set[k], &r->stored[base + k], &sum, r->err, sizeof r->err))
       r->ok = 0;
-    if (r->s->rank == 0) r->sums[base + k] = sum;
+    if (r->rd->parts.team->rank == 0) r->sums[base + k] = sum;
   }
 }
 
@@ -241,7 +243,7 @@ static void read_state(reader *r) {
  * it, so the loader says so too (rank 0 decodes the group and checks every
  * checksum; the activations are a small sample next to the weights). */
 static void check_stored_acts(reader *r, const char *path) {
-  if (r->s->rank != 0 || H5Lexists(r->f, CKPT_GROUP_ACTS, H5P_DEFAULT) <= 0) {
+  if (r->rd->parts.team->rank != 0 || H5Lexists(r->f, CKPT_GROUP_ACTS, H5P_DEFAULT) <= 0) {
     H5Eclear2(H5E_DEFAULT);
     return;
   }
@@ -256,12 +258,12 @@ static void check_stored_acts(reader *r, const char *path) {
 /* Every element was hashed by exactly one rank: the sums over ranks are the
  * layout-independent checksums. Returns 1, or 0 naming the first mismatch. */
 static int verify_checksums(reader *r, char *why, size_t whylen) {
-  ckpt_session *s = r->s;
-  comm_control(s->comm, COMM_WORLD, "checkpoint checksums", r->sums, (int)r->nsum, MPI_UINT64_T, MPI_SUM);
-  const size_t ntensor = (size_t)s->nent * CKPT_NUM_CATEGORIES;
+  const ckpt_file_plan *p = r->rd->parts.plan;
+  comm_control(r->rd->parts.team->comm, COMM_WORLD, "checkpoint checksums", r->sums, (int)r->nsum, MPI_UINT64_T, MPI_SUM);
+  const size_t ntensor = (size_t)p->nent * CKPT_NUM_CATEGORIES;
   for (size_t k = 0; k < r->nsum; k++) {
     if (r->sums[k] == r->stored[k]) continue;
-    const char *nm = k < ntensor ? s->ents[k / CKPT_NUM_CATEGORIES].name : ckpt_state_sets[k - ntensor].name;
+    const char *nm = k < ntensor ? p->ents[k / CKPT_NUM_CATEGORIES].name : ckpt_state_sets[k - ntensor].name;
     const char *grp = k < ntensor ? ckpt_category_group[k % CKPT_NUM_CATEGORIES] : CKPT_GROUP_STATE;
     boost_msgf(why, whylen, "tensor %s/%s: checksum mismatch (stored %016llx, computed %016llx)", grp, nm,
                (unsigned long long)r->stored[k], (unsigned long long)r->sums[k]);
@@ -272,24 +274,26 @@ static int verify_checksums(reader *r, char *why, size_t whylen) {
 
 /* Reads one candidate (into the arenas, or host staging) and verifies it. Returns 1
  * ok, 0 unusable (reason in why). Collective. */
-static int try_load(ckpt_session *s, const char *path, load_result *lr, char *why, size_t whylen) {
-  reader r = {.s = s, .lr = lr, .ok = 1};
-  if (open_file(s, path, &r.f, why, whylen) != 0) return 0;
+static int try_load(ckpt_reader *rd, const char *path, char *why, size_t whylen) {
+  load_result *lr = &rd->res;
+  const ckpt_team *team = rd->parts.team;
+  reader r = {.rd = rd, .lr = lr, .ok = 1};
+  if (open_file(team, path, &r.f, why, whylen) != 0) return 0;
   read_root_attrs(&r, path);
   if (r.ok) check_group_headers(&r);
-  if (!ckpt_agree(s, r.ok, r.err, why, whylen)) {
+  if (!ckpt_agree(team, r.ok, r.err, why, whylen)) {
     H5Fclose(r.f);
     return 0;
   }
-  r.nsum = (size_t)s->nent * CKPT_NUM_CATEGORIES + CKPT_STATE_NSETS;
+  r.nsum = (size_t)rd->parts.plan->nent * CKPT_NUM_CATEGORIES + CKPT_STATE_NSETS;
   r.stored = boost_calloc(r.nsum, sizeof *r.stored);
   r.sums = boost_calloc(r.nsum, sizeof *r.sums);
   r.dxpl = H5Pcreate(H5P_DATASET_XFER);
-  r.cr = ckpt_chunk_reader_new(ckpt_work_threads(s));
-  ckpt_load_begin(s);
-  for (int i = 0; i < s->nent && r.ok; i++)
+  r.cr = ckpt_chunk_reader_new(ckpt_worker_threads(rd->parts.pace));
+  ckpt_load_begin(rd->parts.st);
+  for (int i = 0; i < rd->parts.plan->nent && r.ok; i++)
     for (int c = 0; c < CKPT_NUM_CATEGORIES && r.ok; c++) read_tensor(&r, i, c);
-  if (r.ok && ckpt_load_flush(s, r.cr, r.err, sizeof r.err) != 0) r.ok = 0; /* the last bands decoded (and uploaded) */
+  if (r.ok && ckpt_load_flush(rd->parts.st, r.cr, r.err, sizeof r.err) != 0) r.ok = 0; /* the last bands decoded (and uploaded) */
   ckpt_chunk_reader_free(r.cr);
   ckpt_state_free(&lr->state);
   if (r.ok) read_state(&r);
@@ -299,31 +303,31 @@ static int try_load(ckpt_session *s, const char *path, load_result *lr, char *wh
     ckpt_h5_error(r.err, sizeof r.err, "H5Fclose");
     r.ok = 0;
   }
-  int rc = ckpt_agree(s, r.ok, r.err, why, whylen) && verify_checksums(&r, why, whylen);
+  int rc = ckpt_agree(team, r.ok, r.err, why, whylen) && verify_checksums(&r, why, whylen);
   boost_free(r.stored);
   boost_free(r.sums);
   double io[2] = {r.needed, r.decoded};
-  comm_control(s->comm, COMM_WORLD, "checkpoint agreement", io, 2, MPI_DOUBLE, MPI_SUM);
+  comm_control(team->comm, COMM_WORLD, "checkpoint agreement", io, 2, MPI_DOUBLE, MPI_SUM);
   lr->bytes_needed = io[0];
   lr->bytes_decoded = io[1];
   return rc;
 }
 
 /* Candidates newest first (rank 0 lists; everyone gets the same list). */
-static int list_candidates(ckpt_session *s, const char *dir, int64_t **steps) {
+static int list_candidates(const ckpt_team *team, const char *dir, int64_t **steps) {
   int n = 0;
   *steps = NULL;
   char err[512];
-  if (s->rank == 0 && ckpt_fs_list(dir, steps, &n, err, sizeof err) != 0) n = 0;
-  comm_control_bcast(s->comm, COMM_WORLD, "checkpoint agreement", &n, (int)sizeof n, 0);
-  if (s->rank != 0) *steps = n ? boost_calloc((size_t)n, sizeof **steps) : NULL;
-  if (n) comm_control_bcast(s->comm, COMM_WORLD, "checkpoint agreement", *steps, n * (int)sizeof **steps, 0);
+  if (team->rank == 0 && ckpt_fs_list(dir, steps, &n, err, sizeof err) != 0) n = 0;
+  comm_control_bcast(team->comm, COMM_WORLD, "checkpoint agreement", &n, (int)sizeof n, 0);
+  if (team->rank != 0) *steps = n ? boost_calloc((size_t)n, sizeof **steps) : NULL;
+  if (n) comm_control_bcast(team->comm, COMM_WORLD, "checkpoint agreement", *steps, n * (int)sizeof **steps, 0);
   return n;
 }
 
-void ckpt_load_report(ckpt_session *s, load_result *lr) {
-  double bytes = 0;
-  for (int i = 0; i < s->nent; i++) bytes += 4.0 * CKPT_NUM_CATEGORIES * (double)ckpt_entry_numel(&s->ents[i]);
+void ckpt_load_report(ckpt_reader *rd) {
+  load_result *lr = &rd->res;
+  const double bytes = ckpt_file_plan_raw_bytes(rd->parts.plan);
   char b[32], nb[32], db[32];
   ckpt_format_bytes(bytes, b, sizeof b);
   ckpt_format_bytes(lr->bytes_needed, nb, sizeof nb);
@@ -336,18 +340,20 @@ void ckpt_load_report(ckpt_session *s, load_result *lr) {
              lr->skipped);
 }
 
-void ckpt_do_load(ckpt_session *s, load_result *lr) {
+void ckpt_do_load(ckpt_reader *rd) {
+  load_result *lr = &rd->res;
+  const ckpt_settings *cfg = rd->parts.cfg;
   lr->t0 = boost_now_s();
   char dir[PATH_MAX], single[PATH_MAX] = "";
-  boost_msgf(dir, sizeof dir, "%s", s->cfg.dir);
-  if (s->cfg.resume.kind == CKPT_FROM_PATH) {
-    const char *resume = s->cfg.resume.path;
+  boost_msgf(dir, sizeof dir, "%s", cfg->dir);
+  if (cfg->resume.kind == CKPT_FROM_PATH) {
+    const char *resume = cfg->resume.path;
     struct stat st;
     if (stat(resume, &st) == 0 && S_ISDIR(st.st_mode)) boost_msgf(dir, sizeof dir, "%s", resume);
     else boost_msgf(single, sizeof single, "%s", resume);
   }
   int64_t *steps = NULL;
-  const int n = single[0] ? 1 : list_candidates(s, dir, &steps);
+  const int n = single[0] ? 1 : list_candidates(rd->parts.team, dir, &steps);
   char *skipped = lr->skipped, why[REASON_MAX], *path = lr->path;
   const size_t pathlen = sizeof lr->path, skippedlen = sizeof lr->skipped;
   skipped[0] = 0;
@@ -358,11 +364,11 @@ void ckpt_do_load(ckpt_session *s, load_result *lr) {
     boost_msgf(path, pathlen, "%s", single[0] ? single : dir);
     if (!single[0]) boost_msgf(path + strlen(path), pathlen - strlen(path), "/%s", name);
     why[0] = 0;
-    if (try_load(s, path, lr, why, sizeof why)) {
+    if (try_load(rd, path, why, sizeof why)) {
       lr->status = 1; /* ckpt_load_report says so once the arenas hold it */
       break;
     }
-    if (s->rank == 0 && !single[0] && k + 1 < n) {
+    if (rd->parts.team->rank == 0 && !single[0] && k + 1 < n) {
       fprintf(stderr, "boost: checkpoint %s is unusable: %s; trying the previous one\n", path, why);
       fflush(stderr);
     }
@@ -382,6 +388,11 @@ void ckpt_do_load(ckpt_session *s, load_result *lr) {
   } else if (lr->status == 0) {
     boost_msgf(lr->msg, sizeof lr->msg, "fresh start (no checkpoint in %s)", dir);
   }
-  ckpt_load_end(s);
+  ckpt_load_end(rd->parts.st);
   free(steps);
+}
+
+void ckpt_reader_free(ckpt_reader *rd) {
+  ckpt_state_free(&rd->res.state);
+  ckpt_meta_free(&rd->res.meta);
 }

@@ -22,8 +22,12 @@
 #include "ckpt_h5.h"
 #include "ckpt_hash.h"
 #include "ckpt_internal.h"
+#include "ckpt_readback.h"
+#include "ckpt_test_hooks.h"
+#include "util.h"
 
-int ckpt_readback(ckpt_session *s, const char *path, const uint64_t *sums, char *err, size_t errlen) {
+int ckpt_readback(const ckpt_team *team, const ckpt_file_plan *p, ckpt_stager *stager, int threads, const char *path,
+                  const uint64_t *sums, char *err, size_t errlen) {
   hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
   int ok = f >= 0;
   if (!ok) ckpt_h5_error(err, errlen, "read-back: cannot open the written file");
@@ -31,19 +35,19 @@ int ckpt_readback(ckpt_session *s, const char *path, const uint64_t *sums, char 
    * writer owns it until this job ends. A fresh buffer of that size cost
    * more in first-touch page faults (~1.2 s for cola-60m's 513 MB) than
    * the decoding itself. */
-  float *buf = s->stage;
-  const size_t n = (size_t)s->nent * CKPT_NUM_CATEGORIES;
+  float *buf = stager->stage;
+  const size_t n = (size_t)p->nent * CKPT_NUM_CATEGORIES;
   uint64_t *got = boost_try_calloc(n ? n : 1, sizeof *got);
   if (!got && ok) {
     boost_msgf(err, errlen, "read-back: out of memory (%zu checksums)", n);
     ok = 0;
   }
-  ckpt_chunk_reader *cr = ckpt_chunk_reader_new(ckpt_work_threads(s));
+  ckpt_chunk_reader *cr = ckpt_chunk_reader_new(threads);
   char dpath[TENSOR_NAME_MAX + 48];
   /* Every rank opens every dataset, in the same order (as a load does); the
    * ranks that wrote a band read it back. */
   for (size_t k = 0; f >= 0 && got && k < n; k++) {
-    const ckpt_entry *e = &s->ents[k / CKPT_NUM_CATEGORIES];
+    const ckpt_entry *e = &p->ents[k / CKPT_NUM_CATEGORIES];
     const int c = (int)(k % CKPT_NUM_CATEGORIES);
     boost_msgf(dpath, sizeof dpath, "read-back of %s/%s", ckpt_category_group[c], e->name);
     hid_t ds = H5Dopen2(f, dpath + strlen("read-back of "), H5P_DEFAULT), space = ds >= 0 ? H5Dget_space(ds) : -1;
@@ -52,16 +56,16 @@ int ckpt_readback(ckpt_session *s, const char *path, const uint64_t *sums, char 
       ok = 0;
     }
     if (ok && e->stage_off[c] != CKPT_NO_STAGE) {
-      const tensor_desc *t = &s->reg->tensors[e->local];
+      const tensor_desc *t = &stager->reg->tensors[e->local];
       int64_t start[TENSOR_MAX_DIMS], count[TENSOR_MAX_DIMS];
       hsize_t st[TENSOR_MAX_DIMS], ct[TENSOR_MAX_DIMS];
       ckpt_band_slab(t, e->r0[c], e->r1[c], start, count);
       for (int d = 0; d < t->ndim; d++) st[d] = (hsize_t)start[d], ct[d] = (hsize_t)count[d];
-      int rc = !s->set.readback_hdf5 && H5Sget_simple_extent_ndims(space) == t->ndim
+      int rc = !ckpt_test_hooks_now()->readback_hdf5 && H5Sget_simple_extent_ndims(space) == t->ndim
                    ? ckpt_read_slab_chunks_async(cr, ds, t->ndim, t->shape, st, ct, NULL, &got[k], dpath, err, errlen)
                    : 0;
       if (rc == 0) { /* another pipeline: through HDF5, into the staging buffer (a ring: each band at its start) */
-        float *dst = s->bounded ? buf : buf + e->stage_off[c];
+        float *dst = ckpt_stager_bounded(stager) ? buf : buf + e->stage_off[c];
         rc = ckpt_read_slab_hdf5(ds, space, t->ndim, t->shape, st, ct, dst, &got[k]) == 0 ? 1 : -1;
         if (rc < 0) ckpt_h5_error(err, errlen, dpath);
       }
@@ -76,13 +80,13 @@ int ckpt_readback(ckpt_session *s, const char *path, const uint64_t *sums, char 
     ckpt_h5_error(err, errlen, "read-back: closing the written file");
     ok = 0;
   }
-  int all_ok = ckpt_all_true(s, ok);
+  int all_ok = ckpt_all_true(team, ok);
   if (all_ok) { /* every rank has its sums here */
-    MPI_Allreduce(MPI_IN_PLACE, got, (int)(n ? n : 1), MPI_UINT64_T, MPI_SUM, s->comm);
+    MPI_Allreduce(MPI_IN_PLACE, got, (int)(n ? n : 1), MPI_UINT64_T, MPI_SUM, team->comm);
     for (size_t k = 0; k < n && all_ok; k++)
       if (got[k] != sums[k]) {
         boost_msgf(err, errlen, "read-back: %s/%s does not match what was written", ckpt_category_group[k % CKPT_NUM_CATEGORIES],
-                   s->ents[k / CKPT_NUM_CATEGORIES].name);
+                   p->ents[k / CKPT_NUM_CATEGORIES].name);
         ok = all_ok = 0;
       }
   }

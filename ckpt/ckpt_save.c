@@ -14,28 +14,28 @@
 #include "ckpt_h5.h"
 #include "ckpt_hash.h"
 #include "ckpt_internal.h"
-
-void ckpt_format_bytes(double b, char *out, size_t n) {
-  if (b >= (double)(1 << 30)) boost_msgf(out, n, "%.2f GiB", b / (1 << 30));
-  else if (b >= (double)(1 << 20)) boost_msgf(out, n, "%.1f MiB", b / (1 << 20));
-  else boost_msgf(out, n, "%.0f KiB", b / 1024);
-}
+#include "ckpt_readback.h"
+#include "ckpt_save.h"
+#include "ckpt_test_hooks.h"
+#include "ckpt_write.h"
+#include "util.h"
 
 /* Checksums of what this rank writes: each element is hashed by the one
  * rank that writes it, so the sums over ranks are the layout-independent
  * checksums. Order: (tensor, category)..., state datasets, activations.
  * The tensors' are taken as they are staged (ckpt_stage.c) and summed over
  * the ranks once all are (ckpt_write_file); these are the others'. */
-static uint64_t *checksums(ckpt_session *s, const save_job *j, size_t *nsum) {
-  *nsum = (size_t)s->nent * CKPT_NUM_CATEGORIES + CKPT_STATE_NSETS + (size_t)j->acts.nact;
+static uint64_t *checksums(const ckpt_writer *w, const save_job *j, size_t *nsum) {
+  const size_t ntensor = (size_t)w->parts.plan->nent * CKPT_NUM_CATEGORIES;
+  *nsum = ntensor + CKPT_STATE_NSETS + (size_t)j->acts.nact;
   uint64_t *sums = boost_calloc(*nsum, sizeof *sums);
-  for (int k = 0; s->rank == 0 && k < CKPT_STATE_NSETS; k++)
-    sums[(size_t)s->nent * CKPT_NUM_CATEGORIES + k] = ckpt_state_hash(k, &j->state.set[k]);
+  for (int k = 0; w->parts.team->rank == 0 && k < CKPT_STATE_NSETS; k++)
+    sums[ntensor + k] = ckpt_state_hash(k, &j->state.set[k]);
   for (int a = 0; a < j->acts.nact; a++) {
     const act_item *it = &j->acts.acts[a];
     if (!it->has) continue;
     const void *p = j->acts.act_buf + it->off;
-    sums[(size_t)s->nent * CKPT_NUM_CATEGORIES + CKPT_STATE_NSETS + a] =
+    sums[ntensor + CKPT_STATE_NSETS + a] =
         it->d.type == CKPT_ACT_I64    ? ckpt_hash_run64(p, (size_t)it->count[0], (uint64_t)it->start[0])
         : it->d.type == CKPT_ACT_BF16 ? ckpt_hash_slab_bf16(p, it->d.ndim, it->d.shape, it->start, it->count)
                                       : ckpt_hash_slab32(p, it->d.ndim, it->d.shape, it->start, it->count);
@@ -61,82 +61,106 @@ static void flip_middle_byte(const char *path) {
 
 /* Rank 0 renames the verified file into place (the commit point), points
  * `latest` at it and applies retention; every rank learns the outcome. */
-static int commit(ckpt_session *s, const save_job *j, int ok, const char *tmp_name, const char *name,
+static int commit(const ckpt_writer *w, const save_job *j, int ok, const char *tmp_name, const char *name,
                   const char *path, save_result *r) {
   int committed = 0;
   char cerr[REASON_MAX] = "";
-  if (s->rank == 0) {
+  const ckpt_settings *cfg = w->parts.cfg;
+  if (w->parts.team->rank == 0) {
     if (ok) {
       struct stat stt;
       if (stat(path, &stt) == 0) r->file_bytes = (double)stt.st_size;
-      int rc = ckpt_fs_commit(s->cfg.dir, tmp_name, name, cerr, sizeof cerr);
-      if (rc == 0 && s->set.dirsync_fail_step == j->step) { /* test hook: the rename happened, its fsync "failed" */
-        boost_msgf(cerr, sizeof cerr, "fsync %s: %s (injected, BOOST_CKPT_TEST_DIRSYNC_FAIL)", s->cfg.dir, strerror(EIO));
+      int rc = ckpt_fs_commit(cfg->dir, tmp_name, name, cerr, sizeof cerr);
+      if (rc == 0 && ckpt_test_hooks_now()->dirsync_fail_step == j->step) { /* test hook: the rename happened, its fsync "failed" */
+        boost_msgf(cerr, sizeof cerr, "fsync %s: %s (injected, BOOST_CKPT_TEST_DIRSYNC_FAIL)", cfg->dir, strerror(EIO));
         rc = 1;
       }
       committed = rc >= 0;
       if (rc > 0) /* renamed: the file is there and will be loaded, even if the directory fsync failed */
         fprintf(stderr, "boost: warning: checkpoint %s committed, but %s\n", name, cerr);
-      if (committed) r->latest_ok = ckpt_fs_write_latest(s->cfg.dir, name, cerr, sizeof cerr) == 0;
+      if (committed) r->latest_ok = ckpt_fs_write_latest(cfg->dir, name, cerr, sizeof cerr) == 0;
       /* Retention only behind a good `latest`: it never deletes what `latest` names. */
       if (committed && r->latest_ok)
-        ckpt_fs_retain(s->cfg.dir, j->step, s->cfg.keep_last, s->cfg.keep_every, r->retention,
+        ckpt_fs_retain(cfg->dir, j->step, cfg->keep_last, cfg->keep_every, r->retention,
                        sizeof r->retention);
     }
     if (!committed) unlink(path);
   }
   double meta[2] = {(double)committed, r->file_bytes};
-  comm_control_bcast(s->comm, COMM_WORLD, "checkpoint agreement", meta, (int)sizeof meta, 0);
+  comm_control_bcast(w->parts.team->comm, COMM_WORLD, "checkpoint agreement", meta, (int)sizeof meta, 0);
   committed = meta[0] != 0.0;
   r->file_bytes = meta[1];
   if (ok && !committed) {
-    comm_control_bcast(s->comm, COMM_WORLD, "checkpoint agreement", cerr, (int)sizeof cerr, 0);
+    comm_control_bcast(w->parts.team->comm, COMM_WORLD, "checkpoint agreement", cerr, (int)sizeof cerr, 0);
     boost_msgf(r->reason, sizeof r->reason, "rank 0: %s", cerr);
   }
   return committed;
 }
 
-void ckpt_do_save(ckpt_session *s, save_result *r) {
-  save_job *j = &s->job;
+/* After the first checkpoint of this run the previous file's size, scaled
+ * by how much more raw data this one holds, plus 10%; before it the raw
+ * size (compression only ever shrinks it, shuffle + zstd by 1.1-1.3x). */
+static double expected_file_bytes(const ckpt_writer *w, const save_job *j) {
+  const double raw = ckpt_raw_bytes(w->parts.plan, j);
+  if (w->prev_file_bytes <= 0 || w->prev_raw_bytes <= 0) return 1.01 * raw;
+  return 1.10 * w->prev_file_bytes * (raw / w->prev_raw_bytes) + (256 << 10);
+}
+
+void ckpt_do_save(ckpt_writer *w) {
+  save_job *j = &w->job;
+  save_result *r = &w->res;
+  const ckpt_team *team = w->parts.team;
   const double t0 = boost_now_s(), c0 = boost_thread_cpu_s();
   memset(r, 0, sizeof *r);
   r->valid = 1;
   r->step = j->step;
   r->stall_s = j->stall_s;
   r->wait_prev_s = j->wait_prev_s;
-  ckpt_ring_begin(s, j->deferred); /* the deferred copy training waits for, or the first bands of a ring */
+  ckpt_ring_begin(w->parts.st, j->deferred); /* the deferred copy training waits for, or the first bands of a ring */
   size_t nsum;
-  uint64_t *sums = checksums(s, j, &nsum);
+  uint64_t *sums = checksums(w, j, &nsum);
   char name[64], tmp_name[80], path[PATH_MAX + 96], err[REASON_MAX] = "";
   ckpt_file_name(name, sizeof name, j->step);
   boost_msgf(tmp_name, sizeof tmp_name, "%s" CKPT_TMP_SUFFIX, name);
-  boost_msgf(path, sizeof path, "%s/%s", s->cfg.dir, tmp_name);
+  boost_msgf(path, sizeof path, "%s/%s", w->parts.cfg->dir, tmp_name);
   int ok = !j->acts.failed && !j->oom;
   if (!ok)
     boost_msgf(err, sizeof err, "out of memory staging the %s", j->oom ? "metadata and training state" : "activations");
-  ok = ckpt_agree(s, ok, err, r->reason, sizeof r->reason) && ckpt_write_file(s, j, path, sums, r, err, sizeof err);
-  if (ok && s->rank == 0) ckpt_fs_trim(path);
+  const ckpt_write_setup ws = {team, w->parts.plan, w->parts.st, w->parts.pace, w->dx, w->parts.cfg->level, w->direct_write,
+                               ckpt_test_hooks_now()->no_reserve ? 0 : expected_file_bytes(w, j)};
+  ok = ckpt_agree(team, ok, err, r->reason, sizeof r->reason) && ckpt_write_file(&ws, j, path, sums, r, err, sizeof err);
+  if (ok && team->rank == 0) ckpt_fs_trim(path);
   const double t_enc = boost_now_s();
   r->encode_s = t_enc - t0;
   if (ok && ckpt_fs_fsync(path, err, sizeof err) != 0) ok = 0;
   const double t_sync = boost_now_s();
   r->fsync_s = t_sync - t_enc;
-  if (ok && s->set.fail_step == j->step && (s->set.fail_rank < 0 || s->set.fail_rank == s->rank)) {
+  if (ok && ckpt_test_fails(j->step, team->rank)) {
     boost_msgf(err, sizeof err, "injected I/O error (BOOST_CKPT_TEST_FAIL): %s", strerror(EIO));
     ok = 0;
   }
-  ok = ckpt_agree(s, ok, err, r->reason, sizeof r->reason);
-  if (ok && s->set.flip_step == j->step && s->rank == 0) flip_middle_byte(path);
-  if (ok) ok = ckpt_agree(s, ckpt_readback(s, path, sums, err, sizeof err), err, r->reason, sizeof r->reason);
+  ok = ckpt_agree(team, ok, err, r->reason, sizeof r->reason);
+  if (ok && ckpt_test_hooks_now()->flip_step == j->step && team->rank == 0) flip_middle_byte(path);
+  if (ok)
+    ok = ckpt_agree(team, ckpt_readback(team, w->parts.plan, w->parts.st, ckpt_worker_threads(w->parts.pace), path, sums, err, sizeof err),
+                    err, r->reason, sizeof r->reason);
   boost_free(sums);
   const double t_ver = boost_now_s();
   r->verify_s = t_ver - t_sync;
-  r->ok = commit(s, j, ok, tmp_name, name, path, r);
+  r->ok = commit(w, j, ok, tmp_name, name, path, r);
   if (r->ok) {
-    s->prev_file_bytes = r->file_bytes;
-    s->prev_raw_bytes = ckpt_raw_bytes(s, j);
+    w->prev_file_bytes = r->file_bytes;
+    w->prev_raw_bytes = ckpt_raw_bytes(w->parts.plan, j);
   }
   r->write_s = boost_now_s() - t0;
   r->commit_s = r->write_s - (t_ver - t0);
   r->write_cpu_s = boost_thread_cpu_s() - c0;
+}
+
+void ckpt_writer_free(ckpt_writer *w) {
+  ckpt_direct_free(w->dx);
+  w->dx = NULL;
+  ckpt_state_free(&w->job.state);
+  ckpt_meta_free(&w->job.meta);
+  ckpt_acts_free(&w->job.acts);
 }

@@ -10,7 +10,10 @@
 #include "check.h"
 #include "ckpt_h5.h"
 #include "ckpt_hash.h"
+#include "ckpt_chunks.h"
 #include "ckpt_internal.h"
+#include "tensor.h"
+#include "util.h"
 
 struct ckpt_slab_reader {
   ckpt_chunk_reader *cr;

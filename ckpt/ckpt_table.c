@@ -7,7 +7,8 @@
 
 #include "check.h"
 #include "ckpt_h5.h"
-#include "ckpt_internal.h"
+#include "ckpt_table.h"
+#include "util.h"
 
 typedef struct {
   char name[TENSOR_NAME_MAX];
@@ -17,9 +18,8 @@ typedef struct {
 
 /* Every stage's tensors (pp = 1: just ours) as one list of global tensors
  * in stage order; a tensor two stages hold (tied embeddings) once. */
-static int gather_union(ckpt_session *s, char *err, size_t errlen) {
-  const tensor_registry *reg = s->reg;
-  const process_grid *g = s->grid;
+static int gather_union(ckpt_file_plan *p, const process_grid *g, const tensor_registry *reg, char *err,
+                        size_t errlen) {
   int bad_name = 0;
   packed_desc *mine = boost_calloc((size_t)(reg->count ? reg->count : 1), sizeof *mine);
   for (int i = 0; i < reg->count; i++) {
@@ -46,19 +46,19 @@ static int gather_union(ckpt_session *s, char *err, size_t errlen) {
   MPI_Allgatherv(mine, nbytes, MPI_BYTE, all, counts, displs, MPI_BYTE, g->pp_comm);
   const int nall = total / (int)sizeof(packed_desc);
   int bad = bad_name;
-  s->ents = boost_calloc((size_t)(nall ? nall : 1), sizeof *s->ents);
-  s->nent = 0;
+  p->ents = boost_calloc((size_t)(nall ? nall : 1), sizeof *p->ents);
+  p->nent = 0;
   for (int i = 0; i < nall; i++) {
     int dup = -1;
-    for (int j = 0; j < s->nent; j++)
-      if (strcmp(s->ents[j].name, all[i].name) == 0) dup = j;
+    for (int j = 0; j < p->nent; j++)
+      if (strcmp(p->ents[j].name, all[i].name) == 0) dup = j;
     if (dup >= 0) { /* a tensor two stages hold (tied embeddings): same shape */
       for (int d = 0; d < all[i].ndim; d++)
-        if (all[i].shape[d] != s->ents[dup].shape[d])
+        if (all[i].shape[d] != p->ents[dup].shape[d])
           bad = bad ? bad : boost_err(err, errlen, "tensor %s has different shapes on two pipeline stages", all[i].name);
       continue;
     }
-    ckpt_entry *e = &s->ents[s->nent++];
+    ckpt_entry *e = &p->ents[p->nent++];
     memcpy(e->name, all[i].name, sizeof e->name);
     e->ndim = all[i].ndim;
     e->writer_stage = all[i].stage;
@@ -75,9 +75,8 @@ static int gather_union(ckpt_session *s, char *err, size_t errlen) {
 /* Replication inside the tensor-parallel group (split_dim -1, or any
  * hyperslab two tp ranks share): only the lowest tp rank holding a given
  * hyperslab writes and hashes it. */
-static int mark_primary(ckpt_session *s, char *err, size_t errlen) {
-  const tensor_registry *reg = s->reg;
-  const process_grid *g = s->grid;
+static int mark_primary(ckpt_file_plan *p, const process_grid *g, const tensor_registry *reg, char *err,
+                        size_t errlen) {
   {
     int tpn = 1;
     MPI_Comm_size(g->tp_comm, &tpn);
@@ -91,8 +90,8 @@ static int mark_primary(ckpt_session *s, char *err, size_t errlen) {
     for (int i = 0; i < cnt; i++)
       for (int d = 0; d < reg->tensors[i].ndim; d++) offs[(size_t)g->tp_rank * per + (size_t)i * TENSOR_MAX_DIMS + d] = reg->tensors[i].offset[d];
     MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, offs, (int)per, MPI_INT64_T, g->tp_comm);
-    for (int k = 0; k < s->nent; k++) {
-      ckpt_entry *e = &s->ents[k];
+    for (int k = 0; k < p->nent; k++) {
+      ckpt_entry *e = &p->ents[k];
       e->primary = 0;
       if (e->local < 0) continue;
       e->primary = 1;
@@ -122,31 +121,37 @@ void ckpt_allreduce_gcd(int64_t *v, int n, MPI_Comm comm) {
 
 /* Where the ranks' hyperslabs of each tensor meet (every rank's, over the
  * world), so that its chunks never straddle two writers. */
-static void gather_cuts(ckpt_session *s) {
-  int nent = s->nent; /* the same everywhere, unless the table failed: then only the count must match */
-  MPI_Allreduce(MPI_IN_PLACE, &nent, 1, MPI_INT, MPI_MAX, s->grid->world);
+static void gather_cuts(ckpt_file_plan *p, const process_grid *g, const tensor_registry *reg) {
+  int nent = p->nent; /* the same everywhere, unless the table failed: then only the count must match */
+  MPI_Allreduce(MPI_IN_PLACE, &nent, 1, MPI_INT, MPI_MAX, g->world);
   const int n = nent * TENSOR_MAX_DIMS;
   int64_t *cut = boost_calloc((size_t)(n ? n : 1), sizeof *cut);
-  for (int k = 0; k < s->nent; k++) {
-    const ckpt_entry *e = &s->ents[k];
+  for (int k = 0; k < p->nent; k++) {
+    const ckpt_entry *e = &p->ents[k];
     if (e->local < 0) continue;
-    const tensor_desc *t = &s->reg->tensors[e->local];
+    const tensor_desc *t = &reg->tensors[e->local];
     ckpt_chunk_cut_add(e->ndim, e->shape, t->offset, t->local_shape, &cut[(size_t)k * TENSOR_MAX_DIMS]);
   }
-  ckpt_allreduce_gcd(cut, n, s->grid->world);
-  for (int k = 0; k < s->nent; k++) memcpy(s->ents[k].cut, &cut[(size_t)k * TENSOR_MAX_DIMS], sizeof s->ents[k].cut);
+  ckpt_allreduce_gcd(cut, n, g->world);
+  for (int k = 0; k < p->nent; k++) memcpy(p->ents[k].cut, &cut[(size_t)k * TENSOR_MAX_DIMS], sizeof p->ents[k].cut);
   boost_free(cut);
 }
 
-int ckpt_build_table(ckpt_session *s, char *err, size_t errlen) {
-  int rc = gather_union(s, err, errlen);
-  if (rc == 0) rc = mark_primary(s, err, errlen);
-  gather_cuts(s); /* collective: every rank, whatever rc */
-  for (int i = 0; rc == 0 && i < s->reg->count; i++)
-    if ((size_t)s->reg->tensors[i].numel > (size_t)INT_MAX) /* MPI counts of one tensor's exchange on load */
+int ckpt_file_plan_build(ckpt_file_plan *p, const process_grid *g, const tensor_registry *reg, char *err,
+                         size_t errlen) {
+  memset(p, 0, sizeof *p);
+  int rc = gather_union(p, g, reg, err, errlen);
+  if (rc == 0) rc = mark_primary(p, g, reg, err, errlen);
+  gather_cuts(p, g, reg); /* collective: every rank, whatever rc */
+  for (int i = 0; rc == 0 && i < reg->count; i++)
+    if ((size_t)reg->tensors[i].numel > (size_t)INT_MAX) /* MPI counts of one tensor's exchange on load */
       rc = boost_err(err, errlen, "tensor %s has %zu elements on one rank, more than checkpoints handle (2^31 - 1): "
-                     "use more tensor-parallel ranks", s->reg->tensors[i].name, s->reg->tensors[i].numel);
+                     "use more tensor-parallel ranks", reg->tensors[i].name, reg->tensors[i].numel);
   if (rc != 0) return -1;
-  s->stage_floats = ckpt_plan(s->ents, s->nent, s->reg, s->grid->dp, s->grid->dp_rank, s->grid->pp_rank);
+  p->dp = g->dp;
+  p->dp_rank = g->dp_rank;
+  p->pp_rank = g->pp_rank;
+  p->save_floats = ckpt_plan(p->ents, p->nent, reg, g->dp, g->dp_rank, g->pp_rank);
+  ckpt_file_plan_items(p, reg);
   return 0;
 }

@@ -14,6 +14,7 @@
 #include "ckpt_fs.h"
 #include "ckpt_h5.h"
 #include "ckpt_hash.h"
+#include "ckpt_test_hooks.h"
 
 static uint64_t lcg(uint64_t *s) {
   *s = *s * 6364136223846793005ull + 1442695040888963407ull;
@@ -236,4 +237,32 @@ Test(ckpt_fs, temporaries_latest_retention) {
   char cmd[700];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   cr_assert_eq(system(cmd), 0);
+}
+
+/* The test switches live outside the session: a test puts them in place
+ * and takes them away, and the environment sets them at open. */
+Test(ckpt_test_hooks, setter_and_env) {
+  ckpt_test_hooks_set(NULL);
+  cr_assert(!ckpt_test_fails(7, 0), "all off by default");
+  cr_assert_eq(ckpt_test_hooks_now()->flip_step, -1);
+  ckpt_test_hooks h = *ckpt_test_hooks_now();
+  h.fail_step = 7;
+  h.fail_rank = 1;
+  ckpt_test_hooks_set(&h);
+  cr_assert(ckpt_test_fails(7, 1));
+  cr_assert(!ckpt_test_fails(7, 0), "another rank");
+  cr_assert(!ckpt_test_fails(6, 1), "another step");
+  h.fail_rank = -1;
+  ckpt_test_hooks_set(&h);
+  cr_assert(ckpt_test_fails(7, 0) && ckpt_test_fails(7, 3), "every rank");
+  setenv("BOOST_CKPT_TEST_FAIL", "5:2", 1);
+  setenv("BOOST_CKPT_TEST_FLIP_AFTER_WRITE", "9", 1);
+  ckpt_test_hooks_from_env();
+  cr_assert(ckpt_test_fails(5, 2) && !ckpt_test_fails(5, 1) && !ckpt_test_fails(7, 0));
+  cr_assert_eq(ckpt_test_hooks_now()->flip_step, 9);
+  cr_assert_eq(ckpt_test_hooks_now()->delay_ms, 0);
+  unsetenv("BOOST_CKPT_TEST_FAIL");
+  unsetenv("BOOST_CKPT_TEST_FLIP_AFTER_WRITE");
+  ckpt_test_hooks_from_env();
+  cr_assert(!ckpt_test_fails(5, 2), "unset again");
 }

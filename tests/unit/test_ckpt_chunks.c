@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "ckpt_hash.h"
+#include "ckpt_chunks.h"
 #include "ckpt_internal.h"
 #include "h5z_zstd.h"
 

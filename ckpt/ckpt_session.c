@@ -1,99 +1,78 @@
-/* Checkpoint session: the calls of ckpt.h on the training thread, the
- * writer thread's loop, and the hand-over between them (ckpt_internal.h).
- * The plan is ckpt_plan.c / ckpt_table.c, staging ckpt_stage.c, writing
- * ckpt_write.c, the commit protocol ckpt_save.c, resume ckpt_read.c. */
+/* Checkpoint session: the calls of ckpt.h on the training thread. It
+ * assembles the parts -- the immutable plan (ckpt_plan.h, made by
+ * ckpt_table.h), the stager (ckpt_stage.h), the writer thread and its job
+ * queue (ckpt_worker.h), the writer (ckpt_save.h) and the reader
+ * (ckpt_read.h) -- hands them jobs and reports what comes back. */
 #include "ckpt.h"
 
 #include <cJSON.h>
 #include <errno.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "ckpt_agree.h"
 #include "ckpt_fs.h"
-#include "ckpt_h5.h"
-#include "ckpt_internal.h"
-#include "h5z_zstd.h"
+#include "ckpt_read.h"
+#include "ckpt_save.h"
+#include "ckpt_stage.h"
+#include "ckpt_table.h"
+#include "ckpt_test_hooks.h"
+#include "ckpt_worker.h"
+#include "ckpt_write.h"
+#include "util.h"
 
-const char *const size_class_names[SIZE_NUM_CLASSES] = {"weights", "moments", "activations"};
+static const char *const size_class_names[SIZE_NUM_CLASSES] = {"weights", "moments", "activations"};
 
-/* ---- the writer thread ----------------------------------------------------- */
+/* The production switches of the environment, read at open (the test
+ * switches are ckpt_test_hooks.h's). */
+typedef struct {
+  int sync_mode;    /* BOOST_CKPT_SYNC=1: save synchronously, the baseline of bench/ */
+  int writer_nice;  /* BOOST_CKPT_WRITER_NICE (default 10) */
+  int direct_write; /* BOOST_CKPT_DIRECT (default 1): 0 always writes through HDF5's collective filters */
+} ckpt_env;
 
-static void *writer_main(void *arg) {
-  ckpt_session *s = arg;
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGUSR1);
-  sigaddset(&set, SIGUSR2);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, NULL); /* signals go to the training thread */
-  pthread_setname_np(pthread_self(), "ckpt-writer");  /* top -H, perf --comm */
-  if (s->set.writer_nice) setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), s->set.writer_nice); /* Linux: per thread */
-  for (;;) {
-    pthread_mutex_lock(&s->sync.mu);
-    while (s->sync.pending == JOB_NONE && !s->sync.quit) pthread_cond_wait(&s->sync.cv, &s->sync.mu);
-    const job_kind kind = s->sync.pending;
-    s->sync.pending = JOB_NONE;
-    s->sync.job_started = boost_now_s();
-    s->sync.job_step = s->job.step;
-    s->sync.job_kind = kind;
-    pthread_mutex_unlock(&s->sync.mu);
-    if (kind == JOB_NONE) break; /* quit */
-    ckpt_h5_quiet();
-    h5z_zstd_register();
-    if (kind == JOB_SAVE) {
-      save_result r;
-      ckpt_do_save(s, &r);
-      pthread_mutex_lock(&s->sync.mu);
-      s->res = r;
-      s->sync.res_unreported = 1;
-      s->sync.staged = 1;
-      s->sync.busy = 0;
-      s->sync.job_started = 0;
-      pthread_cond_broadcast(&s->sync.cv);
-      pthread_mutex_unlock(&s->sync.mu);
-    } else {
-      ckpt_do_load(s, &s->lres);
-      pthread_mutex_lock(&s->sync.mu);
-      s->sync.busy = 0;
-      s->sync.job_started = 0;
-      pthread_cond_broadcast(&s->sync.cv);
-      pthread_mutex_unlock(&s->sync.mu);
-    }
-  }
-  H5close();
-  return NULL;
-}
+/* What the training thread knows of the saves so far. */
+typedef struct {
+  int deferred_seen; /* the caller calls ckpt_before_update: staging may be deferred */
+  int attempted, last_ok;
+  int64_t last_staged_step, last_committed_step;
+  save_result last_done; /* for ckpt_last_stats */
+} ckpt_outcome;
 
-static void submit(ckpt_session *s, job_kind kind, int staged) {
-  pthread_mutex_lock(&s->sync.mu);
-  s->sync.pending = kind;
-  s->sync.busy = 1;
-  s->sync.staged = staged;
-  s->sync.staged_items = 0;
-  s->sync.update_wait = 0.0;
-  pthread_cond_broadcast(&s->sync.cv);
-  pthread_mutex_unlock(&s->sync.mu);
-}
+struct ckpt_session {
+  ckpt_settings cfg;
+  ckpt_env set;
+  const process_grid *grid;
+  tensor_registry *reg;
+  ckpt_hooks hooks;
+  int read_only; /* no ckpt.dir: only a resume from a PATH */
+  int lock_fd;   /* rank 0: the directory's lock (ckpt_fs_lock), -1 elsewhere */
+  ckpt_team team;   /* the writer thread's duplicate of the world */
+  MPI_Comm dp_comm; /* ... and of the data-parallel group (the stager's data plane) */
+  ckpt_file_plan plan;
+  ckpt_stager stager;
+  ckpt_worker worker;
+  ckpt_writer writer;
+  ckpt_reader reader;
+  ckpt_outcome out;
+  pthread_t watchdog;
+  int watchdog_started;
+  FILE *log;             /* rank 0: <dir>/checkpoints.jsonl */
+  char open_note[512];
+};
 
-/* Blocks until the job in flight is done; returns the seconds waited. */
-static double wait_idle(ckpt_session *s) {
-  const double t0 = boost_now_s();
-  pthread_mutex_lock(&s->sync.mu);
-  s->sync.trainer_waiting++;
-  while (s->sync.busy) pthread_cond_wait(&s->sync.cv, &s->sync.mu);
-  s->sync.trainer_waiting--;
-  pthread_mutex_unlock(&s->sync.mu);
-  return boost_now_s() - t0;
+/* ---- the writer thread's jobs ---------------------------------------------- */
+
+static void run_job(void *ctx, ckpt_job_kind kind) {
+  ckpt_session *s = ctx;
+  if (kind == CKPT_JOB_SAVE) ckpt_do_save(&s->writer);
+  else ckpt_do_load(&s->reader);
 }
 
 /* The watchdog: an error inside a collective HDF5/MPI-IO call on one rank
@@ -105,66 +84,46 @@ static double wait_idle(ckpt_session *s) {
 static void *watchdog_main(void *arg) {
   ckpt_session *s = arg;
   pthread_setname_np(pthread_self(), "ckpt-watchdog");
-  pthread_mutex_lock(&s->sync.mu);
-  while (!s->sync.quit) {
+  pthread_mutex_lock(&s->worker.mu);
+  while (!s->worker.quit) {
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += 1;
-    pthread_cond_timedwait(&s->sync.cv, &s->sync.mu, &until);
-    const double started = s->sync.job_started;
-    if (s->sync.quit || started <= 0 || boost_now_s() - started <= s->cfg.timeout) continue;
-    const int load = s->sync.job_kind == JOB_LOAD; /* at start: nothing trained, nothing to lose */
+    pthread_cond_timedwait(&s->worker.cv, &s->worker.mu, &until);
+    const double started = s->worker.job_started;
+    if (s->worker.quit || started <= 0 || boost_now_s() - started <= s->cfg.timeout) continue;
+    const int load = s->worker.running == CKPT_JOB_LOAD; /* at start: nothing trained, nothing to lose */
     const int status = load ? s->cfg.load_abort_status : s->cfg.abort_status;
     if (load)
       fprintf(stderr,
               "boost: checkpoint watchdog on rank %d: the checkpoint load has run %.0f s, longer than ckpt.timeout=%d "
               "s; the job is aborted (exit %d) before training: nothing was trained, the checkpoints are untouched\n",
-              s->rank, boost_now_s() - started, s->cfg.timeout, status);
+              s->team.rank, boost_now_s() - started, s->cfg.timeout, status);
     else
       fprintf(stderr,
               "boost: checkpoint watchdog on rank %d: the checkpoint job of step %lld has run %.0f s, longer than "
               "ckpt.timeout=%d s; a failure inside a collective HDF5/MPI-IO call cannot be recovered, so the job is "
               "aborted (exit %d); the newest committed checkpoint (step %lld) is intact\n",
-              s->rank, (long long)s->sync.job_step, boost_now_s() - started, s->cfg.timeout, status,
-              (long long)s->last_committed_step);
+              s->team.rank, (long long)s->worker.job_step, boost_now_s() - started, s->cfg.timeout, status,
+              (long long)s->out.last_committed_step);
     fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, status);
   }
-  pthread_mutex_unlock(&s->sync.mu);
+  pthread_mutex_unlock(&s->worker.mu);
   return NULL;
 }
 
 /* ---- session (training thread) -------------------------------------------- */
 
-static int64_t env_int(const char *name, int64_t dflt) {
-  const char *v = getenv(name);
-  if (!v || !*v) return dflt;
-  char *end;
-  long long x = strtoll(v, &end, 10);
-  return end == v ? dflt : (int64_t)x;
-}
-
+/* The production switches of the environment; the test switches are
+ * ckpt_test_hooks.h's. */
 static void read_env(ckpt_env *set) {
-  set->sync_mode = env_int("BOOST_CKPT_SYNC", 0) != 0;
-  set->delay_ms = (int)env_int("BOOST_CKPT_TEST_DELAY_MS", 0);
-  set->no_reserve = env_int("BOOST_CKPT_TEST_NO_RESERVE", 0) != 0;
+  set->sync_mode = ckpt_env_int("BOOST_CKPT_SYNC", 0) != 0;
   /* Below training by default: on a CPU node whose cores train, the writer
    * then fills the gaps instead of stretching every step (PERFORMANCE.md). */
-  set->writer_nice = (int)env_int("BOOST_CKPT_WRITER_NICE", 10);
-  set->fail_step = -1;
-  set->fail_rank = -1;
-  set->flip_step = env_int("BOOST_CKPT_TEST_FLIP_AFTER_WRITE", -1);
-  set->dirsync_fail_step = env_int("BOOST_CKPT_TEST_DIRSYNC_FAIL", -1);
-  set->readback_hdf5 = env_int("BOOST_CKPT_TEST_READBACK_HDF5", 0) != 0;
-  set->load_ring = env_int("BOOST_CKPT_TEST_LOAD_RING", 0) != 0;
-  set->direct_write = env_int("BOOST_CKPT_DIRECT", 1) != 0;
-  const char *fs = getenv("BOOST_CKPT_TEST_FAIL");
-  if (fs && *fs) {
-    long long a = -1, b = -1;
-    int k = sscanf(fs, "%lld:%lld", &a, &b);
-    if (k >= 1) set->fail_step = a;
-    if (k == 2) set->fail_rank = (int)b;
-  }
+  set->writer_nice = (int)ckpt_env_int("BOOST_CKPT_WRITER_NICE", 10);
+  set->direct_write = ckpt_env_int("BOOST_CKPT_DIRECT", 1) != 0;
+  ckpt_test_hooks_from_env();
 }
 
 /* Rank 0 prepares the directory; every rank gets the verdict, and must see
@@ -173,7 +132,7 @@ static int open_dir(ckpt_session *s, char *err, size_t errlen) {
   const process_grid *grid = s->grid;
   char msg[1024] = "";
   int ok = 1;
-  if (s->rank == 0) {
+  if (s->team.rank == 0) {
     char why[768];
     if (ckpt_fs_mkdirs(s->cfg.dir, why, sizeof why) != 0) {
       boost_msgf(msg, sizeof msg, "ckpt.dir: %s", why);
@@ -205,7 +164,7 @@ static int open_dir(ckpt_session *s, char *err, size_t errlen) {
  * moved away while the run goes on). */
 static void warn_disk_space(ckpt_session *s) {
   struct statvfs vfs;
-  if (s->rank != 0 || s->read_only || statvfs(s->cfg.dir, &vfs) != 0) return;
+  if (s->team.rank != 0 || s->read_only || statvfs(s->cfg.dir, &vfs) != 0) return;
   double held = 0; /* existing checkpoints free their space as retention removes them */
   int64_t *steps = NULL;
   int n = 0;
@@ -218,7 +177,7 @@ static void warn_disk_space(ckpt_session *s) {
       if (stat(path, &st) == 0) held += (double)st.st_size;
     }
   free(steps);
-  const double each = ckpt_raw_bytes(s, NULL) / 1.1; /* shuffle + zstd: 1.1-1.3x on weights and moments */
+  const double each = ckpt_raw_bytes(&s->plan, NULL) / 1.1; /* shuffle + zstd: 1.1-1.3x on weights and moments */
   const double need = each * (s->cfg.keep_last + 1), have = (double)vfs.f_bavail * (double)vfs.f_frsize + held;
   if (have >= need) return;
   char e[32], h[32], w[32];
@@ -230,6 +189,16 @@ static void warn_disk_space(ckpt_session *s) {
           "plus the one being written need ~%s: later checkpoints will fail on a full disk (free space, or lower "
           "ckpt.keep_last)\n",
           s->cfg.dir, h, s->cfg.keep_last, e, w);
+}
+
+/* What ckpt_open made, undone (the worker stopped first). */
+static void free_parts(ckpt_session *s) {
+  ckpt_fs_unlock(s->lock_fd);
+  ckpt_stager_free(&s->stager);
+  ckpt_file_plan_free(&s->plan);
+  ckpt_writer_free(&s->writer);
+  ckpt_reader_free(&s->reader);
+  free(s);
 }
 
 ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tensor_registry *reg,
@@ -245,19 +214,19 @@ ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tens
   s->grid = grid;
   s->reg = reg;
   if (hooks) s->hooks = *hooks;
-  s->rank = grid->rank;
-  s->world_size = grid->world_size;
+  s->team.rank = grid->rank;
+  s->team.size = grid->world_size;
   read_env(&s->set);
-  s->direct = ckpt_direct_new();
-  s->last_staged_step = -1;
-  s->last_committed_step = -1;
+  s->out.last_staged_step = -1;
+  s->out.last_committed_step = -1;
   s->read_only = !cfg->dir[0]; /* resume from a PATH, write nothing */
   s->lock_fd = -1;
-  int bad = (!s->read_only && open_dir(s, err, errlen) != 0) || ckpt_build_table(s, err, errlen) != 0;
+  int bad = (!s->read_only && open_dir(s, err, errlen) != 0) || ckpt_file_plan_build(&s->plan, grid, reg, err, errlen) != 0;
   if (!bad) { /* every rank has its staging memory, or none goes on */
     char why[256] = "";
     const int ok = comm_control_all(grid->world, COMM_WORLD, "checkpoint agreement",
-                                    ckpt_stage_alloc(s, why, sizeof why) == 0);
+                                    ckpt_stager_init(&s->stager, &s->plan, reg, grid, &s->cfg, &s->worker, why,
+                                                     sizeof why) == 0);
     if (!ok)
       bad = boost_err(err, errlen, "%s",
                       why[0] ? why
@@ -265,38 +234,34 @@ ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tens
                                "below its largest tensor band)");
   }
   if (bad) {
-    ckpt_fs_unlock(s->lock_fd);
-    boost_free(s->ents);
-    ckpt_stage_free(s);
-    ckpt_direct_free(s->direct);
-    boost_free(s);
+    free_parts(s);
     return NULL;
   }
   warn_disk_space(s);
-  if (s->bounded && s->rank == 0 && !s->read_only) {
+  if (ckpt_stager_bounded(&s->stager) && s->team.rank == 0 && !s->read_only) {
     char ring[32], all[32];
-    ckpt_format_bytes(4.0 * (double)s->ring_floats, ring, sizeof ring);
-    ckpt_format_bytes(4.0 * (double)s->save_floats, all, sizeof all);
+    ckpt_format_bytes(4.0 * (double)s->stager.ring.floats, ring, sizeof ring);
+    ckpt_format_bytes(4.0 * (double)s->plan.save_floats, all, sizeof all);
     printf("checkpoint: staging in a ring of %s for the %s rank 0 writes (ckpt.staging_limit; %.0f%%)\n", ring, all,
-           100.0 * (double)s->ring_floats / (double)s->save_floats);
+           100.0 * (double)s->stager.ring.floats / (double)s->plan.save_floats);
     fflush(stdout);
   }
-  MPI_Comm_dup(grid->world, &s->comm);
+  MPI_Comm_dup(grid->world, &s->team.comm);
   MPI_Comm_dup(grid->dp_comm, &s->dp_comm);
-  comm_init_mpi(&s->hcomm, NULL, MPI_COMM_SELF, s->dp_comm, MPI_COMM_SELF, s->comm);
-  if (s->rank == 0 && !s->read_only) {
+  ckpt_stager_connect(&s->stager, s->team.comm, s->dp_comm);
+  const ckpt_job_parts parts = {&s->cfg, &s->plan, &s->stager, &s->team, &s->worker};
+  s->writer = (ckpt_writer){.parts = parts, .dx = ckpt_direct_new(), .direct_write = s->set.direct_write};
+  s->reader = (ckpt_reader){.parts = parts};
+  if (s->team.rank == 0 && !s->read_only) {
     char p[PATH_MAX];
     boost_msgf(p, sizeof p, "%s/checkpoints.jsonl", s->cfg.dir);
     s->log = fopen(p, "a");
   }
-  pthread_mutex_init(&s->sync.mu, NULL);
-  pthread_cond_init(&s->sync.cv, NULL);
   /* Every rank must have its writer, or the first collective write hangs. */
-  int started = pthread_create(&s->sync.thread, NULL, writer_main, s) == 0;
-  s->sync.thread_started = started;
+  int started = ckpt_worker_start(&s->worker, run_job, s, s->set.writer_nice, s->set.sync_mode, s->cfg.threads) == 0;
   if (started && s->cfg.timeout > 0)
-    s->sync.watchdog_started = pthread_create(&s->sync.watchdog, NULL, watchdog_main, s) == 0;
-  if (!ckpt_all_true(s, started)) {
+    s->watchdog_started = pthread_create(&s->watchdog, NULL, watchdog_main, s) == 0;
+  if (!ckpt_all_true(&s->team, started)) {
     ckpt_close(s);
     boost_err(err, errlen, "cannot start the checkpoint writer thread on every rank");
     return NULL;
@@ -325,9 +290,9 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
     boost_msgf(msg, msglen, "fresh start (ckpt.resume=none)%s%s%s", held, note ? "; " : "", note ? note : "");
     return 0;
   }
-  submit(s, JOB_LOAD, 1);
-  wait_idle(s);
-  load_result *lr = &s->lres;
+  ckpt_worker_submit(&s->worker, CKPT_JOB_LOAD, -1, 1);
+  ckpt_worker_wait_idle(&s->worker);
+  load_result *lr = &s->reader.res;
   if (lr->status < 0) {
     boost_msgf(msg, msglen, "%s", lr->msg);
     return -1;
@@ -337,56 +302,33 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
     ckpt_state_free(&lr->state);
     return 0;
   }
-  ckpt_upload_loaded(s); /* verified: the replicas' bands gathered (streamed), or only now into the arenas */
-  ckpt_load_report(s, lr);
+  ckpt_upload_loaded(&s->stager); /* verified: the replicas' bands gathered (streamed), or only now into the arenas */
+  ckpt_load_report(&s->reader);
   *meta = lr->meta; /* the caller owns them now */
   *state = lr->state;
   ckpt_meta_init(&lr->meta);
   memset(&lr->state, 0, sizeof lr->state);
-  s->last_committed_step = meta->step;
-  s->last_staged_step = meta->step;
+  s->out.last_committed_step = meta->step;
+  s->out.last_staged_step = meta->step;
   boost_msgf(msg, msglen, "%s%s%s", lr->msg, note ? "; " : "", note ? note : "");
   return 1;
 }
 
-/* Until the job in flight no longer reads the first `need` bands of the
- * ring (INT_MAX: any of the arenas). */
-static void wait_staged(ckpt_session *s, int need) {
-  pthread_mutex_lock(&s->sync.mu);
-#define STILL_READS (s->sync.busy && !s->sync.staged && s->sync.staged_items < need)
-  if (STILL_READS) {
-    const double t0 = boost_now_s();
-    s->sync.trainer_waiting++; /* the writer encodes on every core meanwhile */
-    while (STILL_READS) pthread_cond_wait(&s->sync.cv, &s->sync.mu);
-#undef STILL_READS
-    s->sync.trainer_waiting--;
-    s->sync.update_wait += boost_now_s() - t0;
-  }
-  pthread_mutex_unlock(&s->sync.mu);
-}
-
 void ckpt_before_update(ckpt_session *s) {
   if (!s) return;
-  s->deferred_seen = 1;
-  wait_staged(s, INT_MAX);
+  s->out.deferred_seen = 1;
+  ckpt_worker_wait_staged(&s->worker, INT_MAX);
 }
 
-int ckpt_staging_bounded(const ckpt_session *s) { return s && s->bounded; }
+int ckpt_staging_bounded(const ckpt_session *s) { return s && ckpt_stager_bounded(&s->stager); }
 
 void ckpt_before_update_tensors(ckpt_session *s, int t0, int t1) {
   if (!s) return;
-  s->deferred_seen = 1;
+  s->out.deferred_seen = 1;
   int need = 0;
-  for (int t = t0; t < t1 && t < s->reg->count; t++)
-    if (s->tensor_need[t] > need) need = s->tensor_need[t];
-  wait_staged(s, s->bounded ? need : INT_MAX);
-}
-
-void ckpt_signal_staged(ckpt_session *s) {
-  pthread_mutex_lock(&s->sync.mu);
-  s->sync.staged = 1;
-  pthread_cond_broadcast(&s->sync.cv);
-  pthread_mutex_unlock(&s->sync.mu);
+  for (int t = t0; t < t1 && t < s->plan.ntensors; t++)
+    if (s->plan.tensor_need[t] > need) need = s->plan.tensor_need[t];
+  ckpt_worker_wait_staged(&s->worker, ckpt_stager_bounded(&s->stager) ? need : INT_MAX);
 }
 
 static void log_result(ckpt_session *s, const save_result *r) {
@@ -433,20 +375,20 @@ static void log_result(ckpt_session *s, const save_result *r) {
 /* Takes the finished result (if not yet reported): status text, log lines. */
 static void collect(ckpt_session *s, char *out, size_t outlen, int print) {
   if (out && outlen) out[0] = 0;
-  pthread_mutex_lock(&s->sync.mu);
-  int have = !s->sync.busy && s->sync.res_unreported;
+  pthread_mutex_lock(&s->worker.mu);
+  int have = !s->worker.busy && s->worker.unreported;
   save_result r;
   if (have) {
-    s->res.update_wait_s = s->sync.update_wait;
-    s->res.stall_s += s->sync.update_wait;
-    r = s->res;
-    s->sync.res_unreported = 0;
+    s->writer.res.update_wait_s = s->worker.update_wait;
+    s->writer.res.stall_s += s->worker.update_wait;
+    r = s->writer.res;
+    s->worker.unreported = 0;
   }
-  pthread_mutex_unlock(&s->sync.mu);
+  pthread_mutex_unlock(&s->worker.mu);
   if (!have) return;
-  s->last_ok = r.ok;
-  s->last_done = r;
-  if (r.ok) s->last_committed_step = r.step;
+  s->out.last_ok = r.ok;
+  s->out.last_done = r;
+  if (r.ok) s->out.last_committed_step = r.step;
   double tr = 0, ts = 0;
   for (int k = 0; k < SIZE_NUM_CLASSES; k++) tr += r.raw[k], ts += r.stored[k];
   char b[32];
@@ -456,12 +398,12 @@ static void collect(ckpt_session *s, char *out, size_t outlen, int print) {
              ts > 0 ? tr / ts : 0.0, r.stall_s * 1e3);
   else if (out)
     boost_msgf(out, outlen, "step %lld FAILED: %s", (long long)r.step, r.reason);
-  if (s->rank == 0) {
+  if (s->team.rank == 0) {
     log_result(s, &r);
     if (!r.ok) {
       char latest[64] = "no checkpoint committed yet";
-      if (s->last_committed_step >= 0)
-        boost_msgf(latest, sizeof latest, "step %lld remains the latest", (long long)s->last_committed_step);
+      if (s->out.last_committed_step >= 0)
+        boost_msgf(latest, sizeof latest, "step %lld remains the latest", (long long)s->out.last_committed_step);
       /* one write: a line cut by the step log would be unreadable */
       fprintf(stderr, "boost: checkpoint of step %lld FAILED, nothing committed (training continues; %s): %s\n",
               (long long)r.step, latest, r.reason);
@@ -484,7 +426,7 @@ static void collect(ckpt_session *s, char *out, size_t outlen, int print) {
 int ckpt_writes(const ckpt_session *s) { return s && !s->read_only; }
 
 int ckpt_due(const ckpt_session *s, int64_t step, int force) {
-  if (!ckpt_writes(s) || step == s->last_staged_step) return 0;
+  if (!ckpt_writes(s) || step == s->out.last_staged_step) return 0;
   return force || (s->cfg.every > 0 && step % s->cfg.every == 0);
 }
 
@@ -492,7 +434,7 @@ int ckpt_due(const ckpt_session *s, int64_t step, int force) {
  * boundary, and (unless deferred) the tensors. Without memory for the
  * copies the checkpoint fails (j->oom), training goes on. */
 static void stage_job(ckpt_session *s, const ckpt_meta *meta, const ckpt_state *state) {
-  save_job *j = &s->job;
+  save_job *j = &s->writer.job;
   j->step = meta->step;
   ckpt_meta_free(&j->meta);
   int ok = ckpt_meta_copy(&j->meta, meta) == 0;
@@ -505,12 +447,12 @@ static void stage_job(ckpt_session *s, const ckpt_meta *meta, const ckpt_state *
   }
   /* A bounded ring is always filled by the writer, from the state of this
    * mark(): a caller that does not defer waits for it in ckpt_after_step. */
-  j->deferred = (s->deferred_seen && !s->set.sync_mode) || s->bounded;
+  j->deferred = (s->out.deferred_seen && !s->set.sync_mode) || ckpt_stager_bounded(&s->stager);
   if (j->deferred) {
     s->reg->be->mem->mark(s->reg->be); /* the writer copies this state on the copy stream */
   } else {
-    ckpt_copy_to_stage(s, 0);
-    ckpt_stage_moments(s); /* ZeRO-1: from the chunk owners (collective over dp) */
+    ckpt_copy_to_stage(&s->stager, 0);
+    ckpt_stage_moments(&s->stager); /* ZeRO-1: from the chunk owners (collective over dp) */
   }
 }
 
@@ -525,11 +467,8 @@ void ckpt_after_step(ckpt_session *s, const ckpt_meta *meta, const ckpt_state *s
     return;
   }
   double wait_prev = 0.0;
-  pthread_mutex_lock(&s->sync.mu);
-  int inflight = s->sync.busy;
-  pthread_mutex_unlock(&s->sync.mu);
-  if (inflight) {
-    wait_prev = wait_idle(s);
+  if (ckpt_worker_busy(&s->worker)) {
+    wait_prev = ckpt_worker_wait_idle(&s->worker);
     char d2[sizeof done];
     collect(s, d2, sizeof d2, 0);
     if (d2[0]) boost_msgf(done, sizeof done, "%s", d2);
@@ -537,20 +476,20 @@ void ckpt_after_step(ckpt_session *s, const ckpt_meta *meta, const ckpt_state *s
   }
   const double t1 = boost_now_s();
   stage_job(s, meta, state);
-  s->job.wait_prev_s = wait_prev;
-  s->attempted = 1;
-  s->last_staged_step = meta->step;
-  const int must_wait = s->bounded && !(s->deferred_seen && !s->set.sync_mode);
-  s->job.stall_s = boost_now_s() - t1;
-  submit(s, JOB_SAVE, !s->job.deferred);
-  if (must_wait) wait_staged(s, INT_MAX); /* no caller's wait before its update: the arenas are read until then */
+  s->writer.job.wait_prev_s = wait_prev;
+  s->out.attempted = 1;
+  s->out.last_staged_step = meta->step;
+  const int must_wait = ckpt_stager_bounded(&s->stager) && !(s->out.deferred_seen && !s->set.sync_mode);
+  s->writer.job.stall_s = boost_now_s() - t1;
+  ckpt_worker_submit(&s->worker, CKPT_JOB_SAVE, meta->step, !s->writer.job.deferred);
+  if (must_wait) ckpt_worker_wait_staged(&s->worker, INT_MAX); /* no caller's wait before its update: the arenas are read until then */
   const double stall = boost_now_s() - t1;
   char now_txt[96] = "";
   if (s->set.sync_mode) { /* the baseline: training blocks for the whole save */
-    wait_idle(s);
-    pthread_mutex_lock(&s->sync.mu);
-    s->res.stall_s = boost_now_s() - t1;
-    pthread_mutex_unlock(&s->sync.mu);
+    ckpt_worker_wait_idle(&s->worker);
+    pthread_mutex_lock(&s->worker.mu);
+    s->writer.res.stall_s = boost_now_s() - t1;
+    pthread_mutex_unlock(&s->worker.mu);
     collect(s, done, sizeof done, 0);
   } else {
     boost_msgf(now_txt, sizeof now_txt, "step %lld staged, stall %.0f ms", (long long)meta->step, stall * 1e3);
@@ -561,48 +500,34 @@ void ckpt_after_step(ckpt_session *s, const ckpt_meta *meta, const ckpt_state *s
 
 int ckpt_wait(ckpt_session *s) {
   if (!s) return 0;
-  wait_idle(s);
+  ckpt_worker_wait_idle(&s->worker);
   char done[REASON_MAX + 128];
   collect(s, done, sizeof done, 1); /* the outcome of the last checkpoint is logged, not swallowed */
-  if (!s->attempted) return 0;
-  return s->last_ok ? 0 : -1;
+  if (!s->out.attempted) return 0;
+  return s->out.last_ok ? 0 : -1;
 }
 
 void ckpt_close(ckpt_session *s) {
   if (!s) return;
-  wait_idle(s);
+  ckpt_worker_wait_idle(&s->worker);
   char done[REASON_MAX + 128];
   collect(s, done, sizeof done, 1);
-  pthread_mutex_lock(&s->sync.mu);
-  s->sync.quit = 1;
-  pthread_cond_broadcast(&s->sync.cv);
-  pthread_mutex_unlock(&s->sync.mu);
-  if (s->sync.thread_started) pthread_join(s->sync.thread, NULL);
-  if (s->sync.watchdog_started) pthread_join(s->sync.watchdog, NULL);
-  pthread_mutex_destroy(&s->sync.mu);
-  pthread_cond_destroy(&s->sync.cv);
-  comm_free(&s->hcomm);
-  MPI_Comm_free(&s->comm);
+  ckpt_worker_stop(&s->worker); /* the watchdog sees quit too */
+  if (s->watchdog_started) pthread_join(s->watchdog, NULL);
+  ckpt_worker_free(&s->worker);
+  ckpt_stager_free(&s->stager); /* its data plane first: it uses the communicators */
+  MPI_Comm_free(&s->team.comm);
   MPI_Comm_free(&s->dp_comm);
   if (s->log) fclose(s->log);
-  ckpt_fs_unlock(s->lock_fd);
-  ckpt_stage_free(s);
-  boost_free(s->ents);
-  ckpt_direct_free(s->direct);
-  ckpt_state_free(&s->job.state);
-  ckpt_meta_free(&s->job.meta);
-  ckpt_acts_free(&s->job.acts);
-  ckpt_state_free(&s->lres.state);
-  ckpt_meta_free(&s->lres.meta);
-  free(s);
+  free_parts(s);
 }
 
-int64_t ckpt_last_committed(const ckpt_session *s) { return s ? s->last_committed_step : -1; }
+int64_t ckpt_last_committed(const ckpt_session *s) { return s ? s->out.last_committed_step : -1; }
 
 int ckpt_last_stats(const ckpt_session *s, ckpt_stats *out) {
   memset(out, 0, sizeof *out);
-  if (!s || !s->last_done.valid) return -1;
-  const save_result *r = &s->last_done;
+  if (!s || !s->out.last_done.valid) return -1;
+  const save_result *r = &s->out.last_done;
   out->step = r->step;
   out->committed = r->ok;
   out->stall_s = r->stall_s;

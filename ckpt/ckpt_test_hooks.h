@@ -1,0 +1,42 @@
+/* The checkpoint package's fault injection and test switches, kept out of
+ * the production structs: one process-wide set, read from the environment
+ * when a session opens (ckpt_test_hooks_from_env), or put in place by a
+ * test (ckpt_test_hooks_set). Production code only reads it (ckpt_test_hooks),
+ * at the few points a test needs to break:
+ *   BOOST_CKPT_TEST_DELAY_MS=N     the writer and the reader sleep N ms after each dataset
+ *   BOOST_CKPT_TEST_FAIL=STEP[:RANK]  STEP's checkpoint fails with an injected I/O error on RANK (all when omitted)
+ *   BOOST_CKPT_TEST_FLIP_AFTER_WRITE=STEP  a byte in the middle of STEP's file is flipped before its read-back
+ *   BOOST_CKPT_TEST_DIRSYNC_FAIL=STEP  the directory fsync after STEP's rename reports failure (the file is in place)
+ *   BOOST_CKPT_TEST_NO_RESERVE=1   no disk reservation before writing
+ *   BOOST_CKPT_TEST_READBACK_HDF5=1  the read-back goes through H5Dread (the path for other pipelines)
+ *   BOOST_CKPT_TEST_LOAD_RING=1    a load goes through the staging ring even into host memory */
+#ifndef BOOST_CKPT_TEST_HOOKS_H
+#define BOOST_CKPT_TEST_HOOKS_H
+
+#include <stdint.h>
+
+typedef struct {
+  int delay_ms;
+  int no_reserve;
+  int64_t fail_step; /* -1: none */
+  int fail_rank;     /* -1: every rank */
+  int64_t flip_step;
+  int64_t dirsync_fail_step;
+  int readback_hdf5;
+  int load_ring;
+} ckpt_test_hooks;
+
+/* The switches in force (all off unless a test set them). */
+const ckpt_test_hooks *ckpt_test_hooks_now(void);
+/* Reads them from the environment (ckpt_open, before any thread starts). */
+void ckpt_test_hooks_from_env(void);
+/* Test only: puts h in force (NULL: all off). */
+void ckpt_test_hooks_set(const ckpt_test_hooks *h);
+/* An integer switch of the environment (dflt when unset or not a number). */
+int64_t ckpt_env_int(const char *name, int64_t dflt);
+/* Whether STEP's checkpoint fails with an injected error on this rank. */
+int ckpt_test_fails(int64_t step, int rank);
+/* The delay after a dataset, when one is set. */
+void ckpt_test_delay(void);
+
+#endif
