@@ -67,7 +67,7 @@ fi
 
 # The old flag forms (tests/mpi/*.sh, bench/ use them).
 "$INSPECT" --verify "$f" | tail -1 | grep -q "^verify: ok" || fail "--verify"
-"$INSPECT" --json "$f" | "$PY" -c 'import json,sys; d=json.load(sys.stdin); assert len(d["tensors"]) == 132 and d["tensors"][0]["checksum"]' || fail "--json PATH"
+"$INSPECT" --json "$f" | "$PY" -c 'import json,sys; d=json.load(sys.stdin); assert len(d["tensors"]) == 135 and d["tensors"][0]["checksum"]' || fail "--json PATH"
 "$INSPECT" --json --no-tensors "$f" | "$PY" -c 'import json,sys; d=json.load(sys.stdin); assert "tensors" not in d and d["step"] == 3' || fail "--json --no-tensors"
 "$INSPECT" --list "$tmp/c" | grep -q latest || fail "--list"
 "$INSPECT" --dump model/embed.weight "$tmp/e3.bin" "$f" >/dev/null && cmp -s "$tmp/e1.bin" "$tmp/e3.bin" || fail "--dump"
