@@ -56,6 +56,15 @@ print(g["skip_batches"])') || fail "$tag: the final checkpoint's guard ledger is
 # ---- one process ------------------------------------------------------------
 heal_and_compare p1 0 spike@7,spike@9,spike@10
 
+# boost-inspect plot marks the flagged steps and the rollback.
+if command -v gnuplot >/dev/null; then
+  "$INSPECT" plot "$tmp/p1.h" -o "$tmp/p1.png" --data-dir "$tmp/p1.plot" >/dev/null 2>&1 || fail "plot failed"
+  [ "$(head -c 4 "$tmp/p1.png" | tail -c 3)" = PNG ] || fail "plot wrote no PNG"
+  grep -q "rollback at step 4: batches 4-10 skipped" "$tmp/p1.plot/plot.gp" || fail "plot: no rollback mark"
+  grep -q "3 steps flagged by the guard" "$tmp/p1.plot/plot.gp" || fail "plot: no flagged marks"
+  [ "$(grep -c "dt 3 lw 1 lc rgb '#e67e22'" "$tmp/p1.plot/plot.gp")" = 3 ] || fail "plot: not 3 flagged lines"
+fi
+
 # The ledger through boost-reshard and an elastic restart on another layout.
 guard_skips() { "$INSPECT" --json --no-tensors "$1" | "$PY" -c 'import json,sys; g = json.load(sys.stdin)["guard"]; print(g["flagged"], g["rollbacks"], g["skip_batches"])'; }
 "$B/tools/boost-reshard" "$tmp/p1.h/step_00000016.h5" "$tmp/rs.h5" --layout dp=1,tp=2,pp=1 --quiet >"$tmp/rs.log" 2>&1 ||
