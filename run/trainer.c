@@ -529,6 +529,7 @@ static int rollback(run *t, int64_t first_step, int64_t last_batch) {
     snprintf(msg, sizeof msg, "no checkpoint at or before step %lld: back to the initial weights", (long long)first_step);
   }
   registry_refresh_work(&t->m.reg);
+  run_watch_begin(cfg, t->grid.rank, st, t->ck); /* the watchdog's account restarts at the step rolled back to */
   /* A window of batches not skipped yet: a second rollback to the same
    * checkpoint skips the next train.guard_skip_batches, not the same ones. */
   int64_t from = next_batch(t), last;
