@@ -25,6 +25,9 @@ enum { GUARD_SKIP_CONFIG = 0, GUARD_SKIP_ROLLBACK = 1, GUARD_SKIP_FLAGGED = 2 };
 
 /* The exit status of a run the guard could not heal (EX_DATAERR). */
 #define BOOST_EXIT_DIVERGED 65
+/* The exit status of a run whose replays found a rank giving different
+ * results for the same step (EX_UNAVAILABLE): exclude its host. */
+#define BOOST_EXIT_FAULTY_HOST 69
 
 typedef struct {
   unsigned reasons; /* 0: accepted */

@@ -11,6 +11,7 @@
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "blas_select.h"
 #include "check.h"
@@ -73,6 +74,7 @@ struct trainer {
   optim_parts parts; /* the optimizer step in parts when ck's staging is bounded (n 0: whole) */
   trainer_ckpt_ctx hooks_ctx;
   run_interval interval; /* ckpt.every_seconds / ckpt.every = auto */
+  int *sdc_fails;        /* [world size] replays each rank disagreed in (the guard's replay) */
 };
 typedef struct trainer run;
 
@@ -150,22 +152,54 @@ static void fetch_micro(void *ctx, int micro, int32_t *in, int32_t *tg) {
 static void wait_staged(void *ck, int t0, int t1) { ckpt_before_update_tensors(ck, t0, t1); }
 
 /* The test hook BOOST_TRAIN_TEST_FAULT=KIND@BATCH[:RANK][,...]
- * (docs/CHAOS.md): the step of global batch BATCH gets, in RANK's share of
- * the loss reduction (every rank's when RANK is omitted), a NaN (KIND nan,
- * as a NaN in its gradients would give) or 1e4 more (spike). The value to
- * add at `batch` on this rank: 0 for none. */
-static double test_fault_here(const run *r, int64_t batch) {
+ * (docs/CHAOS.md): the entry of KIND for global batch `batch` on this rank
+ * (RANK omitted: every rank). nan and spike: at BATCH, RANK's share of the
+ * loss reduction gets a NaN (as a NaN in its gradients would give) or 1e4
+ * more; sdc: at BATCH, one bit of one of RANK's gradients flips, on the
+ * step's first execution only (a transient fault: a replay is clean);
+ * sdc-persistent: from BATCH on, a different bit flips at every execution
+ * on RANK (a failing part). 1 when the entry applies here. */
+static int test_fault(const run *r, const char *kind, int64_t batch) {
   const char *v = getenv("BOOST_TRAIN_TEST_FAULT");
+  const size_t klen = strlen(kind);
   while (v && *v) {
-    const int nan = !strncmp(v, "nan@", 4), spike = !strncmp(v, "spike@", 6);
-    if (!nan && !spike) return 0;
     char *end;
-    const long long b = strtoll(v + (nan ? 4 : 6), &end, 10);
+    const int match = !strncmp(v, kind, klen) && v[klen] == '@';
+    const char *at = strchr(v, '@');
+    const long long b = at ? strtoll(at + 1, &end, 10) : -1;
+    if (!at) return 0;
     const long rank = *end == ':' ? strtol(end + 1, &end, 10) : -1;
-    if (b == batch && (rank < 0 || rank == r->grid.rank)) return nan ? NAN : 1e4;
-    v = *end == ',' ? end + 1 : NULL;
+    const int persistent = !strcmp(kind, "sdc-persistent");
+    if (match && (persistent ? batch >= b : b == batch) && (rank < 0 || rank == r->grid.rank)) return 1;
+    v = strchr(end, ',');
+    if (v) v++;
   }
   return 0;
+}
+
+/* The sdc kinds of the hook: one bit of one local gradient flipped (the
+ * mantissa's top bit: no spike, a different result). */
+static void test_flip_gradient(run *r, int64_t batch) {
+  static int64_t transient_done = -1; /* the batch whose first execution was corrupted */
+  static size_t persistent_count;
+  const int transient = test_fault(r, "sdc", batch) && transient_done != batch;
+  const int persistent = test_fault(r, "sdc-persistent", batch);
+  if (!transient && !persistent) return;
+  if (transient) transient_done = batch;
+  const size_t at = persistent ? (persistent_count++ * 7919u) % r->m.reg.numel : r->m.reg.numel / 2;
+  float g;
+  uint32_t bits;
+  float *p = r->m.reg.arena[TENSOR_GRADS] + at;
+  r->be->mem->download(r->be, &g, p, sizeof g);
+  memcpy(&bits, &g, sizeof bits);
+  bits ^= 1u << 22;
+  memcpy(&g, &bits, sizeof g);
+  r->be->mem->upload(r->be, p, &g, sizeof g);
+}
+
+/* The nan and spike kinds: what to add to this rank's share of the loss. */
+static double test_loss_fault(const run *r, int64_t batch) {
+  return test_fault(r, "nan", batch) ? NAN : test_fault(r, "spike", batch) ? 1e4 : 0;
 }
 
 /* The first half of an optimizer step: grad_accum micro-batches per replica
@@ -189,6 +223,7 @@ static float step_gradients(run *r, train_state *st, double *grad_norm) {
    * parameters are all-gathered; in buckets posted during the last
    * backward (grad_buckets.h), here only the rest and the waits. */
   grad_buckets_finish(&r->buckets);
+  test_flip_gradient(r, st->data_cursor / r->global_batch);
   /* Loss: owned by one rank per replica, summed over dp. Gradient norm: tp
    * shards and pipeline stages summed (replicated tensors counted once),
    * dp replicas hold equal gradients (counted once) or disjoint chunks.
@@ -201,7 +236,7 @@ static float step_gradients(run *r, train_state *st, double *grad_norm) {
     model_grad_sumsq(m);
   else
     be->mem->zero(be, &stats[1], sizeof(double));
-  const double fault = test_fault_here(r, st->data_cursor / r->global_batch);
+  const double fault = test_loss_fault(r, st->data_cursor / r->global_batch);
   if (fault != 0) {
     double mine;
     be->mem->download(be, &mine, &stats[0], sizeof mine);
@@ -442,6 +477,7 @@ void trainer_destroy(trainer *r) {
   boost_free(r->val_in);
   boost_free(r->val_tg);
   boost_free(r->layers_per_stage);
+  boost_free(r->sdc_fails);
   if (r->parts.n) optim_parts_free(&r->parts, &r->m);
   if (r->m.layers) model_free(&r->m);
   if (r->comm.ops) comm_free(&r->comm);
@@ -543,6 +579,107 @@ static int rollback(run *t, int64_t first_step, int64_t last_batch) {
            cfg->train.guard_max_rollbacks, (long long)st->step, msg, (long long)from, (long long)to);
     fflush(stdout);
   }
+  return 0;
+}
+
+/* This rank's fingerprint of a step's result: its local gradients (after
+ * the data-parallel reduction) hashed, with the step's global loss and
+ * gradient norm, bit for bit. */
+static uint64_t step_fingerprint(const run *t, float loss, double gnorm) {
+  const size_t n = t->m.reg.numel;
+  float *host = boost_calloc(n ? n : 1, sizeof *host);
+  t->be->mem->download(t->be, host, t->m.reg.arena[TENSOR_GRADS], n * sizeof *host);
+  XXH3_state_t *h = XXH3_createState();
+  if (!h) boost_fail("out of memory for the guard's replay hash");
+  XXH3_64bits_reset(h);
+  XXH3_64bits_update(h, host, n * sizeof *host);
+  XXH3_64bits_update(h, &loss, sizeof loss);
+  XXH3_64bits_update(h, &gnorm, sizeof gnorm);
+  const uint64_t d = XXH3_64bits_digest(h);
+  XXH3_freeState(h);
+  boost_free(host);
+  return d;
+}
+
+/* The ranks whose `differs` is set, over world: the count, the lowest in
+ * *first and that rank's host name in host. Collective. */
+static int agree_differing(run *t, int differs, int *first, char *host, size_t hostlen) {
+  const int W = t->grid.world_size;
+  double *v = boost_calloc((size_t)W, sizeof *v);
+  v[t->grid.rank] = differs;
+  comm_control_sum_f64(&t->comm, COMM_WORLD, v, W);
+  int n = 0;
+  *first = -1;
+  for (int k = 0; k < W; k++)
+    if (v[k] != 0) {
+      if (*first < 0) *first = k;
+      n++;
+    }
+  boost_free(v);
+  host[0] = 0;
+  if (*first >= 0) {
+    char name[256] = "";
+    if (gethostname(name, sizeof name - 1) != 0) snprintf(name, sizeof name, "?");
+    comm_control_bcast(t->grid.world, COMM_WORLD, "the faulty rank's host", name, (int)sizeof name, *first);
+    snprintf(host, hostlen, "%s", name);
+  }
+  return n;
+}
+
+/* The guard's replay (docs/GUARD.md, "Silent data corruption"): the step is
+ * taken again from the same weights and batch (nothing was applied). The
+ * same bits on every rank: the result is real (-1). Different bits on some
+ * rank: a hardware fault; a third execution decides -- the second and
+ * third agree: the step is theirs (*loss, *gnorm and the gradients in the
+ * arena), the faulty rank is counted, 0; they differ too, or the rank
+ * failed train.guard_sdc_limit replays: the job ends, the exit status
+ * BOOST_EXIT_FAULTY_HOST naming the rank and its host. Collective. */
+static int replay_step(run *t, float *loss, double *gnorm) {
+  const train_config *cfg = t->cfg;
+  train_state *st = &t->st;
+  const uint64_t first = step_fingerprint(t, *loss, *gnorm);
+  double g2, g3;
+  const float l2 = step_gradients(t, st, &g2);
+  const uint64_t second = step_fingerprint(t, l2, g2);
+  int bad, rank;
+  char host[256];
+  if (agree_differing(t, first != second, &rank, host, sizeof host) == 0) return -1;
+  const float l3 = step_gradients(t, st, &g3);
+  const uint64_t third = step_fingerprint(t, l3, g3);
+  int rank2;
+  char host2[256];
+  const int again = agree_differing(t, second != third, &rank2, host2, sizeof host2);
+  if (!t->sdc_fails) t->sdc_fails = boost_calloc((size_t)t->grid.world_size, sizeof *t->sdc_fails);
+  bad = ++t->sdc_fails[rank];
+  const long long step = (long long)st->step + 1, batch = (long long)next_batch(t);
+  if (again || bad >= cfg->train.guard_sdc_limit) {
+    if (t->grid.rank == 0)
+      fprintf(stderr,
+              "boost-train: silent data corruption: rank %d on host %s gave different results for the same step %lld "
+              "(batch %lld) %s; exclude the host (docs/GUARD.md); exit %d\n",
+              again ? rank2 : rank, again ? host2 : host, step, batch,
+              again ? "in every replay" : "again (train.guard_sdc_limit)", BOOST_EXIT_FAULTY_HOST);
+    return BOOST_EXIT_FAULTY_HOST;
+  }
+  if (t->grid.rank == 0) {
+    printf("guard: silent data corruption at step %lld (batch %lld) on rank %d, host %s: its first result discarded, "
+           "the step taken from two replays that agree (%d of train.guard_sdc_limit=%d)\n",
+           step, batch, rank, host, bad, cfg->train.guard_sdc_limit);
+    fflush(stdout);
+  }
+  *loss = l3;
+  *gnorm = g3;
+  return 0;
+}
+
+/* Whether the replay can tell a fault from a real result here: only where
+ * steps are bit-deterministic (the CPU and guarded backends; not CUDA,
+ * whose kernels this build does not promise deterministic). Said once. */
+static int replay_allowed(run *t) {
+  static int said;
+  if (t->cfg->train.device != DEVICE_CUDA) return 1;
+  if (!said++ && t->grid.rank == 0)
+    printf("guard: no replay of flagged steps: train.device=cuda is not bit-deterministic here (docs/GUARD.md)\n");
   return 0;
 }
 
@@ -771,7 +908,16 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
     float lr = lr_at(cfg, (int)st->step);
     loss = step_gradients(t, st, &gnorm);
     if (cfg->train.guard != GUARD_OFF) { /* the verdict, before the optimizer touches anything */
-      const guard_verdict v = guard_judge(cfg, st, loss, gnorm);
+      guard_verdict v = guard_judge(cfg, st, loss, gnorm);
+      const int every = cfg->train.replay_every > 0 && (st->step + 1) % cfg->train.replay_every == 0;
+      if ((v.reasons || every) && replay_allowed(t)) { /* a flagged step is replayed before the policy applies */
+        const int rc = replay_step(t, &loss, &gnorm);
+        if (rc > 0) {
+          status = rc;
+          break;
+        }
+        if (rc == 0) v = guard_judge(cfg, st, loss, gnorm); /* the step as the agreeing replays took it */
+      }
       if (v.reasons) {
         status = on_flagged(t, loss, gnorm, &v);
         loss = NAN; /* not a step of the run: the final line reports the last accepted one */

@@ -125,6 +125,12 @@ static const key_spec KEYS[] = {
      "rollback: batches skipped from the checkpoint rolled back to (at least through the last flagged one)", NULL},
     {"train.guard_max_rollbacks", K_INT, F(train.guard_max_rollbacks), 0, 1e6,
      "rollbacks before the run ends with exit status 65 naming the flagged steps and batches", NULL},
+    {"train.replay_every", K_INT, F(train.replay_every), 0, 1e9,
+     "also replay one step in every N that the guard accepted, to catch silent data corruption that causes no "
+     "spike (0: only flagged steps are replayed); refused where steps are not bit-deterministic (train.device=cuda)",
+     NULL},
+    {"train.guard_sdc_limit", K_INT, F(train.guard_sdc_limit), 1, 1e6,
+     "replays a rank may disagree with before the job ends with exit 69 naming its host (exclude it)", NULL},
     {"train.skip_batches", K_STR, F(train.skip_batches), 0, 0,
      "global batch indices never trained on: ranges like 100-299,512 (ascending, not overlapping)", NULL},
     {"parallel.dp", K_INT, F(parallel.dp), 1, 1 << 20, "data-parallel degree", NULL},
@@ -260,6 +266,7 @@ void config_defaults(train_config *cfg) {
   cfg->train.guard_cluster_window = 50;
   cfg->train.guard_skip_batches = 200;
   cfg->train.guard_max_rollbacks = 3;
+  cfg->train.guard_sdc_limit = 2;
   cfg->parallel.dp = cfg->parallel.tp = cfg->parallel.pp = 1;
   cfg->parallel.tp_mode = TP_AUTO;
   cfg->parallel.recompute = RECOMPUTE_NONE;
@@ -482,6 +489,9 @@ int config_validate(train_config *cfg, char *err, size_t errlen) {
   if (cfg->train.guard_warmup > cfg->train.guard_window)
     return boost_err(err, errlen, "train.guard_warmup %d exceeds train.guard_window %d: the z-scores need that many steps in the window",
                      cfg->train.guard_warmup, cfg->train.guard_window);
+  if (cfg->train.replay_every > 0 && cfg->train.device == DEVICE_CUDA)
+    return boost_err(err, errlen, "train.replay_every needs bit-deterministic steps, which train.device=cuda does not "
+                     "promise (docs/GUARD.md): set it to 0");
   if (m->d_model % m->n_heads != 0)
     return boost_err(err, errlen, "model.d_model %d is not divisible by model.n_heads %d", m->d_model, m->n_heads);
   int hd = m->d_model / m->n_heads;

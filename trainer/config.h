@@ -88,6 +88,8 @@ typedef struct {
     float guard_loss_ratio;             /* flag a loss above this many times the window's largest */
     int guard_cluster, guard_cluster_window; /* rollback: this many flagged batches among the last cluster_window */
     int guard_skip_batches, guard_max_rollbacks;
+    int replay_every;    /* replay one step in every N to catch silent corruption (0: only flagged steps) */
+    int guard_sdc_limit; /* replays a rank may fail before the job ends naming its host */
     char skip_batches[CONFIG_STR]; /* as given: ranges of global batch indices, "10-19,35" */
     int n_skip_ranges;             /* parsed once by config_set: sorted, disjoint [first, last] */
     int64_t skip_ranges[CONFIG_MAX_SKIP_RANGES][2];
