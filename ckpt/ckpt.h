@@ -117,6 +117,15 @@ ckpt_session *ckpt_open(const ckpt_settings *set, const process_grid *grid, tens
  * start) only where no checkpoint was read. */
 int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, size_t msglen);
 
+/* The step guard's rollback (run/guard.h): waits for the checkpoint in
+ * flight, sets aside every committed checkpoint of ckpt.dir newer than
+ * max_step (renamed *.h5.superseded: the abandoned branch, kept for a
+ * person; `latest` then names the newest left), and loads the newest one
+ * left that verifies, as ckpt_resume with ckpt.resume=auto. Returns 1 when
+ * loaded, 0 when none is left (nothing loaded: the caller starts over),
+ * -1 when none that is left verifies. Collective over world. */
+int ckpt_rollback(ckpt_session *s, int64_t max_step, ckpt_meta *meta, ckpt_state *state, char *msg, size_t msglen);
+
 /* Staging is deferred: after ckpt_after_step stages a checkpoint, the writer
  * thread copies parameters and moments (the backend's copy stream, from the
  * state at the step boundary) while the next forward/backward runs (they

@@ -123,7 +123,10 @@ const char *ckpt_meta_missing(const ckpt_meta *m, unsigned flags);
 #define CKPT_STATE_SETS(X)                                                                   \
   X(loss_history, F32, 0, CKPT_META_RUN | CKPT_META_RESUME | CKPT_META_INSPECT)             \
   X(val_loss_history, F64, 2, CKPT_META_RUN | CKPT_META_INSPECT)                            \
-  X(run_starts, F64, CKPT_START_NCOLS, CKPT_META_RUN | CKPT_META_INSPECT | CKPT_META_RECORD)
+  X(run_starts, F64, CKPT_START_NCOLS, CKPT_META_RUN | CKPT_META_INSPECT | CKPT_META_RECORD) \
+  X(grad_norm_history, F64, 0, CKPT_META_RUN | CKPT_META_INSPECT)                          \
+  X(guard_events, F64, 6, CKPT_META_RUN | CKPT_META_INSPECT | CKPT_META_RECORD)             \
+  X(skipped_batches, F64, 4, CKPT_META_RUN | CKPT_META_INSPECT | CKPT_META_RECORD)
 
 /* The columns of /state/run_starts: one row per start of the run (the first
  * job, then every resume), in order; the newest row's last_* follow every

@@ -173,9 +173,13 @@ void trainer_ckpt_after_step(const trainer_ckpt_ctx *ctx, ckpt_session *s, const
    * start's row says how far this job got (a copy: st is the run's). */
   ckpt_state state = {{{st->loss_history, st->loss_count},
                        {st->val_history.v, st->val_history.rows},
-                       {st->starts.v, st->starts.rows}}};
-  _Static_assert(CKPT_STATE_NSETS == 3 && CKPT_STATE_loss_history == 0 && CKPT_STATE_val_loss_history == 1 &&
-                     CKPT_STATE_run_starts == 2 && TRAIN_VAL_COLS == 2,
+                       {st->starts.v, st->starts.rows},
+                       {st->grad_norms.v, st->grad_norms.rows},
+                       {st->guard_events.v, st->guard_events.rows},
+                       {st->skipped.v, st->skipped.rows}}};
+  _Static_assert(CKPT_STATE_NSETS == 6 && CKPT_STATE_loss_history == 0 && CKPT_STATE_val_loss_history == 1 &&
+                     CKPT_STATE_run_starts == 2 && CKPT_STATE_grad_norm_history == 3 && CKPT_STATE_guard_events == 4 &&
+                     CKPT_STATE_skipped_batches == 5 && TRAIN_VAL_COLS == 2,
                  "the run hands over every state dataset of the schema, in its order");
   double *starts = NULL;
   const int64_t ns = st->starts.rows;
@@ -217,20 +221,40 @@ static void load_rows(train_rows *r, const ckpt_series *set, int cols) {
   for (int64_t i = 0; i < set->rows; i++) train_rows_push(r, (const double *)set->data + i * cols, cols);
 }
 
+/* A loaded checkpoint's step, cursor, tokens and histories into *st; its
+ * starts and the guard's ledger too unless keep_ledger: a rollback keeps
+ * the run's own, which hold the checkpoint's and what came after it. */
+static void load_state(train_state *st, const ckpt_meta *m, const ckpt_state *state, int keep_ledger) {
+  st->step = m->step;
+  st->data_cursor = m->data_cursor;
+  st->tokens_seen = m->tokens_seen;
+  st->loss_count = 0;
+  const ckpt_series *loss = &state->set[CKPT_STATE_loss_history];
+  for (int64_t i = 0; i < loss->rows; i++) train_state_push_loss(st, ((const float *)loss->data)[i]);
+  load_rows(&st->val_history, &state->set[CKPT_STATE_val_loss_history], TRAIN_VAL_COLS);
+  load_rows(&st->grad_norms, &state->set[CKPT_STATE_grad_norm_history], 1);
+  if (keep_ledger) return;
+  _Static_assert(GUARD_EVENT_COLS == 6 && GUARD_SKIP_COLS == 4, "the guard's tables are the schema's");
+  load_rows(&st->starts, &state->set[CKPT_STATE_run_starts], CKPT_START_NCOLS);
+  load_rows(&st->guard_events, &state->set[CKPT_STATE_guard_events], GUARD_EVENT_COLS);
+  load_rows(&st->skipped, &state->set[CKPT_STATE_skipped_batches], GUARD_SKIP_COLS);
+}
+
 int trainer_ckpt_resume(ckpt_session *s, train_state *st, char *msg, size_t msglen) {
   ckpt_meta m;
   ckpt_state state;
   const int rc = ckpt_resume(s, &m, &state, msg, msglen);
-  if (rc == 1) {
-    st->step = m.step;
-    st->data_cursor = m.data_cursor;
-    st->tokens_seen = m.tokens_seen;
-    st->loss_count = 0;
-    const ckpt_series *loss = &state.set[CKPT_STATE_loss_history];
-    for (int64_t i = 0; i < loss->rows; i++) train_state_push_loss(st, ((const float *)loss->data)[i]);
-    load_rows(&st->val_history, &state.set[CKPT_STATE_val_loss_history], TRAIN_VAL_COLS);
-    load_rows(&st->starts, &state.set[CKPT_STATE_run_starts], CKPT_START_NCOLS);
-  }
+  if (rc == 1) load_state(st, &m, &state, 0);
+  ckpt_state_free(&state);
+  ckpt_meta_free(&m);
+  return rc;
+}
+
+int trainer_ckpt_rollback(ckpt_session *s, int64_t max_step, train_state *st, char *msg, size_t msglen) {
+  ckpt_meta m;
+  ckpt_state state;
+  const int rc = ckpt_rollback(s, max_step, &m, &state, msg, msglen);
+  if (rc == 1) load_state(st, &m, &state, 1);
   ckpt_state_free(&state);
   ckpt_meta_free(&m);
   return rc;

@@ -46,6 +46,12 @@ void trainer_ckpt_after_step(const trainer_ckpt_ctx *ctx, ckpt_session *s, const
  * validation, starts) into *st. Same returns. */
 int trainer_ckpt_resume(ckpt_session *s, train_state *st, char *msg, size_t msglen);
 
+/* The guard's rollback (ckpt_rollback): the newest committed checkpoint at
+ * or before max_step loaded into the arenas and *st, whose guard ledger
+ * (events, skipped batches) is kept as it is. Same returns as
+ * trainer_ckpt_resume (0: no such checkpoint, nothing loaded). */
+int trainer_ckpt_rollback(ckpt_session *s, int64_t max_step, train_state *st, char *msg, size_t msglen);
+
 /* This job's start appended to st's history of starts (after the resume;
  * the row of /state/run_starts, ckpt_meta.h CKPT_START_COLUMNS: the step,
  * time, tokens and batch it starts from, its layout and precision). Each

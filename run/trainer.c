@@ -11,6 +11,7 @@
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "blas_select.h"
 #include "check.h"
@@ -24,6 +25,7 @@
 #include "model.h"
 #include "optim.h"
 #include "grad_buckets.h"
+#include "guard.h"
 #include "pipeline.h"
 #include "preempt.h"
 #include "resume_plan.h"
@@ -72,6 +74,7 @@ struct trainer {
   optim_parts parts; /* the optimizer step in parts when ck's staging is bounded (n 0: whole) */
   trainer_ckpt_ctx hooks_ctx;
   run_interval interval; /* ckpt.every_seconds / ckpt.every = auto */
+  int *sdc_fails;        /* [world size] replays each rank disagreed in (the guard's replay) */
 };
 typedef struct trainer run;
 
@@ -148,11 +151,63 @@ static void fetch_micro(void *ctx, int micro, int32_t *in, int32_t *tg) {
 /* optimizer_step_parts' wait: the checkpoint in flight has read tensors [t0, t1). */
 static void wait_staged(void *ck, int t0, int t1) { ckpt_before_update_tensors(ck, t0, t1); }
 
-/* One optimizer step: grad_accum micro-batches per replica through the
- * pipeline (pipeline.c), the gradient reduction over dp, the optimizer.
- * Returns the mean loss over the global batch and the pre-clip gradient
- * norm. */
-static float train_step(run *r, train_state *st, double *grad_norm) {
+/* The test hook BOOST_TRAIN_TEST_FAULT=KIND@BATCH[:RANK][,...]
+ * (docs/CHAOS.md): the entry of KIND for global batch `batch` on this rank
+ * (RANK omitted: every rank). nan and spike: at BATCH, RANK's share of the
+ * loss reduction gets a NaN (as a NaN in its gradients would give) or 1e4
+ * more; sdc: at BATCH, one bit of one of RANK's gradients flips, on the
+ * step's first execution only (a transient fault: a replay is clean);
+ * sdc-persistent: from BATCH on, a different bit flips at every execution
+ * on RANK (a failing part). 1 when the entry applies here. */
+static int test_fault(const run *r, const char *kind, int64_t batch) {
+  const char *v = getenv("BOOST_TRAIN_TEST_FAULT");
+  const size_t klen = strlen(kind);
+  while (v && *v) {
+    char *end;
+    const int match = !strncmp(v, kind, klen) && v[klen] == '@';
+    const char *at = strchr(v, '@');
+    const long long b = at ? strtoll(at + 1, &end, 10) : -1;
+    if (!at) return 0;
+    const long rank = *end == ':' ? strtol(end + 1, &end, 10) : -1;
+    const int persistent = !strcmp(kind, "sdc-persistent");
+    if (match && (persistent ? batch >= b : b == batch) && (rank < 0 || rank == r->grid.rank)) return 1;
+    v = strchr(end, ',');
+    if (v) v++;
+  }
+  return 0;
+}
+
+/* The sdc kinds of the hook: one bit of one local gradient flipped (the
+ * mantissa's top bit: no spike, a different result). */
+static void test_flip_gradient(run *r, int64_t batch) {
+  static int64_t transient_done = -1; /* the batch whose first execution was corrupted */
+  static size_t persistent_count;
+  const int transient = test_fault(r, "sdc", batch) && transient_done != batch;
+  const int persistent = test_fault(r, "sdc-persistent", batch);
+  if (!transient && !persistent) return;
+  if (transient) transient_done = batch;
+  const size_t at = persistent ? (persistent_count++ * 7919u) % r->m.reg.numel : r->m.reg.numel / 2;
+  float g;
+  uint32_t bits;
+  float *p = r->m.reg.arena[TENSOR_GRADS] + at;
+  r->be->mem->download(r->be, &g, p, sizeof g);
+  memcpy(&bits, &g, sizeof bits);
+  bits ^= 1u << 22;
+  memcpy(&g, &bits, sizeof g);
+  r->be->mem->upload(r->be, p, &g, sizeof g);
+}
+
+/* The nan and spike kinds: what to add to this rank's share of the loss. */
+static double test_loss_fault(const run *r, int64_t batch) {
+  return test_fault(r, "nan", batch) ? NAN : test_fault(r, "spike", batch) ? 1e4 : 0;
+}
+
+/* The first half of an optimizer step: grad_accum micro-batches per replica
+ * through the pipeline (pipeline.c) and the gradient reduction over dp.
+ * Returns the mean loss over the global batch and sets the pre-clip
+ * gradient norm: the same values on every rank, before anything changes
+ * the weights or moments (the step guard judges them). */
+static float step_gradients(run *r, train_state *st, double *grad_norm) {
   const train_config *cfg = r->cfg;
   model *m = &r->m;
   boost_backend *be = r->be;
@@ -167,25 +222,42 @@ static float train_step(run *r, train_state *st, double *grad_norm) {
    * replica updates its chunk of the parameters and moments, then the
    * parameters are all-gathered; in buckets posted during the last
    * backward (grad_buckets.h), here only the rest and the waits. */
-  const size_t chunk = m->reg.mom_end - m->reg.mom_begin;
   grad_buckets_finish(&r->buckets);
+  test_flip_gradient(r, st->data_cursor / r->global_batch);
   /* Loss: owned by one rank per replica, summed over dp. Gradient norm: tp
    * shards and pipeline stages summed (replicated tensors counted once),
    * dp replicas hold equal gradients (counted once) or disjoint chunks.
    * Both reduced in backend memory and read back once: the step's one
-   * synchronisation. */
+   * synchronisation, which also carries the step guard's verdict (every
+   * rank judges the same reduced values). */
   double *stats = model_loss_sum(m);
   if (!owns_loss(r)) be->mem->zero(be, &stats[0], sizeof(double));
   if (cfg->parallel.zero || r->grid.dp_rank == 0)
     model_grad_sumsq(m);
   else
     be->mem->zero(be, &stats[1], sizeof(double));
+  const double fault = test_loss_fault(r, st->data_cursor / r->global_batch);
+  if (fault != 0) {
+    double mine;
+    be->mem->download(be, &mine, &stats[0], sizeof mine);
+    mine += fault;
+    be->mem->upload(be, &stats[0], &mine, sizeof mine);
+  }
   comm_allreduce_sum_f64(&r->comm, COMM_WORLD, stats, 2);
   double red[2];
   model_download_stats(m, red);
   *grad_norm = sqrt(red[1]);
+  return (float)(red[0] / ((double)M * r->grid.dp));
+}
+
+/* The second half: AdamW applies the reduced gradients (clipped to
+ * train.grad_clip by the global norm) at the schedule's step. */
+static void step_update(run *r, train_state *st, double grad_norm) {
+  const train_config *cfg = r->cfg;
+  model *m = &r->m;
+  const size_t chunk = m->reg.mom_end - m->reg.mom_begin;
   float lr = lr_at(cfg, (int)st->step);
-  const float clip = boost_clip_scale(*grad_norm, cfg->train.grad_clip);
+  const float clip = boost_clip_scale(grad_norm, cfg->train.grad_clip);
   if (r->parts.n) { /* each part waits only for its tensors' bands of a checkpoint staged in turns */
     optimizer_step_parts(m, cfg, lr, (int)st->step + 1, clip, &r->parts, wait_staged, r->ck);
   } else {
@@ -196,7 +268,6 @@ static float train_step(run *r, train_state *st, double *grad_norm) {
     comm_allgather_chunks(&r->comm, COMM_DP, m->reg.arena[TENSOR_PARAMS], chunk);
     registry_refresh_work(&m->reg);
   }
-  return (float)(red[0] / ((double)M * r->grid.dp));
 }
 
 static void write_metrics(run *r, const comm_ctx *comm_counts, const train_state *st, float loss, float val_loss, float lr, double gnorm,
@@ -406,6 +477,7 @@ void trainer_destroy(trainer *r) {
   boost_free(r->val_in);
   boost_free(r->val_tg);
   boost_free(r->layers_per_stage);
+  boost_free(r->sdc_fails);
   if (r->parts.n) optim_parts_free(&r->parts, &r->m);
   if (r->m.layers) model_free(&r->m);
   if (r->comm.ops) comm_free(&r->comm);
@@ -421,15 +493,252 @@ comm_ctx *trainer_comm(trainer *t) { return &t->comm; }
 const process_grid *trainer_grid(const trainer *t) { return &t->grid; }
 train_state *trainer_state(trainer *t) { return &t->st; }
 
-float trainer_step(trainer *r, double *grad_norm) {
+/* An accepted step's bookkeeping: the schedule, the cursor, the histories. */
+static void step_accepted(run *r, float loss, double grad_norm) {
   train_state *st = &r->st;
-  float loss = train_step(r, st, grad_norm);
   st->step++;
   run_watch_trained(st);
   st->data_cursor += r->global_batch;
   st->tokens_seen += (double)r->global_batch * r->T;
   train_state_push_loss(st, loss);
+  train_rows_push(&st->grad_norms, &grad_norm, 1);
+}
+
+float trainer_step(trainer *r, double *grad_norm) {
+  float loss = step_gradients(r, &r->st, grad_norm);
+  step_update(r, &r->st, *grad_norm);
+  step_accepted(r, loss, *grad_norm);
   return loss;
+}
+
+/* ---- the step guard (guard.h, docs/GUARD.md) ------------------------------ */
+
+/* Global batch index of the next step. */
+static int64_t next_batch(const run *t) { return t->st.data_cursor / t->global_batch; }
+
+/* A batch that train.skip_batches or a rollback's window covers is passed
+ * over before its step: the cursor moves past the range, nothing else
+ * changes. 1 when it moved. */
+static int pass_skipped(run *t) {
+  train_state *st = &t->st;
+  const int64_t batch = next_batch(t);
+  int64_t last;
+  int reason;
+  if (!guard_skip_range(t->cfg, st, batch, &last, &reason)) return 0;
+  if (reason == GUARD_SKIP_CONFIG) guard_note_skip(st, batch, last, reason);
+  st->data_cursor = (last + 1) * t->global_batch;
+  if (t->grid.rank == 0) {
+    printf("skip: batches %lld-%lld (%s) passed over at step %lld\n", (long long)batch, (long long)last,
+           reason == GUARD_SKIP_CONFIG ? "train.skip_batches" : "the guard's rollback", (long long)st->step);
+    fflush(stdout);
+  }
+  return 1;
+}
+
+/* Back to the initial weights (train.seed), zero moments and step 0: the
+ * rollback when no checkpoint precedes the flagged steps. */
+static void start_over(run *t) {
+  train_state *st = &t->st;
+  tensor_registry *reg = &t->m.reg;
+  model_init_params(&t->m, (uint64_t)t->cfg->train.seed);
+  const size_t bytes = (reg->mom_end - reg->mom_begin) * sizeof(float);
+  t->be->mem->zero(t->be, reg->arena[TENSOR_ADAM_M], bytes);
+  t->be->mem->zero(t->be, reg->arena[TENSOR_ADAM_V], bytes);
+  st->step = st->data_cursor = 0;
+  st->tokens_seen = 0;
+  st->loss_count = 0;
+  st->val_history.rows = st->grad_norms.rows = 0;
+}
+
+/* Every rank reloads the newest committed checkpoint at or before
+ * first_step (or starts over) and skips train.guard_skip_batches batches
+ * from its cursor, at least through last_batch. 0, or the exit status. */
+static int rollback(run *t, int64_t first_step, int64_t last_batch) {
+  const train_config *cfg = t->cfg;
+  train_state *st = &t->st;
+  char msg[2048];
+  watchdog_phase("the guard's rollback", WATCH_CKPT);
+  const int rc = trainer_ckpt_rollback(t->ck, first_step, st, msg, sizeof msg);
+  if (rc < 0) return fail_all(&t->grid, msg);
+  if (rc == 0) {
+    start_over(t);
+    snprintf(msg, sizeof msg, "no checkpoint at or before step %lld: back to the initial weights", (long long)first_step);
+  }
+  registry_refresh_work(&t->m.reg);
+  run_watch_begin(cfg, t->grid.rank, st, t->ck); /* the watchdog's account restarts at the step rolled back to */
+  /* A window of batches not skipped yet: a second rollback to the same
+   * checkpoint skips the next train.guard_skip_batches, not the same ones. */
+  int64_t from = next_batch(t), last;
+  int reason;
+  while (guard_skip_range(cfg, st, from, &last, &reason)) from = last + 1;
+  int64_t to = from + cfg->train.guard_skip_batches - 1;
+  if (to < last_batch) to = last_batch;
+  guard_note_skip(st, from, to, GUARD_SKIP_ROLLBACK);
+  if (t->grid.rank == 0) {
+    printf("guard: rollback %d of %d to step %lld: %s; batches %lld-%lld will be skipped\n", guard_rollbacks(st),
+           cfg->train.guard_max_rollbacks, (long long)st->step, msg, (long long)from, (long long)to);
+    fflush(stdout);
+  }
+  return 0;
+}
+
+/* This rank's fingerprint of a step's result: its local gradients (after
+ * the data-parallel reduction) hashed, with the step's global loss and
+ * gradient norm, bit for bit. */
+static uint64_t step_fingerprint(const run *t, float loss, double gnorm) {
+  const size_t n = t->m.reg.numel;
+  float *host = boost_calloc(n ? n : 1, sizeof *host);
+  t->be->mem->download(t->be, host, t->m.reg.arena[TENSOR_GRADS], n * sizeof *host);
+  XXH3_state_t *h = XXH3_createState();
+  if (!h) boost_fail("out of memory for the guard's replay hash");
+  XXH3_64bits_reset(h);
+  XXH3_64bits_update(h, host, n * sizeof *host);
+  XXH3_64bits_update(h, &loss, sizeof loss);
+  XXH3_64bits_update(h, &gnorm, sizeof gnorm);
+  const uint64_t d = XXH3_64bits_digest(h);
+  XXH3_freeState(h);
+  boost_free(host);
+  return d;
+}
+
+/* The ranks whose `differs` is set, over world: the count, the lowest in
+ * *first and that rank's host name in host. Collective. */
+static int agree_differing(run *t, int differs, int *first, char *host, size_t hostlen) {
+  const int W = t->grid.world_size;
+  double *v = boost_calloc((size_t)W, sizeof *v);
+  v[t->grid.rank] = differs;
+  comm_control_sum_f64(&t->comm, COMM_WORLD, v, W);
+  int n = 0;
+  *first = -1;
+  for (int k = 0; k < W; k++)
+    if (v[k] != 0) {
+      if (*first < 0) *first = k;
+      n++;
+    }
+  boost_free(v);
+  host[0] = 0;
+  if (*first >= 0) {
+    char name[256] = "";
+    if (gethostname(name, sizeof name - 1) != 0) snprintf(name, sizeof name, "?");
+    comm_control_bcast(t->grid.world, COMM_WORLD, "the faulty rank's host", name, (int)sizeof name, *first);
+    snprintf(host, hostlen, "%s", name);
+  }
+  return n;
+}
+
+/* The guard's replay (docs/GUARD.md, "Silent data corruption"): the step is
+ * taken again from the same weights and batch (nothing was applied). The
+ * same bits on every rank: the result is real (-1). Different bits on some
+ * rank: a hardware fault; a third execution decides -- the second and
+ * third agree: the step is theirs (*loss, *gnorm and the gradients in the
+ * arena), the faulty rank is counted, 0; they differ too, or the rank
+ * failed train.guard_sdc_limit replays: the job ends, the exit status
+ * BOOST_EXIT_FAULTY_HOST naming the rank and its host. Collective. */
+static int replay_step(run *t, float *loss, double *gnorm) {
+  const train_config *cfg = t->cfg;
+  train_state *st = &t->st;
+  const uint64_t first = step_fingerprint(t, *loss, *gnorm);
+  double g2, g3;
+  const float l2 = step_gradients(t, st, &g2);
+  const uint64_t second = step_fingerprint(t, l2, g2);
+  int bad, rank;
+  char host[256];
+  if (agree_differing(t, first != second, &rank, host, sizeof host) == 0) return -1;
+  const float l3 = step_gradients(t, st, &g3);
+  const uint64_t third = step_fingerprint(t, l3, g3);
+  int rank2;
+  char host2[256];
+  const int again = agree_differing(t, second != third, &rank2, host2, sizeof host2);
+  if (!t->sdc_fails) t->sdc_fails = boost_calloc((size_t)t->grid.world_size, sizeof *t->sdc_fails);
+  bad = ++t->sdc_fails[rank];
+  const long long step = (long long)st->step + 1, batch = (long long)next_batch(t);
+  if (again || bad >= cfg->train.guard_sdc_limit) {
+    if (t->grid.rank == 0)
+      fprintf(stderr,
+              "boost-train: silent data corruption: rank %d on host %s gave different results for the same step %lld "
+              "(batch %lld) %s; exclude the host (docs/GUARD.md); exit %d\n",
+              again ? rank2 : rank, again ? host2 : host, step, batch,
+              again ? "in every replay" : "again (train.guard_sdc_limit)", BOOST_EXIT_FAULTY_HOST);
+    return BOOST_EXIT_FAULTY_HOST;
+  }
+  if (t->grid.rank == 0) {
+    printf("guard: silent data corruption at step %lld (batch %lld) on rank %d, host %s: its first result discarded, "
+           "the step taken from two replays that agree (%d of train.guard_sdc_limit=%d)\n",
+           step, batch, rank, host, bad, cfg->train.guard_sdc_limit);
+    fflush(stdout);
+  }
+  *loss = l3;
+  *gnorm = g3;
+  return 0;
+}
+
+/* Whether the replay can tell a fault from a real result here: only where
+ * steps are bit-deterministic (the CPU and guarded backends; not CUDA,
+ * whose kernels this build does not promise deterministic). Said once. */
+static int replay_allowed(run *t) {
+  static int said;
+  if (t->cfg->train.device != DEVICE_CUDA) return 1;
+  if (!said++ && t->grid.rank == 0)
+    printf("guard: no replay of flagged steps: train.device=cuda is not bit-deterministic here (docs/GUARD.md)\n");
+  return 0;
+}
+
+/* The run's flagged steps and skipped batches in one line (the guard gave up). */
+static void report_give_up(const run *t) {
+  const train_state *st = &t->st;
+  char flags[1024] = "", skips[1024];
+  size_t used = 0;
+  for (int64_t i = 0; i < st->guard_events.rows && used < sizeof flags; i++) {
+    const double *row = st->guard_events.v + i * GUARD_EVENT_COLS;
+    if (i == 12) {
+      used += (size_t)snprintf(flags + used, sizeof flags - used, ", ... (%lld in all)", (long long)st->guard_events.rows);
+      break;
+    }
+    used += (size_t)snprintf(flags + used, sizeof flags - used, "%sstep %lld batch %lld (loss %.4g)", i ? ", " : "",
+                             (long long)row[0] + 1, (long long)row[1], row[3]);
+  }
+  guard_format_skips(st->skipped.v, st->skipped.rows, skips, sizeof skips);
+  fprintf(stderr,
+          "boost-train: the guard gave up after %d rollbacks (train.guard_max_rollbacks=%d): flagged %s; batches "
+          "skipped %s; skipping data does not heal this run (a learning rate far too high?); exit %d\n",
+          guard_rollbacks(st), t->cfg->train.guard_max_rollbacks, flags, skips[0] ? skips : "none",
+          BOOST_EXIT_DIVERGED);
+}
+
+/* A flagged step: nothing was applied; its batch is passed over and noted.
+ * rollback: a non-finite value or train.guard_cluster flagged batches
+ * among the last train.guard_cluster_window roll back, at most
+ * train.guard_max_rollbacks times; skip: that many flagged in a row end the
+ * run. 0 to go on, else the exit status (the same on every rank). */
+static int on_flagged(run *t, float loss, double gnorm, const guard_verdict *v) {
+  const train_config *cfg = t->cfg;
+  train_state *st = &t->st;
+  const int64_t batch = next_batch(t);
+  guard_note_event(st, batch, v, loss, gnorm, GUARD_ACT_DROPPED);
+  guard_note_skip(st, batch, batch, GUARD_SKIP_FLAGGED);
+  int64_t first_step;
+  const int window = cfg->train.guard_cluster_window;
+  const int recent = guard_recent_flags(st, batch, window, &first_step);
+  int back = 0, end = 0;
+  if (cfg->train.guard == GUARD_ROLLBACK) back = (v->reasons & GUARD_NONFINITE) || recent >= cfg->train.guard_cluster;
+  else end = recent >= window;
+  if (back && guard_rollbacks(st) >= cfg->train.guard_max_rollbacks) back = 0, end = 1;
+  st->guard_events.v[(st->guard_events.rows - 1) * GUARD_EVENT_COLS + 5] =
+      back ? GUARD_ACT_ROLLBACK : end ? GUARD_ACT_ENDED : GUARD_ACT_DROPPED;
+  st->data_cursor += t->global_batch;
+  if (t->grid.rank == 0) {
+    char why[256];
+    guard_describe(v, loss, gnorm, why, sizeof why);
+    printf("step %5lld/%d | FLAGGED batch %lld: %s | gnorm %.4g | %s\n", (long long)st->step + 1, cfg->train.steps,
+           (long long)batch, why, gnorm,
+           back ? "rolling back" : end ? "giving up" : "dropped: nothing applied, the batch passed over");
+    fflush(stdout);
+  }
+  if (end) {
+    if (t->grid.rank == 0) report_give_up(t);
+    return BOOST_EXIT_DIVERGED;
+  }
+  return back ? rollback(t, first_step, batch) : 0;
 }
 
 /* The end of a run: waits for the last checkpoint and turns the outcome into
@@ -595,11 +904,38 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
     run_watch_step(ck, st);
     double t0 = boost_now_s(), gnorm = 0.0;
     comm_reset_counts(&t->comm);
+    if (pass_skipped(t)) continue;
     float lr = lr_at(cfg, (int)st->step);
-    loss = trainer_step(t, &gnorm);
+    loss = step_gradients(t, st, &gnorm);
+    if (cfg->train.guard != GUARD_OFF) { /* the verdict, before the optimizer touches anything */
+      guard_verdict v = guard_judge(cfg, st, loss, gnorm);
+      const int every = cfg->train.replay_every > 0 && (st->step + 1) % cfg->train.replay_every == 0;
+      if ((v.reasons || every) && replay_allowed(t)) { /* a flagged step is replayed before the policy applies */
+        const int rc = replay_step(t, &loss, &gnorm);
+        if (rc > 0) {
+          status = rc;
+          break;
+        }
+        if (rc == 0) v = guard_judge(cfg, st, loss, gnorm); /* the step as the agreeing replays took it */
+      }
+      if (v.reasons) {
+        status = on_flagged(t, loss, gnorm, &v);
+        loss = NAN; /* not a step of the run: the final line reports the last accepted one */
+        if (status != 0) break;
+        if ((stop_signal = preempt_agreed(t->grid.world)) != 0) {
+          char ckpt_status[128];
+          run_watch_ckpt(&t->hooks_ctx, ck, st, 1, ckpt_status, sizeof ckpt_status);
+          status = BOOST_EXIT_PREEMPTED;
+          break;
+        }
+        continue;
+      }
+    }
+    step_update(t, st, gnorm);
+    step_accepted(t, loss, gnorm);
     const comm_ctx step_comm = t->comm; /* this step's traffic, before validation's */
     if (!isfinite(loss)) {
-      status = fail_all(&t->grid, "loss is not finite: lower train.lr or check the data");
+      status = fail_all(&t->grid, "loss is not finite: lower train.lr or check the data (or set train.guard=rollback)");
       break;
     }
     double dt = boost_now_s() - t0;

@@ -1,6 +1,7 @@
 /* boost-inspect subcommands: summary, tensors, verify, list, dump. */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 
 #include "ckpt_fs.h"
 #include "ckpt_h5.h"
+#include "guard.h"
 #include "inspect.h"
 
 static cJSON *parse_or_string(const char *s) {
@@ -78,6 +80,55 @@ static void starts_json(cJSON *o, const ins_state *s) {
   }
 }
 
+/* The step guard's ledger (/state/guard_events, /state/skipped_batches):
+ * flagged steps, rollbacks, and every batch passed over as the
+ * train.skip_batches value a fresh run is given to train the same. */
+static void guard_json(cJSON *o, const ins_state *s) {
+  const double *ev = s->v[CKPT_STATE_guard_events], *sk = s->v[CKPT_STATE_skipped_batches];
+  const int64_t ne = (int64_t)s->rows[CKPT_STATE_guard_events], ns = (int64_t)s->rows[CKPT_STATE_skipped_batches];
+  int64_t flagged, rollbacks;
+  guard_count(ev, ne, sk, ns, &flagged, &rollbacks);
+  cJSON *g = cJSON_AddObjectToObject(o, "guard");
+  cJSON_AddNumberToObject(g, "flagged", (double)flagged);
+  cJSON_AddNumberToObject(g, "rollbacks", (double)rollbacks);
+  char skips[4096];
+  guard_format_skips(sk, ns, skips, sizeof skips);
+  cJSON_AddStringToObject(g, "skip_batches", skips);
+  cJSON *arr = cJSON_AddArrayToObject(g, "events");
+  for (int64_t i = 0; i < ne; i++) {
+    const double *row = ev + i * GUARD_EVENT_COLS;
+    char why[128];
+    guard_reason_names((unsigned)row[2], why, sizeof why);
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddNumberToObject(e, "step", row[0] + 1);
+    cJSON_AddNumberToObject(e, "batch", row[1]);
+    cJSON_AddStringToObject(e, "reason", why);
+    cJSON_AddNumberToObject(e, "loss", isfinite(row[3]) ? row[3] : -1);
+    cJSON_AddNumberToObject(e, "grad_norm", isfinite(row[4]) ? row[4] : -1);
+    cJSON_AddStringToObject(e, "action", guard_action_names[(int)row[5] >= 0 && (int)row[5] < 3 ? (int)row[5] : 0]);
+    cJSON_AddItemToArray(arr, e);
+  }
+}
+
+static void guard_text(const ins_state *s) {
+  const double *ev = s->v[CKPT_STATE_guard_events], *sk = s->v[CKPT_STATE_skipped_batches];
+  const int64_t ne = (int64_t)s->rows[CKPT_STATE_guard_events], ns = (int64_t)s->rows[CKPT_STATE_skipped_batches];
+  if (!s->has[CKPT_STATE_guard_events] && !s->has[CKPT_STATE_skipped_batches]) return;
+  int64_t flagged, rollbacks;
+  guard_count(ev, ne, sk, ns, &flagged, &rollbacks);
+  char skips[4096];
+  guard_format_skips(sk, ns, skips, sizeof skips);
+  printf("  guard: %lld flagged step%s, %lld rollback%s; batches skipped: %s\n", (long long)flagged,
+         flagged == 1 ? "" : "s", (long long)rollbacks, rollbacks == 1 ? "" : "s", skips[0] ? skips : "none");
+  for (int64_t i = 0; i < ne; i++) {
+    const double *row = ev + i * GUARD_EVENT_COLS;
+    char why[128];
+    guard_reason_names((unsigned)row[2], why, sizeof why);
+    printf("    step %.0f batch %.0f: %s (loss %.4g, gradient norm %.4g): %s\n", row[0] + 1, row[1], why, row[3], row[4],
+           guard_action_names[(int)row[5] >= 0 && (int)row[5] < 3 ? (int)row[5] : 0]);
+  }
+}
+
 /* Every root attribute of the schema (ckpt_meta.h): numbers (-1 absent),
  * strings (the schema's default when absent; an export's own left out),
  * JSON documents as JSON. */
@@ -98,7 +149,9 @@ static const char *const SUMMARY_HELP =
     "usage: boost-inspect summary [--json] PATH\n"
     "The training state of a checkpoint: step, tokens, data cursor, seeds, next LR,\n"
     "loss history length and last value, the last validation loss, the run's\n"
-    "starts (steps, layout, precision), the layout and precision that wrote it,\n"
+    "starts (steps, layout, precision), the step guard's flagged steps, rollbacks\n"
+    "and skipped batches (as a train.skip_batches value), the layout and precision\n"
+    "that wrote it,\n"
     "the stored activations, the config, software and format version, bytes per\n"
     "category. Exit 1 when PATH is not a readable boost checkpoint of a known\n"
     "format version.\n";
@@ -115,6 +168,7 @@ static int summary_json(const ins_ckpt *c, int with_tensors) {
   history_json(o, "loss_history", &s, CKPT_STATE_loss_history);
   history_json(o, "val_loss_history", &s, CKPT_STATE_val_loss_history);
   starts_json(o, &s);
+  guard_json(o, &s);
   ins_state_free(&s);
   cJSON_AddNumberToObject(o, "file_bytes", stat(c->path, &st) == 0 ? (double)st.st_size : 0);
   cJSON *cat = cJSON_AddObjectToObject(o, "categories");
@@ -167,6 +221,7 @@ static int summary_text(const ins_ckpt *c) {
   printf("  step %lld | tokens %.0f | data cursor %lld | seeds train %lld data %lld | next lr %.3e\n", (long long)m->step,
          m->tokens_seen, (long long)m->data_cursor, (long long)m->train_seed, (long long)m->data_seed, m->lr_next);
   state_text(&s);
+  guard_text(&s);
   ins_state_free(&s);
   printf("  saved by layout %s | precision %s | activations %s\n", m->layout ? m->layout : "?",
          ckpt_meta_str(m, CKPT_META_F_precision), ckpt_meta_str(m, CKPT_META_F_activations));

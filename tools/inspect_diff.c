@@ -12,8 +12,10 @@ static const char *const DIFF_HELP =
     "Every dataset of A and B: max absolute and max relative difference\n"
     "(|a-b| / max(|a|,|b|); NaN against NaN counts as equal), differing shapes,\n"
     "datasets only one side holds. A checkpoint against itself is all zeros.\n"
-    "The run's record of its starts (/state/run_starts: times, layouts) is not\n"
-    "compared: two runs of the same training differ there.\n"
+    "The run's records -- its starts (/state/run_starts: times, layouts) and the\n"
+    "step guard's ledger (/state/guard_events, /state/skipped_batches) -- are\n"
+    "not compared: two runs of the same training differ there (a run healed by\n"
+    "a rollback and a fresh run given its skipped batches).\n"
     "Exit 0 when both could be compared (whatever the differences), 1 otherwise.\n";
 
 static void diff_values(const double *x, const double *y, size_t n, double *maxabs, double *maxrel, size_t *ndiff) {

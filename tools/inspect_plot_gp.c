@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "guard.h"
 #include "inspect_plot.h"
 #include "util.h"
 
@@ -120,10 +121,39 @@ static void start_marks(FILE *gp, const plot_run *r, int tokens) {
   }
 }
 
+/* The step guard's ledger (docs/GUARD.md) on run 0's loss panel: a dotted
+ * line at every flagged step (the step it would have been) and, at every
+ * rollback, a label with the step it went back to and the batches it
+ * skipped. At most 40 flagged steps are drawn (a run that gave up may have
+ * many); the summary lists them all. */
+#define GUARD_COLOR "#e67e22"
+static void guard_marks(FILE *gp, const plot_run *r, int tokens) {
+  const size_t ne = r->st.rows[CKPT_STATE_guard_events], ns = r->st.rows[CKPT_STATE_skipped_batches];
+  for (size_t j = 0; j < ne && j < 40; j++) {
+    const double s = r->st.v[CKPT_STATE_guard_events][j * GUARD_EVENT_COLS] + 1, x = tokens ? plot_tokens_at(r, s) : s;
+    fprintf(gp, "set arrow from first %.17g, graph 0 to first %.17g, graph 1 nohead dt 3 lw 1 lc rgb '%s'\n", x, x,
+            GUARD_COLOR);
+  }
+  for (size_t j = 0; j < ns; j++) {
+    const double *row = r->st.v[CKPT_STATE_skipped_batches] + j * GUARD_SKIP_COLS;
+    if ((int)row[2] != GUARD_SKIP_ROLLBACK && (int)row[2] != GUARD_SKIP_CONFIG) continue;
+    const double x = tokens ? plot_tokens_at(r, row[3]) : row[3];
+    fprintf(gp, "set label '%s at step %.0f: batches %.0f-%.0f skipped' at first %.17g, graph 0.98 rotate by 90 right "
+                "offset character 1,0 font ',7' tc rgb '%s'\n",
+            (int)row[2] == GUARD_SKIP_ROLLBACK ? "rollback" : "train.skip_batches", row[3], row[0], row[1], x,
+            GUARD_COLOR);
+  }
+  if (ne)
+    fprintf(gp, "set label '%zu step%s flagged by the guard (dotted)' at graph 0.99, graph 0.9 right font ',8' tc rgb "
+                "'%s'\n",
+            ne, ne == 1 ? "" : "s", GUARD_COLOR);
+}
+
 /* The loss panel of one run. */
 static void loss_panel(FILE *gp, const plot_run *r, const plot_counts *k, int tokens, int window) {
   const int x = tokens ? 2 : 1;
   start_marks(gp, r, tokens);
+  guard_marks(gp, r, tokens);
   fprintf(gp, "set ylabel 'loss'\n");
   if (window > 1)
     fprintf(gp, "plot 'loss_0.dat' using %d:3 with lines lc rgb '#a9c1e0' title 'training loss', \\\n"

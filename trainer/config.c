@@ -21,6 +21,7 @@ const char *const acts_mode_names[ACTS_COUNT] = {"none", "sample", "all"};
 const char *const device_names[DEVICE_COUNT] = {"cpu", "guarded", "cuda"};
 const char *const precision_names[PRECISION_COUNT] = {"fp32", "bf16"};
 const char *const comm_kind_config_names[COMM_CFG_COUNT] = {"auto", "mpi", "nccl"};
+const char *const guard_policy_names[GUARD_COUNT] = {"off", "skip", "rollback"};
 
 typedef enum { K_INT, K_I64, K_FLOAT, K_STR, K_BOOL, K_ENUM } key_type;
 
@@ -39,6 +40,7 @@ static const enum_choice DEVICE_CHOICES[] = {
     {"cpu", DEVICE_CPU}, {"guarded", DEVICE_GUARDED}, {"cuda", DEVICE_CUDA}, {NULL, 0}};
 static const enum_choice COMM_CHOICES[] = {{"auto", COMM_CFG_AUTO}, {"mpi", COMM_CFG_MPI}, {"nccl", COMM_CFG_NCCL}, {NULL, 0}};
 static const enum_choice PRECISION_CHOICES[] = {{"fp32", PRECISION_FP32}, {"bf16", PRECISION_BF16}, {NULL, 0}};
+static const enum_choice GUARD_CHOICES[] = {{"off", GUARD_OFF}, {"skip", GUARD_SKIP}, {"rollback", GUARD_ROLLBACK}, {NULL, 0}};
 static const enum_choice ACTS_CHOICES[] = {{"none", ACTS_NONE}, {"sample", ACTS_SAMPLE}, {"all", ACTS_ALL}, {NULL, 0}};
 
 typedef struct {
@@ -100,6 +102,37 @@ static const key_spec KEYS[] = {
      PRECISION_CHOICES},
     {"train.seed", K_I64, F(train.seed), 0, BIG, "parameter init seed", NULL},
     {"train.metrics", K_STR, F(train.metrics), 0, 0, "JSON-lines metrics file, one line per step, appended to (a resumed run continues it; empty = none)", NULL},
+    {"train.guard", K_ENUM, F(train.guard), 0, 0,
+     "the step guard (docs/GUARD.md): every step is judged before the optimizer applies it (non-finite loss or "
+     "gradient norm, a loss or gradient-norm spike); off, skip (a flagged step applies nothing and its batch is "
+     "passed), rollback (also: a non-finite value or a cluster of flagged steps reloads the newest checkpoint "
+     "before them and skips train.guard_skip_batches batches from there)",
+     GUARD_CHOICES},
+    {"train.guard_window", K_INT, F(train.guard_window), 1, 1e6, "accepted steps the guard's statistics look back over", NULL},
+    {"train.guard_warmup", K_INT, F(train.guard_warmup), 1, 1e6,
+     "accepted steps before the z-scores judge (at most train.guard_window)", NULL},
+    {"train.guard_z_loss", K_FLOAT, F(train.guard_z_loss), 1e-3, 1e9,
+     "flag a loss whose robust z-score (median, MAD of the window) exceeds this", NULL},
+    {"train.guard_z_gnorm", K_FLOAT, F(train.guard_z_gnorm), 1e-3, 1e9,
+     "flag a gradient norm whose robust z-score exceeds this", NULL},
+    {"train.guard_loss_ratio", K_FLOAT, F(train.guard_loss_ratio), 1.0001, 1e9,
+     "flag a loss above this many times the largest of the window, from the second step on", NULL},
+    {"train.guard_cluster", K_INT, F(train.guard_cluster), 1, 1e6,
+     "rollback: this many flagged batches among the last train.guard_cluster_window roll back", NULL},
+    {"train.guard_cluster_window", K_INT, F(train.guard_cluster_window), 1, 1e6,
+     "batches a cluster of flagged steps is counted over (skip: this many flagged in a row end the run)", NULL},
+    {"train.guard_skip_batches", K_INT, F(train.guard_skip_batches), 1, 1e9,
+     "rollback: batches skipped from the checkpoint rolled back to (at least through the last flagged one)", NULL},
+    {"train.guard_max_rollbacks", K_INT, F(train.guard_max_rollbacks), 0, 1e6,
+     "rollbacks before the run ends with exit status 65 naming the flagged steps and batches", NULL},
+    {"train.replay_every", K_INT, F(train.replay_every), 0, 1e9,
+     "also replay one step in every N that the guard accepted, to catch silent data corruption that causes no "
+     "spike (0: only flagged steps are replayed); refused where steps are not bit-deterministic (train.device=cuda)",
+     NULL},
+    {"train.guard_sdc_limit", K_INT, F(train.guard_sdc_limit), 1, 1e6,
+     "replays a rank may disagree with before the job ends with exit 69 naming its host (exclude it)", NULL},
+    {"train.skip_batches", K_STR, F(train.skip_batches), 0, 0,
+     "global batch indices never trained on: ranges like 100-299,512 (ascending, not overlapping)", NULL},
     {"parallel.dp", K_INT, F(parallel.dp), 1, 1 << 20, "data-parallel degree", NULL},
     {"parallel.tp", K_INT, F(parallel.tp), 1, 1 << 20, "tensor-parallel degree", NULL},
     {"parallel.pp", K_INT, F(parallel.pp), 1, 1 << 20, "pipeline stages", NULL},
@@ -223,6 +256,17 @@ void config_defaults(train_config *cfg) {
   cfg->train.log_every = 1;
   cfg->train.threads = 0;
   cfg->train.seed = 42;
+  cfg->train.guard = GUARD_ROLLBACK; /* docs/GUARD.md, "Defaults" */
+  cfg->train.guard_window = 100;
+  cfg->train.guard_warmup = 20;
+  cfg->train.guard_z_loss = 6.0f;
+  cfg->train.guard_z_gnorm = 12.0f;
+  cfg->train.guard_loss_ratio = 2.0f;
+  cfg->train.guard_cluster = 3;
+  cfg->train.guard_cluster_window = 50;
+  cfg->train.guard_skip_batches = 200;
+  cfg->train.guard_max_rollbacks = 3;
+  cfg->train.guard_sdc_limit = 2;
   cfg->parallel.dp = cfg->parallel.tp = cfg->parallel.pp = 1;
   cfg->parallel.tp_mode = TP_AUTO;
   cfg->parallel.recompute = RECOMPUTE_NONE;
@@ -274,6 +318,7 @@ int config_set(train_config *cfg, const char *key, const char *value, char *err,
     if (strcmp(key, "ckpt.resume") == 0) /* the tagged value, parsed here once */
       cfg->ckpt.resume.kind = !strcmp(value, "auto") ? RESUME_AUTO : !strcmp(value, "none") || !value[0] ? RESUME_NONE : RESUME_PATH;
     if (strcmp(key, "ckpt.staging_limit") == 0 && config_parse_staging_limit(cfg, value, err, errlen) != 0) return -1;
+    if (strcmp(key, "train.skip_batches") == 0 && config_parse_skip_batches(cfg, value, err, errlen) != 0) return -1;
     if (strcmp(key, "model.preset") == 0 && config_apply_preset(&cfg->model, value) != 0) {
       char names[512] = "";
       for (int i = 0; i < NPRESETS; i++) {
@@ -441,6 +486,12 @@ int config_validate(train_config *cfg, char *err, size_t errlen) {
   if (cfg->ckpt.every_auto && cfg->ckpt.every_seconds > 0)
     return boost_err(err, errlen, "ckpt.every = auto chooses the interval itself: unset ckpt.every_seconds (%g)",
                      cfg->ckpt.every_seconds);
+  if (cfg->train.guard_warmup > cfg->train.guard_window)
+    return boost_err(err, errlen, "train.guard_warmup %d exceeds train.guard_window %d: the z-scores need that many steps in the window",
+                     cfg->train.guard_warmup, cfg->train.guard_window);
+  if (cfg->train.replay_every > 0 && cfg->train.device == DEVICE_CUDA)
+    return boost_err(err, errlen, "train.replay_every needs bit-deterministic steps, which train.device=cuda does not "
+                     "promise (docs/GUARD.md): set it to 0");
   if (m->d_model % m->n_heads != 0)
     return boost_err(err, errlen, "model.d_model %d is not divisible by model.n_heads %d", m->d_model, m->n_heads);
   int hd = m->d_model / m->n_heads;

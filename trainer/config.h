@@ -45,6 +45,13 @@ extern const char *const comm_kind_config_names[COMM_CFG_COUNT];
 /* ckpt.resume: the newest good checkpoint of ckpt.dir (auto), a fresh
  * start (none, or empty), or a named file or directory (any other text). */
 typedef enum { RESUME_AUTO = 0, RESUME_NONE, RESUME_PATH, RESUME_KIND_COUNT } resume_kind;
+/* train.guard: what the step guard does with a flagged step (run/guard.h,
+ * docs/GUARD.md): nothing (off), drop it (skip), drop it and roll back to
+ * the newest checkpoint before a cluster of them (rollback). */
+typedef enum { GUARD_OFF = 0, GUARD_SKIP, GUARD_ROLLBACK, GUARD_COUNT } guard_policy;
+extern const char *const guard_policy_names[GUARD_COUNT];
+/* train.skip_batches holds at most this many ranges. */
+#define CONFIG_MAX_SKIP_RANGES 128
 /* ckpt.activations */
 typedef enum { ACTS_NONE = 0, ACTS_SAMPLE, ACTS_ALL, ACTS_COUNT } acts_mode;
 extern const char *const acts_mode_names[ACTS_COUNT];
@@ -74,6 +81,18 @@ typedef struct {
     float lr, min_lr_ratio, weight_decay, beta1, beta2, eps, grad_clip;
     int64_t seed;
     char metrics[CONFIG_STR];
+    /* The step guard (run/guard.h, docs/GUARD.md). */
+    guard_policy guard;
+    int guard_window, guard_warmup;     /* trailing window of accepted steps; steps before the z-scores judge */
+    float guard_z_loss, guard_z_gnorm;  /* robust z-score thresholds */
+    float guard_loss_ratio;             /* flag a loss above this many times the window's largest */
+    int guard_cluster, guard_cluster_window; /* rollback: this many flagged batches among the last cluster_window */
+    int guard_skip_batches, guard_max_rollbacks;
+    int replay_every;    /* replay one step in every N to catch silent corruption (0: only flagged steps) */
+    int guard_sdc_limit; /* replays a rank may fail before the job ends naming its host */
+    char skip_batches[CONFIG_STR]; /* as given: ranges of global batch indices, "10-19,35" */
+    int n_skip_ranges;             /* parsed once by config_set: sorted, disjoint [first, last] */
+    int64_t skip_ranges[CONFIG_MAX_SKIP_RANGES][2];
   } train;
   struct {
     int dp, tp, pp, zero, timeout;

@@ -76,3 +76,53 @@ int config_parse_staging_limit(train_config *cfg, const char *value, char *err, 
   cfg->ckpt.staging_limit.percent = percent;
   return 0;
 }
+
+/* One "N" or "A-B" of train.skip_batches into r[0..1]; -1 when it is not. */
+static int parse_range(const char *tok, int64_t r[2]) {
+  char *end = NULL;
+  errno = 0;
+  const long long a = strtoll(tok, &end, 10);
+  if (end == tok || a < 0 || errno == ERANGE || isspace((unsigned char)*tok) || *tok == '+') return -1;
+  long long b = a;
+  if (*end == '-') {
+    const char *s = end + 1;
+    if (!isdigit((unsigned char)*s)) return -1;
+    b = strtoll(s, &end, 10);
+    if (errno == ERANGE) return -1;
+  }
+  if (*end != '\0') return -1;
+  r[0] = a;
+  r[1] = b;
+  return 0;
+}
+
+int config_parse_skip_batches(train_config *cfg, const char *value, char *err, size_t errlen) {
+  char buf[CONFIG_STR];
+  snprintf(buf, sizeof buf, "%s", value);
+  int n = 0;
+  char *next = buf[0] ? buf : NULL; /* empty: no range; else every comma separates one */
+  while (next) {
+    char *tok = next, *comma = strchr(next, ',');
+    if (comma) *comma = '\0';
+    next = comma ? comma + 1 : NULL;
+    while (*tok == ' ') tok++;
+    for (char *e = tok + strlen(tok); e > tok && e[-1] == ' ';) *--e = '\0';
+    int64_t r[2];
+    if (parse_range(tok, r) != 0)
+      return boost_err(err, errlen, "bad train.skip_batches entry '%s': expected a batch index N or a range A-B", tok);
+    if (r[1] < r[0])
+      return boost_err(err, errlen, "train.skip_batches range %s runs backwards (write %lld-%lld)", tok, (long long)r[1],
+                       (long long)r[0]);
+    if (n > 0 && r[0] <= cfg->train.skip_ranges[n - 1][1])
+      return boost_err(err, errlen, "train.skip_batches range %s %s the range before it (%lld-%lld): give ascending, "
+                       "disjoint ranges", tok, r[1] >= cfg->train.skip_ranges[n - 1][0] ? "overlaps" : "comes before",
+                       (long long)cfg->train.skip_ranges[n - 1][0], (long long)cfg->train.skip_ranges[n - 1][1]);
+    if (n == CONFIG_MAX_SKIP_RANGES)
+      return boost_err(err, errlen, "train.skip_batches holds more than %d ranges", CONFIG_MAX_SKIP_RANGES);
+    cfg->train.skip_ranges[n][0] = r[0];
+    cfg->train.skip_ranges[n][1] = r[1];
+    n++;
+  }
+  cfg->train.n_skip_ranges = n;
+  return 0;
+}

@@ -10,6 +10,9 @@ void train_state_free(train_state *st) {
   free(st->loss_history);
   free(st->val_history.v);
   free(st->starts.v);
+  free(st->grad_norms.v);
+  free(st->guard_events.v);
+  free(st->skipped.v);
   memset(st, 0, sizeof *st);
 }
 

@@ -20,12 +20,25 @@ typedef struct {
   int64_t loss_count, loss_capacity;
   train_rows val_history; /* [step, validation loss] of every validation, identical on every rank */
   train_rows starts;      /* one row per start of the run (its columns: run/ckpt_hooks.c) */
+  train_rows grad_norms;  /* pre-clip gradient norm of each completed step (one column; older files: fewer) */
+  /* The step guard's ledger (run/guard.h): every flagged step, every range
+   * of batches passed over. Kept whole across rollbacks: a rollback reloads
+   * the other state, never these. */
+  train_rows guard_events; /* GUARD_EVENT_COLS columns */
+  train_rows skipped;      /* GUARD_SKIP_COLS columns */
   /* The last micro-batch this rank ran forward (for activation checkpoints). */
   const int32_t *last_tokens;
   int last_B, last_T;
 } train_state;
 
 #define TRAIN_VAL_COLS 2
+/* guard_events: step (the accepted steps before it), batch (global index),
+ * reason (GUARD_* bits of run/guard.h), loss, grad_norm, action (0 dropped,
+ * 1 it triggered a rollback, 2 the run ended on it). */
+#define GUARD_EVENT_COLS 6
+/* skipped: first batch, last batch, reason (0 train.skip_batches, 1 a
+ * rollback's window, 2 a flagged step's batch), step it happened at. */
+#define GUARD_SKIP_COLS 4
 
 void train_state_init(train_state *st);
 void train_state_free(train_state *st);

@@ -67,6 +67,42 @@ expect_error "train.steps=2 is below the resumed checkpoint's step 4: nothing to
 "$bin" "${base[@]}" --set train.steps=6 --set ckpt.dir="$tmp/ck" >"$tmp/out" 2>&1 || fail "a finished run resumed at its end did not exit 0"
 grep -q '^done: step 6' "$tmp/out" || fail "a finished run resumed at its end did not say done"
 
+# The step guard's keys (docs/GUARD.md): negative windows, thresholds <= 0,
+# an unknown policy, skip ranges that overlap, come out of order or run
+# backwards, entries that are not batch indices -- each named.
+guard_error() { expect_error "$1" "$bin" "${base[@]}" --set "$1=$2"; }
+guard_error train.guard sometimes
+guard_error train.guard ""
+for k in train.guard_window train.guard_warmup train.guard_cluster train.guard_cluster_window train.guard_skip_batches; do
+  guard_error $k -1
+  guard_error $k 0
+  guard_error $k many
+done
+guard_error train.guard_max_rollbacks -1
+for k in train.guard_z_loss train.guard_z_gnorm; do
+  guard_error $k 0
+  guard_error $k -3
+  guard_error $k nan
+done
+guard_error train.guard_loss_ratio 1
+guard_error train.guard_loss_ratio 0
+guard_error train.skip_batches 20-10       # backwards
+guard_error train.skip_batches 10-20,15-30 # overlapping
+guard_error train.skip_batches 10-20,5     # out of order
+guard_error train.skip_batches 10-20,20    # touching the range before
+guard_error train.skip_batches -4
+guard_error train.skip_batches 3-
+guard_error train.skip_batches x
+guard_error train.skip_batches 1,,2
+# the warm-up needs that many steps in the window
+expect_error train.guard_warmup "$bin" "${base[@]}" --set train.guard_window=10 --set train.guard_warmup=20
+
+# good values: accepted, and a skipped range is passed over and said so
+"$bin" "${base[@]}" --set train.steps=3 --set train.skip_batches="1-2, 5" --set train.guard=skip >"$tmp/ok" 2>&1 ||
+  { cat "$tmp/ok"; fail "good guard keys refused"; }
+grep -q "^skip: batches 1-2 (train.skip_batches) passed over at step 1" "$tmp/ok" || fail "no skip line: $(grep -v '^ ' "$tmp/ok")"
+grep -q "^step     3/3" "$tmp/ok" || fail "the run with skips did not reach step 3"
+
 # Under mpirun, mpirun adds its own report; ours is one "boost-train:" line
 # (rank 0 speaks for all).
 expect_mpi_error() {

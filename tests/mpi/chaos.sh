@@ -30,7 +30,7 @@ for f in d["faults"]:
         print("  fault %s (%s): %s: %s" % (f["n"], f["kind"], p["kind"], p["what"]))
 kinds = set(d["kinds"])
 missing = {"kill9-all", "kill9-one", "term-launcher", "int-launcher", "term-ranks", "int-ranks", "term-all",
-           "int-all", "sigstop", "flip", "enospc"} - kinds
+           "int-all", "sigstop", "flip", "enospc", "nan", "spike", "sdc", "sdc-persistent"} - kinds
 if missing:
     sys.exit("kinds never drawn: %s" % sorted(missing))
 if d["kinds"]["sigstop"].get("skipped"):
