@@ -21,13 +21,17 @@
 #
 #   bench/bench_generate.sh [WORKDIR]
 # BOOST_BINARY_DIR: the build (default ./build); BOOST_PEER_PYTHON: a Python
-# with torch and transformers (default python3). Runs under
+# with torch and transformers (default: the peer users install, PyPI's torch
+# wheel and transformers in /opt/boost-peer, made by bench/install_peer.sh;
+# python3 when that is absent). Runs under
 # flock /tmp/boost-bench.lock; the checkpoints (~600 MB) stay in WORKDIR
 # (default: a temporary directory, removed at the end).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 B=${BOOST_BINARY_DIR:-$root/build}
-PY=${BOOST_PEER_PYTHON:-python3}
+PEER_DEFAULT=python3
+[ -x /opt/boost-peer/bin/python ] && PEER_DEFAULT=/opt/boost-peer/bin/python
+PY=${BOOST_PEER_PYTHON:-$PEER_DEFAULT}
 NEW=${BENCH_NEW_TOKENS:-256}
 work=${1:-}
 if [ -z "$work" ]; then
@@ -36,7 +40,7 @@ if [ -z "$work" ]; then
 fi
 mkdir -p "$work"
 "$PY" -c 'import torch, transformers' 2>/dev/null ||
-  { echo "bench_generate: $PY has no torch and transformers (set BOOST_PEER_PYTHON)" >&2; exit 1; }
+  { echo "bench_generate: $PY has no torch and transformers (bash bench/install_peer.sh, or set BOOST_PEER_PYTHON)" >&2; exit 1; }
 [ -f "$work/f.tok" ] || "$B/tools/boost-data" -o "$work/f.tok" /usr/share/games/fortunes >/dev/null
 for m in cola-60m llama-60m; do
   [ -e "$work/$m/latest" ] && continue

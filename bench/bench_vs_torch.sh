@@ -4,8 +4,9 @@
 #   bash bench/bench_vs_torch.sh [BUILD_DIR]        (default BUILD_DIR: ./build)
 #
 # The peer is the current PyTorch wheel from the package index, installed by
-# this script (not by CI) into a virtual environment (BENCH_TORCH_VENV,
-# default BUILD_DIR/torch-venv; BENCH_TORCH_VERSION, default 2.15.0), run in
+# bench/install_peer.sh (not by CI) into a virtual environment outside the
+# repository (BENCH_TORCH_VENV, default /opt/boost-peer; BENCH_TORCH_VERSION,
+# default 2.15.0), run in
 # three modes of bench/torch_peer.py -- eager (explicit attention, AdamW
 # foreach), fast (scaled_dot_product_attention + fused AdamW) and compile
 # (fast + torch.compile) -- next to Debian's PyTorch (python3-torch, eager)
@@ -55,7 +56,7 @@ BOOST_STEPS=${BENCH_BOOST_STEPS:-8}
 TORCH_STEPS=${BENCH_TORCH_STEPS:-6}
 TORCH_WARMUP=${BENCH_TORCH_WARMUP:-2}
 ROUNDS=${BENCH_ROUNDS:-1}
-VENV=${BENCH_TORCH_VENV:-$BUILD/torch-venv}
+VENV=${BENCH_TORCH_VENV:-/opt/boost-peer}
 TORCH_VERSION=${BENCH_TORCH_VERSION:-2.15.0}
 OUT=${BENCH_OUT:-$BUILD/bench-vs-torch/$(date +%Y%m%d-%H%M%S)}
 MPIRUN=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}
@@ -69,11 +70,8 @@ log() { echo "bench_vs_torch: $*" >&2; }
 [ -x /usr/bin/time ] || die "/usr/bin/time not found (Debian package 'time')"
 mkdir -p "$OUT" || die "cannot create $OUT"
 
-if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
-  log "installing torch==$TORCH_VERSION from the package index into $VENV (a few GB, once)"
-  python3 -m venv "$VENV" && "$VENV/bin/pip" install -q "torch==$TORCH_VERSION" ||
-    die "could not install torch==$TORCH_VERSION into $VENV"
-fi
+BOOST_PEER_TORCH=$TORCH_VERSION bash "$ROOT/bench/install_peer.sh" "$VENV" >/dev/null ||
+  die "could not install the PyTorch peer into $VENV (bench/install_peer.sh)"
 WHEEL_PY=$VENV/bin/python
 DEBIAN_PY=
 /usr/bin/python3 -c "import torch" 2>/dev/null && DEBIAN_PY=/usr/bin/python3
