@@ -354,6 +354,43 @@ Test(ops_determinism, reductions_independent_of_thread_count) {
  * also sets the OpenMP thread count: toggling it around a kernel silently
  * ran every GEMM kernel on one thread.) The other threads must do at least a
  * quarter of the calling thread's CPU time. */
+/* A decode step's one-row products (M = 1, B transposed): the row kernel
+ * with its prefetch (B one block), K tails, a last group of fewer than four
+ * rows, beta 1 and strided B against double sums; the same bits on one and
+ * two threads (each element is one fixed sum). */
+Test(ops_determinism, one_row_products) {
+  static const int shapes[][3] = {{1003, 512, 0}, {70, 557, 0}, {70, 557, 9}, {5, 15, 0}, {4099, 1376, 0}};
+  rng_seed(17);
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    const int N = shapes[s][0], K = shapes[s][1], ldb = K + shapes[s][2];
+    float *a = frand(K, -1, 1), *B = frand((size_t)N * ldb, -1, 1), *c0 = frand(N, -1, 1), *c[2];
+    for (int beta = 0; beta <= 1; beta++) {
+      for (int nt = 1; nt <= 2; nt++) {
+        omp_set_num_threads(nt);
+        c[nt - 1] = fcopy(c0, N);
+        gemm(0, 1, 1, N, K, a, K, B, ldb, (float)beta, c[nt - 1], N);
+      }
+      for (int n = 0; n < N; n++) {
+        double ref = beta ? c0[n] : 0.0, mag = fabs(ref);
+        for (int k = 0; k < K; k++) {
+          const double p = (double)a[k] * B[(size_t)n * ldb + k];
+          ref += p;
+          mag += fabs(p);
+        }
+        cr_assert(fabs(c[0][n] - ref) <= (K + 2) * 0x1p-24 * mag + 1e-30,
+                  "N=%d K=%d ldb=%d beta=%d: c[%d] = %.9g, double %.9g", N, K, ldb, beta, n, c[0][n], ref);
+      }
+      cr_assert(memcmp(c[0], c[1], (size_t)N * sizeof(float)) == 0, "N=%d K=%d: one and two threads differ", N, K);
+      free(c[0]);
+      free(c[1]);
+    }
+    free(a);
+    free(B);
+    free(c0);
+  }
+  omp_set_num_threads(2);
+}
+
 Test(ops_threads, gemm_kernels_use_every_thread) {
   int nt = omp_get_max_threads();
   cr_assert(nt >= 2, "the suite init asks for 2 OpenMP threads, have %d", nt);
