@@ -8,17 +8,23 @@
 # transformers), and the share of the memory-bandwidth limit: the working
 # weights a decode step reads (boost-generate --json's
 # weight_bytes_per_token) times tokens/s over the read bandwidth measured
-# here on the same bytes in the same pattern: per row, an fp32 matrix of
-# exactly those bytes (512 columns, a model's rows) read again and again by
-# torch.mv and by torch.sum at the same thread count, the faster of the two,
-# best of 9 after 3 unmeasured passes; at 2 threads the higher of that and
-# the 1-thread probe (a busy machine slows a two-thread team far more than
-# one thread, and two threads can always read what one does). A decode
-# step streams its weights once per token, so the part of them that stays
-# in the last-level cache between tokens stays there between the probe's
-# passes too; a fixed large probe (512 MiB, what this bench used before)
-# missed that share and put cola-60m, whose weights half fit a 32 MiB
-# cache, above 100 %.
+# here on the same bytes in the same pattern. Per row, a buffer of exactly
+# those bytes is read again and again by three probes at the same thread
+# count: torch.mv and torch.sum over it as an fp32 matrix of 512 columns (a
+# model's rows), and bench/read_bw.c (a plain sum in address order with the
+# lines 32 KB ahead prefetched: the decode loops' access without their
+# arithmetic; the wheel's torch.mv and torch.sum read 13-14 GB/s on one
+# Zen 4 core where boost's fp32 decode streamed 23). Each probe keeps its
+# fastest pass over a second after 3 unmeasured ones; the probes run before
+# and after boost's generations, and at 2 threads also at 1 thread (a busy
+# machine slows a two-thread team far more than one thread, and two
+# threads can always read what one does); the highest is the limit. Every
+# generation, boost's and the peer's, runs twice and the faster counts
+# (this VM's speed drifts). A decode step streams its weights once per
+# token, so the part of them the last-level cache keeps between tokens it
+# keeps between the probes' passes too; the fixed 512 MiB probe this bench
+# used before missed that share and put cola-60m, whose weights half fit a
+# 32 MiB cache, above 100 %.
 #
 # THREADS means cores for both sides. torch.set_num_threads does not reach
 # the BLAS under Debian's torch (OpenBLAS's pthread build, its own pool of
@@ -50,6 +56,7 @@ fi
 mkdir -p "$work"
 "$PY" -c 'import torch, transformers' 2>/dev/null ||
   { echo "bench_generate: $PY has no torch and transformers (bash bench/install_peer.sh, or set BOOST_PEER_PYTHON)" >&2; exit 1; }
+[ -x "$B/bench/read-bw" ] || { echo "bench_generate: $B/bench/read-bw not built" >&2; exit 1; }
 [ -f "$work/f.tok" ] || "$B/tools/boost-data" -o "$work/f.tok" /usr/share/games/fortunes >/dev/null
 for m in cola-60m llama-60m; do
   [ -e "$work/$m/latest" ] && continue
@@ -93,7 +100,7 @@ print("%.2f %d" % (new / dt, sum(u > 0 and u >= max(used) / 10 for u in used)))
 PY
 }
 
-bandwidth() { # bandwidth THREADS BYTES: read GB/s over BYTES of weights, read again and again (see the top)
+bandwidth() { # bandwidth THREADS BYTES: read GB/s over BYTES of weights, read again and again (see the top), by torch and by read-bw
   limit "$1" "$PY" - "$1" "$2" <<'PY'
 import sys, time, torch
 torch.set_num_threads(int(sys.argv[1]))
@@ -103,10 +110,12 @@ x = torch.ones(cols)
 best = 0.0
 for op in (lambda: torch.mv(w, x), lambda: torch.sum(w)):
     for _ in range(3): op()
-    for _ in range(9):
+    end = time.perf_counter() + 1.0
+    while time.perf_counter() < end:
         t = time.perf_counter(); op(); best = max(best, w.numel() * 4 / (time.perf_counter() - t))
 print("%.2f" % (best / 1e9))
 PY
+  "$B/bench/read-bw" --bytes "$2" --threads "$1"
 }
 
 ours() { # ours MODEL THREADS PREC: tokens/s and bytes per token
@@ -123,12 +132,15 @@ run_all() {
       read -r pe pt <<<"$(peer $t $p)"
       read -r c cb <<<"$(ours cola-60m $t $p)"
       read -r l lb <<<"$(ours llama-60m $t $p)"
-      cbw=$(bandwidth $t "$cb")
-      lbw=$(bandwidth $t "$lb")
-      if [ "$t" -gt 1 ]; then # what one thread reads, t threads can too: a contended probe must not lower the limit
-        cbw=$(printf '%s\n%s\n' "$cbw" "$(bandwidth 1 "$cb")" | sort -g | tail -1)
-        lbw=$(printf '%s\n%s\n' "$lbw" "$(bandwidth 1 "$lb")" | sort -g | tail -1)
-      fi
+      # probes before and after the generations, and at 1 thread too where t > 1: the highest is the limit
+      cbw=$( (bandwidth $t "$cb"; [ "$t" -gt 1 ] && bandwidth 1 "$cb"; true) | sort -g | tail -1)
+      lbw=$( (bandwidth $t "$lb"; [ "$t" -gt 1 ] && bandwidth 1 "$lb"; true) | sort -g | tail -1)
+      read -r c2 _ <<<"$(ours cola-60m $t $p)"
+      read -r l2 _ <<<"$(ours llama-60m $t $p)"
+      read -r pe2 _ <<<"$(peer $t $p)"
+      c=$("$PY" -c "print(max($c, $c2))"); l=$("$PY" -c "print(max($l, $l2))"); pe=$("$PY" -c "print(max($pe, $pe2))")
+      cbw=$( (echo "$cbw"; bandwidth $t "$cb") | sort -g | tail -1)
+      lbw=$( (echo "$lbw"; bandwidth $t "$lb") | sort -g | tail -1)
       "$PY" - "$t" "$p" "$pt" "$pe" "$c" "$l" "$cb" "$lb" "$cbw" "$lbw" <<'PY'
 import sys
 t, p, pt = sys.argv[1:4]
