@@ -19,8 +19,6 @@ struct boost_optim_plan {
  * grown as needed and kept: the bf16 ops widen operands into it. */
 #define CPU_SCRATCH_SLOTS 8
 float *cpu_scratch(boost_backend *be, int slot, size_t n);
-/* The working copy (bf16) of every segment of the plan, rounded from params. */
-void cpu_plan_round_work(const boost_optim_plan *p, uint16_t *work, const float *params);
 
 /* Entries that do not depend on the activation type. */
 boost_optim_plan *cpu_optim_plan_create(boost_backend *be, const boost_segment *segs, int nseg, size_t mom_begin,
@@ -34,8 +32,9 @@ void cpu_vocab_ce_losses(boost_backend *be, float *losses, const float *sums, co
 void cpu_attention_decode(boost_backend *be, boost_act *out, boost_act *k_cache, boost_act *v_cache, cact *q,
                           cact *k, cact *v, const float *cos_t, const float *sin_t, int B, int pos, int max_T, int H,
                           int hd);
-/* AdamW's float update over the plan's segments (master weights and moments). */
-void cpu_adamw_f32(const boost_optim_plan *p, float *params, const float *grads, float *m, float *v, adamw_hparams hp,
-                   int t, float grad_scale);
+/* AdamW's float update over the plan's segments (master weights and moments),
+ * and with work (bf16, NULL for none) the working copy rounded in the same pass. */
+void cpu_adamw(const boost_optim_plan *p, float *params, const float *grads, float *m, float *v, uint16_t *work,
+               adamw_hparams hp, int t, float grad_scale);
 
 #endif

@@ -5,6 +5,8 @@
  * every thread. Sizes are small and odd. */
 #include "ops_testkit.h"
 
+#include "bf16.h"
+
 TestSuite(ops_special, .init = two_threads);
 TestSuite(ops_optim, .init = two_threads);
 TestSuite(ops_accum, .init = two_threads);
@@ -185,6 +187,28 @@ Test(ops_optim, adamw_large_matches_small) {
   for (size_t i = 0; i < n; i += 997)
     cr_assert(p[i] == p2[i] && m[i] == m2[i] && v[i] == v2[i], "adamw element %zu differs between n=%zu and n=1", i, n);
   free(p), free(g), free(m), free(v), free(p2), free(m2), free(v2);
+}
+
+Test(ops_optim, adamw_round_is_the_update_and_its_rounding) {
+  /* the fused bf16 rounding: the masters and moments of adamw_update, and
+   * work = bf16.h's rounding of each new master (vector body and tail),
+   * including values that round across a power of two and tiny ones */
+  rng_seed(43);
+  size_t n = 100003;
+  adamw_hparams hp = {.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f};
+  float *p = frand(n, -1, 1), *g = frand(n, -1, 1), *m = frand(n, -0.1f, 0.1f), *v = frand(n, 0, 0.01f);
+  for (size_t i = 0; i < n; i += 101) p[i] = (i & 1) ? 1.9999999f : 1e-39f;
+  float *p2 = fcopy(p, n), *m2 = fcopy(m, n), *v2 = fcopy(v, n);
+  uint16_t *work = malloc(n * sizeof *work);
+  cr_assert_not_null(work);
+  adamw_update(p, g, m, v, n, hp, 5, 0.9f);
+  adamw_update_round(p2, g, m2, v2, work, n, hp, 5, 0.9f);
+  cr_assert(memcmp(p, p2, n * 4) == 0 && memcmp(m, m2, n * 4) == 0 && memcmp(v, v2, n * 4) == 0,
+            "adamw_update_round changed the fp32 update");
+  for (size_t i = 0; i < n; i++)
+    cr_assert(work[i] == f32_to_bf16(p[i]), "work[%zu] = 0x%04x, the rounding of %.9g is 0x%04x", i, work[i], p[i],
+              f32_to_bf16(p[i]));
+  free(p), free(g), free(m), free(v), free(p2), free(m2), free(v2), free(work);
 }
 
 Test(ops_optim, sum_squares_and_clip) {
