@@ -9,7 +9,8 @@
  * hardware prefetcher follows four interleaved row streams badly. On one
  * Zen 4 core llama-60m's fp32 decode went from 87-90 tok/s on OpenBLAS's
  * sgemv (which this replaces for the decode step) to 135-150
- * (docs/PERFORMANCE.md, "Decode at the speed of its bytes").
+ * (docs/PERFORMANCE.md, issue 36, "Generation: both precisions at the speed
+ * of their bytes").
  * Single-threaded: the caller splits N. Each element is one fixed-order sum
  * of K products: the same bits whatever the split.
  *
