@@ -4,8 +4,9 @@
 #   bash bench/bench_vs_torch.sh [BUILD_DIR]        (default BUILD_DIR: ./build)
 #
 # The peer is the current PyTorch wheel from the package index, installed by
-# this script (not by CI) into a virtual environment (BENCH_TORCH_VENV,
-# default BUILD_DIR/torch-venv; BENCH_TORCH_VERSION, default 2.15.0), run in
+# bench/install_peer.sh (not by CI) into a virtual environment outside the
+# repository (BENCH_TORCH_VENV, default /opt/boost-peer; BENCH_TORCH_VERSION,
+# default 2.15.0), run in
 # three modes of bench/torch_peer.py -- eager (explicit attention, AdamW
 # foreach), fast (scaled_dot_product_attention + fused AdamW) and compile
 # (fast + torch.compile) -- next to Debian's PyTorch (python3-torch, eager)
@@ -15,9 +16,12 @@
 # Per configuration (preset:batch:seq, BENCH_CONFIGS) one table row: tokens/s
 # of boost (median of steps 3..) and of each peer column (median of timed
 # steps), boost over the best PyTorch column, boost's model GFLOP/s as a
-# fraction of the sgemm peak (bench/sgemm-peak, measured right before each
-# boost run: this VM's speed drifts by 10-15% within a run, so a peak taken
-# once at the start misstates the fraction for runs made later), and peak RSS of boost
+# fraction of the GEMM limit: the best rate the library boost's step runs
+# on reaches on the step's own shapes (bench/sgemm-peak: OpenBLAS's sgemm
+# for fp32 rows, with --bf16 boost's gemm_bf16 -- oneDNN -- for bf16 rows),
+# measured right before each boost run: this VM's speed drifts by 10-15%
+# within a run, so a limit taken once at the start misstates the fraction
+# for runs made later), and peak RSS of boost
 # and of the best PyTorch column (/usr/bin/time). Then data parallelism:
 # boost 1 rank vs mpirun -n 2 (dp=2), one thread per rank, against PyTorch
 # DDP (gloo) with one and two processes in the fast mode; the scaling is
@@ -55,7 +59,7 @@ BOOST_STEPS=${BENCH_BOOST_STEPS:-8}
 TORCH_STEPS=${BENCH_TORCH_STEPS:-6}
 TORCH_WARMUP=${BENCH_TORCH_WARMUP:-2}
 ROUNDS=${BENCH_ROUNDS:-1}
-VENV=${BENCH_TORCH_VENV:-$BUILD/torch-venv}
+VENV=${BENCH_TORCH_VENV:-/opt/boost-peer}
 TORCH_VERSION=${BENCH_TORCH_VERSION:-2.15.0}
 OUT=${BENCH_OUT:-$BUILD/bench-vs-torch/$(date +%Y%m%d-%H%M%S)}
 MPIRUN=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}
@@ -69,11 +73,8 @@ log() { echo "bench_vs_torch: $*" >&2; }
 [ -x /usr/bin/time ] || die "/usr/bin/time not found (Debian package 'time')"
 mkdir -p "$OUT" || die "cannot create $OUT"
 
-if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
-  log "installing torch==$TORCH_VERSION from the package index into $VENV (a few GB, once)"
-  python3 -m venv "$VENV" && "$VENV/bin/pip" install -q "torch==$TORCH_VERSION" ||
-    die "could not install torch==$TORCH_VERSION into $VENV"
-fi
+BOOST_PEER_TORCH=$TORCH_VERSION bash "$ROOT/bench/install_peer.sh" "$VENV" >/dev/null ||
+  die "could not install the PyTorch peer into $VENV (bench/install_peer.sh)"
 WHEEL_PY=$VENV/bin/python
 DEBIAN_PY=
 /usr/bin/python3 -c "import torch" 2>/dev/null && DEBIAN_PY=/usr/bin/python3
@@ -121,7 +122,10 @@ for round in $(seq "$ROUNDS"); do
     for prec in $PRECISIONS; do
       pt=$tag
       [ "$prec" = fp32 ] || pt=$tag.$prec
-      "$BUILD/bench/sgemm-peak" --threads "$THREADS" >"$OUT/$pt.boost$r.sgemm.json" 2>/dev/null || rm -f "$OUT/$pt.boost$r.sgemm.json"
+      bf16_flag=() # a bf16 row's limit: the same shapes on gemm_bf16, the library boost's bf16 step runs on
+      [ "$prec" = bf16 ] && bf16_flag=(--bf16)
+      "$BUILD/bench/sgemm-peak" --threads "$THREADS" "${bf16_flag[@]}" >"$OUT/$pt.boost$r.sgemm.json" 2>/dev/null ||
+        rm -f "$OUT/$pt.boost$r.sgemm.json"
       boost "$pt.boost$r" "$preset" "$batch" "$seq" 1 "$THREADS" "$prec"
       [ -n "$DEBIAN_PY" ] && [ "$prec" = fp32 ] && torch_run "$pt.debian-eager$r" "$DEBIAN_PY" eager "$preset" "$batch" "$seq" "$THREADS" 1
       for m in $MODES; do torch_run "$pt.wheel-$m$r" "$WHEEL_PY" "$m" "$preset" "$batch" "$seq" "$THREADS" 1 "$prec"; done
@@ -169,7 +173,7 @@ def torch_tps(name):
 def peak_of(path):
     try:
         p = json.load(open(path))
-        return max(p.get("sgemm_gflops", 0), p.get("square_gflops", 0)) or None
+        return max(p.get("sgemm_gflops", 0), p.get("bf16_gflops", 0), p.get("square_gflops", 0)) or None
     except (OSError, ValueError): return None
 peak_gf = peak_of(f"{out}/sgemm.json")
 def efficiency(name):  # boost's GFLOP/s over the sgemm peak measured right before it (the run's first peak if missing)
@@ -190,7 +194,7 @@ for p in precisions:
     t = next((x for x in tags if x.endswith("." + p) or (p == "fp32" and "." not in x)), None)
     lines.append(f"boost {p}: {backend_line(t + '.boost') if t else None}")
 lines += ["", "| config | boost tok/s | " + " | ".join(f"{c} tok/s" for c in cols) +
-         " | boost / best PyTorch | boost GFLOP/s (of the sgemm peak next to it) | RSS MiB boost / best PyTorch | bf16 / boost fp32 |",
+         " | boost / best PyTorch | boost GFLOP/s (of the GEMM limit next to it) | RSS MiB boost / best PyTorch | bf16 / boost fp32 |",
          "|---" * (6 + len(cols)) + "|"]
 per_round = []
 for t in tags:
@@ -213,7 +217,7 @@ for t in tags:
             rr.append(f"{b / p:.2f}x" if b and p else "n/a")
             e = efficiency(f"{t}.boost{x}")
             ee.append(f"{100 * e:.0f}%" if e else "n/a")
-        per_round.append(f"- {t}: boost / {best} per round: " + ", ".join(rr) + "; of the sgemm peak: " + ", ".join(ee))
+        per_round.append(f"- {t}: boost / {best} per round: " + ", ".join(rr) + "; of the GEMM limit: " + ", ".join(ee))
     lines.append(f"| {t} | {f(btps)} | " + " | ".join(cells) + f" | **{f(ratio, 2)}x** ({best or '-'}) | "
                  f"{f(bgf)} ({f(100 * eff if eff else None)}%) | {f(rss(t + '.boost'))} / {f(rss(t + '.' + best) if best else None)} | "
                  f"{f(over_fp32, 2) + 'x' if over_fp32 else '-'} |")

@@ -12,6 +12,12 @@
  * best of K timed runs (each run repeats the call for at least MS ms). Prints
  * one JSON object; "sgemm_gflops" is the best figure over all shapes.
  *
+ * --bf16 runs the same shapes through boost's gemm_bf16 (bf16 inputs; bf16
+ * outputs, fp32 accumulated weight gradients, as the bf16 step calls it; the
+ * library it picked -- oneDNN where the CPU has bf16 instructions -- is in
+ * "bf16_gemm") on --threads OpenMP threads, and reports "bf16_gflops": the
+ * limit a bf16 step's GEMMs run against (bench/bench_vs_torch.sh).
+ *
  * --print-core prints the OpenBLAS core this process runs with (after any
  * kernel auto-selection the project libraries do at start-up) and exits; the
  * benchmark script exports it as OPENBLAS_CORETYPE for the PyTorch peer so
@@ -22,6 +28,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <omp.h>
+
+#include "bf16.h"
+#include "gemm_bf16.h"
 
 char *openblas_get_corename(void);
 char *openblas_get_config(void);
@@ -70,8 +81,23 @@ static float *alloc_rand(size_t n, unsigned *seed) {
   return p;
 }
 
+/* One call of the shape through gemm_bf16, as the bf16 step makes it. */
+static void run_once_bf16(const shape *s, const uint16_t *a, const uint16_t *b, void *c) {
+  switch (s->op) {
+  case 'F': gemm_bf16(0, 1, s->m, s->n, s->k, a, s->k, b, s->k, 0.0f, c, s->n, 0); break;
+  case 'D': gemm_bf16(0, 0, s->m, s->n, s->k, a, s->k, b, s->n, 0.0f, c, s->n, 0); break;
+  default: gemm_bf16(1, 0, s->m, s->n, s->k, a, s->m, b, s->n, 1.0f, c, s->n, 1); break;
+  }
+}
+
+static int use_bf16;
+
 /* One call of the shape; buffers are big enough for every op's layout. */
 static void run_once(const shape *s, const float *a, const float *b, float *c) {
+  if (use_bf16) { /* the buffers hold bf16 inputs (and a bf16 or float C) */
+    run_once_bf16(s, (const uint16_t *)(const void *)a, (const uint16_t *)(const void *)b, c);
+    return;
+  }
   switch (s->op) {
   case 'F': /* y[M,N] = x[M,K] W[N,K]^T */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->m, s->n, s->k, 1.0f, a, s->k, b, s->k, 0.0f, c, s->n);
@@ -90,6 +116,15 @@ static double measure(const shape *s, int runs, double min_s, unsigned *seed) {
   float *b = alloc_rand((size_t)s->n * s->k, seed);
   float *c = alloc_rand((size_t)s->m * s->n, seed);
   double flop = 2.0 * s->m * s->n * s->k;
+  if (use_bf16) { /* a and b become their bf16 roundings, in the front of buffers of their own size */
+    const size_t na = (size_t)s->m * s->k, nb = (size_t)s->n * s->k;
+    float *ab = alloc_rand(na, seed), *bb = alloc_rand(nb, seed);
+    bf16_from_f32((uint16_t *)(void *)ab, a, na);
+    bf16_from_f32((uint16_t *)(void *)bb, b, nb);
+    free(a);
+    free(b);
+    a = ab, b = bb;
+  }
   run_once(s, a, b, c); /* warm up threads and caches */
   double best = 0.0;
   for (int r = 0; r < runs; r++) {
@@ -112,7 +147,7 @@ static double measure(const shape *s, int runs, double min_s, unsigned *seed) {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: sgemm-peak [--threads N] [--size N] [--tokens M] [--d D] [--r R] [--ffn F]\n"
-          "                  [--vocab V] [--runs K] [--min-ms MS] [--square-only]\n"
+          "                  [--vocab V] [--runs K] [--min-ms MS] [--square-only] [--bf16]\n"
           "       sgemm-peak --print-core\n");
 }
 
@@ -129,6 +164,8 @@ int main(int argc, char **argv) {
       return 0;
     } else if (!strcmp(a, "--square-only")) {
       square_only = 1;
+    } else if (!strcmp(a, "--bf16")) {
+      use_bf16 = 1;
     } else if (!strcmp(a, "--threads")) {
       threads = (int)parse_pos(a, v), i++;
     } else if (!strcmp(a, "--size")) {
@@ -154,6 +191,7 @@ int main(int argc, char **argv) {
     }
   }
   if (threads > 0) openblas_set_num_threads(threads);
+  if (threads > 0 && use_bf16) omp_set_num_threads(threads); /* gemm_bf16 splits over our OpenMP threads */
 
   /* The GEMMs of one training step: forward (F), input gradient (D) and
    * weight gradient (W) of the projections a CoLA layer (A: in->r, B: r->out),
@@ -183,6 +221,19 @@ int main(int argc, char **argv) {
     if (shapes[i].gflops > best) best = shapes[i].gflops;
   }
 
+  if (use_bf16) {
+    char lib[512];
+    gemm_bf16_info(lib, sizeof lib);
+    for (char *q = lib; *q; q++)
+      if (*q == '"' || *q == '\\') *q = '\'';
+    printf("{\"bf16_gflops\": %.1f, \"square_gflops\": %.1f, \"square_n\": %d, \"threads\": %d, \"bf16_gemm\": \"%s\", "
+           "\"runs\": %d, \"min_ms\": %d, \"shapes\": [",
+           best, shapes[0].gflops, size, omp_get_max_threads(), lib, runs, min_ms);
+    for (int i = 1; i < nshapes; i++)
+      printf("%s{\"name\": \"%s\", \"gflops\": %.1f}", i > 1 ? ", " : "", shapes[i].name, shapes[i].gflops);
+    printf("]}\n");
+    return 0;
+  }
   const char *env_core = getenv("OPENBLAS_CORETYPE");
   printf("{\"sgemm_gflops\": %.1f, \"square_gflops\": %.1f, \"square_n\": %d, \"threads\": %d, "
          "\"openblas_core\": \"%s\", \"openblas_coretype_env\": \"%s\", \"openblas_config\": \"%s\", "

@@ -14,6 +14,7 @@
 #include <immintrin.h>
 #endif
 
+#include "bf16.h"
 #include "check.h"
 #include "ops.h"
 
@@ -34,6 +35,17 @@ static inline void adamw_one(float *param, const float *grad, float *m, float *v
 
 void adamw_update(float *param, const float *grad, float *m, float *v, size_t n, adamw_hparams hp, int t,
                   float grad_scale) {
+  adamw_update_round(param, grad, m, v, NULL, n, hp, t, grad_scale);
+}
+
+/* work (optional): the bf16 working copy, rounded from the new param in the
+ * same pass instead of a second pass that re-read every master weight (30
+ * bytes per parameter instead of 34). Measured on one Zen 4 core, 43M
+ * parameters (cola-60m), seven runs on a busy machine: separate 115-177 ms,
+ * fused 110-150 ms (median of the per-run ratios 1.20x, best against best
+ * 1.05x); the same bits. */
+void adamw_update_round(float *param, const float *grad, float *m, float *v, uint16_t *work, size_t n,
+                        adamw_hparams hp, int t, float grad_scale) {
   const float b1 = hp.beta1, b2 = hp.beta2;
   const float bc1 = (float)(1.0 - pow((double)hp.beta1, (double)t));
   const float bc2 = (float)(1.0 - pow((double)hp.beta2, (double)t));
@@ -57,12 +69,25 @@ void adamw_update(float *param, const float *grad, float *m, float *v, size_t n,
     __m256 vhat = _mm256_mul_ps(vi, vib2);
     __m256 p = _mm256_loadu_ps(param + i);
     __m256 upd = _mm256_add_ps(_mm256_div_ps(mhat, _mm256_add_ps(_mm256_sqrt_ps(vhat), veps)), _mm256_mul_ps(vwd, p));
-    _mm256_storeu_ps(param + i, _mm256_sub_ps(p, _mm256_mul_ps(vlr, upd)));
+    const __m256 np = _mm256_sub_ps(p, _mm256_mul_ps(vlr, upd));
+    _mm256_storeu_ps(param + i, np);
+#ifdef __AVX2__
+    if (work) _mm_storeu_si128((__m128i *)(void *)(work + i), bf16_cvt_f32x8(np));
+#else
+    if (work)
+      for (int e = 0; e < 8; e++) work[i + e] = f32_to_bf16(param[i + e]);
+#endif
   }
-  for (size_t i = nv * 8; i < n; i++) adamw_one(param, grad, m, v, i, b1, b2, inv_bc1, inv_bc2, lr, eps, wd, gs);
+  for (size_t i = nv * 8; i < n; i++) {
+    adamw_one(param, grad, m, v, i, b1, b2, inv_bc1, inv_bc2, lr, eps, wd, gs);
+    if (work) work[i] = f32_to_bf16(param[i]);
+  }
 #else
 #pragma omp parallel for schedule(static) if (n >= BOOST_PAR_MIN)
-  for (size_t i = 0; i < n; i++) adamw_one(param, grad, m, v, i, b1, b2, inv_bc1, inv_bc2, lr, eps, wd, gs);
+  for (size_t i = 0; i < n; i++) {
+    adamw_one(param, grad, m, v, i, b1, b2, inv_bc1, inv_bc2, lr, eps, wd, gs);
+    if (work) work[i] = f32_to_bf16(param[i]);
+  }
 #endif
 }
 

@@ -116,14 +116,15 @@ void cpu_grad_sumsq(boost_backend *be, const boost_optim_plan *p, const float *g
 }
 
 /* The float update of every segment; the caller rounds the working copy. */
-void cpu_adamw_f32(const boost_optim_plan *p, float *params, const float *grads, float *m, float *v, adamw_hparams hp,
-                   int t, float grad_scale) {
+void cpu_adamw(const boost_optim_plan *p, float *params, const float *grads, float *m, float *v, uint16_t *work,
+               adamw_hparams hp, int t, float grad_scale) {
   const float decay = hp.weight_decay;
   for (int i = 0; i < p->nseg; i++) {
     const boost_segment *s = &p->segs[i];
     hp.weight_decay = (s->flags & BOOST_SEG_DECAY) ? decay : 0.0f;
     const size_t mo = s->offset - p->mom_begin;
-    adamw_update(params + s->offset, grads + s->offset, m + mo, v + mo, s->n, hp, t, grad_scale);
+    adamw_update_round(params + s->offset, grads + s->offset, m + mo, v + mo, work ? work + s->offset : NULL, s->n, hp,
+                       t, grad_scale);
   }
 }
 
@@ -181,7 +182,7 @@ static void f_to_f32(boost_backend *be, float *dst, cact *src, size_t n) {
 static void f_adamw(boost_backend *be, const boost_optim_plan *p, float *params, const float *grads, float *m, float *v,
                     boost_act *work, adamw_hparams hp, int t, float grad_scale) {
   (void)be;
-  cpu_adamw_f32(p, params, grads, m, v, hp, t, grad_scale);
+  cpu_adamw(p, params, grads, m, v, NULL, hp, t, grad_scale);
   BOOST_ASSERT(!work || (void *)work == (void *)params); /* float: the working copy is the master */
 }
 

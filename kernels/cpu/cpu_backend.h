@@ -19,8 +19,6 @@ struct boost_optim_plan {
  * grown as needed and kept: the bf16 ops widen operands into it. */
 #define CPU_SCRATCH_SLOTS 8
 float *cpu_scratch(boost_backend *be, int slot, size_t n);
-/* The working copy (bf16) of every segment of the plan, rounded from params. */
-void cpu_plan_round_work(const boost_optim_plan *p, uint16_t *work, const float *params);
 
 /* The names of the CPU tables' entries by the op list's cpu column
  * (kernels/op_list.h): RAW and OWN lines are <prefix>_<name> (f: the float
@@ -38,8 +36,9 @@ void cpu_plan_round_work(const boost_optim_plan *p, uint16_t *work, const float 
 BOOST_OP_LIST(CPU_DECLARE)
 #undef CPU_DECLARE
 
-/* AdamW's float update over the plan's segments (master weights and moments). */
-void cpu_adamw_f32(const boost_optim_plan *p, float *params, const float *grads, float *m, float *v, adamw_hparams hp,
-                   int t, float grad_scale);
+/* AdamW's float update over the plan's segments (master weights and moments),
+ * and with work (bf16, NULL for none) the working copy rounded in the same pass. */
+void cpu_adamw(const boost_optim_plan *p, float *params, const float *grads, float *m, float *v, uint16_t *work,
+               adamw_hparams hp, int t, float grad_scale);
 
 #endif

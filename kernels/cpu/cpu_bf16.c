@@ -22,10 +22,6 @@
 #define BF(p) ((bf16_t *)(p))
 #define CBF(p) ((const bf16_t *)(p))
 
-void cpu_plan_round_work(const boost_optim_plan *p, uint16_t *work, const float *params) {
-  for (int i = 0; i < p->nseg; i++) bf16_from_f32(work + p->segs[i].offset, params + p->segs[i].offset, p->segs[i].n);
-}
-
 /* src widened into scratch slot `slot` (NULL stays NULL). */
 static float *widen(boost_backend *be, int slot, const boost_act *src, size_t n) {
   if (!src) return NULL;
@@ -363,8 +359,7 @@ static void b_adamw(boost_backend *be, const boost_optim_plan *p, float *params,
                     float *v, boost_act *work, adamw_hparams hp, int t, float grad_scale) {
   (void)be;
   BOOST_ASSERT(work);
-  cpu_adamw_f32(p, params, grads, m, v, hp, t, grad_scale);
-  cpu_plan_round_work(p, BF(work), params);
+  cpu_adamw(p, params, grads, m, v, BF(work), hp, t, grad_scale); /* the working copy rounded in the same pass */
 }
 
 #define CPU_BF16_ENTRY(cpu, ret, name, params, args) .name = CPU_ENTRY_##cpu(b, name),

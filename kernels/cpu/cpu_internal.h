@@ -170,6 +170,8 @@ static inline void attn_softmax_row(float *row, int len, float scale, float *st,
  *    load). So around each kernel it is set to one thread and restored. */
 #include <cblas.h>
 
+#include "row_gemv.h"
+
 /* GEMMs with fewer multiply-adds than this run on the calling thread. */
 #define BOOST_GEMM_PAR_MIN (1 << 18)
 
@@ -207,8 +209,11 @@ static inline void sgemm_slice(int t, int nt, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOS
     boost_split(N, nt, t, 16, &a0, &a1);
     if (a1 <= a0 || M <= 0) return;
     const float *Bs = tb == CblasNoTrans ? B + a0 : B + (size_t)a0 * ldb;
-    if (M == 1) { /* one row (a decode step): sgemv, which streams B at memory speed where sgemm ran at a tenth */
+    if (M == 1) { /* one row (a decode step): our row kernel or sgemv, which stream B where sgemm ran at a tenth */
       const int incA = ta == CblasNoTrans ? 1 : lda;
+      if (tb == CblasTrans && incA == 1 && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) &&
+          row_gemv_f32(a1 - a0, K, A, Bs, ldb, beta, C + a0))
+        return;
       if (beta == 0.0f) memset(C + a0, 0, (size_t)(a1 - a0) * sizeof *C); /* beta 0 ignores C, NaN included */
       if (tb == CblasTrans)
         cblas_sgemv(CblasRowMajor, CblasNoTrans, a1 - a0, K, alpha, Bs, ldb, A, incA, beta, C + a0, 1);

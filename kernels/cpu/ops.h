@@ -130,6 +130,10 @@ double loss_mean(const float *losses, int N);
 /* Tensors that take no decay (norms, embeddings) pass hp.weight_decay = 0. */
 void adamw_update(float *param, const float *grad, float *m, float *v, size_t n, adamw_hparams hp, int t,
                   float grad_scale);
+/* The same update, and work[i] = the new param[i] rounded to bf16 (bf16.h's
+ * rule) in the same pass; work NULL: adamw_update. */
+void adamw_update_round(float *param, const float *grad, float *m, float *v, uint16_t *work, size_t n,
+                        adamw_hparams hp, int t, float grad_scale);
 
 /* ---- gradient norm ------------------------------------------------------
  * Sum of squares in double with a fixed reduction order (deterministic for a

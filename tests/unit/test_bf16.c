@@ -321,6 +321,50 @@ Test(gemm_bf16, model_sized_shapes_single_and_two_threads) {
   check_case(&again);
 }
 
+/* A decode step's products (M = 1, B transposed, bf16 C): the row kernel
+ * with its prefetch (B one block), with a K tail and a last group of fewer
+ * than four rows, and strided B; the same bits on one and two threads. */
+Test(gemm_bf16, one_row_decode_products) {
+  rng_seed(11);
+  const gcase cases[] = {{0, 1, 1, 1003, 512, 0, 0, 0}, {0, 1, 1, 1003, 512, 0, 1, 0}, {0, 1, 1, 70, 557, 0, 0, 0},
+                         {0, 1, 1, 70, 557, 9, 1, 0}, {0, 1, 1, 5, 31, 0, 0, 0}};
+  for (int nt = 1; nt <= 2; nt++) {
+    omp_set_num_threads(nt);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
+  }
+  const int N = 4099, K = 544;
+  bf16_t *A = brand(K), *B = brand((size_t)N * K), *c[2];
+  for (int nt = 1; nt <= 2; nt++) {
+    omp_set_num_threads(nt);
+    c[nt - 1] = brand(N);
+    gemm_bf16(0, 1, 1, N, K, A, K, B, K, 0.0f, c[nt - 1], N, 0);
+  }
+  assert_bitwise("one row on 1 and 2 threads", c[0], c[1], (size_t)N * sizeof(bf16_t));
+  /* B at every offset from a 64-byte line (the kernel aligns its loads) */
+  enum { n = 37, k = 512 };
+  bf16_t *Bx = brand((size_t)n * k + 32), *cx = brand(n);
+  for (int off = 0; off < 32; off++) {
+    gemm_bf16(0, 1, 1, n, k, A, k, Bx + off, k, 0.0f, cx, n, 0);
+    for (int j = 0; j < n; j++) {
+      double ref = 0.0, mag = 0.0;
+      for (int i = 0; i < k; i++) {
+        const double p = (double)bf16_to_f32(A[i]) * bf16_to_f32(Bx[off + (size_t)j * k + i]);
+        ref += p;
+        mag += fabs(p);
+      }
+      const double tol = (k + 2) * 0x1p-24 * mag + 0x1p-8 * fabs(ref) + 1e-30;
+      cr_assert(fabs(bf16_to_f32(cx[j]) - ref) <= tol, "B offset %d: C[%d] = %g, fp64 %g", off, j, bf16_to_f32(cx[j]),
+                ref);
+    }
+  }
+  free(Bx);
+  free(cx);
+  free(A);
+  free(B);
+  free(c[0]);
+  free(c[1]);
+}
+
 Test(gemm_bf16, same_inputs_same_bits) {
   const int M = 300, N = 200, K = 520;
   rng_seed(9);

@@ -5,6 +5,8 @@
  * every thread. Sizes are small and odd. */
 #include "ops_testkit.h"
 
+#include "bf16.h"
+
 TestSuite(ops_special, .init = two_threads);
 TestSuite(ops_optim, .init = two_threads);
 TestSuite(ops_accum, .init = two_threads);
@@ -187,6 +189,28 @@ Test(ops_optim, adamw_large_matches_small) {
   free(p), free(g), free(m), free(v), free(p2), free(m2), free(v2);
 }
 
+Test(ops_optim, adamw_round_is_the_update_and_its_rounding) {
+  /* the fused bf16 rounding: the masters and moments of adamw_update, and
+   * work = bf16.h's rounding of each new master (vector body and tail),
+   * including values that round across a power of two and tiny ones */
+  rng_seed(43);
+  size_t n = 100003;
+  adamw_hparams hp = {.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f};
+  float *p = frand(n, -1, 1), *g = frand(n, -1, 1), *m = frand(n, -0.1f, 0.1f), *v = frand(n, 0, 0.01f);
+  for (size_t i = 0; i < n; i += 101) p[i] = (i & 1) ? 1.9999999f : 1e-39f;
+  float *p2 = fcopy(p, n), *m2 = fcopy(m, n), *v2 = fcopy(v, n);
+  uint16_t *work = malloc(n * sizeof *work);
+  cr_assert_not_null(work);
+  adamw_update(p, g, m, v, n, hp, 5, 0.9f);
+  adamw_update_round(p2, g, m2, v2, work, n, hp, 5, 0.9f);
+  cr_assert(memcmp(p, p2, n * 4) == 0 && memcmp(m, m2, n * 4) == 0 && memcmp(v, v2, n * 4) == 0,
+            "adamw_update_round changed the fp32 update");
+  for (size_t i = 0; i < n; i++)
+    cr_assert(work[i] == f32_to_bf16(p[i]), "work[%zu] = 0x%04x, the rounding of %.9g is 0x%04x", i, work[i], p[i],
+              f32_to_bf16(p[i]));
+  free(p), free(g), free(m), free(v), free(p2), free(m2), free(v2), free(work);
+}
+
 Test(ops_optim, sum_squares_and_clip) {
   float small[] = {1, -2, 3, 0.5f, -0.25f, 7, 1e-3f};
   double want = 1 + 4 + 9 + 0.25 + 0.0625 + 49 + (double)1e-3f * (double)1e-3f;
@@ -354,6 +378,43 @@ Test(ops_determinism, reductions_independent_of_thread_count) {
  * also sets the OpenMP thread count: toggling it around a kernel silently
  * ran every GEMM kernel on one thread.) The other threads must do at least a
  * quarter of the calling thread's CPU time. */
+/* A decode step's one-row products (M = 1, B transposed): the row kernel
+ * with its prefetch (B one block), K tails, a last group of fewer than four
+ * rows, beta 1 and strided B against double sums; the same bits on one and
+ * two threads (each element is one fixed sum). */
+Test(ops_determinism, one_row_products) {
+  static const int shapes[][3] = {{1003, 512, 0}, {70, 557, 0}, {70, 557, 9}, {5, 15, 0}, {4099, 1376, 0}};
+  rng_seed(17);
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    const int N = shapes[s][0], K = shapes[s][1], ldb = K + shapes[s][2];
+    float *a = frand(K, -1, 1), *B = frand((size_t)N * ldb, -1, 1), *c0 = frand(N, -1, 1), *c[2];
+    for (int beta = 0; beta <= 1; beta++) {
+      for (int nt = 1; nt <= 2; nt++) {
+        omp_set_num_threads(nt);
+        c[nt - 1] = fcopy(c0, N);
+        gemm(0, 1, 1, N, K, a, K, B, ldb, (float)beta, c[nt - 1], N);
+      }
+      for (int n = 0; n < N; n++) {
+        double ref = beta ? c0[n] : 0.0, mag = fabs(ref);
+        for (int k = 0; k < K; k++) {
+          const double p = (double)a[k] * B[(size_t)n * ldb + k];
+          ref += p;
+          mag += fabs(p);
+        }
+        cr_assert(fabs(c[0][n] - ref) <= (K + 2) * 0x1p-24 * mag + 1e-30,
+                  "N=%d K=%d ldb=%d beta=%d: c[%d] = %.9g, double %.9g", N, K, ldb, beta, n, c[0][n], ref);
+      }
+      cr_assert(memcmp(c[0], c[1], (size_t)N * sizeof(float)) == 0, "N=%d K=%d: one and two threads differ", N, K);
+      free(c[0]);
+      free(c[1]);
+    }
+    free(a);
+    free(B);
+    free(c0);
+  }
+  omp_set_num_threads(2);
+}
+
 Test(ops_threads, gemm_kernels_use_every_thread) {
   int nt = omp_get_max_threads();
   cr_assert(nt >= 2, "the suite init asks for 2 OpenMP threads, have %d", nt);
