@@ -1,5 +1,6 @@
-/* The step guard's rollback: the abandoned branch set aside, the newest
- * checkpoint before it loaded (ckpt.h, ckpt_rollback). */
+/* The step guard's rollback, its file part: the abandoned branch set aside
+ * (ckpt_rollback.h). The session's part, loading the newest checkpoint
+ * left, is ckpt_rollback in ckpt_session.c. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -8,14 +9,13 @@
 
 #include "check.h"
 #include "ckpt_fs.h"
-#include "ckpt_internal.h"
+#include "ckpt_h5.h"
+#include "ckpt_rollback.h"
 #include "util.h"
 
 #include <unistd.h>
 
-/* Rank 0: checkpoints newer than max_step renamed *.superseded, `latest`
- * pointed at the newest left (removed when none is). 0, or -1 with err. */
-static int set_aside_newer(const char *dir, int64_t max_step, char *err, size_t errlen) {
+int ckpt_set_aside_newer(const char *dir, int64_t max_step, char *err, size_t errlen) {
   int64_t *steps = NULL;
   int n = 0;
   if (ckpt_fs_list(dir, &steps, &n, err, errlen) != 0) return -1;
@@ -39,27 +39,4 @@ static int set_aside_newer(const char *dir, int64_t max_step, char *err, size_t 
     if (unlink(from) != 0 && errno != ENOENT) rc = boost_err(err, errlen, "cannot remove %s: %s", from, strerror(errno));
   }
   return rc == 0 ? ckpt_fs_fsync(dir, err, errlen) : rc;
-}
-
-int ckpt_rollback(ckpt_session *s, int64_t max_step, ckpt_meta *meta, ckpt_state *state, char *msg, size_t msglen) {
-  ckpt_meta_init(meta);
-  memset(state, 0, sizeof *state);
-  if (!s || s->read_only) {
-    boost_msgf(msg, msglen, "no checkpoint directory to roll back in");
-    return 0;
-  }
-  ckpt_wait(s);
-  char err[1024] = "";
-  int ok = s->rank != 0 || set_aside_newer(s->cfg.dir, max_step, err, sizeof err) == 0;
-  MPI_Bcast(&ok, 1, MPI_INT, 0, s->grid->world);
-  if (!ok) {
-    boost_msgf(msg, msglen, "rollback in %s: %s", s->cfg.dir, s->rank == 0 ? err : "the directory could not be updated");
-    return -1;
-  }
-  const ckpt_from resume = s->cfg.resume;
-  s->cfg.resume.kind = CKPT_FROM_AUTO;
-  const int rc = ckpt_resume(s, meta, state, msg, msglen);
-  s->cfg.resume = resume;
-  if (rc != 1) s->last_committed_step = s->last_staged_step = -1;
-  return rc;
 }

@@ -19,6 +19,7 @@
 #include "ckpt_agree.h"
 #include "ckpt_fs.h"
 #include "ckpt_read.h"
+#include "ckpt_rollback.h"
 #include "ckpt_save.h"
 #include "ckpt_stage.h"
 #include "ckpt_table.h"
@@ -496,6 +497,30 @@ void ckpt_after_step(ckpt_session *s, const ckpt_meta *meta, const ckpt_state *s
   }
   if (statuslen)
     boost_msgf(status, statuslen, "%s%s%s%s", waited, done, done[0] && now_txt[0] ? " | " : "", now_txt);
+}
+
+int ckpt_rollback(ckpt_session *s, int64_t max_step, ckpt_meta *meta, ckpt_state *state, char *msg, size_t msglen) {
+  ckpt_meta_init(meta);
+  memset(state, 0, sizeof *state);
+  if (!s || s->read_only) {
+    boost_msgf(msg, msglen, "no checkpoint directory to roll back in");
+    return 0;
+  }
+  ckpt_wait(s);
+  char err[1024] = "";
+  int ok = s->grid->rank != 0 || ckpt_set_aside_newer(s->cfg.dir, max_step, err, sizeof err) == 0;
+  MPI_Bcast(&ok, 1, MPI_INT, 0, s->grid->world);
+  if (!ok) {
+    boost_msgf(msg, msglen, "rollback in %s: %s", s->cfg.dir,
+               s->grid->rank == 0 ? err : "the directory could not be updated");
+    return -1;
+  }
+  const ckpt_from resume = s->cfg.resume;
+  s->cfg.resume.kind = CKPT_FROM_AUTO;
+  const int rc = ckpt_resume(s, meta, state, msg, msglen);
+  s->cfg.resume = resume;
+  if (rc != 1) s->out.last_committed_step = s->out.last_staged_step = -1;
+  return rc;
 }
 
 int ckpt_wait(ckpt_session *s) {
