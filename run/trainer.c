@@ -144,7 +144,8 @@ static void fetch_micro(void *ctx, int micro, int32_t *in, int32_t *tg) {
   const run *r = f->r;
   for (int b = 0; b < r->B; b++) {
     const int64_t idx = data_sample_index(f->cursor, micro, r->grid.dp, r->grid.dp_rank, r->B, b);
-    data_get_sample(&r->train, (uint64_t)r->cfg->data.seed, idx, in + (size_t)b * r->T, tg + (size_t)b * r->T);
+    const int64_t w = data_sample_window(&r->train, r->cfg->data.order, (uint64_t)r->cfg->data.seed, idx);
+    data_get_window(&r->train, w, in + (size_t)b * r->T, tg + (size_t)b * r->T);
   }
 }
 

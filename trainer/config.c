@@ -41,6 +41,7 @@ static const enum_choice DEVICE_CHOICES[] = {
 static const enum_choice COMM_CHOICES[] = {{"auto", COMM_CFG_AUTO}, {"mpi", COMM_CFG_MPI}, {"nccl", COMM_CFG_NCCL}, {NULL, 0}};
 static const enum_choice PRECISION_CHOICES[] = {{"fp32", PRECISION_FP32}, {"bf16", PRECISION_BF16}, {NULL, 0}};
 static const enum_choice GUARD_CHOICES[] = {{"off", GUARD_OFF}, {"skip", GUARD_SKIP}, {"rollback", GUARD_ROLLBACK}, {NULL, 0}};
+static const enum_choice DATA_ORDER_CHOICES[] = {{"shuffled", DATA_ORDER_SHUFFLED}, {"sequential", DATA_ORDER_SEQUENTIAL}, {NULL, 0}};
 static const enum_choice ACTS_CHOICES[] = {{"none", ACTS_NONE}, {"sample", ACTS_SAMPLE}, {"all", ACTS_ALL}, {NULL, 0}};
 
 typedef struct {
@@ -74,6 +75,10 @@ static const key_spec KEYS[] = {
     {"data.val", K_STR, F(data.val), 0, 0, "validation shard(s); empty = split off data.train", NULL},
     {"data.val_fraction", K_FLOAT, F(data.val_fraction), 0, 0.5, "fraction of data.train held out when data.val is empty", NULL},
     {"data.seed", K_I64, F(data.seed), 0, BIG, "sample order seed", NULL},
+    {"data.order", K_ENUM, F(data.order), 0, 0,
+     "order training reads windows in: shuffled (keyed by data.seed) or sequential (the stored order, so a stretch "
+     "of a shard meets consecutive steps; docs/DATA_FORMAT.md)",
+     DATA_ORDER_CHOICES},
     {"train.batch_size", K_INT, F(train.batch_size), 1, 1 << 20, "micro-batch size per data-parallel rank", NULL},
     {"train.grad_accum", K_INT, F(train.grad_accum), 1, 1 << 20, "micro-batches per step (the pipeline's micro-batches)", NULL},
     {"train.steps", K_INT, F(train.steps), 0, 1e9, "optimizer steps", NULL},

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdint.h>
 
+#include "data.h" /* data_order */
+
 #define CONFIG_STR 512
 
 /* Projections of a layer, in the order of the `model.lowrank` list. */
@@ -72,6 +74,7 @@ typedef struct {
     char train[CONFIG_STR], val[CONFIG_STR];
     float val_fraction;
     int64_t seed;
+    data_order order;
   } data;
   struct {
     int batch_size, grad_accum, steps, warmup_steps, val_every, val_batches, log_every, threads;

@@ -517,11 +517,15 @@ void data_get_window(const data_split *split, int64_t index, int32_t *inputs, in
   data_read_tokens(split->src, w + 1, split->seq_len, targets);
 }
 
+int64_t data_sample_window(const data_split *split, data_order order, uint64_t seed, int64_t global_index) {
+  BOOST_ASSERT(global_index >= 0 && split->num_samples > 0);
+  const int64_t n = split->num_samples;
+  if (order == DATA_ORDER_SEQUENTIAL) return global_index % n;
+  return data_permute(n, seed, (uint64_t)(global_index / n), global_index % n);
+}
+
 void data_get_sample(const data_split *split, uint64_t seed, int64_t global_index, int32_t *inputs,
                      int32_t *targets) {
-  BOOST_ASSERT(global_index >= 0 && split->num_samples > 0);
-  int64_t n = split->num_samples;
-  int64_t w = data_permute(n, seed, (uint64_t)(global_index / n), global_index % n);
-  data_get_window(split, w, inputs, targets);
+  data_get_window(split, data_sample_window(split, DATA_ORDER_SHUFFLED, seed, global_index), inputs, targets);
 }
 

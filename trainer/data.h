@@ -17,10 +17,12 @@
  *
  * Samples: a split is a contiguous token range cut into non-overlapping windows
  * of seq_len + 1 tokens with stride seq_len (the last token of a window is the
- * first of the next). Training reads window perm(epoch)[i % n] for global
- * sample index i, epoch = i / n, where perm is a keyed pseudo-random bijection
- * of [0, n) computed on the fly: the same (seed, i) always gives the same
- * tokens however many data-parallel ranks share the index space.
+ * first of the next). Training reads, in the shuffled order (the default),
+ * window perm(epoch)[i % n] for global sample index i, epoch = i / n, where
+ * perm is a keyed pseudo-random bijection of [0, n) computed on the fly: the
+ * same (seed, i) always gives the same tokens however many data-parallel ranks
+ * share the index space. In the sequential order it reads window i % n: the
+ * stored order, so a stretch of a shard meets consecutive steps.
  *
  * All functions that can fail on user input return NULL / -1 and write one
  * line (no newline) naming the file and the problem into err. Reading from an
@@ -100,6 +102,12 @@ typedef struct {
 int data_split_make(const data_source *src, double val_fraction, int seq_len, data_split *train,
                     data_split *val, char *err, size_t errlen);
 int64_t data_split_num_samples(const data_split *split);
+
+/* The order training reads windows in (config key data.order). */
+typedef enum { DATA_ORDER_SHUFFLED = 0, DATA_ORDER_SEQUENTIAL, DATA_ORDER_COUNT } data_order;
+
+/* The window training sample i >= 0 reads in `order` (seed: shuffled only). */
+int64_t data_sample_window(const data_split *split, data_order order, uint64_t seed, int64_t global_index);
 
 /* Shuffled training sample at global index i >= 0 (any number of epochs):
  * inputs[t] = tok[w + t], targets[t] = tok[w + t + 1], t < seq_len, where

@@ -121,7 +121,13 @@ Test(config, enum_keys_parse_once_into_enums) {
   /* "none" names TP_NONE internally but is not a value users may set */
   cr_expect_eq(config_set(&c, "parallel.tp_mode", "none", err, sizeof err), -1);
   cr_expect(strstr(err, "auto, btp, vanilla or megatron") != NULL, "%s", err);
-  char *json = config_to_json(&c);
+  cr_expect_eq(c.data.order, DATA_ORDER_SHUFFLED);
+  cr_assert_eq(config_set(&c, "data.order", "sequential", err, sizeof err), 0, "%s", err);
+  cr_expect_eq(c.data.order, DATA_ORDER_SEQUENTIAL);
+  cr_expect_eq(config_set(&c, "data.order", "random", err, sizeof err), -1);
+  cr_expect(strstr(err, "data.order") && strstr(err, "shuffled or sequential") && !strchr(err, '\n'), "%s", err);
+  char *json = config_to_json(&c); /* the copy checkpoints store: what a resume compares */
+  cr_expect(strstr(json, "\"data.order\":\"sequential\"") != NULL, "%s", json);
   cr_expect(strstr(json, "\"parallel.tp_mode\":\"vanilla\"") != NULL, "%s", json);
   cr_expect(strstr(json, "\"ckpt.activations\":\"all\"") != NULL, "%s", json);
   free(json);

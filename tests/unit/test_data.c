@@ -395,6 +395,14 @@ Test(data, samples_are_windows_and_deterministic) {
     differ += in[0] != in2[0];
   }
   cr_assert_gt(differ, 10);
+  /* data.order=sequential: window i % n, the stored order, whatever the
+   * seed; shuffled: what data_get_sample reads. */
+  for (int64_t i = 0; i < 3 * n; i += 5) {
+    cr_assert_eq(data_sample_window(&tr, DATA_ORDER_SEQUENTIAL, 9, i), i % n);
+    data_get_window(&tr, data_sample_window(&tr, DATA_ORDER_SHUFFLED, 9, i), in, tg);
+    data_get_sample(&tr, 9, i, in2, tg2);
+    cr_assert_arr_eq(in, in2, sizeof in);
+  }
 
   /* Validation: stored order, after the training tokens. */
   for (int64_t k = 0; k < data_split_num_samples(&va); k++) {
