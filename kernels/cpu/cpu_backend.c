@@ -115,7 +115,7 @@ void cpu_grad_sumsq(boost_backend *be, const boost_optim_plan *p, const float *g
   *out = s;
 }
 
-/* The float update of every segment; the caller rounds the working copy. */
+/* The float update of every segment, and with work the bf16 working copy rounded in the same pass. */
 void cpu_adamw(const boost_optim_plan *p, float *params, const float *grads, float *m, float *v, uint16_t *work,
                adamw_hparams hp, int t, float grad_scale) {
   const float decay = hp.weight_decay;
