@@ -59,11 +59,16 @@ BOOST_CKPT_TEST_DELAY_MS=0 train_bg 2 "$tmp/early.log" "${CFG[@]}" --set ckpt.di
 pid=$!
 set +m
 CLEANUP="kill -9 $pid 2>/dev/null; pkill -9 -P $pid 2>/dev/null"
-for i in $(seq 1 100); do
+# Up to 60 s for the trap: under a loaded machine (the sanitizer suite at
+# -j2) bash took over a second to start, and a SIGTERM before the trap
+# killed the launcher itself (143) -- not what this case tests.
+trapped=0
+for i in $(seq 1 6000); do
   mask=$(awk '/^SigCgt:/ {print $2}' "/proc/$pid/status" 2>/dev/null) || true
-  [ -n "$mask" ] && (((16#$mask >> 14) & 1)) && break
+  [ -n "$mask" ] && (((16#$mask >> 14) & 1)) && trapped=1 && break
   sleep 0.01
 done
+[ "$trapped" = 1 ] || fail "early: boost-mpirun never installed its SIGTERM trap (60 s)"
 kill -TERM "$pid"
 rc=0
 wait "$pid" || rc=$?
