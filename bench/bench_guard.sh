@@ -68,6 +68,29 @@ for np in 1 2; do
     "$best_off" "$best_on" "$("$PY" -c "print(100 * ($best_on - $best_off) / $best_off)")"
 done
 
+# A replay's cost: train.replay_every=2 replays every second step (logged
+# steps s with s % 2 == 0); its cost in steps is the median of the replayed
+# steps over the median of the others, less one; train.replay_every=N then
+# adds that over N to every step.
+printf '\n| ranks | step ms | step with a replay, ms | a replay costs | train.replay_every=100 adds |\n|---|---|---|---|---|\n'
+for np in 1 2; do
+  th=$(( 2 / np )) tag=replay$np
+  rm -f "$out/$tag.jsonl"
+  launch=()
+  [ "$np" = 1 ] || launch=($MPIRUN -n "$np")
+  OMP_NUM_THREADS=$th "${launch[@]}" "$TRAIN" "${COMMON[@]}" --set train.threads=$th --set train.steps="$STEPS" \
+    --set train.replay_every=2 --set train.metrics="$out/$tag.jsonl" >"$out/$tag.log" 2>&1
+  "$PY" - "$out/$tag.jsonl" "$( [ "$np" = 1 ] && echo "1 (2 threads)" || echo "dp=2 (1 thread each)")" <<'PYEOF'
+import json, sys, statistics as S
+rows = [json.loads(l) for l in open(sys.argv[1])][2:]
+plain = [o["step_ms"] for o in rows if o["step"] % 2]
+again = [o["step_ms"] for o in rows if o["step"] % 2 == 0]
+p, r = S.median(plain), S.median(again)
+cost = r / p - 1
+print("| %s | %.1f | %.1f | %.2f steps | %+.2f %% |" % (sys.argv[2], p, r, cost, 100 * cost / 100))
+PYEOF
+done
+
 # The clean run's z-scores, as the guard computes them (docs/GUARD.md).
 OMP_NUM_THREADS=2 "$TRAIN" "${COMMON[@]}" --set train.threads=2 --set train.steps="$ZSTEPS" \
   --set train.metrics="$out/z.jsonl" >"$out/z.log" 2>&1
