@@ -1,5 +1,6 @@
 #include "trainer.h"
 #include "train_sample.h"
+#include "trainer_internal.h"
 
 #include <cJSON.h>
 #include <errno.h>
@@ -38,45 +39,12 @@
 #endif
 
 
-static void format_count(double v, char *out, size_t n) {
-  if (v >= 1e9) snprintf(out, n, "%.2fG", v / 1e9);
-  else if (v >= 1e6) snprintf(out, n, "%.2fM", v / 1e6);
-  else if (v >= 1e3) snprintf(out, n, "%.1fk", v / 1e3);
-  else snprintf(out, n, "%.0f", v);
-}
-
 /* Every rank reaches the same verdict, rank 0 prints it. */
-static int fail_all(const process_grid *g, const char *msg) {
+int fail_all(const process_grid *g, const char *msg) {
   if (g->rank == 0) fprintf(stderr, "boost-train: %s\n", msg);
   return 1;
 }
 
-struct trainer {
-  const train_config *cfg;
-  process_grid grid;
-  comm_ctx comm;
-  boost_backend *be;
-  tp_mode mode;
-  int threads;
-  train_state st;
-  data_source *train_src, *val_src;
-  data_split train, val;
-  model m;
-  int B, T;
-  int64_t global_batch;
-  pipeline pipe;
-  grad_buckets buckets; /* the dp reduction, overlapped with the step's last backward */
-  model_stage stage;
-  int *layers_per_stage; /* [pp] */
-  FILE *metrics;
-  int32_t *val_in, *val_tg; /* validation's micro-batch: the pipeline's buffers hold the step's last one */
-  ckpt_session *ck; /* trainer_run's checkpoint session (NULL: none) */
-  optim_parts parts; /* the optimizer step in parts when ck's staging is bounded (n 0: whole) */
-  trainer_ckpt_ctx hooks_ctx;
-  run_interval interval; /* ckpt.every_seconds / ckpt.every = auto */
-  int *sdc_fails;        /* [world size] replays each rank disagreed in (the guard's replay) */
-};
-typedef struct trainer run;
 
 static int open_data(run *r, char *err, size_t errlen) {
   const train_config *cfg = r->cfg;
@@ -208,7 +176,7 @@ static double test_loss_fault(const run *r, int64_t batch) {
  * Returns the mean loss over the global batch and sets the pre-clip
  * gradient norm: the same values on every rank, before anything changes
  * the weights or moments (the step guard judges them). */
-static float step_gradients(run *r, train_state *st, double *grad_norm) {
+float step_gradients(run *r, train_state *st, double *grad_norm) {
   const train_config *cfg = r->cfg;
   model *m = &r->m;
   boost_backend *be = r->be;
@@ -269,80 +237,6 @@ static void step_update(run *r, train_state *st, double grad_norm) {
     comm_allgather_chunks(&r->comm, COMM_DP, m->reg.arena[TENSOR_PARAMS], chunk);
     registry_refresh_work(&m->reg);
   }
-}
-
-static void write_metrics(run *r, const comm_ctx *comm_counts, const train_state *st, float loss, float val_loss, float lr, double gnorm,
-                          double tok_s, double gflops, double dt, const char *ckpt_status) {
-  cJSON *o = cJSON_CreateObject();
-  cJSON_AddNumberToObject(o, "step", (double)st->step);
-  cJSON_AddNumberToObject(o, "time", boost_unix_s()); /* wall clock, after the checkpoint step */
-  cJSON_AddNumberToObject(o, "loss", loss);
-  if (!isnan(val_loss)) cJSON_AddNumberToObject(o, "val_loss", val_loss);
-  cJSON_AddNumberToObject(o, "lr", lr);
-  cJSON_AddNumberToObject(o, "grad_norm", gnorm);
-  cJSON_AddNumberToObject(o, "tokens_per_s", tok_s);
-  cJSON_AddNumberToObject(o, "gflops", gflops);
-  cJSON_AddNumberToObject(o, "step_ms", dt * 1e3);
-  cJSON_AddNumberToObject(o, "tokens", st->tokens_seen);
-  cJSON_AddStringToObject(o, "ckpt", ckpt_status);
-  cJSON *comm = cJSON_AddObjectToObject(o, "comm");
-  for (int g = 0; g < COMM_NUM_GROUPS; g++)
-    for (int k = 0; k < COMM_NUM_KINDS; k++) {
-      const comm_counter *ct = &comm_counts->count[g][k];
-      if (!ct->calls) continue;
-      char key[64];
-      snprintf(key, sizeof key, "%s_%s", comm_group_names[g], comm_kind_names[k]);
-      cJSON *e = cJSON_AddObjectToObject(comm, key);
-      cJSON_AddNumberToObject(e, "bytes", (double)ct->bytes);
-      cJSON_AddNumberToObject(e, "calls", (double)ct->calls);
-      cJSON_AddNumberToObject(e, "seconds", ct->seconds);
-    }
-  char *s = cJSON_PrintUnformatted(o);
-  fprintf(r->metrics, "%s\n", s);
-  fflush(r->metrics);
-  free(s);
-  cJSON_Delete(o);
-}
-
-static void print_start(run *r, const train_state *st, int threads) {
-  const train_config *cfg = r->cfg;
-  char np[32];
-  format_count((double)model_num_params(&r->m), np, sizeof np);
-  printf("model %s: %s parameters, d=%d layers=%d heads=%d ffn=%d ranks attn/mlp=%d/%d lowrank=%s\n",
-         cfg->model.preset, np, cfg->model.d_model, cfg->model.n_layers, cfg->model.n_heads, cfg->model.ffn,
-         cfg->model.rank_attn, cfg->model.rank_mlp, cfg->model.lowrank);
-  registry_print_memory(&r->m.reg, "  memory ");
-  printf("  memory %-8s %9.2f MiB  (micro-batch %d x %d, %d in flight; %.2f MiB per layer kept with recompute=%s)\n",
-         "acts", (double)r->m.act_bytes / (1 << 20), r->B, r->T, r->m.nsets,
-         (double)r->m.act_bytes_per_layer / (1 << 20), recompute_names[r->m.recompute]);
-  if (r->grid.pp > 1) {
-    char layers[512] = "";
-    for (int k = 0; k < r->grid.pp; k++) {
-      const size_t used = strlen(layers);
-      if (used + 16 >= sizeof layers) { /* thousands of stages: the list is cut, not overrun */
-        snprintf(layers + used, sizeof layers - used, ",...");
-        break;
-      }
-      snprintf(layers + used, sizeof layers - used, "%s%d", k ? "," : "", r->layers_per_stage[k]);
-    }
-    const int M = cfg->train.grad_accum, P = r->grid.pp;
-    printf("pipeline: %d stages with %s layers, 1F1B over %d micro-batches, bubble fraction (P-1)/(M+P-1) = %.3f\n", P,
-           layers, M, (double)(P - 1) / (M + P - 1));
-  }
-  printf("backend: %s\n", r->be->info);
-#ifdef BOOST_HAVE_CUDA
-  if (cuda_backend_device(r->be) >= 0) {
-    char dev[256];
-    cuda_backend_describe(r->be, dev, sizeof dev);
-    printf("device: %s (rank 0; communication %s)\n", dev, r->comm.ops->name);
-  }
-#endif
-  printf("layout dp=%d tp=%d (%s) pp=%d | data: %lld train / %lld validation samples of %d tokens | global batch %lld "
-         "sequences (%d x %d accum x %d dp) | %d threads/rank | from step %lld\n",
-         r->grid.dp, r->grid.tp, tp_mode_names[r->mode], r->grid.pp, (long long)data_split_num_samples(&r->train),
-         (long long)data_split_num_samples(&r->val), r->T, (long long)r->global_batch, r->B, cfg->train.grad_accum,
-         r->grid.dp, threads, (long long)st->step);
-  fflush(stdout);
 }
 
 /* train.device = cuda: the GPU of a rank is its local rank (its rank among
@@ -512,236 +406,6 @@ float trainer_step(trainer *r, double *grad_norm) {
   return loss;
 }
 
-/* ---- the step guard (guard.h, docs/GUARD.md) ------------------------------ */
-
-/* Global batch index of the next step. */
-static int64_t next_batch(const run *t) { return t->st.data_cursor / t->global_batch; }
-
-/* A batch that train.skip_batches or a rollback's window covers is passed
- * over before its step: the cursor moves past the range, nothing else
- * changes. 1 when it moved. */
-static int pass_skipped(run *t) {
-  train_state *st = &t->st;
-  const int64_t batch = next_batch(t);
-  int64_t last;
-  int reason;
-  if (!guard_skip_range(t->cfg, st, batch, &last, &reason)) return 0;
-  if (reason == GUARD_SKIP_CONFIG) guard_note_skip(st, batch, last, reason);
-  st->data_cursor = (last + 1) * t->global_batch;
-  if (t->grid.rank == 0) {
-    printf("skip: batches %lld-%lld (%s) passed over at step %lld\n", (long long)batch, (long long)last,
-           reason == GUARD_SKIP_CONFIG ? "train.skip_batches" : "the guard's rollback", (long long)st->step);
-    fflush(stdout);
-  }
-  return 1;
-}
-
-/* Back to the initial weights (train.seed), zero moments and step 0: the
- * rollback when no checkpoint precedes the flagged steps. */
-static void start_over(run *t) {
-  train_state *st = &t->st;
-  tensor_registry *reg = &t->m.reg;
-  model_init_params(&t->m, (uint64_t)t->cfg->train.seed);
-  const size_t bytes = (reg->mom_end - reg->mom_begin) * sizeof(float);
-  t->be->mem->zero(t->be, reg->arena[TENSOR_ADAM_M], bytes);
-  t->be->mem->zero(t->be, reg->arena[TENSOR_ADAM_V], bytes);
-  st->step = st->data_cursor = 0;
-  st->tokens_seen = 0;
-  st->loss_count = 0;
-  st->val_history.rows = st->grad_norms.rows = 0;
-}
-
-/* Every rank reloads the newest committed checkpoint at or before
- * first_step (or starts over) and skips train.guard_skip_batches batches
- * from its cursor, at least through last_batch. 0, or the exit status. */
-static int rollback(run *t, int64_t first_step, int64_t last_batch) {
-  const train_config *cfg = t->cfg;
-  train_state *st = &t->st;
-  char msg[2048];
-  watchdog_phase("the guard's rollback", WATCH_CKPT);
-  const int rc = trainer_ckpt_rollback(t->ck, first_step, st, msg, sizeof msg);
-  if (rc < 0) return fail_all(&t->grid, msg);
-  if (rc == 0) {
-    start_over(t);
-    snprintf(msg, sizeof msg, "no checkpoint at or before step %lld: back to the initial weights", (long long)first_step);
-  }
-  registry_refresh_work(&t->m.reg);
-  run_watch_begin(cfg, t->grid.rank, st, t->ck); /* the watchdog's account restarts at the step rolled back to */
-  /* A window of batches not skipped yet: a second rollback to the same
-   * checkpoint skips the next train.guard_skip_batches, not the same ones. */
-  int64_t from = next_batch(t), last;
-  int reason;
-  while (guard_skip_range(cfg, st, from, &last, &reason)) from = last + 1;
-  int64_t to = from + cfg->train.guard_skip_batches - 1;
-  if (to < last_batch) to = last_batch;
-  guard_note_skip(st, from, to, GUARD_SKIP_ROLLBACK);
-  if (t->grid.rank == 0) {
-    printf("guard: rollback %d of %d to step %lld: %s; batches %lld-%lld will be skipped\n", guard_rollbacks(st),
-           cfg->train.guard_max_rollbacks, (long long)st->step, msg, (long long)from, (long long)to);
-    fflush(stdout);
-  }
-  return 0;
-}
-
-/* This rank's fingerprint of a step's result: its local gradients (after
- * the data-parallel reduction) hashed, with the step's global loss and
- * gradient norm, bit for bit. */
-static uint64_t step_fingerprint(const run *t, float loss, double gnorm) {
-  const size_t n = t->m.reg.numel;
-  float *host = boost_calloc(n ? n : 1, sizeof *host);
-  t->be->mem->download(t->be, host, t->m.reg.arena[TENSOR_GRADS], n * sizeof *host);
-  XXH3_state_t *h = XXH3_createState();
-  if (!h) boost_fail("out of memory for the guard's replay hash");
-  XXH3_64bits_reset(h);
-  XXH3_64bits_update(h, host, n * sizeof *host);
-  XXH3_64bits_update(h, &loss, sizeof loss);
-  XXH3_64bits_update(h, &gnorm, sizeof gnorm);
-  const uint64_t d = XXH3_64bits_digest(h);
-  XXH3_freeState(h);
-  boost_free(host);
-  return d;
-}
-
-/* The ranks whose `differs` is set, over world: the count, the lowest in
- * *first and that rank's host name in host. Collective. */
-static int agree_differing(run *t, int differs, int *first, char *host, size_t hostlen) {
-  const int W = t->grid.world_size;
-  double *v = boost_calloc((size_t)W, sizeof *v);
-  v[t->grid.rank] = differs;
-  comm_control_sum_f64(&t->comm, COMM_WORLD, v, W);
-  int n = 0;
-  *first = -1;
-  for (int k = 0; k < W; k++)
-    if (v[k] != 0) {
-      if (*first < 0) *first = k;
-      n++;
-    }
-  boost_free(v);
-  host[0] = 0;
-  if (*first >= 0) {
-    char name[256] = "";
-    if (gethostname(name, sizeof name - 1) != 0) snprintf(name, sizeof name, "?");
-    comm_control_bcast(t->grid.world, COMM_WORLD, "the faulty rank's host", name, (int)sizeof name, *first);
-    snprintf(host, hostlen, "%s", name);
-  }
-  return n;
-}
-
-/* The guard's replay (docs/GUARD.md, "Silent data corruption"): the step is
- * taken again from the same weights and batch (nothing was applied). The
- * same bits on every rank: the result is real (-1). Different bits on some
- * rank: a hardware fault; a third execution decides -- the second and
- * third agree: the step is theirs (*loss, *gnorm and the gradients in the
- * arena), the faulty rank is counted, 0; they differ too, or the rank
- * failed train.guard_sdc_limit replays: the job ends, the exit status
- * BOOST_EXIT_FAULTY_HOST naming the rank and its host. Collective. */
-static int replay_step(run *t, float *loss, double *gnorm) {
-  const train_config *cfg = t->cfg;
-  train_state *st = &t->st;
-  const uint64_t first = step_fingerprint(t, *loss, *gnorm);
-  double g2, g3;
-  const float l2 = step_gradients(t, st, &g2);
-  const uint64_t second = step_fingerprint(t, l2, g2);
-  int bad, rank;
-  char host[256];
-  if (agree_differing(t, first != second, &rank, host, sizeof host) == 0) return -1;
-  const float l3 = step_gradients(t, st, &g3);
-  const uint64_t third = step_fingerprint(t, l3, g3);
-  int rank2;
-  char host2[256];
-  const int again = agree_differing(t, second != third, &rank2, host2, sizeof host2);
-  if (!t->sdc_fails) t->sdc_fails = boost_calloc((size_t)t->grid.world_size, sizeof *t->sdc_fails);
-  bad = ++t->sdc_fails[rank];
-  const long long step = (long long)st->step + 1, batch = (long long)next_batch(t);
-  if (again || bad >= cfg->train.guard_sdc_limit) {
-    if (t->grid.rank == 0)
-      fprintf(stderr,
-              "boost-train: silent data corruption: rank %d on host %s gave different results for the same step %lld "
-              "(batch %lld) %s; exclude the host (docs/GUARD.md); exit %d\n",
-              again ? rank2 : rank, again ? host2 : host, step, batch,
-              again ? "in every replay" : "again (train.guard_sdc_limit)", BOOST_EXIT_FAULTY_HOST);
-    return BOOST_EXIT_FAULTY_HOST;
-  }
-  if (t->grid.rank == 0) {
-    printf("guard: silent data corruption at step %lld (batch %lld) on rank %d, host %s: its first result discarded, "
-           "the step taken from two replays that agree (%d of train.guard_sdc_limit=%d)\n",
-           step, batch, rank, host, bad, cfg->train.guard_sdc_limit);
-    fflush(stdout);
-  }
-  *loss = l3;
-  *gnorm = g3;
-  return 0;
-}
-
-/* Whether the replay can tell a fault from a real result here: only where
- * steps are bit-deterministic (the CPU and guarded backends; not CUDA,
- * whose kernels this build does not promise deterministic). Said once. */
-static int replay_allowed(run *t) {
-  static int said;
-  if (t->cfg->train.device != DEVICE_CUDA) return 1;
-  if (!said++ && t->grid.rank == 0)
-    printf("guard: no replay of flagged steps: train.device=cuda is not bit-deterministic here (docs/GUARD.md)\n");
-  return 0;
-}
-
-/* The run's flagged steps and skipped batches in one line (the guard gave up). */
-static void report_give_up(const run *t) {
-  const train_state *st = &t->st;
-  char flags[1024] = "", skips[1024];
-  size_t used = 0;
-  for (int64_t i = 0; i < st->guard_events.rows && used < sizeof flags; i++) {
-    const double *row = st->guard_events.v + i * GUARD_EVENT_COLS;
-    if (i == 12) {
-      used += (size_t)snprintf(flags + used, sizeof flags - used, ", ... (%lld in all)", (long long)st->guard_events.rows);
-      break;
-    }
-    used += (size_t)snprintf(flags + used, sizeof flags - used, "%sstep %lld batch %lld (loss %.4g)", i ? ", " : "",
-                             (long long)row[0] + 1, (long long)row[1], row[3]);
-  }
-  guard_format_skips(st->skipped.v, st->skipped.rows, skips, sizeof skips);
-  fprintf(stderr,
-          "boost-train: the guard gave up after %d rollbacks (train.guard_max_rollbacks=%d): flagged %s; batches "
-          "skipped %s; skipping data does not heal this run (a learning rate far too high?); exit %d\n",
-          guard_rollbacks(st), t->cfg->train.guard_max_rollbacks, flags, skips[0] ? skips : "none",
-          BOOST_EXIT_DIVERGED);
-}
-
-/* A flagged step: nothing was applied; its batch is passed over and noted.
- * rollback: a non-finite value or train.guard_cluster flagged batches
- * among the last train.guard_cluster_window roll back, at most
- * train.guard_max_rollbacks times; skip: that many flagged in a row end the
- * run. 0 to go on, else the exit status (the same on every rank). */
-static int on_flagged(run *t, float loss, double gnorm, const guard_verdict *v) {
-  const train_config *cfg = t->cfg;
-  train_state *st = &t->st;
-  const int64_t batch = next_batch(t);
-  guard_note_event(st, batch, v, loss, gnorm, GUARD_ACT_DROPPED);
-  guard_note_skip(st, batch, batch, GUARD_SKIP_FLAGGED);
-  int64_t first_step;
-  const int window = cfg->train.guard_cluster_window;
-  const int recent = guard_recent_flags(st, batch, window, &first_step);
-  int back = 0, end = 0;
-  if (cfg->train.guard == GUARD_ROLLBACK) back = (v->reasons & GUARD_NONFINITE) || recent >= cfg->train.guard_cluster;
-  else end = recent >= window;
-  if (back && guard_rollbacks(st) >= cfg->train.guard_max_rollbacks) back = 0, end = 1;
-  st->guard_events.v[(st->guard_events.rows - 1) * GUARD_EVENT_COLS + 5] =
-      back ? GUARD_ACT_ROLLBACK : end ? GUARD_ACT_ENDED : GUARD_ACT_DROPPED;
-  st->data_cursor += t->global_batch;
-  if (t->grid.rank == 0) {
-    char why[256];
-    guard_describe(v, loss, gnorm, why, sizeof why);
-    printf("step %5lld/%d | FLAGGED batch %lld: %s | gnorm %.4g | %s\n", (long long)st->step + 1, cfg->train.steps,
-           (long long)batch, why, gnorm,
-           back ? "rolling back" : end ? "giving up" : "dropped: nothing applied, the batch passed over");
-    fflush(stdout);
-  }
-  if (end) {
-    if (t->grid.rank == 0) report_give_up(t);
-    return BOOST_EXIT_DIVERGED;
-  }
-  return back ? rollback(t, first_step, batch) : 0;
-}
-
 /* The end of a run: waits for the last checkpoint and turns the outcome into
  * the exit status (docs: 0 done and saved, 75 preempted after a commit, 74
  * ended without its final state committed, 1 error). */
@@ -843,23 +507,6 @@ static int open_and_resume(run *t, char *msg, size_t msglen) {
   if (ckpt_staging_bounded(t->ck)) optim_parts_init(&t->parts, &t->m, 16);
   watchdog_phase("start-up: start agreement", WATCH_WAIT);
   return accept_start(t, err, sizeof err);
-}
-
-/* Rank 0's line for a step. */
-static void log_step(const run *t, const comm_ctx *step_comm, float loss, float val_loss, float lr, double gnorm,
-                     double tok_s, double gflops, double dt, const char *ckpt_status) {
-  char tok[32];
-  format_count(tok_s, tok, sizeof tok);
-  printf("step %5lld/%d | loss %.4f | lr %.2e | gnorm %.3f | %s tok/s | %.1f GFLOP/s | %.0f ms", (long long)t->st.step,
-         t->cfg->train.steps, loss, lr, gnorm, tok, gflops, dt * 1e3);
-  if (!isnan(val_loss)) printf(" | val %.4f", val_loss);
-  if (t->grid.world_size > 1) {
-    char cs[256];
-    comm_format_counts(step_comm, cs, sizeof cs);
-    printf(" | comm %s", cs);
-  }
-  printf(" | ckpt %s\n", ckpt_status);
-  fflush(stdout);
 }
 
 int trainer_run(const train_config *cfg, MPI_Comm world) {

@@ -1,0 +1,79 @@
+/* The training run's private parts (trainer.c), shared with the step
+ * guard's healing (trainer_heal.c): the run's state and the calls both use. */
+#ifndef BOOST_TRAINER_INTERNAL_H
+#define BOOST_TRAINER_INTERNAL_H
+
+#include <stdio.h>
+
+#include "ckpt.h"
+#include "ckpt_hooks.h"
+#include "comm.h"
+#include "data.h"
+#include "grad_buckets.h"
+#include "grid.h"
+#include "guard.h"
+#include "model.h"
+#include "optim.h"
+#include "pipeline.h"
+#include "run_interval.h"
+#include "train_state.h"
+#include "trainer.h"
+
+struct trainer {
+  const train_config *cfg;
+  process_grid grid;
+  comm_ctx comm;
+  boost_backend *be;
+  tp_mode mode;
+  int threads;
+  train_state st;
+  data_source *train_src, *val_src;
+  data_split train, val;
+  model m;
+  int B, T;
+  int64_t global_batch;
+  pipeline pipe;
+  grad_buckets buckets; /* the dp reduction, overlapped with the step's last backward */
+  model_stage stage;
+  int *layers_per_stage; /* [pp] */
+  FILE *metrics;
+  int32_t *val_in, *val_tg; /* validation's micro-batch: the pipeline's buffers hold the step's last one */
+  ckpt_session *ck; /* trainer_run's checkpoint session (NULL: none) */
+  optim_parts parts; /* the optimizer step in parts when ck's staging is bounded (n 0: whole) */
+  trainer_ckpt_ctx hooks_ctx;
+  run_interval interval; /* ckpt.every_seconds / ckpt.every = auto */
+  int *sdc_fails;        /* [world size] replays each rank disagreed in (the guard's replay) */
+};
+typedef struct trainer run;
+
+/* Every rank reaches the same verdict, rank 0 prints it; returns 1. */
+int fail_all(const process_grid *g, const char *msg);
+/* The step's forward and backward over the global batch, the gradients
+ * reduced: its mean loss on every rank and the pre-clip global norm. */
+float step_gradients(run *r, train_state *st, double *grad_norm);
+
+/* ---- what a run shows (trainer_log.c) ---- */
+
+/* Rank 0, at start: the model, its memory, the pipeline, the backend, the layout. */
+void print_start(run *r, const train_state *st, int threads);
+/* Rank 0's line for a step. */
+void log_step(const run *t, const comm_ctx *step_comm, float loss, float val_loss, float lr, double gnorm,
+              double tok_s, double gflops, double dt, const char *ckpt_status);
+/* The step's JSON line in train.metrics. */
+void write_metrics(run *r, const comm_ctx *comm_counts, const train_state *st, float loss, float val_loss, float lr,
+                   double gnorm, double tok_s, double gflops, double dt, const char *ckpt_status);
+
+/* ---- the step guard's healing (trainer_heal.c, docs/GUARD.md) ---- */
+
+/* Passes the batches train.skip_batches and the guard's ledger skip; 1 when
+ * the run's next batch was one (the loop starts the step again). */
+int pass_skipped(run *t);
+/* Whether a replay can tell a fault from a real result here (one line when not). */
+int replay_allowed(run *t);
+/* The step taken again from the same weights and batch: 0 agreed (loss and
+ * gnorm those of the agreeing executions), -1 not replayed, > 0 an exit status. */
+int replay_step(run *t, float *loss, double *gnorm);
+/* A flagged step under the policy: 0 go on (nothing applied), else an exit status. */
+int on_flagged(run *t, float loss, double gnorm, const guard_verdict *v);
+
+#endif

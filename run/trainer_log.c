@@ -1,0 +1,112 @@
+/* What a run shows: its start (model, memory, layout, backend), rank 0's
+ * line per step and the metrics file's JSON line (trainer_internal.h). */
+#include "trainer_internal.h"
+
+#include <cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+#ifdef BOOST_HAVE_CUDA
+#include "cuda_backend.h"
+#endif
+
+static void format_count(double v, char *out, size_t n) {
+  if (v >= 1e9) snprintf(out, n, "%.2fG", v / 1e9);
+  else if (v >= 1e6) snprintf(out, n, "%.2fM", v / 1e6);
+  else if (v >= 1e3) snprintf(out, n, "%.1fk", v / 1e3);
+  else snprintf(out, n, "%.0f", v);
+}
+
+void write_metrics(run *r, const comm_ctx *comm_counts, const train_state *st, float loss, float val_loss, float lr, double gnorm,
+                          double tok_s, double gflops, double dt, const char *ckpt_status) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "step", (double)st->step);
+  cJSON_AddNumberToObject(o, "time", boost_unix_s()); /* wall clock, after the checkpoint step */
+  cJSON_AddNumberToObject(o, "loss", loss);
+  if (!isnan(val_loss)) cJSON_AddNumberToObject(o, "val_loss", val_loss);
+  cJSON_AddNumberToObject(o, "lr", lr);
+  cJSON_AddNumberToObject(o, "grad_norm", gnorm);
+  cJSON_AddNumberToObject(o, "tokens_per_s", tok_s);
+  cJSON_AddNumberToObject(o, "gflops", gflops);
+  cJSON_AddNumberToObject(o, "step_ms", dt * 1e3);
+  cJSON_AddNumberToObject(o, "tokens", st->tokens_seen);
+  cJSON_AddStringToObject(o, "ckpt", ckpt_status);
+  cJSON *comm = cJSON_AddObjectToObject(o, "comm");
+  for (int g = 0; g < COMM_NUM_GROUPS; g++)
+    for (int k = 0; k < COMM_NUM_KINDS; k++) {
+      const comm_counter *ct = &comm_counts->count[g][k];
+      if (!ct->calls) continue;
+      char key[64];
+      snprintf(key, sizeof key, "%s_%s", comm_group_names[g], comm_kind_names[k]);
+      cJSON *e = cJSON_AddObjectToObject(comm, key);
+      cJSON_AddNumberToObject(e, "bytes", (double)ct->bytes);
+      cJSON_AddNumberToObject(e, "calls", (double)ct->calls);
+      cJSON_AddNumberToObject(e, "seconds", ct->seconds);
+    }
+  char *s = cJSON_PrintUnformatted(o);
+  fprintf(r->metrics, "%s\n", s);
+  fflush(r->metrics);
+  free(s);
+  cJSON_Delete(o);
+}
+
+void print_start(run *r, const train_state *st, int threads) {
+  const train_config *cfg = r->cfg;
+  char np[32];
+  format_count((double)model_num_params(&r->m), np, sizeof np);
+  printf("model %s: %s parameters, d=%d layers=%d heads=%d ffn=%d ranks attn/mlp=%d/%d lowrank=%s\n",
+         cfg->model.preset, np, cfg->model.d_model, cfg->model.n_layers, cfg->model.n_heads, cfg->model.ffn,
+         cfg->model.rank_attn, cfg->model.rank_mlp, cfg->model.lowrank);
+  registry_print_memory(&r->m.reg, "  memory ");
+  printf("  memory %-8s %9.2f MiB  (micro-batch %d x %d, %d in flight; %.2f MiB per layer kept with recompute=%s)\n",
+         "acts", (double)r->m.act_bytes / (1 << 20), r->B, r->T, r->m.nsets,
+         (double)r->m.act_bytes_per_layer / (1 << 20), recompute_names[r->m.recompute]);
+  if (r->grid.pp > 1) {
+    char layers[512] = "";
+    for (int k = 0; k < r->grid.pp; k++) {
+      const size_t used = strlen(layers);
+      if (used + 16 >= sizeof layers) { /* thousands of stages: the list is cut, not overrun */
+        snprintf(layers + used, sizeof layers - used, ",...");
+        break;
+      }
+      snprintf(layers + used, sizeof layers - used, "%s%d", k ? "," : "", r->layers_per_stage[k]);
+    }
+    const int M = cfg->train.grad_accum, P = r->grid.pp;
+    printf("pipeline: %d stages with %s layers, 1F1B over %d micro-batches, bubble fraction (P-1)/(M+P-1) = %.3f\n", P,
+           layers, M, (double)(P - 1) / (M + P - 1));
+  }
+  printf("backend: %s\n", r->be->info);
+#ifdef BOOST_HAVE_CUDA
+  if (cuda_backend_device(r->be) >= 0) {
+    char dev[256];
+    cuda_backend_describe(r->be, dev, sizeof dev);
+    printf("device: %s (rank 0; communication %s)\n", dev, r->comm.ops->name);
+  }
+#endif
+  printf("layout dp=%d tp=%d (%s) pp=%d | data: %lld train / %lld validation samples of %d tokens | global batch %lld "
+         "sequences (%d x %d accum x %d dp) | %d threads/rank | from step %lld\n",
+         r->grid.dp, r->grid.tp, tp_mode_names[r->mode], r->grid.pp, (long long)data_split_num_samples(&r->train),
+         (long long)data_split_num_samples(&r->val), r->T, (long long)r->global_batch, r->B, cfg->train.grad_accum,
+         r->grid.dp, threads, (long long)st->step);
+  fflush(stdout);
+}
+
+/* Rank 0's line for a step. */
+void log_step(const run *t, const comm_ctx *step_comm, float loss, float val_loss, float lr, double gnorm,
+                     double tok_s, double gflops, double dt, const char *ckpt_status) {
+  char tok[32];
+  format_count(tok_s, tok, sizeof tok);
+  printf("step %5lld/%d | loss %.4f | lr %.2e | gnorm %.3f | %s tok/s | %.1f GFLOP/s | %.0f ms", (long long)t->st.step,
+         t->cfg->train.steps, loss, lr, gnorm, tok, gflops, dt * 1e3);
+  if (!isnan(val_loss)) printf(" | val %.4f", val_loss);
+  if (t->grid.world_size > 1) {
+    char cs[256];
+    comm_format_counts(step_comm, cs, sizeof cs);
+    printf(" | comm %s", cs);
+  }
+  printf(" | ckpt %s\n", ckpt_status);
+  fflush(stdout);
+}
