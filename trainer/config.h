@@ -132,6 +132,8 @@ void config_defaults(train_config *cfg);
 
 /* Apply a named preset to cfg->model; returns 0, or -1 (unknown name). */
 int config_apply_preset(model_config *m, const char *name);
+/* The presets' names, comma-separated (config_presets.c). */
+void config_preset_names(char *out, size_t outlen);
 
 /* Set one "section.key" to a string value. Returns 0, or -1 with a one-line
  * message in err naming the key and what is wrong. */
