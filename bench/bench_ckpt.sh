@@ -32,7 +32,7 @@
 # bytes (boost-inspect --dump-category). Prints a Markdown table.
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
-TRAIN=$BUILD/run/boost-train
+TRAIN=$BUILD/trainer/boost-train
 INSPECT=$BUILD/tools/boost-inspect
 PRESETS=${PRESETS:-cola-60m cola-130m}
 RANKS=${RANKS:-1 4}

@@ -53,14 +53,14 @@ if [ -n "$CKPT_DIR" ]; then
   ARGS+=(--set train.steps="$step" --set ckpt.dir="$CKPT_DIR" ${EXTRA:-})
 else
   ARGS+=(--set train.steps=1 --set ckpt.dir="$tmp/ck" --set ckpt.keep_last=1)
-  flock "$LOCK" "$BUILD/run/boost-train" "${ARGS[@]}" >"$tmp/save.log" 2>&1 ||
+  flock "$LOCK" "$BUILD/trainer/boost-train" "${ARGS[@]}" >"$tmp/save.log" 2>&1 ||
     { echo "bench_ckpt_load: the save failed: $(tail -3 "$tmp/save.log")" >&2; exit 1; }
   f=$tmp/ck/step_00000001.h5
 fi
 reference_prepare
 load() { # BUILD: the resume's own figure
   cold
-  flock "$LOCK" "$1/run/boost-train" "${ARGS[@]}" >"$tmp/load.log" 2>&1 ||
+  flock "$LOCK" "$1/trainer/boost-train" "${ARGS[@]}" >"$tmp/load.log" 2>&1 ||
     { echo "bench_ckpt_load: the resume failed: $(tail -3 "$tmp/load.log")" >&2; exit 1; }
   grep -q "resumed from $f" "$tmp/load.log" ||
     { echo "bench_ckpt_load: the run did not resume from $f: $(grep -m1 checkpoints "$tmp/load.log")" >&2; exit 1; }

@@ -19,7 +19,7 @@
 # times measure the machine, not the protocol; the counts are exact.
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
-TRAIN=$BUILD/run/boost-train
+TRAIN=$BUILD/trainer/boost-train
 LIB=$BUILD/bench/trace/libckpt-counts.so
 LAYOUTS=${LAYOUTS:-1:1:1 2:1:1 2:2:1 2:2:2 4:2:2 2:4:4}
 LAYERS=${LAYERS:-4 8}

@@ -27,7 +27,7 @@
 # Prints a Markdown table.
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
-TRAIN=$BUILD/run/boost-train
+TRAIN=$BUILD/trainer/boost-train
 PRESETS=${PRESETS:-cola-350m cola-1b}
 LIMITS=${LIMITS:-100% 50% 25% 10%}
 BATCH=${BATCH:-1}

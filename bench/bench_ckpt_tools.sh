@@ -46,7 +46,7 @@ else
   "$BUILD/tools/boost-data" -q -o "$tmp/f.tok" /usr/share/games/fortunes >/dev/null
   ARGS=(--set model.preset="$PRESET" --set model.seq_len=64 --set train.batch_size=1 --set train.steps=1
         --set train.val_batches=0 --set data.train="$tmp/f.tok" --set ckpt.dir="$tmp/ck" --set ckpt.keep_last=1)
-  flock "$LOCK" "$BUILD/run/boost-train" "${ARGS[@]}" >"$tmp/save.log" 2>&1 ||
+  flock "$LOCK" "$BUILD/trainer/boost-train" "${ARGS[@]}" >"$tmp/save.log" 2>&1 ||
     { echo "bench_ckpt_tools: the save failed: $(tail -3 "$tmp/save.log")" >&2; exit 1; }
   f=$tmp/ck/step_00000001.h5
 fi

@@ -40,7 +40,7 @@ for level in $LEVELS; do
     # Three synchronous saves in one run; the last is measured (a save after
     # others, as a final save on preemption is: buffers already in place).
     rm -rf "$tmp/ck"
-    BOOST_CKPT_SYNC=1 "$BUILD/run/boost-train" --set model.preset="$PRESET" --set data.train="$tmp/f.tok" \
+    BOOST_CKPT_SYNC=1 "$BUILD/trainer/boost-train" --set model.preset="$PRESET" --set data.train="$tmp/f.tok" \
       --set model.seq_len=64 --set train.batch_size=1 --set train.val_batches=0 --set train.threads="${THREADS:-2}" --set train.steps=3 \
       --set ckpt.every=1 --set ckpt.dir="$tmp/ck" --set ckpt.level="$level" >"$tmp/train.log" 2>&1 ||
       { tail -3 "$tmp/train.log"; exit 1; }

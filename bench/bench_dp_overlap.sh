@@ -7,7 +7,7 @@
 #
 #   bash bench/bench_dp_overlap.sh [BUILD_DIR]      (default BUILD_DIR: ./build)
 #
-# Needs BUILD_DIR/run/boost-train, BUILD_DIR/tools/boost-data, mpirun (Open
+# Needs BUILD_DIR/trainer/boost-train, BUILD_DIR/tools/boost-data, mpirun (Open
 # MPI) and python3 (standard library only). Run it under
 # `flock /tmp/boost-bench.lock` on a shared machine.
 #
@@ -45,7 +45,7 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${1:-$ROOT/build}
 BUILD=$(cd "$BUILD" 2>/dev/null && pwd) || { echo "bench_dp_overlap: build folder '${1:-$ROOT/build}' not found" >&2; exit 2; }
-TRAIN=$BUILD/run/boost-train
+TRAIN=$BUILD/trainer/boost-train
 [ -x "$TRAIN" ] && [ -x "$BUILD/tools/boost-data" ] || { echo "bench_dp_overlap: build boost-train and boost-data first" >&2; exit 2; }
 PRESET=${BENCH_PRESET:-cola-60m}
 SEQ=${BENCH_SEQ:-64}

@@ -60,7 +60,7 @@ mkdir -p "$work"
 [ -f "$work/f.tok" ] || "$B/tools/boost-data" -o "$work/f.tok" /usr/share/games/fortunes >/dev/null
 for m in cola-60m llama-60m; do
   [ -e "$work/$m/latest" ] && continue
-  OMP_NUM_THREADS=1 "$B/run/boost-train" --set data.train="$work/f.tok" --set model.preset=$m --set model.seq_len=512 \
+  OMP_NUM_THREADS=1 "$B/trainer/boost-train" --set data.train="$work/f.tok" --set model.preset=$m --set model.seq_len=512 \
     --set train.val_batches=0 --set train.steps=1 --set train.batch_size=1 --set train.threads=1 \
     --set ckpt.dir="$work/$m" >"$work/$m.log" 2>&1 || { tail -3 "$work/$m.log" >&2; exit 1; }
 done

@@ -21,7 +21,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 B=$(cd "${1:-$root/build}" && pwd)
-TRAIN=$B/run/boost-train
+TRAIN=$B/trainer/boost-train
 STEPS=${BENCH_STEPS:-12}
 REPEAT=${BENCH_REPEAT:-2}
 ZSTEPS=${BENCH_ZSTEPS:-60}

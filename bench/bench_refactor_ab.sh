@@ -21,8 +21,8 @@ for round in $(seq 1 "$rounds"); do
   for side in old new; do
     dir=$old
     [ "$side" = new ] && dir=$new
-    bin=$dir/run/boost-train
-    [ -x "$bin" ] || bin=$dir/trainer/boost-train # builds from before the run/ folder
+    bin=$dir/trainer/boost-train
+    [ -x "$bin" ] || bin=$dir/run/boost-train # builds from when the loop was in run/
     OMP_NUM_THREADS=2 "$bin" --set model.preset=cola-60m --set model.vocab=320 --set data.train="$tmp/f.tok" \
       --set train.batch_size=4 --set model.seq_len="$seq_len" --set train.steps="$steps" --set train.val_batches=0 \
       --set train.threads=2 >"$tmp/$side.log" 2>&1

@@ -27,7 +27,7 @@ trap 'rm -rf "$tmp"' EXIT
 echo "cpu:$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2) | disk: $(df -h "$tmp" | awk 'NR==2{print $1, $2}') | preset $preset"
 common=(--set model.preset="$preset" --set data.train="$tmp/f.tok" --set model.seq_len=64 --set train.batch_size=1
   --set train.val_batches=0 --set train.threads=1 --set train.warmup_steps=0)
-$MPIRUN -n 2 "$B/run/boost-train" "${common[@]}" --set train.steps=1 --set ckpt.dir="$tmp/ck" >"$tmp/save.log" 2>&1 ||
+$MPIRUN -n 2 "$B/trainer/boost-train" "${common[@]}" --set train.steps=1 --set ckpt.dir="$tmp/ck" >"$tmp/save.log" 2>&1 ||
   { tail -3 "$tmp/save.log"; exit 1; }
 f=$tmp/ck/step_00000001.h5
 bytes=$(stat -c %s "$f")
@@ -40,7 +40,7 @@ restart() { # name np sets...
     rm -rf "$tmp/rs" && mkdir "$tmp/rs"
     local t0 t1
     t0=$(date +%s.%N)
-    $MPIRUN -n "$np" "$B/run/boost-train" "${common[@]}" --set train.steps=2 --set ckpt.resume="$f" \
+    $MPIRUN -n "$np" "$B/trainer/boost-train" "${common[@]}" --set train.steps=2 --set ckpt.resume="$f" \
       --set ckpt.dir="$tmp/rs" --set ckpt.every=0 "$@" >"$tmp/r.log" 2>&1 || { tail -3 "$tmp/r.log"; exit 1; }
     t1=$(date +%s.%N)
     local load

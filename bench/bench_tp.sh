@@ -4,7 +4,7 @@
 #
 #   bash bench/bench_tp.sh [BUILD_DIR]          (default BUILD_DIR: ./build)
 #
-# Needs BUILD_DIR/run/boost-train and BUILD_DIR/tools/boost-data
+# Needs BUILD_DIR/trainer/boost-train and BUILD_DIR/tools/boost-data
 # (cmake --build BUILD_DIR --target boost-train boost-data), mpirun (Open MPI),
 # python3 (standard library only) and /usr/bin/time.
 #
@@ -86,7 +86,7 @@ PY=${BENCH_PYTHON:-python3}
 MPIRUN=${BENCH_MPIRUN:-mpirun}
 OUT=${BENCH_OUT:-$BUILD/bench-tp/$(date +%Y%m%d-%H%M%S)}
 
-TRAIN=$BUILD/run/boost-train
+TRAIN=$BUILD/trainer/boost-train
 DATA_TOOL=$BUILD/tools/boost-data
 TIME=/usr/bin/time
 
@@ -252,7 +252,7 @@ def expected_elems(mode, rc, dm, N):
     """tp all-reduce elements of one training step (forward + backward) per the
     formulas, and per layer. Per layer, forward: btp 7·N·r + 2·N norm scalars
     (one per norm: q/k/v's and gate/up's A all-reduce carry Σx²), vanilla
-    N·(5d + 2·ffn), megatron 2·N·d. Backward (trainer/model.c): btp all-reduces
+    N·(5d + 2·ffn), megatron 2·N·d. Backward (trainer/model/model.c): btp all-reduces
     each group's r-dim input gradient, 7·N·r; vanilla one input gradient per
     group (q/k/v and gate/up are summed locally first), N·(3d + ffn); megatron
     one per column-parallel group, 2·N·d. Head (every mode, tp > 1): parallel

@@ -3,7 +3,7 @@
 #
 #   bash bench/bench_train.sh [BUILD_DIR]          (default BUILD_DIR: ./build)
 #
-# Needs BUILD_DIR/bench/sgemm-peak, BUILD_DIR/run/boost-train and
+# Needs BUILD_DIR/bench/sgemm-peak, BUILD_DIR/trainer/boost-train and
 # BUILD_DIR/tools/boost-data (cmake --build BUILD_DIR --target sgemm-peak
 # boost-train boost-data), /usr/bin/time, and Debian's /usr/bin/python3 with
 # python3-torch. For every configuration it runs boost-train and
@@ -61,7 +61,7 @@ OUT=${BENCH_OUT:-$BUILD/bench-train/$(date +%Y%m%d-%H%M%S)}
 WAIT_IDLE=${BENCH_WAIT_IDLE:-0}
 
 SGEMM=$BUILD/bench/sgemm-peak
-TRAIN=$BUILD/run/boost-train
+TRAIN=$BUILD/trainer/boost-train
 DATA_TOOL=$BUILD/tools/boost-data
 PEER=$ROOT/bench/torch_peer.py
 TIME=/usr/bin/time

@@ -63,7 +63,7 @@ VENV=${BENCH_TORCH_VENV:-/opt/boost-peer}
 TORCH_VERSION=${BENCH_TORCH_VERSION:-2.15.0}
 OUT=${BENCH_OUT:-$BUILD/bench-vs-torch/$(date +%Y%m%d-%H%M%S)}
 MPIRUN=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}
-TRAIN=$BUILD/run/boost-train
+TRAIN=$BUILD/trainer/boost-train
 PEER=$ROOT/bench/torch_peer.py
 
 die() { echo "bench_vs_torch: $*" >&2; exit 2; }

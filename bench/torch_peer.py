@@ -193,7 +193,7 @@ def proj_params(d_in, d_out, rank):
 
 def flops_per_token(cfg, seq):
     """Model FLOPs of one training step per token, counted exactly as
-    boost-train counts them (trainer/model.c model_flops_per_token), so the
+    boost-train counts them (trainer/model/model.c model_flops_per_token), so the
     GFLOP/s of both sides are comparable: 6 per weight of every projection and
     the LM head (forward 2, backward 4), plus 6 * 2 * layers * d * (T+1)/2 for
     QK^T and PV over the (T+1)/2 keys a query sees on average under the causal

@@ -117,7 +117,7 @@ ckpt_session *ckpt_open(const ckpt_settings *set, const process_grid *grid, tens
  * start) only where no checkpoint was read. */
 int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, size_t msglen);
 
-/* The step guard's rollback (run/guard.h): waits for the checkpoint in
+/* The step guard's rollback (trainer/guard.h): waits for the checkpoint in
  * flight, sets aside every committed checkpoint of ckpt.dir newer than
  * max_step (renamed *.h5.superseded: the abandoned branch, kept for a
  * person; `latest` then names the newest left), and loads the newest one

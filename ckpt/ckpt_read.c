@@ -8,7 +8,7 @@
  * overwritten by the next candidate, or the run stops. Any problem with a file (unreadable,
  * damaged metadata, a missing or misshapen tensor, a checksum mismatch)
  * makes it unusable and the previous one is tried: the model itself was
- * compared with the stored config before this (run/resume_plan.c), so
+ * compared with the stored config before this (trainer/resume_plan.c), so
  * a file that does not fit is a damaged file, never "another model". */
 #include <errno.h>
 #include <limits.h>

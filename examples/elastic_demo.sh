@@ -20,7 +20,7 @@ build=${BOOST_BUILD_DIR:-$root/build}
 out=${1:-$root/runs/elastic}
 data=${BOOST_DEMO_DATA:-$root/data/fortunes.tok}
 launch=("$root/tools/boost-mpirun" --allow-run-as-root --oversubscribe)
-[ -x "$build/run/boost-train" ] || { echo "elastic_demo: build first: bash scripts/build.sh" >&2; exit 1; }
+[ -x "$build/trainer/boost-train" ] || { echo "elastic_demo: build first: bash scripts/build.sh" >&2; exit 1; }
 if [ ! -f "$data" ]; then
   mkdir -p "$(dirname "$data")"
   "$build/tools/boost-data" -q -o "$data" /usr/share/games/fortunes
@@ -38,7 +38,7 @@ run() {
   local name=$1 stop=$2 np=$3
   shift 3
   echo "== $name: $np ranks, $*"
-  "${launch[@]}" -n "$np" "$build/run/boost-train" "${common[@]}" "$@" >"$out/$name.log" 2>&1 &
+  "${launch[@]}" -n "$np" "$build/trainer/boost-train" "${common[@]}" "$@" >"$out/$name.log" 2>&1 &
   local pid=$! rc=0
   if [ "$stop" -gt 0 ]; then
     while kill -0 "$pid" 2>/dev/null && [ "$(cat "$out/metrics.jsonl" 2>/dev/null | wc -l)" -lt "$stop" ]; do sleep 0.2; done

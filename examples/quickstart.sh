@@ -14,7 +14,7 @@ if [ ! -f "$root/data/fortunes.tok" ]; then
 fi
 cd "$root"
 status=0
-"$build/run/boost-train" --config examples/quickstart.ini "$@" || status=$?
+"$build/trainer/boost-train" --config examples/quickstart.ini "$@" || status=$?
 cat <<EOF
 
 Checkpoints: runs/quickstart/ckpt (the newest is named in runs/quickstart/ckpt/latest).

@@ -53,7 +53,7 @@ tp=2
 pp=1
 dp=$((ranks / (tp * pp)))
 
-train=(build/run/boost-train
+train=(build/trainer/boost-train
   --config examples/quickstart.ini
   --set model.preset=cola-60m
   --set parallel.dp="$dp" --set parallel.tp="$tp" --set parallel.pp="$pp"

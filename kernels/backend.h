@@ -33,7 +33,7 @@
  * The ops are declared once, in kernels/op_list.h, with their contracts;
  * the table type below, each backend's table and the guarded forwarders
  * are made from that list. Collectives are not ops: the model calls the
- * comm layer (trainer/comm.h) between them. */
+ * comm layer (trainer/parallel/comm.h) between them. */
 #ifndef BOOST_KERNELS_BACKEND_H
 #define BOOST_KERNELS_BACKEND_H
 

@@ -7,7 +7,7 @@
  * on the host. A blocking synchronize would hide that wait from the
  * collective watchdog and from the communication library's errors, so each
  * wait polls instead: is the work done? (the backend's `ready`), and in
- * between, the hooks the layer above installs (trainer/comm.c): the wait is
+ * between, the hooks the layer above installs (trainer/parallel/comm.c): the wait is
  * recorded for the watchdog while it lasts, the communication backend's
  * asynchronous errors are checked (ncclCommGetAsyncError), and an error
  * goes to `fail`, which ends the job (aborting every communicator) and

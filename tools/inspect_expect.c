@@ -1,5 +1,5 @@
 /* boost-inspect: the tensors a stored config implies. Mirrors the naming of
- * trainer/model.c (model_init with tp = 1: global logical shapes), which
+ * trainer/model/model.c (model_init with tp = 1: global logical shapes), which
  * docs/CHECKPOINT_FORMAT.md documents; parsing goes through the trainer's own
  * config table (config_set, config_validate). */
 #include <math.h>

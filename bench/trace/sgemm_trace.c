@@ -1,6 +1,6 @@
 /* libsgemm-trace.so: how fast every GEMM shape runs inside a real program.
  *
- *   LD_PRELOAD=build/bench/trace/libsgemm-trace.so build/run/boost-train ...
+ *   LD_PRELOAD=build/bench/trace/libsgemm-trace.so build/trainer/boost-train ...
  *
  * Interposes cblas_sgemm, times each call made by OpenMP thread 0 (boost
  * splits every GEMM evenly over its threads, so thread 0's slice is one

@@ -1,5 +1,5 @@
 /* What the rest of boost may ask of the CUDA backend besides the seam
- * (kernels/backend.h): the NCCL communication backend (trainer/comm_nccl.c)
+ * (kernels/backend.h): the NCCL communication backend (trainer/parallel/comm_nccl.c)
  * queues its collectives on the backend's compute stream, and the GPU
  * check (tests/gpu) names the device. C-callable; only built with CUDA. */
 #ifndef BOOST_KERNELS_CUDA_BACKEND_H

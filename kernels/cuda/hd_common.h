@@ -50,7 +50,7 @@ BOOST_HD float hd_bits_f32(uint32_t u) {
 
 /* float -> bf16 bits, rounded to nearest even (ties to the even mantissa);
  * overflow rounds to +-inf as IEEE does; a NaN stays a quiet NaN with its
- * sign. The same rounding as the MPI backend's bf16 sum (trainer/comm_mpi.c)
+ * sign. The same rounding as the MPI backend's bf16 sum (trainer/parallel/comm_mpi.c)
  * and the CPU backend. */
 BOOST_HD uint16_t hd_bf16_bits(float f) {
   const uint32_t u = hd_f32_bits(f);

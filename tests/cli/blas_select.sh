@@ -3,7 +3,7 @@
 # kernel than the CPU supports re-executes itself with the right one; it never
 # asks for instructions the CPU lacks and leaves a user's choice alone.
 set -euo pipefail
-bin=${BOOST_BINARY_DIR:?}/run/boost-train
+bin=${BOOST_BINARY_DIR:?}/trainer/boost-train
 fail() { echo "FAIL: $*" >&2; exit 1; }
 core_of() { "$@" --print-config 2>/dev/null | sed -n 's/.*OpenBLAS core \([A-Za-z0-9]*\).*/\1/p'; }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Layers point only down: kernels/ < trainer/ < ckpt/ < run/ < tools/. A file
-# of a folder includes headers of its own folder or of folders below it,
-# never above (docs/LAYOUT.md); and the checkpoint package includes nothing
+# Layers point only down: kernels/ < the trainer's core (trainer/model,
+# parallel, data, config, job) < ckpt/ < the training loop (the files at
+# trainer/'s top) < tools/. A file includes headers of its own layer or of
+# layers below it, never above (docs/LAYOUT.md); and the checkpoint package includes nothing
 # of the training side, not even through a header it may include:
 # config.h, optim.h, preempt.h, train_state.h, model.h, data.h (it takes its
 # settings and a metadata block from the run instead). Headers are named
@@ -14,21 +15,45 @@ SRC=${1:-${BOOST_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}}
 /usr/bin/python3 - "$SRC" <<'PY'
 import os, re, sys
 src = sys.argv[1]
-order = ["kernels", "trainer", "ckpt", "run", "tools"]
+order = ["kernels", "trainer core", "ckpt", "trainer loop", "tools"]
+core_parts = {"model", "parallel", "data", "config", "job"}
 banned_in_ckpt = {"config.h", "optim.h", "preempt.h", "train_state.h", "model.h", "data.h"}
 include = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
-home, files = {}, []  # header name -> folder; every source file with its folder
-for folder in order:
-    for root, _, names in os.walk(os.path.join(src, folder)):
+def layer_of(root):  # the layer of a folder of the tree, None outside the layers
+    parts = os.path.relpath(root, src).split(os.sep)
+    if parts[0] == "trainer":
+        if len(parts) == 1:
+            return "trainer loop"
+        return "trainer core" if parts[1] in core_parts else None
+    return parts[0] if parts[0] in order else None
+
+not_layers = {"tests", "bench", "examples", "scripts", "docs", "shared"}
+for top in sorted(os.listdir(src)):
+    d = os.path.join(src, top)
+    if top in ("kernels", "trainer", "ckpt", "tools") or top in not_layers or top.startswith((".", "build")) or not os.path.isdir(d):
+        continue
+    for root, _, names in os.walk(d):
+        stray = [n for n in names if n.endswith((".c", ".h", ".cu", ".cuh"))]
+        if stray:
+            print(f"FAIL: {os.path.relpath(os.path.join(root, stray[0]), src)} is outside the layers (kernels, trainer, ckpt, tools)")
+            sys.exit(1)
+
+home, files = {}, []  # header name -> layer; every source file with its layer
+for top in ("kernels", "trainer", "ckpt", "tools"):
+    for root, _, names in os.walk(os.path.join(src, top)):
         for n in names:
             if not n.endswith((".c", ".h", ".cu", ".cuh")):
                 continue
             path = os.path.join(root, n)
+            folder = layer_of(root)
+            if folder is None:
+                print(f"FAIL: {os.path.relpath(path, src)} is in a folder of no layer (trainer/ holds the loop and {', '.join(sorted(core_parts))}/)")
+                sys.exit(1)
             files.append((folder, path))
             if n.endswith((".h", ".cuh")):
                 if n in home and home[n] != folder:
-                    print(f"FAIL: header name {n} exists in {home[n]}/ and {folder}/: includes would be ambiguous")
+                    print(f"FAIL: header name {n} exists in the {home[n]} and the {folder}: includes would be ambiguous")
                     sys.exit(1)
                 home[n] = folder
 paths = {os.path.basename(p): p for _, p in files if p.endswith((".h", ".cuh"))}
@@ -52,7 +77,7 @@ for folder, path in files:
     rel = os.path.relpath(path, src)
     for h in includes(path):
         if h in home and order.index(home[h]) > order.index(folder):
-            bad.append(f"{rel} includes {h} from {home[h]}/, a layer above {folder}/")
+            bad.append(f"{rel} includes {h} from the {home[h]}, a layer above the {folder}")
     if folder == "ckpt":
         for h, chain in closure(path).items():
             if h in banned_in_ckpt:

@@ -2,7 +2,7 @@
 # boost-train on bad input: one line on stderr naming the problem, non-zero
 # exit, before any training starts. Also: a good short run works, --help.
 set -euo pipefail
-bin=${BOOST_BINARY_DIR:?}/run/boost-train
+bin=${BOOST_BINARY_DIR:?}/trainer/boost-train
 data=${BOOST_BINARY_DIR}/tools/boost-data
 mpirun=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}
 tmp=$(mktemp -d)

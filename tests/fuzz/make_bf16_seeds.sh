@@ -18,7 +18,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/boost_bf16_seeds.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 "$B/tools/boost-data" -o "$tmp/f.tok" /usr/share/games/fortunes >/dev/null
 # The model of the other seeds (one tiny layer), in bf16, every activation.
-"$B/run/boost-train" --set data.train="$tmp/f.tok" --set model.preset=tiny --set model.vocab=257 --set model.d_model=16 \
+"$B/trainer/boost-train" --set data.train="$tmp/f.tok" --set model.preset=tiny --set model.vocab=257 --set model.d_model=16 \
   --set model.n_layers=1 --set model.n_heads=2 --set model.ffn=32 --set model.seq_len=16 --set model.rank_attn=4 \
   --set model.rank_mlp=4 --set train.batch_size=1 --set train.steps=2 --set train.val_batches=0 --set train.threads=1 \
   --set train.precision=bf16 --set ckpt.dir="$tmp/c" --set ckpt.activations=all --set ckpt.level=3 >"$tmp/t.log" 2>&1 ||

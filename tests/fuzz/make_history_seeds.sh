@@ -23,7 +23,7 @@ trap 'rm -rf "$tmp"' EXIT
 "$B/tools/boost-data" -o "$tmp/f.tok" /usr/share/games/fortunes >/dev/null
 # The model of the other seeds (one tiny layer); 2 steps, then a resume to 4.
 train() {
-  "$B/run/boost-train" --set data.train="$tmp/f.tok" --set model.preset=tiny --set model.vocab=257 --set model.d_model=16 \
+  "$B/trainer/boost-train" --set data.train="$tmp/f.tok" --set model.preset=tiny --set model.vocab=257 --set model.d_model=16 \
     --set model.n_layers=1 --set model.n_heads=2 --set model.ffn=32 --set model.seq_len=16 --set model.rank_attn=4 \
     --set model.rank_mlp=4 --set train.batch_size=1 --set train.val_every=1 --set train.val_batches=1 \
     --set train.threads=1 --set ckpt.dir="$tmp/c" --set ckpt.level=3 "$@" >"$tmp/t.log" 2>&1 || { tail -3 "$tmp/t.log"; exit 1; }

@@ -14,7 +14,7 @@ bin=$BUILD/cmake
 W=$OUT/work
 mkdir -p "$W"
 gc=$bin/tests/gpu/boost-gpu-check
-train=$bin/run/boost-train
+train=$bin/trainer/boost-train
 cmp() { python3 "$root/tests/gpu/gpu_compare.py" "$@"; }
 # boost's programs with the carried libraries (a subshell: the rest of the
 # machine -- Python, PyTorch -- keeps its own)

@@ -9,7 +9,7 @@
 #   -> tests/gpu/carry/prefix.tar.xz, tests/gpu/carry/MANIFEST
 #
 # The runtime libraries are found, not listed: every library the built
-# programs (run/boost-train, tools/boost-data, tools/boost-inspect,
+# programs (trainer/boost-train, tools/boost-data, tools/boost-inspect,
 # tests/gpu/boost-gpu-check in BUILD_DIR) load, by ldd, mapped to its
 # Debian package, less what every GPU machine has (the C and C++ runtimes,
 # libgomp, the CUDA toolkit's own). The development packages are the ones
@@ -40,7 +40,7 @@ libcriterion-dev libcriterion3 pkgconf-bin libpkgconf3 openmpi-common"
 # present on any machine that builds CUDA code (and ABI-bound to its compiler)
 BASE="libc6 libgcc-s1 libstdc++6 libgomp1 gcc-12-base"
 
-progs=("$build/run/boost-train" "$build/tools/boost-data" "$build/tools/boost-inspect" "$build/tests/gpu/boost-gpu-check")
+progs=("$build/trainer/boost-train" "$build/tools/boost-data" "$build/tools/boost-inspect" "$build/tests/gpu/boost-gpu-check")
 for p in "${progs[@]}"; do [ -x "$p" ] || { echo "prepare_carry: $p is not built (cmake --build $build)" >&2; exit 1; }; done
 command -v dpkg-query >/dev/null || { echo "prepare_carry: needs a Debian machine (dpkg)" >&2; exit 1; }
 

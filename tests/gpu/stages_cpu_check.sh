@@ -12,7 +12,7 @@ out=$bin/gpu-stages-out logs=$bin/gpu-stages-logs
 rm -rf "$out"
 export BOOST_GPU_FAKE_DEVICE=cpu BENCH_PRESET=tiny BENCH_SEQ=64 STALL_PRESET=tiny STALL_SEQ=64 OUT=$out BOOST_GPU_LOGS=$logs \
   BOOST_GPU_BUILD=$bin/gpu-script-build BOOST_GPU_LIMIT_SCALE=${BOOST_GPU_LIMIT_SCALE:-12} BOOST_GPU_BAR_STALL=1
-[ -x "$BOOST_GPU_BUILD/cmake/run/boost-train" ] || { echo "SKIP: no build from gpu_script ($BOOST_GPU_BUILD)"; exit 77; }
+[ -x "$BOOST_GPU_BUILD/cmake/trainer/boost-train" ] || { echo "SKIP: no build from gpu_script ($BOOST_GPU_BUILD)"; exit 77; }
 bash "$src/tests/gpu/run_gpu_check.sh" --stage build --stage train --stage ckpt --stage decode --stage multi --stage nccl \
   --stage bench --stage stall
 st() { python3 -c "import json; print({s['stage']: s['status'] for s in json.load(open('$out/summary.json'))['stages']}['$1'])"; }

@@ -5,7 +5,7 @@ set -euo pipefail
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 B=${BOOST_BINARY_DIR:?BOOST_BINARY_DIR must point at the build directory}
-TRAIN=$B/run/boost-train
+TRAIN=$B/trainer/boost-train
 INSPECT=$B/tools/boost-inspect
 MPIRUN=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}
 PY=/usr/bin/python3 # Debian's h5py and numpy belong to this interpreter

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Resume policy (decided before the model is built, run/resume_plan.c):
+# Resume policy (decided before the model is built, trainer/resume_plan.c):
 #  - a checkpoint of a different model is refused with one line naming the
 #    differing keys (n_layers, n_heads, tie_embeddings, rope_theta, rank);
 #  - changed training settings are allowed and listed;

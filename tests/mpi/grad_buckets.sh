@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The data-parallel gradient reduction in buckets overlapped with the last
-# backward (parallel.dp_bucket_mb > 0, trainer/grad_buckets.h) trains
+# backward (parallel.dp_bucket_mb > 0, trainer/parallel/grad_buckets.h) trains
 # bit for bit as the one call after the backward (parallel.dp_bucket_mb=0):
 # every step's loss and gradient norm (float.hex) and a SHA-256 of every
 # weight and AdamW moment of the final checkpoint (the trajectory test's

@@ -7,7 +7,7 @@ set -euo pipefail
 : "${BOOST_BINARY_DIR:?set BOOST_BINARY_DIR to the build directory}"
 MPIRUN=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-TRAIN="$BOOST_BINARY_DIR/run/boost-train"
+TRAIN="$BOOST_BINARY_DIR/trainer/boost-train"
 DATA_TOOL="$BOOST_BINARY_DIR/tools/boost-data"
 CORPUS=${BOOST_TEST_CORPUS:-/usr/share/games/fortunes}
 for f in "$TRAIN" "$DATA_TOOL"; do [[ -x "$f" ]] || { echo "FAIL: $f is not built" >&2; exit 1; }; done

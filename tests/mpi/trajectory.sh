@@ -54,8 +54,8 @@ awk -f "$SRC/tests/trajectory/gen_corpus.awk" >"$tmp/corpus.txt"
 
 # fingerprint_all BUILD_DIR OUT: every layout's fingerprint, one block each.
 fingerprint_all() {
-  local bd=$1 out=$2 name np train=$1/run/boost-train
-  [ -x "$train" ] || train=$bd/trainer/boost-train # the reference tree predates run/
+  local bd=$1 out=$2 name np train=$1/trainer/boost-train
+  [ -x "$train" ] || train=$bd/run/boost-train # builds from when the loop was in run/
   "$bd/tools/boost-data" -q --fortune-split -o "$tmp/corpus.tok" "$tmp/corpus.txt" >/dev/null ||
     fail "boost-data of the generated corpus"
   : >"$out"

@@ -1,4 +1,4 @@
-/* Token shards, loader, splits and the sample permutation (trainer/data.h). */
+/* Token shards, loader, splits and the sample permutation (trainer/data/data.h). */
 #include <criterion/criterion.h>
 #include <fcntl.h>
 #include <ftw.h>

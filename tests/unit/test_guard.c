@@ -1,4 +1,4 @@
-/* The step guard's verdicts (run/guard.h) and its ledger of skips; the
+/* The step guard's verdicts (trainer/guard.h) and its ledger of skips; the
  * train.skip_batches parser. */
 #include <criterion/criterion.h>
 #include <math.h>

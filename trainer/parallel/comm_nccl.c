@@ -1,4 +1,4 @@
-/* The NCCL communication backend (trainer/comm.h): buffers are the CUDA
+/* The NCCL communication backend (trainer/parallel/comm.h): buffers are the CUDA
  * backend's device memory, every collective is queued on the backend's
  * compute stream (so it is ordered with the ops around it and the host does
  * not wait), and the front (comm.c) counts bytes and calls as for MPI.

@@ -12,7 +12,7 @@
  * 74 otherwise.
  *
  * What counts is time spent waiting for other ranks, never compute:
- *   - every call of the comm layer's front (trainer/comm.c: data plane,
+ *   - every call of the comm layer's front (trainer/parallel/comm.c: data plane,
  *     control plane -- the stop-signal agreement and every other agreement
  *     --, the pipeline's receives and send completions) and every device
  *     wait of the compute backend (where queued collectives complete) is

@@ -19,9 +19,9 @@ typedef struct {
   float *loss_history;   /* training loss of each completed step, identical on every rank */
   int64_t loss_count, loss_capacity;
   train_rows val_history; /* [step, validation loss] of every validation, identical on every rank */
-  train_rows starts;      /* one row per start of the run (its columns: run/ckpt_hooks.c) */
+  train_rows starts;      /* one row per start of the run (its columns: trainer/ckpt_hooks.c) */
   train_rows grad_norms;  /* pre-clip gradient norm of each completed step (one column; older files: fewer) */
-  /* The step guard's ledger (run/guard.h): every flagged step, every range
+  /* The step guard's ledger (trainer/guard.h): every flagged step, every range
    * of batches passed over. Kept whole across rollbacks: a rollback reloads
    * the other state, never these. */
   train_rows guard_events; /* GUARD_EVENT_COLS columns */
@@ -33,7 +33,7 @@ typedef struct {
 
 #define TRAIN_VAL_COLS 2
 /* guard_events: step (the accepted steps before it), batch (global index),
- * reason (GUARD_* bits of run/guard.h), loss, grad_norm, action (0 dropped,
+ * reason (GUARD_* bits of trainer/guard.h), loss, grad_norm, action (0 dropped,
  * 1 it triggered a rollback, 2 the run ended on it). */
 #define GUARD_EVENT_COLS 6
 /* skipped: first batch, last batch, reason (0 train.skip_batches, 1 a

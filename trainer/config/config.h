@@ -40,14 +40,14 @@ extern const char *const device_names[DEVICE_COUNT];
  * everywhere, or bf16 activations and working weights over fp32 masters. */
 typedef enum { PRECISION_FP32 = 0, PRECISION_BF16, PRECISION_COUNT } precision_kind;
 extern const char *const precision_names[PRECISION_COUNT];
-/* parallel.comm: the communication backend (trainer/comm.h); auto is NCCL
+/* parallel.comm: the communication backend (trainer/parallel/comm.h); auto is NCCL
  * with train.device=cuda where built, else MPI. */
 typedef enum { COMM_CFG_AUTO = 0, COMM_CFG_MPI, COMM_CFG_NCCL, COMM_CFG_COUNT } comm_config_kind;
 extern const char *const comm_kind_config_names[COMM_CFG_COUNT];
 /* ckpt.resume: the newest good checkpoint of ckpt.dir (auto), a fresh
  * start (none, or empty), or a named file or directory (any other text). */
 typedef enum { RESUME_AUTO = 0, RESUME_NONE, RESUME_PATH, RESUME_KIND_COUNT } resume_kind;
-/* train.guard: what the step guard does with a flagged step (run/guard.h,
+/* train.guard: what the step guard does with a flagged step (trainer/guard.h,
  * docs/GUARD.md): nothing (off), drop it (skip), drop it and roll back to
  * the newest checkpoint before a cluster of them (rollback). */
 typedef enum { GUARD_OFF = 0, GUARD_SKIP, GUARD_ROLLBACK, GUARD_COUNT } guard_policy;
@@ -84,7 +84,7 @@ typedef struct {
     float lr, min_lr_ratio, weight_decay, beta1, beta2, eps, grad_clip;
     int64_t seed;
     char metrics[CONFIG_STR];
-    /* The step guard (run/guard.h, docs/GUARD.md). */
+    /* The step guard (trainer/guard.h, docs/GUARD.md). */
     guard_policy guard;
     int guard_window, guard_warmup;     /* trailing window of accepted steps; steps before the z-scores judge */
     float guard_z_loss, guard_z_gnorm;  /* robust z-score thresholds */
@@ -116,7 +116,7 @@ typedef struct {
     resume_batch_mode resume_batch;
     int every, keep_last, keep_every, level, timeout;
     char every_text[32]; /* ckpt.every as given: a step count or "auto" */
-    int every_auto;      /* ckpt.every = auto: the interval from the checkpoint's cost and ckpt.mtbf (run/ckpt_interval.h) */
+    int every_auto;      /* ckpt.every = auto: the interval from the checkpoint's cost and ckpt.mtbf (trainer/ckpt_interval.h) */
     float every_seconds; /* ckpt.every_seconds: a wall-clock interval (0: none) */
     char mtbf_text[32];  /* ckpt.mtbf as given ("" : estimated from the run's starts) */
     double mtbf_s;       /* parsed once by config_set; 0: not given */

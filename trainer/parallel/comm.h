@@ -22,7 +22,7 @@
  * receive, a send's completion, and -- once comm_attach_watchdog is
  * called -- the compute backend's device waits, where queued collectives
  * complete) is recorded for the collective watchdog while it is in flight
- * (trainer/watchdog.h: group, kind, peer; a few relaxed stores, nothing on
+ * (trainer/parallel/watchdog.h: group, kind, peer; a few relaxed stores, nothing on
  * threads the watchdog does not watch).
  *
  * Errors: a backend returns its failures (NCCL's, CUDA's) to the front,
@@ -174,7 +174,7 @@ void comm_recv_act(comm_ctx *c, comm_group g, boost_act *buf, size_t n, int peer
 /* Completes req (none: returns at once) and clears it: a send, or a
  * non-blocking sum below (recorded for the watchdog as that collective). */
 void comm_wait(comm_ctx *c, comm_request *req);
-/* Non-blocking float sums over g (trainer/grad_buckets.h), counted when
+/* Non-blocking float sums over g (trainer/parallel/grad_buckets.h), counted when
  * posted (bytes and a call of their kind, as the blocking calls count), the
  * host's time in them (posting, comm_test, comm_wait) added to the kind's
  * seconds. buf (and out) stay untouched until comm_wait. A group of one

@@ -1,6 +1,6 @@
 /* The training log's samples (train.sample_every): rank 0 prints a short
  * greedy continuation of a fixed prompt, as llm.c does, on a KV cache over
- * the trainer's own weights (trainer/model_decode.h); the training's
+ * the trainer's own weights (trainer/model/model_decode.h); the training's
  * activations are left as they are. */
 #ifndef BOOST_TRAIN_SAMPLE_H
 #define BOOST_TRAIN_SAMPLE_H

@@ -1,4 +1,4 @@
-/* The training run's side of the collective watchdog (trainer/watchdog.h):
+/* The training run's side of the collective watchdog (trainer/parallel/watchdog.h):
  * the exit status it ends the job with -- 75 when nothing was trained since
  * the newest committed state (the start, a resumed checkpoint, or a
  * checkpoint this run committed), 74 otherwise -- and the checkpoint step
