@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "job_abort.h"
 #include "ckpt_agree.h"
 #include "ckpt_fs.h"
 #include "ckpt_read.h"
@@ -95,20 +96,21 @@ static void *watchdog_main(void *arg) {
     if (s->worker.quit || started <= 0 || boost_now_s() - started <= s->cfg.timeout) continue;
     const int load = s->worker.running == CKPT_JOB_LOAD; /* at start: nothing trained, nothing to lose */
     const int status = load ? s->cfg.load_abort_status : s->cfg.abort_status;
+    char line[768];
     if (load)
-      fprintf(stderr,
-              "boost: checkpoint watchdog on rank %d: the checkpoint load has run %.0f s, longer than ckpt.timeout=%d "
-              "s; the job is aborted (exit %d) before training: nothing was trained, the checkpoints are untouched\n",
-              s->team.rank, boost_now_s() - started, s->cfg.timeout, status);
+      boost_msgf(line, sizeof line,
+                 "boost: checkpoint watchdog on rank %d: the checkpoint load has run %.0f s, longer than "
+                 "ckpt.timeout=%d s; the job is aborted (exit %d) before training: nothing was trained, the "
+                 "checkpoints are untouched",
+                 s->team.rank, boost_now_s() - started, s->cfg.timeout, status);
     else
-      fprintf(stderr,
-              "boost: checkpoint watchdog on rank %d: the checkpoint job of step %lld has run %.0f s, longer than "
-              "ckpt.timeout=%d s; a failure inside a collective HDF5/MPI-IO call cannot be recovered, so the job is "
-              "aborted (exit %d); the newest committed checkpoint (step %lld) is intact\n",
-              s->team.rank, (long long)s->worker.job_step, boost_now_s() - started, s->cfg.timeout, status,
-              (long long)s->out.last_committed_step);
-    fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, status);
+      boost_msgf(line, sizeof line,
+                 "boost: checkpoint watchdog on rank %d: the checkpoint job of step %lld has run %.0f s, longer than "
+                 "ckpt.timeout=%d s; a failure inside a collective HDF5/MPI-IO call cannot be recovered, so the job "
+                 "is aborted (exit %d); the newest committed checkpoint (step %lld) is intact",
+                 s->team.rank, (long long)s->worker.job_step, boost_now_s() - started, s->cfg.timeout, status,
+                 (long long)s->out.last_committed_step);
+    job_end(status, line); /* the worker's lock stays held: nothing else runs a job */
   }
   pthread_mutex_unlock(&s->worker.mu);
   return NULL;

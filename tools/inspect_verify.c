@@ -21,6 +21,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "check.h"
 #include "ckpt_h5.h"
 #include "ckpt_hash.h"
 #include "ckpt_slab.h"
@@ -35,13 +36,10 @@ void ins_report_add(ins_report *r, const char *obj, const char *fmt, ...) {
   va_end(ap);
   if (r->n == r->cap) {
     r->cap = r->cap ? 2 * r->cap : 16;
-    char **nl = realloc(r->lines, (size_t)r->cap * sizeof *nl);
-    if (!nl) abort();
-    r->lines = nl;
+    r->lines = boost_realloc(r->lines, (size_t)r->cap, sizeof *r->lines);
   }
   size_t len = strlen(obj) + strlen(msg) + 3;
-  r->lines[r->n] = malloc(len);
-  if (!r->lines[r->n]) abort();
+  r->lines[r->n] = boost_realloc(NULL, len, 1);
   snprintf(r->lines[r->n], len, "%s: %s", obj, msg);
   r->n++;
 }

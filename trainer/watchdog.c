@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "job_abort.h"
 
 watch_wait watch_now;
 _Thread_local int watch_mine;
@@ -18,7 +19,6 @@ _Thread_local int watch_mine;
 enum { TAG_QUERY = 30571, TAG_ANSWER = 30572 };
 #define ANSWER_S 2.0 /* how long a firing rank waits for the others' answers */
 #define NAMED_MAX 8  /* ranks named in the line; the rest are counted */
-#define ABORT_HOOKS 4
 
 /* Where a rank's training thread is: what its watchdog answers. */
 typedef struct {
@@ -48,9 +48,8 @@ static struct {
   pthread_mutex_t mu; /* quit, the closing handshake, the exit status */
   pthread_cond_t cv;
   int quit, close_req, closed;
-  /* The side channel: used by the watchdog thread while `up`; MPI_Abort
-   * while `mpi_live` (between MPI_Init and MPI_Finalize), else _exit. */
-  _Atomic int up, mpi_live;
+  /* The side channel: used by the watchdog thread while `up`. */
+  _Atomic int up;
   MPI_Comm side;
   _Atomic int rank; /* world rank (from the launcher's environment before MPI_Init) */
   int size;
@@ -71,14 +70,9 @@ static struct {
   wd_snap last;
   double last_waited;
   int warned;
-  /* what ends the job besides the timeout: watchdog_fail's request, and
-   * the hooks that abandon the communicators (under mu) */
+  /* what ends the job besides the timeout: watchdog_fail's request */
   int fail_req;
   char fail_why[768];
-  struct {
-    void (*fn)(void *);
-    void *ctx;
-  } aborts[ABORT_HOOKS];
 } wd = {.mu = PTHREAD_MUTEX_INITIALIZER, .rank = -1};
 
 /* ---- the watched thread's state ------------------------------------------ */
@@ -297,16 +291,11 @@ static int exit_status(char *why, size_t len) {
   return wd.fixed;
 }
 
-static void run_abort_hooks(void) {
-  for (int i = 0; i < ABORT_HOOKS; i++)
-    if (wd.aborts[i].fn) wd.aborts[i].fn(wd.aborts[i].ctx);
-}
-
 /* One line, then the job ends: a timeout (cause NULL: the wait or phase
  * lasted `waited` s) or a failure (cause: the error). Called with wd.mu
  * held; does not return. */
 static __attribute__((noreturn)) void fire(const wd_snap *s, int in_phase, double waited, const char *cause) {
-  char what[256], who[1200], why[256], head[1024];
+  char what[256], who[1200], why[256], head[1024], line[2800];
   describe(s, in_phase, what, sizeof what);
   not_arrived(s, in_phase, who, sizeof who);
   const int status = exit_status(why, sizeof why);
@@ -318,12 +307,9 @@ static __attribute__((noreturn)) void fire(const wd_snap *s, int in_phase, doubl
     boost_msgf(head, sizeof head, " has waited %.0f s %s, longer than %s=%g s", waited, what,
                in_phase && s->bound == WATCH_CKPT ? "parallel.timeout + ckpt.timeout" : "parallel.timeout",
                bound_s(in_phase ? s->bound : WATCH_WAIT));
-  run_abort_hooks(); /* before the line: the communicators stop waiting for anyone */
-  fprintf(stderr, "boost-train: watchdog: rank %d%s; not arrived: %s; ending the job with exit %d (%s)\n", wd.rank,
-          head, who, status, why);
-  fflush(stderr);
-  if (atomic_load(&wd.mpi_live)) MPI_Abort(MPI_COMM_WORLD, status);
-  _exit(status); /* outside MPI_Init..MPI_Finalize: mpirun ends the others */
+  boost_msgf(line, sizeof line, "boost-train: watchdog: rank %d%s; not arrived: %s; ending the job with exit %d (%s)",
+             wd.rank, head, who, status, why);
+  job_end(status, line);
 }
 
 /* Once per run: a wait that ended after more than half the timeout (a
@@ -381,19 +367,9 @@ static void *wd_main(void *arg) {
 
 /* ---- the API ------------------------------------------------------------------ */
 
-/* The rank before MPI_Init, as the launcher tells it (-1: unknown). */
-static int launcher_rank(void) {
-  static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
-  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-    const char *v = getenv(vars[i]);
-    if (v && *v) return atoi(v);
-  }
-  return -1;
-}
-
 void watchdog_start(double timeout_s, double ckpt_timeout_s) {
   if (timeout_s <= 0 || wd.started) return;
-  wd.rank = launcher_rank();
+  wd.rank = job_rank();
   wd.timeout = timeout_s;
   wd.ckpt_timeout = ckpt_timeout_s;
   wd.period = timeout_s / 8 < 0.25 ? timeout_s / 8 : 0.25;
@@ -413,7 +389,6 @@ void watchdog_start(double timeout_s, double ckpt_timeout_s) {
 
 void watchdog_mpi_ready(int thread_multiple) {
   if (!wd.started) return;
-  atomic_store(&wd.mpi_live, 1);
   int rank;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   atomic_store(&wd.rank, rank);
@@ -435,7 +410,7 @@ void watchdog_mpi_close(void) {
   wd.close_req = 1;
   pthread_cond_broadcast(&wd.cv);
   while (had && !wd.closed) pthread_cond_wait(&wd.cv, &wd.mu);
-  atomic_store(&wd.mpi_live, 0);
+  job_abort_mpi_closing(); /* MPI_Abort inside MPI_Finalize may never return */
   pthread_mutex_unlock(&wd.mu);
   if (had) MPI_Comm_free(&wd.side);
 }
@@ -479,7 +454,6 @@ void watchdog_fail(const char *why) {
   int live = 0, finalized = 1;
   MPI_Initialized(&live);
   if (live) MPI_Finalized(&finalized);
-  atomic_store(&wd.mpi_live, live && !finalized);
   if (live && !finalized) {
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -487,15 +461,6 @@ void watchdog_fail(const char *why) {
     atomic_store(&wd.rank, rank);
   }
   fire(&s, !s.active, 0, why);
-}
-
-void watchdog_on_abort(void (*fn)(void *ctx), void *ctx) {
-  pthread_mutex_lock(&wd.mu);
-  int slot = -1;
-  for (int i = 0; i < ABORT_HOOKS; i++)
-    if (wd.aborts[i].ctx == ctx || (slot < 0 && !wd.aborts[i].fn && fn)) slot = i;
-  if (slot >= 0) wd.aborts[slot].fn = fn, wd.aborts[slot].ctx = fn ? ctx : NULL;
-  pthread_mutex_unlock(&wd.mu);
 }
 
 void watchdog_set_status(watchdog_status_fn fn, void *ctx, int fixed, const char *why) {

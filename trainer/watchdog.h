@@ -5,11 +5,11 @@
  * thread) and ends the job when that thread has waited for other ranks
  * longer than the timeout: one line on stderr naming the wait (group and
  * kind of the collective, or the start-up phase), the step, and the ranks
- * that have not arrived as far as they can be asked, then the registered
- * abort hooks (ncclCommAbort of every communicator), then MPI_Abort on the
- * world (or _exit outside MPI_Init..MPI_Finalize) with the exit status the
- * run says: 75 when nothing was trained since its newest committed state,
- * 74 otherwise.
+ * that have not arrived as far as they can be asked; then job_end
+ * (kernels/job_abort.h) ends every rank: the abort hooks (ncclCommAbort of
+ * every communicator), then MPI_Abort on the world (or _exit outside
+ * MPI_Init..MPI_Finalize) with the exit status the run says: 75 when
+ * nothing was trained since its newest committed state, 74 otherwise.
  *
  * What counts is time spent waiting for other ranks, never compute:
  *   - every call of the comm layer's front (trainer/comm.c: data plane,
@@ -142,16 +142,12 @@ void watchdog_step(int64_t step);
 
 /* The communication failed on this rank (an NCCL or CUDA error in a
  * collective or a device wait; why: one line): the job ends now as on a
- * timeout -- every registered abort hook runs (the communicators are
+ * timeout -- every abort hook of job_abort.h runs (the communicators are
  * aborted), one line names the error, the wait in flight (group, step) and
  * the ranks that have not arrived, exit 74 or 75. From the watched thread,
  * with the watchdog running, its thread does it; otherwise the caller.
  * Never returns. */
 void watchdog_fail(const char *why) __attribute__((noreturn));
-/* fn(ctx) runs before the job is ended (timeout or failure), on whichever
- * thread ends it: abandons ctx's communicators. fn NULL: ctx's hook is
- * removed. A few hooks at most. */
-void watchdog_on_abort(void (*fn)(void *ctx), void *ctx);
 
 /* The exit status if the watchdog fires now: 74 or 75, with a few words on
  * why. Called on the watchdog thread; must stay callable until replaced. */
