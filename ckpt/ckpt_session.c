@@ -311,8 +311,8 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
   *state = lr->state;
   ckpt_meta_init(&lr->meta);
   memset(&lr->state, 0, sizeof lr->state);
-  s->out.last_committed_step = meta->step;
-  s->out.last_staged_step = meta->step;
+  s->out.last_committed_step = meta->run.step;
+  s->out.last_staged_step = meta->run.step;
   boost_msgf(msg, msglen, "%s%s%s", lr->msg, note ? "; " : "", note ? note : "");
   return 1;
 }
@@ -438,7 +438,7 @@ int ckpt_due(const ckpt_session *s, int64_t step, int force) {
  * copies the checkpoint fails (j->oom), training goes on. */
 static void stage_job(ckpt_session *s, const ckpt_meta *meta, const ckpt_state *state) {
   save_job *j = &s->writer.job;
-  j->step = meta->step;
+  j->step = meta->run.step;
   ckpt_meta_free(&j->meta);
   int ok = ckpt_meta_copy(&j->meta, meta) == 0;
   ok = ckpt_state_copy(&j->state, state) == 0 && ok;
@@ -465,7 +465,7 @@ void ckpt_after_step(ckpt_session *s, const ckpt_meta *meta, const ckpt_state *s
   if (!s) return;
   char done[REASON_MAX + 128] = "", waited[96] = "";
   collect(s, done, sizeof done, 0);
-  if (!ckpt_due(s, meta->step, force)) {
+  if (!ckpt_due(s, meta->run.step, force)) {
     if (done[0] && statuslen) boost_msgf(status, statuslen, "%s", done);
     return;
   }
@@ -481,10 +481,10 @@ void ckpt_after_step(ckpt_session *s, const ckpt_meta *meta, const ckpt_state *s
   stage_job(s, meta, state);
   s->writer.job.wait_prev_s = wait_prev;
   s->out.attempted = 1;
-  s->out.last_staged_step = meta->step;
+  s->out.last_staged_step = meta->run.step;
   const int must_wait = ckpt_stager_bounded(&s->stager) && !(s->out.deferred_seen && !s->set.sync_mode);
   s->writer.job.stall_s = boost_now_s() - t1;
-  ckpt_worker_submit(&s->worker, CKPT_JOB_SAVE, meta->step, !s->writer.job.deferred);
+  ckpt_worker_submit(&s->worker, CKPT_JOB_SAVE, meta->run.step, !s->writer.job.deferred);
   if (must_wait) ckpt_worker_wait_staged(&s->worker, INT_MAX); /* no caller's wait before its update: the arenas are read until then */
   const double stall = boost_now_s() - t1;
   char now_txt[96] = "";
@@ -495,7 +495,7 @@ void ckpt_after_step(ckpt_session *s, const ckpt_meta *meta, const ckpt_state *s
     pthread_mutex_unlock(&s->worker.mu);
     collect(s, done, sizeof done, 0);
   } else {
-    boost_msgf(now_txt, sizeof now_txt, "step %lld staged, stall %.0f ms", (long long)meta->step, stall * 1e3);
+    boost_msgf(now_txt, sizeof now_txt, "step %lld staged, stall %.0f ms", (long long)meta->run.step, stall * 1e3);
   }
   if (statuslen)
     boost_msgf(status, statuslen, "%s%s%s%s", waited, done, done[0] && now_txt[0] ? " | " : "", now_txt);
