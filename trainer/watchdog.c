@@ -19,6 +19,8 @@ _Thread_local int watch_mine;
 enum { TAG_QUERY = 30571, TAG_ANSWER = 30572 };
 #define ANSWER_S 2.0 /* how long a firing rank waits for the others' answers */
 #define NAMED_MAX 8  /* ranks named in the line; the rest are counted */
+#define DEADLINES 2  /* other threads' jobs with a deadline (a checkpoint session's writer) */
+#define PERIOD_S 0.25 /* how often the thread looks, at most */
 
 /* Where a rank's training thread is: what its watchdog answers. */
 typedef struct {
@@ -44,7 +46,9 @@ typedef struct {
 static struct {
   double timeout, ckpt_timeout, period;
   pthread_t thread;
-  int started;
+  int started;  /* the thread runs: for the watched thread's waits, or for deadlines */
+  int watching; /* the watched thread's waits and phases are timed (watchdog_start .. watchdog_stop) */
+  int cv_ready;
   pthread_mutex_t mu; /* quit, the closing handshake, the exit status */
   pthread_cond_t cv;
   int quit, close_req, closed;
@@ -70,9 +74,14 @@ static struct {
   wd_snap last;
   double last_waited;
   int warned;
-  /* what ends the job besides the timeout: watchdog_fail's request */
+  /* what ends the job besides the timeout: watchdog_fail's request, and
+   * the deadlines of other threads' jobs (under mu) */
   int fail_req;
   char fail_why[768];
+  struct {
+    watchdog_overdue_fn fn;
+    void *ctx;
+  } deadlines[DEADLINES];
 } wd = {.mu = PTHREAD_MUTEX_INITIALIZER, .rank = -1};
 
 /* ---- the watched thread's state ------------------------------------------ */
@@ -249,7 +258,7 @@ static void not_arrived(const wd_snap *s, int in_phase, char *out, size_t len) {
   if (!atomic_load(&wd.up)) {
     if (wd.size == 1)
       boost_msgf(out, len, "none (a world of one rank)");
-    else if (!wd.started)
+    else if (!wd.watching)
       boost_msgf(out, len, "unknown (the watchdog is not running, parallel.timeout=0: the ranks cannot be asked)");
     else
       boost_msgf(out, len, "unknown (the ranks cannot be asked before MPI is up or while it finalizes)");
@@ -332,10 +341,21 @@ static void warn_slow(double now, const wd_snap *s) {
   if (s->active) wd.last_waited = now - s->since;
 }
 
+/* Another thread's job past its deadline ends the job with its line. */
+static void check_deadlines(void) {
+  for (int i = 0; i < DEADLINES; i++) {
+    char line[1024];
+    const int status = wd.deadlines[i].fn ? wd.deadlines[i].fn(wd.deadlines[i].ctx, line, sizeof line) : 0;
+    if (status > 0) job_end(status, line);
+  }
+}
+
 static void check(void) {
+  check_deadlines();
   wd_snap s;
   if (snapshot(&s) != 0) return;
   if (wd.fail_req) fire(&s, !s.active, 0, wd.fail_why);
+  if (!wd.watching) return;
   const double now = boost_now_s();
   warn_slow(now, &s);
   /* a wait inside a checkpoint phase (the load's agreements) has the phase's bound */
@@ -365,30 +385,64 @@ static void *wd_main(void *arg) {
   return NULL;
 }
 
+/* With wd.mu held: the thread runs (if it can be started). */
+static void start_thread_locked(void) {
+  if (wd.started) return;
+  if (!wd.cv_ready) {
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&wd.cv, &ca);
+    pthread_condattr_destroy(&ca);
+    wd.cv_ready = 1;
+  }
+  if (wd.period <= 0) wd.period = PERIOD_S;
+  wd.quit = 0;
+  wd.started = pthread_create(&wd.thread, NULL, wd_main, NULL) == 0;
+}
+
+/* With wd.mu held: when the thread has nothing left to watch (no waits, no
+ * deadline) it is told to quit; 1 then, and the caller joins it
+ * (stop_thread) once mu is released. */
+static int thread_done_locked(void) {
+  if (!wd.started || wd.watching) return 0;
+  for (int i = 0; i < DEADLINES; i++)
+    if (wd.deadlines[i].fn) return 0;
+  wd.quit = 1;
+  pthread_cond_broadcast(&wd.cv);
+  return 1;
+}
+
+static void stop_thread(void) {
+  pthread_join(wd.thread, NULL);
+  pthread_mutex_lock(&wd.mu);
+  wd.started = 0;
+  wd.quit = 0;
+  pthread_mutex_unlock(&wd.mu);
+}
+
 /* ---- the API ------------------------------------------------------------------ */
 
 void watchdog_start(double timeout_s, double ckpt_timeout_s) {
-  if (timeout_s <= 0 || wd.started) return;
+  if (timeout_s <= 0 || wd.watching) return;
   wd.rank = job_rank();
   wd.timeout = timeout_s;
   wd.ckpt_timeout = ckpt_timeout_s;
-  wd.period = timeout_s / 8 < 0.25 ? timeout_s / 8 : 0.25;
+  wd.period = timeout_s / 8 < PERIOD_S ? timeout_s / 8 : PERIOD_S;
   wd.fixed = 75;
   wd.fixed_why = "nothing was trained: the newest state is committed, or a fresh start";
   atomic_store(&wd.step, -1);
   watch_mine = 1;
   watchdog_phase("MPI start-up", WATCH_WAIT);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&wd.cv, &ca);
-  pthread_condattr_destroy(&ca);
-  wd.started = pthread_create(&wd.thread, NULL, wd_main, NULL) == 0;
-  if (!wd.started) watch_mine = 0;
+  pthread_mutex_lock(&wd.mu);
+  start_thread_locked();
+  wd.watching = wd.started;
+  watch_mine = wd.started;
+  pthread_mutex_unlock(&wd.mu);
 }
 
 void watchdog_mpi_ready(int thread_multiple) {
-  if (!wd.started) return;
+  if (!wd.watching) return;
   int rank;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   atomic_store(&wd.rank, rank);
@@ -403,7 +457,7 @@ void watchdog_mpi_ready(int thread_multiple) {
 }
 
 void watchdog_mpi_close(void) {
-  if (!wd.started) return;
+  if (!wd.watching) return;
   watchdog_phase("MPI finalize", WATCH_WAIT);
   pthread_mutex_lock(&wd.mu);
   const int had = atomic_load(&wd.up);
@@ -416,15 +470,29 @@ void watchdog_mpi_close(void) {
 }
 
 void watchdog_stop(void) {
-  if (!wd.started) return;
+  if (!wd.watching) return;
   pthread_mutex_lock(&wd.mu);
-  wd.quit = 1;
-  pthread_cond_broadcast(&wd.cv);
-  pthread_mutex_unlock(&wd.mu);
-  pthread_join(wd.thread, NULL);
-  wd.started = 0;
+  wd.watching = 0;
   watch_mine = 0;
   atomic_store(&wd.phase, NULL); /* nothing is recorded from here on: watchdog_fail names no stale phase */
+  const int stop = thread_done_locked();
+  pthread_mutex_unlock(&wd.mu);
+  if (stop) stop_thread();
+}
+
+void watchdog_deadline(watchdog_overdue_fn fn, void *ctx) {
+  pthread_mutex_lock(&wd.mu);
+  int slot = -1, stop = 0;
+  for (int i = 0; i < DEADLINES; i++)
+    if (wd.deadlines[i].ctx == ctx || (slot < 0 && !wd.deadlines[i].fn && fn)) slot = i;
+  if (slot >= 0) wd.deadlines[slot].fn = fn, wd.deadlines[slot].ctx = fn ? ctx : NULL;
+  if (fn)
+    start_thread_locked();
+  else
+    stop = thread_done_locked();
+  pthread_mutex_unlock(&wd.mu);
+  if (stop) stop_thread();
+  BOOST_ASSERT(slot >= 0 || !fn);
 }
 
 void watchdog_phase(const char *name, watch_bound bound) {

@@ -1,5 +1,7 @@
 /* The collective watchdog (parallel.timeout; docs/PARALLELISM.md, "The
- * collective watchdog").
+ * collective watchdog"), and the one thread per rank that watches every
+ * deadline: the checkpoint writer's job registers its own
+ * (watchdog_deadline, ckpt.timeout).
  *
  * One thread per rank watches the thread that started it (the training
  * thread) and ends the job when that thread has waited for other ranks
@@ -131,8 +133,21 @@ void watchdog_mpi_ready(int thread_multiple);
 /* Before MPI_Finalize: the side channel is closed (its duplicate freed);
  * finalize itself is watched as a WATCH_WAIT phase. */
 void watchdog_mpi_close(void);
-/* After MPI_Finalize: the thread ends. */
+/* After MPI_Finalize: waits are no longer watched; the thread ends (once
+ * no deadline is left). */
 void watchdog_stop(void);
+
+/* Another thread's job with a deadline (the checkpoint writer's save or
+ * load, ckpt/ckpt_session.c): the same thread asks fn(ctx, line, linelen)
+ * a few times a second, under the watchdog's lock (so fn's ctx stays alive
+ * until it is removed), and ends the job (job_end) with the line fn wrote
+ * and the status it returns when that is > 0; 0: within the deadline. The
+ * thread runs for deadlines wherever they are registered, also where it
+ * watches no waits (parallel.timeout=0, a world of one rank, a program
+ * that never called watchdog_start). fn NULL: ctx's deadline is removed.
+ * Two at most. */
+typedef int (*watchdog_overdue_fn)(void *ctx, char *line, size_t linelen);
+void watchdog_deadline(watchdog_overdue_fn fn, void *ctx);
 
 /* The watched thread enters a phase (name: a string that outlives it). */
 void watchdog_phase(const char *name, watch_bound bound);
