@@ -68,8 +68,17 @@ static int world_size(void) {
 
 void job_exit_now(int status) { _exit(status); }
 
+/* What the process printed so far reaches its reader -- unless another
+ * thread holds stdout (blocked on a full pipe, say): a job must end even
+ * then. */
+static void flush_stdout(void) {
+  if (ftrylockfile(stdout) != 0) return;
+  fflush_unlocked(stdout);
+  funlockfile(stdout);
+}
+
 static __attribute__((noreturn)) void end_process(int status) {
-  fflush(NULL);
+  flush_stdout();
   if (mpi_live()) MPI_Abort(MPI_COMM_WORLD, status);
   _exit(status); /* outside MPI_Init..MPI_Finalize: mpirun ends the others */
 }
@@ -88,7 +97,7 @@ void job_end(int status, const char *line) {
   /* before the line: the communicators stop waiting for anyone */
   for (int i = 0; i < JOB_HOOKS; i++)
     if (fn[i]) fn[i](ctx[i]);
-  fflush(stdout);
+  flush_stdout();
   if (line) fprintf(stderr, "%s\n", line);
   end_process(status);
 }
