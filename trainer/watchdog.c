@@ -509,15 +509,8 @@ void watchdog_step(int64_t step) {
 
 void watchdog_fail(const char *why) {
   pthread_mutex_lock(&wd.mu);
-  if (wd.started && !wd.quit) { /* the watchdog's thread ends the job: it owns the side channel */
-    boost_msgf(wd.fail_why, sizeof wd.fail_why, "%s", why);
-    wd.fail_req = 1;
-    pthread_cond_broadcast(&wd.cv);
-    pthread_mutex_unlock(&wd.mu);
-    for (;;) nanosleep(&(struct timespec){1, 0}, NULL);
-  }
-  wd_snap s;
-  if (snapshot(&s) != 0) memset(&s, 0, sizeof s);
+  /* what the line and the status need, also where no waits were watched
+   * (the thread may run for a deadline alone) */
   if (!wd.status_fn && !wd.fixed) wd.fixed = 1, wd.fixed_why = "outside a training run"; /* a tool */
   int live = 0, finalized = 1;
   MPI_Initialized(&live);
@@ -528,6 +521,15 @@ void watchdog_fail(const char *why) {
     MPI_Comm_size(MPI_COMM_WORLD, &wd.size);
     atomic_store(&wd.rank, rank);
   }
+  if (wd.started && !wd.quit) { /* the watchdog's thread ends the job: it owns the side channel */
+    boost_msgf(wd.fail_why, sizeof wd.fail_why, "%s", why);
+    wd.fail_req = 1;
+    pthread_cond_broadcast(&wd.cv);
+    pthread_mutex_unlock(&wd.mu);
+    for (;;) nanosleep(&(struct timespec){1, 0}, NULL);
+  }
+  wd_snap s;
+  if (snapshot(&s) != 0) memset(&s, 0, sizeof s);
   fire(&s, !s.active, 0, why);
 }
 
