@@ -24,8 +24,10 @@
 #include <stdarg.h>
 
 /* fn(ctx) runs before the job ends, on whichever thread ends it (it
- * abandons ctx's communicators). fn NULL: ctx's hook is removed. A few
- * hooks at most (more is an internal error). */
+ * abandons ctx's communicators). fn NULL: ctx's hook is removed. Up to 16
+ * at a time (a test holds several trainers); one more is not kept:
+ * MPI_Abort ends the job even so, only that context's communicators are
+ * not abandoned first. */
 void job_abort_on(void (*fn)(void *ctx), void *ctx);
 
 /* Ends the job with exit status `status` after the hooks, printing `line`

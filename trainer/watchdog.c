@@ -19,7 +19,7 @@ _Thread_local int watch_mine;
 enum { TAG_QUERY = 30571, TAG_ANSWER = 30572 };
 #define ANSWER_S 2.0 /* how long a firing rank waits for the others' answers */
 #define NAMED_MAX 8  /* ranks named in the line; the rest are counted */
-#define DEADLINES 2  /* other threads' jobs with a deadline (a checkpoint session's writer) */
+#define DEADLINES 8  /* other threads' jobs with a deadline (checkpoint sessions' writers) */
 #define PERIOD_S 0.25 /* how often the thread looks, at most */
 
 /* Where a rank's training thread is: what its watchdog answers. */

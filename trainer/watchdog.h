@@ -145,7 +145,7 @@ void watchdog_stop(void);
  * thread runs for deadlines wherever they are registered, also where it
  * watches no waits (parallel.timeout=0, a world of one rank, a program
  * that never called watchdog_start). fn NULL: ctx's deadline is removed.
- * Two at most. */
+ * Eight at a time at most (one per live checkpoint session). */
 typedef int (*watchdog_overdue_fn)(void *ctx, char *line, size_t linelen);
 void watchdog_deadline(watchdog_overdue_fn fn, void *ctx);
 
