@@ -12,7 +12,7 @@
  * best of K timed runs (each run repeats the call for at least MS ms). Prints
  * one JSON object; "sgemm_gflops" is the best figure over all shapes.
  *
- * --bf16 runs the same shapes through boost's gemm_bf16 (bf16 inputs; bf16
+ * --bf16 runs the same shapes through boost's kern_gemm_bf16 (bf16 inputs; bf16
  * outputs, fp32 accumulated weight gradients, as the bf16 step calls it; the
  * library it picked -- oneDNN where the CPU has bf16 instructions -- is in
  * "bf16_gemm") on --threads OpenMP threads, and reports "bf16_gflops": the
@@ -84,9 +84,9 @@ static float *alloc_rand(size_t n, unsigned *seed) {
 /* One call of the shape through gemm_bf16, as the bf16 step makes it. */
 static void run_once_bf16(const shape *s, const uint16_t *a, const uint16_t *b, void *c) {
   switch (s->op) {
-  case 'F': gemm_bf16(0, 1, s->m, s->n, s->k, a, s->k, b, s->k, 0.0f, c, s->n, 0); break;
-  case 'D': gemm_bf16(0, 0, s->m, s->n, s->k, a, s->k, b, s->n, 0.0f, c, s->n, 0); break;
-  default: gemm_bf16(1, 0, s->m, s->n, s->k, a, s->m, b, s->n, 1.0f, c, s->n, 1); break;
+  case 'F': kern_gemm_bf16(0, 1, s->m, s->n, s->k, a, s->k, b, s->k, 0.0f, c, s->n, 0); break;
+  case 'D': kern_gemm_bf16(0, 0, s->m, s->n, s->k, a, s->k, b, s->n, 0.0f, c, s->n, 0); break;
+  default: kern_gemm_bf16(1, 0, s->m, s->n, s->k, a, s->m, b, s->n, 1.0f, c, s->n, 1); break;
   }
 }
 

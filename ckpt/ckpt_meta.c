@@ -7,7 +7,8 @@
 
 #include "ckpt_h5.h"
 
-#define CKPT_META_ROW_(name, type, flags, absent) {#name, CKPT_META_T_##type, offsetof(ckpt_meta, name), flags, absent},
+#define CKPT_META_ROW_(group, name, type, flags, absent) \
+  {#name, CKPT_META_T_##type, offsetof(ckpt_meta, group.name), flags, absent},
 const ckpt_meta_field ckpt_meta_fields[CKPT_META_NFIELDS] = {CKPT_META_FIELDS(CKPT_META_ROW_)};
 #undef CKPT_META_ROW_
 
@@ -88,7 +89,7 @@ int ckpt_meta_read(hid_t obj, ckpt_meta *m, char *why, size_t whylen) {
     if (rc != 0 && d->type == CKPT_META_T_F64) *FIELD(m, f, double) = -1;
   }
   H5Eclear2(H5E_DEFAULT);
-  if (!m->format || strcmp(m->format, CKPT_FORMAT_NAME) != 0) {
+  if (!m->package.format || strcmp(m->package.format, CKPT_FORMAT_NAME) != 0) {
     snprintf(why, whylen, "not a boost checkpoint (no root attribute format=\"%s\")", CKPT_FORMAT_NAME);
     return -1;
   }
@@ -96,9 +97,9 @@ int ckpt_meta_read(hid_t obj, ckpt_meta *m, char *why, size_t whylen) {
     snprintf(why, whylen, "format_version attribute missing or unreadable");
     return -1;
   }
-  if (m->format_version < 1 || m->format_version > CKPT_FORMAT_VERSION) {
+  if (m->package.format_version < 1 || m->package.format_version > CKPT_FORMAT_VERSION) {
     snprintf(why, whylen, "unknown checkpoint format version %lld (this boost reads versions 1 to %d)",
-             (long long)m->format_version, CKPT_FORMAT_VERSION);
+             (long long)m->package.format_version, CKPT_FORMAT_VERSION);
     return -1;
   }
   return 0;
@@ -218,6 +219,6 @@ int ckpt_layout_parse(const char *json, ckpt_layout *l) {
 
 int ckpt_meta_config_dp(const ckpt_meta *m) {
   ckpt_layout l;
-  const char *rec = ckpt_meta_has(m, CKPT_META_F_resharded_from) ? m->resharded_from : m->layout;
+  const char *rec = ckpt_meta_has(m, CKPT_META_F_resharded_from) ? m->reshard.resharded_from : m->run.layout;
   return ckpt_layout_parse(rec, &l) == 0 ? l.dp : -1;
 }

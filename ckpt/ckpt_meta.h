@@ -5,10 +5,15 @@
  * go through this table: a root field is added here (one line) and in the
  * format's documentation, and where its value comes from.
  *
- * CKPT_META_FIELDS(X) lists X(name, type, flags, absent) with type I64,
- * F64 or STR; `absent` is what tools show for a string the file does not
- * hold (NULL: nothing). It generates the struct members, the field
- * indices (CKPT_META_F_<name>) and the table. */
+ * CKPT_META_FIELDS(X) lists X(group, name, type, flags, absent): group is
+ * the sub-struct of ckpt_meta that holds the field -- `package` (the
+ * checkpoint package's own: the format's identity, n_tensors), `run` (the
+ * run's metadata block) or `reshard` (boost-reshard's outputs only) --,
+ * type I64, F64 or STR; `absent` is what tools show for a string the file
+ * does not hold (NULL: nothing). It generates the struct members, the
+ * field indices (CKPT_META_F_<name>) and the table; the groups are
+ * in-memory only: the file holds every field as a root attribute of its
+ * own name, as before. */
 #ifndef BOOST_CKPT_META_H
 #define BOOST_CKPT_META_H
 
@@ -30,47 +35,71 @@ enum {
                                   what it computed: equal training differs there (boost-inspect diff skips it) */
 };
 
-#define CKPT_META_FIELDS(X)                                                                         \
-  X(format, STR, CKPT_META_PACKAGE | CKPT_META_RESUME, NULL)                                        \
-  X(format_version, I64, CKPT_META_PACKAGE | CKPT_META_RESUME, NULL)                                \
-  X(software_version, STR, CKPT_META_PACKAGE, NULL)                                                 \
-  X(checksum_algorithm, STR, CKPT_META_PACKAGE, NULL)                                               \
-  X(step, I64, CKPT_META_RUN | CKPT_META_RESUME, NULL)                                              \
-  X(lr_schedule_step, I64, CKPT_META_RUN, NULL)                                                     \
-  X(lr_next, F64, CKPT_META_RUN, NULL)                                                              \
-  X(adam_t, I64, CKPT_META_RUN, NULL)                                                               \
-  X(data_cursor, I64, CKPT_META_RUN | CKPT_META_RESUME, NULL)                                       \
-  X(global_batch, I64, CKPT_META_RUN, NULL)                                                         \
-  X(tokens_seen, F64, CKPT_META_RUN | CKPT_META_RESUME, NULL)                                       \
-  X(train_seed, I64, CKPT_META_RUN, NULL)                                                           \
-  X(data_seed, I64, CKPT_META_RUN | CKPT_META_RESUME, NULL)                                         \
-  X(config, STR, CKPT_META_RUN | CKPT_META_RESUME | CKPT_META_JSON, NULL)                           \
-  X(layout, STR, CKPT_META_RUN | CKPT_META_RESUME | CKPT_META_JSON, NULL)                           \
-  X(activations, STR, CKPT_META_RUN, "none")                                                        \
-  X(precision, STR, CKPT_META_RUN, "fp32")                                                          \
-  X(n_tensors, I64, CKPT_META_PACKAGE, NULL)                                                        \
-  X(resharded_from, STR, CKPT_META_EXPORT | CKPT_META_JSON, NULL)                                   \
-  X(optimizer_state, STR, CKPT_META_EXPORT, "present")                                              \
-  X(weights_dtype, STR, CKPT_META_EXPORT, "f32")
+#define CKPT_META_FIELDS(X)                                                      \
+  X(package, format, STR, CKPT_META_PACKAGE | CKPT_META_RESUME, NULL)            \
+  X(package, format_version, I64, CKPT_META_PACKAGE | CKPT_META_RESUME, NULL)    \
+  X(package, software_version, STR, CKPT_META_PACKAGE, NULL)                     \
+  X(package, checksum_algorithm, STR, CKPT_META_PACKAGE, NULL)                   \
+  X(run, step, I64, CKPT_META_RUN | CKPT_META_RESUME, NULL)                      \
+  X(run, lr_schedule_step, I64, CKPT_META_RUN, NULL)                             \
+  X(run, lr_next, F64, CKPT_META_RUN, NULL)                                      \
+  X(run, adam_t, I64, CKPT_META_RUN, NULL)                                       \
+  X(run, data_cursor, I64, CKPT_META_RUN | CKPT_META_RESUME, NULL)               \
+  X(run, global_batch, I64, CKPT_META_RUN, NULL)                                 \
+  X(run, tokens_seen, F64, CKPT_META_RUN | CKPT_META_RESUME, NULL)               \
+  X(run, train_seed, I64, CKPT_META_RUN, NULL)                                   \
+  X(run, data_seed, I64, CKPT_META_RUN | CKPT_META_RESUME, NULL)                 \
+  X(run, config, STR, CKPT_META_RUN | CKPT_META_RESUME | CKPT_META_JSON, NULL)   \
+  X(run, layout, STR, CKPT_META_RUN | CKPT_META_RESUME | CKPT_META_JSON, NULL)   \
+  X(run, activations, STR, CKPT_META_RUN, "none")                                \
+  X(run, precision, STR, CKPT_META_RUN, "fp32")                                  \
+  X(package, n_tensors, I64, CKPT_META_PACKAGE, NULL)                            \
+  X(reshard, resharded_from, STR, CKPT_META_EXPORT | CKPT_META_JSON, NULL)       \
+  X(reshard, optimizer_state, STR, CKPT_META_EXPORT, "present")                  \
+  X(reshard, weights_dtype, STR, CKPT_META_EXPORT, "f32")
 
 typedef int64_t ckpt_meta_I64;
 typedef double ckpt_meta_F64;
 typedef char *ckpt_meta_STR; /* malloc'd, owned by the struct (ckpt_meta_free) */
 
-#define CKPT_META_INDEX_(name, type, flags, absent) CKPT_META_F_##name,
+#define CKPT_META_INDEX_(group, name, type, flags, absent) CKPT_META_F_##name,
 enum { CKPT_META_FIELDS(CKPT_META_INDEX_) CKPT_META_NFIELDS };
 #undef CKPT_META_INDEX_
 
-/* The root attributes of one checkpoint. A field counts only when its bit
- * is set in `present` (CKPT_META_SET / ckpt_meta_set_str; the reader sets
- * the bits of what the file holds); absent numbers read -1. */
-#define CKPT_META_MEMBER_(name, type, flags, absent) ckpt_meta_##type name;
+/* The members of one group (the list filtered by its group column). */
+#define CKPT_META_IN_package_package(x) x
+#define CKPT_META_IN_package_run(x)
+#define CKPT_META_IN_package_reshard(x)
+#define CKPT_META_IN_run_package(x)
+#define CKPT_META_IN_run_run(x) x
+#define CKPT_META_IN_run_reshard(x)
+#define CKPT_META_IN_reshard_package(x)
+#define CKPT_META_IN_reshard_run(x)
+#define CKPT_META_IN_reshard_reshard(x) x
+#define CKPT_META_MEMBER_package(group, name, type, flags, absent) CKPT_META_IN_package_##group(ckpt_meta_##type name;)
+#define CKPT_META_MEMBER_run(group, name, type, flags, absent) CKPT_META_IN_run_##group(ckpt_meta_##type name;)
+#define CKPT_META_MEMBER_reshard(group, name, type, flags, absent) CKPT_META_IN_reshard_##group(ckpt_meta_##type name;)
 typedef struct {
-  CKPT_META_FIELDS(CKPT_META_MEMBER_)
+  CKPT_META_FIELDS(CKPT_META_MEMBER_package)
+} ckpt_meta_package;
+typedef struct {
+  CKPT_META_FIELDS(CKPT_META_MEMBER_run)
+} ckpt_meta_run;
+typedef struct {
+  CKPT_META_FIELDS(CKPT_META_MEMBER_reshard)
+} ckpt_meta_reshard;
+
+/* The root attributes of one checkpoint, by group (m.run.step). A field
+ * counts only when its bit is set in `present` (CKPT_META_SET /
+ * ckpt_meta_set_str; the reader sets the bits of what the file holds);
+ * absent numbers read -1. */
+typedef struct {
+  ckpt_meta_package package;
+  ckpt_meta_run run;
+  ckpt_meta_reshard reshard;
   uint32_t present;    /* bit CKPT_META_F_<name> */
   uint32_t unreadable; /* read: the attribute is there but not of its type */
 } ckpt_meta;
-#undef CKPT_META_MEMBER_
 _Static_assert(CKPT_META_NFIELDS <= 32, "ckpt_meta.present holds a bit per field");
 
 typedef enum { CKPT_META_T_I64 = 0, CKPT_META_T_F64, CKPT_META_T_STR, CKPT_META_T_F32 /* state datasets only */ } ckpt_meta_type;
@@ -83,8 +112,8 @@ typedef struct {
 } ckpt_meta_field;
 extern const ckpt_meta_field ckpt_meta_fields[CKPT_META_NFIELDS];
 
-/* A number field set (and marked present): CKPT_META_SET(&m, step, 40). */
-#define CKPT_META_SET(m, field, v) ((m)->field = (v), (m)->present |= 1u << CKPT_META_F_##field)
+/* A number field set (and marked present): CKPT_META_SET(&m, run, step, 40). */
+#define CKPT_META_SET(m, group, field, v) ((m)->group.field = (v), (m)->present |= 1u << CKPT_META_F_##field)
 static inline int ckpt_meta_has(const ckpt_meta *m, int field) { return (m->present >> field) & 1u; }
 
 /* The index of the field named `name`, -1 when the schema has none. */

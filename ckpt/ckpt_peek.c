@@ -20,8 +20,8 @@ static int read_root(const char *path, ckpt_peek_info *out, char *why, size_t wh
   int rc = ckpt_meta_read(f, &out->meta, why, whylen);
   const char *missing = rc == 0 ? ckpt_meta_missing(&out->meta, CKPT_META_RESUME) : NULL;
   if (missing) rc = -1, snprintf(why, whylen, "%s attribute missing or unreadable", missing);
-  if (rc == 0 && ckpt_check_file_step(path, out->meta.step, why, whylen) != 0) rc = -1;
-  if (rc == 0 && ckpt_layout_parse(out->meta.layout, &out->layout) != 0)
+  if (rc == 0 && ckpt_check_file_step(path, out->meta.run.step, why, whylen) != 0) rc = -1;
+  if (rc == 0 && ckpt_layout_parse(out->meta.run.layout, &out->layout) != 0)
     rc = -1, snprintf(why, whylen, "layout attribute malformed");
   H5Fclose(f);
   H5Eclear2(H5E_DEFAULT);

@@ -107,7 +107,7 @@ static void read_root_attrs(reader *r, const char *path) {
   } else if ((missing = ckpt_meta_missing(&lr->meta, CKPT_META_RESUME))) {
     boost_msgf(r->err, sizeof r->err, "training state attribute %s missing or unreadable", missing);
     r->ok = 0;
-  } else if (ckpt_check_file_step(path, lr->meta.step, why, sizeof why) != 0) {
+  } else if (ckpt_check_file_step(path, lr->meta.run.step, why, sizeof why) != 0) {
     boost_msgf(r->err, sizeof r->err, "%s", why);
     r->ok = 0;
   } else if (!strcmp(ckpt_meta_str(&lr->meta, CKPT_META_F_optimizer_state), "absent")) {
@@ -116,11 +116,11 @@ static void read_root_attrs(reader *r, const char *path) {
                "from it");
     r->ok = 0;
   }
-  if (r->ok && lr->meta.data_seed != rd->parts.cfg->data_seed && rd->parts.team->rank == 0)
+  if (r->ok && lr->meta.run.data_seed != rd->parts.cfg->data_seed && rd->parts.team->rank == 0)
     fprintf(stderr,
             "boost: warning: %s was saved with data.seed=%lld, this run uses %lld: the sample order will not continue "
             "the saved run\n",
-            path, (long long)lr->meta.data_seed, (long long)rd->parts.cfg->data_seed);
+            path, (long long)lr->meta.run.data_seed, (long long)rd->parts.cfg->data_seed);
 }
 
 /* The groups' object headers, whole: a damaged header is a damaged file
@@ -335,7 +335,7 @@ void ckpt_load_report(ckpt_reader *rd) {
   boost_msgf(lr->msg, sizeof lr->msg,
              "resumed from %s (step %lld, %s of tensors verified and loaded in %.2f s; the ranks read %s, decoding "
              "%s of chunks: %.2fx)%s%s",
-             lr->path, (long long)lr->meta.step, b, boost_now_s() - lr->t0, nb, db,
+             lr->path, (long long)lr->meta.run.step, b, boost_now_s() - lr->t0, nb, db,
              lr->bytes_needed > 0 ? lr->bytes_decoded / lr->bytes_needed : 1.0, lr->skipped[0] ? "; skipped " : "",
              lr->skipped);
 }

@@ -27,6 +27,7 @@
 #include "ckpt_worker.h"
 #include "ckpt_write.h"
 #include "util.h"
+#include "watchdog.h"
 
 static const char *const size_class_names[SIZE_NUM_CLASSES] = {"weights", "moments", "activations"};
 
@@ -62,8 +63,6 @@ struct ckpt_session {
   ckpt_writer writer;
   ckpt_reader reader;
   ckpt_outcome out;
-  pthread_t watchdog;
-  int watchdog_started;
   FILE *log;             /* rank 0: <dir>/checkpoints.jsonl */
   char open_note[512];
 };
@@ -76,42 +75,38 @@ static void run_job(void *ctx, ckpt_job_kind kind) {
   else ckpt_do_load(&s->reader);
 }
 
-/* The watchdog: an error inside a collective HDF5/MPI-IO call on one rank
- * (a full disk under MPI-IO, an I/O error) can leave the other ranks waiting
- * in that collective for ever, and HDF5 cannot recover from it. When a job
- * has run longer than ckpt.timeout, the job is aborted with one line, so the
- * batch system can restart it from the previous checkpoint instead of
- * holding the allocation until its time limit. */
-static void *watchdog_main(void *arg) {
+/* The checkpoint job's deadline, watched by the collective watchdog's
+ * thread (trainer/watchdog.h): an error inside a collective HDF5/MPI-IO
+ * call on one rank (a full disk under MPI-IO, an I/O error) can leave the
+ * other ranks waiting in that collective for ever, and HDF5 cannot recover
+ * from it. When a job has run longer than ckpt.timeout, the job is ended
+ * with one line, so the batch system can restart it from the previous
+ * checkpoint instead of holding the allocation until its time limit.
+ * Returns the exit status then, else 0. */
+static int job_overdue(void *arg, char *line, size_t linelen) {
   ckpt_session *s = arg;
-  pthread_setname_np(pthread_self(), "ckpt-watchdog");
   pthread_mutex_lock(&s->worker.mu);
-  while (!s->worker.quit) {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 1;
-    pthread_cond_timedwait(&s->worker.cv, &s->worker.mu, &until);
-    const double started = s->worker.job_started;
-    if (s->worker.quit || started <= 0 || boost_now_s() - started <= s->cfg.timeout) continue;
+  const double started = s->worker.job_started;
+  int status = 0;
+  if (!s->worker.quit && started > 0 && boost_now_s() - started > s->cfg.timeout) {
     const int load = s->worker.running == CKPT_JOB_LOAD; /* at start: nothing trained, nothing to lose */
-    const int status = load ? s->cfg.load_abort_status : s->cfg.abort_status;
+    status = load ? s->cfg.load_abort_status : s->cfg.abort_status;
     if (load)
-      fprintf(stderr,
-              "boost: checkpoint watchdog on rank %d: the checkpoint load has run %.0f s, longer than ckpt.timeout=%d "
-              "s; the job is aborted (exit %d) before training: nothing was trained, the checkpoints are untouched\n",
-              s->team.rank, boost_now_s() - started, s->cfg.timeout, status);
+      boost_msgf(line, linelen,
+                 "boost: checkpoint watchdog on rank %d: the checkpoint load has run %.0f s, longer than "
+                 "ckpt.timeout=%d s; the job is aborted (exit %d) before training: nothing was trained, the "
+                 "checkpoints are untouched",
+                 s->team.rank, boost_now_s() - started, s->cfg.timeout, status);
     else
-      fprintf(stderr,
-              "boost: checkpoint watchdog on rank %d: the checkpoint job of step %lld has run %.0f s, longer than "
-              "ckpt.timeout=%d s; a failure inside a collective HDF5/MPI-IO call cannot be recovered, so the job is "
-              "aborted (exit %d); the newest committed checkpoint (step %lld) is intact\n",
-              s->team.rank, (long long)s->worker.job_step, boost_now_s() - started, s->cfg.timeout, status,
-              (long long)s->out.last_committed_step);
-    fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, status);
+      boost_msgf(line, linelen,
+                 "boost: checkpoint watchdog on rank %d: the checkpoint job of step %lld has run %.0f s, longer than "
+                 "ckpt.timeout=%d s; a failure inside a collective HDF5/MPI-IO call cannot be recovered, so the job "
+                 "is aborted (exit %d); the newest committed checkpoint (step %lld) is intact",
+                 s->team.rank, (long long)s->worker.job_step, boost_now_s() - started, s->cfg.timeout, status,
+                 (long long)s->out.last_committed_step);
   }
   pthread_mutex_unlock(&s->worker.mu);
-  return NULL;
+  return status;
 }
 
 /* ---- session (training thread) -------------------------------------------- */
@@ -260,8 +255,7 @@ ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tens
   }
   /* Every rank must have its writer, or the first collective write hangs. */
   int started = ckpt_worker_start(&s->worker, run_job, s, s->set.writer_nice, s->set.sync_mode, s->cfg.threads) == 0;
-  if (started && s->cfg.timeout > 0)
-    s->watchdog_started = pthread_create(&s->watchdog, NULL, watchdog_main, s) == 0;
+  if (started && s->cfg.timeout > 0) watchdog_deadline(job_overdue, s);
   if (!ckpt_all_true(&s->team, started)) {
     ckpt_close(s);
     boost_err(err, errlen, "cannot start the checkpoint writer thread on every rank");
@@ -309,8 +303,8 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
   *state = lr->state;
   ckpt_meta_init(&lr->meta);
   memset(&lr->state, 0, sizeof lr->state);
-  s->out.last_committed_step = meta->step;
-  s->out.last_staged_step = meta->step;
+  s->out.last_committed_step = meta->run.step;
+  s->out.last_staged_step = meta->run.step;
   boost_msgf(msg, msglen, "%s%s%s", lr->msg, note ? "; " : "", note ? note : "");
   return 1;
 }
@@ -436,7 +430,7 @@ int ckpt_due(const ckpt_session *s, int64_t step, int force) {
  * copies the checkpoint fails (j->oom), training goes on. */
 static void stage_job(ckpt_session *s, const ckpt_meta *meta, const ckpt_state *state) {
   save_job *j = &s->writer.job;
-  j->step = meta->step;
+  j->step = meta->run.step;
   ckpt_meta_free(&j->meta);
   int ok = ckpt_meta_copy(&j->meta, meta) == 0;
   ok = ckpt_state_copy(&j->state, state) == 0 && ok;
@@ -463,7 +457,7 @@ void ckpt_after_step(ckpt_session *s, const ckpt_meta *meta, const ckpt_state *s
   if (!s) return;
   char done[REASON_MAX + 128] = "", waited[96] = "";
   collect(s, done, sizeof done, 0);
-  if (!ckpt_due(s, meta->step, force)) {
+  if (!ckpt_due(s, meta->run.step, force)) {
     if (done[0] && statuslen) boost_msgf(status, statuslen, "%s", done);
     return;
   }
@@ -479,10 +473,10 @@ void ckpt_after_step(ckpt_session *s, const ckpt_meta *meta, const ckpt_state *s
   stage_job(s, meta, state);
   s->writer.job.wait_prev_s = wait_prev;
   s->out.attempted = 1;
-  s->out.last_staged_step = meta->step;
+  s->out.last_staged_step = meta->run.step;
   const int must_wait = ckpt_stager_bounded(&s->stager) && !(s->out.deferred_seen && !s->set.sync_mode);
   s->writer.job.stall_s = boost_now_s() - t1;
-  ckpt_worker_submit(&s->worker, CKPT_JOB_SAVE, meta->step, !s->writer.job.deferred);
+  ckpt_worker_submit(&s->worker, CKPT_JOB_SAVE, meta->run.step, !s->writer.job.deferred);
   if (must_wait) ckpt_worker_wait_staged(&s->worker, INT_MAX); /* no caller's wait before its update: the arenas are read until then */
   const double stall = boost_now_s() - t1;
   char now_txt[96] = "";
@@ -493,7 +487,7 @@ void ckpt_after_step(ckpt_session *s, const ckpt_meta *meta, const ckpt_state *s
     pthread_mutex_unlock(&s->worker.mu);
     collect(s, done, sizeof done, 0);
   } else {
-    boost_msgf(now_txt, sizeof now_txt, "step %lld staged, stall %.0f ms", (long long)meta->step, stall * 1e3);
+    boost_msgf(now_txt, sizeof now_txt, "step %lld staged, stall %.0f ms", (long long)meta->run.step, stall * 1e3);
   }
   if (statuslen)
     boost_msgf(status, statuslen, "%s%s%s%s", waited, done, done[0] && now_txt[0] ? " | " : "", now_txt);
@@ -537,8 +531,8 @@ void ckpt_close(ckpt_session *s) {
   ckpt_worker_wait_idle(&s->worker);
   char done[REASON_MAX + 128];
   collect(s, done, sizeof done, 1);
-  ckpt_worker_stop(&s->worker); /* the watchdog sees quit too */
-  if (s->watchdog_started) pthread_join(s->watchdog, NULL);
+  watchdog_deadline(NULL, s); /* under the watchdog's lock: never asked again once this returns */
+  ckpt_worker_stop(&s->worker);
   ckpt_worker_free(&s->worker);
   ckpt_stager_free(&s->stager); /* its data plane first: it uses the communicators */
   MPI_Comm_free(&s->team.comm);

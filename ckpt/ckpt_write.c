@@ -47,8 +47,8 @@ static void write_root_attrs(ckpt_file_writer *w, const save_job *j) {
   int rc = ckpt_meta_set_str(&m, CKPT_META_F_format, CKPT_FORMAT_NAME);
   rc |= ckpt_meta_set_str(&m, CKPT_META_F_software_version, BOOST_VERSION);
   rc |= ckpt_meta_set_str(&m, CKPT_META_F_checksum_algorithm, CKPT_CHECKSUM_ALGORITHM);
-  CKPT_META_SET(&m, format_version, CKPT_FORMAT_VERSION);
-  CKPT_META_SET(&m, n_tensors, w->ws->plan->nent);
+  CKPT_META_SET(&m, package, format_version, CKPT_FORMAT_VERSION);
+  CKPT_META_SET(&m, package, n_tensors, w->ws->plan->nent);
   char why[REASON_MAX];
   if (rc != 0) ckpt_wfail(w, "root attributes of %s: out of memory", "the checkpoint");
   else if (ckpt_meta_write(w->file, &m, why, sizeof why) != 0 && w->ok) {

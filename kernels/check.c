@@ -4,15 +4,12 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "job_abort.h"
+
 void boost_fail(const char *fmt, ...) {
   va_list ap;
-  fflush(stdout);
-  fputs("boost: ", stderr);
   va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fputc('\n', stderr);
-  exit(1);
+  job_vfail(1, fmt, ap);
 }
 
 void *boost_try_calloc(size_t count, size_t size) {

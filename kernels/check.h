@@ -2,9 +2,11 @@
  *
  * Library code reports errors from users, files and the system by returning
  * a status with a one-line message (util.h's boost_err); only programs
- * exit. The two exceptions live here: running out of memory (boost_calloc,
- * boost_realloc) and broken internal invariants (BOOST_ASSERT) end the
- * process with one line naming what happened. */
+ * exit. What cannot be returned ends the job through job_abort.h, the one
+ * module that does: running out of memory (boost_calloc, boost_realloc),
+ * broken internal invariants (BOOST_ASSERT) and failing CUDA/cuBLAS calls
+ * (kernels/cuda) call boost_fail, which names what happened in one line and
+ * ends every rank of the job at once. */
 #ifndef BOOST_CHECK_H
 #define BOOST_CHECK_H
 
@@ -12,7 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* Print "boost: <message>" on one line to stderr and exit(1). */
+/* job_fail(1, ...): "boost: [rank R: ]<message>" on one line to stderr,
+ * then the job ends (every rank, exit 1). */
 void boost_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
 /* Internal invariant; names file and line. Not for validating input. */

@@ -49,8 +49,10 @@ void boost_device_wait(const char *what, boost_ready_fn ready, void *ctx);
  * that honours it (the guarded backend; never the CUDA one) reports no wait
  * as complete again, emulating a device that waits forever for a
  * collective; after boost_wait_test_stick(BOOST_WAIT_TEST_ERROR) its waits
- * fail, emulating a device error. boost_wait_test_stuck: the mode (0: none). */
-enum { BOOST_WAIT_TEST_STUCK = 1, BOOST_WAIT_TEST_ERROR = 2 };
+ * fail, emulating a device error; after BOOST_WAIT_TEST_OP_ERROR its next op
+ * fails as a CUDA call does (boost_fail: the job ends at once).
+ * boost_wait_test_stuck: the mode (0: none). */
+enum { BOOST_WAIT_TEST_STUCK = 1, BOOST_WAIT_TEST_ERROR = 2, BOOST_WAIT_TEST_OP_ERROR = 3 };
 void boost_wait_test_stick(int mode);
 int boost_wait_test_stuck(void);
 

@@ -110,10 +110,20 @@ static const boost_mem_ops guarded_mem = {
  * refused untagged), host memory refused tagged, values and the optimizer
  * plan (a host object of the inner backend) passed as they are. */
 
+/* The test hook of device_wait.h: the op fails as a CUDA call that returns
+ * an error does (cuda_check: boost_fail, which ends the job). */
+static void op_fault(const char *op) {
+  if (boost_wait_test_stuck() == BOOST_WAIT_TEST_OP_ERROR)
+    boost_fail("guarded backend: the device reports an error in %s (test hook, as a failing CUDA call)", op);
+}
+
 #define MEM(p) untag(p)
 #define HOST(p) host(p)
-#define G_FORWARDER(cpu, ret, name, params, args) \
-  static ret g_##name params { BOOST_OP_RETURN(ret, IOPS->name(IN, BOOST_OP_UNPAREN args)); }
+#define G_FORWARDER(cpu, ret, name, params, args)                  \
+  static ret g_##name params {                                     \
+    op_fault(#name);                                               \
+    BOOST_OP_RETURN(ret, IOPS->name(IN, BOOST_OP_UNPAREN args)); \
+  }
 BOOST_OP_LIST(G_FORWARDER)
 #define G_ENTRY(cpu, ret, name, params, args) .name = g_##name,
 static const boost_ops guarded_ops = {BOOST_OP_LIST(G_ENTRY)};

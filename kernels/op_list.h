@@ -9,7 +9,7 @@
  *
  * One line per op:  OP(cpu, ret, name, (parameters), (arguments))
  *  - cpu: how the CPU backend provides it --
- *      RAW  the float entry is the fp32 kernel `name` of cpu/ops.h, called
+ *      RAW  the float entry calls the fp32 kernel `kern_<name>` of cpu/ops.h
  *           with the arguments (no backend); the bf16 entry is b_<name>
  *           (cpu/cpu_bf16.c);
  *      OWN  f_<name> (cpu/cpu_backend.c) and b_<name> (cpu/cpu_bf16.c);

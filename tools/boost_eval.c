@@ -291,13 +291,13 @@ static int run(const eval_opts *o, char *err, size_t errlen) {
   if (rc == 0) {
     result res = {cJSON_CreateObject(), ""};
     cJSON_AddStringToObject(res.json, "checkpoint", c.path);
-    cJSON_AddNumberToObject(res.json, "step", (double)c.meta.step);
+    cJSON_AddNumberToObject(res.json, "step", (double)c.meta.run.step);
     rc = o->stored ? run_stored(o, &c, &cm.m, &res, err, errlen)
        : o->choice ? run_choice(o, &cm, &cm.m, &res, err, errlen)
                    : run_loss(o, &cm, &cm.m, &res, err, errlen);
     if (!tool_agree(o->nranks, rc == 0, err, errlen)) rc = -1;
     if (rc == 0 && o->rank == 0 && !o->json)
-      printf("checkpoint %s (step %lld, %s)\n%s", c.path, (long long)c.meta.step, cm.be->info, res.text);
+      printf("checkpoint %s (step %lld, %s)\n%s", c.path, (long long)c.meta.run.step, cm.be->info, res.text);
     if (rc == 0 && o->rank == 0 && o->json) ins_print_json(res.json); /* and deletes it */
     else cJSON_Delete(res.json);
     ckpt_model_free(&cm);

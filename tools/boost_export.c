@@ -145,7 +145,7 @@ static void print_summary(const options *o, const exp_plan *p, const ins_ckpt *c
   cJSON_AddStringToObject(j, "architecture", arch);
   cJSON_AddStringToObject(j, "model_type", p->kind == EXP_COLA ? "cola" : "llama");
   cJSON_AddStringToObject(j, "dtype", dtype);
-  cJSON_AddNumberToObject(j, "step", (double)c->meta.step);
+  cJSON_AddNumberToObject(j, "step", (double)c->meta.run.step);
   cJSON_AddNumberToObject(j, "tensors", p->n);
   cJSON_AddNumberToObject(j, "parameters", p->parameters);
   cJSON_AddNumberToObject(j, "bytes", (double)p->total_bytes);

@@ -246,12 +246,12 @@ static int write_root(rewrite *r, tp_mode mode) {
   const options *o = r->o;
   ckpt_meta m;
   char why[512];
-  int ok = ckpt_meta_read(r->in, &m, why, sizeof why) == 0 && m.layout; /* ckpt_peek checked both */
+  int ok = ckpt_meta_read(r->in, &m, why, sizeof why) == 0 && m.run.layout; /* ckpt_peek checked both */
   ok = ok && H5Aiterate2(r->in, H5_INDEX_NAME, H5_ITER_INC, NULL, copy_unknown_attr, &r->out) >= 0;
   ckpt_layout lay = {o->dp * o->tp * o->pp, o->dp, o->tp, o->pp, 0, ""};
   snprintf(lay.tp_mode, sizeof lay.tp_mode, "%s", tp_mode_names[mode]);
   char *target = ckpt_layout_json(&lay);
-  ok = ok && target && ckpt_meta_set_str(&m, CKPT_META_F_resharded_from, m.layout) == 0 &&
+  ok = ok && target && ckpt_meta_set_str(&m, CKPT_META_F_resharded_from, m.run.layout) == 0 &&
        ckpt_meta_set_str(&m, CKPT_META_F_layout, target) == 0 &&
        ckpt_meta_set_str(&m, CKPT_META_F_optimizer_state, o->no_optim ? "absent" : "present") == 0 &&
        ckpt_meta_set_str(&m, CKPT_META_F_weights_dtype, o->bf16 ? "bf16" : "f32") == 0 &&
@@ -259,7 +259,7 @@ static int write_root(rewrite *r, tp_mode mode) {
   /* The global batch is the run's, not the layout's: kept as it is, and
    * recorded from the layout that ran IN's config when IN is older. */
   if (ok && !ckpt_meta_has(&m, CKPT_META_F_global_batch) && r->global_batch > 0)
-    CKPT_META_SET(&m, global_batch, r->global_batch);
+    CKPT_META_SET(&m, run, global_batch, r->global_batch);
   if (!ok) ckpt_h5_error(r->err, sizeof r->err, "root attributes");
   else if (ckpt_meta_write(r->out, &m, r->err, sizeof r->err) != 0) ok = 0;
   free(target);
@@ -498,7 +498,7 @@ static int run(const options *o_in, char *err, size_t errlen) {
   }
   train_config cfg;
   config_defaults(&cfg);
-  int rc = config_from_json(&cfg, info.meta.config, NULL, err, errlen);
+  int rc = config_from_json(&cfg, info.meta.run.config, NULL, err, errlen);
   hid_t in = rc == 0 ? H5Fopen(info.path, H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
   if (rc == 0 && in < 0) rc = boost_err(err, errlen, "%s: cannot open", info.path);
   options eff = *o; /* a checkpoint without moments stays without them */
@@ -507,7 +507,7 @@ static int run(const options *o_in, char *err, size_t errlen) {
   if (!strcmp(ckpt_meta_str(&info.meta, CKPT_META_F_weights_dtype), "bf16")) eff.bf16 = eff.no_optim = 1;
   /* --rank without --layout keeps IN's layout */
   ckpt_layout lay;
-  if (!o->have_layout && ckpt_layout_parse(info.meta.layout, &lay) == 0) {
+  if (!o->have_layout && ckpt_layout_parse(info.meta.run.layout, &lay) == 0) {
     eff.dp = lay.dp, eff.tp = lay.tp, eff.pp = lay.pp;
     eff.mode = !strcmp(lay.tp_mode, "vanilla") ? TP_VANILLA : !strcmp(lay.tp_mode, "megatron") ? TP_MEGATRON
              : !strcmp(lay.tp_mode, "btp") ? TP_BTP : TP_AUTO;
@@ -556,7 +556,7 @@ static int run(const options *o_in, char *err, size_t errlen) {
       tool_tmp_disarm();
       if (rc == 0 && !o->quiet && o->rank == 0)
         printf("wrote %s: step %lld for dp=%d tp=%d pp=%d (%s)%s, every tensor verified%s\n", o->out,
-               (long long)info.meta.step, o->dp, o->tp, o->pp, tp_mode_names[mode],
+               (long long)info.meta.run.step, o->dp, o->tp, o->pp, tp_mode_names[mode],
                o->bf16 ? ", bf16 weights, no optimizer state" : o->no_optim ? ", no optimizer state" : "",
                o->nranks > 1 ? " (parallel rewrite)" : "");
       model_free(&m);

@@ -24,13 +24,13 @@ int ckpt_model_build(const ins_ckpt *c, const ckpt_model_options *opt, ckpt_mode
   memset(cm, 0, sizeof *cm);
   const ckpt_model_options none = {0};
   if (!opt) opt = &none;
-  if (!c->meta.config) {
+  if (!c->meta.run.config) {
     snprintf(err, errlen, "%s: no stored config (root attribute `config`)", c->path);
     return -1;
   }
   ins_tensor *t = NULL;
   char e[INS_ERR];
-  if (ins_expected_tensors(c->meta.config, &t, &cm->cfg, e, sizeof e) < 0) {
+  if (ins_expected_tensors(c->meta.run.config, &t, &cm->cfg, e, sizeof e) < 0) {
     snprintf(err, errlen, "%s: the stored config does not describe a model: %.800s", c->path, e);
     return -1;
   }

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "job_abort.h"
 #include "export.h"
 #include "tool.h"
 #include "util.h"
@@ -34,7 +35,7 @@ static void remove_tmp(void) {
 
 static void on_stop_signal(int sig) {
   if (g_armed) remove_tmp();
-  _exit(128 + sig);
+  job_exit_now(128 + sig);
 }
 
 int exp_dir_track(const char *name) {

@@ -51,8 +51,8 @@ static void add_token_ids(const exp_plan *p, cJSON *o) {
 static void add_provenance(const ins_ckpt *c, cJSON *o) {
   cJSON *b = cJSON_AddObjectToObject(o, "boost_checkpoint");
   cJSON_AddStringToObject(b, "path", c->path);
-  if (c->meta.step >= 0) cJSON_AddNumberToObject(b, "step", (double)c->meta.step);
-  if (c->meta.tokens_seen >= 0) cJSON_AddNumberToObject(b, "tokens_seen", c->meta.tokens_seen);
+  if (c->meta.run.step >= 0) cJSON_AddNumberToObject(b, "step", (double)c->meta.run.step);
+  if (c->meta.run.tokens_seen >= 0) cJSON_AddNumberToObject(b, "tokens_seen", c->meta.run.tokens_seen);
   const char *v = ckpt_meta_str(&c->meta, CKPT_META_F_software_version);
   if (v) cJSON_AddStringToObject(b, "software_version", v);
 }
@@ -190,7 +190,7 @@ static int write_readme(const exp_plan *p, const ins_ckpt *c, const char *dir, c
            "from transformers import AutoModelForCausalLM\n"
            "model = AutoModelForCausalLM.from_pretrained(\"DIR\"%s)\n"
            "```\n",
-           cola ? "A CoLA (low-rank) model" : "A LLaMA model", c->path, (long long)c->meta.step,
+           cola ? "A CoLA (low-rank) model" : "A LLaMA model", c->path, (long long)c->meta.run.step,
            cola ? "ColaForCausalLM, remote code in configuration_cola.py and modeling_cola.py (load with "
                   "trust_remote_code=True)"
                 : "LlamaForCausalLM (q and k rows permuted from boost's interleaved RoPE to rotate-half)",

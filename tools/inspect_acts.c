@@ -54,7 +54,7 @@ void ins_check_activations(const ins_ckpt *c, ins_report *r, const train_config 
   hid_t g = H5Gopen2(c->f, CKPT_GROUP_ACTS, H5P_DEFAULT);
   if (g < 0) {
     H5Eclear2(H5E_DEFAULT);
-    ins_report_add(r, CKPT_GROUP_ACTS, "missing (attribute activations = %s)", c->meta.activations);
+    ins_report_add(r, CKPT_GROUP_ACTS, "missing (attribute activations = %s)", c->meta.run.activations);
     return;
   }
   char *m = NULL;
@@ -62,7 +62,7 @@ void ins_check_activations(const ins_ckpt *c, ins_report *r, const train_config 
   free(m);
   H5Gclose(g);
   H5Eclear2(H5E_DEFAULT);
-  if (strcmp(mode, c->meta.activations) != 0) ins_report_add(r, CKPT_GROUP_ACTS, "attribute mode '%s' differs from the root's activations '%s'", mode, c->meta.activations);
+  if (strcmp(mode, c->meta.run.activations) != 0) ins_report_add(r, CKPT_GROUP_ACTS, "attribute mode '%s' differs from the root's activations '%s'", mode, c->meta.run.activations);
   const int64_t B = group_i64(c, "micro_batch"), T = group_i64(c, "seq_len");
   if (B <= 0 || T <= 0 || T > cfg->model.seq_len) ins_report_add(r, CKPT_GROUP_ACTS, "attributes micro_batch %lld / seq_len %lld invalid", (long long)B, (long long)T);
   int64_t nseq;

@@ -216,19 +216,19 @@ static int summary_text(const ins_ckpt *c) {
   static const char *cats[3] = {"weights", "moments", "activations"};
   printf("checkpoint %s\n", c->path);
   const ckpt_meta *m = &c->meta;
-  printf("  format %s v%lld, written by boost %s, checksums %s\n", m->format, (long long)m->format_version,
-         m->software_version ? m->software_version : "?", m->checksum_algorithm ? m->checksum_algorithm : "?");
-  printf("  step %lld | tokens %.0f | data cursor %lld | seeds train %lld data %lld | next lr %.3e\n", (long long)m->step,
-         m->tokens_seen, (long long)m->data_cursor, (long long)m->train_seed, (long long)m->data_seed, m->lr_next);
+  printf("  format %s v%lld, written by boost %s, checksums %s\n", m->package.format, (long long)m->package.format_version,
+         m->package.software_version ? m->package.software_version : "?", m->package.checksum_algorithm ? m->package.checksum_algorithm : "?");
+  printf("  step %lld | tokens %.0f | data cursor %lld | seeds train %lld data %lld | next lr %.3e\n", (long long)m->run.step,
+         m->run.tokens_seen, (long long)m->run.data_cursor, (long long)m->run.train_seed, (long long)m->run.data_seed, m->run.lr_next);
   state_text(&s);
   guard_text(&s);
   ins_state_free(&s);
-  printf("  saved by layout %s | precision %s | activations %s\n", m->layout ? m->layout : "?",
+  printf("  saved by layout %s | precision %s | activations %s\n", m->run.layout ? m->run.layout : "?",
          ckpt_meta_str(m, CKPT_META_F_precision), ckpt_meta_str(m, CKPT_META_F_activations));
   if (!strcmp(ckpt_meta_str(m, CKPT_META_F_optimizer_state), "absent"))
     printf("  export: weights %s, no optimizer state (training cannot resume from it)\n",
            ckpt_meta_str(m, CKPT_META_F_weights_dtype));
-  printf("  config %s\n", m->config ? m->config : "(missing)");
+  printf("  config %s\n", m->run.config ? m->run.config : "(missing)");
   for (int k = 0; k < 3; k++)
     if (raw[k] > 0) printf("  %-12s %12.0f raw bytes -> %12.0f stored (%.3fx)\n", cats[k], raw[k], stored[k], stored[k] > 0 ? raw[k] / stored[k] : 0.0);
   return 0;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "config.h"
 #include "inspect.h"
 
@@ -18,9 +19,7 @@ typedef struct {
 static void push(tlist *l, const char *name, int ndim, int64_t a, int64_t b, int64_t c) {
   if (l->n == l->cap) {
     l->cap = l->cap ? 2 * l->cap : 64;
-    ins_tensor *nt = realloc(l->t, (size_t)l->cap * sizeof *nt);
-    if (!nt) abort();
-    l->t = nt;
+    l->t = boost_realloc(l->t, (size_t)l->cap, sizeof *l->t);
   }
   ins_tensor *t = &l->t[l->n++];
   memset(t, 0, sizeof *t);

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "job_abort.h"
 #include "inspect.h"
 #include "util.h"
 
@@ -85,7 +86,7 @@ int ins_run_gnuplot(const char *dir, char *err, size_t errlen) {
       why[0] = 3, why[1] = errno;
     }
     if (write(pfd[1], why, sizeof why) < 0) why[0] = 0;
-    _exit(127);
+    job_exit_now(127);
   }
   close(pfd[1]);
   int why[2] = {0, 0}, st = 0;

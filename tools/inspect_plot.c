@@ -105,7 +105,7 @@ static void ckpt_line(const cJSON *o, void *ctx) {
 
 /* The stored config's train.metrics ("" when none). */
 static void config_metrics(const ins_ckpt *c, char *out, size_t outlen) {
-  cJSON *cfg = c->meta.config ? cJSON_Parse(c->meta.config) : NULL;
+  cJSON *cfg = c->meta.run.config ? cJSON_Parse(c->meta.run.config) : NULL;
   const cJSON *m = cJSON_GetObjectItemCaseSensitive(cfg, "train.metrics");
   snprintf(out, outlen, "%s", cJSON_IsString(m) ? m->valuestring : "");
   cJSON_Delete(cfg);
@@ -150,8 +150,8 @@ int plot_load_run(const char *arg, const char *metrics, plot_run *r, char *err, 
   int rc = -1;
   snprintf(r->path, sizeof r->path, "%s", c.path);
   plot_sanitize(arg, r->label, sizeof r->label);
-  r->step = c.meta.step;
-  r->tokens_seen = c.meta.tokens_seen;
+  r->step = c.meta.run.step;
+  r->tokens_seen = c.meta.run.tokens_seen;
   char why[INS_ERR];
   if (c.walk_failed) boost_err(err, errlen, "%s: damaged (the dataset list is incomplete): %s", c.path, c.walk_error);
   else if (ins_state_read(&c, &r->st, why, sizeof why) != 0) boost_err(err, errlen, "%s: %s", c.path, why);

@@ -73,9 +73,9 @@ static void check_val(const ins_ckpt *c, const ins_state *s, ins_report *r) {
   const double *v = s->v[CKPT_STATE_val_loss_history];
   for (size_t i = 0; i < s->rows[CKPT_STATE_val_loss_history]; i++) {
     const double step = v[2 * i], prev = i ? v[2 * i - 2] : 0;
-    if (!whole(step, 1) || step <= prev || (c->meta.step >= 0 && step > (double)c->meta.step)) {
+    if (!whole(step, 1) || step <= prev || (c->meta.run.step >= 0 && step > (double)c->meta.run.step)) {
       ins_report_add(r, p, "row %zu: step %g is not a step after %g and at most the checkpoint's %lld", i, step, prev,
-                     (long long)c->meta.step);
+                     (long long)c->meta.run.step);
       return;
     }
     if (!isfinite(v[2 * i + 1]) || v[2 * i + 1] < 0) {
@@ -130,11 +130,11 @@ static void check_starts(const ins_ckpt *c, const ins_state *s, ins_report *r) {
     }
   }
   const double *last = v + (n - 1) * CKPT_START_NCOLS;
-  if (c->meta.step >= 0 && last[CKPT_START_last_step] != (double)c->meta.step)
+  if (c->meta.run.step >= 0 && last[CKPT_START_last_step] != (double)c->meta.run.step)
     ins_report_add(r, p, "the newest start reaches step %g, the checkpoint is of step %lld", last[CKPT_START_last_step],
-                   (long long)c->meta.step);
+                   (long long)c->meta.run.step);
   ckpt_layout l; /* boost-reshard's outputs carry the run's history to a layout of their own */
-  if (!ckpt_meta_has(&c->meta, CKPT_META_F_resharded_from) && ckpt_layout_parse(c->meta.layout, &l) == 0 &&
+  if (!ckpt_meta_has(&c->meta, CKPT_META_F_resharded_from) && ckpt_layout_parse(c->meta.run.layout, &l) == 0 &&
       (l.dp != last[CKPT_START_dp] || l.tp != last[CKPT_START_tp] || l.pp != last[CKPT_START_pp])) {
     ins_start_layout(last, why, sizeof why);
     ins_report_add(r, p, "the newest start's layout (%s) is not the one that wrote the file (dp%d tp%d pp%d)", why, l.dp,
@@ -152,8 +152,8 @@ void ins_check_state(const ins_ckpt *c, ins_report *r) {
     expected(k, want, sizeof want);
     if (!d && (ckpt_state_sets[k].flags & CKPT_META_RESUME)) ins_report_add(r, path, "missing");
     else if (d && shape_ok(k, d) != 0) ins_report_add(r, path, "expected %s", want);
-    else if (d && k == CKPT_STATE_loss_history && c->meta.step >= 0 && (int64_t)d->dims[0] != c->meta.step)
-      ins_report_add(r, path, "expected float32 [step = %lld]", (long long)c->meta.step);
+    else if (d && k == CKPT_STATE_loss_history && c->meta.run.step >= 0 && (int64_t)d->dims[0] != c->meta.run.step)
+      ins_report_add(r, path, "expected float32 [step = %lld]", (long long)c->meta.run.step);
   }
   if (ins_state_read(c, &s, err, sizeof err) != 0) return; /* reported above, or by the content check */
   if (s.has[CKPT_STATE_val_loss_history]) check_val(c, &s, r);

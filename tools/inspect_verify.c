@@ -21,6 +21,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "check.h"
 #include "ckpt_h5.h"
 #include "ckpt_hash.h"
 #include "ckpt_slab.h"
@@ -35,13 +36,10 @@ void ins_report_add(ins_report *r, const char *obj, const char *fmt, ...) {
   va_end(ap);
   if (r->n == r->cap) {
     r->cap = r->cap ? 2 * r->cap : 16;
-    char **nl = realloc(r->lines, (size_t)r->cap * sizeof *nl);
-    if (!nl) abort();
-    r->lines = nl;
+    r->lines = boost_realloc(r->lines, (size_t)r->cap, sizeof *r->lines);
   }
   size_t len = strlen(obj) + strlen(msg) + 3;
-  r->lines[r->n] = malloc(len);
-  if (!r->lines[r->n]) abort();
+  r->lines[r->n] = boost_realloc(NULL, len, 1);
   snprintf(r->lines[r->n], len, "%s: %s", obj, msg);
   r->n++;
 }
@@ -95,42 +93,42 @@ static void check_root(const ins_ckpt *c, ins_report *r, const train_config *cfg
   const ckpt_meta *m = &c->meta;
   for (int f = 0; f < CKPT_META_NFIELDS; f++) /* the schema's attributes, each of its type */
     if ((m->unreadable >> f) & 1u) ins_report_add(r, "attribute", "%s: unreadable or not of its type", ckpt_meta_fields[f].name);
-  if (!m->software_version || !m->software_version[0]) ins_report_add(r, "attribute software_version", "missing or empty");
-  if (!m->checksum_algorithm || strcmp(m->checksum_algorithm, CKPT_CHECKSUM_ALGORITHM) != 0)
-    ins_report_add(r, "attribute checksum_algorithm", "'%s', expected '%s'", m->checksum_algorithm ? m->checksum_algorithm : "(missing)", CKPT_CHECKSUM_ALGORITHM);
-  if (m->step < 0) ins_report_add(r, "attribute step", "missing, unreadable or negative");
+  if (!m->package.software_version || !m->package.software_version[0]) ins_report_add(r, "attribute software_version", "missing or empty");
+  if (!m->package.checksum_algorithm || strcmp(m->package.checksum_algorithm, CKPT_CHECKSUM_ALGORITHM) != 0)
+    ins_report_add(r, "attribute checksum_algorithm", "'%s', expected '%s'", m->package.checksum_algorithm ? m->package.checksum_algorithm : "(missing)", CKPT_CHECKSUM_ALGORITHM);
+  if (m->run.step < 0) ins_report_add(r, "attribute step", "missing, unreadable or negative");
   char why[256];
-  if (m->step >= 0 && ckpt_check_file_step(c->path, m->step, why, sizeof why) != 0) ins_report_add(r, "file name", "%s", why);
-  if (m->lr_schedule_step != m->step) ins_report_add(r, "attribute lr_schedule_step", "%lld differs from step %lld", (long long)m->lr_schedule_step, (long long)m->step);
-  if (m->adam_t != m->step) ins_report_add(r, "attribute adam_t", "%lld differs from step %lld", (long long)m->adam_t, (long long)m->step);
-  if (m->data_cursor < 0) ins_report_add(r, "attribute data_cursor", "missing, unreadable or negative");
-  if (!(m->tokens_seen >= 0) || !isfinite(m->tokens_seen)) ins_report_add(r, "attribute tokens_seen", "missing, unreadable or invalid");
-  if (!isfinite(m->lr_next) || m->lr_next < 0) ins_report_add(r, "attribute lr_next", "missing, unreadable or invalid");
+  if (m->run.step >= 0 && ckpt_check_file_step(c->path, m->run.step, why, sizeof why) != 0) ins_report_add(r, "file name", "%s", why);
+  if (m->run.lr_schedule_step != m->run.step) ins_report_add(r, "attribute lr_schedule_step", "%lld differs from step %lld", (long long)m->run.lr_schedule_step, (long long)m->run.step);
+  if (m->run.adam_t != m->run.step) ins_report_add(r, "attribute adam_t", "%lld differs from step %lld", (long long)m->run.adam_t, (long long)m->run.step);
+  if (m->run.data_cursor < 0) ins_report_add(r, "attribute data_cursor", "missing, unreadable or negative");
+  if (!(m->run.tokens_seen >= 0) || !isfinite(m->run.tokens_seen)) ins_report_add(r, "attribute tokens_seen", "missing, unreadable or invalid");
+  if (!isfinite(m->run.lr_next) || m->run.lr_next < 0) ins_report_add(r, "attribute lr_next", "missing, unreadable or invalid");
   if (!ckpt_meta_has(m, CKPT_META_F_train_seed)) ins_report_add(r, "attribute train_seed", "missing");
   if (!ckpt_meta_has(m, CKPT_META_F_data_seed)) ins_report_add(r, "attribute data_seed", "missing");
-  const char *acts = m->activations ? m->activations : "";
+  const char *acts = m->run.activations ? m->run.activations : "";
   if (strcmp(acts, "none") && strcmp(acts, "sample") && strcmp(acts, "all"))
-    ins_report_add(r, "attribute activations", "'%s', expected none, sample or all", m->activations ? m->activations : "(missing)");
+    ins_report_add(r, "attribute activations", "'%s', expected none, sample or all", m->run.activations ? m->run.activations : "(missing)");
   const char *prec = ckpt_meta_str(m, CKPT_META_F_precision);
   if (strcmp(prec, "fp32") && strcmp(prec, "bf16")) ins_report_add(r, "attribute precision", "'%s', expected fp32 or bf16", prec);
   else if (cfg_ok && ckpt_meta_has(m, CKPT_META_F_precision) && strcmp(precision_names[cfg->train.precision], prec))
     ins_report_add(r, "attribute precision", "'%s' differs from the config's train.precision '%s'", prec, precision_names[cfg->train.precision]);
   if (cfg_ok) {
-    if (cfg->train.seed != m->train_seed) ins_report_add(r, "attribute train_seed", "%lld differs from the config's train.seed %lld", (long long)m->train_seed, (long long)cfg->train.seed);
-    if (cfg->data.seed != m->data_seed) ins_report_add(r, "attribute data_seed", "%lld differs from the config's data.seed %lld", (long long)m->data_seed, (long long)cfg->data.seed);
+    if (cfg->train.seed != m->run.train_seed) ins_report_add(r, "attribute train_seed", "%lld differs from the config's train.seed %lld", (long long)m->run.train_seed, (long long)cfg->train.seed);
+    if (cfg->data.seed != m->run.data_seed) ins_report_add(r, "attribute data_seed", "%lld differs from the config's data.seed %lld", (long long)m->run.data_seed, (long long)cfg->data.seed);
     if (strcmp(acts_mode_names[cfg->ckpt.activations], acts) != 0) ins_report_add(r, "attribute activations", "'%s' differs from the config's ckpt.activations '%s'", acts, acts_mode_names[cfg->ckpt.activations]);
   }
   ckpt_layout lay;
-  if (ckpt_layout_parse(m->layout, &lay) != 0 || lay.world_size < 0)
+  if (ckpt_layout_parse(m->run.layout, &lay) != 0 || lay.world_size < 0)
     ins_report_add(r, "attribute layout", "missing or not a JSON object with positive world_size, dp, tp, pp");
   else if ((double)lay.world_size != (double)lay.dp * lay.tp * lay.pp)
     ins_report_add(r, "attribute layout", "world_size %d != dp*tp*pp = %.0f", lay.world_size, (double)lay.dp * lay.tp * lay.pp);
   else if (ckpt_meta_has(m, CKPT_META_F_global_batch) && cfg_ok && !ckpt_meta_has(m, CKPT_META_F_resharded_from) &&
-           m->global_batch != (int64_t)cfg->train.batch_size * cfg->train.grad_accum * lay.dp)
+           m->run.global_batch != (int64_t)cfg->train.batch_size * cfg->train.grad_accum * lay.dp)
     ins_report_add(r, "attribute global_batch", "%lld differs from the config's batch_size x grad_accum x the layout's dp = %lld",
-                   (long long)m->global_batch, (long long)cfg->train.batch_size * cfg->train.grad_accum * lay.dp);
-  if (ckpt_meta_has(m, CKPT_META_F_global_batch) && m->global_batch <= 0)
-    ins_report_add(r, "attribute global_batch", "%lld: not a positive number of sequences", (long long)m->global_batch);
+                   (long long)m->run.global_batch, (long long)cfg->train.batch_size * cfg->train.grad_accum * lay.dp);
+  if (ckpt_meta_has(m, CKPT_META_F_global_batch) && m->run.global_batch <= 0)
+    ins_report_add(r, "attribute global_batch", "%lld: not a positive number of sequences", (long long)m->run.global_batch);
 }
 
 /* The expected tensors in each of the three tensor groups, and nothing else there. */
@@ -270,19 +268,19 @@ int ins_verify(ins_ckpt *c, ins_report *r) {
   char err[INS_ERR];
   train_config cfg;
   ins_tensor *t = NULL;
-  int nt = ins_expected_tensors(c->meta.config, &t, &cfg, err, sizeof err);
+  int nt = ins_expected_tensors(c->meta.run.config, &t, &cfg, err, sizeof err);
   if (nt < 0) ins_report_add(r, "attribute config", "%s", err);
   if (c->walk_failed) ins_report_add(r, "file structure", "%s", c->walk_error);
   check_root(c, r, &cfg, nt >= 0);
   if (nt >= 0) {
     check_tensor_set(c, r, t, nt);
-    if (c->meta.n_tensors != nt)
-      ins_report_add(r, "attribute n_tensors", "%lld, the stored config implies %d", (long long)c->meta.n_tensors, nt);
+    if (c->meta.package.n_tensors != nt)
+      ins_report_add(r, "attribute n_tensors", "%lld, the stored config implies %d", (long long)c->meta.package.n_tensors, nt);
   }
   check_name_lookups(c, r);
   ins_check_state(c, r);
   check_contents(c, r);
-  if (c->meta.activations && strcmp(c->meta.activations, "none") != 0 && nt >= 0) {
+  if (c->meta.run.activations && strcmp(c->meta.run.activations, "none") != 0 && nt >= 0) {
     ins_check_activations(c, r, &cfg, t, nt);
     /* Only a file without any problem so far builds the model: its weights
      * all decoded with the shapes the config implies. */

@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "job_abort.h"
 #include "inspect.h"
 
 static unsigned char *slurp(const char *path, size_t *len) {
@@ -56,13 +57,14 @@ static int verify_path(const char *path) {
   return 0;
 }
 
-/* Marks the bytes of raw data (chunks, contiguous data) in mask. */
-static void mark_raw(const char *path, unsigned char *mask, size_t len) {
+/* Marks the bytes of raw data (chunks, contiguous data) in mask; -1 (the
+ * reason printed) when the file does not open. */
+static int mark_raw(const char *path, unsigned char *mask, size_t len) {
   ins_ckpt c;
   char err[INS_ERR + 4300];
   if (ins_open(path, &c, err, sizeof err) != 0) {
     fprintf(stderr, "%s\n", err);
-    exit(1);
+    return -1;
   }
   for (int i = 0; i < c.n; i++) {
     hid_t d = H5Dopen2(c.f, c.d[i].path, H5P_DEFAULT), sp = H5Dget_space(d);
@@ -83,6 +85,7 @@ static void mark_raw(const char *path, unsigned char *mask, size_t len) {
     H5Dclose(d);
   }
   ins_close(&c);
+  return 0;
 }
 
 static int flip_sweep(const char *path, long meta_stride, long data_stride) {
@@ -93,7 +96,11 @@ static int flip_sweep(const char *path, long meta_stride, long data_stride) {
     fprintf(stderr, "%s does not verify before any flip\n", path);
     return 1;
   }
-  mark_raw(path, raw, len);
+  if (mark_raw(path, raw, len) != 0) {
+    free(buf);
+    free(raw);
+    return 1;
+  }
   size_t nraw = 0;
   for (size_t i = 0; i < len; i++) nraw += raw[i];
   long trials = 0, detected = 0, same = 0, bad = 0, crashed = 0, meta_seen = 0;
@@ -108,7 +115,7 @@ static int flip_sweep(const char *path, long meta_stride, long data_stride) {
       buf[off] ^= (unsigned char)(1u << (off % 8));
       uint64_t got = 0;
       int rc = ins_verify_image(buf, len, &got);
-      _exit(rc ? 10 : got == want ? 11 : 12);
+      job_exit_now(rc ? 10 : got == want ? 11 : 12);
     }
     int st;
     waitpid(pid, &st, 0);

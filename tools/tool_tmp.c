@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "job_abort.h"
 #include "tool.h"
 
 #include "comm.h"
@@ -14,7 +15,7 @@ static char g_tmp[4200];
 
 static void on_stop_signal(int sig) {
   if (g_armed) unlink(g_tmp);
-  _exit(128 + sig);
+  job_exit_now(128 + sig);
 }
 
 void tool_tmp_arm(const char *tmp) {

@@ -155,15 +155,15 @@ void trainer_ckpt_after_step(const trainer_ckpt_ctx *ctx, ckpt_session *s, const
   ckpt_meta m; /* the run's root attributes (ckpt_meta.h, CKPT_META_RUN) */
   ckpt_meta_init(&m);
   const train_config *cfg = ctx->cfg;
-  CKPT_META_SET(&m, step, st->step);
-  CKPT_META_SET(&m, lr_schedule_step, st->step);
-  CKPT_META_SET(&m, lr_next, (double)lr_at(cfg, (int)st->step));
-  CKPT_META_SET(&m, adam_t, st->step);
-  CKPT_META_SET(&m, data_cursor, st->data_cursor);
-  CKPT_META_SET(&m, global_batch, (int64_t)cfg->train.batch_size * cfg->train.grad_accum * ctx->grid->dp);
-  CKPT_META_SET(&m, tokens_seen, st->tokens_seen);
-  CKPT_META_SET(&m, train_seed, cfg->train.seed);
-  CKPT_META_SET(&m, data_seed, cfg->data.seed);
+  CKPT_META_SET(&m, run, step, st->step);
+  CKPT_META_SET(&m, run, lr_schedule_step, st->step);
+  CKPT_META_SET(&m, run, lr_next, (double)lr_at(cfg, (int)st->step));
+  CKPT_META_SET(&m, run, adam_t, st->step);
+  CKPT_META_SET(&m, run, data_cursor, st->data_cursor);
+  CKPT_META_SET(&m, run, global_batch, (int64_t)cfg->train.batch_size * cfg->train.grad_accum * ctx->grid->dp);
+  CKPT_META_SET(&m, run, tokens_seen, st->tokens_seen);
+  CKPT_META_SET(&m, run, train_seed, cfg->train.seed);
+  CKPT_META_SET(&m, run, data_seed, cfg->data.seed);
   int rc = ckpt_meta_set_str(&m, CKPT_META_F_config, ctx->config);
   rc |= ckpt_meta_set_str(&m, CKPT_META_F_layout, ctx->layout);
   rc |= ckpt_meta_set_str(&m, CKPT_META_F_activations, acts_mode_names[cfg->ckpt.activations]);
@@ -225,9 +225,9 @@ static void load_rows(train_rows *r, const ckpt_series *set, int cols) {
  * starts and the guard's ledger too unless keep_ledger: a rollback keeps
  * the run's own, which hold the checkpoint's and what came after it. */
 static void load_state(train_state *st, const ckpt_meta *m, const ckpt_state *state, int keep_ledger) {
-  st->step = m->step;
-  st->data_cursor = m->data_cursor;
-  st->tokens_seen = m->tokens_seen;
+  st->step = m->run.step;
+  st->data_cursor = m->run.data_cursor;
+  st->tokens_seen = m->run.tokens_seen;
   st->loss_count = 0;
   const ckpt_series *loss = &state->set[CKPT_STATE_loss_history];
   for (int64_t i = 0; i < loss->rows; i++) train_state_push_loss(st, ((const float *)loss->data)[i]);

@@ -49,10 +49,10 @@ static char *peek_everywhere(const train_config *cfg, MPI_Comm world, peek_resul
     r->found = ckpt_peek(cfg->ckpt.dir, &set.resume, &info, why, sizeof why);
     if (r->found < 0) snprintf(r->msg, sizeof r->msg, "ckpt.resume=%s", why);
     if (r->found == 1) {
-      r->step = info.meta.step;
+      r->step = info.meta.run.step;
       r->layout = info.layout;
       r->has_global_batch = ckpt_meta_has(&info.meta, CKPT_META_F_global_batch);
-      r->global_batch = info.meta.global_batch;
+      r->global_batch = info.meta.run.global_batch;
       r->config_dp = ckpt_meta_config_dp(&info.meta);
       snprintf(r->path, sizeof r->path, "%s", info.path);
       if (info.skipped[0]) snprintf(r->msg, sizeof r->msg, "passed over %s", info.skipped);
@@ -65,8 +65,8 @@ static char *peek_everywhere(const train_config *cfg, MPI_Comm world, peek_resul
     }
   }
   comm_control_bcast(world, COMM_WORLD, "resume plan agreement", r, (int)sizeof *r, 0);
-  char *json = bcast_string(info.meta.config, r->found == 1, world); /* rank 0: info's own string */
-  info.meta.config = NULL;                                         /* now json's */
+  char *json = bcast_string(info.meta.run.config, r->found == 1, world); /* rank 0: info's own string */
+  info.meta.run.config = NULL;                                         /* now json's */
   ckpt_peek_free(&info);
   return json;
 }
@@ -98,7 +98,7 @@ static long global_batch_of(int has, int64_t attr, int config_dp, const train_co
 }
 
 long resume_global_batch(const ckpt_meta *m, const train_config *stored) {
-  return global_batch_of(ckpt_meta_has(m, CKPT_META_F_global_batch), m->global_batch, ckpt_meta_config_dp(m), stored);
+  return global_batch_of(ckpt_meta_has(m, CKPT_META_F_global_batch), m->run.global_batch, ckpt_meta_config_dp(m), stored);
 }
 
 static int keep_global_batch(train_config *cfg, long was, int dp, char *note, size_t notelen, char *err,

@@ -66,19 +66,26 @@ static int status_now(void *ctx, char *why, size_t whylen) {
   return BOOST_EXIT_UNSAVED;
 }
 
-/* BOOST_TRAIN_TEST_STUCK_AT=STEP:RANK:control|device|device-error: at the
- * start of step STEP, RANK's next agreement stalls inside the watched call,
- * or every device wait of the guarded backend from then on never completes
- * (fails). */
+/* BOOST_TRAIN_TEST_STUCK_AT=STEP:RANK:control|device|device-error|op-error:
+ * at the start of step STEP, RANK's next agreement stalls inside the
+ * watched call, or every device wait of the guarded backend from then on
+ * never completes (fails), or its next op fails as a CUDA call does. */
 static void arm_stuck(int64_t step) {
   const char *v = getenv("BOOST_TRAIN_TEST_STUCK_AT");
   long long at = -1, r = -1;
   char where[16] = "";
   if (!v || sscanf(v, "%lld:%lld:%15s", &at, &r, where) != 3 || at != step || r != rw.rank) return;
   const int device = strncmp(where, "device", 6) == 0, error = strcmp(where, "device-error") == 0;
+  const int op = strcmp(where, "op-error") == 0;
   fprintf(stderr, "boost-train: rank %d gets stuck in its next %s at step %lld (BOOST_TRAIN_TEST_STUCK_AT)\n", rw.rank,
-          error ? "device wait, which fails" : device ? "device wait" : "agreement", (long long)step);
-  if (device)
+          op      ? "op, which fails"
+          : error ? "device wait, which fails"
+          : device ? "device wait"
+                   : "agreement",
+          (long long)step);
+  if (op)
+    boost_wait_test_stick(BOOST_WAIT_TEST_OP_ERROR);
+  else if (device)
     boost_wait_test_stick(error ? BOOST_WAIT_TEST_ERROR : BOOST_WAIT_TEST_STUCK);
   else
     comm_test_stall_next_control();

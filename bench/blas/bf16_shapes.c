@@ -11,7 +11,7 @@
  * cola-130m:256,cola-130m:1024,square; "square" is 2048^3, "tiny" the
  * test preset). Candidates, per shape, in a rotating order each round:
  *
- *   openblas      fp32, boost's gemm() (OpenBLAS serial inside our OpenMP
+ *   openblas      fp32, boost's kern_gemm() (OpenBLAS serial inside our OpenMP
  *                 threads, C split by rows or columns) -- today's path
  *   onednn-f32    oneDNN matmul, fp32
  *   onednn-bf16   oneDNN matmul, bf16 inputs, fp32 output
@@ -25,7 +25,7 @@
  *                 matrix, per thread part; operands packed to its VNNI
  *                 layout beforehand and that packing NOT timed (an upper
  *                 bound for it)
- *   gemm_bf16     boost's gemm_bf16(), output as the step wants it
+ *   gemm_bf16     boost's kern_gemm_bf16(), output as the step wants it
  *
  * oneDNN threads itself over the process's OpenMP pool (the same GNU
  * OpenMP runtime); --threads N sets that pool and OpenBLAS's count, as
@@ -279,7 +279,7 @@ static int cand_prepare(int c, const operands *o, cand_state *st) {
     double first = 0, second = 0;
     for (int k = 0; k < 2; k++) {
       const double t = now_s();
-      gemm_bf16(s->ta, s->tb, s->M, s->N, s->K, o->A16, s->lda, o->B16, s->ldb, (float)s->beta,
+      kern_gemm_bf16(s->ta, s->tb, s->M, s->N, s->K, o->A16, s->lda, o->B16, s->ldb, (float)s->beta,
                 s->act ? (void *)o->C16 : o->Cf, s->ldc, !s->act);
       *(k ? &second : &first) = now_s() - t;
     }
@@ -301,7 +301,7 @@ static void cand_run(int c, const operands *o, cand_state *st) {
   (void)d;
   switch (c) {
   case C_OPENBLAS:
-    gemm(s->ta, s->tb, s->M, s->N, s->K, o->A, s->lda, o->B, s->ldb, (float)s->beta, o->C, s->ldc);
+    kern_gemm(s->ta, s->tb, s->M, s->N, s->K, o->A, s->lda, o->B, s->ldb, (float)s->beta, o->C, s->ldc);
     break;
 #ifdef BOOST_HAVE_DNNL
   case C_DNNL_F32:
@@ -319,7 +319,7 @@ static void cand_run(int c, const operands *o, cand_state *st) {
   case C_XSMM: xsmm_run(&d->x, o, g_threads); break;
 #endif
   case C_GEMM_BF16:
-    gemm_bf16(s->ta, s->tb, s->M, s->N, s->K, o->A16, s->lda, o->B16, s->ldb, (float)s->beta,
+    kern_gemm_bf16(s->ta, s->tb, s->M, s->N, s->K, o->A16, s->lda, o->B16, s->ldb, (float)s->beta,
               s->act ? (void *)o->C16 : o->Cf, s->ldc, !s->act);
     break;
   default: break;

@@ -33,9 +33,9 @@ static inline void adamw_one(float *param, const float *grad, float *m, float *v
   param[i] = p - lr * (mhat / (sqrtf(vhat) + eps) + wd * p);
 }
 
-void adamw_update(float *param, const float *grad, float *m, float *v, size_t n, adamw_hparams hp, int t,
+void kern_adamw_update(float *param, const float *grad, float *m, float *v, size_t n, adamw_hparams hp, int t,
                   float grad_scale) {
-  adamw_update_round(param, grad, m, v, NULL, n, hp, t, grad_scale);
+  kern_adamw_update_round(param, grad, m, v, NULL, n, hp, t, grad_scale);
 }
 
 /* work (optional): the bf16 working copy, rounded from the new param in the
@@ -44,7 +44,7 @@ void adamw_update(float *param, const float *grad, float *m, float *v, size_t n,
  * parameters (cola-60m), seven runs on a busy machine: separate 115-177 ms,
  * fused 110-150 ms (median of the per-run ratios 1.20x, best against best
  * 1.05x); the same bits. */
-void adamw_update_round(float *param, const float *grad, float *m, float *v, uint16_t *work, size_t n,
+void kern_adamw_update_round(float *param, const float *grad, float *m, float *v, uint16_t *work, size_t n,
                         adamw_hparams hp, int t, float grad_scale) {
   const float b1 = hp.beta1, b2 = hp.beta2;
   const float bc1 = (float)(1.0 - pow((double)hp.beta1, (double)t));
@@ -100,7 +100,7 @@ static double sumsq_block(const float *x, size_t n) {
   return acc;
 }
 
-double sum_squares(const float *x, size_t n) {
+double kern_sum_squares(const float *x, size_t n) {
   if (n <= SUMSQ_BLOCK) return sumsq_block(x, n);
   size_t nb = (n + SUMSQ_BLOCK - 1) / SUMSQ_BLOCK;
   double stackbuf[512];
@@ -117,7 +117,7 @@ double sum_squares(const float *x, size_t n) {
   return total;
 }
 
-void scale_inplace(float *x, size_t n, float s) {
+void kern_scale_inplace(float *x, size_t n, float s) {
 #pragma omp parallel for simd schedule(static) if (n >= BOOST_PAR_MIN)
   for (size_t i = 0; i < n; i++) x[i] *= s;
 }

@@ -111,13 +111,13 @@ static int attn_par(int B, int T, int H, int hd) {
   size_t off = (size_t)b * T * ld + (size_t)h * hd; \
   float *st = stats + 2 * (size_t)T * (bh)
 
-size_t attention_scratch_floats(int B, int T, int H) {
+size_t kern_attention_scratch_floats(int B, int T, int H) {
   const size_t threads = (size_t)boost_omp_threads(), BH = (size_t)B * H, TT = (size_t)T * T;
   const size_t fwd = threads * ATT_BLOCK * (size_t)T, bwd = (BH < threads ? BH : threads) * 2 * TT;
   return fwd > bwd ? fwd : bwd;
 }
 
-void attention_forward(float *out, float *stats, float *scratch, const float *q, const float *k, const float *v, int B,
+void kern_attention_forward(float *out, float *stats, float *scratch, const float *q, const float *k, const float *v, int B,
                        int T, int H, int hd) {
   if (B <= 0 || T <= 0 || H <= 0 || hd <= 0) return;
   const int ld = H * hd, BH = B * H;
@@ -158,7 +158,7 @@ static void attn_backward_block(float *dQ, float *P, float *D, const float *st, 
   if (need_ds) attn_backward_rows(dQ, D, dO, K, V, P, T, hd, ld, scale, i0, i1);
 }
 
-void attention_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout, const float *q,
+void kern_attention_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout, const float *q,
                         const float *k, const float *v, const float *stats_in, int B, int T, int H, int hd) {
   if (B <= 0 || T <= 0 || H <= 0 || hd <= 0) return;
   if (!dq && !dk && !dv) return;

@@ -37,7 +37,7 @@ int attention_bf16_applies(int B, int H) { return gemm_bf16_native() && B * H >=
  * are read and P comes out as the forward's. */
 static void probs(float *S, bf16_t *Pb, float *st, int write_stats, const bf16_t *Q, const bf16_t *K, int T, int hd,
                   int ld, float scale, int i0, int i1) {
-  gemm_bf16(0, 1, i1 - i0, i1, hd, Q + (size_t)i0 * ld, ld, K, ld, 0.0f, S, T, 1);
+  kern_gemm_bf16(0, 1, i1 - i0, i1, hd, Q + (size_t)i0 * ld, ld, K, ld, 0.0f, S, T, 1);
   for (int i = i0; i < i1; i++) {
     float *row = S + (size_t)(i - i0) * T;
     const int len = i + 1;
@@ -55,7 +55,7 @@ static void probs(float *S, bf16_t *Pb, float *st, int write_stats, const bf16_t
 
 static int block_end(int i0, int T) { return i0 + ATT_BLOCK < T ? i0 + ATT_BLOCK : T; }
 
-void attention_bf16_forward(bf16_t *out, float *stats, void *scratch, const bf16_t *q, const bf16_t *k,
+void kern_attention_bf16_forward(bf16_t *out, float *stats, void *scratch, const bf16_t *q, const bf16_t *k,
                             const bf16_t *v, int B, int T, int H, int hd) {
   if (B <= 0 || T <= 0 || H <= 0 || hd <= 0) return;
   const int ld = H * hd, BH = B * H;
@@ -69,7 +69,7 @@ void attention_bf16_forward(bf16_t *out, float *stats, void *scratch, const bf16
       for (int i0 = 0; i0 < T; i0 += ATT_BLOCK) {
         const int i1 = block_end(i0, T);
         probs(s.S, s.Pb, st, 1, q + off, k + off, T, hd, ld, scale, i0, i1);
-        gemm_bf16(0, 0, i1 - i0, hd, i1, s.Pb + (size_t)i0 * T, T, v + off, ld, 0.0f, out + off + (size_t)i0 * ld,
+        kern_gemm_bf16(0, 0, i1 - i0, hd, i1, s.Pb + (size_t)i0 * T, T, v + off, ld, 0.0f, out + off + (size_t)i0 * ld,
                   ld, 0);
       }
     }
@@ -83,7 +83,7 @@ static void backward_rows(bf16_t *dQ, const att_scratch *s, float *st, int need_
   const int mb = i1 - i0;
   probs(s->S, s->Pb, st, 0, Q, K, T, hd, ld, scale, i0, i1);
   if (!need_ds) return;
-  gemm_bf16(0, 1, mb, i1, hd, dO + (size_t)i0 * ld, ld, V, ld, 0.0f, s->dP, T, 1);
+  kern_gemm_bf16(0, 1, mb, i1, hd, dO + (size_t)i0 * ld, ld, V, ld, 0.0f, s->dP, T, 1);
   for (int i = i0; i < i1; i++) {
     float *d = s->dP + (size_t)(i - i0) * T;
     const float *p = s->S + (size_t)(i - i0) * T;
@@ -97,7 +97,7 @@ static void backward_rows(bf16_t *dQ, const att_scratch *s, float *st, int need_
     bf16_from_f32(drow, d, (size_t)len);
     for (int j = len; j < i1; j++) drow[j] = 0;
   }
-  if (dQ) gemm_bf16(0, 0, mb, hd, i1, s->Db + (size_t)i0 * T, T, K, ld, 0.0f, dQ + (size_t)i0 * ld, ld, 0);
+  if (dQ) kern_gemm_bf16(0, 0, mb, hd, i1, s->Db + (size_t)i0 * T, T, K, ld, 0.0f, dQ + (size_t)i0 * ld, ld, 0);
 }
 
 /* Column block [j0, j1): rows i < j0 of these columns are 0, so the
@@ -106,14 +106,14 @@ static void backward_cols(bf16_t *dK, bf16_t *dV, const att_scratch *s, const bf
                           int hd, int ld, int j0, int j1) {
   const int nb = j1 - j0;
   if (dV)
-    gemm_bf16(1, 0, nb, hd, T - j0, s->Pb + (size_t)j0 * T + j0, T, dO + (size_t)j0 * ld, ld, 0.0f,
+    kern_gemm_bf16(1, 0, nb, hd, T - j0, s->Pb + (size_t)j0 * T + j0, T, dO + (size_t)j0 * ld, ld, 0.0f,
               dV + (size_t)j0 * ld, ld, 0);
   if (dK)
-    gemm_bf16(1, 0, nb, hd, T - j0, s->Db + (size_t)j0 * T + j0, T, Q + (size_t)j0 * ld, ld, 0.0f,
+    kern_gemm_bf16(1, 0, nb, hd, T - j0, s->Db + (size_t)j0 * T + j0, T, Q + (size_t)j0 * ld, ld, 0.0f,
               dK + (size_t)j0 * ld, ld, 0);
 }
 
-void attention_bf16_backward(bf16_t *dq, bf16_t *dk, bf16_t *dv, void *scratch, const bf16_t *dout, const bf16_t *q,
+void kern_attention_bf16_backward(bf16_t *dq, bf16_t *dk, bf16_t *dv, void *scratch, const bf16_t *dout, const bf16_t *q,
                              const bf16_t *k, const bf16_t *v, const float *stats_in, int B, int T, int H, int hd) {
   if (B <= 0 || T <= 0 || H <= 0 || hd <= 0 || (!dq && !dk && !dv)) return;
   float *stats = (float *)stats_in; /* read only here (probs with write_stats 0) */

@@ -1,6 +1,6 @@
 /* The CPU backend (kernels/backend.h): host memory, the ops.h kernels.
  * With act_dtype float every boost_act pointer is a float pointer and each
- * entry below is the ops.h kernel itself; the thread count (OpenMP and
+ * entry below forwards to its ops.h kernel (kern_<op>); the thread count (OpenMP and
  * OpenBLAS) is the backend's, set at creation. */
 #include <omp.h>
 #include <stdio.h>
@@ -111,7 +111,7 @@ void cpu_grad_sumsq(boost_backend *be, const boost_optim_plan *p, const float *g
   (void)be;
   double s = 0.0;
   for (int i = 0; i < p->nseg; i++)
-    if (p->segs[i].flags & BOOST_SEG_NORM) s += sum_squares(grads + p->segs[i].offset, p->segs[i].n);
+    if (p->segs[i].flags & BOOST_SEG_NORM) s += kern_sum_squares(grads + p->segs[i].offset, p->segs[i].n);
   *out = s;
 }
 
@@ -123,28 +123,28 @@ void cpu_adamw(const boost_optim_plan *p, float *params, const float *grads, flo
     const boost_segment *s = &p->segs[i];
     hp.weight_decay = (s->flags & BOOST_SEG_DECAY) ? decay : 0.0f;
     const size_t mo = s->offset - p->mom_begin;
-    adamw_update_round(params + s->offset, grads + s->offset, m + mo, v + mo, work ? work + s->offset : NULL, s->n, hp,
+    kern_adamw_update_round(params + s->offset, grads + s->offset, m + mo, v + mo, work ? work + s->offset : NULL, s->n, hp,
                        t, grad_scale);
   }
 }
 
 void cpu_loss_accumulate(boost_backend *be, const float *losses, int N, double *acc) {
   (void)be;
-  *acc += (double)(float)loss_mean(losses, N);
+  *acc += (double)(float)kern_loss_mean(losses, N);
 }
 
 /* Entries that touch no act memory: one for both tables. */
 void cpu_rope_tables(boost_backend *be, float *cos_t, float *sin_t, int T, int hd, float theta) {
   (void)be;
-  rope_tables(cos_t, sin_t, T, hd, theta);
+  kern_rope_tables(cos_t, sin_t, T, hd, theta);
 }
 void cpu_vocab_ce_losses(boost_backend *be, float *losses, const float *sums, const float *mx, int N) {
   (void)be;
-  vocab_ce_losses(losses, sums, mx, N);
+  kern_vocab_ce_losses(losses, sums, mx, N);
 }
 
 /* ---- float activations: the ops.h kernels ---------------------------------
- * Every RAW line of the op list is its ops.h kernel called with the entry's
+ * Every RAW line of the op list is its ops.h kernel kern_<name> called with the entry's
  * arguments (act pointers are float pointers here); the OWN lines are
  * written below, the ANY lines (cpu_<name>) serve both tables. */
 
@@ -153,7 +153,7 @@ void cpu_vocab_ce_losses(boost_backend *be, float *losses, const float *sums, co
 #define CPU_RAW_F32(name, params, args) \
   static void f_##name params {         \
     (void)be;                           \
-    name args;                          \
+    kern_##name args;                   \
   }
 #define CPU_OWN_F32(name, params, args)
 #define CPU_ANY_F32(name, params, args)
@@ -165,11 +165,11 @@ BOOST_OP_LIST(CPU_F32_WRAPPER)
 static void f_gemm_acc_f32(boost_backend *be, int ta, int tb, int M, int N, int K, cact *A, int lda, cact *B, int ldb,
                            float *C, int ldc) {
   (void)be;
-  gemm(ta, tb, M, N, K, (const float *)A, lda, (const float *)B, ldb, 1.0f, C, ldc);
+  kern_gemm(ta, tb, M, N, K, (const float *)A, lda, (const float *)B, ldb, 1.0f, C, ldc);
 }
 static size_t f_attention_scratch_bytes(boost_backend *be, int B, int T, int H) {
   (void)be;
-  return attention_scratch_floats(B, T, H) * sizeof(float);
+  return kern_attention_scratch_floats(B, T, H) * sizeof(float);
 }
 static void f_to_act(boost_backend *be, boost_act *dst, const float *src, size_t n) {
   (void)be;

@@ -39,22 +39,22 @@ static void narrow(boost_act *dst, const float *src, size_t n) {
 static void b_gemm(boost_backend *be, int ta, int tb, int M, int N, int K, cact *A, int lda, cact *B, int ldb,
                    float beta, boost_act *C, int ldc) {
   (void)be;
-  gemm_bf16(ta, tb, M, N, K, CBF(A), lda, CBF(B), ldb, beta, C, ldc, 0);
+  kern_gemm_bf16(ta, tb, M, N, K, CBF(A), lda, CBF(B), ldb, beta, C, ldc, 0);
 }
 static void b_gemm_acc_f32(boost_backend *be, int ta, int tb, int M, int N, int K, cact *A, int lda, cact *B, int ldb,
                        float *C, int ldc) {
   (void)be;
-  gemm_bf16(ta, tb, M, N, K, CBF(A), lda, CBF(B), ldb, 1.0f, C, ldc, 1);
+  kern_gemm_bf16(ta, tb, M, N, K, CBF(A), lda, CBF(B), ldb, 1.0f, C, ldc, 1);
 }
 static void b_linear_forward(boost_backend *be, boost_act *out, cact *in, cact *W, int N, int Cin, int Cout) {
   (void)be;
-  gemm_bf16(0, 1, N, Cout, Cin, CBF(in), Cin, CBF(W), Cin, 0.0f, out, Cout, 0);
+  kern_gemm_bf16(0, 1, N, Cout, Cin, CBF(in), Cin, CBF(W), Cin, 0.0f, out, Cout, 0);
 }
 static void b_linear_backward(boost_backend *be, boost_act *din, float *dW, cact *dout, cact *in, cact *W, int N,
                               int Cin, int Cout) {
   (void)be;
-  if (din) gemm_bf16(0, 0, N, Cin, Cout, CBF(dout), Cout, CBF(W), Cin, 0.0f, din, Cin, 0);
-  if (dW) gemm_bf16(1, 0, Cout, Cin, N, CBF(dout), Cout, CBF(in), Cin, 1.0f, dW, Cin, 1);
+  if (din) kern_gemm_bf16(0, 0, N, Cin, Cout, CBF(dout), Cout, CBF(W), Cin, 0.0f, din, Cin, 0);
+  if (dW) kern_gemm_bf16(1, 0, Cout, Cin, N, CBF(dout), Cout, CBF(in), Cin, 1.0f, dW, Cin, 1);
 }
 
 /* ---- elementwise: bf16 in, fp32 arithmetic, bf16 out ---------------------------- */
@@ -131,7 +131,7 @@ static void b_embedding_forward(boost_backend *be, boost_act *out, const int32_t
   for (int n = 0; n < N; n++) memcpy(BF(out) + (size_t)n * C, CBF(wte) + (size_t)tok[n] * C, (size_t)C * sizeof(bf16_t));
 }
 static void b_embedding_backward(boost_backend *be, float *dwte, cact *dout, const int32_t *tok, int N, int V, int C) {
-  embedding_backward(dwte, widen(be, 0, dout, (size_t)N * C), tok, N, V, C);
+  kern_embedding_backward(dwte, widen(be, 0, dout, (size_t)N * C), tok, N, V, C);
 }
 
 static void b_rmsnorm_forward(boost_backend *be, boost_act *out, float *rstd, cact *x, cact *w, int N, int C,
@@ -154,34 +154,34 @@ static void b_rmsnorm_backward(boost_backend *be, boost_act *dx, float *dw, cact
                                const float *rstd, int N, int C) {
   const size_t n = (size_t)N * C;
   float *dx32 = dx ? cpu_scratch(be, 3, n) : NULL;
-  rmsnorm_backward(dx32, dw, widen(be, 0, dout, n), widen(be, 1, x, n), widen(be, 2, w, (size_t)C), rstd, N, C);
+  kern_rmsnorm_backward(dx32, dw, widen(be, 0, dout, n), widen(be, 1, x, n), widen(be, 2, w, (size_t)C), rstd, N, C);
   narrow(dx, dx32, n);
 }
 static void b_gain_sumsq_forward(boost_backend *be, boost_act *xg, float *ss, cact *x, cact *gain, int N, int C) {
   const size_t n = (size_t)N * C;
   float *xg32 = cpu_scratch(be, 2, n);
-  gain_sumsq_forward(xg32, ss, widen(be, 0, x, n), widen(be, 1, gain, (size_t)C), N, C);
+  kern_gain_sumsq_forward(xg32, ss, widen(be, 0, x, n), widen(be, 1, gain, (size_t)C), N, C);
   narrow(xg, xg32, n);
 }
 static void b_gain_sumsq_backward(boost_backend *be, boost_act *dx_acc, float *dgain, cact *dxg, cact *x, cact *gain,
                                   const float *dss, int N, int C) {
   const size_t n = (size_t)N * C;
   float *acc = widen(be, 3, dx_acc, n);
-  gain_sumsq_backward(acc, dgain, widen(be, 0, dxg, n), widen(be, 1, x, n), widen(be, 2, gain, (size_t)C), dss, N, C);
+  kern_gain_sumsq_backward(acc, dgain, widen(be, 0, dxg, n), widen(be, 1, x, n), widen(be, 2, gain, (size_t)C), dss, N, C);
   narrow(dx_acc, acc, n);
 }
 static void b_online_rms_forward(boost_backend *be, boost_act *h, float *rstd, const float *ss, int N, int w,
                                  float inv_d, float eps) {
   const size_t n = (size_t)N * w;
   float *h32 = widen(be, 0, h, n);
-  online_rms_forward(h32, rstd, ss, N, w, inv_d, eps);
+  kern_online_rms_forward(h32, rstd, ss, N, w, inv_d, eps);
   narrow(h, h32, n);
 }
 static void b_online_rms_backward(boost_backend *be, boost_act *dh, float *dss, cact *h_scaled, const float *rstd,
                                   int N, int w, float inv_d) {
   const size_t n = (size_t)N * w;
   float *dh32 = widen(be, 0, dh, n);
-  online_rms_backward(dh32, dss, widen(be, 1, h_scaled, n), rstd, N, w, inv_d);
+  kern_online_rms_backward(dh32, dss, widen(be, 1, h_scaled, n), rstd, N, w, inv_d);
   narrow(dh, dh32, n);
 }
 
@@ -220,33 +220,33 @@ static void b_rope_backward(boost_backend *be, boost_act *din, cact *dout, const
 
 static size_t b_attention_scratch_bytes(boost_backend *be, int B, int T, int H) {
   (void)be;
-  const size_t f32 = attention_scratch_floats(B, T, H) * sizeof(float);
+  const size_t f32 = kern_attention_scratch_floats(B, T, H) * sizeof(float);
   const size_t b16 = attention_bf16_applies(B, H) ? (size_t)boost_omp_threads() * attention_bf16_scratch_bytes(T) : 0;
   return f32 > b16 ? f32 : b16;
 }
 static void b_attention_forward(boost_backend *be, boost_act *out, float *stats, void *scratch, cact *q, cact *k,
                                 cact *v, int B, int T, int H, int hd) {
   if (attention_bf16_applies(B, H)) {
-    attention_bf16_forward(BF(out), stats, scratch, CBF(q), CBF(k), CBF(v), B, T, H, hd);
+    kern_attention_bf16_forward(BF(out), stats, scratch, CBF(q), CBF(k), CBF(v), B, T, H, hd);
     return;
   }
   const size_t n = (size_t)B * T * H * hd;
   float *o32 = cpu_scratch(be, 3, n);
-  attention_forward(o32, stats, scratch, widen(be, 0, q, n), widen(be, 1, k, n), widen(be, 2, v, n), B, T, H, hd);
+  kern_attention_forward(o32, stats, scratch, widen(be, 0, q, n), widen(be, 1, k, n), widen(be, 2, v, n), B, T, H, hd);
   narrow(out, o32, n);
 }
 static void b_attention_backward(boost_backend *be, boost_act *dq, boost_act *dk, boost_act *dv, void *scratch,
                                  cact *dout, cact *q, cact *k, cact *v, const float *stats, int B, int T, int H,
                                  int hd) {
   if (attention_bf16_applies(B, H)) {
-    attention_bf16_backward(dq ? BF(dq) : NULL, dk ? BF(dk) : NULL, dv ? BF(dv) : NULL, scratch, CBF(dout), CBF(q),
+    kern_attention_bf16_backward(dq ? BF(dq) : NULL, dk ? BF(dk) : NULL, dv ? BF(dv) : NULL, scratch, CBF(dout), CBF(q),
                             CBF(k), CBF(v), stats, B, T, H, hd);
     return;
   }
   const size_t n = (size_t)B * T * H * hd;
   float *dq32 = dq ? cpu_scratch(be, 4, n) : NULL, *dk32 = dk ? cpu_scratch(be, 5, n) : NULL,
         *dv32 = dv ? cpu_scratch(be, 6, n) : NULL;
-  attention_backward(dq32, dk32, dv32, scratch, widen(be, 3, dout, n), widen(be, 0, q, n), widen(be, 1, k, n),
+  kern_attention_backward(dq32, dk32, dv32, scratch, widen(be, 3, dout, n), widen(be, 0, q, n), widen(be, 1, k, n),
                      widen(be, 2, v, n), stats, B, T, H, hd);
   narrow(dq, dq32, n);
   narrow(dk, dk32, n);

@@ -17,7 +17,7 @@ static inline float row_max(const float *x, int V) {
   return m;
 }
 
-void crossentropy_forward(float *losses, const float *logits, const int32_t *targets, int N, int V) {
+void kern_crossentropy_forward(float *losses, const float *logits, const int32_t *targets, int N, int V) {
 #pragma omp parallel for schedule(static) if (N * (size_t)V >= BOOST_PAR_MIN)
   for (int n = 0; n < N; n++) {
     const float *x = logits + (size_t)n * V;
@@ -29,7 +29,7 @@ void crossentropy_forward(float *losses, const float *logits, const int32_t *tar
   }
 }
 
-void crossentropy_backward(float *dlogits, float *losses, const float *logits, const int32_t *targets, int N, int V,
+void kern_crossentropy_backward(float *dlogits, float *losses, const float *logits, const int32_t *targets, int N, int V,
                            float dloss) {
 #pragma omp parallel for schedule(static) if (N * (size_t)V >= BOOST_PAR_MIN)
   for (int n = 0; n < N; n++) {

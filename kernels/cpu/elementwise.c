@@ -7,7 +7,7 @@
 
 #include "ops.h"
 
-void silu_forward(float *out, const float *x, size_t n) {
+void kern_silu_forward(float *out, const float *x, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= BOOST_PAR_MIN)
   for (size_t i = 0; i < n; i++) {
     float xi = x[i];
@@ -15,7 +15,7 @@ void silu_forward(float *out, const float *x, size_t n) {
   }
 }
 
-void silu_backward(float *dx, const float *dout, const float *x, size_t n) {
+void kern_silu_backward(float *dx, const float *dout, const float *x, size_t n) {
   if (!dx) return;
 #pragma omp parallel for simd schedule(static) if (n >= BOOST_PAR_MIN)
   for (size_t i = 0; i < n; i++) {
@@ -25,12 +25,12 @@ void silu_backward(float *dx, const float *dout, const float *x, size_t n) {
   }
 }
 
-void mul_forward(float *out, const float *a, const float *b, size_t n) {
+void kern_mul_forward(float *out, const float *a, const float *b, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= BOOST_PAR_MIN)
   for (size_t i = 0; i < n; i++) out[i] = a[i] * b[i];
 }
 
-void mul_backward(float *da, float *db, const float *dout, const float *a, const float *b, size_t n) {
+void kern_mul_backward(float *da, float *db, const float *dout, const float *a, const float *b, size_t n) {
   if (da && db) {
 #pragma omp parallel for simd schedule(static) if (n >= BOOST_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
@@ -47,7 +47,7 @@ void mul_backward(float *da, float *db, const float *dout, const float *a, const
   }
 }
 
-void add_forward(float *out, const float *a, const float *b, size_t n) {
+void kern_add_forward(float *out, const float *a, const float *b, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= BOOST_PAR_MIN)
   for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }

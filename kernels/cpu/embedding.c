@@ -9,13 +9,13 @@
 
 #include "ops.h"
 
-void embedding_forward(float *out, const int32_t *tokens, const float *wte, int N, int V, int C) {
+void kern_embedding_forward(float *out, const int32_t *tokens, const float *wte, int N, int V, int C) {
   (void)V;
 #pragma omp parallel for schedule(static) if (N * (size_t)C >= BOOST_PAR_MIN)
   for (int n = 0; n < N; n++) memcpy(out + (size_t)n * C, wte + (size_t)tokens[n] * C, (size_t)C * sizeof(float));
 }
 
-void embedding_backward(float *dwte, const float *dout, const int32_t *tokens, int N, int V, int C) {
+void kern_embedding_backward(float *dwte, const float *dout, const int32_t *tokens, int N, int V, int C) {
   (void)V;
   if (N <= 0 || C <= 0) return;
   int nt = boost_omp_threads();

@@ -1,4 +1,4 @@
-/* gemm_bf16 (contract in gemm_bf16.h): oneDNN's matmul primitives, one per
+/* kern_gemm_bf16 (contract in gemm_bf16.h): oneDNN's matmul primitives, one per
  * thread's share of C, cached per shape, or the fp32 fallback. */
 #include "cpu_internal.h" /* first (see there); boost_split, gemm_worth_threads: the fp32 kernels' GEMM split */
 #include "gemm_bf16.h"
@@ -58,7 +58,7 @@ static void narrow(bf16_t *dst, int ld, const float *src, int rows, int cols) {
   for (int r = 0; r < rows; r++) bf16_from_f32(dst + (size_t)r * ld, src + (size_t)r * cols, (size_t)cols);
 }
 
-/* The inputs widened exactly, the product by the fp32 gemm() (OpenBLAS on
+/* The inputs widened exactly, the product by the fp32 kern_gemm() (OpenBLAS on
  * our threads), a bf16 output rounded by f32_to_bf16. */
 static void fallback_gemm(int ta, int tb, int M, int N, int K, const bf16_t *A, int lda, const bf16_t *B, int ldb,
                           float beta, void *C, int ldc, int c_is_f32) {
@@ -67,12 +67,12 @@ static void fallback_gemm(int ta, int tb, int M, int N, int K, const bf16_t *A, 
   widen(Af, A, ar, ac, lda);
   widen(Bf, B, br, bc, ldb);
   if (c_is_f32) {
-    gemm(ta, tb, M, N, K, Af, ac, Bf, bc, beta, C, ldc);
+    kern_gemm(ta, tb, M, N, K, Af, ac, Bf, bc, beta, C, ldc);
     return;
   }
   float *Cf = scratch_get(&sc, (size_t)M * N);
   if (beta != 0.0f) widen(Cf, C, M, N, ldc);
-  gemm(ta, tb, M, N, K, Af, ac, Bf, bc, beta, Cf, N);
+  kern_gemm(ta, tb, M, N, K, Af, ac, Bf, bc, beta, Cf, N);
   narrow(C, ldc, Cf, M, N);
 }
 
@@ -99,7 +99,7 @@ static void parallel_fallback(int ta, int tb, int M, int N, int K, const bf16_t 
   if (!c_is_f32 && beta != 0.0f)
     for (int r = 0; r < M; r++)
       for (int c = 0; c < N; c++) Cf[(size_t)r * N + c] = bf16_to_f32(((const bf16_t *)C)[(size_t)r * ldc + c]);
-  gemm(ta, tb, M, N, K, Af, ac, Bf, bc, beta, Cf, cld); /* serial inside a parallel region (cpu_internal.h) */
+  kern_gemm(ta, tb, M, N, K, Af, ac, Bf, bc, beta, Cf, cld); /* serial inside a parallel region (cpu_internal.h) */
   if (!c_is_f32) {
     for (int r = 0; r < M; r++)
       for (int c = 0; c < N; c++) ((bf16_t *)C)[(size_t)r * ldc + c] = f32_to_bf16(Cf[(size_t)r * N + c]);
@@ -530,7 +530,7 @@ static void row_times_bt(int N, int K, const uint16_t *A, const uint16_t *B, int
 #endif
 }
 
-void gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
+void kern_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
                float beta, void *C, int ldc, int c_is_f32) {
   BOOST_ASSERT((trans_a == 0 || trans_a == 1) && (trans_b == 0 || trans_b == 1));
   BOOST_ASSERT(M >= 0 && N >= 0 && K >= 0 && (beta == 0.0f || beta == 1.0f));

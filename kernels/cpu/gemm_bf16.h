@@ -3,7 +3,7 @@
  *
  *   C[M,N] = op(A) . op(B) + beta C,   op(X) = X^T when trans_x
  *
- * Row-major with explicit leading dimensions, as the fp32 gemm() of ops.h:
+ * Row-major with explicit leading dimensions, as the fp32 kern_gemm() of ops.h:
  * op(A) is M x K (A stored M x K, or K x M when trans_a, row stride lda),
  * op(B) is K x N (stored K x N, or N x K when trans_b, row stride ldb).
  * A and B are bf16 (bf16.h). beta is 0 or 1. C is float when c_is_f32 (the
@@ -20,7 +20,7 @@
  * training step's shapes (docs/PERFORMANCE.md, "bf16 GEMMs"). Elsewhere --
  * no oneDNN in the build, a CPU without bf16 instructions, or a shape
  * oneDNN refuses -- the inputs are widened to fp32 (exact) and OpenBLAS's
- * sgemm runs through gemm() of ops.h, the output rounded with f32_to_bf16.
+ * sgemm runs through kern_gemm() of ops.h, the output rounded with f32_to_bf16.
  *
  * Threads, as the fp32 kernels do it (cpu_internal.h): C is split by rows
  * or columns over the process's OpenMP threads and each thread runs a
@@ -45,7 +45,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-void gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
+void kern_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
                float beta, void *C, int ldc, int c_is_f32);
 
 /* One line for a start-up log: library and version, implementation and ISA,

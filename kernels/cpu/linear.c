@@ -27,7 +27,7 @@
  * inside: on the bottleneck shapes (K or N = r) OpenBLAS's own threading ran
  * at 60-120 GFLOP/s on two cores where two independent slices run at
  * 150-190 (docs/PERFORMANCE.md). */
-void gemm(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta,
+void kern_gemm(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta,
           float *C, int ldc) {
   if (M <= 0 || N <= 0) return;
   const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
@@ -41,7 +41,7 @@ void gemm(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda
   blas_serial_end(saved);
 }
 
-void linear_forward(float *out, const float *in, const float *W, int N, int Cin, int Cout) {
+void kern_linear_forward(float *out, const float *in, const float *W, int N, int Cin, int Cout) {
   if (N <= 0 || Cout <= 0) return;
   if (!gemm_worth_threads((double)N * Cin * Cout)) {
     sgemm_slice(0, 1, CblasNoTrans, CblasTrans, N, Cout, Cin, 1.0f, in, Cin, W, Cin, 0.0f, out, Cout);
@@ -54,7 +54,7 @@ void linear_forward(float *out, const float *in, const float *W, int N, int Cin,
   blas_serial_end(saved);
 }
 
-void linear_backward(float *din, float *dW, const float *dout, const float *in, const float *W, int N, int Cin,
+void kern_linear_backward(float *din, float *dW, const float *dout, const float *in, const float *W, int N, int Cin,
                      int Cout) {
   if (N <= 0 || Cin <= 0 || Cout <= 0) return;
   if (!gemm_worth_threads((double)N * Cin * Cout * ((din != NULL) + (dW != NULL)))) {

@@ -10,7 +10,7 @@
 
 #include "ops.h"
 
-void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int N, int C, float eps) {
+void kern_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int N, int C, float eps) {
 #pragma omp parallel for schedule(static) if (N * (size_t)C >= BOOST_PAR_MIN)
   for (int n = 0; n < N; n++) {
     const float *restrict xr = x + (size_t)n * C;
@@ -25,7 +25,7 @@ void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, in
   }
 }
 
-void rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w, const float *rstd, int N,
+void kern_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w, const float *rstd, int N,
                       int C) {
   if (N <= 0 || C <= 0) return;
   int par = N * (size_t)C >= BOOST_PAR_MIN;

@@ -7,7 +7,7 @@
 
 #include "ops.h"
 
-void rope_tables(float *cos_t, float *sin_t, int T, int hd, float theta) {
+void kern_rope_tables(float *cos_t, float *sin_t, int T, int hd, float theta) {
   int half = hd / 2;
   for (int i = 0; i < half; i++) {
     double freq = pow((double)theta, -2.0 * i / (double)hd);
@@ -44,10 +44,10 @@ static void rope_rotate(float *out, const float *in, const float *cos_t, const f
   }
 }
 
-void rope_forward(float *out, const float *in, const float *cos_t, const float *sin_t, int B, int T, int H, int hd) {
+void kern_rope_forward(float *out, const float *in, const float *cos_t, const float *sin_t, int B, int T, int H, int hd) {
   rope_rotate(out, in, cos_t, sin_t, B, T, H, hd, 1.0f);
 }
 
-void rope_backward(float *din, const float *dout, const float *cos_t, const float *sin_t, int B, int T, int H, int hd) {
+void kern_rope_backward(float *din, const float *dout, const float *cos_t, const float *sin_t, int B, int T, int H, int hd) {
   rope_rotate(din, dout, cos_t, sin_t, B, T, H, hd, -1.0f);
 }

@@ -11,12 +11,12 @@
 
 #include "ops.h"
 
-void add_inplace(float *y, const float *x, size_t n) {
+void kern_add_inplace(float *y, const float *x, size_t n) {
 #pragma omp parallel for simd schedule(static)
   for (size_t i = 0; i < n; i++) y[i] += x[i];
 }
 
-void gain_sumsq_forward(float *xg, float *ss, const float *x, const float *gain, int N, int C) {
+void kern_gain_sumsq_forward(float *xg, float *ss, const float *x, const float *gain, int N, int C) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
     float s = 0.0f;
@@ -29,7 +29,7 @@ void gain_sumsq_forward(float *xg, float *ss, const float *x, const float *gain,
   }
 }
 
-void gain_sumsq_backward(float *dx_acc, float *dgain, const float *dxg, const float *x, const float *gain,
+void kern_gain_sumsq_backward(float *dx_acc, float *dgain, const float *dxg, const float *x, const float *gain,
                          const float *dss, int N, int C) {
 #pragma omp parallel for schedule(static)
   for (int c = 0; c < C; c++) {
@@ -43,7 +43,7 @@ void gain_sumsq_backward(float *dx_acc, float *dgain, const float *dxg, const fl
       dx_acc[(size_t)n * C + c] += dxg[(size_t)n * C + c] * gain[c] + 2.0f * x[(size_t)n * C + c] * dss[n];
 }
 
-void online_rms_forward(float *h, float *rstd, const float *ss, int N, int w, float inv_d, float eps) {
+void kern_online_rms_forward(float *h, float *rstd, const float *ss, int N, int w, float inv_d, float eps) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
     const float r = 1.0f / sqrtf(ss[n] * inv_d + eps);
@@ -52,7 +52,7 @@ void online_rms_forward(float *h, float *rstd, const float *ss, int N, int w, fl
   }
 }
 
-void online_rms_backward(float *dh, float *dss, const float *h_scaled, const float *rstd, int N, int w, float inv_d) {
+void kern_online_rms_backward(float *dh, float *dss, const float *h_scaled, const float *rstd, int N, int w, float inv_d) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
     /* h_scaled = h_raw * rstd: d rstd = sum dh * h_raw; dh_raw = dh * rstd */
@@ -67,7 +67,7 @@ void online_rms_backward(float *dh, float *dss, const float *h_scaled, const flo
   }
 }
 
-void vocab_ce_max(float *mx, const float *logits, int N, int V) {
+void kern_vocab_ce_max(float *mx, const float *logits, int N, int V) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
     float m = -INFINITY;
@@ -76,7 +76,7 @@ void vocab_ce_max(float *mx, const float *logits, int N, int V) {
   }
 }
 
-void vocab_ce_sums(float *sums, const float *logits, const float *mx, const int32_t *targets, int v0, int N, int V) {
+void kern_vocab_ce_sums(float *sums, const float *logits, const float *mx, const int32_t *targets, int v0, int N, int V) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
     const float *row = logits + (size_t)n * V;
@@ -88,11 +88,11 @@ void vocab_ce_sums(float *sums, const float *logits, const float *mx, const int3
   }
 }
 
-void vocab_ce_losses(float *losses, const float *sums, const float *mx, int N) {
+void kern_vocab_ce_losses(float *losses, const float *sums, const float *mx, int N) {
   for (int n = 0; n < N; n++) losses[n] = logf(sums[n]) + mx[n] - sums[N + n];
 }
 
-void vocab_ce_backward(float *logits, const float *sums, const float *mx, const int32_t *targets, int v0, int N, int V,
+void kern_vocab_ce_backward(float *logits, const float *sums, const float *mx, const int32_t *targets, int v0, int N, int V,
                        float scale) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
@@ -104,7 +104,7 @@ void vocab_ce_backward(float *logits, const float *sums, const float *mx, const 
   }
 }
 
-double loss_mean(const float *losses, int N) {
+double kern_loss_mean(const float *losses, int N) {
   double sum = 0.0;
   for (int i = 0; i < N; i++) sum += losses[i];
   return sum / N;

@@ -6,13 +6,13 @@
 #include "cuda_internal.cuh"
 #include "hd_elementwise.h"
 
-extern "C" void rope_tables(float *cos_t, float *sin_t, int T, int hd, float theta); /* kernels/cpu/rope.c */
+extern "C" void kern_rope_tables(float *cos_t, float *sin_t, int T, int hd, float theta); /* kernels/cpu/rope.c */
 
 void cu_rope_tables(boost_backend *be, float *cos_t, float *sin_t, int T, int hd, float theta) {
   const size_t n = (size_t)T * (hd / 2);
   if (!n) return;
   float *h = (float *)boost_calloc(2 * n, sizeof(float));
-  rope_tables(h, h + n, T, hd, theta);
+  kern_rope_tables(h, h + n, T, hd, theta);
   be->mem->upload(be, cos_t, h, n * sizeof(float));
   be->mem->upload(be, sin_t, h + n, n * sizeof(float));
   boost_free(h);

@@ -90,7 +90,7 @@ import h5py
 src, cdir = sys.argv[1], sys.argv[2]
 meta = open(os.path.join(src, "ckpt/ckpt_meta.h")).read()
 sets = re.findall(r"X\((\w+), F(?:32|64), (?:\d+|CKPT_START_NCOLS), (CKPT_META_[\w |]+)\)", meta)
-attrs = re.findall(r"X\((\w+), (?:I64|F64|STR), (CKPT_META_[\w |]+), ", meta)
+attrs = re.findall(r"X\(\w+, (\w+), (?:I64|F64|STR), (CKPT_META_[\w |]+), ", meta)
 assert len(sets) >= 3 and len(attrs) >= 20, (sets, attrs)
 names = set()
 for f in glob.glob(os.path.join(src, "tools/inspect_*.c")):

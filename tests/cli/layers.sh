@@ -8,6 +8,10 @@
 # settings and a metadata block from the run instead). Headers are named
 # without their folder ("tensor.h"), so each name is looked up among the
 # tree's headers; system headers (<...>) do not count.
+# And no struct of ckpt/ has more than 20 fields (a part with one job holds
+# few things): each ckpt/*.c is preprocessed (X-macro members expanded) and
+# the structs whose text comes from ckpt/ are counted, a nested struct or
+# union as one field.
 #
 #   bash tests/cli/layers.sh [SOURCE_DIR]    exit 0 clean, 1 with one line per violation
 set -euo pipefail
@@ -87,4 +91,60 @@ for line in bad:
 if bad:
     sys.exit(1)
 print(f"ok: {len(files)} files of {', '.join(order)} include only their own layer or those below; ckpt/ reaches none of {', '.join(sorted(banned_in_ckpt))}")
+PY
+
+# No struct of ckpt/ with more than 20 fields.
+/usr/bin/python3 - "$SRC" <<'PY'
+import os, re, subprocess, sys
+src, limit = sys.argv[1], 20
+ckpt = os.path.join(src, "ckpt")
+flags = ["-D_GNU_SOURCE"] + ["-I" + os.path.join(src, d) for d in ("kernels", "kernels/cpu", "trainer", "ckpt")]
+pc = subprocess.run(["pkg-config", "--cflags", "hdf5-openmpi", "libcjson"], capture_output=True, text=True)
+if pc.returncode != 0:
+    print("FAIL: pkg-config --cflags hdf5-openmpi libcjson:", pc.stderr.strip())
+    sys.exit(1)
+flags += pc.stdout.split()
+
+def fields(body):  # top-level declarators: nested bodies, parentheses and array bounds folded first
+    for pat in (r"\{[^{}]*\}", r"\([^()]*\)"):
+        while re.search(pat, body):
+            body = re.sub(pat, " ", body)
+    body = re.sub(r"\[[^\]]*\]", " ", body)
+    return sum(d.count(",") + 1 for d in body.split(";") if d.strip())
+
+counts = {}  # (file, struct) -> fields
+for n in sorted(os.listdir(ckpt)):
+    if not n.endswith(".c"):
+        continue
+    pp = subprocess.run(["cc", "-E", *flags, os.path.join(ckpt, n)], capture_output=True, text=True)
+    if pp.returncode != 0:
+        print(f"FAIL: cc -E ckpt/{n}: {(pp.stderr.strip().splitlines() or ['?'])[0]}")
+        sys.exit(1)
+    text, origin, cur = [], [], ""
+    for line in pp.stdout.splitlines():  # keep what ckpt/ files wrote, with the file
+        m = re.match(r'^# \d+ "([^"]+)"', line)
+        if m:
+            cur = os.path.abspath(m.group(1))
+        elif os.path.dirname(cur) == os.path.abspath(ckpt):
+            text.append(line)
+            origin.append(os.path.basename(cur))
+    s = "\n".join(text)
+    for m in re.finditer(r"\bstruct\s*(\w*)\s*\{", s):
+        i = j = m.end()
+        depth = 1
+        while depth:
+            depth += {"{": 1, "}": -1}.get(s[j], 0)
+            j += 1
+        name = m.group(1) or (re.match(r"\s*(\w+)", s[j:]) or [None, "(anonymous)"])[1]
+        counts[(origin[s.count("\n", 0, m.start())], name)] = fields(s[i:j - 1])
+if len(counts) < 20:
+    print(f"FAIL: only {len(counts)} structs found in ckpt/: the scan is broken")
+    sys.exit(1)
+bad = [(f, n, k) for (f, n), k in sorted(counts.items()) if k > limit]
+for f, n, k in bad:
+    print(f"FAIL: struct {n} (ckpt/{f}) has {k} fields, more than {limit}: split it into parts with one job each")
+if bad:
+    sys.exit(1)
+top = max(counts.items(), key=lambda x: x[1])
+print(f"ok: {len(counts)} structs of ckpt/, none with more than {limit} fields (the most: {top[0][1]}, {top[1]})")
 PY

@@ -24,14 +24,9 @@ T=3 # parallel.timeout of every run here
 # or device); the job ends in time with exit 74, one or two watchdog lines,
 # each naming a group's wait in step 3, one of them matching PATTERN.
 stuck() {
-  local case=$1 where=$2 pattern=$3 hook n
+  local case=$1 where=$2 pattern=$3 n
   shift 3
-  log="$tmp/stuck_$where.log"
-  hook="BOOST_TRAIN_TEST_STUCK_AT=3:1:$where"
-  launch "$log" "$hook" "$hook" --set train.steps=100000 "$@"
-  rank_pid 1 >/dev/null
-  rank_pid 0 >/dev/null
-  wait_log "$log" "rank 1 gets stuck in its next"
+  launch_stuck "$where" "rank 1 gets stuck in its next" "$@"
   end_within $((T + 12))
   n=$(grep -c "^boost-train: watchdog:" "$log" || true)
   echo "$case. rc $rc after $secs s:"
@@ -53,12 +48,7 @@ stuck 2 device "device (sync|download)" --set train.device=guarded
 # 3. The device wait fails instead (a device or NCCL error, as the CUDA
 # backend's stream query or the NCCL poll reports it): the job ends at once
 # through the same path, naming the error and the wait, exit 74.
-log="$tmp/stuck_error.log"
-hook="BOOST_TRAIN_TEST_STUCK_AT=3:1:device-error"
-launch "$log" "$hook" "$hook" --set train.steps=100000 --set train.device=guarded
-rank_pid 1 >/dev/null
-rank_pid 0 >/dev/null
-wait_log "$log" "rank 1 gets stuck in its next device wait, which fails"
+launch_stuck device-error "rank 1 gets stuck in its next device wait, which fails" --set train.device=guarded
 end_within 10
 line=$(grep "^boost-train: watchdog: rank 1: " "$log" || true)
 echo "3. rc $rc after $secs s: $line"

@@ -15,6 +15,21 @@ launch() {
   CLEANUP='for p in $PIDS; do kill -CONT $p; kill -9 $p; done 2>/dev/null; kill -9 $mp 2>/dev/null'
 }
 
+# launch_stuck WHERE STARTED args...: 2 ranks, rank 1 stuck at step 3 in
+# WHERE (BOOST_TRAIN_TEST_STUCK_AT=3:1:WHERE: control, device, device-error,
+# op-error; both ranks get it, rank 1 acts on it), logging to $log
+# ($tmp/stuck_WHERE.log); returns once both ranks run and rank 1 has
+# announced it (its line matches STARTED).
+launch_stuck() {
+  local where=$1 started=$2 hook="BOOST_TRAIN_TEST_STUCK_AT=3:1:$1"
+  shift 2
+  log="$tmp/stuck_$where.log"
+  launch "$log" "$hook" "$hook" --set train.steps=100000 "$@"
+  rank_pid 1 >/dev/null
+  rank_pid 0 >/dev/null
+  wait_log "$log" "$started"
+}
+
 # rank_pid R: the PID of world rank R of the job (waits up to 20 s for it).
 rank_pid() {
   local i p

@@ -231,7 +231,7 @@ static double check_case(const gcase *g) {
   bf16_t *Cb0 = malloc(csz * sizeof *Cb0);
   cr_assert_not_null(Cb0);
   memcpy(Cb0, Cb, csz * sizeof *Cb0);
-  gemm_bf16(g->ta, g->tb, M, N, K, A, lda, B, ldb, (float)g->beta, g->c_f32 ? (void *)Cf : (void *)Cb, ldc, g->c_f32);
+  kern_gemm_bf16(g->ta, g->tb, M, N, K, A, lda, B, ldb, (float)g->beta, g->c_f32 ? (void *)Cf : (void *)Cb, ldc, g->c_f32);
   double worst = 0.0;
   const double u = 0x1p-24;
   for (int i = 0; i < M; i++)
@@ -337,14 +337,14 @@ Test(gemm_bf16, one_row_decode_products) {
   for (int nt = 1; nt <= 2; nt++) {
     omp_set_num_threads(nt);
     c[nt - 1] = brand(N);
-    gemm_bf16(0, 1, 1, N, K, A, K, B, K, 0.0f, c[nt - 1], N, 0);
+    kern_gemm_bf16(0, 1, 1, N, K, A, K, B, K, 0.0f, c[nt - 1], N, 0);
   }
   assert_bitwise("one row on 1 and 2 threads", c[0], c[1], (size_t)N * sizeof(bf16_t));
   /* B at every offset from a 64-byte line (the kernel aligns its loads) */
   enum { n = 37, k = 512 };
   bf16_t *Bx = brand((size_t)n * k + 32), *cx = brand(n);
   for (int off = 0; off < 32; off++) {
-    gemm_bf16(0, 1, 1, n, k, A, k, Bx + off, k, 0.0f, cx, n, 0);
+    kern_gemm_bf16(0, 1, 1, n, k, A, k, Bx + off, k, 0.0f, cx, n, 0);
     for (int j = 0; j < n; j++) {
       double ref = 0.0, mag = 0.0;
       for (int i = 0; i < k; i++) {
@@ -376,10 +376,10 @@ Test(gemm_bf16, same_inputs_same_bits) {
       void *c1 = calloc(1, bytes), *c2 = calloc(1, bytes);
       cr_assert(c1 && c2);
       /* a weight-gradient layout (TN, K long) and beta = 1 accumulation */
-      gemm_bf16(1, 0, M, N, K, A, M, B, N, 0.0f, c1, N, f32);
-      gemm_bf16(1, 0, M, N, K, A, M, B, N, 1.0f, c1, N, f32);
-      gemm_bf16(1, 0, M, N, K, A, M, B, N, 0.0f, c2, N, f32);
-      gemm_bf16(1, 0, M, N, K, A, M, B, N, 1.0f, c2, N, f32);
+      kern_gemm_bf16(1, 0, M, N, K, A, M, B, N, 0.0f, c1, N, f32);
+      kern_gemm_bf16(1, 0, M, N, K, A, M, B, N, 1.0f, c1, N, f32);
+      kern_gemm_bf16(1, 0, M, N, K, A, M, B, N, 0.0f, c2, N, f32);
+      kern_gemm_bf16(1, 0, M, N, K, A, M, B, N, 1.0f, c2, N, f32);
       assert_bitwise("gemm_bf16 twice", c1, c2, bytes);
       free(c1);
       free(c2);
@@ -401,8 +401,8 @@ static void inside_parallel_equals_outside(void) {
   float *ref = calloc((size_t)M * N, 4);
   bf16_t *refb = calloc((size_t)M * N, 2);
   cr_assert(ref && refb);
-  gemm_bf16(0, 1, M, N, K, A, K, B, K, 0.0f, ref, N, 1);
-  gemm_bf16(0, 1, M, N, K, A, K, B, K, 0.0f, refb, N, 0);
+  kern_gemm_bf16(0, 1, M, N, K, A, K, B, K, 0.0f, ref, N, 1);
+  kern_gemm_bf16(0, 1, M, N, K, A, K, B, K, 0.0f, refb, N, 0);
   omp_set_num_threads(2);
   float *got[2];
   bf16_t *gotb[2];
@@ -415,8 +415,8 @@ static void inside_parallel_equals_outside(void) {
     got[t] = calloc((size_t)M * N, 4);
     gotb[t] = calloc((size_t)M * N, 2);
     for (int rep = 0; rep < 3; rep++) { /* the owned primitives are reused */
-      gemm_bf16(0, 1, M, N, K, A, K, B, K, 0.0f, got[t], N, 1);
-      gemm_bf16(0, 1, M, N, K, A, K, B, K, 0.0f, gotb[t], N, 0);
+      kern_gemm_bf16(0, 1, M, N, K, A, K, B, K, 0.0f, got[t], N, 1);
+      kern_gemm_bf16(0, 1, M, N, K, A, K, B, K, 0.0f, gotb[t], N, 0);
     }
   }
   cr_assert_eq(team, 2, "the test needs a team of 2");
@@ -446,7 +446,7 @@ Test(gemm_bf16, runs_on_the_openmp_pool) {
   const int M = 512, N = 512, K = 1024;
   rng_seed(17);
   bf16_t *A = brand((size_t)M * K), *B = brand((size_t)N * K), *C = brand((size_t)M * N);
-  gemm_bf16(0, 1, M, N, K, A, K, B, K, 0.0f, C, N, 0); /* creation, library start-up */
+  kern_gemm_bf16(0, 1, M, N, K, A, K, B, K, 0.0f, C, N, 0); /* creation, library start-up */
 #pragma omp parallel
   { /* start the OpenMP workers before counting */
   }
@@ -454,7 +454,7 @@ Test(gemm_bf16, runs_on_the_openmp_pool) {
   long s0, o0, s1, o1;
   thread_ticks(&s0, &o0);
   do {
-    gemm_bf16(0, 1, M, N, K, A, K, B, K, 0.0f, C, N, 0);
+    kern_gemm_bf16(0, 1, M, N, K, A, K, B, K, 0.0f, C, N, 0);
     thread_ticks(&s1, &o1);
   } while (s1 - s0 < 30);
   const long self = s1 - s0, others = o1 - o0;
@@ -476,11 +476,11 @@ Test(gemm_bf16, empty_sum_and_empty_output) {
   float C[6] = {1, 2, 3, 4, 5, 6};
   bf16_t Cb[6] = {0x3f80, 0x3f80, 0x3f80, 0x3f80, 0x3f80, 0x3f80};
   const bf16_t A[1] = {0x3f80}, B[1] = {0x3f80};
-  gemm_bf16(0, 0, 2, 3, 0, A, 1, B, 3, 1.0f, C, 3, 1); /* K = 0, beta 1: C unchanged */
+  kern_gemm_bf16(0, 0, 2, 3, 0, A, 1, B, 3, 1.0f, C, 3, 1); /* K = 0, beta 1: C unchanged */
   cr_assert(C[0] == 1.0f && C[5] == 6.0f);
-  gemm_bf16(0, 0, 2, 3, 0, A, 1, B, 3, 0.0f, Cb, 3, 0); /* K = 0, beta 0: zeros */
+  kern_gemm_bf16(0, 0, 2, 3, 0, A, 1, B, 3, 0.0f, Cb, 3, 0); /* K = 0, beta 0: zeros */
   for (int i = 0; i < 6; i++) cr_assert_eq(Cb[i], 0);
-  gemm_bf16(0, 0, 0, 3, 5, A, 5, B, 3, 0.0f, C, 3, 1); /* M = 0: nothing */
+  kern_gemm_bf16(0, 0, 0, 3, 5, A, 5, B, 3, 0.0f, C, 3, 1); /* M = 0: nothing */
   cr_assert(C[0] == 1.0f);
 }
 

@@ -104,9 +104,9 @@ static void run_case(flash_case c) {
   a.need_dq = c.dq, a.need_dk = c.dk, a.need_dv = c.dv;
   /* the CPU kernels on the same (stored) inputs */
   float *out = falloc(n), *stats = falloc(2 * ns), *dq = falloc(n), *dk = falloc(n), *dv = falloc(n);
-  float *scratch = falloc(attention_scratch_floats(c.B, c.T, c.H));
-  attention_forward(out, stats, scratch, q, k, v, c.B, c.T, c.H, c.hd);
-  attention_backward(dq, dk, dv, scratch, dout, q, k, v, stats, c.B, c.T, c.H, c.hd);
+  float *scratch = falloc(kern_attention_scratch_floats(c.B, c.T, c.H));
+  kern_attention_forward(out, stats, scratch, q, k, v, c.B, c.T, c.H, c.hd);
+  kern_attention_backward(dq, dk, dv, scratch, dout, q, k, v, stats, c.B, c.T, c.H, c.hd);
   run_kernel(K_FWD, &a);
   if (a.need_dq || a.need_dk) run_kernel(K_DQ, &a);
   if (a.need_dk || a.need_dv) run_kernel(K_DKV, &a);

@@ -64,8 +64,8 @@ static void ce_case(int N, int V, int bf16) {
   for (int i = 0; i < N; i++) tg[i] = (int32_t)((i * 7919 + 13) % V);
   x[0] = 80.0f; /* a large logit: the max subtraction keeps it finite */
   void *xa = act_of(x, NV, bf16);
-  crossentropy_forward(loss, x, tg, N, V);
-  crossentropy_backward(d, NULL, x, tg, N, V, 0.25f);
+  kern_crossentropy_forward(loss, x, tg, N, V);
+  kern_crossentropy_backward(d, NULL, x, tg, N, V, 0.25f);
   run_ce(NULL, loss2, xa, tg, N, V, 0.0f, bf16);
   close_f("losses", loss2, loss, N, 2e-6, 2e-6);
   run_ce(xa, l3, xa, tg, N, V, 0.25f, bf16); /* in place, fused with the losses */
@@ -96,10 +96,10 @@ Test(cuda_loss, vocab_parallel_pieces_match_cpu) {
   static const int at[5] = {0, 699, 481, 511, 300};
   for (int n = 0; n < N; n++) x[(size_t)n * V + at[n]] = 7.0f + (float)n;
   float *xc = fcopy(x, (size_t)N * V), mx[5], sums[10], losses[5], mx2[5], sums2[10], losses2[5];
-  vocab_ce_max(mx, xc, N, V);
-  vocab_ce_sums(sums, xc, mx, tg, v0, N, V);
-  vocab_ce_losses(losses, sums, mx, N);
-  vocab_ce_backward(xc, sums, mx, tg, v0, N, V, 0.5f);
+  kern_vocab_ce_max(mx, xc, N, V);
+  kern_vocab_ce_sums(sums, xc, mx, tg, v0, N, V);
+  kern_vocab_ce_losses(losses, sums, mx, N);
+  kern_vocab_ce_backward(xc, sums, mx, tg, v0, N, V, 0.5f);
   loss_ctx c = {.bf16 = 0};
   c.a = (hd_ce_args){.logits = x, .targets = tg, .mx = mx2, .sums = sums2, .N = N, .V = V, .v0 = v0};
   run_row_blocks(vmax_ph, HD_VOCAB_MAX_PHASES, hd_vocab_max_sync, &c);
@@ -123,6 +123,6 @@ Test(cuda_loss, loss_sum_matches_cpu) {
   c.a.N = 1001;
   const grid_kernel k = {1, 1, 32, HD_LOSS_PHASES, hd_loss_sync, 0, NULL, loss_acc_ph}; /* loss.cu: one warp */
   grid_run(&k, &c);
-  cpu += (double)(float)loss_mean(l, 1001);
+  cpu += (double)(float)kern_loss_mean(l, 1001);
   cr_assert(fabs(acc - cpu) <= 1e-6 * cpu, "%.17g vs %.17g", acc, cpu);
 }

@@ -123,19 +123,19 @@ static void ew_case(int bf16, int vec, unsigned gx) {
   float *want = falloc(n), *want2 = falloc(n);
   void *y = act_of(fnan(n), n, bf16), *y2 = act_of(fnan(n), n, bf16);
 #define EW(op, X0, X1, X2, Y2) ew_run(op, bf16, bf16, vec, y, Y2, X0, X1, X2, n, gx, 256)
-  add_forward(want, a, b, n);
+  kern_add_forward(want, a, b, n);
   EW(HD_EW_ADD, aa, ba, NULL, NULL);
   ew_check("add", y, want, n, bf16, 0, 0);
-  mul_forward(want, a, b, n);
+  kern_mul_forward(want, a, b, n);
   EW(HD_EW_MUL, aa, ba, NULL, NULL);
   ew_check("mul", y, want, n, bf16, 0, 0);
-  silu_forward(want, a, n);
+  kern_silu_forward(want, a, n);
   EW(HD_EW_SILU, aa, NULL, NULL, NULL);
   ew_check("silu", y, want, n, bf16, 4e-7, 1e-30);
-  silu_backward(want, g, a, n);
+  kern_silu_backward(want, g, a, n);
   EW(HD_EW_SILU_GRAD, ga, aa, NULL, NULL);
   ew_check("silu_grad", y, want, n, bf16, 1e-6, 1e-7); /* cancels where 1 + x (1 - s) is near 0 */
-  mul_backward(want, want2, g, a, b, n);
+  kern_mul_backward(want, want2, g, a, b, n);
   EW(HD_EW_MUL_BWD, ga, aa, ba, y2);
   ew_check("mul_bwd da", y, want, n, bf16, 0, 0);
   ew_check("mul_bwd db", y2, want2, n, bf16, 0, 0);
@@ -229,8 +229,8 @@ static void rmsnorm_case(int N, int C, int bf16) {
   float *x = frand(NC, -2, 2), *w = frand(C, 0.5f, 1.5f), *g = frand(NC, -1, 1), *dw0 = frand(C, -1, 1);
   void *xa = act_of(x, NC, bf16), *wa = act_of(w, C, bf16), *ga = act_of(g, NC, bf16);
   float *out = falloc(NC), *rstd = falloc(N), *dx = falloc(NC), *dw = fcopy(dw0, C);
-  rmsnorm_forward(out, rstd, x, w, N, C, 1e-5f);
-  rmsnorm_backward(dx, dw, g, x, w, rstd, N, C);
+  kern_rmsnorm_forward(out, rstd, x, w, N, C, 1e-5f);
+  kern_rmsnorm_backward(dx, dw, g, x, w, rstd, N, C);
   void *oa = act_of(fnan(NC), NC, bf16), *dxa = act_of(fnan(NC), NC, bf16);
   float *r2 = fnan(N), *dw2 = fcopy(dw0, C);
   norm_ctx c = norm_of(oa, r2, xa, wa, NULL, NULL, N, C, bf16);
@@ -258,14 +258,14 @@ static void btp_case(int N, int C, int w, int bf16) {
   void *xa = act_of(x, NC, bf16), *ga = act_of(gain, C, bf16), *dxga = act_of(dxg, NC, bf16);
   void *acca = act_of(acc0, NC, bf16);
   float *xg = falloc(NC), *ss = falloc(N), *ss2 = fnan(N), *dgain = fcopy(dg0, C), *dg2 = fcopy(dg0, C);
-  gain_sumsq_forward(xg, ss, x, gain, N, C);
+  kern_gain_sumsq_forward(xg, ss, x, gain, N, C);
   void *xga = act_of(fnan(NC), NC, bf16);
   norm_ctx c = norm_of(xga, ss2, xa, ga, NULL, NULL, N, C, bf16);
   run_rows(gain_sumsq_ph, 1, &c);
   close_f("ss", ss2, ss, N, 2e-6, 0);
   close_f("xg", f32_of(xga, NC, bf16), xg, NC, bf16 ? 4e-3 : 0, 0);
   float *acc = fcopy(acc0, NC);
-  gain_sumsq_backward(acc, dgain, dxg, x, gain, dss, N, C);
+  kern_gain_sumsq_backward(acc, dgain, dxg, x, gain, dss, N, C);
   run_colsum(dg2, dxga, xa, NULL, N, C, bf16);
   c = norm_of(acca, NULL, xa, ga, dxga, dss, N, C, bf16);
   grid_run_body(5, 1, 256, gain_dx_body, &c); /* fewer threads than elements: the grid strides */
@@ -274,13 +274,13 @@ static void btp_case(int N, int C, int w, int bf16) {
   /* online RMS on a bottleneck of width w */
   float *h = frand(NW, -3, 3), *dh = frand(NW, -1, 1), *s = frand(N, 1, 50), *rstd = falloc(N), *r2 = fnan(N);
   void *ha = act_of(h, NW, bf16), *dha = act_of(dh, NW, bf16);
-  online_rms_forward(h, rstd, s, N, w, 1.0f / 64, 1e-5f);
+  kern_online_rms_forward(h, rstd, s, N, w, 1.0f / 64, 1e-5f);
   c = norm_of(ha, r2, NULL, NULL, NULL, s, N, w, bf16);
   run_rows(online_fwd_body, 0, &c);
   cr_assert_arr_eq(r2, rstd, N * sizeof(float), "online rstd: the same operations, the same bits");
   close_f("h", f32_of(ha, NW, bf16), h, NW, bf16 ? 4e-3 : 0, 0);
   float *dssc = falloc(N), *dss2 = fnan(N);
-  online_rms_backward(dh, dssc, h, rstd, N, w, 1.0f / 64);
+  kern_online_rms_backward(dh, dssc, h, rstd, N, w, 1.0f / 64);
   c = norm_of(dha, dss2, NULL, NULL, ha, r2, N, w, bf16);
   run_rows(online_bwd_ph, 1, &c);
   close_f("dh", f32_of(dha, NW, bf16), dh, NW, bf16 ? 4e-3 : 0, 0);
@@ -312,14 +312,14 @@ Test(cuda_math, rope_matches_cpu_bit_for_bit) {
   const int B = 2, T = 9, H = 3, hd = 10;
   const size_t n = (size_t)B * T * H * hd;
   float *c = falloc((size_t)T * hd / 2), *s = falloc((size_t)T * hd / 2);
-  rope_tables(c, s, T, hd, 10000.0f);
+  kern_rope_tables(c, s, T, hd, 10000.0f);
   for (int bf16 = 0; bf16 <= 1; bf16++)
     for (int dir = 0; dir <= 1; dir++) {
       rng_seed(300 + bf16 * 2 + dir);
       float *x = frand(n, -2, 2), *y = falloc(n);
       void *xa = act_of(x, n, bf16);
-      if (dir == 0) rope_forward(y, x, c, s, B, T, H, hd);
-      else rope_backward(y, x, c, s, B, T, H, hd);
+      if (dir == 0) kern_rope_forward(y, x, c, s, B, T, H, hd);
+      else kern_rope_backward(y, x, c, s, B, T, H, hd);
       gather_ctx k = {.bf16 = bf16};
       k.rope = (hd_rope_args){xa, xa, c, s, n / 2, T, H, hd / 2, dir == 0 ? 1.0f : -1.0f}; /* in place */
       grid_run_body(2, 1, 64, rope_body, &k); /* 128 threads for 270 pairs: the grid strides */
@@ -337,7 +337,7 @@ Test(cuda_math, embedding_forward_matches_cpu) {
   for (int bf16 = 0; bf16 <= 1; bf16++) {
     float *wte = frand((size_t)V * C, -1, 1), *want = falloc((size_t)N * C);
     void *wa = act_of(wte, (size_t)V * C, bf16), *out = act_of(fnan((size_t)N * C), (size_t)N * C, bf16);
-    embedding_forward(want, tok, wte, N, V, C);
+    kern_embedding_forward(want, tok, wte, N, V, C);
     gather_ctx k = {.bf16 = bf16};
     k.emb = (hd_emb_args){.out = out, .wte = wa, .tokens = tok, .N = N, .C = C};
     grid_run_body(3, 1, 128, emb_fwd_body, &k);

@@ -194,7 +194,7 @@ Test(cuda_optim, embedding_backward_matches_cpu) {
   for (int n = 0; n < N; n++) tok[n] = n < 100 ? 7 : (int32_t)(rng_u01() * V); /* one long run and scattered ones */
   float *dout = frand((size_t)N * C, -1, 1), *d0 = frand((size_t)V * C, -1, 1);
   float *cpu = fcopy(d0, (size_t)V * C), *got = fcopy(d0, (size_t)V * C);
-  embedding_backward(cpu, dout, tok, N, V, C);
+  kern_embedding_backward(cpu, dout, tok, N, V, C);
   run_embedding_bwd(got, dout, tok, N, C);
   for (size_t i = 0; i < (size_t)V * C; i++)
     cr_assert(fabsf(got[i] - cpu[i]) <= 1e-5f * (1.0f + fabsf(cpu[i])), "dwte[%zu] %g vs %g", i, (double)got[i],

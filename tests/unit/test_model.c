@@ -61,7 +61,7 @@ static void gradient_check_mode(const char *lowrank, int tie, tp_mode mode) {
   for (int i = 0; i < m.reg.count; i++) {
     const tensor_desc *t = &m.reg.tensors[i];
     float *p = registry_data(&m.reg, TENSOR_PARAMS, i), *g = registry_data(&m.reg, TENSOR_GRADS, i);
-    const float eps = 0.005f * sqrtf((float)(sum_squares(p, t->numel) / (double)t->numel));
+    const float eps = 0.005f * sqrtf((float)(kern_sum_squares(p, t->numel) / (double)t->numel));
     double analytic = 0.0;
     float *v = malloc(t->numel * sizeof *v);
     for (size_t j = 0; j < t->numel; j++) {

@@ -20,8 +20,8 @@ Test(ops_special, silu_extremes) {
   enum { n = sizeof x / sizeof x[0] };
   float y[n], dx[n], ones[n];
   for (int i = 0; i < n; i++) ones[i] = 1.0f;
-  silu_forward(y, x, n);
-  silu_backward(dx, ones, x, n);
+  kern_silu_forward(y, x, n);
+  kern_silu_backward(dx, ones, x, n);
   for (int i = 0; i < n; i++) {
     double ref = silu_d(x[i]);
     double s = 1.0 / (1.0 + exp(-(double)x[i]));
@@ -36,7 +36,7 @@ Test(ops_special, silu_extremes) {
   enum { M = 20001 };
   float *xs = falloc(M), *ys = falloc(M);
   for (int i = 0; i < M; i++) xs[i] = -87.0f + 137.0f * i / (M - 1);
-  silu_forward(ys, xs, M);
+  kern_silu_forward(ys, xs, M);
   for (int i = 0; i < M; i++) {
     double ref = silu_d(xs[i]);
     cr_assert(fabs(ys[i] - ref) <= 3e-7 * fabs(ref) + 1e-37, "silu(%.7g) = %.9g, double gives %.9g (tol 3e-7 rel)",
@@ -57,9 +57,9 @@ Test(ops_special, crossentropy_huge_logits) {
   const int32_t tgt[N] = {0, 1, 3, 3};
   const double ref[N] = {log(2.0), 2.0 * L + log(2.0), log(6.0), 0.0};
   float losses[N], dl[N * V], l2[N];
-  crossentropy_forward(losses, logits, tgt, N, V);
+  kern_crossentropy_forward(losses, logits, tgt, N, V);
   const float dloss = 0.5f;
-  crossentropy_backward(dl, l2, logits, tgt, N, V, dloss);
+  kern_crossentropy_backward(dl, l2, logits, tgt, N, V, dloss);
   for (int n = 0; n < N; n++) {
     cr_assert(isfinite(losses[n]) && isfinite(l2[n]), "crossentropy loss[%d] not finite with logits +-1e4", n);
     /* fp32 at 2e4 has ulp 2e-3: tol 1e-6 + 1e-6 rel */
@@ -87,14 +87,14 @@ Test(ops_special, crossentropy_in_place) {
   int32_t tgt[N];
   for (int n = 0; n < N; n++) tgt[n] = (int32_t)(rng_u01() * V);
   float *logits = frand(N * V, -20, 20), *dl = fnan(N * V), *l1 = fnan(N), *l2 = fnan(N);
-  crossentropy_backward(dl, l1, logits, tgt, N, V, 1.0f / N);
+  kern_crossentropy_backward(dl, l1, logits, tgt, N, V, 1.0f / N);
   float *buf = fcopy(logits, N * V);
-  crossentropy_backward(buf, l2, buf, tgt, N, V, 1.0f / N);
+  kern_crossentropy_backward(buf, l2, buf, tgt, N, V, 1.0f / N);
   assert_bitwise("crossentropy_backward in place vs out of place (dlogits)", buf, dl, sizeof(float) * N * V);
   assert_bitwise("crossentropy_backward in place vs out of place (losses)", l1, l2, sizeof(float) * N);
   /* losses may be NULL */
   float *dl3 = fnan(N * V);
-  crossentropy_backward(dl3, NULL, logits, tgt, N, V, 1.0f / N);
+  kern_crossentropy_backward(dl3, NULL, logits, tgt, N, V, 1.0f / N);
   assert_bitwise("crossentropy_backward with losses NULL", dl3, dl, sizeof(float) * N * V);
   /* each gradient row sums to 0 (softmax sums to 1) */
   for (int n = 0; n < N; n++) {
@@ -116,7 +116,7 @@ Test(ops_special, softmax_probability_accuracy) {
     lg[2 * i + 1] = -87.0f * i / (M - 1);
     tgt[i] = 0;
   }
-  crossentropy_backward(dl, NULL, lg, tgt, M, 2, 1.0f);
+  kern_crossentropy_backward(dl, NULL, lg, tgt, M, 2, 1.0f);
   for (int i = 0; i < M; i++) {
     double e = exp((double)lg[2 * i + 1]), p = e / (1 + e);
     cr_assert(fabs(dl[2 * i + 1] - p) <= 3e-7 * p, "softmax([0, %.7g])[1] = %.9g, double gives %.9g (tol 3e-7 rel)",
@@ -139,7 +139,7 @@ Test(ops_optim, adamw_two_steps_reference) {
   for (int i = 0; i < n; i++) P[i] = p[i];
   for (int t = 1; t <= 2; t++) {
     const float *g = t == 1 ? g1 : g2;
-    adamw_update(p, g, m, v, n, hp, t, gscale);
+    kern_adamw_update(p, g, m, v, n, hp, t, gscale);
     /* hand-computed: decoupled decay, bias corrections 1 - beta^t */
     double b1 = hp.beta1, b2 = hp.beta2, bc1 = 1 - pow(b1, t), bc2 = 1 - pow(b2, t);
     for (int i = 0; i < n; i++) {
@@ -165,13 +165,13 @@ Test(ops_optim, adamw_two_steps_reference) {
   }
   /* decay only: g = 0 from zero moments -> p *= (1 - lr*wd) */
   float q[1] = {3.0f}, z[1] = {0.0f}, mq[1] = {0}, vq[1] = {0};
-  adamw_update(q, z, mq, vq, 1, hp, 1, 1.0f);
+  kern_adamw_update(q, z, mq, vq, 1, hp, 1, 1.0f);
   cr_assert(fabs(q[0] - 3.0 * (1 - 0.01 * 0.1)) <= 1e-6, "adamw decay-only step gave %.9g, expected %.9g", q[0],
             3.0 * (1 - 0.01 * 0.1));
   /* weight_decay 0: no decay */
   hp.weight_decay = 0.0f;
   q[0] = 3.0f;
-  adamw_update(q, z, mq, vq, 1, hp, 2, 1.0f);
+  kern_adamw_update(q, z, mq, vq, 1, hp, 2, 1.0f);
   cr_assert(q[0] == 3.0f, "adamw with wd 0 and zero grad must not move the param, got %.9g", q[0]);
 }
 
@@ -182,8 +182,8 @@ Test(ops_optim, adamw_large_matches_small) {
   adamw_hparams hp = {.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f};
   float *p = frand(n, -1, 1), *g = frand(n, -1, 1), *m = frand(n, -0.1f, 0.1f), *v = frand(n, 0, 0.01f);
   float *p2 = fcopy(p, n), *m2 = fcopy(m, n), *v2 = fcopy(v, n);
-  adamw_update(p, g, m, v, n, hp, 7, 0.8f);
-  for (size_t i = 0; i < n; i += 997) adamw_update(p2 + i, g + i, m2 + i, v2 + i, 1, hp, 7, 0.8f);
+  kern_adamw_update(p, g, m, v, n, hp, 7, 0.8f);
+  for (size_t i = 0; i < n; i += 997) kern_adamw_update(p2 + i, g + i, m2 + i, v2 + i, 1, hp, 7, 0.8f);
   for (size_t i = 0; i < n; i += 997)
     cr_assert(p[i] == p2[i] && m[i] == m2[i] && v[i] == v2[i], "adamw element %zu differs between n=%zu and n=1", i, n);
   free(p), free(g), free(m), free(v), free(p2), free(m2), free(v2);
@@ -201,8 +201,8 @@ Test(ops_optim, adamw_round_is_the_update_and_its_rounding) {
   float *p2 = fcopy(p, n), *m2 = fcopy(m, n), *v2 = fcopy(v, n);
   uint16_t *work = malloc(n * sizeof *work);
   cr_assert_not_null(work);
-  adamw_update(p, g, m, v, n, hp, 5, 0.9f);
-  adamw_update_round(p2, g, m2, v2, work, n, hp, 5, 0.9f);
+  kern_adamw_update(p, g, m, v, n, hp, 5, 0.9f);
+  kern_adamw_update_round(p2, g, m2, v2, work, n, hp, 5, 0.9f);
   cr_assert(memcmp(p, p2, n * 4) == 0 && memcmp(m, m2, n * 4) == 0 && memcmp(v, v2, n * 4) == 0,
             "adamw_update_round changed the fp32 update");
   for (size_t i = 0; i < n; i++)
@@ -214,30 +214,30 @@ Test(ops_optim, adamw_round_is_the_update_and_its_rounding) {
 Test(ops_optim, sum_squares_and_clip) {
   float small[] = {1, -2, 3, 0.5f, -0.25f, 7, 1e-3f};
   double want = 1 + 4 + 9 + 0.25 + 0.0625 + 49 + (double)1e-3f * (double)1e-3f;
-  double got = sum_squares(small, 7);
+  double got = kern_sum_squares(small, 7);
   cr_assert(fabs(got - want) <= 1e-12 * want, "sum_squares small = %.17g, expected %.17g", got, want);
-  cr_assert(sum_squares(small, 0) == 0.0, "sum_squares of nothing must be 0");
+  cr_assert(kern_sum_squares(small, 0) == 0.0, "sum_squares of nothing must be 0");
 
   rng_seed(43);
   size_t n = 1000003; /* many 64Ki blocks plus a tail */
   float *x = frand(n, -3, 3);
   long double ref = 0;
   for (size_t i = 0; i < n; i++) ref += (long double)x[i] * x[i];
-  double s1 = sum_squares(x, n), s2 = sum_squares(x, n);
+  double s1 = kern_sum_squares(x, n), s2 = kern_sum_squares(x, n);
   cr_assert(fabs(s1 - (double)ref) <= 1e-12 * (double)ref, "sum_squares = %.17g, reference %.17g (tol 1e-12 rel)", s1,
             (double)ref);
   cr_assert(memcmp(&s1, &s2, sizeof s1) == 0, "sum_squares not deterministic: %.17g vs %.17g", s1, s2);
   int nt = omp_get_max_threads();
   omp_set_num_threads(1);
-  double s3 = sum_squares(x, n);
+  double s3 = kern_sum_squares(x, n);
   omp_set_num_threads(3);
-  double s4 = sum_squares(x, n);
+  double s4 = kern_sum_squares(x, n);
   omp_set_num_threads(nt);
   cr_assert(memcmp(&s1, &s3, sizeof s1) == 0 && memcmp(&s1, &s4, sizeof s1) == 0,
             "sum_squares depends on the thread count: %.17g (default) %.17g (1) %.17g (3)", s1, s3, s4);
 
   float *y = fcopy(x, n);
-  scale_inplace(y, n, 0.3f);
+  kern_scale_inplace(y, n, 0.3f);
   for (size_t i = 0; i < n; i += 101) cr_assert(y[i] == x[i] * 0.3f, "scale_inplace[%zu] = %g", i, y[i]);
 
   cr_assert(boost_clip_scale(10.0, 1.0f) == 0.1f, "boost_clip_scale(10, 1) = %g, expected 0.1", boost_clip_scale(10.0, 1.0f));
@@ -248,9 +248,9 @@ Test(ops_optim, sum_squares_and_clip) {
   cr_assert(fabsf(boost_clip_scale(3.0, 2.0f) - 2.0f / 3.0f) <= 1e-7f, "boost_clip_scale(3, 2) = %.9g", boost_clip_scale(3.0, 2.0f));
   /* a full clip round trip: the scaled gradient has norm max_norm */
   float g[] = {3, 4};
-  float s = boost_clip_scale(sqrt(sum_squares(g, 2)), 1.0f);
-  scale_inplace(g, 2, s);
-  cr_assert(fabs(sqrt(sum_squares(g, 2)) - 1.0) <= 1e-6, "clipped norm = %.9g, expected 1", sqrt(sum_squares(g, 2)));
+  float s = boost_clip_scale(sqrt(kern_sum_squares(g, 2)), 1.0f);
+  kern_scale_inplace(g, 2, s);
+  cr_assert(fabs(sqrt(kern_sum_squares(g, 2)) - 1.0) <= 1e-6, "clipped norm = %.9g, expected 1", sqrt(kern_sum_squares(g, 2)));
   free(x), free(y);
 }
 
@@ -273,24 +273,24 @@ Test(ops_accum, backward_twice_doubles_param_grads) {
   int32_t tok[N] = {1, 4, 4, 0, 10, 1, 1, 3, 9};
   float *dout = frand(N * C, -1, 1);
   float *e1 = calloc(V * C, sizeof(float)), *e2 = calloc(V * C, sizeof(float));
-  embedding_backward(e1, dout, tok, N, V, C);
-  embedding_backward(e2, dout, tok, N, V, C);
-  embedding_backward(e2, dout, tok, N, V, C);
+  kern_embedding_backward(e1, dout, tok, N, V, C);
+  kern_embedding_backward(e2, dout, tok, N, V, C);
+  kern_embedding_backward(e2, dout, tok, N, V, C);
   assert_doubled("embedding dwte", e1, e2, V * C);
   /* rmsnorm */
   float *x = frand(N * C, -1, 1), *w = frand(C, 0.5f, 1.5f), *out = falloc(N * C), *rstd = falloc(N);
-  rmsnorm_forward(out, rstd, x, w, N, C, 1e-5f);
+  kern_rmsnorm_forward(out, rstd, x, w, N, C, 1e-5f);
   float *w1 = calloc(C, sizeof(float)), *w2 = calloc(C, sizeof(float)), *dx = falloc(N * C);
-  rmsnorm_backward(dx, w1, dout, x, w, rstd, N, C);
-  rmsnorm_backward(dx, w2, dout, x, w, rstd, N, C);
-  rmsnorm_backward(dx, w2, dout, x, w, rstd, N, C);
+  kern_rmsnorm_backward(dx, w1, dout, x, w, rstd, N, C);
+  kern_rmsnorm_backward(dx, w2, dout, x, w, rstd, N, C);
+  kern_rmsnorm_backward(dx, w2, dout, x, w, rstd, N, C);
   assert_doubled("rmsnorm dw", w1, w2, C);
   /* linear */
   float *in = frand(N * Cin, -1, 1), *W = frand(Cout * Cin, -1, 1), *dy = frand(N * Cout, -1, 1);
   float *din = falloc(N * Cin), *W1 = calloc(Cout * Cin, sizeof(float)), *W2 = calloc(Cout * Cin, sizeof(float));
-  linear_backward(din, W1, dy, in, W, N, Cin, Cout);
-  linear_backward(din, W2, dy, in, W, N, Cin, Cout);
-  linear_backward(din, W2, dy, in, W, N, Cin, Cout);
+  kern_linear_backward(din, W1, dy, in, W, N, Cin, Cout);
+  kern_linear_backward(din, W2, dy, in, W, N, Cin, Cout);
+  kern_linear_backward(din, W2, dy, in, W, N, Cin, Cout);
   assert_doubled("linear dW", W1, W2, Cout * Cin);
   free(dout), free(e1), free(e2), free(x), free(w), free(out), free(rstd), free(w1), free(w2), free(dx);
   free(in), free(W), free(dy), free(din), free(W1), free(W2);
@@ -305,12 +305,12 @@ Test(ops_determinism, two_calls_bitwise_equal) {
   enum { B = 2, T = 200, H = 3, hd = 16 };
   size_t n = (size_t)B * T * H * hd, na = (size_t)B * H * T * 2;
   float *q = frand(n, -2, 2), *k = frand(n, -2, 2), *v = frand(n, -1, 1), *dout = frand(n, -1, 1);
-  float *o1 = falloc(n), *o2 = falloc(n), *a1 = falloc(na), *a2 = falloc(na), *scr = falloc(attention_scratch_floats(B, T, H));
+  float *o1 = falloc(n), *o2 = falloc(n), *a1 = falloc(na), *a2 = falloc(na), *scr = falloc(kern_attention_scratch_floats(B, T, H));
   float *dq1 = falloc(n), *dk1 = falloc(n), *dv1 = falloc(n), *dq2 = falloc(n), *dk2 = falloc(n), *dv2 = falloc(n);
-  attention_forward(o1, a1, scr, q, k, v, B, T, H, hd);
-  attention_backward(dq1, dk1, dv1, scr, dout, q, k, v, a1, B, T, H, hd);
-  attention_forward(o2, a2, scr, q, k, v, B, T, H, hd);
-  attention_backward(dq2, dk2, dv2, scr, dout, q, k, v, a2, B, T, H, hd);
+  kern_attention_forward(o1, a1, scr, q, k, v, B, T, H, hd);
+  kern_attention_backward(dq1, dk1, dv1, scr, dout, q, k, v, a1, B, T, H, hd);
+  kern_attention_forward(o2, a2, scr, q, k, v, B, T, H, hd);
+  kern_attention_backward(dq2, dk2, dv2, scr, dout, q, k, v, a2, B, T, H, hd);
   assert_bitwise("attention out", o1, o2, n * sizeof(float));
   assert_bitwise("attention att", a1, a2, na * sizeof(float));
   assert_bitwise("attention dq", dq1, dq2, n * sizeof(float));
@@ -323,8 +323,8 @@ Test(ops_determinism, two_calls_bitwise_equal) {
   for (int i = 0; i < NC; i++) tgt[i] = (int32_t)(rng_u01() * VC);
   float *logits = frand(NC * VC, -10, 10), *g1 = falloc(NC * VC), *g2 = falloc(NC * VC), *l1 = falloc(NC),
         *l2 = falloc(NC);
-  crossentropy_backward(g1, l1, logits, tgt, NC, VC, 0.1f);
-  crossentropy_backward(g2, l2, logits, tgt, NC, VC, 0.1f);
+  kern_crossentropy_backward(g1, l1, logits, tgt, NC, VC, 0.1f);
+  kern_crossentropy_backward(g2, l2, logits, tgt, NC, VC, 0.1f);
   assert_bitwise("crossentropy dlogits", g1, g2, sizeof(float) * NC * VC);
   assert_bitwise("crossentropy losses", l1, l2, sizeof(float) * NC);
 
@@ -342,15 +342,15 @@ Test(ops_determinism, reductions_independent_of_thread_count) {
   for (int i = 0; i < N; i++) tok[i] = (int32_t)(rng_u01() * V);
   float *dout = frand((size_t)N * C, -1, 1), *x = frand((size_t)N * C, -1, 1), *w = frand(C, 0.5f, 1.5f);
   float *out = falloc((size_t)N * C), *rstd = falloc(N), *dx = falloc((size_t)N * C);
-  rmsnorm_forward(out, rstd, x, w, N, C, 1e-5f);
+  kern_rmsnorm_forward(out, rstd, x, w, N, C, 1e-5f);
   int nts[3] = {omp_get_max_threads(), 1, 3};
   float *emb[3], *dw[3];
   for (int t = 0; t < 3; t++) {
     omp_set_num_threads(nts[t]);
     emb[t] = calloc((size_t)V * C, sizeof(float));
     dw[t] = calloc(C, sizeof(float));
-    embedding_backward(emb[t], dout, tok, N, V, C);
-    rmsnorm_backward(dx, dw[t], dout, x, w, rstd, N, C);
+    kern_embedding_backward(emb[t], dout, tok, N, V, C);
+    kern_rmsnorm_backward(dx, dw[t], dout, x, w, rstd, N, C);
   }
   omp_set_num_threads(nts[0]);
   for (int t = 1; t < 3; t++) {
@@ -392,7 +392,7 @@ Test(ops_determinism, one_row_products) {
       for (int nt = 1; nt <= 2; nt++) {
         omp_set_num_threads(nt);
         c[nt - 1] = fcopy(c0, N);
-        gemm(0, 1, 1, N, K, a, K, B, ldb, (float)beta, c[nt - 1], N);
+        kern_gemm(0, 1, 1, N, K, a, K, B, ldb, (float)beta, c[nt - 1], N);
       }
       for (int n = 0; n < N; n++) {
         double ref = beta ? c0[n] : 0.0, mag = fabs(ref);
@@ -423,7 +423,7 @@ Test(ops_threads, gemm_kernels_use_every_thread) {
   enum { N = 512, C = 1024, R = 256, B = 2, T = 256, H = 8, hd = 64 };
   float *x = frand((size_t)N * C, -1, 1), *W = frand((size_t)C * C, -1, 1), *y = falloc((size_t)N * C);
   float *A = frand((size_t)R * C, -1, 1), *hp = falloc((size_t)N * R);
-  float *att = falloc((size_t)B * H * T * 2), *scr = falloc(attention_scratch_floats(B, T, H));
+  float *att = falloc((size_t)B * H * T * 2), *scr = falloc(kern_attention_scratch_floats(B, T, H));
 #pragma omp parallel
   { /* start the OpenMP workers before measuring */
   }
@@ -432,9 +432,9 @@ Test(ops_threads, gemm_kernels_use_every_thread) {
     long s0, o0, s1, o1;
     thread_ticks(&s0, &o0);
     do {
-      if (kind == 0) linear_forward(y, x, W, N, C, C);
-      if (kind == 1) attention_forward(y, att, scr, x, x + 1, x + 2, B, T, H, hd);
-      if (kind == 2) gemm(0, 1, N, R, C, x, C, A, C, 0.0f, hp, R); /* a bottleneck shape */
+      if (kind == 0) kern_linear_forward(y, x, W, N, C, C);
+      if (kind == 1) kern_attention_forward(y, att, scr, x, x + 1, x + 2, B, T, H, hd);
+      if (kind == 2) kern_gemm(0, 1, N, R, C, x, C, A, C, 0.0f, hp, R); /* a bottleneck shape */
       thread_ticks(&s1, &o1);
     } while (s1 - s0 < 30);
     long self = s1 - s0, others = o1 - o0;

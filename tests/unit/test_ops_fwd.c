@@ -14,7 +14,7 @@ Test(ops_fwd, rmsnorm_vs_naive) {
   const float eps = 1e-5f;
   float *x = frand(N * C, -3, 3), *w = frand(C, -2, 2), *out = fnan(N * C), *rstd = fnan(N);
   x[2 * C + 3] = 100.0f; /* one large entry */
-  rmsnorm_forward(out, rstd, x, w, N, C, eps);
+  kern_rmsnorm_forward(out, rstd, x, w, N, C, eps);
   double ref_out[N * C], ref_rstd[N];
   for (int n = 0; n < N; n++) {
     double ss = 0;
@@ -26,7 +26,7 @@ Test(ops_fwd, rmsnorm_vs_naive) {
   assert_close("rmsnorm out", out, ref_out, N * C, 1e-6, 2e-6);
   /* rstd == NULL is allowed in forward and gives the same output */
   float *out2 = fnan(N * C);
-  rmsnorm_forward(out2, NULL, x, w, N, C, eps);
+  kern_rmsnorm_forward(out2, NULL, x, w, N, C, eps);
   assert_bitwise("rmsnorm out with rstd NULL", out, out2, sizeof(float) * N * C);
   free(x), free(w), free(out), free(rstd), free(out2);
 }
@@ -35,7 +35,7 @@ Test(ops_fwd, rope_tables_and_naive) {
   enum { B = 2, T = 9, H = 3, hd = 8 };
   const float theta = 10000.0f;
   float cos_t[T * hd / 2], sin_t[T * hd / 2];
-  rope_tables(cos_t, sin_t, T, hd, theta);
+  kern_rope_tables(cos_t, sin_t, T, hd, theta);
   for (int t = 0; t < T; t++)
     for (int i = 0; i < hd / 2; i++) {
       double a = t * pow(theta, -2.0 * i / hd);
@@ -47,7 +47,7 @@ Test(ops_fwd, rope_tables_and_naive) {
   rng_seed(32);
   size_t n = (size_t)B * T * H * hd;
   float *x = frand(n, -1, 1), *y = fnan(n);
-  rope_forward(y, x, cos_t, sin_t, B, T, H, hd);
+  kern_rope_forward(y, x, cos_t, sin_t, B, T, H, hd);
   double *ref = malloc(n * sizeof(double));
   for (int b = 0; b < B; b++)
     for (int t = 0; t < T; t++)
@@ -62,15 +62,15 @@ Test(ops_fwd, rope_tables_and_naive) {
   assert_close("rope_forward vs complex rotation", y, ref, n, 1e-6, 1e-6);
   /* backward o forward = identity (rotation by -a undoes +a) */
   float *z = fnan(n);
-  rope_backward(z, y, cos_t, sin_t, B, T, H, hd);
+  kern_rope_backward(z, y, cos_t, sin_t, B, T, H, hd);
   for (size_t i = 0; i < n; i++)
-    cr_assert(fabs(z[i] - x[i]) <= 1e-6, "rope_backward(rope_forward(x))[%zu] = %.8g, x = %.8g (tol 1e-6)", i, z[i],
+    cr_assert(fabs(z[i] - x[i]) <= 1e-6, "rope_backward(kern_rope_forward(x))[%zu] = %.8g, x = %.8g (tol 1e-6)", i, z[i],
               x[i]);
   /* in place (out == in) equals out-of-place, bitwise */
   float *w = fcopy(x, n);
-  rope_forward(w, w, cos_t, sin_t, B, T, H, hd);
+  kern_rope_forward(w, w, cos_t, sin_t, B, T, H, hd);
   assert_bitwise("rope_forward in place", w, y, n * sizeof(float));
-  rope_backward(w, w, cos_t, sin_t, B, T, H, hd);
+  kern_rope_backward(w, w, cos_t, sin_t, B, T, H, hd);
   assert_bitwise("rope_backward in place", w, z, n * sizeof(float));
   free(x), free(y), free(ref), free(z), free(w);
 }
@@ -135,9 +135,9 @@ static void attention_vs_naive(int B, int T, int H, int hd, uint64_t seed) {
   size_t n = (size_t)B * T * H * hd, na = (size_t)B * H * T * T;
   float *q = frand(n, -2, 2), *k = frand(n, -2, 2), *v = frand(n, -1, 1), *dout = frand(n, -1, 1);
   float *out = fnan(n), *att = fnan((size_t)B * H * T * 2), *dq = fnan(n), *dk = fnan(n), *dv = fnan(n);
-  float *scratch = fnan(attention_scratch_floats(B, T, H));
-  attention_forward(out, att, scratch, q, k, v, B, T, H, hd);
-  attention_backward(dq, dk, dv, scratch, dout, q, k, v, att, B, T, H, hd);
+  float *scratch = fnan(kern_attention_scratch_floats(B, T, H));
+  kern_attention_forward(out, att, scratch, q, k, v, B, T, H, hd);
+  kern_attention_backward(dq, dk, dv, scratch, dout, q, k, v, att, B, T, H, hd);
   double *rout = malloc(n * sizeof(double)), *ratt = malloc(na * sizeof(double));
   double *rdq = malloc(n * sizeof(double)), *rdk = malloc(n * sizeof(double)), *rdv = malloc(n * sizeof(double));
   attn_ref(rout, ratt, rdq, rdk, rdv, q, k, v, dout, B, T, H, hd);
@@ -169,9 +169,9 @@ static void attention_vs_naive(int B, int T, int H, int hd, uint64_t seed) {
   assert_close("attention dv vs naive", dv, rdv, n, 1e-5, 1e-3);
   /* NULL gradients skip work without changing the others (every path) */
   float *dq2 = fnan(n), *dk2 = fnan(n), *dv2 = fnan(n);
-  attention_backward(dq2, NULL, NULL, scratch, dout, q, k, v, att, B, T, H, hd);
-  attention_backward(NULL, dk2, NULL, scratch, dout, q, k, v, att, B, T, H, hd);
-  attention_backward(NULL, NULL, dv2, scratch, dout, q, k, v, att, B, T, H, hd);
+  kern_attention_backward(dq2, NULL, NULL, scratch, dout, q, k, v, att, B, T, H, hd);
+  kern_attention_backward(NULL, dk2, NULL, scratch, dout, q, k, v, att, B, T, H, hd);
+  kern_attention_backward(NULL, NULL, dv2, scratch, dout, q, k, v, att, B, T, H, hd);
   assert_bitwise("attention dq alone", dq, dq2, n * sizeof(float));
   assert_bitwise("attention dk alone", dk, dk2, n * sizeof(float));
   assert_bitwise("attention dv alone", dv, dv2, n * sizeof(float));
@@ -197,8 +197,8 @@ static void linear_threaded(int N, int Cin, int Cout, uint64_t seed) {
   double *ro = malloc(sizeof(double) * N * Cout), *rdin = malloc(sizeof(double) * N * Cin);
   double *rdW = calloc((size_t)Cout * Cin, sizeof(double));
   /* linear: out = in W^T, din = dy W, dW = dy^T in */
-  linear_forward(out, in, W, N, Cin, Cout);
-  linear_backward(din, dW, dy, in, W, N, Cin, Cout);
+  kern_linear_forward(out, in, W, N, Cin, Cout);
+  kern_linear_backward(din, dW, dy, in, W, N, Cin, Cout);
   for (int n = 0; n < N; n++) {
     for (int o = 0; o < Cout; o++) {
       double acc = 0;
@@ -230,8 +230,8 @@ Test(ops_fwd, attention_first_token_copies_v) {
   enum { B = 2, T = 3, H = 2, hd = 4 };
   size_t n = (size_t)B * T * H * hd;
   float *q = frand(n, -3, 3), *k = frand(n, -3, 3), *v = frand(n, -1, 1), *out = fnan(n), *att = fnan(B * H * T * 2);
-  float *scr = fnan(attention_scratch_floats(B, T, H));
-  attention_forward(out, att, scr, q, k, v, B, T, H, hd);
+  float *scr = fnan(kern_attention_scratch_floats(B, T, H));
+  kern_attention_forward(out, att, scr, q, k, v, B, T, H, hd);
   for (int b = 0; b < B; b++)
     for (int h = 0; h < H; h++) {
       cr_assert(att[(size_t)(b * H + h) * T * 2 + 1] == 1.0f, "att[b%d,h%d] row 0: 1/sum must be exactly 1", b, h);

@@ -21,7 +21,7 @@ typedef struct {
 } emb_ctx;
 static double emb_loss(void *p) {
   emb_ctx *c = p;
-  embedding_forward(c->out, c->tok, c->wte, c->N, c->V, c->C);
+  kern_embedding_forward(c->out, c->tok, c->wte, c->N, c->V, c->C);
   return dotd(c->out, c->R, (size_t)c->N * c->C);
 }
 
@@ -36,7 +36,7 @@ Test(ops_grad, embedding) {
       cr_assert(c.out[n * C + j] == c.wte[tok[n] * C + j], "embedding_forward: out[%d][%d] is not wte[%d][%d]", n, j,
                 tok[n], j);
   float *g0 = frand(V * C, -1, 1), *dw = fcopy(g0, V * C);
-  embedding_backward(dw, c.R, tok, N, V, C);
+  kern_embedding_backward(dw, c.R, tok, N, V, C);
   float *g = fdiff(dw, g0, V * C);
   /* linear in wte: FD exact up to fp32 rounding; eps 1e-2, tol 1e-4 + 1e-4 rel */
   fd_check("embedding dwte", c.wte, V * C, g, emb_loss, &c, 1e-2f, 1e-4, 1e-4);
@@ -54,7 +54,7 @@ typedef struct {
 } rms_ctx;
 static double rms_loss(void *p) {
   rms_ctx *c = p;
-  rmsnorm_forward(c->out, c->rstd, c->x, c->w, c->N, c->C, c->eps);
+  kern_rmsnorm_forward(c->out, c->rstd, c->x, c->w, c->N, c->C, c->eps);
   return dotd(c->out, c->R, (size_t)c->N * c->C);
 }
 
@@ -64,7 +64,7 @@ Test(ops_grad, rmsnorm) {
   rms_ctx c = {N, C, 1e-5f, frand(N * C, -2, 2), frand(C, 0.5f, 1.5f), fnan(N * C), fnan(N), frand(N * C, -1, 1)};
   rms_loss(&c);
   float *dx = fnan(N * C), *g0 = frand(C, -1, 1), *dw = fcopy(g0, C);
-  rmsnorm_backward(dx, dw, c.R, c.x, c.w, c.rstd, N, C);
+  kern_rmsnorm_backward(dx, dw, c.R, c.x, c.w, c.rstd, N, C);
   float *gw = fdiff(dw, g0, C);
   /* eps 1e-2 (x ~ U(-2,2)): tol 1e-3 + 1e-3 rel */
   fd_check("rmsnorm dx", c.x, N * C, dx, rms_loss, &c, 1e-2f, 1e-3, 1e-3);
@@ -72,7 +72,7 @@ Test(ops_grad, rmsnorm) {
   fd_check("rmsnorm dw", c.w, C, gw, rms_loss, &c, 1e-2f, 1e-4, 1e-4);
   /* NULL dx skips it and leaves dw identical */
   float *dw2 = fcopy(g0, C);
-  rmsnorm_backward(NULL, dw2, c.R, c.x, c.w, c.rstd, N, C);
+  kern_rmsnorm_backward(NULL, dw2, c.R, c.x, c.w, c.rstd, N, C);
   assert_bitwise("rmsnorm dw with dx == NULL", dw, dw2, C * sizeof(float));
   free(c.x), free(c.w), free(c.out), free(c.rstd), free(c.R), free(dx), free(g0), free(dw), free(gw), free(dw2);
 }
@@ -85,7 +85,7 @@ typedef struct {
 } rope_ctx;
 static double rope_loss(void *p) {
   rope_ctx *c = p;
-  rope_forward(c->out, c->in, c->cos_t, c->sin_t, c->B, c->T, c->H, c->hd);
+  kern_rope_forward(c->out, c->in, c->cos_t, c->sin_t, c->B, c->T, c->H, c->hd);
   return dotd(c->out, c->R, (size_t)c->B * c->T * c->H * c->hd);
 }
 
@@ -94,10 +94,10 @@ Test(ops_grad, rope) {
   enum { B = 2, T = 5, H = 2, hd = 6 };
   size_t n = (size_t)B * T * H * hd;
   rope_ctx c = {B, T, H, hd, frand(n, -1, 1), fnan(n), falloc(T * hd / 2), falloc(T * hd / 2), frand(n, -1, 1)};
-  rope_tables(c.cos_t, c.sin_t, T, hd, 10.0f); /* small theta: large angles */
+  kern_rope_tables(c.cos_t, c.sin_t, T, hd, 10.0f); /* small theta: large angles */
   rope_loss(&c);
   float *din = fnan(n);
-  rope_backward(din, c.R, c.cos_t, c.sin_t, B, T, H, hd);
+  kern_rope_backward(din, c.R, c.cos_t, c.sin_t, B, T, H, hd);
   /* linear: tol 1e-4 + 1e-4 rel, eps 1e-2 */
   fd_check("rope din", c.in, n, din, rope_loss, &c, 1e-2f, 1e-4, 1e-4);
   free(c.in), free(c.out), free(c.cos_t), free(c.sin_t), free(c.R), free(din);
@@ -111,19 +111,19 @@ typedef struct {
 } att_ctx;
 static double att_loss(void *p) {
   att_ctx *c = p;
-  attention_forward(c->out, c->att, c->scr, c->q, c->k, c->v, c->B, c->T, c->H, c->hd);
+  kern_attention_forward(c->out, c->att, c->scr, c->q, c->k, c->v, c->B, c->T, c->H, c->hd);
   return dotd(c->out, c->R, (size_t)c->B * c->T * c->H * c->hd);
 }
 
 static void attention_fd(int B, int T, int H, int hd, uint64_t seed, const char *tag) {
   rng_seed(seed);
   size_t n = (size_t)B * T * H * hd, na = (size_t)B * H * T * 2;
-  float *scratch = fnan(attention_scratch_floats(B, T, H));
+  float *scratch = fnan(kern_attention_scratch_floats(B, T, H));
   att_ctx c = {B, T, H, hd, frand(n, -1.5f, 1.5f), frand(n, -1.5f, 1.5f), frand(n, -1, 1), fnan(n), fnan(na),
                frand(n, -1, 1), scratch};
   att_loss(&c);
   float *dq = fnan(n), *dk = fnan(n), *dv = fnan(n);
-  attention_backward(dq, dk, dv, scratch, c.R, c.q, c.k, c.v, c.att, B, T, H, hd);
+  kern_attention_backward(dq, dk, dv, scratch, c.R, c.q, c.k, c.v, c.att, B, T, H, hd);
   char name[64];
   /* softmax is smooth: eps 1e-2, truncation ~eps^2; tol 1e-3 + 1e-3 rel */
   snprintf(name, sizeof name, "attention dq %s", tag);
@@ -135,8 +135,8 @@ static void attention_fd(int B, int T, int H, int hd, uint64_t seed, const char 
   fd_check(name, c.v, n, dv, att_loss, &c, 1e-2f, 1e-4, 1e-4);
   /* NULL grads skip their work and do not change the others */
   float *dq2 = fnan(n), *dv2 = fnan(n);
-  attention_backward(dq2, NULL, NULL, scratch, c.R, c.q, c.k, c.v, c.att, B, T, H, hd);
-  attention_backward(NULL, NULL, dv2, scratch, c.R, c.q, c.k, c.v, c.att, B, T, H, hd);
+  kern_attention_backward(dq2, NULL, NULL, scratch, c.R, c.q, c.k, c.v, c.att, B, T, H, hd);
+  kern_attention_backward(NULL, NULL, dv2, scratch, c.R, c.q, c.k, c.v, c.att, B, T, H, hd);
   assert_bitwise("attention dq with dk, dv NULL", dq, dq2, n * sizeof(float));
   assert_bitwise("attention dv with dq, dk NULL", dv, dv2, n * sizeof(float));
   free(c.q), free(c.k), free(c.v), free(c.out), free(c.att), free(c.R);
@@ -157,9 +157,9 @@ typedef struct {
 } ew_ctx;
 static double ew_loss(void *p) {
   ew_ctx *c = p;
-  if (c->op == 0) silu_forward(c->out, c->a, c->n);
-  if (c->op == 1) mul_forward(c->out, c->a, c->b, c->n);
-  if (c->op == 2) add_forward(c->out, c->a, c->b, c->n);
+  if (c->op == 0) kern_silu_forward(c->out, c->a, c->n);
+  if (c->op == 1) kern_mul_forward(c->out, c->a, c->b, c->n);
+  if (c->op == 2) kern_add_forward(c->out, c->a, c->b, c->n);
   return dotd(c->out, c->R, c->n);
 }
 
@@ -169,7 +169,7 @@ Test(ops_grad, silu) {
   ew_ctx c = {n, frand(n, -4, 4), NULL, fnan(n), frand(n, -1, 1), 0};
   ew_loss(&c);
   float *dx = fnan(n);
-  silu_backward(dx, c.R, c.a, n);
+  kern_silu_backward(dx, c.R, c.a, n);
   /* eps 1e-2: tol 1e-4 + 1e-3 rel */
   fd_check("silu dx", c.a, n, dx, ew_loss, &c, 1e-2f, 1e-4, 1e-3);
   free(c.a), free(c.out), free(c.R), free(dx);
@@ -181,13 +181,13 @@ Test(ops_grad, mul) {
   ew_ctx c = {n, frand(n, -2, 2), frand(n, -2, 2), fnan(n), frand(n, -1, 1), 1};
   ew_loss(&c);
   float *da = fnan(n), *db = fnan(n);
-  mul_backward(da, db, c.R, c.a, c.b, n);
+  kern_mul_backward(da, db, c.R, c.a, c.b, n);
   /* bilinear, exact in each argument: tol 1e-5 + 1e-4 rel */
   fd_check("mul da", c.a, n, da, ew_loss, &c, 1e-2f, 1e-5, 1e-4);
   fd_check("mul db", c.b, n, db, ew_loss, &c, 1e-2f, 1e-5, 1e-4);
   float *da2 = fnan(n), *db2 = fnan(n);
-  mul_backward(da2, NULL, c.R, c.a, c.b, n);
-  mul_backward(NULL, db2, c.R, c.a, c.b, n);
+  kern_mul_backward(da2, NULL, c.R, c.a, c.b, n);
+  kern_mul_backward(NULL, db2, c.R, c.a, c.b, n);
   assert_bitwise("mul da with db NULL", da, da2, n * sizeof(float));
   assert_bitwise("mul db with da NULL", db, db2, n * sizeof(float));
   free(c.a), free(c.b), free(c.out), free(c.R), free(da), free(db), free(da2), free(db2);
@@ -214,7 +214,7 @@ typedef struct {
 } lin_ctx;
 static double lin_loss(void *p) {
   lin_ctx *c = p;
-  linear_forward(c->out, c->in, c->W, c->N, c->Cin, c->Cout);
+  kern_linear_forward(c->out, c->in, c->W, c->N, c->Cin, c->Cout);
   return dotd(c->out, c->R, (size_t)c->N * c->Cout);
 }
 
@@ -231,13 +231,13 @@ Test(ops_grad, linear) {
                 "linear_forward[%d][%d] = %g, naive %g (tol 1e-5 rel)", n, o, c.out[n * Cout + o], ref);
     }
   float *din = fnan(N * Cin), *g0 = frand(Cout * Cin, -1, 1), *dW = fcopy(g0, Cout * Cin);
-  linear_backward(din, dW, c.R, c.in, c.W, N, Cin, Cout);
+  kern_linear_backward(din, dW, c.R, c.in, c.W, N, Cin, Cout);
   float *gW = fdiff(dW, g0, Cout * Cin);
   /* linear in each argument: eps 1e-2, tol 1e-4 + 1e-4 rel */
   fd_check("linear din", c.in, N * Cin, din, lin_loss, &c, 1e-2f, 1e-4, 1e-4);
   fd_check("linear dW", c.W, Cout * Cin, gW, lin_loss, &c, 1e-2f, 1e-4, 1e-4);
   float *dW2 = fcopy(g0, Cout * Cin);
-  linear_backward(NULL, dW2, c.R, c.in, c.W, N, Cin, Cout);
+  kern_linear_backward(NULL, dW2, c.R, c.in, c.W, N, Cin, Cout);
   assert_bitwise("linear dW with din NULL", dW, dW2, Cout * Cin * sizeof(float));
   free(c.in), free(c.W), free(c.out), free(c.R), free(din), free(g0), free(dW), free(gW), free(dW2);
 }
@@ -252,7 +252,7 @@ typedef struct {
 } ce_ctx;
 static double ce_loss(void *p) {
   ce_ctx *c = p;
-  crossentropy_forward(c->losses, c->logits, c->tgt, c->N, c->V);
+  kern_crossentropy_forward(c->losses, c->logits, c->tgt, c->N, c->V);
   double s = 0;
   for (int n = 0; n < c->N; n++) s += c->losses[n];
   return c->dloss * s; /* the backward's dloss is one scalar for all rows */
@@ -273,7 +273,7 @@ Test(ops_grad, crossentropy) {
               c.losses[n], ref);
   }
   float *dl = fnan(N * V), *l2 = fnan(N);
-  crossentropy_backward(dl, l2, c.logits, tgt, N, V, c.dloss);
+  kern_crossentropy_backward(dl, l2, c.logits, tgt, N, V, c.dloss);
   for (int n = 0; n < N; n++)
     cr_assert(fabs(l2[n] - c.losses[n]) <= 1e-6 * (1 + c.losses[n]),
               "crossentropy_backward loss[%d] = %.8g but forward gave %.8g", n, l2[n], c.losses[n]);

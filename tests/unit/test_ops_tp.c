@@ -52,7 +52,7 @@ Test(ops_tp, gemm_matches_naive_product_for_every_transpose) {
       float *A = frand((size_t)M * K, -1, 1), *B = frand((size_t)K * N, -1, 1), *C = frand((size_t)M * N, -1, 1);
       float *C0 = fdup(C, (size_t)M * N);
       const int lda = ta ? M : K, ldb = tb ? K : N;
-      gemm(ta, tb, M, N, K, A, lda, B, ldb, 0.5f, C, N);
+      kern_gemm(ta, tb, M, N, K, A, lda, B, ldb, 0.5f, C, N);
       for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
           double want = 0.5 * C0[i * N + j];
@@ -96,7 +96,7 @@ static double gain_loss(const void *ctx) {
   const float *x = k->x, *g = k->g, *R1 = k->R1, *R2 = k->R2;
   const int N = k->N, C = k->C;
   float *xg = malloc((size_t)N * C * sizeof *xg), *ss = malloc((size_t)N * sizeof *ss);
-  gain_sumsq_forward(xg, ss, x, g, N, C);
+  kern_gain_sumsq_forward(xg, ss, x, g, N, C);
   double L = dot(xg, R1, (size_t)N * C) + dot(ss, R2, (size_t)N);
   free(xg), free(ss);
   return L;
@@ -108,7 +108,7 @@ Test(ops_tp, gain_sumsq_backward_matches_finite_differences) {
   float *R1 = frand((size_t)N * C, -1, 1), *R2 = frand((size_t)N, -1, 1);
   float *dx = frand((size_t)N * C, -1, 1), *dg = frand((size_t)C, -1, 1);
   float *dx0 = fdup(dx, (size_t)N * C), *dg0 = fdup(dg, (size_t)C);
-  gain_sumsq_backward(dx, dg, R1, x, g, R2, N, C);
+  kern_gain_sumsq_backward(dx, dg, R1, x, g, R2, N, C);
   const gain_case k = {x, g, R1, R2, N, C};
   cr_expect(check_fd(x, (size_t)N * C, dx, dx0, gain_loss, &k, "dx") > 1e-3, "dx is ~0");
   check_fd(g, (size_t)C, dg, dg0, gain_loss, &k, "dgain");
@@ -127,7 +127,7 @@ static double rms_loss(const void *ctx) {
   const float *h = k->h, *ss = k->ss, *R = k->R, inv_d = k->inv_d, eps_n = k->eps_n;
   const int N = k->N, w = k->w;
   float *y = fdup(h, (size_t)N * w), *rstd = malloc((size_t)N * sizeof *rstd);
-  online_rms_forward(y, rstd, ss, N, w, inv_d, eps_n);
+  kern_online_rms_forward(y, rstd, ss, N, w, inv_d, eps_n);
   double L = dot(y, R, (size_t)N * w);
   free(y), free(rstd);
   return L;
@@ -138,12 +138,12 @@ Test(ops_tp, online_rms_backward_matches_finite_differences) {
   const float inv_d = 1.0f / 8, eps_n = 1e-5f;
   float *h = frand((size_t)N * w, -1, 1), *ss = frand((size_t)N, 4, 12), *R = frand((size_t)N * w, -1, 1);
   float *y = fdup(h, (size_t)N * w), *rstd = malloc((size_t)N * sizeof *rstd);
-  online_rms_forward(y, rstd, ss, N, w, inv_d, eps_n);
+  kern_online_rms_forward(y, rstd, ss, N, w, inv_d, eps_n);
   for (int n = 0; n < N; n++)
     cr_expect(fabsf(rstd[n] - 1.0f / sqrtf(ss[n] * inv_d + eps_n)) <= 1e-6f * rstd[n], "rstd[%d]", n);
   float *dh = fdup(R, (size_t)N * w), *dss = malloc((size_t)N * sizeof *dss);
   for (int n = 0; n < N; n++) dss[n] = NAN;
-  online_rms_backward(dh, dss, y, rstd, N, w, inv_d);
+  kern_online_rms_backward(dh, dss, y, rstd, N, w, inv_d);
   const rms_case k = {h, ss, R, N, w, inv_d, eps_n};
   check_fd(h, (size_t)N * w, dh, NULL, rms_loss, &k, "dh");
   cr_expect(check_fd(ss, (size_t)N, dss, NULL, rms_loss, &k, "dss") > 1e-4, "dss is ~0");
@@ -157,27 +157,27 @@ Test(ops_tp, vocab_parallel_crossentropy_equals_the_fused_kernel) {
   float *logits = frand((size_t)N * V, -4, 4);
   int32_t tg[5] = {0, 5, 6, 11, 7};
   float ref[5], ref_grad[5 * 12];
-  crossentropy_forward(ref, logits, tg, N, V);
-  crossentropy_backward(ref_grad, NULL, logits, tg, N, V, 0.25f);
+  kern_crossentropy_forward(ref, logits, tg, N, V);
+  kern_crossentropy_backward(ref_grad, NULL, logits, tg, N, V, 0.25f);
   float shard[2][5 * 6], mx[2][5], sums[2][10], gmx[5], gsums[10], losses[5];
   for (int r = 0; r < 2; r++) {
     for (int n = 0; n < N; n++) memcpy(shard[r] + n * H, logits + n * V + r * H, H * sizeof(float));
-    vocab_ce_max(mx[r], shard[r], N, H);
+    kern_vocab_ce_max(mx[r], shard[r], N, H);
   }
   for (int n = 0; n < N; n++) gmx[n] = fmaxf(mx[0][n], mx[1][n]);
-  for (int r = 0; r < 2; r++) vocab_ce_sums(sums[r], shard[r], gmx, tg, r * H, N, H);
+  for (int r = 0; r < 2; r++) kern_vocab_ce_sums(sums[r], shard[r], gmx, tg, r * H, N, H);
   for (int i = 0; i < 2 * N; i++) gsums[i] = sums[0][i] + sums[1][i];
-  vocab_ce_losses(losses, gsums, gmx, N);
+  kern_vocab_ce_losses(losses, gsums, gmx, N);
   for (int n = 0; n < N; n++) cr_expect(fabsf(losses[n] - ref[n]) <= 1e-5f, "loss[%d] %g vs %g", n, losses[n], ref[n]);
   for (int r = 0; r < 2; r++) {
-    vocab_ce_backward(shard[r], gsums, gmx, tg, r * H, N, H, 0.25f);
+    kern_vocab_ce_backward(shard[r], gsums, gmx, tg, r * H, N, H, 0.25f);
     for (int n = 0; n < N; n++)
       for (int v = 0; v < H; v++)
         cr_expect(fabsf(shard[r][n * H + v] - ref_grad[n * V + r * H + v]) <= 1e-6f, "dlogits[%d,%d]", n, r * H + v);
   }
   double mean = 0;
   for (int n = 0; n < N; n++) mean += losses[n];
-  cr_expect_eq(loss_mean(losses, N), mean / N);
+  cr_expect_eq(kern_loss_mean(losses, N), mean / N);
   free(logits);
 }
 

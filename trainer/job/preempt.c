@@ -1,3 +1,4 @@
+#include "job_abort.h"
 #include "preempt.h"
 
 #include <signal.h>
@@ -15,7 +16,7 @@ static volatile sig_atomic_t received;      /* the first stop signal */
 static volatile sig_atomic_t committed = 1; /* the forced exit's status: 75 if set, else 74 */
 static struct timespec first_at;            /* when the first one came (written before `received`) */
 
-/* Async-signal-safe: write(2) and _exit only. */
+/* Async-signal-safe: write(2) and job_exit_now (_exit) only. */
 static void force_exit(int sig) {
   const int status = committed ? BOOST_EXIT_PREEMPTED : BOOST_EXIT_UNSAVED;
   char num[4] = {(char)('0' + sig / 10 % 10), (char)('0' + sig % 10), 0, 0};
@@ -27,7 +28,7 @@ static void force_exit(int sig) {
   (void)!write(STDERR_FILENO, n, strlen(n));
   (void)!write(STDERR_FILENO, b, strlen(b));
   (void)!write(STDERR_FILENO, c, strlen(c));
-  _exit(status);
+  job_exit_now(status);
 }
 
 static void on_stop(int sig) {

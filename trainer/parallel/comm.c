@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "job_abort.h"
 #include "watchdog.h"
 
 const char *const comm_group_names[COMM_NUM_GROUPS] = {"tp", "dp", "pp", "world"};
@@ -17,7 +18,7 @@ const char *const comm_kind_names[COMM_NUM_KINDS] = {"allreduce", "allgather", "
 
 void comm_free(comm_ctx *c) {
   if (c->wait_hooks.ctx == c) boost_wait_set_hooks(NULL);
-  watchdog_on_abort(NULL, c);
+  job_abort_on(NULL, c);
   if (c->scratch && c->be) c->be->mem->free(c->be, c->scratch);
   if (c->ops && c->ops->destroy) c->ops->destroy(c);
   memset(c, 0, sizeof *c);
@@ -310,7 +311,7 @@ static void dw_fail(void *ctx, const char *what, const char *err) {
 void comm_attach_watchdog(comm_ctx *c) {
   c->wait_hooks = (boost_wait_hooks){.ctx = c, .begin = dw_begin, .end = dw_end, .poll = dw_poll, .fail = dw_fail};
   boost_wait_set_hooks(&c->wait_hooks);
-  watchdog_on_abort(abort_hook, c);
+  job_abort_on(abort_hook, c);
 }
 
 void comm_format_counts(const comm_ctx *c, char *out, size_t outlen) {

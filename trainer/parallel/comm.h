@@ -140,8 +140,9 @@ int comm_init_nccl(comm_ctx *c, boost_backend *be, MPI_Comm tp, MPI_Comm dp, MPI
  * backend's device waits (kernels/device_wait.h) become watched waits
  * charged to the group of the latest collective begun, polling this
  * context's asynchronous errors, and a failed wait ends the job as a failed
- * collective does; when the watchdog ends the job it aborts this context's
- * communicators first (ncclCommAbort). */
+ * collective does; whatever ends the job (kernels/job_abort.h: the
+ * watchdog, a CUDA error) aborts this context's communicators first
+ * (ncclCommAbort). */
 void comm_attach_watchdog(comm_ctx *c);
 /* A single-process context (every group of size 1, MPI_COMM_SELF): its
  * collectives move nothing. */

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "job_abort.h"
 
 watch_wait watch_now;
 _Thread_local int watch_mine;
@@ -18,7 +19,8 @@ _Thread_local int watch_mine;
 enum { TAG_QUERY = 30571, TAG_ANSWER = 30572 };
 #define ANSWER_S 2.0 /* how long a firing rank waits for the others' answers */
 #define NAMED_MAX 8  /* ranks named in the line; the rest are counted */
-#define ABORT_HOOKS 4
+#define DEADLINES 8  /* other threads' jobs with a deadline (checkpoint sessions' writers) */
+#define PERIOD_S 0.25 /* how often the thread looks, at most */
 
 /* Where a rank's training thread is: what its watchdog answers. */
 typedef struct {
@@ -44,13 +46,14 @@ typedef struct {
 static struct {
   double timeout, ckpt_timeout, period;
   pthread_t thread;
-  int started;
+  int started;  /* the thread runs: for the watched thread's waits, or for deadlines */
+  int watching; /* the watched thread's waits and phases are timed (watchdog_start .. watchdog_stop) */
+  int cv_ready;
   pthread_mutex_t mu; /* quit, the closing handshake, the exit status */
   pthread_cond_t cv;
   int quit, close_req, closed;
-  /* The side channel: used by the watchdog thread while `up`; MPI_Abort
-   * while `mpi_live` (between MPI_Init and MPI_Finalize), else _exit. */
-  _Atomic int up, mpi_live;
+  /* The side channel: used by the watchdog thread while `up`. */
+  _Atomic int up;
   MPI_Comm side;
   _Atomic int rank; /* world rank (from the launcher's environment before MPI_Init) */
   int size;
@@ -72,13 +75,13 @@ static struct {
   double last_waited;
   int warned;
   /* what ends the job besides the timeout: watchdog_fail's request, and
-   * the hooks that abandon the communicators (under mu) */
+   * the deadlines of other threads' jobs (under mu) */
   int fail_req;
   char fail_why[768];
   struct {
-    void (*fn)(void *);
+    watchdog_overdue_fn fn;
     void *ctx;
-  } aborts[ABORT_HOOKS];
+  } deadlines[DEADLINES];
 } wd = {.mu = PTHREAD_MUTEX_INITIALIZER, .rank = -1};
 
 /* ---- the watched thread's state ------------------------------------------ */
@@ -255,7 +258,7 @@ static void not_arrived(const wd_snap *s, int in_phase, char *out, size_t len) {
   if (!atomic_load(&wd.up)) {
     if (wd.size == 1)
       boost_msgf(out, len, "none (a world of one rank)");
-    else if (!wd.started)
+    else if (!wd.watching)
       boost_msgf(out, len, "unknown (the watchdog is not running, parallel.timeout=0: the ranks cannot be asked)");
     else
       boost_msgf(out, len, "unknown (the ranks cannot be asked before MPI is up or while it finalizes)");
@@ -297,16 +300,11 @@ static int exit_status(char *why, size_t len) {
   return wd.fixed;
 }
 
-static void run_abort_hooks(void) {
-  for (int i = 0; i < ABORT_HOOKS; i++)
-    if (wd.aborts[i].fn) wd.aborts[i].fn(wd.aborts[i].ctx);
-}
-
 /* One line, then the job ends: a timeout (cause NULL: the wait or phase
  * lasted `waited` s) or a failure (cause: the error). Called with wd.mu
  * held; does not return. */
 static __attribute__((noreturn)) void fire(const wd_snap *s, int in_phase, double waited, const char *cause) {
-  char what[256], who[1200], why[256], head[1024];
+  char what[256], who[1200], why[256], head[1024], line[2800];
   describe(s, in_phase, what, sizeof what);
   not_arrived(s, in_phase, who, sizeof who);
   const int status = exit_status(why, sizeof why);
@@ -318,12 +316,9 @@ static __attribute__((noreturn)) void fire(const wd_snap *s, int in_phase, doubl
     boost_msgf(head, sizeof head, " has waited %.0f s %s, longer than %s=%g s", waited, what,
                in_phase && s->bound == WATCH_CKPT ? "parallel.timeout + ckpt.timeout" : "parallel.timeout",
                bound_s(in_phase ? s->bound : WATCH_WAIT));
-  run_abort_hooks(); /* before the line: the communicators stop waiting for anyone */
-  fprintf(stderr, "boost-train: watchdog: rank %d%s; not arrived: %s; ending the job with exit %d (%s)\n", wd.rank,
-          head, who, status, why);
-  fflush(stderr);
-  if (atomic_load(&wd.mpi_live)) MPI_Abort(MPI_COMM_WORLD, status);
-  _exit(status); /* outside MPI_Init..MPI_Finalize: mpirun ends the others */
+  boost_msgf(line, sizeof line, "boost-train: watchdog: rank %d%s; not arrived: %s; ending the job with exit %d (%s)",
+             wd.rank, head, who, status, why);
+  job_end(status, line);
 }
 
 /* Once per run: a wait that ended after more than half the timeout (a
@@ -346,10 +341,21 @@ static void warn_slow(double now, const wd_snap *s) {
   if (s->active) wd.last_waited = now - s->since;
 }
 
+/* Another thread's job past its deadline ends the job with its line. */
+static void check_deadlines(void) {
+  for (int i = 0; i < DEADLINES; i++) {
+    char line[1024];
+    const int status = wd.deadlines[i].fn ? wd.deadlines[i].fn(wd.deadlines[i].ctx, line, sizeof line) : 0;
+    if (status > 0) job_end(status, line);
+  }
+}
+
 static void check(void) {
+  check_deadlines();
   wd_snap s;
   if (snapshot(&s) != 0) return;
   if (wd.fail_req) fire(&s, !s.active, 0, wd.fail_why);
+  if (!wd.watching) return;
   const double now = boost_now_s();
   warn_slow(now, &s);
   /* a wait inside a checkpoint phase (the load's agreements) has the phase's bound */
@@ -379,41 +385,64 @@ static void *wd_main(void *arg) {
   return NULL;
 }
 
-/* ---- the API ------------------------------------------------------------------ */
-
-/* The rank before MPI_Init, as the launcher tells it (-1: unknown). */
-static int launcher_rank(void) {
-  static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
-  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-    const char *v = getenv(vars[i]);
-    if (v && *v) return atoi(v);
+/* With wd.mu held: the thread runs (if it can be started). */
+static void start_thread_locked(void) {
+  if (wd.started) return;
+  if (!wd.cv_ready) {
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&wd.cv, &ca);
+    pthread_condattr_destroy(&ca);
+    wd.cv_ready = 1;
   }
-  return -1;
+  if (wd.period <= 0) wd.period = PERIOD_S;
+  wd.quit = 0;
+  wd.started = pthread_create(&wd.thread, NULL, wd_main, NULL) == 0;
 }
 
+/* With wd.mu held: when the thread has nothing left to watch (no waits, no
+ * deadline) it is told to quit; 1 then, and the caller joins it
+ * (stop_thread) once mu is released. */
+static int thread_done_locked(void) {
+  if (!wd.started || wd.watching) return 0;
+  for (int i = 0; i < DEADLINES; i++)
+    if (wd.deadlines[i].fn) return 0;
+  wd.quit = 1;
+  pthread_cond_broadcast(&wd.cv);
+  return 1;
+}
+
+static void stop_thread(void) {
+  pthread_join(wd.thread, NULL);
+  pthread_mutex_lock(&wd.mu);
+  wd.started = 0;
+  wd.quit = 0;
+  pthread_mutex_unlock(&wd.mu);
+}
+
+/* ---- the API ------------------------------------------------------------------ */
+
 void watchdog_start(double timeout_s, double ckpt_timeout_s) {
-  if (timeout_s <= 0 || wd.started) return;
-  wd.rank = launcher_rank();
+  if (timeout_s <= 0 || wd.watching) return;
+  wd.rank = job_rank();
   wd.timeout = timeout_s;
   wd.ckpt_timeout = ckpt_timeout_s;
-  wd.period = timeout_s / 8 < 0.25 ? timeout_s / 8 : 0.25;
+  wd.period = timeout_s / 8 < PERIOD_S ? timeout_s / 8 : PERIOD_S;
   wd.fixed = 75;
   wd.fixed_why = "nothing was trained: the newest state is committed, or a fresh start";
   atomic_store(&wd.step, -1);
   watch_mine = 1;
   watchdog_phase("MPI start-up", WATCH_WAIT);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&wd.cv, &ca);
-  pthread_condattr_destroy(&ca);
-  wd.started = pthread_create(&wd.thread, NULL, wd_main, NULL) == 0;
-  if (!wd.started) watch_mine = 0;
+  pthread_mutex_lock(&wd.mu);
+  start_thread_locked();
+  wd.watching = wd.started;
+  watch_mine = wd.started;
+  pthread_mutex_unlock(&wd.mu);
 }
 
 void watchdog_mpi_ready(int thread_multiple) {
-  if (!wd.started) return;
-  atomic_store(&wd.mpi_live, 1);
+  if (!wd.watching) return;
   int rank;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   atomic_store(&wd.rank, rank);
@@ -428,28 +457,42 @@ void watchdog_mpi_ready(int thread_multiple) {
 }
 
 void watchdog_mpi_close(void) {
-  if (!wd.started) return;
+  if (!wd.watching) return;
   watchdog_phase("MPI finalize", WATCH_WAIT);
   pthread_mutex_lock(&wd.mu);
   const int had = atomic_load(&wd.up);
   wd.close_req = 1;
   pthread_cond_broadcast(&wd.cv);
   while (had && !wd.closed) pthread_cond_wait(&wd.cv, &wd.mu);
-  atomic_store(&wd.mpi_live, 0);
+  job_abort_mpi_closing(); /* MPI_Abort inside MPI_Finalize may never return */
   pthread_mutex_unlock(&wd.mu);
   if (had) MPI_Comm_free(&wd.side);
 }
 
 void watchdog_stop(void) {
-  if (!wd.started) return;
+  if (!wd.watching) return;
   pthread_mutex_lock(&wd.mu);
-  wd.quit = 1;
-  pthread_cond_broadcast(&wd.cv);
-  pthread_mutex_unlock(&wd.mu);
-  pthread_join(wd.thread, NULL);
-  wd.started = 0;
+  wd.watching = 0;
   watch_mine = 0;
   atomic_store(&wd.phase, NULL); /* nothing is recorded from here on: watchdog_fail names no stale phase */
+  const int stop = thread_done_locked();
+  pthread_mutex_unlock(&wd.mu);
+  if (stop) stop_thread();
+}
+
+void watchdog_deadline(watchdog_overdue_fn fn, void *ctx) {
+  pthread_mutex_lock(&wd.mu);
+  int slot = -1, stop = 0;
+  for (int i = 0; i < DEADLINES; i++)
+    if (wd.deadlines[i].ctx == ctx || (slot < 0 && !wd.deadlines[i].fn && fn)) slot = i;
+  if (slot >= 0) wd.deadlines[slot].fn = fn, wd.deadlines[slot].ctx = fn ? ctx : NULL;
+  if (fn)
+    start_thread_locked();
+  else
+    stop = thread_done_locked();
+  pthread_mutex_unlock(&wd.mu);
+  if (stop) stop_thread();
+  BOOST_ASSERT(slot >= 0 || !fn);
 }
 
 void watchdog_phase(const char *name, watch_bound bound) {
@@ -466,6 +509,18 @@ void watchdog_step(int64_t step) {
 
 void watchdog_fail(const char *why) {
   pthread_mutex_lock(&wd.mu);
+  /* what the line and the status need, also where no waits were watched
+   * (the thread may run for a deadline alone) */
+  if (!wd.status_fn && !wd.fixed) wd.fixed = 1, wd.fixed_why = "outside a training run"; /* a tool */
+  int live = 0, finalized = 1;
+  MPI_Initialized(&live);
+  if (live) MPI_Finalized(&finalized);
+  if (live && !finalized) {
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &wd.size);
+    atomic_store(&wd.rank, rank);
+  }
   if (wd.started && !wd.quit) { /* the watchdog's thread ends the job: it owns the side channel */
     boost_msgf(wd.fail_why, sizeof wd.fail_why, "%s", why);
     wd.fail_req = 1;
@@ -475,27 +530,7 @@ void watchdog_fail(const char *why) {
   }
   wd_snap s;
   if (snapshot(&s) != 0) memset(&s, 0, sizeof s);
-  if (!wd.status_fn && !wd.fixed) wd.fixed = 1, wd.fixed_why = "outside a training run"; /* a tool */
-  int live = 0, finalized = 1;
-  MPI_Initialized(&live);
-  if (live) MPI_Finalized(&finalized);
-  atomic_store(&wd.mpi_live, live && !finalized);
-  if (live && !finalized) {
-    int rank;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &wd.size);
-    atomic_store(&wd.rank, rank);
-  }
   fire(&s, !s.active, 0, why);
-}
-
-void watchdog_on_abort(void (*fn)(void *ctx), void *ctx) {
-  pthread_mutex_lock(&wd.mu);
-  int slot = -1;
-  for (int i = 0; i < ABORT_HOOKS; i++)
-    if (wd.aborts[i].ctx == ctx || (slot < 0 && !wd.aborts[i].fn && fn)) slot = i;
-  if (slot >= 0) wd.aborts[slot].fn = fn, wd.aborts[slot].ctx = fn ? ctx : NULL;
-  pthread_mutex_unlock(&wd.mu);
 }
 
 void watchdog_set_status(watchdog_status_fn fn, void *ctx, int fixed, const char *why) {

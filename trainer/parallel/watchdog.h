@@ -1,15 +1,17 @@
 /* The collective watchdog (parallel.timeout; docs/PARALLELISM.md, "The
- * collective watchdog").
+ * collective watchdog"), and the one thread per rank that watches every
+ * deadline: the checkpoint writer's job registers its own
+ * (watchdog_deadline, ckpt.timeout).
  *
  * One thread per rank watches the thread that started it (the training
  * thread) and ends the job when that thread has waited for other ranks
  * longer than the timeout: one line on stderr naming the wait (group and
  * kind of the collective, or the start-up phase), the step, and the ranks
- * that have not arrived as far as they can be asked, then the registered
- * abort hooks (ncclCommAbort of every communicator), then MPI_Abort on the
- * world (or _exit outside MPI_Init..MPI_Finalize) with the exit status the
- * run says: 75 when nothing was trained since its newest committed state,
- * 74 otherwise.
+ * that have not arrived as far as they can be asked; then job_end
+ * (kernels/job_abort.h) ends every rank: the abort hooks (ncclCommAbort of
+ * every communicator), then MPI_Abort on the world (or _exit outside
+ * MPI_Init..MPI_Finalize) with the exit status the run says: 75 when
+ * nothing was trained since its newest committed state, 74 otherwise.
  *
  * What counts is time spent waiting for other ranks, never compute:
  *   - every call of the comm layer's front (trainer/parallel/comm.c: data plane,
@@ -131,8 +133,21 @@ void watchdog_mpi_ready(int thread_multiple);
 /* Before MPI_Finalize: the side channel is closed (its duplicate freed);
  * finalize itself is watched as a WATCH_WAIT phase. */
 void watchdog_mpi_close(void);
-/* After MPI_Finalize: the thread ends. */
+/* After MPI_Finalize: waits are no longer watched; the thread ends (once
+ * no deadline is left). */
 void watchdog_stop(void);
+
+/* Another thread's job with a deadline (the checkpoint writer's save or
+ * load, ckpt/ckpt_session.c): the same thread asks fn(ctx, line, linelen)
+ * a few times a second, under the watchdog's lock (so fn's ctx stays alive
+ * until it is removed), and ends the job (job_end) with the line fn wrote
+ * and the status it returns when that is > 0; 0: within the deadline. The
+ * thread runs for deadlines wherever they are registered, also where it
+ * watches no waits (parallel.timeout=0, a world of one rank, a program
+ * that never called watchdog_start). fn NULL: ctx's deadline is removed.
+ * Eight at a time at most (one per live checkpoint session). */
+typedef int (*watchdog_overdue_fn)(void *ctx, char *line, size_t linelen);
+void watchdog_deadline(watchdog_overdue_fn fn, void *ctx);
 
 /* The watched thread enters a phase (name: a string that outlives it). */
 void watchdog_phase(const char *name, watch_bound bound);
@@ -142,16 +157,12 @@ void watchdog_step(int64_t step);
 
 /* The communication failed on this rank (an NCCL or CUDA error in a
  * collective or a device wait; why: one line): the job ends now as on a
- * timeout -- every registered abort hook runs (the communicators are
+ * timeout -- every abort hook of job_abort.h runs (the communicators are
  * aborted), one line names the error, the wait in flight (group, step) and
  * the ranks that have not arrived, exit 74 or 75. From the watched thread,
  * with the watchdog running, its thread does it; otherwise the caller.
  * Never returns. */
 void watchdog_fail(const char *why) __attribute__((noreturn));
-/* fn(ctx) runs before the job is ended (timeout or failure), on whichever
- * thread ends it: abandons ctx's communicators. fn NULL: ctx's hook is
- * removed. A few hooks at most. */
-void watchdog_on_abort(void (*fn)(void *ctx), void *ctx);
 
 /* The exit status if the watchdog fires now: 74 or 75, with a few words on
  * why. Called on the watchdog thread; must stay callable until replaced. */
