@@ -98,7 +98,7 @@ PY
 import os, re, subprocess, sys
 src, limit = sys.argv[1], 20
 ckpt = os.path.join(src, "ckpt")
-flags = ["-D_GNU_SOURCE"] + ["-I" + os.path.join(src, d) for d in ("kernels", "kernels/cpu", "trainer", "ckpt")]
+flags = ["-D_GNU_SOURCE"] + ["-I" + os.path.join(src, d) for d in ("kernels", "kernels/cpu", "trainer", "trainer/model", "trainer/parallel", "trainer/data", "trainer/config", "trainer/job", "ckpt")]
 pc = subprocess.run(["pkg-config", "--cflags", "hdf5-openmpi", "libcjson"], capture_output=True, text=True)
 if pc.returncode != 0:
     print("FAIL: pkg-config --cflags hdf5-openmpi libcjson:", pc.stderr.strip())
