@@ -124,10 +124,12 @@ static void wait_staged(void *ck, int t0, int t1) { ckpt_before_update_tensors(c
  * (docs/CHAOS.md): the entry of KIND for global batch `batch` on this rank
  * (RANK omitted: every rank). nan and spike: at BATCH, RANK's share of the
  * loss reduction gets a NaN (as a NaN in its gradients would give) or 1e4
- * more; sdc: at BATCH, one bit of one of RANK's gradients flips, on the
- * step's first execution only (a transient fault: a replay is clean);
- * sdc-persistent: from BATCH on, a different bit flips at every execution
- * on RANK (a failing part). 1 when the entry applies here. */
+ * more; sdc: at BATCH, one bit of one of RANK's own gradients flips
+ * before the data-parallel reduction, on the step's first execution only
+ * (a transient fault: a replay is clean); sdc-reduced: the same after the
+ * reduction; sdc-persistent: from BATCH on, a different bit flips before
+ * the reduction at every execution on RANK (a failing part). 1 when the
+ * entry applies here. */
 static int test_fault(const run *r, const char *kind, int64_t batch) {
   const char *v = getenv("BOOST_TRAIN_TEST_FAULT");
   const size_t klen = strlen(kind);
@@ -146,16 +148,24 @@ static int test_fault(const run *r, const char *kind, int64_t batch) {
   return 0;
 }
 
-/* The sdc kinds of the hook: one bit of one local gradient flipped (the
- * mantissa's top bit: no spike, a different result). */
-static void test_flip_gradient(run *r, int64_t batch) {
-  static int64_t transient_done = -1; /* the batch whose first execution was corrupted */
+/* The sdc kinds of the hook: the gradient one of whose bits flips at this
+ * execution of the step of global batch `batch` (SIZE_MAX: none). kind
+ * "sdc" (with "sdc-persistent") flips before the data-parallel reduction,
+ * as a fault in the rank's backward would; "sdc-reduced" after it. */
+static size_t test_flip_at(const run *r, const char *kind, int64_t batch) {
+  static int64_t transient_done[2] = {-1, -1}; /* the batch whose first execution was corrupted, per kind */
   static size_t persistent_count;
-  const int transient = test_fault(r, "sdc", batch) && transient_done != batch;
-  const int persistent = test_fault(r, "sdc-persistent", batch);
-  if (!transient && !persistent) return;
-  if (transient) transient_done = batch;
-  const size_t at = persistent ? (persistent_count++ * 7919u) % r->m.reg.numel : r->m.reg.numel / 2;
+  const int after = !strcmp(kind, "sdc-reduced");
+  if (test_fault(r, kind, batch) && transient_done[after] != batch) {
+    transient_done[after] = batch;
+    return r->m.reg.numel / 2;
+  }
+  if (!after && test_fault(r, "sdc-persistent", batch)) return (persistent_count++ * 7919u) % r->m.reg.numel;
+  return SIZE_MAX;
+}
+
+/* The mantissa's top bit of gradient `at`: no spike, a different result. */
+static void flip_gradient_bit(run *r, size_t at) {
   float g;
   uint32_t bits;
   float *p = r->m.reg.arena[TENSOR_GRADS] + at;
@@ -164,6 +174,15 @@ static void test_flip_gradient(run *r, int64_t batch) {
   bits ^= 1u << 22;
   memcpy(&g, &bits, sizeof g);
   r->be->mem->upload(r->be, p, &g, sizeof g);
+}
+
+/* The dp reduction's view of this rank's own gradients, range by range
+ * (grad_buckets_set_local): the test hook's flip lands here, and the
+ * replay's hash sees them. */
+static void local_grads(void *ctx, float *grads, size_t from, size_t to) {
+  run *r = ctx;
+  if (r->fault_at >= from && r->fault_at < to) flip_gradient_bit(r, r->fault_at);
+  replay_hash_grads(r, grads, from, to);
 }
 
 /* The nan and spike kinds: what to add to this rank's share of the loss. */
@@ -182,7 +201,10 @@ float step_gradients(run *r, train_state *st, double *grad_norm) {
   boost_backend *be = r->be;
   const int M = cfg->train.grad_accum;
   const float scale = 1.0f / ((float)r->B * r->T * M * r->grid.dp);
+  const int64_t batch = st->data_cursor / r->global_batch;
   model_zero_grads(m);
+  replay_hash_begin(r);
+  r->fault_at = test_flip_at(r, "sdc", batch);
   fetch_ctx fc = {r, st->data_cursor};
   pipeline_train(&r->pipe, M, scale, fetch_micro, &fc, &st->last_tokens);
   st->last_B = r->B;
@@ -192,7 +214,8 @@ float step_gradients(run *r, train_state *st, double *grad_norm) {
    * parameters are all-gathered; in buckets posted during the last
    * backward (grad_buckets.h), here only the rest and the waits. */
   grad_buckets_finish(&r->buckets);
-  test_flip_gradient(r, st->data_cursor / r->global_batch);
+  const size_t flip_after = test_flip_at(r, "sdc-reduced", batch);
+  if (flip_after != SIZE_MAX) flip_gradient_bit(r, flip_after);
   /* Loss: owned by one rank per replica, summed over dp. Gradient norm: tp
    * shards and pipeline stages summed (replicated tensors counted once),
    * dp replicas hold equal gradients (counted once) or disjoint chunks.
@@ -205,12 +228,15 @@ float step_gradients(run *r, train_state *st, double *grad_norm) {
     model_grad_sumsq(m);
   else
     be->mem->zero(be, &stats[1], sizeof(double));
-  const double fault = test_loss_fault(r, st->data_cursor / r->global_batch);
-  if (fault != 0) {
+  const double fault = test_loss_fault(r, batch);
+  if (fault != 0 || r->local_hash) { /* this rank's share, as the replay compares it */
     double mine;
     be->mem->download(be, &mine, &stats[0], sizeof mine);
-    mine += fault;
-    be->mem->upload(be, &stats[0], &mine, sizeof mine);
+    if (fault != 0) {
+      mine += fault;
+      be->mem->upload(be, &stats[0], &mine, sizeof mine);
+    }
+    replay_hash_end(r, mine);
   }
   comm_allreduce_sum_f64(&r->comm, COMM_WORLD, stats, 2);
   double red[2];
@@ -356,6 +382,9 @@ static trainer *trainer_build(const train_config *cfg, MPI_Comm world, int init_
   pipeline_init(&r->pipe, &r->m, &r->comm, pp, r->grid.pp_rank);
   grad_buckets_init(&r->buckets, &r->comm, &r->m.reg, cfg->parallel.dp_bucket_mb, cfg->parallel.zero);
   if (grad_buckets_overlapped(&r->buckets)) pipeline_set_grads_hook(&r->pipe, grad_buckets_ready, &r->buckets);
+  r->fault_at = SIZE_MAX;
+  replay_hash_open(r);
+  grad_buckets_set_local(&r->buckets, local_grads, r);
   return r;
 }
 
@@ -372,7 +401,7 @@ void trainer_destroy(trainer *r) {
   boost_free(r->val_in);
   boost_free(r->val_tg);
   boost_free(r->layers_per_stage);
-  boost_free(r->sdc_fails);
+  replay_hash_close(r);
   if (r->parts.n) optim_parts_free(&r->parts, &r->m);
   if (r->m.layers) model_free(&r->m);
   if (r->comm.ops) comm_free(&r->comm);
@@ -559,7 +588,7 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
       guard_verdict v = guard_judge(cfg, st, loss, gnorm);
       const int every = cfg->train.replay_every > 0 && (st->step + 1) % cfg->train.replay_every == 0;
       if ((v.reasons || every) && replay_allowed(t)) { /* a flagged step is replayed before the policy applies */
-        const int rc = replay_step(t, &loss, &gnorm);
+        const int rc = replay_step(t, &loss, &gnorm, v.reasons != 0);
         if (rc > 0) {
           status = rc;
           break;

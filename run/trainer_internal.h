@@ -42,7 +42,12 @@ struct trainer {
   optim_parts parts; /* the optimizer step in parts when ck's staging is bounded (n 0: whole) */
   trainer_ckpt_ctx hooks_ctx;
   run_interval interval; /* ckpt.every_seconds / ckpt.every = auto */
-  int *sdc_fails;        /* [world size] replays each rank disagreed in (the guard's replay) */
+  /* The guard's replay: this rank's own gradients and loss share hashed
+   * as the dp reduction takes them (NULL: no replay here, not hashed). */
+  void *local_hash;      /* XXH3_state_t */
+  uint64_t local_digest; /* of the step's latest execution */
+  float *hash_host;      /* a host copy's buffer where the backend's memory is not the host's */
+  size_t fault_at;       /* the test hook's gradient to flip before the reduction (SIZE_MAX: none) */
 };
 typedef struct trainer run;
 
@@ -65,14 +70,25 @@ void write_metrics(run *r, const comm_ctx *comm_counts, const train_state *st, f
 
 /* ---- the step guard's healing (trainer_heal.c, docs/GUARD.md) ---- */
 
+/* The replay's hash of this rank's local gradients (replay_allowed
+ * decides whether there is one): begun at each execution of a step,
+ * given every range the dp reduction takes before it does, ended with the
+ * rank's share of the loss. */
+void replay_hash_open(run *t);
+void replay_hash_close(run *t);
+void replay_hash_begin(run *t);
+void replay_hash_grads(run *t, const float *grads, size_t from, size_t to);
+void replay_hash_end(run *t, double local_loss);
+
 /* Passes the batches train.skip_batches and the guard's ledger skip; 1 when
  * the run's next batch was one (the loop starts the step again). */
 int pass_skipped(run *t);
 /* Whether a replay can tell a fault from a real result here (one line when not). */
 int replay_allowed(run *t);
-/* The step taken again from the same weights and batch: 0 agreed (loss and
- * gnorm those of the agreeing executions), -1 not replayed, > 0 an exit status. */
-int replay_step(run *t, float *loss, double *gnorm);
+/* The step taken again from the same weights and batch (flagged: the guard
+ * flagged it, else train.replay_every): 0 a fault healed (loss and gnorm
+ * those of the agreeing replays), -1 the same bits, > 0 an exit status. */
+int replay_step(run *t, float *loss, double *gnorm, int flagged);
 /* A flagged step under the policy: 0 go on (nothing applied), else an exit status. */
 int on_flagged(run *t, float loss, double gnorm, const guard_verdict *v);
 

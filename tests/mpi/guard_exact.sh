@@ -95,7 +95,7 @@ BOOST_TRAIN_TEST_FAULT=nan@9 train 0 "$tmp/n.log" "${GUARD[@]}" --set ckpt.dir="
 grep -q "FLAGGED batch 9: non-finite loss .* rolling back" "$tmp/n.log" || fail "nan: $(grep FLAG "$tmp/n.log")"
 grep -q "^guard: rollback 1 of 3 to step 8" "$tmp/n.log" || fail "nan: $(grep '^guard' "$tmp/n.log")"
 
-# A checkpoint older than the guard (no /state/grad_norm_history,
+# A checkpoint older than the guard (no /state/grad_norm_history, guard_replays,
 # guard_events, skipped_batches: a fuzz seed) resumes; the guard judges
 # from what it holds, and the new checkpoint carries the new sets.
 OLD=(--set model.vocab=257 --set model.d_model=16 --set model.n_layers=1 --set model.n_heads=2 --set model.ffn=32
@@ -105,7 +105,7 @@ train 0 "$tmp/old.log" "${OLD[@]}" --set ckpt.resume="$BOOST_SOURCE_DIR/tests/fu
 grep -q "resumed from .*tiny-history.h5 (step 4" "$tmp/old.log" || fail "old checkpoint: not resumed: $(grep checkpoints: "$tmp/old.log")"
 "$INSPECT" --json --no-tensors "$tmp/old/step_00000008.h5" | "$PY" -c 'import json,sys
 d = json.load(sys.stdin)
-assert d["loss_history"]["count"] == 8 and d["guard"]["flagged"] == 0 and d["guard"]["skip_batches"] == "", d' ||
+assert d["loss_history"]["count"] == 8 and d["guard"]["flagged"] == 0 and d["guard"]["skip_batches"] == "" and d["guard"]["replays"] == [], d' ||
   fail "old checkpoint: the resumed run's state is wrong"
 echo "ok (old): a checkpoint without the guard's state resumes"
 
