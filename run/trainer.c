@@ -30,6 +30,7 @@
 #include "pipeline.h"
 #include "preempt.h"
 #include "resume_plan.h"
+#include "rng.h"
 #include "run_watch.h"
 #include "test_hooks.h"
 #include "train_state.h"
@@ -101,17 +102,35 @@ static float evaluate(run *r) {
 }
 
 /* Micro-batch `micro` of the step: samples [cursor, cursor + global_batch)
- * by global index, whatever the layout. */
+ * by global index, whatever the layout; noise (the test hook's spike
+ * kind) in place of every sample of the batch. */
 typedef struct {
   const run *r;
   int64_t cursor;
+  int noise;
 } fetch_ctx;
+
+/* Sample `idx` as noise: tokens drawn uniformly from the data's
+ * vocabulary, a pure function of the sample index (every execution, rank
+ * and layout draws the same: a bad batch of data, not a hardware fault). */
+static void noise_window(const run *r, int64_t idx, int32_t *in, int32_t *tg) {
+  const uint64_t vocab = (uint64_t)data_vocab_size(r->train_src);
+  for (int t = 0; t <= r->T; t++) {
+    const int32_t tok = (int32_t)(rng_mix64(rng_mix64((uint64_t)idx) ^ (uint64_t)t) % vocab);
+    if (t < r->T) in[t] = tok;
+    if (t > 0) tg[t - 1] = tok;
+  }
+}
 
 static void fetch_micro(void *ctx, int micro, int32_t *in, int32_t *tg) {
   const fetch_ctx *f = ctx;
   const run *r = f->r;
   for (int b = 0; b < r->B; b++) {
     const int64_t idx = data_sample_index(f->cursor, micro, r->grid.dp, r->grid.dp_rank, r->B, b);
+    if (f->noise) {
+      noise_window(r, idx, in + (size_t)b * r->T, tg + (size_t)b * r->T);
+      continue;
+    }
     const int64_t w = data_sample_window(&r->train, r->cfg->data.order, (uint64_t)r->cfg->data.seed, idx);
     data_get_window(&r->train, w, in + (size_t)b * r->T, tg + (size_t)b * r->T);
   }
@@ -121,16 +140,17 @@ static void fetch_micro(void *ctx, int micro, int32_t *in, int32_t *tg) {
 static void wait_staged(void *ck, int t0, int t1) { ckpt_before_update_tensors(ck, t0, t1); }
 
 /* The test hook BOOST_TRAIN_TEST_FAULT=KIND@BATCH[:RANK][,...]
- * (docs/CHAOS.md): the entry of KIND for global batch `batch` on this rank
- * (RANK omitted: every rank). nan and spike: at BATCH, RANK's share of the
- * loss reduction gets a NaN (as a NaN in its gradients would give) or 1e4
- * more; sdc: at BATCH, one bit of one of RANK's own gradients flips
- * before the data-parallel reduction, on the step's first execution only
- * (a transient fault: a replay is clean); sdc-reduced: the same after the
- * reduction; sdc-persistent: from BATCH on, a different bit flips before
- * the reduction at every execution on RANK (a failing part). 1 when the
- * entry applies here. */
-static int test_fault(const run *r, const char *kind, int64_t batch) {
+ * (docs/CHAOS.md): whether an entry of KIND is for global batch `batch`
+ * on rank `rank` (RANK omitted: every rank; rank -1: whatever the entry's
+ * RANK). spike: the whole batch BATCH is noise (noise_window; RANK does not
+ * matter: a batch is every rank's). nan and loss-spike: at BATCH, RANK's
+ * share of the loss reduction gets a NaN (as a NaN in its gradients would
+ * give) or 1e4 more; sdc: at BATCH, one bit of one of RANK's own gradients
+ * flips before the data-parallel reduction, on the step's first execution
+ * only (a transient fault: a replay is clean); sdc-reduced: the same after
+ * the reduction; sdc-persistent: from BATCH on, a different bit flips
+ * before the reduction at every execution on RANK (a failing part). */
+static int fault_entry(const char *kind, int64_t batch, int rank) {
   const char *v = getenv("BOOST_TRAIN_TEST_FAULT");
   const size_t klen = strlen(kind);
   while (v && *v) {
@@ -139,14 +159,16 @@ static int test_fault(const run *r, const char *kind, int64_t batch) {
     const char *at = strchr(v, '@');
     const long long b = at ? strtoll(at + 1, &end, 10) : -1;
     if (!at) return 0;
-    const long rank = *end == ':' ? strtol(end + 1, &end, 10) : -1;
+    const long entry_rank = *end == ':' ? strtol(end + 1, &end, 10) : -1;
     const int persistent = !strcmp(kind, "sdc-persistent");
-    if (match && (persistent ? batch >= b : b == batch) && (rank < 0 || rank == r->grid.rank)) return 1;
+    if (match && (persistent ? batch >= b : b == batch) && (entry_rank < 0 || rank < 0 || entry_rank == rank)) return 1;
     v = strchr(end, ',');
     if (v) v++;
   }
   return 0;
 }
+
+static int test_fault(const run *r, const char *kind, int64_t batch) { return fault_entry(kind, batch, r->grid.rank); }
 
 /* The sdc kinds of the hook: the gradient one of whose bits flips at this
  * execution of the step of global batch `batch` (SIZE_MAX: none). kind
@@ -185,9 +207,9 @@ static void local_grads(void *ctx, float *grads, size_t from, size_t to) {
   replay_hash_grads(r, grads, from, to);
 }
 
-/* The nan and spike kinds: what to add to this rank's share of the loss. */
+/* The nan and loss-spike kinds: what to add to this rank's share of the loss. */
 static double test_loss_fault(const run *r, int64_t batch) {
-  return test_fault(r, "nan", batch) ? NAN : test_fault(r, "spike", batch) ? 1e4 : 0;
+  return test_fault(r, "nan", batch) ? NAN : test_fault(r, "loss-spike", batch) ? 1e4 : 0;
 }
 
 /* The first half of an optimizer step: grad_accum micro-batches per replica
@@ -205,7 +227,7 @@ float step_gradients(run *r, train_state *st, double *grad_norm) {
   model_zero_grads(m);
   replay_hash_begin(r);
   r->fault_at = test_flip_at(r, "sdc", batch);
-  fetch_ctx fc = {r, st->data_cursor};
+  fetch_ctx fc = {r, st->data_cursor, fault_entry("spike", batch, -1)};
   pipeline_train(&r->pipe, M, scale, fetch_micro, &fc, &st->last_tokens);
   st->last_B = r->B;
   st->last_T = r->T;

@@ -86,6 +86,10 @@ for k in train.guard_z_loss train.guard_z_gnorm; do
 done
 guard_error train.guard_loss_ratio 1
 guard_error train.guard_loss_ratio 0
+guard_error train.replay_every -1
+guard_error train.replay_every often
+guard_error train.guard_sdc_limit 0
+guard_error train.guard_sdc_limit -2
 guard_error train.skip_batches 20-10       # backwards
 guard_error train.skip_batches 10-20,15-30 # overlapping
 guard_error train.skip_batches 10-20,5     # out of order

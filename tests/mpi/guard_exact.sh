@@ -54,7 +54,7 @@ print(g["skip_batches"])') || fail "$tag: the final checkpoint's guard ledger is
 }
 
 # ---- one process ------------------------------------------------------------
-heal_and_compare p1 0 spike@7,spike@9,spike@10
+heal_and_compare p1 0 loss-spike@7,loss-spike@9,loss-spike@10
 
 # boost-inspect plot marks the flagged steps and the rollback.
 if command -v gnuplot >/dev/null; then
@@ -78,7 +78,7 @@ echo "ok (reshard, elastic): the guard's ledger carried to tp=2"
 # Stopped after step 8 (batch 7 flagged before it) and resumed: the resumed
 # run needs the ledger to count batch 7 in the cluster; it rolls back as
 # the uninterrupted run did and ends identical to it.
-F=spike@7,spike@9,spike@10
+F=loss-spike@7,loss-spike@9,loss-spike@10
 BOOST_TRAIN_TEST_FAULT=$F train 0 "$tmp/r1.log" "${GUARD[@]}" --set train.steps=8 --set ckpt.dir="$tmp/r" ||
   fail "resume: first part: $(tail -5 "$tmp/r1.log")"
 BOOST_TRAIN_TEST_FAULT=$F train 0 "$tmp/r2.log" "${GUARD[@]}" --set ckpt.dir="$tmp/r" || fail "resume: second part: $(tail -5 "$tmp/r2.log")"
@@ -111,6 +111,6 @@ echo "ok (old): a checkpoint without the guard's state resumes"
 
 # ---- two ranks ----------------------------------------------------------------
 TWO=(--set train.grad_accum=2)
-heal_and_compare dp2 2 spike@7:1,spike@9:1,spike@10:1 "${TWO[@]}"
-heal_and_compare tp2 2 spike@7:1,spike@9:1,spike@10:1 "${TWO[@]}" --set parallel.tp=2 --set parallel.tp_mode=btp
-heal_and_compare pp2 2 spike@7:1,spike@9:1,spike@10:1 "${TWO[@]}" --set parallel.pp=2
+heal_and_compare dp2 2 loss-spike@7:1,loss-spike@9:1,loss-spike@10:1 "${TWO[@]}"
+heal_and_compare tp2 2 loss-spike@7:1,loss-spike@9:1,loss-spike@10:1 "${TWO[@]}" --set parallel.tp=2 --set parallel.tp_mode=btp
+heal_and_compare pp2 2 loss-spike@7:1,loss-spike@9:1,loss-spike@10:1 "${TWO[@]}" --set parallel.pp=2
