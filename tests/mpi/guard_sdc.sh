@@ -57,7 +57,11 @@ train 2 "$tmp/dp2.resume.log" "${RUN[@]}" --set train.grad_accum=2 --set train.r
 replays "$tmp/dp2/step_00000010.h5" >"$tmp/dp2.resumed.replays"
 [ "$(head -8 "$tmp/dp2.resumed.replays")" = "$(cat "$tmp/dp2.replays")" ] && [ "$(wc -l <"$tmp/dp2.resumed.replays")" = 10 ] ||
   fail "resume: the record: $(cat "$tmp/dp2.resumed.replays")"
-echo "ok: a resumed run keeps the record of replays"
+# boost-reshard carries it to another layout
+"$B/tools/boost-reshard" "$tmp/dp2/step_00000010.h5" "$tmp/dp2.tp2.h5" --layout dp=1,tp=2,pp=1,mode=btp --quiet ||
+  fail "reshard of the record"
+[ "$(replays "$tmp/dp2.tp2.h5")" = "$(cat "$tmp/dp2.resumed.replays")" ] || fail "reshard: the record: $(replays "$tmp/dp2.tp2.h5")"
+echo "ok: a resumed run keeps the record of replays, and boost-reshard carries it"
 
 rc=0
 BOOST_TRAIN_TEST_FAULT=sdc-persistent@3:1 train 2 "$tmp/pers.log" "${RUN[@]}" --set train.grad_accum=2 --set train.replay_every=1 \
