@@ -100,6 +100,7 @@ guard_error train.skip_batches x
 guard_error train.skip_batches 1,,2
 # the warm-up needs that many steps in the window
 expect_error train.guard_warmup "$bin" "${base[@]}" --set train.guard_window=10 --set train.guard_warmup=20
+expect_error train.replay_every "$bin" "${base[@]}" --set train.guard=off --set train.replay_every=5
 
 # good values: accepted, and a skipped range is passed over and said so
 "$bin" "${base[@]}" --set train.steps=3 --set train.skip_batches="1-2, 5" --set train.guard=skip >"$tmp/ok" 2>&1 ||
