@@ -143,9 +143,10 @@ static void wait_staged(void *ck, int t0, int t1) { ckpt_before_update_tensors(c
  * (docs/CHAOS.md): whether an entry of KIND is for global batch `batch`
  * on rank `rank` (RANK omitted: every rank; rank -1: whatever the entry's
  * RANK). spike: the whole batch BATCH is noise (noise_window; RANK does not
- * matter: a batch is every rank's). nan and loss-spike: at BATCH, RANK's
- * share of the loss reduction gets a NaN (as a NaN in its gradients would
- * give) or 1e4 more; sdc: at BATCH, one bit of one of RANK's own gradients
+ * matter: a batch is every rank's). nan: at BATCH, one of RANK's own
+ * gradients is a NaN before the data-parallel reduction, at every
+ * execution (the batch's fault). loss-spike: at BATCH, RANK's share of the
+ * loss reduction gets 1e4 more; sdc: at BATCH, one bit of one of RANK's own gradients
  * flips before the data-parallel reduction, on the step's first execution
  * only (a transient fault: a replay is clean); sdc-reduced: the same after
  * the reduction; sdc-persistent: from BATCH on, a different bit flips
@@ -199,18 +200,20 @@ static void flip_gradient_bit(run *r, size_t at) {
 }
 
 /* The dp reduction's view of this rank's own gradients, range by range
- * (grad_buckets_set_local): the test hook's flip lands here, and the
- * replay's hash sees them. */
+ * (grad_buckets_set_local): the test hook's bit flip or NaN lands here, and
+ * the replay's hash sees them. */
 static void local_grads(void *ctx, float *grads, size_t from, size_t to) {
   run *r = ctx;
   if (r->fault_at >= from && r->fault_at < to) flip_gradient_bit(r, r->fault_at);
+  if (r->nan_at >= from && r->nan_at < to) {
+    const float nan = NAN;
+    r->be->mem->upload(r->be, grads + r->nan_at, &nan, sizeof nan);
+  }
   replay_hash_grads(r, grads, from, to);
 }
 
-/* The nan and loss-spike kinds: what to add to this rank's share of the loss. */
-static double test_loss_fault(const run *r, int64_t batch) {
-  return test_fault(r, "nan", batch) ? NAN : test_fault(r, "loss-spike", batch) ? 1e4 : 0;
-}
+/* The loss-spike kind: what to add to this rank's share of the loss. */
+static double test_loss_fault(const run *r, int64_t batch) { return test_fault(r, "loss-spike", batch) ? 1e4 : 0; }
 
 /* The first half of an optimizer step: grad_accum micro-batches per replica
  * through the pipeline (pipeline.c) and the gradient reduction over dp.
@@ -227,6 +230,7 @@ float step_gradients(run *r, train_state *st, double *grad_norm) {
   model_zero_grads(m);
   replay_hash_begin(r);
   r->fault_at = test_flip_at(r, "sdc", batch);
+  r->nan_at = test_fault(r, "nan", batch) ? r->m.reg.numel / 3 : SIZE_MAX;
   fetch_ctx fc = {r, st->data_cursor, fault_entry("spike", batch, -1)};
   pipeline_train(&r->pipe, M, scale, fetch_micro, &fc, &st->last_tokens);
   st->last_B = r->B;
@@ -404,7 +408,7 @@ static trainer *trainer_build(const train_config *cfg, MPI_Comm world, int init_
   pipeline_init(&r->pipe, &r->m, &r->comm, pp, r->grid.pp_rank);
   grad_buckets_init(&r->buckets, &r->comm, &r->m.reg, cfg->parallel.dp_bucket_mb, cfg->parallel.zero);
   if (grad_buckets_overlapped(&r->buckets)) pipeline_set_grads_hook(&r->pipe, grad_buckets_ready, &r->buckets);
-  r->fault_at = SIZE_MAX;
+  r->fault_at = r->nan_at = SIZE_MAX;
   replay_hash_open(r);
   grad_buckets_set_local(&r->buckets, local_grads, r);
   return r;

@@ -48,6 +48,7 @@ struct trainer {
   uint64_t local_digest; /* of the step's latest execution */
   float *hash_host;      /* a host copy's buffer where the backend's memory is not the host's */
   size_t fault_at;       /* the test hook's gradient to flip before the reduction (SIZE_MAX: none) */
+  size_t nan_at;         /* the test hook's gradient to make a NaN before the reduction (SIZE_MAX: none) */
 };
 typedef struct trainer run;
 

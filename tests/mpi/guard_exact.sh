@@ -92,7 +92,7 @@ echo "ok (resume): the guard's ledger carried through a resume; same rollback, s
 
 # A NaN rolls back at once (no cluster needed).
 BOOST_TRAIN_TEST_FAULT=nan@9 train 0 "$tmp/n.log" "${GUARD[@]}" --set ckpt.dir="$tmp/n" || fail "nan: $(tail -5 "$tmp/n.log")"
-grep -q "FLAGGED batch 9: non-finite loss .* rolling back" "$tmp/n.log" || fail "nan: $(grep FLAG "$tmp/n.log")"
+grep -q "FLAGGED batch 9: non-finite gradient norm .* rolling back" "$tmp/n.log" || fail "nan: $(grep FLAG "$tmp/n.log")"
 grep -q "^guard: rollback 1 of 3 to step 8" "$tmp/n.log" || fail "nan: $(grep '^guard' "$tmp/n.log")"
 
 # A checkpoint older than the guard (no /state/grad_norm_history, guard_replays,
