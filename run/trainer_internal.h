@@ -1,5 +1,7 @@
 /* The training run's private parts (trainer.c), shared with the step
- * guard's healing (trainer_heal.c): the run's state and the calls both use. */
+ * guard's healing (trainer_heal.c), what a run shows (trainer_log.c) and the
+ * test hook's faults (trainer_faults.c): the run's state and the calls they
+ * use. */
 #ifndef BOOST_TRAINER_INTERNAL_H
 #define BOOST_TRAINER_INTERNAL_H
 
@@ -68,6 +70,23 @@ void log_step(const run *t, const comm_ctx *step_comm, float loss, float val_los
 /* The step's JSON line in train.metrics. */
 void write_metrics(run *r, const comm_ctx *comm_counts, const train_state *st, float loss, float val_loss, float lr,
                    double gnorm, double tok_s, double gflops, double dt, const char *ckpt_status);
+
+/* ---- the test hook BOOST_TRAIN_TEST_FAULT (trainer_faults.c, docs/CHAOS.md) ---- */
+
+/* Whether global batch `batch` is to be noise (kind spike: every rank's share). */
+int test_fault_noise(int64_t batch);
+/* Sample `idx` as noise: tokens drawn uniformly from the data's vocabulary,
+ * a pure function of the sample index. */
+void noise_window(const run *r, int64_t idx, int32_t *in, int32_t *tg);
+/* Before a step's execution: which of this rank's gradients gets a flipped
+ * bit (sdc, sdc-persistent) or a NaN (nan) before the reduction. */
+void test_faults_begin(run *r, int64_t batch);
+/* grad_buckets_set_local's function: the faults above land, the replay hashes. */
+void test_faults_local_grads(void *ctx, float *grads, size_t from, size_t to);
+/* After the reduction: the sdc-reduced flip. */
+void test_faults_reduced(run *r, int64_t batch);
+/* What the loss-spike kind adds to this rank's share of the loss (0: none). */
+double test_fault_loss(const run *r, int64_t batch);
 
 /* ---- the step guard's healing (trainer_heal.c, docs/GUARD.md) ---- */
 
