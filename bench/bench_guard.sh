@@ -2,7 +2,9 @@
 # The step guard's cost (docs/PERFORMANCE.md, "The step guard"): first the
 # guard's own work per step (bench/guard_judge_cost.c: guard_judge with a
 # full window, timed over many calls: all it adds to a step it does not
-# flag), then boost-train
+# flag) and, with data parallelism, the replay's hash of each rank's own
+# gradients before the reduction (bench/replay_hash_cost.c, cola-60m's
+# parameter count), then boost-train
 # on cola-60m with train.guard=off and with the default guard (rollback,
 # never firing on clean data), interleaved, on 1 rank (2 threads) and on
 # dp=2 (1 thread each); the median step time over steps > 2 of each run, the
@@ -13,8 +15,8 @@
 #
 #   bash bench/bench_guard.sh [BUILD_DIR]      (default ./build)
 #
-# Needs BUILD_DIR/bench/guard-judge-cost (cmake --build BUILD_DIR --target
-# guard-judge-cost boost-train boost-data).
+# Needs BUILD_DIR/bench/guard-judge-cost and replay-hash-cost (cmake --build
+# BUILD_DIR --target guard-judge-cost replay-hash-cost boost-train boost-data).
 # Environment: BENCH_STEPS (default 12), BENCH_REPEAT (default 2),
 # BENCH_ZSTEPS (steps of the clean run the z-scores come from; default 60),
 # BENCH_DATA (token shard; default made from /usr/share/games/fortunes).
@@ -33,6 +35,7 @@ data=${BENCH_DATA:-$out/f.tok}
 MPIRUN=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}
 "$B/bench/guard-judge-cost" 100 20000
 "$B/bench/guard-judge-cost" 1000 2000
+"$B/bench/replay-hash-cost" 42770000 4 10
 echo "load average before the runs: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; flags: $(grep -m1 -o -w -E 'avx512f|avx512_bf16|amx_tile|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 COMMON=(--set model.preset=cola-60m --set data.train="$data" --set train.batch_size=4 --set train.val_batches=0

@@ -153,6 +153,9 @@ void ckpt_state_columns(int k, char *out, size_t outlen) {
   if (k == CKPT_STATE_val_loss_history) snprintf(out, outlen, "step loss");
   if (k == CKPT_STATE_guard_events) snprintf(out, outlen, "step batch reason(1=nonfinite,2=loss_z,4=gnorm_z,8=loss_ratio) loss grad_norm action(0=dropped,1=rollback,2=ended)");
   if (k == CKPT_STATE_skipped_batches) snprintf(out, outlen, "first_batch last_batch reason(0=config,1=rollback,2=flagged) step");
+  if (k == CKPT_STATE_guard_replays)
+    snprintf(out, outlen, "step batch trigger(0=replay_every,1=flagged) outcome(0=same,1=healed,2=ended) rank "
+                          "where(0=none,1=local,2=reduced,3=global)");
   for (int c = 0; k == CKPT_STATE_run_starts && c < CKPT_START_NCOLS && used < outlen; c++) {
     if (c) used += (size_t)snprintf(out + used, outlen - used, " ");
     if (used >= outlen) break;

@@ -155,7 +155,8 @@ const char *ckpt_meta_missing(const ckpt_meta *m, unsigned flags);
   X(run_starts, F64, CKPT_START_NCOLS, CKPT_META_RUN | CKPT_META_INSPECT | CKPT_META_RECORD) \
   X(grad_norm_history, F64, 0, CKPT_META_RUN | CKPT_META_INSPECT)                          \
   X(guard_events, F64, 6, CKPT_META_RUN | CKPT_META_INSPECT | CKPT_META_RECORD)             \
-  X(skipped_batches, F64, 4, CKPT_META_RUN | CKPT_META_INSPECT | CKPT_META_RECORD)
+  X(skipped_batches, F64, 4, CKPT_META_RUN | CKPT_META_INSPECT | CKPT_META_RECORD)          \
+  X(guard_replays, F64, 6, CKPT_META_RUN | CKPT_META_INSPECT | CKPT_META_RECORD)
 
 /* The columns of /state/run_starts: one row per start of the run (the first
  * job, then every resume), in order; the newest row's last_* follow every

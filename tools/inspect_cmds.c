@@ -80,9 +80,18 @@ static void starts_json(cJSON *o, const ins_state *s) {
   }
 }
 
-/* The step guard's ledger (/state/guard_events, /state/skipped_batches):
- * flagged steps, rollbacks, and every batch passed over as the
- * train.skip_batches value a fresh run is given to train the same. */
+/* A replay row's outcome and place, by name ("unknown" for codes this build lacks). */
+static const char *replay_outcome(const double *row) {
+  return row[3] >= 0 && row[3] < 3 ? guard_replay_outcomes[(int)row[3]] : "unknown";
+}
+static const char *replay_where(const double *row) {
+  return row[5] >= 0 && row[5] < 4 ? guard_where_names[(int)row[5]] : "unknown";
+}
+
+/* The step guard's ledger (/state/guard_events, /state/skipped_batches,
+ * /state/guard_replays): flagged steps, rollbacks, every batch passed over
+ * as the train.skip_batches value a fresh run is given to train the same,
+ * and every replay with its outcome. */
 static void guard_json(cJSON *o, const ins_state *s) {
   const double *ev = s->v[CKPT_STATE_guard_events], *sk = s->v[CKPT_STATE_skipped_batches];
   const int64_t ne = (int64_t)s->rows[CKPT_STATE_guard_events], ns = (int64_t)s->rows[CKPT_STATE_skipped_batches];
@@ -108,6 +117,35 @@ static void guard_json(cJSON *o, const ins_state *s) {
     cJSON_AddStringToObject(e, "action", guard_action_names[(int)row[5] >= 0 && (int)row[5] < 3 ? (int)row[5] : 0]);
     cJSON_AddItemToArray(arr, e);
   }
+  const double *rp = s->v[CKPT_STATE_guard_replays];
+  cJSON *reps = cJSON_AddArrayToObject(g, "replays");
+  for (int64_t i = 0; i < (int64_t)s->rows[CKPT_STATE_guard_replays]; i++) {
+    const double *row = rp + i * GUARD_REPLAY_COLS;
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddNumberToObject(e, "step", row[0] + 1);
+    cJSON_AddNumberToObject(e, "batch", row[1]);
+    cJSON_AddStringToObject(e, "trigger", row[2] == GUARD_REPLAY_FLAGGED ? "flagged" : "replay_every");
+    cJSON_AddStringToObject(e, "outcome", replay_outcome(row));
+    cJSON_AddNumberToObject(e, "rank", row[4]);
+    cJSON_AddStringToObject(e, "where", replay_where(row));
+    cJSON_AddItemToArray(reps, e);
+  }
+}
+
+/* The replays in text: how many, and each one that found a fault. */
+static void replays_text(const ins_state *s) {
+  const double *rp = s->v[CKPT_STATE_guard_replays];
+  const int64_t n = (int64_t)s->rows[CKPT_STATE_guard_replays];
+  if (!s->has[CKPT_STATE_guard_replays]) return;
+  int64_t faults = 0;
+  for (int64_t i = 0; i < n; i++) faults += rp[i * GUARD_REPLAY_COLS + 3] != GUARD_REPLAY_SAME;
+  printf("  replays: %lld, %lld found a fault\n", (long long)n, (long long)faults);
+  for (int64_t i = 0; i < n; i++) {
+    const double *row = rp + i * GUARD_REPLAY_COLS;
+    if (row[3] == GUARD_REPLAY_SAME) continue;
+    printf("    step %.0f batch %.0f: %s: rank %.0f, %s\n", row[0] + 1, row[1], replay_outcome(row), row[4],
+           replay_where(row));
+  }
 }
 
 static void guard_text(const ins_state *s) {
@@ -127,6 +165,7 @@ static void guard_text(const ins_state *s) {
     printf("    step %.0f batch %.0f: %s (loss %.4g, gradient norm %.4g): %s\n", row[0] + 1, row[1], why, row[3], row[4],
            guard_action_names[(int)row[5] >= 0 && (int)row[5] < 3 ? (int)row[5] : 0]);
   }
+  replays_text(s);
 }
 
 /* Every root attribute of the schema (ckpt_meta.h): numbers (-1 absent),

@@ -176,10 +176,11 @@ void trainer_ckpt_after_step(const trainer_ckpt_ctx *ctx, ckpt_session *s, const
                        {st->starts.v, st->starts.rows},
                        {st->grad_norms.v, st->grad_norms.rows},
                        {st->guard_events.v, st->guard_events.rows},
-                       {st->skipped.v, st->skipped.rows}}};
-  _Static_assert(CKPT_STATE_NSETS == 6 && CKPT_STATE_loss_history == 0 && CKPT_STATE_val_loss_history == 1 &&
+                       {st->skipped.v, st->skipped.rows},
+                       {st->replays.v, st->replays.rows}}};
+  _Static_assert(CKPT_STATE_NSETS == 7 && CKPT_STATE_loss_history == 0 && CKPT_STATE_val_loss_history == 1 &&
                      CKPT_STATE_run_starts == 2 && CKPT_STATE_grad_norm_history == 3 && CKPT_STATE_guard_events == 4 &&
-                     CKPT_STATE_skipped_batches == 5 && TRAIN_VAL_COLS == 2,
+                     CKPT_STATE_skipped_batches == 5 && CKPT_STATE_guard_replays == 6 && TRAIN_VAL_COLS == 2,
                  "the run hands over every state dataset of the schema, in its order");
   double *starts = NULL;
   const int64_t ns = st->starts.rows;
@@ -234,10 +235,12 @@ static void load_state(train_state *st, const ckpt_meta *m, const ckpt_state *st
   load_rows(&st->val_history, &state->set[CKPT_STATE_val_loss_history], TRAIN_VAL_COLS);
   load_rows(&st->grad_norms, &state->set[CKPT_STATE_grad_norm_history], 1);
   if (keep_ledger) return;
-  _Static_assert(GUARD_EVENT_COLS == 6 && GUARD_SKIP_COLS == 4, "the guard's tables are the schema's");
+  _Static_assert(GUARD_EVENT_COLS == 6 && GUARD_SKIP_COLS == 4 && GUARD_REPLAY_COLS == 6,
+                 "the guard's tables are the schema's");
   load_rows(&st->starts, &state->set[CKPT_STATE_run_starts], CKPT_START_NCOLS);
   load_rows(&st->guard_events, &state->set[CKPT_STATE_guard_events], GUARD_EVENT_COLS);
   load_rows(&st->skipped, &state->set[CKPT_STATE_skipped_batches], GUARD_SKIP_COLS);
+  load_rows(&st->replays, &state->set[CKPT_STATE_guard_replays], GUARD_REPLAY_COLS);
 }
 
 int trainer_ckpt_resume(ckpt_session *s, train_state *st, char *msg, size_t msglen) {

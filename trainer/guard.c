@@ -106,6 +106,20 @@ void guard_note_skip(train_state *st, int64_t first, int64_t last, int reason) {
   train_rows_push(&st->skipped, row, GUARD_SKIP_COLS);
 }
 
+void guard_note_replay(train_state *st, int64_t batch, int trigger, int outcome, int rank, int where) {
+  const double row[GUARD_REPLAY_COLS] = {(double)st->step, (double)batch, trigger, outcome, rank, where};
+  train_rows_push(&st->replays, row, GUARD_REPLAY_COLS);
+}
+
+int guard_sdc_count(const train_state *st, int rank) {
+  int n = 0;
+  for (int64_t i = 0; i < st->replays.rows; i++) {
+    const double *row = st->replays.v + i * GUARD_REPLAY_COLS;
+    n += (int)row[3] != GUARD_REPLAY_SAME && (int)row[4] == rank;
+  }
+  return n;
+}
+
 int guard_rollbacks(const train_state *st) {
   int64_t flagged, rollbacks;
   guard_count(st->guard_events.v, st->guard_events.rows, st->skipped.v, st->skipped.rows, &flagged, &rollbacks);
@@ -164,6 +178,9 @@ void guard_count(const double *events, int64_t nevents, const double *skipped, i
 }
 
 const char *const guard_action_names[3] = {"dropped", "rolled back", "ended the run"};
+const char *const guard_replay_outcomes[3] = {"the same bits", "a fault, healed", "a fault, the run ended"};
+const char *const guard_where_names[4] = {"", "its own gradients or loss before the data-parallel reduction",
+                                          "its gradients after the data-parallel reduction", "the reduced loss or norm"};
 
 void guard_reason_names(unsigned reasons, char *out, size_t outlen) {
   static const char *const names[4] = {"non-finite", "loss spike", "gradient-norm spike", "loss above ratio"};

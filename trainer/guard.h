@@ -23,6 +23,11 @@ enum { GUARD_ACT_DROPPED = 0, GUARD_ACT_ROLLBACK = 1, GUARD_ACT_ENDED = 2 };
 /* The reason column of skipped. */
 enum { GUARD_SKIP_CONFIG = 0, GUARD_SKIP_ROLLBACK = 1, GUARD_SKIP_FLAGGED = 2 };
 
+/* The columns of replays (train_state.h): trigger, outcome, where. */
+enum { GUARD_REPLAY_EVERY = 0, GUARD_REPLAY_FLAGGED = 1 };
+enum { GUARD_REPLAY_SAME = 0, GUARD_REPLAY_HEALED = 1, GUARD_REPLAY_ENDED = 2 };
+enum { GUARD_WHERE_NONE = 0, GUARD_WHERE_LOCAL = 1, GUARD_WHERE_REDUCED = 2, GUARD_WHERE_GLOBAL = 3 };
+
 /* The exit status of a run the guard could not heal (EX_DATAERR). */
 #define BOOST_EXIT_DIVERGED 65
 /* The exit status of a run whose replays found a rank giving different
@@ -51,6 +56,12 @@ int guard_skip_range(const train_config *cfg, const train_state *st, int64_t bat
 void guard_note_event(train_state *st, int64_t batch, const guard_verdict *v, float loss, double gnorm, int action);
 void guard_note_skip(train_state *st, int64_t first, int64_t last, int reason);
 
+/* A replay's row: the step st->step + 1 of global batch `batch`. */
+void guard_note_replay(train_state *st, int64_t batch, int trigger, int outcome, int rank, int where);
+/* Replays in which `rank` was named (what train.guard_sdc_limit bounds,
+ * across resumes and rollbacks). */
+int guard_sdc_count(const train_state *st, int rank);
+
 /* Rollbacks so far (skip rows of GUARD_SKIP_ROLLBACK). */
 int guard_rollbacks(const train_state *st);
 
@@ -72,5 +83,7 @@ void guard_count(const double *events, int64_t nevents, const double *skipped, i
 /* "loss spike" etc. for a reason column's bits, joined by '+'. */
 void guard_reason_names(unsigned reasons, char *out, size_t outlen);
 extern const char *const guard_action_names[3];
+extern const char *const guard_replay_outcomes[3]; /* "same bits", ... */
+extern const char *const guard_where_names[4];     /* "", "before the reduction", ... */
 
 #endif

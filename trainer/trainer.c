@@ -101,10 +101,12 @@ static float evaluate(run *r) {
 }
 
 /* Micro-batch `micro` of the step: samples [cursor, cursor + global_batch)
- * by global index, whatever the layout. */
+ * by global index, whatever the layout; noise (the test hook's spike
+ * kind) in place of every sample of the batch. */
 typedef struct {
   const run *r;
   int64_t cursor;
+  int noise;
 } fetch_ctx;
 
 static void fetch_micro(void *ctx, int micro, int32_t *in, int32_t *tg) {
@@ -112,6 +114,10 @@ static void fetch_micro(void *ctx, int micro, int32_t *in, int32_t *tg) {
   const run *r = f->r;
   for (int b = 0; b < r->B; b++) {
     const int64_t idx = data_sample_index(f->cursor, micro, r->grid.dp, r->grid.dp_rank, r->B, b);
+    if (f->noise) {
+      noise_window(r, idx, in + (size_t)b * r->T, tg + (size_t)b * r->T);
+      continue;
+    }
     const int64_t w = data_sample_window(&r->train, r->cfg->data.order, (uint64_t)r->cfg->data.seed, idx);
     data_get_window(&r->train, w, in + (size_t)b * r->T, tg + (size_t)b * r->T);
   }
@@ -119,57 +125,6 @@ static void fetch_micro(void *ctx, int micro, int32_t *in, int32_t *tg) {
 
 /* optimizer_step_parts' wait: the checkpoint in flight has read tensors [t0, t1). */
 static void wait_staged(void *ck, int t0, int t1) { ckpt_before_update_tensors(ck, t0, t1); }
-
-/* The test hook BOOST_TRAIN_TEST_FAULT=KIND@BATCH[:RANK][,...]
- * (docs/CHAOS.md): the entry of KIND for global batch `batch` on this rank
- * (RANK omitted: every rank). nan and spike: at BATCH, RANK's share of the
- * loss reduction gets a NaN (as a NaN in its gradients would give) or 1e4
- * more; sdc: at BATCH, one bit of one of RANK's gradients flips, on the
- * step's first execution only (a transient fault: a replay is clean);
- * sdc-persistent: from BATCH on, a different bit flips at every execution
- * on RANK (a failing part). 1 when the entry applies here. */
-static int test_fault(const run *r, const char *kind, int64_t batch) {
-  const char *v = getenv("BOOST_TRAIN_TEST_FAULT");
-  const size_t klen = strlen(kind);
-  while (v && *v) {
-    char *end;
-    const int match = !strncmp(v, kind, klen) && v[klen] == '@';
-    const char *at = strchr(v, '@');
-    const long long b = at ? strtoll(at + 1, &end, 10) : -1;
-    if (!at) return 0;
-    const long rank = *end == ':' ? strtol(end + 1, &end, 10) : -1;
-    const int persistent = !strcmp(kind, "sdc-persistent");
-    if (match && (persistent ? batch >= b : b == batch) && (rank < 0 || rank == r->grid.rank)) return 1;
-    v = strchr(end, ',');
-    if (v) v++;
-  }
-  return 0;
-}
-
-/* The sdc kinds of the hook: one bit of one local gradient flipped (the
- * mantissa's top bit: no spike, a different result). */
-static void test_flip_gradient(run *r, int64_t batch) {
-  static int64_t transient_done = -1; /* the batch whose first execution was corrupted */
-  static size_t persistent_count;
-  const int transient = test_fault(r, "sdc", batch) && transient_done != batch;
-  const int persistent = test_fault(r, "sdc-persistent", batch);
-  if (!transient && !persistent) return;
-  if (transient) transient_done = batch;
-  const size_t at = persistent ? (persistent_count++ * 7919u) % r->m.reg.numel : r->m.reg.numel / 2;
-  float g;
-  uint32_t bits;
-  float *p = r->m.reg.arena[TENSOR_GRADS] + at;
-  r->be->mem->download(r->be, &g, p, sizeof g);
-  memcpy(&bits, &g, sizeof bits);
-  bits ^= 1u << 22;
-  memcpy(&g, &bits, sizeof g);
-  r->be->mem->upload(r->be, p, &g, sizeof g);
-}
-
-/* The nan and spike kinds: what to add to this rank's share of the loss. */
-static double test_loss_fault(const run *r, int64_t batch) {
-  return test_fault(r, "nan", batch) ? NAN : test_fault(r, "spike", batch) ? 1e4 : 0;
-}
 
 /* The first half of an optimizer step: grad_accum micro-batches per replica
  * through the pipeline (pipeline.c) and the gradient reduction over dp.
@@ -182,8 +137,11 @@ float step_gradients(run *r, train_state *st, double *grad_norm) {
   boost_backend *be = r->be;
   const int M = cfg->train.grad_accum;
   const float scale = 1.0f / ((float)r->B * r->T * M * r->grid.dp);
+  const int64_t batch = st->data_cursor / r->global_batch;
   model_zero_grads(m);
-  fetch_ctx fc = {r, st->data_cursor};
+  replay_hash_begin(r);
+  test_faults_begin(r, batch);
+  fetch_ctx fc = {r, st->data_cursor, test_fault_noise(batch)};
   pipeline_train(&r->pipe, M, scale, fetch_micro, &fc, &st->last_tokens);
   st->last_B = r->B;
   st->last_T = r->T;
@@ -192,7 +150,7 @@ float step_gradients(run *r, train_state *st, double *grad_norm) {
    * parameters are all-gathered; in buckets posted during the last
    * backward (grad_buckets.h), here only the rest and the waits. */
   grad_buckets_finish(&r->buckets);
-  test_flip_gradient(r, st->data_cursor / r->global_batch);
+  test_faults_reduced(r, batch);
   /* Loss: owned by one rank per replica, summed over dp. Gradient norm: tp
    * shards and pipeline stages summed (replicated tensors counted once),
    * dp replicas hold equal gradients (counted once) or disjoint chunks.
@@ -205,12 +163,15 @@ float step_gradients(run *r, train_state *st, double *grad_norm) {
     model_grad_sumsq(m);
   else
     be->mem->zero(be, &stats[1], sizeof(double));
-  const double fault = test_loss_fault(r, st->data_cursor / r->global_batch);
-  if (fault != 0) {
+  const double fault = test_fault_loss(r, batch);
+  if (fault != 0 || r->local_hash) { /* this rank's share, as the replay compares it */
     double mine;
     be->mem->download(be, &mine, &stats[0], sizeof mine);
-    mine += fault;
-    be->mem->upload(be, &stats[0], &mine, sizeof mine);
+    if (fault != 0) {
+      mine += fault;
+      be->mem->upload(be, &stats[0], &mine, sizeof mine);
+    }
+    replay_hash_end(r, mine);
   }
   comm_allreduce_sum_f64(&r->comm, COMM_WORLD, stats, 2);
   double red[2];
@@ -356,6 +317,9 @@ static trainer *trainer_build(const train_config *cfg, MPI_Comm world, int init_
   pipeline_init(&r->pipe, &r->m, &r->comm, pp, r->grid.pp_rank);
   grad_buckets_init(&r->buckets, &r->comm, &r->m.reg, cfg->parallel.dp_bucket_mb, cfg->parallel.zero);
   if (grad_buckets_overlapped(&r->buckets)) pipeline_set_grads_hook(&r->pipe, grad_buckets_ready, &r->buckets);
+  r->fault_at = r->nan_at = SIZE_MAX;
+  replay_hash_open(r);
+  grad_buckets_set_local(&r->buckets, test_faults_local_grads, r);
   return r;
 }
 
@@ -372,7 +336,7 @@ void trainer_destroy(trainer *r) {
   boost_free(r->val_in);
   boost_free(r->val_tg);
   boost_free(r->layers_per_stage);
-  boost_free(r->sdc_fails);
+  replay_hash_close(r);
   if (r->parts.n) optim_parts_free(&r->parts, &r->m);
   if (r->m.layers) model_free(&r->m);
   if (r->comm.ops) comm_free(&r->comm);
@@ -559,7 +523,7 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
       guard_verdict v = guard_judge(cfg, st, loss, gnorm);
       const int every = cfg->train.replay_every > 0 && (st->step + 1) % cfg->train.replay_every == 0;
       if ((v.reasons || every) && replay_allowed(t)) { /* a flagged step is replayed before the policy applies */
-        const int rc = replay_step(t, &loss, &gnorm);
+        const int rc = replay_step(t, &loss, &gnorm, v.reasons != 0);
         if (rc > 0) {
           status = rc;
           break;

@@ -8,6 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 #include <xxhash.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xxh_x86dispatch.h> /* the same hashes, with AVX2 / AVX-512 where the CPU has them: 3x here */
+#endif
 
 #include "check.h"
 #include "run_watch.h"
@@ -86,48 +89,120 @@ static int rollback(run *t, int64_t first_step, int64_t last_batch) {
   return 0;
 }
 
-/* This rank's fingerprint of a step's result: its local gradients (after
- * the data-parallel reduction) hashed, with the step's global loss and
- * gradient norm, bit for bit. */
-static uint64_t step_fingerprint(const run *t, float loss, double gnorm) {
+/* ---- the replay (docs/GUARD.md, "Silent data corruption") ---------------- */
+
+/* Host floats hashed per download where the backend's memory is not the host's. */
+#define HASH_HOST_FLOATS ((size_t)1 << 18)
+
+void replay_hash_open(run *t) {
+  if (t->cfg->train.guard == GUARD_OFF || t->cfg->train.device == DEVICE_CUDA) return; /* no replay: nothing to hash */
+  if (!(t->local_hash = XXH3_createState())) boost_fail("out of memory for the guard's replay hash");
+}
+
+void replay_hash_close(run *t) {
+  if (t->local_hash) XXH3_freeState(t->local_hash);
+  boost_free(t->hash_host);
+  t->local_hash = NULL;
+  t->hash_host = NULL;
+}
+
+void replay_hash_begin(run *t) {
+  if (t->local_hash) XXH3_64bits_reset(t->local_hash);
+}
+
+/* Hashed where the reduction takes them, range by range: the reduction
+ * sums in place, so after it no rank holds its own gradients any more.
+ * Without data parallelism nothing is reduced and nothing is hashed here:
+ * a step costs no hash at all, only a replay does (fingerprint). */
+void replay_hash_grads(run *t, const float *grads, size_t from, size_t to) {
+  XXH3_state_t *h = t->local_hash;
+  if (!h || to <= from || t->grid.dp == 1) return; /* no reduction: fingerprint hashes them when it replays */
+  const uint64_t range[2] = {from, to};
+  XXH3_64bits_update(h, range, sizeof range);
+  const float *view = t->be->mem->host_view(t->be, grads + from);
+  if (view) {
+    XXH3_64bits_update(h, view, (to - from) * sizeof *view);
+    return;
+  }
+  if (!t->hash_host) t->hash_host = boost_calloc(HASH_HOST_FLOATS, sizeof *t->hash_host);
+  for (size_t at = from; at < to; at += HASH_HOST_FLOATS) {
+    const size_t n = to - at < HASH_HOST_FLOATS ? to - at : HASH_HOST_FLOATS;
+    t->be->mem->download(t->be, t->hash_host, grads + at, n * sizeof *t->hash_host);
+    XXH3_64bits_update(h, t->hash_host, n * sizeof *t->hash_host);
+  }
+}
+
+void replay_hash_end(run *t, double local_loss) {
+  if (!t->local_hash) return;
+  XXH3_64bits_update(t->local_hash, &local_loss, sizeof local_loss);
+  t->local_digest = XXH3_64bits_digest(t->local_hash);
+}
+
+/* What a rank compares between two executions of a step: its own
+ * gradients and loss share before the data-parallel reduction (hashed as
+ * the reduction took them), its gradients after it (the arena as the
+ * optimizer would read them), and the step's reduced loss and norm. */
+typedef struct {
+  uint64_t local, reduced, global;
+} step_print;
+
+static step_print fingerprint(const run *t, float loss, double gnorm) {
   const size_t n = t->m.reg.numel;
   float *host = boost_calloc(n ? n : 1, sizeof *host);
   t->be->mem->download(t->be, host, t->m.reg.arena[TENSOR_GRADS], n * sizeof *host);
-  XXH3_state_t *h = XXH3_createState();
-  if (!h) boost_fail("out of memory for the guard's replay hash");
-  XXH3_64bits_reset(h);
-  XXH3_64bits_update(h, host, n * sizeof *host);
-  XXH3_64bits_update(h, &loss, sizeof loss);
-  XXH3_64bits_update(h, &gnorm, sizeof gnorm);
-  const uint64_t d = XXH3_64bits_digest(h);
-  XXH3_freeState(h);
+  const double global[2] = {loss, gnorm};
+  step_print p = {t->local_digest, XXH3_64bits(host, n * sizeof *host), XXH3_64bits(global, sizeof global)};
+  if (t->grid.dp == 1) { /* nothing reduced them: the rank's own gradients are the arena */
+    const uint64_t own[2] = {t->local_digest, p.reduced};
+    p.local = XXH3_64bits(own, sizeof own);
+  }
   boost_free(host);
-  return d;
+  return p;
 }
 
-/* The ranks whose `differs` is set, over world: the count, the lowest in
- * *first and that rank's host name in host. Collective. */
-static int agree_differing(run *t, int differs, int *first, char *host, size_t hostlen) {
+/* The GUARD_WHERE_* bits (1 << (where - 1)) at which two executions differ. */
+static unsigned differences(const step_print *a, const step_print *b) {
+  return (a->local != b->local) | (a->reduced != b->reduced) << 1 | (a->global != b->global) << 2;
+}
+
+/* Whom a difference is blamed on: the earliest place in the step where a
+ * rank differed (where: GUARD_WHERE_*; a fault in one rank's backward
+ * reaches every replica after the reduction, so only the place before it
+ * tells them apart), the lowest rank differing there, its host, and how
+ * many ranks differed there. */
+typedef struct {
+  int where, rank, ranks;
+  char host[256];
+} blame;
+
+/* Every rank's differences gathered, the blame decided the same on every
+ * rank; 0 when no rank differed. Collective. */
+static int agree_blame(run *t, unsigned diff, blame *b) {
   const int W = t->grid.world_size;
   double *v = boost_calloc((size_t)W, sizeof *v);
-  v[t->grid.rank] = differs;
+  v[t->grid.rank] = diff;
   comm_control_sum_f64(&t->comm, COMM_WORLD, v, W);
-  int n = 0;
-  *first = -1;
-  for (int k = 0; k < W; k++)
-    if (v[k] != 0) {
-      if (*first < 0) *first = k;
-      n++;
-    }
+  memset(b, 0, sizeof *b);
+  b->rank = -1;
+  for (int where = GUARD_WHERE_LOCAL; where <= GUARD_WHERE_GLOBAL && b->rank < 0; where++)
+    for (int k = 0; k < W; k++)
+      if ((unsigned)v[k] & 1u << (where - 1)) {
+        if (b->rank < 0) b->rank = k, b->where = where;
+        b->ranks++;
+      }
   boost_free(v);
-  host[0] = 0;
-  if (*first >= 0) {
-    char name[256] = "";
-    if (gethostname(name, sizeof name - 1) != 0) snprintf(name, sizeof name, "?");
-    comm_control_bcast(t->grid.world, COMM_WORLD, "the faulty rank's host", name, (int)sizeof name, *first);
-    snprintf(host, hostlen, "%s", name);
-  }
-  return n;
+  if (b->rank < 0) return 0;
+  char name[256] = "";
+  if (gethostname(name, sizeof name - 1) != 0) snprintf(name, sizeof name, "?");
+  comm_control_bcast(t->grid.world, COMM_WORLD, "the faulty rank's host", name, (int)sizeof name, b->rank);
+  snprintf(b->host, sizeof b->host, "%s", name);
+  return 1;
+}
+
+/* " (3 ranks differed there: the lowest is named)" when more than one did. */
+static void others(const blame *b, char *out, size_t outlen) {
+  out[0] = 0;
+  if (b->ranks > 1) snprintf(out, outlen, " (%d ranks differed there: the lowest is named)", b->ranks);
 }
 
 /* The guard's replay (docs/GUARD.md, "Silent data corruption"): the step is
@@ -137,38 +212,45 @@ static int agree_differing(run *t, int differs, int *first, char *host, size_t h
  * third agree: the step is theirs (*loss, *gnorm and the gradients in the
  * arena), the faulty rank is counted, 0; they differ too, or the rank
  * failed train.guard_sdc_limit replays: the job ends, the exit status
- * BOOST_EXIT_FAULTY_HOST naming the rank and its host. Collective. */
-int replay_step(run *t, float *loss, double *gnorm) {
+ * BOOST_EXIT_FAULTY_HOST naming the rank and its host. Every replay is a
+ * row of the ledger (/state/guard_replays). Collective. */
+int replay_step(run *t, float *loss, double *gnorm, int flagged) {
   const train_config *cfg = t->cfg;
   train_state *st = &t->st;
-  const uint64_t first = step_fingerprint(t, *loss, *gnorm);
+  const int64_t batch = next_batch(t);
+  const int trigger = flagged ? GUARD_REPLAY_FLAGGED : GUARD_REPLAY_EVERY;
+  const step_print first = fingerprint(t, *loss, *gnorm);
   double g2, g3;
   const float l2 = step_gradients(t, st, &g2);
-  const uint64_t second = step_fingerprint(t, l2, g2);
-  int bad, rank;
-  char host[256];
-  if (agree_differing(t, first != second, &rank, host, sizeof host) == 0) return -1;
+  const step_print second = fingerprint(t, l2, g2);
+  blame b, b2;
+  if (!agree_blame(t, differences(&first, &second), &b)) {
+    guard_note_replay(st, batch, trigger, GUARD_REPLAY_SAME, -1, GUARD_WHERE_NONE);
+    return -1;
+  }
   const float l3 = step_gradients(t, st, &g3);
-  const uint64_t third = step_fingerprint(t, l3, g3);
-  int rank2;
-  char host2[256];
-  const int again = agree_differing(t, second != third, &rank2, host2, sizeof host2);
-  if (!t->sdc_fails) t->sdc_fails = boost_calloc((size_t)t->grid.world_size, sizeof *t->sdc_fails);
-  bad = ++t->sdc_fails[rank];
-  const long long step = (long long)st->step + 1, batch = (long long)next_batch(t);
-  if (again || bad >= cfg->train.guard_sdc_limit) {
+  const step_print third = fingerprint(t, l3, g3);
+  const int again = agree_blame(t, differences(&second, &third), &b2);
+  const blame *named = again ? &b2 : &b;
+  const int bad = guard_sdc_count(st, b.rank) + 1;
+  const int end = again || bad >= cfg->train.guard_sdc_limit;
+  guard_note_replay(st, batch, trigger, end ? GUARD_REPLAY_ENDED : GUARD_REPLAY_HEALED, named->rank, named->where);
+  const long long step = (long long)st->step + 1;
+  char more[96];
+  others(named, more, sizeof more);
+  if (end) {
     if (t->grid.rank == 0)
       fprintf(stderr,
               "boost-train: silent data corruption: rank %d on host %s gave different results for the same step %lld "
-              "(batch %lld) %s; exclude the host (docs/GUARD.md); exit %d\n",
-              again ? rank2 : rank, again ? host2 : host, step, batch,
-              again ? "in every replay" : "again (train.guard_sdc_limit)", BOOST_EXIT_FAULTY_HOST);
+              "(batch %lld) %s, in %s%s; exclude the host (docs/GUARD.md); exit %d\n",
+              named->rank, named->host, step, (long long)batch, again ? "in every replay" : "again (train.guard_sdc_limit)",
+              guard_where_names[named->where], more, BOOST_EXIT_FAULTY_HOST);
     return BOOST_EXIT_FAULTY_HOST;
   }
   if (t->grid.rank == 0) {
     printf("guard: silent data corruption at step %lld (batch %lld) on rank %d, host %s: its first result discarded, "
-           "the step taken from two replays that agree (%d of train.guard_sdc_limit=%d)\n",
-           step, batch, rank, host, bad, cfg->train.guard_sdc_limit);
+           "the step taken from two replays that agree (%d of train.guard_sdc_limit=%d); it differed in %s%s\n",
+           step, (long long)batch, b.rank, b.host, bad, cfg->train.guard_sdc_limit, guard_where_names[b.where], more);
     fflush(stdout);
   }
   *loss = l3;

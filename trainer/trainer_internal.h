@@ -1,5 +1,7 @@
 /* The training run's private parts (trainer.c), shared with the step
- * guard's healing (trainer_heal.c): the run's state and the calls both use. */
+ * guard's healing (trainer_heal.c), what a run shows (trainer_log.c) and the
+ * test hook's faults (trainer_faults.c): the run's state and the calls they
+ * use. */
 #ifndef BOOST_TRAINER_INTERNAL_H
 #define BOOST_TRAINER_INTERNAL_H
 
@@ -42,7 +44,13 @@ struct trainer {
   optim_parts parts; /* the optimizer step in parts when ck's staging is bounded (n 0: whole) */
   trainer_ckpt_ctx hooks_ctx;
   run_interval interval; /* ckpt.every_seconds / ckpt.every = auto */
-  int *sdc_fails;        /* [world size] replays each rank disagreed in (the guard's replay) */
+  /* The guard's replay: this rank's own gradients and loss share hashed
+   * as the dp reduction takes them (NULL: no replay here, not hashed). */
+  void *local_hash;      /* XXH3_state_t */
+  uint64_t local_digest; /* of the step's latest execution */
+  float *hash_host;      /* a host copy's buffer where the backend's memory is not the host's */
+  size_t fault_at;       /* the test hook's gradient to flip before the reduction (SIZE_MAX: none) */
+  size_t nan_at;         /* the test hook's gradient to make a NaN before the reduction (SIZE_MAX: none) */
 };
 typedef struct trainer run;
 
@@ -63,16 +71,44 @@ void log_step(const run *t, const comm_ctx *step_comm, float loss, float val_los
 void write_metrics(run *r, const comm_ctx *comm_counts, const train_state *st, float loss, float val_loss, float lr,
                    double gnorm, double tok_s, double gflops, double dt, const char *ckpt_status);
 
+/* ---- the test hook BOOST_TRAIN_TEST_FAULT (trainer_faults.c, docs/CHAOS.md) ---- */
+
+/* Whether global batch `batch` is to be noise (kind spike: every rank's share). */
+int test_fault_noise(int64_t batch);
+/* Sample `idx` as noise: tokens drawn uniformly from the data's vocabulary,
+ * a pure function of the sample index. */
+void noise_window(const run *r, int64_t idx, int32_t *in, int32_t *tg);
+/* Before a step's execution: which of this rank's gradients gets a flipped
+ * bit (sdc, sdc-persistent) or a NaN (nan) before the reduction. */
+void test_faults_begin(run *r, int64_t batch);
+/* grad_buckets_set_local's function: the faults above land, the replay hashes. */
+void test_faults_local_grads(void *ctx, float *grads, size_t from, size_t to);
+/* After the reduction: the sdc-reduced flip. */
+void test_faults_reduced(run *r, int64_t batch);
+/* What the loss-spike kind adds to this rank's share of the loss (0: none). */
+double test_fault_loss(const run *r, int64_t batch);
+
 /* ---- the step guard's healing (trainer_heal.c, docs/GUARD.md) ---- */
+
+/* The replay's hash of this rank's local gradients (replay_allowed
+ * decides whether there is one): begun at each execution of a step,
+ * given every range the dp reduction takes before it does, ended with the
+ * rank's share of the loss. */
+void replay_hash_open(run *t);
+void replay_hash_close(run *t);
+void replay_hash_begin(run *t);
+void replay_hash_grads(run *t, const float *grads, size_t from, size_t to);
+void replay_hash_end(run *t, double local_loss);
 
 /* Passes the batches train.skip_batches and the guard's ledger skip; 1 when
  * the run's next batch was one (the loop starts the step again). */
 int pass_skipped(run *t);
 /* Whether a replay can tell a fault from a real result here (one line when not). */
 int replay_allowed(run *t);
-/* The step taken again from the same weights and batch: 0 agreed (loss and
- * gnorm those of the agreeing executions), -1 not replayed, > 0 an exit status. */
-int replay_step(run *t, float *loss, double *gnorm);
+/* The step taken again from the same weights and batch (flagged: the guard
+ * flagged it, else train.replay_every): 0 a fault healed (loss and gnorm
+ * those of the agreeing replays), -1 the same bits, > 0 an exit status. */
+int replay_step(run *t, float *loss, double *gnorm, int flagged);
 /* A flagged step under the policy: 0 go on (nothing applied), else an exit status. */
 int on_flagged(run *t, float loss, double gnorm, const guard_verdict *v);
 

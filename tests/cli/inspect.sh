@@ -29,7 +29,7 @@ import json, sys
 d = json.load(sys.stdin)
 assert d["differing_datasets"] == 0 and len(d["datasets"]) > 100
 for t in d["datasets"]:
-    if t["name"] in ("/state/run_starts", "/state/guard_events", "/state/skipped_batches"):
+    if t["name"] in ("/state/run_starts", "/state/guard_events", "/state/skipped_batches", "/state/guard_replays"):
         assert t["status"] == "run record, not compared", t; continue
     assert t["status"] == "compared" and t["max_abs"] == 0 and t["max_rel"] == 0, t' || fail "diff --json with itself is not all zeros"
 "$INSPECT" list --json "$tmp/c" | "$PY" -c 'import json,sys; d=json.load(sys.stdin); assert d[0]["latest"] and d[0]["step"]==3' || fail "list --json"
@@ -68,7 +68,7 @@ fi
 
 # The old flag forms (tests/mpi/*.sh, bench/ use them).
 "$INSPECT" --verify "$f" | tail -1 | grep -q "^verify: ok" || fail "--verify"
-"$INSPECT" --json "$f" | "$PY" -c 'import json,sys; d=json.load(sys.stdin); assert len(d["tensors"]) == 135 and d["tensors"][0]["checksum"]' || fail "--json PATH"
+"$INSPECT" --json "$f" | "$PY" -c 'import json,sys; d=json.load(sys.stdin); assert len(d["tensors"]) == 136 and d["tensors"][0]["checksum"]' || fail "--json PATH"
 "$INSPECT" --json --no-tensors "$f" | "$PY" -c 'import json,sys; d=json.load(sys.stdin); assert "tensors" not in d and d["step"] == 3' || fail "--json --no-tensors"
 "$INSPECT" --list "$tmp/c" | grep -q latest || fail "--list"
 "$INSPECT" --dump model/embed.weight "$tmp/e3.bin" "$f" >/dev/null && cmp -s "$tmp/e1.bin" "$tmp/e3.bin" || fail "--dump"

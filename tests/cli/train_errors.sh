@@ -86,6 +86,10 @@ for k in train.guard_z_loss train.guard_z_gnorm; do
 done
 guard_error train.guard_loss_ratio 1
 guard_error train.guard_loss_ratio 0
+guard_error train.replay_every -1
+guard_error train.replay_every often
+guard_error train.guard_sdc_limit 0
+guard_error train.guard_sdc_limit -2
 guard_error train.skip_batches 20-10       # backwards
 guard_error train.skip_batches 10-20,15-30 # overlapping
 guard_error train.skip_batches 10-20,5     # out of order
@@ -96,6 +100,7 @@ guard_error train.skip_batches x
 guard_error train.skip_batches 1,,2
 # the warm-up needs that many steps in the window
 expect_error train.guard_warmup "$bin" "${base[@]}" --set train.guard_window=10 --set train.guard_warmup=20
+expect_error train.replay_every "$bin" "${base[@]}" --set train.guard=off --set train.replay_every=5
 
 # good values: accepted, and a skipped range is passed over and said so
 "$bin" "${base[@]}" --set train.steps=3 --set train.skip_batches="1-2, 5" --set train.guard=skip >"$tmp/ok" 2>&1 ||

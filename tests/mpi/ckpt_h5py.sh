@@ -89,7 +89,7 @@ with h5py.File(path, "r") as f:
             # bfloat16: a 2-byte float with bf16's fields, read as float32 whose low half is zero
             assert t.get_size() == 2 and t.get_fields() == (15, 7, 8, 0, 7) and t.get_ebias() == 127, (n, t.get_fields())
             assert a.dtype == np.float32 and not (a.view(np.uint32) & 0xFFFF).any(), n
-        elif n in ("state/val_loss_history", "state/run_starts", "state/guard_events", "state/skipped_batches"):
+        elif n in ("state/val_loss_history", "state/run_starts", "state/guard_events", "state/skipped_batches", "state/guard_replays"):
             # float64 tables with their columns named
             assert a.dtype == np.float64 and a.ndim == 2 and len(ds.attrs["columns"].split()) == a.shape[1], n
         elif n == "state/grad_norm_history":  # float64, one per step

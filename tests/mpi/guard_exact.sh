@@ -54,7 +54,7 @@ print(g["skip_batches"])') || fail "$tag: the final checkpoint's guard ledger is
 }
 
 # ---- one process ------------------------------------------------------------
-heal_and_compare p1 0 spike@7,spike@9,spike@10
+heal_and_compare p1 0 loss-spike@7,loss-spike@9,loss-spike@10
 
 # boost-inspect plot marks the flagged steps and the rollback.
 if command -v gnuplot >/dev/null; then
@@ -78,7 +78,7 @@ echo "ok (reshard, elastic): the guard's ledger carried to tp=2"
 # Stopped after step 8 (batch 7 flagged before it) and resumed: the resumed
 # run needs the ledger to count batch 7 in the cluster; it rolls back as
 # the uninterrupted run did and ends identical to it.
-F=spike@7,spike@9,spike@10
+F=loss-spike@7,loss-spike@9,loss-spike@10
 BOOST_TRAIN_TEST_FAULT=$F train 0 "$tmp/r1.log" "${GUARD[@]}" --set train.steps=8 --set ckpt.dir="$tmp/r" ||
   fail "resume: first part: $(tail -5 "$tmp/r1.log")"
 BOOST_TRAIN_TEST_FAULT=$F train 0 "$tmp/r2.log" "${GUARD[@]}" --set ckpt.dir="$tmp/r" || fail "resume: second part: $(tail -5 "$tmp/r2.log")"
@@ -92,10 +92,10 @@ echo "ok (resume): the guard's ledger carried through a resume; same rollback, s
 
 # A NaN rolls back at once (no cluster needed).
 BOOST_TRAIN_TEST_FAULT=nan@9 train 0 "$tmp/n.log" "${GUARD[@]}" --set ckpt.dir="$tmp/n" || fail "nan: $(tail -5 "$tmp/n.log")"
-grep -q "FLAGGED batch 9: non-finite loss .* rolling back" "$tmp/n.log" || fail "nan: $(grep FLAG "$tmp/n.log")"
+grep -q "FLAGGED batch 9: non-finite gradient norm .* rolling back" "$tmp/n.log" || fail "nan: $(grep FLAG "$tmp/n.log")"
 grep -q "^guard: rollback 1 of 3 to step 8" "$tmp/n.log" || fail "nan: $(grep '^guard' "$tmp/n.log")"
 
-# A checkpoint older than the guard (no /state/grad_norm_history,
+# A checkpoint older than the guard (no /state/grad_norm_history, guard_replays,
 # guard_events, skipped_batches: a fuzz seed) resumes; the guard judges
 # from what it holds, and the new checkpoint carries the new sets.
 OLD=(--set model.vocab=257 --set model.d_model=16 --set model.n_layers=1 --set model.n_heads=2 --set model.ffn=32
@@ -105,12 +105,12 @@ train 0 "$tmp/old.log" "${OLD[@]}" --set ckpt.resume="$BOOST_SOURCE_DIR/tests/fu
 grep -q "resumed from .*tiny-history.h5 (step 4" "$tmp/old.log" || fail "old checkpoint: not resumed: $(grep checkpoints: "$tmp/old.log")"
 "$INSPECT" --json --no-tensors "$tmp/old/step_00000008.h5" | "$PY" -c 'import json,sys
 d = json.load(sys.stdin)
-assert d["loss_history"]["count"] == 8 and d["guard"]["flagged"] == 0 and d["guard"]["skip_batches"] == "", d' ||
+assert d["loss_history"]["count"] == 8 and d["guard"]["flagged"] == 0 and d["guard"]["skip_batches"] == "" and d["guard"]["replays"] == [], d' ||
   fail "old checkpoint: the resumed run's state is wrong"
 echo "ok (old): a checkpoint without the guard's state resumes"
 
 # ---- two ranks ----------------------------------------------------------------
 TWO=(--set train.grad_accum=2)
-heal_and_compare dp2 2 spike@7:1,spike@9:1,spike@10:1 "${TWO[@]}"
-heal_and_compare tp2 2 spike@7:1,spike@9:1,spike@10:1 "${TWO[@]}" --set parallel.tp=2 --set parallel.tp_mode=btp
-heal_and_compare pp2 2 spike@7:1,spike@9:1,spike@10:1 "${TWO[@]}" --set parallel.pp=2
+heal_and_compare dp2 2 loss-spike@7:1,loss-spike@9:1,loss-spike@10:1 "${TWO[@]}"
+heal_and_compare tp2 2 loss-spike@7:1,loss-spike@9:1,loss-spike@10:1 "${TWO[@]}" --set parallel.tp=2 --set parallel.tp_mode=btp
+heal_and_compare pp2 2 loss-spike@7:1,loss-spike@9:1,loss-spike@10:1 "${TWO[@]}" --set parallel.pp=2

@@ -28,7 +28,7 @@ echo "ok: lr=10 ends with exit 65 after 3 rollbacks: $(cut -c1-160 "$tmp/lr10.er
 
 # ---- skip: dropped and counted, no rollback ----------------------------------
 BASE=(--set train.steps=10 --set train.min_lr_ratio=1 --set ckpt.every=4)
-BOOST_TRAIN_TEST_FAULT=spike@3,nan@5,spike@6,spike@7 train 0 "$tmp/skip.log" "${BASE[@]}" --set train.guard=skip \
+BOOST_TRAIN_TEST_FAULT=loss-spike@3,nan@5,loss-spike@6,loss-spike@7 train 0 "$tmp/skip.log" "${BASE[@]}" --set train.guard=skip \
   --set ckpt.dir="$tmp/skip" || fail "skip: $(tail -3 "$tmp/skip.log")"
 [ "$(grep -c 'FLAGGED.*dropped' "$tmp/skip.log")" = 4 ] || fail "skip: $(grep FLAGGED "$tmp/skip.log")"
 ! grep -q "^guard: rollback" "$tmp/skip.log" || fail "skip rolled back"
@@ -43,13 +43,13 @@ checksums "$tmp/skipf/step_00000010.h5" >"$tmp/b.sum"
 cmp -s "$tmp/a.sum" "$tmp/b.sum" || fail "skip: the run that dropped 4 steps differs from one that skipped their batches"
 # a run of flagged batches ends it (train.guard_cluster_window in a row)
 rc=0
-BOOST_TRAIN_TEST_FAULT=spike@2,spike@3,spike@4 train 0 "$tmp/skipend.log" "${BASE[@]}" --set train.guard=skip \
+BOOST_TRAIN_TEST_FAULT=loss-spike@2,loss-spike@3,loss-spike@4 train 0 "$tmp/skipend.log" "${BASE[@]}" --set train.guard=skip \
   --set train.guard_cluster_window=3 || rc=$?
 [ "$rc" = 65 ] || fail "skip: 3 flagged in a row with a window of 3: exit $rc"
 echo "ok: skip dropped 4 steps (no rollback), equal to skipping their batches; a run of them ends with 65"
 
 # ---- off: the spike is applied and logged as a step --------------------------
-BOOST_TRAIN_TEST_FAULT=spike@3 train 0 "$tmp/off.log" "${BASE[@]}" --set train.guard=off || fail "off: $(tail -3 "$tmp/off.log")"
+BOOST_TRAIN_TEST_FAULT=loss-spike@3 train 0 "$tmp/off.log" "${BASE[@]}" --set train.guard=off || fail "off: $(tail -3 "$tmp/off.log")"
 grep -qE "^step +4/10 \| loss 1000[0-9]\." "$tmp/off.log" || fail "off: the spike is not a step: $(grep '^step +4/' "$tmp/off.log")"
 ! grep -q FLAGGED "$tmp/off.log" || fail "off: flagged"
 echo "ok: guard=off applies the spike"

@@ -450,6 +450,9 @@ int config_validate(train_config *cfg, char *err, size_t errlen) {
   if (cfg->train.guard_warmup > cfg->train.guard_window)
     return boost_err(err, errlen, "train.guard_warmup %d exceeds train.guard_window %d: the z-scores need that many steps in the window",
                      cfg->train.guard_warmup, cfg->train.guard_window);
+  if (cfg->train.replay_every > 0 && cfg->train.guard == GUARD_OFF)
+    return boost_err(err, errlen, "train.replay_every=%d needs the step guard, which train.guard=off turns off: set "
+                     "train.guard to skip or rollback, or train.replay_every to 0", cfg->train.replay_every);
   if (cfg->train.replay_every > 0 && cfg->train.device == DEVICE_CUDA)
     return boost_err(err, errlen, "train.replay_every needs bit-deterministic steps, which train.device=cuda does not "
                      "promise (docs/GUARD.md): set it to 0");

@@ -13,6 +13,7 @@ void train_state_free(train_state *st) {
   free(st->grad_norms.v);
   free(st->guard_events.v);
   free(st->skipped.v);
+  free(st->replays.v);
   memset(st, 0, sizeof *st);
 }
 

@@ -26,6 +26,7 @@ typedef struct {
    * the other state, never these. */
   train_rows guard_events; /* GUARD_EVENT_COLS columns */
   train_rows skipped;      /* GUARD_SKIP_COLS columns */
+  train_rows replays;      /* GUARD_REPLAY_COLS columns */
   /* The last micro-batch this rank ran forward (for activation checkpoints). */
   const int32_t *last_tokens;
   int last_B, last_T;
@@ -39,6 +40,13 @@ typedef struct {
 /* skipped: first batch, last batch, reason (0 train.skip_batches, 1 a
  * rollback's window, 2 a flagged step's batch), step it happened at. */
 #define GUARD_SKIP_COLS 4
+/* replays: step (accepted steps before it), batch, trigger (0
+ * train.replay_every, 1 a flagged step), outcome (0 the same bits: the
+ * result is real; 1 a rank differed once: healed from two replays that
+ * agree; 2 the job ended on it), rank (the rank named; -1 none), where
+ * (0 nowhere, 1 the rank's own gradients or loss before the data-parallel
+ * reduction, 2 its gradients after it, 3 the reduced loss or norm). */
+#define GUARD_REPLAY_COLS 6
 
 void train_state_init(train_state *st);
 void train_state_free(train_state *st);

@@ -30,6 +30,11 @@ void grad_buckets_free(grad_buckets *b) {
   memset(b, 0, sizeof *b);
 }
 
+void grad_buckets_set_local(grad_buckets *b, grad_buckets_local_fn fn, void *ctx) {
+  b->local = fn;
+  b->local_ctx = ctx;
+}
+
 int grad_buckets_overlapped(const grad_buckets *b) { return b->bucket > 0; }
 
 /* [from, posted_from) goes out as one non-blocking sum. */
@@ -39,6 +44,7 @@ static void post(grad_buckets *b, size_t from) {
     b->req = boost_realloc(b->req, (size_t)b->cap, sizeof *b->req);
   }
   float *grads = b->reg->arena[TENSOR_GRADS];
+  if (b->local) b->local(b->local_ctx, grads, from, b->posted_from);
   comm_request *req = &b->req[b->nreq++];
   memset(req, 0, sizeof *req);
   if (b->zero)
@@ -58,6 +64,7 @@ void grad_buckets_ready(void *ctx, size_t from) {
 void grad_buckets_finish(grad_buckets *b) {
   float *grads = b->reg->arena[TENSOR_GRADS];
   if (!b->bucket) {
+    if (b->local) b->local(b->local_ctx, grads, 0, b->numel);
     if (b->zero)
       comm_reduce_scatter_sum(b->comm, COMM_DP, grads, b->chunk);
     else

@@ -25,6 +25,11 @@
 #include "comm.h"
 #include "tensor.h"
 
+/* Sees [from, to) of this rank's own gradients (backend memory) just
+ * before they are reduced: the step guard hashes each rank's local
+ * gradients there, so a replay can tell which rank computed differently. */
+typedef void (*grad_buckets_local_fn)(void *ctx, float *grads, size_t from, size_t to);
+
 typedef struct {
   comm_ctx *comm;
   const tensor_registry *reg; /* its gradient arena */
@@ -36,12 +41,17 @@ typedef struct {
   size_t posted_from;   /* [posted_from, numel) is posted this step */
   comm_request *req;
   int nreq, cap;
+  grad_buckets_local_fn local; /* NULL: none */
+  void *local_ctx;
 } grad_buckets;
 
 /* Buckets of bucket_mb MiB over reg's gradients (0, or a dp group of more
  * than two: one reduction in grad_buckets_finish). zero: ZeRO-1. */
 void grad_buckets_init(grad_buckets *b, comm_ctx *comm, const tensor_registry *reg, double bucket_mb, int zero);
 void grad_buckets_free(grad_buckets *b);
+/* fn sees every range of the local gradients before it is reduced, once
+ * per step, in the same order at every execution of the same step. */
+void grad_buckets_set_local(grad_buckets *b, grad_buckets_local_fn fn, void *ctx);
 /* Whether buckets are posted during the backward. */
 int grad_buckets_overlapped(const grad_buckets *b);
 /* The gradients [from, numel) are final for the step (the model's hook). */
