@@ -97,8 +97,9 @@ typedef struct {
   void (*sync)(boost_backend *be);
   /* A host pointer to backend memory when the backend's memory is host
    * memory (the CPU backends), NULL otherwise. Only a communication
-   * backend that moves host buffers (MPI) and a checkpoint load (which
-   * decodes straight into the arenas) may use it. */
+   * backend that moves host buffers (MPI), a checkpoint load (which
+   * decodes straight into the arenas) and the step guard's read-only hash
+   * of a rank's own gradients before the dp reduction may use it. */
   void *(*host_view)(boost_backend *be, const void *p);
 } boost_mem_ops;
 
