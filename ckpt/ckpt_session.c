@@ -18,6 +18,7 @@
 #include "check.h"
 #include "ckpt_agree.h"
 #include "ckpt_fs.h"
+#include "ckpt_local.h"
 #include "ckpt_read.h"
 #include "ckpt_rollback.h"
 #include "ckpt_save.h"
@@ -66,6 +67,7 @@ struct ckpt_session {
   int watchdog_started;
   FILE *log;             /* rank 0: <dir>/checkpoints.jsonl */
   char open_note[512];
+  ckpt_local *local;     /* the local level (NULL: off) */
 };
 
 /* ---- the writer thread's jobs ---------------------------------------------- */
@@ -194,6 +196,7 @@ static void warn_disk_space(ckpt_session *s) {
 
 /* What ckpt_open made, undone (the worker stopped first). */
 static void free_parts(ckpt_session *s) {
+  ckpt_local_close(s->local);
   ckpt_fs_unlock(s->lock_fd);
   ckpt_stager_free(&s->stager);
   ckpt_file_plan_free(&s->plan);
@@ -234,6 +237,15 @@ ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tens
                              : "another rank cannot have its checkpoint staging (host memory, or ckpt.staging_limit "
                                "below its largest tensor band)");
   }
+  if (!bad && !s->read_only) {
+    char note[512];
+    s->local = ckpt_local_open(cfg, grid, reg, note, sizeof note, err, errlen);
+    bad = !s->local && err && err[0];
+    if (s->local && s->team.rank == 0) {
+      printf("checkpoint: %s\n", note);
+      fflush(stdout);
+    }
+  }
   if (bad) {
     free_parts(s);
     return NULL;
@@ -270,6 +282,21 @@ ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tens
   return s;
 }
 
+/* The step of the newest committed checkpoint file (rank 0 looks; -1:
+ * none). Not verified: the file level's reader verifies what it loads. */
+static int64_t newest_file_step(ckpt_session *s) {
+  int64_t step = -1;
+  if (s->team.rank == 0) {
+    ckpt_peek_info info;
+    memset(&info, 0, sizeof info);
+    char why[256];
+    if (ckpt_peek(s->cfg.dir, &s->cfg.resume, &info, why, sizeof why) == 1) step = info.meta.step;
+    ckpt_peek_free(&info);
+  }
+  comm_control_bcast(s->grid->world, COMM_WORLD, "checkpoint agreement", &step, (int)sizeof step, 0);
+  return step;
+}
+
 int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, size_t msglen) {
   ckpt_meta_init(meta);
   memset(state, 0, sizeof *state);
@@ -278,7 +305,26 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
     return 0;
   }
   const char *note = s->open_note[0] ? s->open_note : NULL;
+  char local_note[1200] = "";
+  if (s->local && s->cfg.resume.kind == CKPT_FROM_AUTO) {
+    const int64_t file_step = newest_file_step(s);
+    const int rc = ckpt_local_restore(s->local, file_step, meta, state, local_note, sizeof local_note);
+    if (rc == 1) {
+      s->out.last_committed_step = s->out.last_staged_step = file_step; /* the durable level: the file's */
+      ckpt_local_keep_only(s->local, meta->step);
+      boost_msgf(msg, msglen, "%s%s%s", local_note, note ? "; " : "", note ? note : "");
+      return 1;
+    }
+  }
+  if (local_note[0]) { /* one line: why not the local level */
+    if (note) {
+      const size_t used = strlen(local_note);
+      boost_msgf(local_note + used, sizeof local_note - used, "; %s", note);
+    }
+    note = local_note;
+  }
   if (s->cfg.resume.kind == CKPT_FROM_NONE) {
+    ckpt_local_keep_only(s->local, -1); /* another run's: never resumed by this one */
     int64_t *steps = NULL;
     int n = 0;
     char held[256] = "";
@@ -298,6 +344,7 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
     boost_msgf(msg, msglen, "%s", lr->msg);
     return -1;
   }
+  ckpt_local_keep_only(s->local, -1); /* the run goes on from the file, or afresh: older local steps go */
   if (lr->status == 0) {
     boost_msgf(msg, msglen, "%s%s%s", lr->msg, note ? "; " : "", note ? note : "");
     ckpt_state_free(&lr->state);
@@ -426,6 +473,8 @@ static void collect(ckpt_session *s, char *out, size_t outlen, int print) {
 
 int ckpt_writes(const ckpt_session *s) { return s && !s->read_only; }
 
+int ckpt_due_local(const ckpt_session *s, int64_t step) { return s && ckpt_local_due(s->local, step); }
+
 int ckpt_due(const ckpt_session *s, int64_t step, int force) {
   if (!ckpt_writes(s) || step == s->out.last_staged_step) return 0;
   return force || (s->cfg.every > 0 && step % s->cfg.every == 0);
@@ -461,10 +510,12 @@ void ckpt_after_step(ckpt_session *s, const ckpt_meta *meta, const ckpt_state *s
                      char *status, size_t statuslen) {
   if (statuslen) boost_msgf(status, statuslen, "-");
   if (!s) return;
-  char done[REASON_MAX + 128] = "", waited[96] = "";
+  char done[REASON_MAX + 128] = "", waited[96] = "", local[96] = "";
   collect(s, done, sizeof done, 0);
+  if (ckpt_local_due(s->local, meta->step)) ckpt_local_save(s->local, meta, state, local, sizeof local);
   if (!ckpt_due(s, meta->step, force)) {
-    if (done[0] && statuslen) boost_msgf(status, statuslen, "%s", done);
+    if ((done[0] || local[0]) && statuslen)
+      boost_msgf(status, statuslen, "%s%s%s", local, local[0] && done[0] ? " | " : "", done);
     return;
   }
   double wait_prev = 0.0;
@@ -496,7 +547,8 @@ void ckpt_after_step(ckpt_session *s, const ckpt_meta *meta, const ckpt_state *s
     boost_msgf(now_txt, sizeof now_txt, "step %lld staged, stall %.0f ms", (long long)meta->step, stall * 1e3);
   }
   if (statuslen)
-    boost_msgf(status, statuslen, "%s%s%s%s", waited, done, done[0] && now_txt[0] ? " | " : "", now_txt);
+    boost_msgf(status, statuslen, "%s%s%s%s%s%s", local, local[0] ? " | " : "", waited, done,
+               done[0] && now_txt[0] ? " | " : "", now_txt);
 }
 
 int ckpt_rollback(ckpt_session *s, int64_t max_step, ckpt_meta *meta, ckpt_state *state, char *msg, size_t msglen) {
@@ -507,6 +559,7 @@ int ckpt_rollback(ckpt_session *s, int64_t max_step, ckpt_meta *meta, ckpt_state
     return 0;
   }
   ckpt_wait(s);
+  ckpt_local_drop_newer(s->local, max_step); /* the abandoned branch is never resumed from node memory either */
   char err[1024] = "";
   int ok = s->grid->rank != 0 || ckpt_set_aside_newer(s->cfg.dir, max_step, err, sizeof err) == 0;
   MPI_Bcast(&ok, 1, MPI_INT, 0, s->grid->world);
@@ -537,6 +590,7 @@ void ckpt_close(ckpt_session *s) {
   ckpt_worker_wait_idle(&s->worker);
   char done[REASON_MAX + 128];
   collect(s, done, sizeof done, 1);
+  ckpt_local_retire(s->local, s->out.last_committed_step);
   ckpt_worker_stop(&s->worker); /* the watchdog sees quit too */
   if (s->watchdog_started) pthread_join(s->watchdog, NULL);
   ckpt_worker_free(&s->worker);

@@ -1,0 +1,363 @@
+#include "ckpt_local.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "check.h"
+#include "ckpt_agree.h"
+#include "ckpt_fs.h"
+#include "ckpt_local_store.h"
+#include "ckpt_test_hooks.h"
+#include "util.h"
+
+#define LOCAL_LIST_MAX 8                /* committed steps a rank reports at a restart */
+#define LOCAL_BOUNCE_BYTES (16u << 20) /* host buffer of a device backend's copies */
+
+struct ckpt_local {
+  int every;
+  char root[CKPT_PATH_MAX]; /* ckpt.local_dir */
+  char mine[CKPT_PATH_MAX]; /* root/rank_RRRRR */
+  ckpt_team team;           /* a duplicate of the world */
+  ckpt_node node;
+  const process_grid *grid;
+  tensor_registry *reg;
+  ckpt_local_shape shape;
+  void *bounce;
+  int64_t last_step;
+  double last_s;
+};
+
+int ckpt_node_split(MPI_Comm world, ckpt_node *out) {
+  int rank;
+  MPI_Comm_rank(world, &rank);
+  const int64_t per = ckpt_env_int("BOOST_RANKS_PER_NODE", 0);
+  if (per > 0) MPI_Comm_split(world, (int)(rank / per), rank, &out->comm);
+  else MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &out->comm);
+  MPI_Comm_rank(out->comm, &out->rank);
+  MPI_Comm_size(out->comm, &out->size);
+  MPI_Allreduce(&rank, &out->node_id, 1, MPI_INT, MPI_MIN, out->comm);
+  return 0;
+}
+
+/* The part sizes of this rank's arenas (the state part is sized at a save). */
+static uint64_t part_bytes(const ckpt_local *L, int k) {
+  if (k == LOCAL_PARAMS) return (uint64_t)L->shape.numel * sizeof(float);
+  if (k == LOCAL_ADAM_M || k == LOCAL_ADAM_V) return (uint64_t)(L->shape.mom_end - L->shape.mom_begin) * sizeof(float);
+  return 0;
+}
+
+static float *part_arena(const ckpt_local *L, int k) {
+  static const tensor_category cat[3] = {TENSOR_PARAMS, TENSOR_ADAM_M, TENSOR_ADAM_V};
+  return L->reg->arena[cat[k]];
+}
+
+/* The default directory: /dev/shm/boost-local-<hash of the absolute
+ * ckpt.dir>, the same for every relaunch of the run (rank 0 decides). */
+static void default_dir(const char *ckpt_dir, char *out, size_t outlen) {
+  char abs[2 * PATH_MAX] = "";
+  if (ckpt_dir[0] == '/') boost_msgf(abs, sizeof abs, "%s", ckpt_dir);
+  else {
+    char cwd[PATH_MAX] = ".";
+    if (!getcwd(cwd, sizeof cwd)) snprintf(cwd, sizeof cwd, ".");
+    boost_msgf(abs, sizeof abs, "%s/%s", cwd, ckpt_dir);
+  }
+  size_t n = strlen(abs);
+  while (n > 1 && abs[n - 1] == '/') abs[--n] = 0;
+  boost_msgf(out, outlen, "/dev/shm/boost-local-%016llx", (unsigned long long)XXH3_64bits(abs, n));
+}
+
+/* Room on this node for two copies (the newest committed and the one being
+ * written) of every one of its ranks' state; what the rank already holds
+ * there is counted as free (it is replaced). */
+static int check_room(ckpt_local *L, double state_bytes, char *err, size_t errlen) {
+  const double mine = 2.0 * state_bytes, held = ckpt_local_held_bytes(L->mine);
+  double need = 0, held_node = 0;
+  MPI_Allreduce(&mine, &need, 1, MPI_DOUBLE, MPI_SUM, L->node.comm);
+  MPI_Allreduce(&held, &held_node, 1, MPI_DOUBLE, MPI_SUM, L->node.comm);
+  struct statvfs v;
+  char why[512] = "";
+  int ok = 1;
+  if (statvfs(L->root, &v) != 0) {
+    ok = 0;
+    boost_msgf(why, sizeof why, "ckpt.local_dir %s: %s", L->root, strerror(errno));
+  } else {
+    const double have = (double)v.f_bavail * (double)v.f_frsize + held_node;
+    if (have < need) {
+      ok = 0;
+      char n[32], h[32], e[32];
+      ckpt_format_bytes(need, n, sizeof n);
+      ckpt_format_bytes(have, h, sizeof h);
+      ckpt_format_bytes(state_bytes, e, sizeof e);
+      boost_msgf(why, sizeof why,
+                 "ckpt.local_dir %s has %s free on the node of rank %d but the local level needs %s there (2 copies "
+                 "of %s for each of its %d ranks): make room (a larger /dev/shm, another ckpt.local_dir) or set "
+                 "ckpt.local_every=0",
+                 L->root, h, L->node.node_id, n, e, L->node.size);
+    }
+  }
+  char out[1024];
+  if (ckpt_agree(&L->team, ok, why, out, sizeof out)) return 0;
+  return boost_err(err, errlen, "%s", out);
+}
+
+static void local_free(ckpt_local *L) {
+  if (!L) return;
+  if (L->node.comm != MPI_COMM_NULL) MPI_Comm_free(&L->node.comm);
+  if (L->team.comm != MPI_COMM_NULL) MPI_Comm_free(&L->team.comm);
+  if (L->bounce) L->reg->be->mem->host_free(L->reg->be, L->bounce);
+  free(L);
+}
+
+ckpt_local *ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, tensor_registry *reg, char *note,
+                            size_t notelen, char *err, size_t errlen) {
+  if (note && notelen) note[0] = 0;
+  if (cfg->local_every <= 0 || !cfg->dir[0]) return NULL;
+  ckpt_local *L = boost_calloc(1, sizeof *L);
+  L->every = cfg->local_every;
+  L->grid = grid;
+  L->reg = reg;
+  L->last_step = -1;
+  L->team.comm = L->node.comm = MPI_COMM_NULL;
+  MPI_Comm_dup(grid->world, &L->team.comm);
+  L->team.rank = grid->rank;
+  L->team.size = grid->world_size;
+  ckpt_node_split(grid->world, &L->node);
+  if (cfg->local_dir[0]) boost_msgf(L->root, sizeof L->root, "%s", cfg->local_dir);
+  else if (grid->rank == 0) default_dir(cfg->dir, L->root, sizeof L->root);
+  MPI_Bcast(L->root, (int)sizeof L->root, MPI_CHAR, 0, L->team.comm);
+  boost_msgf(L->mine, sizeof L->mine, "%s/rank_%05d", L->root, grid->rank);
+  L->shape = (ckpt_local_shape){grid->rank, grid->world_size, grid->dp, grid->tp, grid->pp, reg->mom_shards,
+                                reg->numel, reg->mom_begin, reg->mom_end};
+  char why[768] = "", out[1024];
+  int ok = ckpt_fs_mkdirs(L->mine, why, sizeof why) == 0;
+  if (!ok) boost_msgf(out, sizeof out, "ckpt.local_dir: %s", why), boost_msgf(why, sizeof why, "%s", out);
+  if (ok && !reg->be->mem->host_view(reg->be, reg->arena[TENSOR_PARAMS])) {
+    L->bounce = reg->be->mem->host_alloc(reg->be, LOCAL_BOUNCE_BYTES);
+    if (!L->bounce) ok = 0, boost_msgf(why, sizeof why, "no host memory for the local level's copies");
+  }
+  if (!ckpt_agree(&L->team, ok, why, out, sizeof out)) {
+    boost_err(err, errlen, "%s", out);
+    local_free(L);
+    return NULL;
+  }
+  double state = 1 << 20; /* the state part: the histories, well under this for most runs */
+  for (int k = 0; k < LOCAL_STATE; k++) state += (double)part_bytes(L, k);
+  if (check_room(L, state, err, errlen) != 0) {
+    local_free(L);
+    return NULL;
+  }
+  if (note && notelen) {
+    char each[32], node[32];
+    ckpt_format_bytes(state, each, sizeof each);
+    ckpt_format_bytes(2.0 * state * L->node.size, node, sizeof node);
+    boost_msgf(note, notelen, "local level every %d step%s in %s: %s per rank and copy, up to %s on a node of %d rank%s",
+               L->every, L->every == 1 ? "" : "s", L->root, each, node, L->node.size, L->node.size == 1 ? "" : "s");
+  }
+  return L;
+}
+
+void ckpt_local_close(ckpt_local *L) { local_free(L); }
+
+int ckpt_local_due(const ckpt_local *L, int64_t step) {
+  return L && step > 0 && step != L->last_step && step % L->every == 0;
+}
+
+int64_t ckpt_local_last(const ckpt_local *L) { return L ? L->last_step : -1; }
+double ckpt_local_last_seconds(const ckpt_local *L) { return L ? L->last_s : 0; }
+
+/* This rank's parts of meta->step into its temporary directory. */
+static int write_parts(ckpt_local *L, const ckpt_meta *meta, const ckpt_state *state, const char *tmp, char *why,
+                       size_t whylen) {
+  ckpt_local_remove_tree(tmp); /* a crashed save's */
+  if (mkdir(tmp, 0700) != 0) return boost_err(why, whylen, "%s: %s", tmp, strerror(errno));
+  ckpt_local_manifest man;
+  memset(&man, 0, sizeof man);
+  man.step = meta->step;
+  man.shape = L->shape;
+  char path[PATH_MAX];
+  for (int k = 0; k < LOCAL_STATE; k++) {
+    boost_msgf(path, sizeof path, "%s/%s.bin", tmp, ckpt_local_part_names[k]);
+    man.bytes[k] = part_bytes(L, k);
+    if (ckpt_local_write_part(path, L->reg->be, part_arena(L, k), (size_t)man.bytes[k], L->bounce,
+                              LOCAL_BOUNCE_BYTES, &man.sum[k], why, whylen) != 0)
+      return -1;
+  }
+  unsigned char *blob;
+  size_t len;
+  ckpt_local_pack(meta, state, &blob, &len);
+  boost_msgf(path, sizeof path, "%s/%s.bin", tmp, ckpt_local_part_names[LOCAL_STATE]);
+  man.bytes[LOCAL_STATE] = len;
+  const int rc = ckpt_local_write_small(path, blob, len, &man.sum[LOCAL_STATE], why, whylen);
+  free(blob);
+  if (rc != 0 || ckpt_local_write_manifest(tmp, &man, why, whylen) != 0) return -1;
+  return ckpt_fs_fsync(tmp, why, whylen);
+}
+
+int ckpt_local_save(ckpt_local *L, const ckpt_meta *meta, const ckpt_state *state, char *status, size_t statuslen) {
+  const double t0 = boost_now_s();
+  const int64_t step = meta->step;
+  char tmp[PATH_MAX], fin[PATH_MAX], why[1024] = "", out[1024] = "";
+  ckpt_local_step_path(tmp, sizeof tmp, L->mine, step, 1);
+  ckpt_local_step_path(fin, sizeof fin, L->mine, step, 0);
+  int ok = write_parts(L, meta, state, tmp, why, sizeof why) == 0;
+  if (ckpt_agree(&L->team, ok, why, out, sizeof out)) {
+    /* Every rank wrote its parts: rename. A rank that dies before the
+     * second agreement leaves the previous step the newest that every rank
+     * holds, which is why nothing older is removed before it. */
+    ckpt_local_remove_tree(fin); /* the same step of an abandoned branch */
+    ok = rename(tmp, fin) == 0;
+    if (!ok) boost_msgf(why, sizeof why, "rename %s: %s", tmp, strerror(errno));
+    else ckpt_fs_fsync(L->mine, NULL, 0);
+    if (ckpt_agree(&L->team, ok, why, out, sizeof out)) {
+      ckpt_local_remove_steps(L->mine, step, 0);
+      L->last_step = step;
+      L->last_s = boost_now_s() - t0;
+      boost_msgf(status, statuslen, "local step %lld %.1f ms", (long long)step, L->last_s * 1e3);
+      return 0;
+    }
+  }
+  ckpt_local_remove_tree(tmp);
+  boost_msgf(status, statuslen, "local step %lld FAILED", (long long)step);
+  if (L->team.rank == 0) {
+    fprintf(stderr, "boost: local checkpoint of step %lld FAILED (training continues; %s): %s\n", (long long)step,
+            L->last_step >= 0 ? "the previous local step stays the newest" : "no local step yet", out);
+    fflush(stderr);
+  }
+  return -1;
+}
+
+/* The newest step in every rank's list (lists newest first, -1 padded). */
+static int64_t newest_common(const int64_t *all, int ranks, int64_t below) {
+  for (int i = 0; i < LOCAL_LIST_MAX; i++) {
+    const int64_t s = all[i]; /* rank 0's candidates */
+    if (s < 0 || s >= below) continue;
+    int everywhere = 1;
+    for (int r = 1; r < ranks && everywhere; r++) {
+      int has = 0;
+      for (int j = 0; j < LOCAL_LIST_MAX; j++) has |= all[r * LOCAL_LIST_MAX + j] == s;
+      everywhere = has;
+    }
+    if (everywhere) return s;
+  }
+  return -1;
+}
+
+/* This rank's parts of step s into the arenas, each checked. */
+static int load_parts(ckpt_local *L, int64_t s, unsigned char **blob, size_t *bloblen, char *why, size_t whylen) {
+  char dir[PATH_MAX], path[PATH_MAX];
+  ckpt_local_step_path(dir, sizeof dir, L->mine, s, 0);
+  ckpt_local_manifest man;
+  if (ckpt_local_read_manifest(dir, &man, why, whylen) != 0) return -1;
+  for (int k = 0; k < LOCAL_STATE; k++) {
+    boost_msgf(path, sizeof path, "%s/%s.bin", dir, ckpt_local_part_names[k]);
+    if (man.bytes[k] != part_bytes(L, k))
+      return boost_err(why, whylen, "%s: %llu bytes, this layout holds %llu", path,
+                       (unsigned long long)man.bytes[k], (unsigned long long)part_bytes(L, k));
+    if (ckpt_local_read_part(path, L->reg->be, part_arena(L, k), man.bytes[k], man.sum[k], L->bounce,
+                             LOCAL_BOUNCE_BYTES, why, whylen) != 0)
+      return -1;
+  }
+  boost_msgf(path, sizeof path, "%s/%s.bin", dir, ckpt_local_part_names[LOCAL_STATE]);
+  *bloblen = (size_t)man.bytes[LOCAL_STATE];
+  return ckpt_local_read_small(path, man.bytes[LOCAL_STATE], man.sum[LOCAL_STATE], blob, why, whylen);
+}
+
+static void zero_arenas(ckpt_local *L) {
+  for (int k = 0; k < LOCAL_STATE; k++)
+    if (part_bytes(L, k)) L->reg->be->mem->zero(L->reg->be, part_arena(L, k), (size_t)part_bytes(L, k));
+}
+
+int ckpt_local_restore(ckpt_local *L, int64_t file_step, ckpt_meta *meta, ckpt_state *state, char *msg,
+                       size_t msglen) {
+  if (msg && msglen) msg[0] = 0;
+  if (!L) return 0;
+  const double t0 = boost_now_s();
+  int64_t mine[LOCAL_LIST_MAX];
+  for (int i = 0; i < LOCAL_LIST_MAX; i++) mine[i] = -1;
+  char passed[600] = "";
+  ckpt_local_list(L->mine, &L->shape, mine, LOCAL_LIST_MAX, passed, sizeof passed);
+  const int ranks = L->team.size;
+  int64_t *all = boost_calloc((size_t)ranks * LOCAL_LIST_MAX, sizeof *all);
+  MPI_Allgather(mine, LOCAL_LIST_MAX, MPI_INT64_T, all, LOCAL_LIST_MAX, MPI_INT64_T, L->team.comm);
+  int any = 0, have_passed = passed[0] != 0;
+  for (int i = 0; i < ranks * LOCAL_LIST_MAX; i++) any |= all[i] >= 0;
+  MPI_Allreduce(MPI_IN_PLACE, &have_passed, 1, MPI_INT, MPI_MAX, L->team.comm);
+  char damaged[1024] = "";
+  int64_t below = INT64_MAX;
+  int rc = 0;
+  for (;;) {
+    const int64_t s = newest_common(all, ranks, below);
+    if (s < 0 || s < file_step) break;
+    below = s;
+    unsigned char *blob = NULL;
+    size_t len = 0;
+    char why[768] = "", out[1024] = "";
+    const int ok = load_parts(L, s, &blob, &len, why, sizeof why) == 0;
+    if (!ckpt_agree(&L->team, ok, why, out, sizeof out)) {
+      free(blob);
+      if (!damaged[0]) boost_msgf(damaged, sizeof damaged, "local step %lld is damaged: %s", (long long)s, out);
+      zero_arenas(L);
+      continue;
+    }
+    /* Every rank resumes with rank 0's metadata block, as from the file. */
+    uint64_t n = len;
+    MPI_Bcast(&n, 1, MPI_UINT64_T, 0, L->team.comm);
+    if (L->team.rank != 0) {
+      free(blob);
+      blob = malloc(n ? (size_t)n : 1);
+      if (!blob) boost_fail("out of memory for a local checkpoint's state part");
+    }
+    MPI_Bcast(blob, (int)n, MPI_BYTE, 0, L->team.comm);
+    char uerr[256] = "";
+    const int uok = ckpt_local_unpack(blob, (size_t)n, meta, state, uerr, sizeof uerr) == 0;
+    free(blob);
+    if (!uok) { /* the same bytes everywhere: the same verdict */
+      if (!damaged[0]) boost_msgf(damaged, sizeof damaged, "local step %lld: rank 0's %s", (long long)s, uerr);
+      zero_arenas(L);
+      continue;
+    }
+    registry_refresh_work(L->reg);
+    L->last_step = s;
+    boost_msgf(msg, msglen, "resumed from the local level: step %lld in %s, %d rank%s' parts verified, %.2f s",
+               (long long)s, L->root, ranks, ranks == 1 ? "" : "s", boost_now_s() - t0);
+    rc = 1;
+    break;
+  }
+  if (rc == 0 && (any || have_passed)) {
+    if (damaged[0]) boost_msgf(msg, msglen, "%s; from the file instead", damaged);
+    else if (have_passed && !any)
+      boost_msgf(msg, msglen, "the local level in %s is another layout's: from the file", L->root);
+    else boost_msgf(msg, msglen, "the local level in %s holds no step all ranks have that is newer than the file's",
+                    L->root);
+  }
+  free(all);
+  return rc;
+}
+
+void ckpt_local_keep_only(ckpt_local *L, int64_t keep) {
+  if (!L) return;
+  ckpt_local_remove_steps(L->mine, keep, 0);
+  L->last_step = keep;
+}
+
+void ckpt_local_retire(ckpt_local *L, int64_t file_step) {
+  if (!L || file_step < 0 || file_step < L->last_step) return;
+  ckpt_local_remove_steps(L->mine, -1, 0);
+  rmdir(L->mine);
+  MPI_Barrier(L->team.comm); /* every rank's directory gone before the root is tried */
+  if (L->node.rank == 0) rmdir(L->root);
+  L->last_step = -1;
+}
+
+void ckpt_local_drop_newer(ckpt_local *L, int64_t max_step) {
+  if (!L) return;
+  ckpt_local_remove_steps(L->mine, max_step, 1);
+  if (L->last_step > max_step) L->last_step = -1;
+}

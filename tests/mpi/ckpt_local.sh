@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The local level (ckpt.local_every, ckpt.local_dir): kill -9 of every rank
+# of a 2-rank run mid-training (data-parallel, then tensor-parallel), the
+# relaunch resumes from node memory, loses at most the step in flight and
+# ends bit for bit where an uninterrupted run ends; a flipped byte in a
+# local part is named in one line and the file is used instead, still
+# exact; another layout goes through the file; bad settings and a local
+# directory without room are refused at start with one line.
+source "$(dirname "$0")/ckpt_common.bash"
+source "$(dirname "$0")/local_common.bash"
+make_data
+STEPS=10
+LOCAL=(--set ckpt.local_every=1 --set train.steps=$STEPS --set train.lr=3e-3)
+
+# run_and_kill TAG N ARGS...: the run in the background, every rank killed
+# (kill -9) somewhere inside a step after step N was logged; prints the
+# last step logged.
+run_and_kill() {
+  local tag=$1 n=$2 metrics
+  shift 2
+  metrics=$(printf '%s\n' "$@" | sed -n 's/^train.metrics=//p')
+  BOOST_TRAIN_TEST_STEP_DELAY_MS=400 $MPIRUN -n 2 "$TRAIN" --set data.train="$tmp/f.tok" "${COMMON[@]}" \
+    "${LOCAL[@]}" --set ckpt.every=4 "$@" >"$tmp/$tag.1.log" 2>&1 &
+  local mp=$!
+  CLEANUP="kill -9 $mp 2>/dev/null"
+  wait_step "$metrics" "$n" 120 || fail "$tag: step $n never logged: $(tail -5 "$tmp/$tag.1.log")"
+  sleep 0.$((RANDOM % 4))
+  kill_job "$mp"
+  last_step "$metrics"
+}
+
+# one_layout TAG LAYOUT...: reference, kill -9, relaunch, compare.
+one_layout() {
+  local tag=$1
+  shift
+  local ref=$tmp/$tag.ref ck=$tmp/$tag.ck shm=$tmp/$tag.shm
+  train 2 "$tmp/$tag.ref.log" "$@" "${LOCAL[@]}" --set ckpt.every=4 --set ckpt.dir="$ref" \
+    --set ckpt.local_dir="$tmp/$tag.refshm" --set train.metrics="$ref.jsonl" ||
+    fail "$tag: reference run: $(tail -5 "$tmp/$tag.ref.log")"
+  grep -q "checkpoint: local level every 1 step in $tmp/$tag.refshm" "$tmp/$tag.ref.log" ||
+    fail "$tag: the start does not report the local level: $(grep checkpoint "$tmp/$tag.ref.log" | head -3)"
+
+  local logged
+  logged=$(run_and_kill "$tag" 6 "$@" --set ckpt.dir="$ck" --set ckpt.local_dir="$shm" --set train.metrics="$ck.jsonl")
+  echo "ok: $tag: killed after step $logged: $(ls "$shm"/rank_00000 | tr '\n' ' ')"
+
+  train 2 "$tmp/$tag.2.log" "$@" "${LOCAL[@]}" --set ckpt.every=4 --set ckpt.dir="$ck" --set ckpt.local_dir="$shm" \
+    --set train.metrics="$ck.jsonl" || fail "$tag: relaunch: $(tail -5 "$tmp/$tag.2.log")"
+  local got
+  got=$(resumed_local_step "$tmp/$tag.2.log")
+  [ -n "$got" ] || fail "$tag: did not resume from the local level: $(grep checkpoints: "$tmp/$tag.2.log")"
+  [ "$got" -ge "$logged" ] || fail "$tag: resumed from local step $got, but step $logged had been logged"
+  same_losses "$ref.jsonl" "$ck.jsonl" || fail "$tag: losses differ from the uninterrupted run"
+  [ "$(checksums "$ref/step_$(printf %08d $STEPS).h5")" = "$(checksums "$ck/step_$(printf %08d $STEPS).h5")" ] ||
+    fail "$tag: the final checkpoint differs from the uninterrupted run's"
+  [ ! -e "$shm" ] || fail "$tag: the finished run left its local level: $(ls -R "$shm")"
+  echo "ok: $tag: resumed from local step $got (last logged $logged), bit-identical to the uninterrupted run"
+}
+
+one_layout dp
+one_layout tp --set parallel.tp=2
+
+# A flipped byte in a local part: named in one line, the file used (an
+# older step), and the run still ends exact.
+ck=$tmp/dp.ck shm=$tmp/dp.shm
+logged=$(run_and_kill flip 5 --set ckpt.dir="$ck.flip" --set ckpt.local_dir="$shm.flip" --set train.metrics="$ck.flip.jsonl")
+newest=$(ls "$shm.flip"/rank_00001 | grep -v tmp | tail -1)
+part=$shm.flip/rank_00001/$newest/adam_v.bin
+[ -f "$part" ] || fail "flip: no $part: $(ls -R "$shm.flip")"
+"$PY" -c 'import sys
+p = sys.argv[1]; b = bytearray(open(p, "rb").read()); b[len(b) // 2] ^= 0x10; open(p, "wb").write(b)' "$part"
+train 2 "$tmp/flip.1.log" "${LOCAL[@]}" --set ckpt.every=4 --set ckpt.dir="$ck.flip" --set ckpt.local_dir="$shm.flip" \
+  --set train.metrics="$ck.flip.jsonl" || fail "flip: relaunch: $(tail -5 "$tmp/flip.1.log")"
+line=$(grep "checkpoints: " "$tmp/flip.1.log")
+echo "$line" | grep -q "resumed from $ck.flip/step_00000004.h5" || fail "flip: not resumed from the file: $line"
+echo "$line" | grep -q "local step $((10#${newest#step_})) is damaged: rank 1: $part: checksum mismatch" ||
+  fail "flip: the damaged part is not named: $line"
+same_losses "$tmp/dp.ref.jsonl" "$ck.flip.jsonl" || fail "flip: losses differ from the uninterrupted run"
+[ "$(checksums "$tmp/dp.ref/step_$(printf %08d $STEPS).h5")" = "$(checksums "$ck.flip/step_$(printf %08d $STEPS).h5")" ] ||
+  fail "flip: the final checkpoint differs"
+echo "ok: flipped byte named ($part), resumed from the file, bit-identical"
+
+# Another layout: the local level is not used, the file is, and it says so;
+# the run still ends where the uninterrupted one does.
+run_and_kill lay 5 --set ckpt.dir="$ck.lay" --set ckpt.local_dir="$shm.lay" --set train.metrics="$ck.lay.jsonl" >/dev/null
+train 2 "$tmp/lay.2.log" "${LOCAL[@]}" --set parallel.tp=2 --set ckpt.every=4 --set ckpt.dir="$ck.lay" \
+  --set ckpt.local_dir="$shm.lay" || fail "layout: relaunch: $(tail -5 "$tmp/lay.2.log")"
+grep -q "checkpoints: resumed from $ck.lay/step_00000004.h5 (step 4.*the local level in $shm.lay is another layout's: from the file" \
+  "$tmp/lay.2.log" || fail "layout: $(grep checkpoints: "$tmp/lay.2.log")"
+echo "ok: another layout went through the file"
+
+# Bad settings: one line each, non-zero exit, nothing trained.
+bad() {
+  local want=$1
+  shift
+  if train 0 "$tmp/bad.log" --set train.steps=2 "$@"; then fail "accepted: $*"; fi
+  # the error is one line, the last one (a start prints its config first)
+  tail -1 "$tmp/bad.log" | grep -q -- "$want" || fail "for $*: $(tail -3 "$tmp/bad.log")"
+  [ "$(grep -c "$want" "$tmp/bad.log")" = 1 ] || fail "said more than once for $*: $(cat "$tmp/bad.log")"
+}
+bad "ckpt.local_every" --set ckpt.dir="$tmp/b" --set ckpt.local_every=-1
+bad "ckpt.local_every" --set ckpt.dir="$tmp/b" --set ckpt.local_every=often
+bad "ckpt.local_every=1 needs ckpt.dir" --set ckpt.local_every=1
+bad "ckpt.local_dir 'shm/x' must be an absolute path" --set ckpt.dir="$tmp/b" --set ckpt.local_every=1 --set ckpt.local_dir=shm/x
+mkdir -p "$tmp/small"
+mount -t tmpfs -o size=64k tmpfs "$tmp/small" || { echo "SKIP part: cannot mount a tmpfs"; echo "PASS: ckpt_local"; exit 0; }
+CLEANUP="unmount_scratch $tmp/small"
+bad "ckpt.local_dir $tmp/small has .* free .* but the local level needs .* there (2 copies of" \
+  --set ckpt.dir="$tmp/b" --set ckpt.local_every=1 --set ckpt.local_dir="$tmp/small"
+echo "ok: bad settings and a local directory without room refused with one line"
+echo "PASS: ckpt_local"
