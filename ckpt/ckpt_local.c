@@ -13,6 +13,7 @@
 #include "check.h"
 #include "ckpt_agree.h"
 #include "ckpt_fs.h"
+#include "ckpt_local_partner.h"
 #include "ckpt_local_store.h"
 #include "ckpt_test_hooks.h"
 #include "util.h"
@@ -26,6 +27,7 @@ struct ckpt_local {
   char mine[CKPT_PATH_MAX]; /* root/rank_RRRRR */
   ckpt_team team;           /* a duplicate of the world */
   ckpt_node node;
+  ckpt_partner partner;
   const process_grid *grid;
   tensor_registry *reg;
   ckpt_local_shape shape;
@@ -77,7 +79,9 @@ static void default_dir(const char *ckpt_dir, char *out, size_t outlen) {
  * written) of every one of its ranks' state; what the rank already holds
  * there is counted as free (it is replaced). */
 static int check_room(ckpt_local *L, double state_bytes, char *err, size_t errlen) {
-  const double mine = 2.0 * state_bytes, held = ckpt_local_held_bytes(L->mine);
+  const int copies = L->partner.on ? 4 : 2; /* its own and its partner's, each newest + being written */
+  const double mine = copies * state_bytes,
+               held = ckpt_local_held_bytes(L->mine) + (L->partner.on ? ckpt_local_held_bytes(L->partner.held_dir) : 0);
   double need = 0, held_node = 0;
   MPI_Allreduce(&mine, &need, 1, MPI_DOUBLE, MPI_SUM, L->node.comm);
   MPI_Allreduce(&held, &held_node, 1, MPI_DOUBLE, MPI_SUM, L->node.comm);
@@ -96,10 +100,11 @@ static int check_room(ckpt_local *L, double state_bytes, char *err, size_t errle
       ckpt_format_bytes(have, h, sizeof h);
       ckpt_format_bytes(state_bytes, e, sizeof e);
       boost_msgf(why, sizeof why,
-                 "ckpt.local_dir %s has %s free on the node of rank %d but the local level needs %s there (2 copies "
-                 "of %s for each of its %d ranks): make room (a larger /dev/shm, another ckpt.local_dir) or set "
+                 "ckpt.local_dir %s has %s free on the node of rank %d but the local level needs %s there (%d copies "
+                 "of %s for each of its %d ranks%s): make room (a larger /dev/shm, another ckpt.local_dir) or set "
                  "ckpt.local_every=0",
-                 L->root, h, L->node.node_id, n, e, L->node.size);
+                 L->root, h, L->node.node_id, n, copies, e, L->node.size,
+                 L->partner.on ? ": its own and a partner's, the newest and one being written" : "");
     }
   }
   char out[1024];
@@ -133,10 +138,13 @@ ckpt_local *ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, 
   else if (grid->rank == 0) default_dir(cfg->dir, L->root, sizeof L->root);
   MPI_Bcast(L->root, (int)sizeof L->root, MPI_CHAR, 0, L->team.comm);
   boost_msgf(L->mine, sizeof L->mine, "%s/rank_%05d", L->root, grid->rank);
+  char partner_note[160];
+  ckpt_partner_plan(L->team.comm, &L->node, L->root, &L->partner, partner_note, sizeof partner_note);
   L->shape = (ckpt_local_shape){grid->rank, grid->world_size, grid->dp, grid->tp, grid->pp, reg->mom_shards,
                                 reg->numel, reg->mom_begin, reg->mom_end};
   char why[768] = "", out[1024];
-  int ok = ckpt_fs_mkdirs(L->mine, why, sizeof why) == 0;
+  int ok = ckpt_fs_mkdirs(L->mine, why, sizeof why) == 0 &&
+           (!L->partner.on || ckpt_fs_mkdirs(L->partner.held_dir, why, sizeof why) == 0);
   if (!ok) boost_msgf(out, sizeof out, "ckpt.local_dir: %s", why), boost_msgf(why, sizeof why, "%s", out);
   if (ok && !reg->be->mem->host_view(reg->be, reg->arena[TENSOR_PARAMS])) {
     L->bounce = reg->be->mem->host_alloc(reg->be, LOCAL_BOUNCE_BYTES);
@@ -154,11 +162,18 @@ ckpt_local *ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, 
     return NULL;
   }
   if (note && notelen) {
-    char each[32], node[32];
+    char each[32], node[32], partner[200];
+    const int copies = L->partner.on ? 4 : 2;
     ckpt_format_bytes(state, each, sizeof each);
-    ckpt_format_bytes(2.0 * state * L->node.size, node, sizeof node);
-    boost_msgf(note, notelen, "local level every %d step%s in %s: %s per rank and copy, up to %s on a node of %d rank%s",
-               L->every, L->every == 1 ? "" : "s", L->root, each, node, L->node.size, L->node.size == 1 ? "" : "s");
+    ckpt_format_bytes((double)copies * state * L->node.size, node, sizeof node);
+    if (L->partner.on)
+      boost_msgf(partner, sizeof partner, "each rank's parts also kept by the same rank of the next node (rank 0's by "
+                 "rank %d)", L->team.rank == 0 ? L->partner.holder : -1);
+    else boost_msgf(partner, sizeof partner, "%s", partner_note);
+    boost_msgf(note, notelen,
+               "local level every %d step%s in %s: %s per rank and copy, up to %s on a node of %d rank%s (%s); %s",
+               L->every, L->every == 1 ? "" : "s", L->root, each, node, L->node.size, L->node.size == 1 ? "" : "s",
+               L->partner.on ? "its own copies and its partners'" : "its own copies", partner);
   }
   return L;
 }
@@ -207,6 +222,21 @@ int ckpt_local_save(ckpt_local *L, const ckpt_meta *meta, const ckpt_state *stat
   ckpt_local_step_path(tmp, sizeof tmp, L->mine, step, 1);
   ckpt_local_step_path(fin, sizeof fin, L->mine, step, 0);
   int ok = write_parts(L, meta, state, tmp, why, sizeof why) == 0;
+  char held_tmp[PATH_MAX] = "", held_fin[PATH_MAX] = "";
+  if (L->partner.on) { /* every rank takes part in the exchange, whatever it wrote */
+    ckpt_local_step_path(held_tmp, sizeof held_tmp, L->partner.held_dir, step, 1);
+    ckpt_local_step_path(held_fin, sizeof held_fin, L->partner.held_dir, step, 0);
+    ckpt_local_remove_tree(held_tmp);
+    char pwhy[768] = "";
+    int pok = mkdir(held_tmp, 0700) == 0;
+    if (!pok) boost_msgf(pwhy, sizeof pwhy, "%s: %s", held_tmp, strerror(errno));
+    const ckpt_partner_sink sink = {.dir = held_tmp}; /* no directory: its files fail to open, it is dropped */
+    char xwhy[768] = "";
+    if (ckpt_partner_exchange(L->team.comm, ok ? tmp : NULL, L->partner.holder, &sink, L->partner.held, xwhy,
+                              sizeof xwhy) != 0 && pok)
+      pok = 0, boost_msgf(pwhy, sizeof pwhy, "%s", xwhy);
+    if (ok && !pok) ok = 0, boost_msgf(why, sizeof why, "partner copy: %s", pwhy);
+  }
   if (ckpt_agree(&L->team, ok, why, out, sizeof out)) {
     /* Every rank wrote its parts: rename. A rank that dies before the
      * second agreement leaves the previous step the newest that every rank
@@ -215,8 +245,15 @@ int ckpt_local_save(ckpt_local *L, const ckpt_meta *meta, const ckpt_state *stat
     ok = rename(tmp, fin) == 0;
     if (!ok) boost_msgf(why, sizeof why, "rename %s: %s", tmp, strerror(errno));
     else ckpt_fs_fsync(L->mine, NULL, 0);
+    if (ok && L->partner.on) {
+      ckpt_local_remove_tree(held_fin);
+      ok = rename(held_tmp, held_fin) == 0;
+      if (!ok) boost_msgf(why, sizeof why, "rename %s: %s", held_tmp, strerror(errno));
+      else ckpt_fs_fsync(L->partner.held_dir, NULL, 0);
+    }
     if (ckpt_agree(&L->team, ok, why, out, sizeof out)) {
       ckpt_local_remove_steps(L->mine, step, 0);
+      if (L->partner.on) ckpt_local_remove_steps(L->partner.held_dir, step, 0);
       L->last_step = step;
       L->last_s = boost_now_s() - t0;
       boost_msgf(status, statuslen, "local step %lld %.1f ms", (long long)step, L->last_s * 1e3);
@@ -224,6 +261,7 @@ int ckpt_local_save(ckpt_local *L, const ckpt_meta *meta, const ckpt_state *stat
     }
   }
   ckpt_local_remove_tree(tmp);
+  if (held_tmp[0]) ckpt_local_remove_tree(held_tmp);
   boost_msgf(status, statuslen, "local step %lld FAILED", (long long)step);
   if (L->team.rank == 0) {
     fprintf(stderr, "boost: local checkpoint of step %lld FAILED (training continues; %s): %s\n", (long long)step,
@@ -233,20 +271,42 @@ int ckpt_local_save(ckpt_local *L, const ckpt_meta *meta, const ckpt_state *stat
   return -1;
 }
 
-/* The newest step in every rank's list (lists newest first, -1 padded). */
-static int64_t newest_common(const int64_t *all, int ranks, int64_t below) {
-  for (int i = 0; i < LOCAL_LIST_MAX; i++) {
-    const int64_t s = all[i]; /* rank 0's candidates */
-    if (s < 0 || s >= below) continue;
-    int everywhere = 1;
-    for (int r = 1; r < ranks && everywhere; r++) {
-      int has = 0;
-      for (int j = 0; j < LOCAL_LIST_MAX; j++) has |= all[r * LOCAL_LIST_MAX + j] == s;
-      everywhere = has;
-    }
-    if (everywhere) return s;
+static int listed(const int64_t *list, int64_t s) {
+  for (int j = 0; j < LOCAL_LIST_MAX; j++)
+    if (list[j] == s) return 1;
+  return 0;
+}
+
+/* What every rank holds at a restart: its own steps and those it keeps for
+ * its partner, each list newest first and -1 padded. */
+typedef struct {
+  int ranks, partner_on;
+  int64_t *own, *held; /* [rank * LOCAL_LIST_MAX + j] */
+  int *holder;         /* [rank]: who keeps its copy */
+} local_census;
+
+/* The first rank that can restore step s neither from its own copy nor
+ * from its holder's, -1 when every rank can. */
+static int first_without(const local_census *c, int64_t s) {
+  for (int q = 0; q < c->ranks; q++) {
+    if (listed(c->own + q * LOCAL_LIST_MAX, s)) continue;
+    if (c->partner_on && c->holder[q] >= 0 && listed(c->held + c->holder[q] * LOCAL_LIST_MAX, s)) continue;
+    return q;
   }
   return -1;
+}
+
+/* The newest step below `below` that every rank can restore (-1: none);
+ * *newest_seen: the newest step any rank listed. */
+static int64_t newest_restorable(const local_census *c, int64_t below, int64_t *newest_seen) {
+  int64_t best = -1;
+  *newest_seen = -1;
+  for (int i = 0; i < 2 * c->ranks * LOCAL_LIST_MAX; i++) {
+    const int64_t s = i < c->ranks * LOCAL_LIST_MAX ? c->own[i] : c->held[i - c->ranks * LOCAL_LIST_MAX];
+    if (s > *newest_seen) *newest_seen = s;
+    if (s > best && s < below && first_without(c, s) < 0) best = s;
+  }
+  return best;
 }
 
 /* This rank's parts of step s into the arenas, each checked. */
@@ -274,35 +334,84 @@ static void zero_arenas(ckpt_local *L) {
     if (part_bytes(L, k)) L->reg->be->mem->zero(L->reg->be, part_arena(L, k), (size_t)part_bytes(L, k));
 }
 
+/* Step s into the arenas: each rank from its own copy where it has a whole
+ * one, the others from their holders' copies (sent over MPI). Returns 1
+ * when every rank has it, with *blob (rank 0's state part, on every rank)
+ * and *from_partner the ranks served by partners; 0 with why. */
+static int restore_step(ckpt_local *L, int64_t s, const int64_t *own, unsigned char **blob, size_t *bloblen,
+                        int *from_partner, char *note, size_t notelen, char *why, size_t whylen) {
+  const int ranks = L->team.size;
+  char mine_why[768] = "";
+  int ok1 = 0;
+  *blob = NULL;
+  if (!listed(own, s)) boost_msgf(mine_why, sizeof mine_why, "no copy of step %lld in %s", (long long)s, L->mine);
+  else ok1 = load_parts(L, s, blob, bloblen, mine_why, sizeof mine_why) == 0;
+  int *oks = boost_calloc((size_t)ranks, sizeof *oks);
+  MPI_Allgather(&ok1, 1, MPI_INT, oks, 1, MPI_INT, L->team.comm);
+  *from_partner = 0;
+  for (int q = 0; q < ranks; q++) *from_partner += !oks[q];
+  if (*from_partner) /* the lowest rank without its own copy, for the log */
+    ckpt_agree(&L->team, ok1, mine_why, note, notelen);
+  int ok = ok1;
+  char xwhy[768] = "";
+  if (*from_partner && L->partner.on) {
+    const int send = !oks[L->partner.held], recv = !ok1;
+    char sdir[PATH_MAX];
+    ckpt_local_step_path(sdir, sizeof sdir, L->partner.held_dir, s, 0);
+    ckpt_partner_sink sink = {.reg = L->reg, .blob = blob, .bloblen = bloblen};
+    for (int k = 0; k < LOCAL_STATE; k++) sink.arena[k] = part_arena(L, k), sink.want_bytes[k] = part_bytes(L, k);
+    if (recv) free(*blob), *blob = NULL;
+    const int rc = ckpt_partner_exchange(L->team.comm, send ? sdir : NULL, send ? L->partner.held : MPI_PROC_NULL,
+                                         recv ? &sink : NULL, recv ? L->partner.holder : MPI_PROC_NULL, xwhy,
+                                         sizeof xwhy);
+    if (recv) ok = rc == 0;
+  } else if (!ok1) {
+    boost_msgf(xwhy, sizeof xwhy, "%s, and no partner copies are kept", mine_why);
+  }
+  free(oks);
+  if (!ok && !xwhy[0]) boost_msgf(xwhy, sizeof xwhy, "%s", mine_why);
+  char out[1024];
+  if (ckpt_agree(&L->team, ok, xwhy, out, sizeof out)) return 1;
+  free(*blob);
+  *blob = NULL;
+  boost_msgf(why, whylen, "%s", out);
+  return 0;
+}
+
 int ckpt_local_restore(ckpt_local *L, int64_t file_step, ckpt_meta *meta, ckpt_state *state, char *msg,
                        size_t msglen) {
   if (msg && msglen) msg[0] = 0;
   if (!L) return 0;
   const double t0 = boost_now_s();
-  int64_t mine[LOCAL_LIST_MAX];
-  for (int i = 0; i < LOCAL_LIST_MAX; i++) mine[i] = -1;
-  char passed[600] = "";
-  ckpt_local_list(L->mine, &L->shape, mine, LOCAL_LIST_MAX, passed, sizeof passed);
   const int ranks = L->team.size;
-  int64_t *all = boost_calloc((size_t)ranks * LOCAL_LIST_MAX, sizeof *all);
-  MPI_Allgather(mine, LOCAL_LIST_MAX, MPI_INT64_T, all, LOCAL_LIST_MAX, MPI_INT64_T, L->team.comm);
-  int any = 0, have_passed = passed[0] != 0;
-  for (int i = 0; i < ranks * LOCAL_LIST_MAX; i++) any |= all[i] >= 0;
+  int64_t own[LOCAL_LIST_MAX], held[LOCAL_LIST_MAX];
+  for (int i = 0; i < LOCAL_LIST_MAX; i++) own[i] = held[i] = -1;
+  char passed[600] = "";
+  ckpt_local_list(L->mine, L->team.rank, &L->shape, own, LOCAL_LIST_MAX, passed, sizeof passed);
+  if (L->partner.on) ckpt_local_list(L->partner.held_dir, L->partner.held, NULL, held, LOCAL_LIST_MAX, NULL, 0);
+  local_census c = {ranks, L->partner.on, boost_calloc((size_t)ranks * LOCAL_LIST_MAX, sizeof(int64_t)),
+                    boost_calloc((size_t)ranks * LOCAL_LIST_MAX, sizeof(int64_t)),
+                    boost_calloc((size_t)ranks, sizeof(int))};
+  MPI_Allgather(own, LOCAL_LIST_MAX, MPI_INT64_T, c.own, LOCAL_LIST_MAX, MPI_INT64_T, L->team.comm);
+  MPI_Allgather(held, LOCAL_LIST_MAX, MPI_INT64_T, c.held, LOCAL_LIST_MAX, MPI_INT64_T, L->team.comm);
+  MPI_Allgather(&L->partner.holder, 1, MPI_INT, c.holder, 1, MPI_INT, L->team.comm);
+  int have_passed = passed[0] != 0;
   MPI_Allreduce(MPI_IN_PLACE, &have_passed, 1, MPI_INT, MPI_MAX, L->team.comm);
-  char damaged[1024] = "";
-  int64_t below = INT64_MAX;
-  int rc = 0;
+  char damaged[1024] = "", note[1024] = "";
+  int64_t below = INT64_MAX, newest_seen = -1;
+  int rc = 0, from_partner = 0;
   for (;;) {
-    const int64_t s = newest_common(all, ranks, below);
+    int64_t seen;
+    const int64_t s = newest_restorable(&c, below, &seen);
+    if (below == INT64_MAX) newest_seen = seen;
     if (s < 0 || s < file_step) break;
     below = s;
     unsigned char *blob = NULL;
     size_t len = 0;
-    char why[768] = "", out[1024] = "";
-    const int ok = load_parts(L, s, &blob, &len, why, sizeof why) == 0;
-    if (!ckpt_agree(&L->team, ok, why, out, sizeof out)) {
-      free(blob);
-      if (!damaged[0]) boost_msgf(damaged, sizeof damaged, "local step %lld is damaged: %s", (long long)s, out);
+    char why[1024] = "";
+    note[0] = 0;
+    if (!restore_step(L, s, own, &blob, &len, &from_partner, note, sizeof note, why, sizeof why)) {
+      if (!damaged[0]) boost_msgf(damaged, sizeof damaged, "local step %lld is damaged: %s", (long long)s, why);
       zero_arenas(L);
       continue;
     }
@@ -325,25 +434,35 @@ int ckpt_local_restore(ckpt_local *L, int64_t file_step, ckpt_meta *meta, ckpt_s
     }
     registry_refresh_work(L->reg);
     L->last_step = s;
-    boost_msgf(msg, msglen, "resumed from the local level: step %lld in %s, %d rank%s' parts verified, %.2f s",
-               (long long)s, L->root, ranks, ranks == 1 ? "" : "s", boost_now_s() - t0);
+    char partners[1200] = "";
+    if (from_partner)
+      boost_msgf(partners, sizeof partners, ", %d rank%s from partner copies (%s)", from_partner,
+                 from_partner == 1 ? "" : "s", note);
+    boost_msgf(msg, msglen, "resumed from the local level: step %lld in %s, %d rank%s' parts verified%s, %.2f s",
+               (long long)s, L->root, ranks, ranks == 1 ? "" : "s", partners, boost_now_s() - t0);
     rc = 1;
     break;
   }
-  if (rc == 0 && (any || have_passed)) {
+  if (rc == 0 && (newest_seen >= 0 || have_passed)) {
+    const int q = newest_seen >= 0 ? first_without(&c, newest_seen) : -1;
     if (damaged[0]) boost_msgf(msg, msglen, "%s; from the file instead", damaged);
-    else if (have_passed && !any)
+    else if (have_passed && newest_seen < 0)
       boost_msgf(msg, msglen, "the local level in %s is another layout's: from the file", L->root);
-    else boost_msgf(msg, msglen, "the local level in %s holds no step all ranks have that is newer than the file's",
-                    L->root);
+    else if (newest_seen >= file_step && q >= 0)
+      boost_msgf(msg, msglen, "local step %lld: rank %d has neither its own copy nor %s: from the file",
+                 (long long)newest_seen, q, L->partner.on ? "its partner's" : "a partner's (none are kept)");
+    else boost_msgf(msg, msglen, "the local level in %s holds nothing newer than the file: from the file", L->root);
   }
-  free(all);
+  free(c.own);
+  free(c.held);
+  free(c.holder);
   return rc;
 }
 
 void ckpt_local_keep_only(ckpt_local *L, int64_t keep) {
   if (!L) return;
   ckpt_local_remove_steps(L->mine, keep, 0);
+  if (L->partner.on) ckpt_local_remove_steps(L->partner.held_dir, keep, 0);
   L->last_step = keep;
 }
 
@@ -351,6 +470,10 @@ void ckpt_local_retire(ckpt_local *L, int64_t file_step) {
   if (!L || file_step < 0 || file_step < L->last_step) return;
   ckpt_local_remove_steps(L->mine, -1, 0);
   rmdir(L->mine);
+  if (L->partner.on) {
+    ckpt_local_remove_steps(L->partner.held_dir, -1, 0);
+    rmdir(L->partner.held_dir);
+  }
   MPI_Barrier(L->team.comm); /* every rank's directory gone before the root is tried */
   if (L->node.rank == 0) rmdir(L->root);
   L->last_step = -1;
@@ -359,5 +482,6 @@ void ckpt_local_retire(ckpt_local *L, int64_t file_step) {
 void ckpt_local_drop_newer(ckpt_local *L, int64_t max_step) {
   if (!L) return;
   ckpt_local_remove_steps(L->mine, max_step, 1);
+  if (L->partner.on) ckpt_local_remove_steps(L->partner.held_dir, max_step, 1);
   if (L->last_step > max_step) L->last_step = -1;
 }

@@ -136,6 +136,10 @@ int ckpt_local_write_manifest(const char *stepdir, ckpt_local_manifest *m, char 
   return ckpt_local_write_small(path, m, sizeof *m, &unused, err, errlen);
 }
 
+int ckpt_local_manifest_ok(const ckpt_local_manifest *m) {
+  return memcmp(m->magic, LOCAL_MAGIC, sizeof LOCAL_MAGIC) == 0 && manifest_sum(m) == m->self_sum;
+}
+
 int ckpt_local_read_manifest(const char *stepdir, ckpt_local_manifest *m, char *err, size_t errlen) {
   char path[PATH_MAX];
   boost_msgf(path, sizeof path, "%s/manifest.bin", stepdir);
@@ -145,9 +149,7 @@ int ckpt_local_read_manifest(const char *stepdir, ckpt_local_manifest *m, char *
   const int extra = fgetc(f) != EOF;
   fclose(f);
   if (got != sizeof *m || extra) return boost_err(err, errlen, "%s: %zu bytes, not a manifest", path, got);
-  if (memcmp(m->magic, LOCAL_MAGIC, sizeof LOCAL_MAGIC) != 0)
-    return boost_err(err, errlen, "%s: not a boost local-level manifest", path);
-  if (manifest_sum(m) != m->self_sum) return boost_err(err, errlen, "%s: checksum mismatch (damaged)", path);
+  if (!ckpt_local_manifest_ok(m)) return boost_err(err, errlen, "%s: not a boost local-level manifest, or damaged", path);
   return 0;
 }
 
@@ -168,7 +170,7 @@ static int cmp_desc(const void *a, const void *b) {
   return x < y ? 1 : x > y ? -1 : 0;
 }
 
-int ckpt_local_list(const char *dir, const ckpt_local_shape *want, int64_t *steps, int max, char *why,
+int ckpt_local_list(const char *dir, int owner, const ckpt_local_shape *want, int64_t *steps, int max, char *why,
                     size_t whylen) {
   if (why && whylen) why[0] = 0;
   DIR *d = opendir(dir);
@@ -188,7 +190,7 @@ int ckpt_local_list(const char *dir, const ckpt_local_shape *want, int64_t *step
     ckpt_local_manifest m;
     ckpt_local_step_path(path, sizeof path, dir, all[i], 0);
     int ok = ckpt_local_read_manifest(path, &m, err, sizeof err) == 0;
-    if (ok && (m.step != all[i] || memcmp(&m.shape, want, sizeof *want) != 0)) {
+    if (ok && (m.step != all[i] || m.shape.owner_rank != owner || (want && memcmp(&m.shape, want, sizeof *want) != 0))) {
       ok = 0;
       boost_msgf(err, sizeof err, "%s was written by another layout (world %d dp %d tp %d pp %d, %llu floats)", path,
                  m.shape.world_size, m.shape.dp, m.shape.tp, m.shape.pp, (unsigned long long)m.shape.numel);
@@ -250,7 +252,7 @@ double ckpt_local_held_bytes(const char *dir) {
 
 /* ---- parts ---------------------------------------------------------------- */
 
-static int write_all(int fd, const void *p, size_t n) {
+int ckpt_local_write_all(int fd, const void *p, size_t n) {
   const char *c = p;
   while (n > 0) {
     const ssize_t w = write(fd, c, n);
@@ -297,13 +299,13 @@ int ckpt_local_write_part(const char *path, boost_backend *be, const void *src, 
   const char *host = bytes ? be->mem->host_view(be, src) : NULL;
   if (host) { /* host memory: written as it is */
     XXH3_64bits_update(h, host, bytes);
-    ok = write_all(fd, host, bytes) == 0;
+    ok = ckpt_local_write_all(fd, host, bytes) == 0;
   } else {
     for (size_t at = 0; ok && at < bytes; at += bounce_bytes) {
       const size_t n = bytes - at < bounce_bytes ? bytes - at : bounce_bytes;
       be->mem->download(be, bounce, (const char *)src + at, n);
       XXH3_64bits_update(h, bounce, n);
-      ok = write_all(fd, bounce, n) == 0;
+      ok = ckpt_local_write_all(fd, bounce, n) == 0;
     }
   }
   *sum = XXH3_64bits_digest(h);
@@ -316,7 +318,7 @@ int ckpt_local_write_small(const char *path, const void *buf, size_t len, uint64
   if (fd < 0) return boost_err(err, errlen, "%s: %s", path, strerror(errno));
   errno = 0;
   *sum = XXH3_64bits(buf, len);
-  return finish_write(fd, path, write_all(fd, buf, len) == 0, err, errlen);
+  return finish_write(fd, path, ckpt_local_write_all(fd, buf, len) == 0, err, errlen);
 }
 
 /* Opens path and checks its size. */

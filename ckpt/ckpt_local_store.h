@@ -49,12 +49,14 @@ int ckpt_local_unpack(const unsigned char *buf, size_t len, ckpt_meta *m, ckpt_s
 /* dir/step_SSSSSSSS (committed) or with .tmp. */
 void ckpt_local_step_path(char *out, size_t outlen, const char *dir, int64_t step, int tmp);
 
-/* The committed steps of dir whose manifest reads and matches `want`,
- * newest first, at most max; *why gets the first one passed over and why.
- * Returns how many. */
-int ckpt_local_list(const char *dir, const ckpt_local_shape *want, int64_t *steps, int max, char *why,
+/* The committed steps of dir whose manifest reads and matches `want` (NULL:
+ * only its owner_rank is checked, against `owner`), newest first, at most
+ * max; *why gets the first one passed over and why. Returns how many. */
+int ckpt_local_list(const char *dir, int owner, const ckpt_local_shape *want, int64_t *steps, int max, char *why,
                     size_t whylen);
 
+/* Whether a manifest is one (magic, own checksum). */
+int ckpt_local_manifest_ok(const ckpt_local_manifest *m);
 /* Reads and checks the manifest of a step directory (magic, own checksum). */
 int ckpt_local_read_manifest(const char *stepdir, ckpt_local_manifest *m, char *err, size_t errlen);
 int ckpt_local_write_manifest(const char *stepdir, ckpt_local_manifest *m, char *err, size_t errlen);
@@ -81,6 +83,8 @@ int ckpt_local_read_part(const char *path, boost_backend *be, void *dst, uint64_
 /* A whole small file (the state part) into *buf (malloc'd), checked. */
 int ckpt_local_read_small(const char *path, uint64_t want_bytes, uint64_t want_sum, unsigned char **buf, char *err,
                           size_t errlen);
+/* write(2) until all n bytes are out (EINTR retried); -1 on an error. */
+int ckpt_local_write_all(int fd, const void *p, size_t n);
 /* A buffer written to path, fsynced; *sum its checksum. */
 int ckpt_local_write_small(const char *path, const void *buf, size_t len, uint64_t *sum, char *err, size_t errlen);
 

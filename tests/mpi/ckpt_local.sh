@@ -12,23 +12,6 @@ make_data
 STEPS=10
 LOCAL=(--set ckpt.local_every=1 --set train.steps=$STEPS --set train.lr=3e-3)
 
-# run_and_kill TAG N ARGS...: the run in the background, every rank killed
-# (kill -9) somewhere inside a step after step N was logged; prints the
-# last step logged.
-run_and_kill() {
-  local tag=$1 n=$2 metrics
-  shift 2
-  metrics=$(printf '%s\n' "$@" | sed -n 's/^train.metrics=//p')
-  BOOST_TRAIN_TEST_STEP_DELAY_MS=400 $MPIRUN -n 2 "$TRAIN" --set data.train="$tmp/f.tok" "${COMMON[@]}" \
-    "${LOCAL[@]}" --set ckpt.every=4 "$@" >"$tmp/$tag.1.log" 2>&1 &
-  local mp=$!
-  CLEANUP="kill -9 $mp 2>/dev/null"
-  wait_step "$metrics" "$n" 120 || fail "$tag: step $n never logged: $(tail -5 "$tmp/$tag.1.log")"
-  sleep 0.$((RANDOM % 4))
-  kill_job "$mp"
-  last_step "$metrics"
-}
-
 # one_layout TAG LAYOUT...: reference, kill -9, relaunch, compare.
 one_layout() {
   local tag=$1
@@ -41,7 +24,7 @@ one_layout() {
     fail "$tag: the start does not report the local level: $(grep checkpoint "$tmp/$tag.ref.log" | head -3)"
 
   local logged
-  logged=$(run_and_kill "$tag" 6 "$@" --set ckpt.dir="$ck" --set ckpt.local_dir="$shm" --set train.metrics="$ck.jsonl")
+  logged=$(run_and_kill 2 "$tag" 6 "$@" --set ckpt.dir="$ck" --set ckpt.local_dir="$shm" --set train.metrics="$ck.jsonl")
   echo "ok: $tag: killed after step $logged: $(ls "$shm"/rank_00000 | tr '\n' ' ')"
 
   train 2 "$tmp/$tag.2.log" "$@" "${LOCAL[@]}" --set ckpt.every=4 --set ckpt.dir="$ck" --set ckpt.local_dir="$shm" \
@@ -63,7 +46,7 @@ one_layout tp --set parallel.tp=2
 # A flipped byte in a local part: named in one line, the file used (an
 # older step), and the run still ends exact.
 ck=$tmp/dp.ck shm=$tmp/dp.shm
-logged=$(run_and_kill flip 5 --set ckpt.dir="$ck.flip" --set ckpt.local_dir="$shm.flip" --set train.metrics="$ck.flip.jsonl")
+logged=$(run_and_kill 2 flip 5 --set ckpt.dir="$ck.flip" --set ckpt.local_dir="$shm.flip" --set train.metrics="$ck.flip.jsonl")
 newest=$(ls "$shm.flip"/rank_00001 | grep -v tmp | tail -1)
 part=$shm.flip/rank_00001/$newest/adam_v.bin
 [ -f "$part" ] || fail "flip: no $part: $(ls -R "$shm.flip")"
@@ -82,7 +65,7 @@ echo "ok: flipped byte named ($part), resumed from the file, bit-identical"
 
 # Another layout: the local level is not used, the file is, and it says so;
 # the run still ends where the uninterrupted one does.
-run_and_kill lay 5 --set ckpt.dir="$ck.lay" --set ckpt.local_dir="$shm.lay" --set train.metrics="$ck.lay.jsonl" >/dev/null
+run_and_kill 2 lay 5 --set ckpt.dir="$ck.lay" --set ckpt.local_dir="$shm.lay" --set train.metrics="$ck.lay.jsonl" >/dev/null
 train 2 "$tmp/lay.2.log" "${LOCAL[@]}" --set parallel.tp=2 --set ckpt.every=4 --set ckpt.dir="$ck.lay" \
   --set ckpt.local_dir="$shm.lay" || fail "layout: relaunch: $(tail -5 "$tmp/lay.2.log")"
 grep -q "checkpoints: resumed from $ck.lay/step_00000004.h5 (step 4.*the local level in $shm.lay is another layout's: from the file" \

@@ -60,3 +60,22 @@ PYEOF
 resumed_local_step() {
   sed -n 's/.*resumed from the local level: step \([0-9]*\) .*/\1/p' "$1" | head -1
 }
+
+# run_and_kill NP TAG N ARGS...: boost-train on NP ranks in the background
+# (the caller's LOCAL settings, a checkpoint file every 4 steps, steps
+# slowed down), every rank killed (kill -9) somewhere inside a step after
+# step N was logged; prints the last step logged. ARGS must set
+# train.metrics.
+run_and_kill() {
+  local np=$1 tag=$2 n=$3 metrics
+  shift 3
+  metrics=$(printf '%s\n' "$@" | sed -n 's/^train.metrics=//p')
+  BOOST_TRAIN_TEST_STEP_DELAY_MS=400 $MPIRUN -n "$np" "$TRAIN" --set data.train="$tmp/f.tok" "${COMMON[@]}" \
+    "${LOCAL[@]}" --set ckpt.every=4 "$@" >"$tmp/$tag.1.log" 2>&1 &
+  local mp=$!
+  CLEANUP="kill -9 $mp 2>/dev/null"
+  wait_step "$metrics" "$n" 120 || fail "$tag: step $n never logged: $(tail -5 "$tmp/$tag.1.log")"
+  sleep 0.$((RANDOM % 4))
+  kill_job "$mp"
+  last_step "$metrics"
+}
