@@ -312,7 +312,13 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
     if (rc == 1) {
       s->out.last_committed_step = s->out.last_staged_step = file_step; /* the durable level: the file's */
       ckpt_local_keep_only(s->local, meta->step);
-      boost_msgf(msg, msglen, "%s%s%s", local_note, note ? "; " : "", note ? note : "");
+      /* The file level catches up at once (written while training goes on):
+       * the durable level holds what a restart took from node memory, and a
+       * run resumed at its last step ends with its final state in a file. */
+      char status[256] = "";
+      if (meta->step > file_step) ckpt_after_step(s, meta, state, 1, status, sizeof status);
+      boost_msgf(msg, msglen, "%s%s%s%s%s", local_note, status[0] ? "; the checkpoint file follows: " : "", status,
+                 note ? "; " : "", note ? note : "");
       return 1;
     }
   }
