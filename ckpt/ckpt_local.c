@@ -1,6 +1,7 @@
 #include "ckpt_local.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,8 +33,24 @@ struct ckpt_local {
   tensor_registry *reg;
   ckpt_local_shape shape;
   void *bounce;
-  int64_t last_step;
+  int64_t last_step; /* the newest committed (as the training thread knows it) */
+  int64_t handed;    /* the newest handed to a save */
   double last_s;
+  /* The save job: run on the local writer thread where the arenas are host
+   * memory (it reads them while the next forward/backward runs: they
+   * change only at the optimizer step, which waits for it), else inline. */
+  int async;
+  pthread_t thread;
+  int thread_started;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int pending, busy, reading, quit, unreported;
+  int64_t job_step;
+  unsigned char *job_blob;
+  size_t job_len;
+  int res_ok;
+  double res_s;
+  char res_why[1024];
 };
 
 int ckpt_node_split(MPI_Comm world, ckpt_node *out) {
@@ -59,6 +76,12 @@ static float *part_arena(const ckpt_local *L, int k) {
   static const tensor_category cat[3] = {TENSOR_PARAMS, TENSOR_ADAM_M, TENSOR_ADAM_V};
   return L->reg->arena[cat[k]];
 }
+
+/* BOOST_CKPT_SYNC=1 (the benchmarks' baseline): the local save inline too. */
+static int cfg_sync_mode(void) { return ckpt_env_int("BOOST_CKPT_SYNC", 0) != 0; }
+
+static void collect(ckpt_local *L, char *status, size_t statuslen);
+static void *local_writer_main(void *arg);
 
 /* The default directory: /dev/shm/boost-local-<hash of the absolute
  * ckpt.dir>, the same for every relaunch of the run (rank 0 decides). */
@@ -114,6 +137,17 @@ static int check_room(ckpt_local *L, double state_bytes, char *err, size_t errle
 
 static void local_free(ckpt_local *L) {
   if (!L) return;
+  if (L->thread_started) {
+    pthread_mutex_lock(&L->mu);
+    while (L->busy) pthread_cond_wait(&L->cv, &L->mu);
+    L->quit = 1;
+    pthread_cond_broadcast(&L->cv);
+    pthread_mutex_unlock(&L->mu);
+    pthread_join(L->thread, NULL);
+  }
+  pthread_mutex_destroy(&L->mu);
+  pthread_cond_destroy(&L->cv);
+  free(L->job_blob);
   if (L->node.comm != MPI_COMM_NULL) MPI_Comm_free(&L->node.comm);
   if (L->team.comm != MPI_COMM_NULL) MPI_Comm_free(&L->team.comm);
   if (L->bounce) L->reg->be->mem->host_free(L->reg->be, L->bounce);
@@ -128,8 +162,10 @@ ckpt_local *ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, 
   L->every = cfg->local_every;
   L->grid = grid;
   L->reg = reg;
-  L->last_step = -1;
+  L->last_step = L->handed = -1;
   L->team.comm = L->node.comm = MPI_COMM_NULL;
+  pthread_mutex_init(&L->mu, NULL);
+  pthread_cond_init(&L->cv, NULL);
   MPI_Comm_dup(grid->world, &L->team.comm);
   L->team.rank = grid->rank;
   L->team.size = grid->world_size;
@@ -161,6 +197,22 @@ ckpt_local *ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, 
     local_free(L);
     return NULL;
   }
+  /* A thread of its own where the arenas are host memory (and saves are not
+   * synchronous by request): every rank the same, or the agreements of a
+   * job would meet inline ones. */
+  int async = !L->bounce && !cfg_sync_mode();
+  async = async && pthread_create(&L->thread, NULL, local_writer_main, L) == 0;
+  L->thread_started = async;
+  L->async = ckpt_agree(&L->team, async, "no local writer thread", NULL, 0);
+  if (async && !L->async) { /* another rank has none: all go inline */
+    pthread_mutex_lock(&L->mu);
+    L->quit = 1;
+    pthread_cond_broadcast(&L->cv);
+    pthread_mutex_unlock(&L->mu);
+    pthread_join(L->thread, NULL);
+    L->thread_started = 0;
+    L->quit = 0;
+  }
   if (note && notelen) {
     char each[32], node[32], partner[200];
     const int copies = L->partner.on ? 4 : 2;
@@ -181,47 +233,55 @@ ckpt_local *ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, 
 void ckpt_local_close(ckpt_local *L) { local_free(L); }
 
 int ckpt_local_due(const ckpt_local *L, int64_t step) {
-  return L && step > 0 && step != L->last_step && step % L->every == 0;
+  return L && step > 0 && step != L->handed && step % L->every == 0;
 }
+
 
 int64_t ckpt_local_last(const ckpt_local *L) { return L ? L->last_step : -1; }
 double ckpt_local_last_seconds(const ckpt_local *L) { return L ? L->last_s : 0; }
 
-/* This rank's parts of meta->step into its temporary directory. */
-static int write_parts(ckpt_local *L, const ckpt_meta *meta, const ckpt_state *state, const char *tmp, char *why,
-                       size_t whylen) {
+/* The job no longer reads the arenas: the optimizer may go on. */
+static void arenas_released(ckpt_local *L) {
+  pthread_mutex_lock(&L->mu);
+  L->reading = 0;
+  pthread_cond_broadcast(&L->cv);
+  pthread_mutex_unlock(&L->mu);
+}
+
+/* This rank's parts of the job's step into its temporary directory. */
+static int write_parts(ckpt_local *L, const char *tmp, char *why, size_t whylen) {
   ckpt_local_remove_tree(tmp); /* a crashed save's */
   if (mkdir(tmp, 0700) != 0) return boost_err(why, whylen, "%s: %s", tmp, strerror(errno));
   ckpt_local_manifest man;
   memset(&man, 0, sizeof man);
-  man.step = meta->step;
+  man.step = L->job_step;
   man.shape = L->shape;
   char path[PATH_MAX];
-  for (int k = 0; k < LOCAL_STATE; k++) {
+  int rc = 0;
+  for (int k = 0; k < LOCAL_STATE && rc == 0; k++) {
     boost_msgf(path, sizeof path, "%s/%s.bin", tmp, ckpt_local_part_names[k]);
     man.bytes[k] = part_bytes(L, k);
-    if (ckpt_local_write_part(path, L->reg->be, part_arena(L, k), (size_t)man.bytes[k], L->bounce,
-                              LOCAL_BOUNCE_BYTES, &man.sum[k], why, whylen) != 0)
-      return -1;
+    rc = ckpt_local_write_part(path, L->reg->be, part_arena(L, k), (size_t)man.bytes[k], L->bounce,
+                               LOCAL_BOUNCE_BYTES, &man.sum[k], why, whylen);
   }
-  unsigned char *blob;
-  size_t len;
-  ckpt_local_pack(meta, state, &blob, &len);
+  arenas_released(L);
+  if (rc != 0) return -1;
   boost_msgf(path, sizeof path, "%s/%s.bin", tmp, ckpt_local_part_names[LOCAL_STATE]);
-  man.bytes[LOCAL_STATE] = len;
-  const int rc = ckpt_local_write_small(path, blob, len, &man.sum[LOCAL_STATE], why, whylen);
-  free(blob);
+  man.bytes[LOCAL_STATE] = L->job_len;
+  rc = ckpt_local_write_small(path, L->job_blob, L->job_len, &man.sum[LOCAL_STATE], why, whylen);
   if (rc != 0 || ckpt_local_write_manifest(tmp, &man, why, whylen) != 0) return -1;
   return ckpt_fs_fsync(tmp, why, whylen);
 }
 
-int ckpt_local_save(ckpt_local *L, const ckpt_meta *meta, const ckpt_state *state, char *status, size_t statuslen) {
+/* The commit protocol of the job's step (collective over the team): its
+ * outcome into res_*. */
+static void save_job(ckpt_local *L) {
   const double t0 = boost_now_s();
-  const int64_t step = meta->step;
+  const int64_t step = L->job_step;
   char tmp[PATH_MAX], fin[PATH_MAX], why[1024] = "", out[1024] = "";
   ckpt_local_step_path(tmp, sizeof tmp, L->mine, step, 1);
   ckpt_local_step_path(fin, sizeof fin, L->mine, step, 0);
-  int ok = write_parts(L, meta, state, tmp, why, sizeof why) == 0;
+  int ok = write_parts(L, tmp, why, sizeof why) == 0;
   char held_tmp[PATH_MAX] = "", held_fin[PATH_MAX] = "";
   if (L->partner.on) { /* every rank takes part in the exchange, whatever it wrote */
     ckpt_local_step_path(held_tmp, sizeof held_tmp, L->partner.held_dir, step, 1);
@@ -254,21 +314,102 @@ int ckpt_local_save(ckpt_local *L, const ckpt_meta *meta, const ckpt_state *stat
     if (ckpt_agree(&L->team, ok, why, out, sizeof out)) {
       ckpt_local_remove_steps(L->mine, step, 0);
       if (L->partner.on) ckpt_local_remove_steps(L->partner.held_dir, step, 0);
-      L->last_step = step;
-      L->last_s = boost_now_s() - t0;
-      boost_msgf(status, statuslen, "local step %lld %.1f ms", (long long)step, L->last_s * 1e3);
-      return 0;
+      L->res_ok = 1;
+      L->res_s = boost_now_s() - t0;
+      return;
     }
   }
   ckpt_local_remove_tree(tmp);
   if (held_tmp[0]) ckpt_local_remove_tree(held_tmp);
-  boost_msgf(status, statuslen, "local step %lld FAILED", (long long)step);
+  L->res_ok = 0;
+  L->res_s = boost_now_s() - t0;
+  boost_msgf(L->res_why, sizeof L->res_why, "%s", out);
+}
+
+static void *local_writer_main(void *arg) {
+  ckpt_local *L = arg;
+  pthread_setname_np(pthread_self(), "ckpt-local");
+  pthread_mutex_lock(&L->mu);
+  for (;;) {
+    while (!L->pending && !L->quit) pthread_cond_wait(&L->cv, &L->mu);
+    if (L->quit) break;
+    L->pending = 0;
+    pthread_mutex_unlock(&L->mu);
+    save_job(L);
+    pthread_mutex_lock(&L->mu);
+    L->busy = 0;
+    L->reading = 0;
+    L->unreported = 1;
+    pthread_cond_broadcast(&L->cv);
+  }
+  pthread_mutex_unlock(&L->mu);
+  return NULL;
+}
+
+/* Waits for the job in flight; its outcome (if not yet told) into status
+ * and, when it failed, one line on rank 0's stderr. */
+static void collect(ckpt_local *L, char *status, size_t statuslen) {
+  if (status && statuslen) status[0] = 0;
+  pthread_mutex_lock(&L->mu);
+  while (L->busy) pthread_cond_wait(&L->cv, &L->mu);
+  const int have = L->unreported;
+  L->unreported = 0;
+  pthread_mutex_unlock(&L->mu);
+  if (!have) return;
+  free(L->job_blob);
+  L->job_blob = NULL;
+  L->last_s = L->res_s;
+  if (L->res_ok) {
+    L->last_step = L->job_step;
+    boost_msgf(status, statuslen, "local step %lld %.1f ms", (long long)L->job_step, L->res_s * 1e3);
+    return;
+  }
+  boost_msgf(status, statuslen, "local step %lld FAILED", (long long)L->job_step);
   if (L->team.rank == 0) {
-    fprintf(stderr, "boost: local checkpoint of step %lld FAILED (training continues; %s): %s\n", (long long)step,
-            L->last_step >= 0 ? "the previous local step stays the newest" : "no local step yet", out);
+    fprintf(stderr, "boost: local checkpoint of step %lld FAILED (training continues; %s): %s\n",
+            (long long)L->job_step, L->last_step >= 0 ? "the previous local step stays the newest" : "no local step yet",
+            L->res_why);
     fflush(stderr);
   }
-  return -1;
+}
+
+int ckpt_local_save(ckpt_local *L, const ckpt_meta *meta, const ckpt_state *state, char *status, size_t statuslen) {
+  char before[200] = "";
+  collect(L, before, sizeof before); /* the previous job (the optimizer step already waited for its reading) */
+  L->job_step = meta->step;
+  L->handed = meta->step;
+  ckpt_local_pack(meta, state, &L->job_blob, &L->job_len);
+  pthread_mutex_lock(&L->mu);
+  L->busy = L->reading = 1;
+  if (L->async) {
+    L->pending = 1;
+    pthread_cond_broadcast(&L->cv);
+  }
+  pthread_mutex_unlock(&L->mu);
+  if (!L->async) { /* the arenas in device memory: the copy and its commit here */
+    save_job(L);
+    pthread_mutex_lock(&L->mu);
+    L->busy = L->reading = 0;
+    L->unreported = 1;
+    pthread_mutex_unlock(&L->mu);
+    collect(L, status, statuslen);
+    return L->last_step == meta->step ? 0 : -1;
+  }
+  if (before[0]) boost_msgf(status, statuslen, "%s", before);
+  else boost_msgf(status, statuslen, "local step %lld started", (long long)meta->step);
+  return 0;
+}
+
+void ckpt_local_before_update(ckpt_local *L) {
+  if (!L) return;
+  pthread_mutex_lock(&L->mu);
+  while (L->reading) pthread_cond_wait(&L->cv, &L->mu);
+  pthread_mutex_unlock(&L->mu);
+}
+
+void ckpt_local_wait(ckpt_local *L, char *status, size_t statuslen) {
+  if (L) collect(L, status, statuslen);
+  else if (status && statuslen) status[0] = 0;
 }
 
 static int listed(const int64_t *list, int64_t s) {
@@ -433,7 +574,7 @@ int ckpt_local_restore(ckpt_local *L, int64_t file_step, ckpt_meta *meta, ckpt_s
       continue;
     }
     registry_refresh_work(L->reg);
-    L->last_step = s;
+    L->last_step = L->handed = s;
     char partners[1200] = "";
     if (from_partner)
       boost_msgf(partners, sizeof partners, ", %d rank%s from partner copies (%s)", from_partner,
@@ -461,13 +602,17 @@ int ckpt_local_restore(ckpt_local *L, int64_t file_step, ckpt_meta *meta, ckpt_s
 
 void ckpt_local_keep_only(ckpt_local *L, int64_t keep) {
   if (!L) return;
+  collect(L, NULL, 0);
+  L->handed = keep;
   ckpt_local_remove_steps(L->mine, keep, 0);
   if (L->partner.on) ckpt_local_remove_steps(L->partner.held_dir, keep, 0);
   L->last_step = keep;
 }
 
 void ckpt_local_retire(ckpt_local *L, int64_t file_step) {
-  if (!L || file_step < 0 || file_step < L->last_step) return;
+  if (!L) return;
+  collect(L, NULL, 0);
+  if (file_step < 0 || file_step < L->last_step) return;
   ckpt_local_remove_steps(L->mine, -1, 0);
   rmdir(L->mine);
   if (L->partner.on) {
@@ -481,6 +626,8 @@ void ckpt_local_retire(ckpt_local *L, int64_t file_step) {
 
 void ckpt_local_drop_newer(ckpt_local *L, int64_t max_step) {
   if (!L) return;
+  collect(L, NULL, 0);
+  if (L->handed > max_step) L->handed = -1;
   ckpt_local_remove_steps(L->mine, max_step, 1);
   if (L->partner.on) ckpt_local_remove_steps(L->partner.held_dir, max_step, 1);
   if (L->last_step > max_step) L->last_step = -1;

@@ -42,9 +42,19 @@ void ckpt_local_close(ckpt_local *L);
 int ckpt_local_due(const ckpt_local *L, int64_t step);
 
 /* A local checkpoint of meta->step from the arenas at the step boundary.
- * status: "local step 12 3.1 ms" or why it failed (then the previous
- * local step stays the newest). Returns 0 when committed. */
+ * Where the arenas are host memory it runs on the local writer thread
+ * while training goes on (the previous one waited for first): the caller
+ * calls ckpt_local_before_update before the optimizer changes the arenas;
+ * status tells the previous save's outcome ("local step 11 3.1 ms", "local
+ * step 11 FAILED": the step before it stays the newest, one line on rank
+ * 0's stderr says why). Otherwise (device memory, BOOST_CKPT_SYNC=1) it
+ * runs here and status tells this one's. Returns -1 only when an inline
+ * save failed. */
 int ckpt_local_save(ckpt_local *L, const ckpt_meta *meta, const ckpt_state *state, char *status, size_t statuslen);
+/* Until the save in flight no longer reads the arenas (NULL L: nothing). */
+void ckpt_local_before_update(ckpt_local *L);
+/* Until the save in flight is committed or failed; its outcome as above. */
+void ckpt_local_wait(ckpt_local *L, char *status, size_t statuslen);
 
 /* The newest step every rank holds, verified, loaded into the arenas and
  * *meta / *state (rank 0's metadata block), provided it is not older than

@@ -370,6 +370,7 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
 
 void ckpt_before_update(ckpt_session *s) {
   if (!s) return;
+  ckpt_local_before_update(s->local);
   s->out.deferred_seen = 1;
   ckpt_worker_wait_staged(&s->worker, INT_MAX);
 }
@@ -378,6 +379,7 @@ int ckpt_staging_bounded(const ckpt_session *s) { return s && ckpt_stager_bounde
 
 void ckpt_before_update_tensors(ckpt_session *s, int t0, int t1) {
   if (!s) return;
+  ckpt_local_before_update(s->local);
   s->out.deferred_seen = 1;
   int need = 0;
   for (int t = t0; t < t1 && t < s->plan.ntensors; t++)
@@ -584,6 +586,12 @@ int ckpt_rollback(ckpt_session *s, int64_t max_step, ckpt_meta *meta, ckpt_state
 
 int ckpt_wait(ckpt_session *s) {
   if (!s) return 0;
+  char local[200];
+  ckpt_local_wait(s->local, local, sizeof local);
+  if (local[0] && s->team.rank == 0) {
+    printf("checkpoint: %s\n", local);
+    fflush(stdout);
+  }
   ckpt_worker_wait_idle(&s->worker);
   char done[REASON_MAX + 128];
   collect(s, done, sizeof done, 1); /* the outcome of the last checkpoint is logged, not swallowed */

@@ -39,7 +39,7 @@ rm -rf "$tmp/node.shm"/{rank_00002,rank_00003,partner_00000,partner_00001}
 relaunch node
 got=$(resumed_local_step "$tmp/node.2.log")
 [ -n "$got" ] || fail "node: not resumed from the local level: $(grep checkpoints: "$tmp/node.2.log")"
-[ "$got" -ge "$logged" ] || fail "node: resumed from local step $got, but step $logged had been logged"
+[ "$got" -ge $((logged - 1)) ] || fail "node: resumed from local step $got, but step $logged had been logged"
 grep -q "checkpoints: resumed from the local level: step $got .*, 2 ranks from partner copies (rank 2: no copy of step $got in $tmp/node.shm/rank_00002)" \
   "$tmp/node.2.log" || fail "node: $(grep checkpoints: "$tmp/node.2.log")"
 echo "ok: a node's directories gone: resumed from its partners' copies at step $got (last logged $logged), bit-identical"
