@@ -35,6 +35,7 @@ struct ckpt_local {
   void *bounce;
   int64_t last_step; /* the newest committed (as the training thread knows it) */
   int64_t handed;    /* the newest handed to a save */
+  int restored_partner; /* ranks the last restore took from partner copies */
   double last_s;
   /* The save job: run on the local writer thread where the arenas are host
    * memory (it reads them while the next forward/backward runs: they
@@ -236,6 +237,8 @@ int ckpt_local_due(const ckpt_local *L, int64_t step) {
   return L && step > 0 && step != L->handed && step % L->every == 0;
 }
 
+
+int ckpt_local_restored_from_partner(const ckpt_local *L) { return L ? L->restored_partner : 0; }
 
 int64_t ckpt_local_last(const ckpt_local *L) { return L ? L->last_step : -1; }
 double ckpt_local_last_seconds(const ckpt_local *L) { return L ? L->last_s : 0; }
@@ -575,6 +578,7 @@ int ckpt_local_restore(ckpt_local *L, int64_t file_step, ckpt_meta *meta, ckpt_s
     }
     registry_refresh_work(L->reg);
     L->last_step = L->handed = s;
+    L->restored_partner = from_partner;
     char partners[1200] = "";
     if (from_partner)
       boost_msgf(partners, sizeof partners, ", %d rank%s from partner copies (%s)", from_partner,

@@ -77,6 +77,9 @@ void ckpt_local_drop_newer(ckpt_local *L, int64_t max_step);
  * ckpt.local_dir too once empty. */
 void ckpt_local_retire(ckpt_local *L, int64_t file_step);
 
+/* How many ranks the last restore took from partner copies. */
+int ckpt_local_restored_from_partner(const ckpt_local *L);
+
 /* The newest committed local step (-1: none) and its save's seconds. */
 int64_t ckpt_local_last(const ckpt_local *L);
 double ckpt_local_last_seconds(const ckpt_local *L);

@@ -68,6 +68,7 @@ struct ckpt_session {
   FILE *log;             /* rank 0: <dir>/checkpoints.jsonl */
   char open_note[512];
   ckpt_local *local;     /* the local level (NULL: off) */
+  int in_rollback;       /* ckpt_resume for the guard's rollback: not a start */
 };
 
 /* ---- the writer thread's jobs ---------------------------------------------- */
@@ -282,6 +283,30 @@ ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tens
   return s;
 }
 
+/* One object as a line of checkpoints.jsonl (rank 0), then freed. */
+static void log_line(ckpt_session *s, cJSON *o) {
+  char *txt = cJSON_PrintUnformatted(o);
+  if (txt) {
+    fprintf(s->log, "%s\n", txt);
+    fflush(s->log);
+  }
+  free(txt);
+  cJSON_Delete(o);
+}
+
+/* With the local level on, rank 0 records in checkpoints.jsonl which level
+ * a start came from ("local", "partner", "file", "fresh"), for
+ * boost-inspect summary and plot (docs/LOCAL.md). */
+static void log_start(ckpt_session *s, const char *level, int64_t step, double load_s) {
+  if (!s->log || !s->local || s->in_rollback) return;
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "start_step", (double)step);
+  cJSON_AddStringToObject(o, "level", level);
+  cJSON_AddNumberToObject(o, "unix_s", boost_unix_s());
+  cJSON_AddNumberToObject(o, "load_s", load_s);
+  log_line(s, o);
+}
+
 /* The step of the newest committed checkpoint file (rank 0 looks; -1:
  * none). Not verified: the file level's reader verifies what it loads. */
 static int64_t newest_file_step(ckpt_session *s) {
@@ -306,6 +331,7 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
   }
   const char *note = s->open_note[0] ? s->open_note : NULL;
   char local_note[1200] = "";
+  const double t0 = boost_now_s();
   if (s->local && s->cfg.resume.kind == CKPT_FROM_AUTO) {
     const int64_t file_step = newest_file_step(s);
     const int rc = ckpt_local_restore(s->local, file_step, meta, state, local_note, sizeof local_note);
@@ -316,6 +342,7 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
        * the durable level holds what a restart took from node memory, and a
        * run resumed at its last step ends with its final state in a file. */
       char status[256] = "";
+      log_start(s, ckpt_local_restored_from_partner(s->local) ? "partner" : "local", meta->step, boost_now_s() - t0);
       if (meta->step > file_step) ckpt_after_step(s, meta, state, 1, status, sizeof status);
       boost_msgf(msg, msglen, "%s%s%s%s%s", local_note, status[0] ? "; the checkpoint file follows: " : "", status,
                  note ? "; " : "", note ? note : "");
@@ -341,6 +368,7 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
                  s->cfg.dir, n, n == 1 ? "" : "s", (long long)steps[0]);
     free(steps);
     boost_msgf(msg, msglen, "fresh start (ckpt.resume=none)%s%s%s", held, note ? "; " : "", note ? note : "");
+    log_start(s, "fresh", 0, 0);
     return 0;
   }
   ckpt_worker_submit(&s->worker, CKPT_JOB_LOAD, -1, 1);
@@ -352,6 +380,7 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
   }
   ckpt_local_keep_only(s->local, -1); /* the run goes on from the file, or afresh: older local steps go */
   if (lr->status == 0) {
+    log_start(s, "fresh", 0, 0);
     boost_msgf(msg, msglen, "%s%s%s", lr->msg, note ? "; " : "", note ? note : "");
     ckpt_state_free(&lr->state);
     return 0;
@@ -364,6 +393,7 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
   memset(&lr->state, 0, sizeof lr->state);
   s->out.last_committed_step = meta->step;
   s->out.last_staged_step = meta->step;
+  log_start(s, "file", meta->step, boost_now_s() - t0);
   boost_msgf(msg, msglen, "%s%s%s", lr->msg, note ? "; " : "", note ? note : "");
   return 1;
 }
@@ -419,13 +449,7 @@ static void log_result(ckpt_session *s, const save_result *r) {
   cJSON_AddBoolToObject(o, "sync", s->set.sync_mode);
   cJSON_AddStringToObject(o, "writer", r->direct ? "direct" : "collective");
   if (r->retention[0]) cJSON_AddStringToObject(o, "retention", r->retention);
-  char *txt = cJSON_PrintUnformatted(o);
-  if (txt) {
-    fprintf(s->log, "%s\n", txt);
-    fflush(s->log);
-  }
-  free(txt);
-  cJSON_Delete(o);
+  log_line(s, o);
 }
 
 /* Takes the finished result (if not yet reported): status text, log lines. */
@@ -578,7 +602,9 @@ int ckpt_rollback(ckpt_session *s, int64_t max_step, ckpt_meta *meta, ckpt_state
   }
   const ckpt_from resume = s->cfg.resume;
   s->cfg.resume.kind = CKPT_FROM_AUTO;
+  s->in_rollback = 1;
   const int rc = ckpt_resume(s, meta, state, msg, msglen);
+  s->in_rollback = 0;
   s->cfg.resume = resume;
   if (rc != 1) s->out.last_committed_step = s->out.last_staged_step = -1;
   return rc;

@@ -38,6 +38,9 @@ one_layout() {
   [ "$(checksums "$ref/step_$(printf %08d $STEPS).h5")" = "$(checksums "$ck/step_$(printf %08d $STEPS).h5")" ] ||
     fail "$tag: the final checkpoint differs from the uninterrupted run's"
   [ ! -e "$shm" ] || fail "$tag: the finished run left its local level: $(ls -R "$shm")"
+  "$INSPECT" summary "$ck/step_$(printf %08d $STEPS).h5" >"$tmp/$tag.summary" || fail "$tag: boost-inspect summary"
+  grep -q "steps 0-.*, a fresh start$" "$tmp/$tag.summary" && grep -q "steps $got-$STEPS .*, from the local level$" "$tmp/$tag.summary" ||
+    fail "$tag: boost-inspect summary does not say which level each start came from: $(grep -A3 starts: "$tmp/$tag.summary")"
   echo "ok: $tag: resumed from local step $got (last logged $logged), bit-identical to the uninterrupted run"
 }
 
@@ -62,6 +65,9 @@ echo "$line" | grep -q "local step $((10#${newest#step_})) is damaged: rank 1: $
 same_losses "$tmp/dp.ref.jsonl" "$ck.flip.jsonl" || fail "flip: losses differ from the uninterrupted run"
 [ "$(checksums "$tmp/dp.ref/step_$(printf %08d $STEPS).h5")" = "$(checksums "$ck.flip/step_$(printf %08d $STEPS).h5")" ] ||
   fail "flip: the final checkpoint differs"
+"$INSPECT" summary --json "$ck.flip/step_$(printf %08d $STEPS).h5" | "$PY" -c 'import json,sys
+levels = [r.get("level") for r in json.load(sys.stdin)["run_starts"]]
+sys.exit(0 if levels == ["fresh", "file"] else "levels %s" % levels)' || fail "flip: the summary's levels"
 echo "ok: flipped byte named ($part), resumed from the file, bit-identical"
 
 # Another layout: the local level is not used, the file is, and it says so;

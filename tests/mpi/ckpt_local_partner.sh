@@ -42,6 +42,8 @@ got=$(resumed_local_step "$tmp/node.2.log")
 [ "$got" -ge $((logged - 1)) ] || fail "node: resumed from local step $got, but step $logged had been logged"
 grep -q "checkpoints: resumed from the local level: step $got .*, 2 ranks from partner copies (rank 2: no copy of step $got in $tmp/node.shm/rank_00002)" \
   "$tmp/node.2.log" || fail "node: $(grep checkpoints: "$tmp/node.2.log")"
+"$INSPECT" summary "$(final "$tmp/node")" | grep -q "steps $got-$STEPS .*, from the local level (partner copies)$" ||
+  fail "node: boost-inspect summary: $("$INSPECT" summary "$(final "$tmp/node")" | grep -A3 starts:)"
 echo "ok: a node's directories gone: resumed from its partners' copies at step $got (last logged $logged), bit-identical"
 
 # Rank 2's own copy and its partner's copy (kept by rank 0) both gone: the file.
