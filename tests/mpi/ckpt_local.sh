@@ -74,10 +74,12 @@ echo "ok: flipped byte named ($part), resumed from the file, bit-identical"
 # the run still ends where the uninterrupted one does.
 run_and_kill 2 lay 5 --set ckpt.dir="$ck.lay" --set ckpt.local_dir="$shm.lay" --set train.metrics="$ck.lay.jsonl" >/dev/null
 train 2 "$tmp/lay.2.log" "${LOCAL[@]}" --set parallel.tp=2 --set ckpt.every=4 --set ckpt.dir="$ck.lay" \
-  --set ckpt.local_dir="$shm.lay" || fail "layout: relaunch: $(tail -5 "$tmp/lay.2.log")"
+  --set ckpt.local_dir="$shm.lay" --set train.metrics="$tmp/lay.2.jsonl" || fail "layout: relaunch: $(tail -5 "$tmp/lay.2.log")"
+# another layout sums in another order: the losses within fp32 rounding of the uninterrupted run's
+continues_run "$tmp/dp.ref.jsonl" "$tmp/lay.2.jsonl" 5 $STEPS || fail "layout: the run does not continue the uninterrupted one"
 grep -q "checkpoints: resumed from $ck.lay/step_00000004.h5 (step 4.*the local level in $shm.lay is another layout's: from the file" \
   "$tmp/lay.2.log" || fail "layout: $(grep checkpoints: "$tmp/lay.2.log")"
-echo "ok: another layout went through the file"
+echo "ok: another layout went through the file and continued the uninterrupted run"
 
 # Bad settings: one line each, non-zero exit, nothing trained.
 bad() {
