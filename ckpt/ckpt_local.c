@@ -136,6 +136,41 @@ static int check_room(ckpt_local *L, double state_bytes, char *err, size_t errle
   return boost_err(err, errlen, "%s", out);
 }
 
+/* ckpt.local_dir, or the default for ckpt.dir. */
+static void root_dir(const ckpt_settings *cfg, char *out, size_t outlen) {
+  if (cfg->local_dir[0]) boost_msgf(out, outlen, "%s", cfg->local_dir);
+  else default_dir(cfg->dir, out, outlen);
+}
+
+int ckpt_local_peek(const ckpt_settings *cfg, ckpt_meta *meta, char *where, size_t wherelen) {
+  ckpt_meta_init(meta);
+  if (where && wherelen) where[0] = 0;
+  if (cfg->local_every <= 0 || !cfg->dir[0]) return 0;
+  char root[CKPT_PATH_MAX], mine[CKPT_PATH_MAX + 16];
+  root_dir(cfg, root, sizeof root);
+  boost_msgf(mine, sizeof mine, "%s/rank_%05d", root, 0);
+  int64_t steps[LOCAL_LIST_MAX];
+  const int n = ckpt_local_list(mine, 0, NULL, steps, LOCAL_LIST_MAX, NULL, 0);
+  for (int i = 0; i < n; i++) {
+    char dir[PATH_MAX], path[PATH_MAX + 16], err[512];
+    ckpt_local_step_path(dir, sizeof dir, mine, steps[i], 0);
+    ckpt_local_manifest man;
+    unsigned char *blob = NULL;
+    ckpt_state st;
+    boost_msgf(path, sizeof path, "%s/%s.bin", dir, ckpt_local_part_names[LOCAL_STATE]);
+    if (ckpt_local_read_manifest(dir, &man, err, sizeof err) != 0 ||
+        ckpt_local_read_small(path, man.bytes[LOCAL_STATE], man.sum[LOCAL_STATE], &blob, err, sizeof err) != 0)
+      continue;
+    const int ok = ckpt_local_unpack(blob, (size_t)man.bytes[LOCAL_STATE], meta, &st, err, sizeof err) == 0;
+    free(blob);
+    if (!ok) continue;
+    ckpt_state_free(&st);
+    boost_msgf(where, wherelen, "%s", dir);
+    return 1;
+  }
+  return 0;
+}
+
 static void local_free(ckpt_local *L) {
   if (!L) return;
   if (L->thread_started) {
@@ -171,8 +206,7 @@ ckpt_local *ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, 
   L->team.rank = grid->rank;
   L->team.size = grid->world_size;
   ckpt_node_split(grid->world, &L->node);
-  if (cfg->local_dir[0]) boost_msgf(L->root, sizeof L->root, "%s", cfg->local_dir);
-  else if (grid->rank == 0) default_dir(cfg->dir, L->root, sizeof L->root);
+  if (grid->rank == 0) root_dir(cfg, L->root, sizeof L->root);
   MPI_Bcast(L->root, (int)sizeof L->root, MPI_CHAR, 0, L->team.comm);
   boost_msgf(L->mine, sizeof L->mine, "%s/rank_%05d", L->root, grid->rank);
   char partner_note[160];

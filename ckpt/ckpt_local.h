@@ -39,6 +39,13 @@ ckpt_local *ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, 
                             size_t notelen, char *err, size_t errlen);
 void ckpt_local_close(ckpt_local *L);
 
+/* Before the model is built (rank 0 alone, no MPI): the metadata block of
+ * the newest local step rank 0 holds in its own directory under the
+ * settings' local directory (checked against its checksum), for the
+ * resume plan's checks (docs/LOCAL.md). 1 with *meta (ckpt_meta_free),
+ * 0 when there is none; *where names the step's directory. */
+int ckpt_local_peek(const ckpt_settings *cfg, ckpt_meta *meta, char *where, size_t wherelen);
+
 int ckpt_local_due(const ckpt_local *L, int64_t step);
 
 /* A local checkpoint of meta->step from the arenas at the step boundary.

@@ -81,6 +81,18 @@ grep -q "checkpoints: resumed from $ck.lay/step_00000004.h5 (step 4.*the local l
   "$tmp/lay.2.log" || fail "layout: $(grep checkpoints: "$tmp/lay.2.log")"
 echo "ok: another layout went through the file and continued the uninterrupted run"
 
+# A local level of another model (no checkpoint file yet): refused like a
+# file of another model would be, nothing trained, nothing removed.
+run_and_kill 2 model 3 --set ckpt.every=100 --set ckpt.dir="$ck.model" --set ckpt.local_dir="$shm.model" \
+  --set train.metrics="$ck.model.jsonl" >/dev/null
+held=$(ls "$shm.model/rank_00000")
+if train 2 "$tmp/model.2.log" "${LOCAL[@]}" --set model.norm_eps=1e-6 --set ckpt.dir="$ck.model" \
+  --set ckpt.local_dir="$shm.model"; then fail "model: a local level of another model was resumed"; fi
+grep -q "boost-train: the local level $shm.model/rank_00000/step_[0-9]* holds a different model: model.norm_eps" \
+  "$tmp/model.2.log" || fail "model: $(tail -2 "$tmp/model.2.log")"
+[ "$(ls "$shm.model/rank_00000")" = "$held" ] || fail "model: the local level changed: $(ls "$shm.model/rank_00000")"
+echo "ok: a local level of another model refused in one line"
+
 # Bad settings: one line each, non-zero exit, nothing trained.
 bad() {
   local want=$1
