@@ -10,14 +10,17 @@
 # Per preset, 2 ranks with tp=2 on two simulated nodes of one rank
 # (BOOST_RANKS_PER_NODE=1: partner copies on), seq 64, batch 1:
 # 1. a run without checkpoints: the step time;
-# 2. the same run with ckpt.every=2 and ckpt.local_every=1, killed (kill -9,
-#    every rank) after step STEPS: each level's save -- the local save's
-#    time on its thread and the step's stall against run 1, the file's write
-#    time and stall (checkpoints.jsonl);
-# 3. relaunches, each killed after its first step: from the local level;
-#    from the partner copies (node 1's directories removed); from the file
-#    (the local level removed). Each reports the load as the log says it and
-#    the time from the relaunch to its first step.
+# 2. the same run with the local level alone (ckpt.local_every=1), and one
+#    with the file alone (ckpt.every=2), each killed (kill -9, every rank)
+#    after step STEPS: each level's save on its own -- the local save's time
+#    on its thread, the file's write time (checkpoints.jsonl), and the
+#    step's stall against run 1;
+# 3. relaunches of run 2's local-level run, each killed after its first
+#    step: from the local level; from the partner copies (node 1's
+#    directories removed); and of the file run: from the file. Each reports
+#    the load as the log says it and the time from the relaunch to its
+#    first step (a start from the local level then writes the file of its
+#    step in the background: the first step shares the cores with it).
 # Prints one table per preset and the Young/Daly estimates; the figures and
 # the machine are in docs/PERFORMANCE.md.
 set -euo pipefail
@@ -85,18 +88,17 @@ for preset in $PRESETS; do
   mkdir -p "$d"
   echo "== $preset (2 ranks, tp=2, two nodes of one rank)"
   launch "$d/plain.log" "$d/plain.jsonl" "$STEPS" >/dev/null
-  launch "$d/save.log" "$d/save.jsonl" "$STEPS" --set ckpt.dir="$d/ck" --set ckpt.every=2 --set ckpt.local_every=1 \
+  launch "$d/save.log" "$d/save.jsonl" "$STEPS" --set ckpt.dir="$d/ck" --set ckpt.every=0 --set ckpt.local_every=1 \
     --set ckpt.local_dir="$shm/l" >/dev/null
   grep -o "checkpoint: local level.*" "$d/save.log" | head -1
   held=$(du -sb "$shm/l" | cut -f1)
-  t_local=$(launch "$d/r_local.log" "$d/save.jsonl" 1 --set ckpt.dir="$d/ck" --set ckpt.every=2 \
+  launch "$d/file.log" "$d/file.jsonl" "$STEPS" --set ckpt.dir="$d/fk" --set ckpt.every=2 >/dev/null
+  t_local=$(launch "$d/r_local.log" "$d/save.jsonl" 1 --set ckpt.dir="$d/ck" --set ckpt.every=0 \
     --set ckpt.local_every=1 --set ckpt.local_dir="$shm/l")
   rm -rf "$shm/l/rank_00001" "$shm/l/partner_00000" # node 1 lost: its own copy and the one it kept for node 0
-  t_partner=$(launch "$d/r_partner.log" "$d/save.jsonl" 1 --set ckpt.dir="$d/ck" --set ckpt.every=2 \
+  t_partner=$(launch "$d/r_partner.log" "$d/save.jsonl" 1 --set ckpt.dir="$d/ck" --set ckpt.every=0 \
     --set ckpt.local_every=1 --set ckpt.local_dir="$shm/l")
-  rm -rf "$shm/l"
-  t_file=$(launch "$d/r_file.log" "$d/save.jsonl" 1 --set ckpt.dir="$d/ck" --set ckpt.every=2 \
-    --set ckpt.local_every=1 --set ckpt.local_dir="$shm/l")
+  t_file=$(launch "$d/r_file.log" "$d/file.jsonl" 1 --set ckpt.dir="$d/fk" --set ckpt.every=2)
   "$PY" - "$d" "$held" "$t_local" "$t_partner" "$t_file" <<'PYEOF'
 import json, math, re, sys
 d, held, t_local, t_partner, t_file = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
@@ -108,11 +110,12 @@ def step_s(times):  # per-step wall time, the first step (start-up) left out
     dt = [b - a for a, b in zip(times, times[1:])]
     return sorted(dt)[len(dt) // 2] if dt else float("nan")
 base = step_s(plain)
-with_both = step_s([r["time"] for r in saved[:len(plain)]])  # the first launch's steps
+with_local = step_s([r["time"] for r in saved[:len(plain)]])  # the first launch's steps
+with_file = step_s([r["time"] for r in steps(d + "/file.jsonl")[:len(plain)]])
 log = open(d + "/save.log").read()
 local_ms = [float(x) for x in re.findall(r"local step \d+ ([0-9.]+) ms", log)]
-jl = [json.loads(l) for l in open(d + "/ck/checkpoints.jsonl")]
-files = [j for j in jl if j.get("committed")]
+jl = [json.loads(l) for l in open(d + "/fk/checkpoints.jsonl")]
+files = [j for j in jl if j.get("committed") and j.get("step", 0) <= len(plain)]
 fw = [j["write_s"] for j in files]
 fstall = [j["stall_s"] + j["wait_prev_s"] for j in files]
 def load(name, pat):
@@ -122,11 +125,12 @@ l_local = load("r_local.log", r"resumed from the local level: step \d+ .*?, ([0-
 l_partner = load("r_partner.log", r"resumed from the local level: step \d+ .*partner copies.*?, ([0-9.]+) s")
 l_file = load("r_file.log", r"verified and loaded in ([0-9.]+) s")
 med = lambda v: sorted(v)[len(v) // 2] if v else float("nan")
-print("step time: %.2f s without checkpoints, %.2f s with the local level every step and a file every 2 (median)" %
-      (base, with_both))
-print("save, local level: %.3f s on its thread (median of %d), stall %.3f s a step (step time difference)" %
-      (med(local_ms) / 1e3, len(local_ms), max(0.0, with_both - base)))
-print("save, file: %.2f s written (median of %d), stall %.3f s" % (med(fw), len(fw), med(fstall)))
+print("step time (median): %.2f s without checkpoints, %.2f s with the local level every step, %.2f s with a file "
+      "every 2 steps" % (base, with_local, with_file))
+print("save, local level: %.3f s on its thread (median of %d), %.3f s a step more than without" %
+      (med(local_ms) / 1e3, len(local_ms), with_local - base))
+print("save, file: %.2f s written (median of %d), stall %.3f s, %.3f s a step more than without" %
+      (med(fw), len(fw), med(fstall), with_file - base))
 print("memory: %.1f MiB held in the local directory after the run (own + partner copies of both ranks)" % (held / 2**20))
 print("restart      load      relaunch to first step")
 print("local       %6.2f s   %6.2f s" % (l_local, t_local))
