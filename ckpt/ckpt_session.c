@@ -69,6 +69,12 @@ struct ckpt_session {
   char open_note[512];
   ckpt_local *local;     /* the local level (NULL: off) */
   int in_rollback;       /* ckpt_resume for the guard's rollback: not a start */
+  /* Resumed from the local level, newer than the newest file: the next
+   * step's checkpoint is forced, or, when the run ends without one, this
+   * restored state's (kept here) is saved by ckpt_wait. */
+  int catch_up;
+  ckpt_meta catch_up_meta;
+  ckpt_state catch_up_state;
 };
 
 /* ---- the writer thread's jobs ---------------------------------------------- */
@@ -214,6 +220,7 @@ ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tens
     BOOST_ASSERT(reg->arena[ckpt_category_arena[c]] != NULL); /* the caller allocates the moments */
   ckpt_session *s = boost_calloc(1, sizeof *s);
   s->cfg = *cfg;
+  ckpt_meta_init(&s->catch_up_meta);
   if (!s->cfg.abort_status) s->cfg.abort_status = 1; /* never a success status for an aborted job */
   if (!s->cfg.load_abort_status) s->cfg.load_abort_status = s->cfg.abort_status;
   s->grid = grid;
@@ -338,14 +345,17 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
     if (rc == 1) {
       s->out.last_committed_step = s->out.last_staged_step = file_step; /* the durable level: the file's */
       ckpt_local_keep_only(s->local, meta->step);
-      /* The file level catches up at once (written while training goes on):
-       * the durable level holds what a restart took from node memory, and a
-       * run resumed at its last step ends with its final state in a file. */
-      char status[256] = "";
+      /* The file level catches up: a checkpoint file after the first step
+       * trained (not before it: its write would share the cores with that
+       * step), or of this state when the run ends without training one. */
       log_start(s, ckpt_local_restored_from_partner(s->local) ? "partner" : "local", meta->step, boost_now_s() - t0);
-      if (meta->step > file_step) ckpt_after_step(s, meta, state, 1, status, sizeof status);
-      boost_msgf(msg, msglen, "%s%s%s%s%s", local_note, status[0] ? "; the checkpoint file follows: " : "", status,
-                 note ? "; " : "", note ? note : "");
+      s->catch_up = meta->step > file_step;
+      if (s->catch_up && (ckpt_meta_copy(&s->catch_up_meta, meta) != 0 ||
+                          ckpt_state_copy(&s->catch_up_state, state) != 0))
+        boost_fail("out of memory for the restored state's metadata");
+      boost_msgf(msg, msglen, "%s%s%s%s", local_note,
+                 s->catch_up ? "; the checkpoint file catches up after the first step" : "", note ? "; " : "",
+                 note ? note : "");
       return 1;
     }
   }
@@ -396,6 +406,12 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
   log_start(s, "file", meta->step, boost_now_s() - t0);
   boost_msgf(msg, msglen, "%s%s%s", lr->msg, note ? "; " : "", note ? note : "");
   return 1;
+}
+
+static void drop_catch_up(ckpt_session *s) {
+  s->catch_up = 0;
+  ckpt_meta_free(&s->catch_up_meta);
+  ckpt_state_free(&s->catch_up_state);
 }
 
 void ckpt_before_update(ckpt_session *s) {
@@ -509,7 +525,7 @@ int ckpt_due_local(const ckpt_session *s, int64_t step) { return s && ckpt_local
 
 int ckpt_due(const ckpt_session *s, int64_t step, int force) {
   if (!ckpt_writes(s) || step == s->out.last_staged_step) return 0;
-  return force || (s->cfg.every > 0 && step % s->cfg.every == 0);
+  return force || s->catch_up || (s->cfg.every > 0 && step % s->cfg.every == 0);
 }
 
 /* The job's metadata, state datasets and activations, copied at the step
@@ -544,6 +560,10 @@ void ckpt_after_step(ckpt_session *s, const ckpt_meta *meta, const ckpt_state *s
   if (!s) return;
   char done[REASON_MAX + 128] = "", waited[96] = "", local[96] = "";
   collect(s, done, sizeof done, 0);
+  if (s->catch_up) { /* the first step after a start from the local level: the file level catches up */
+    force = 1;
+    drop_catch_up(s);
+  }
   if (ckpt_local_due(s->local, meta->step)) ckpt_local_save(s->local, meta, state, local, sizeof local);
   if (!ckpt_due(s, meta->step, force)) {
     if ((done[0] || local[0]) && statuslen)
@@ -612,6 +632,17 @@ int ckpt_rollback(ckpt_session *s, int64_t max_step, ckpt_meta *meta, ckpt_state
 
 int ckpt_wait(ckpt_session *s) {
   if (!s) return 0;
+  if (s->catch_up) { /* the run ends at the state it resumed from the local level: into a file */
+    ckpt_meta m = s->catch_up_meta;
+    ckpt_state st = s->catch_up_state;
+    s->catch_up = 0;
+    ckpt_meta_init(&s->catch_up_meta);
+    memset(&s->catch_up_state, 0, sizeof s->catch_up_state);
+    char status[256];
+    ckpt_after_step(s, &m, &st, 1, status, sizeof status);
+    ckpt_meta_free(&m);
+    ckpt_state_free(&st);
+  }
   char local[200];
   ckpt_local_wait(s->local, local, sizeof local);
   if (local[0] && s->team.rank == 0) {
@@ -630,6 +661,7 @@ void ckpt_close(ckpt_session *s) {
   ckpt_worker_wait_idle(&s->worker);
   char done[REASON_MAX + 128];
   collect(s, done, sizeof done, 1);
+  drop_catch_up(s);
   ckpt_local_retire(s->local, s->out.last_committed_step);
   ckpt_worker_stop(&s->worker); /* the watchdog sees quit too */
   if (s->watchdog_started) pthread_join(s->watchdog, NULL);
