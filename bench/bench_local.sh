@@ -39,14 +39,7 @@ trap '[ -n "$mp" ] && kill -9 $mp 2>/dev/null; rm -rf "$tmp" "$shm"' EXIT
 echo "cpu:$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2) | $(getconf _NPROCESSORS_ONLN) cores | load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "disk (ckpt.dir): $(df -h "$tmp" | awk 'NR==2{print $1, $2}') | /dev/shm: $(df -h /dev/shm | awk 'NR==2{print $2}')"
 
-last_step() { # the newest step a metrics file logged (0: none)
-  "$PY" -c 'import json,sys
-s = 0
-try:
-    for l in open(sys.argv[1]): s = max(s, json.loads(l)["step"])
-except (OSError, ValueError): pass
-print(s)' "$1"
-}
+lines() { [ -f "$1" ] && wc -l <"$1" || echo 0; }
 
 # launch LOG METRICS N ARGS...: boost-train on 2 ranks in the background,
 # every rank killed once it logged N steps; prints the seconds from the
@@ -54,17 +47,17 @@ print(s)' "$1"
 launch() {
   local log=$1 metrics=$2 n=$3 before until t0 first=""
   shift 3
-  before=$(last_step "$metrics")
+  before=$(lines "$metrics")
   t0=$(date +%s.%N)
   until=-1
   $MPIRUN -n 2 "$B/run/boost-train" "${common[@]}" "$@" --set train.metrics="$metrics" >"$log" 2>&1 &
   mp=$!
   while kill -0 "$mp" 2>/dev/null; do
     local now
-    now=$(last_step "$metrics")
-    if [ -z "$first" ] && [ "$now" != "$before" ]; then # a resumed run logs from its resumed step on
+    now=$(lines "$metrics")
+    if [ -z "$first" ] && [ "$now" -gt "$before" ]; then # a line appended: this launch's first step
       first=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{print b-a}')
-      until=$((now + n - 1))
+      until=$((before + n))
     fi
     [ "$until" -ge 0 ] && [ "$now" -ge "$until" ] && break
     sleep 0.05
