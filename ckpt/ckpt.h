@@ -62,6 +62,11 @@ typedef struct {
   int abort_status;          /* the exit status of the watchdog's abort (the run's "ended unsaved"; 0: 1) */
   int load_abort_status;     /* ... of its abort during the load at start, when nothing was trained (the run's 75; 0:
                                 abort_status) */
+  /* The local level (ckpt_local.h): a local checkpoint after every
+   * `local_every` steps (0: none) in node-local local_dir (empty: a
+   * directory in /dev/shm named after dir). */
+  int local_every;
+  char local_dir[CKPT_PATH_MAX];
 } ckpt_settings;
 
 typedef struct ckpt_session ckpt_session;
@@ -102,7 +107,10 @@ typedef struct {
 ckpt_session *ckpt_open(const ckpt_settings *set, const process_grid *grid, tensor_registry *reg,
                         const ckpt_hooks *hooks, char *err, size_t errlen);
 
-/* Applies set->resume (auto | none | PATH): loads parameters and AdamW
+/* Applies set->resume (auto | none | PATH). With auto and the local level
+ * on, first the newest local step every rank holds whole (ckpt_local.h)
+ * when it is not older than the newest checkpoint file: msg then begins
+ * "resumed from the local level". Otherwise: loads parameters and AdamW
  * moments into the arenas, the root attributes into *meta (ckpt_meta_free)
  * and the state datasets (ckpt_meta.h, CKPT_STATE_SETS) into *state
  * (malloc'd: ckpt_state_free; a set the file lacks is empty). Returns 1 when
@@ -152,7 +160,10 @@ int ckpt_writes(const ckpt_session *s);
  * force: the last step, a preemption). */
 int ckpt_due(const ckpt_session *s, int64_t step, int force);
 
-/* Starts a checkpoint of meta->step when one is due (ckpt_due); returns
+/* Whether the local level saves after `step` (ckpt.local_every). */
+int ckpt_due_local(const ckpt_session *s, int64_t step);
+
+/* Starts a checkpoint of meta->run.step when one is due (ckpt_due); returns
  * immediately after staging. meta: the run's metadata block (the
  * CKPT_META_RUN fields of ckpt_meta.h; copied), state: the state datasets
  * (copied). status gets a short state for the step's log line

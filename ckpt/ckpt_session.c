@@ -18,6 +18,7 @@
 #include "check.h"
 #include "ckpt_agree.h"
 #include "ckpt_fs.h"
+#include "ckpt_local.h"
 #include "ckpt_read.h"
 #include "ckpt_rollback.h"
 #include "ckpt_save.h"
@@ -65,6 +66,14 @@ struct ckpt_session {
   ckpt_outcome out;
   FILE *log;             /* rank 0: <dir>/checkpoints.jsonl */
   char open_note[512];
+  ckpt_local *local;     /* the local level (NULL: off) */
+  int in_rollback;       /* ckpt_resume for the guard's rollback: not a start */
+  /* Resumed from the local level, newer than the newest file: the next
+   * step's checkpoint is forced, or, when the run ends without one, this
+   * restored state's (kept here) is saved by ckpt_wait. */
+  int catch_up;
+  ckpt_meta catch_up_meta;
+  ckpt_state catch_up_state;
 };
 
 /* ---- the writer thread's jobs ---------------------------------------------- */
@@ -189,6 +198,7 @@ static void warn_disk_space(ckpt_session *s) {
 
 /* What ckpt_open made, undone (the worker stopped first). */
 static void free_parts(ckpt_session *s) {
+  ckpt_local_close(s->local);
   ckpt_fs_unlock(s->lock_fd);
   ckpt_stager_free(&s->stager);
   ckpt_file_plan_free(&s->plan);
@@ -205,6 +215,7 @@ ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tens
     BOOST_ASSERT(reg->arena[ckpt_category_arena[c]] != NULL); /* the caller allocates the moments */
   ckpt_session *s = boost_calloc(1, sizeof *s);
   s->cfg = *cfg;
+  ckpt_meta_init(&s->catch_up_meta);
   if (!s->cfg.abort_status) s->cfg.abort_status = 1; /* never a success status for an aborted job */
   if (!s->cfg.load_abort_status) s->cfg.load_abort_status = s->cfg.abort_status;
   s->grid = grid;
@@ -228,6 +239,15 @@ ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tens
                       why[0] ? why
                              : "another rank cannot have its checkpoint staging (host memory, or ckpt.staging_limit "
                                "below its largest tensor band)");
+  }
+  if (!bad && !s->read_only) {
+    char note[512];
+    s->local = ckpt_local_open(cfg, grid, reg, note, sizeof note, err, errlen);
+    bad = !s->local && err && err[0];
+    if (s->local && s->team.rank == 0) {
+      printf("checkpoint: %s\n", note);
+      fflush(stdout);
+    }
   }
   if (bad) {
     free_parts(s);
@@ -264,6 +284,45 @@ ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tens
   return s;
 }
 
+/* One object as a line of checkpoints.jsonl (rank 0), then freed. */
+static void log_line(ckpt_session *s, cJSON *o) {
+  char *txt = cJSON_PrintUnformatted(o);
+  if (txt) {
+    fprintf(s->log, "%s\n", txt);
+    fflush(s->log);
+  }
+  free(txt);
+  cJSON_Delete(o);
+}
+
+/* With the local level on, rank 0 records in checkpoints.jsonl which level
+ * a start came from ("local", "partner", "file", "fresh"), for
+ * boost-inspect summary and plot (docs/LOCAL.md). */
+static void log_start(ckpt_session *s, const char *level, int64_t step, double load_s) {
+  if (!s->log || !s->local || s->in_rollback) return;
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "start_step", (double)step);
+  cJSON_AddStringToObject(o, "level", level);
+  cJSON_AddNumberToObject(o, "unix_s", boost_unix_s());
+  cJSON_AddNumberToObject(o, "load_s", load_s);
+  log_line(s, o);
+}
+
+/* The step of the newest committed checkpoint file (rank 0 looks; -1:
+ * none). Not verified: the file level's reader verifies what it loads. */
+static int64_t newest_file_step(ckpt_session *s) {
+  int64_t step = -1;
+  if (s->team.rank == 0) {
+    ckpt_peek_info info;
+    memset(&info, 0, sizeof info);
+    char why[256];
+    if (ckpt_peek(s->cfg.dir, &s->cfg.resume, &info, why, sizeof why) == 1) step = info.meta.run.step;
+    ckpt_peek_free(&info);
+  }
+  comm_control_bcast(s->grid->world, COMM_WORLD, "checkpoint agreement", &step, (int)sizeof step, 0);
+  return step;
+}
+
 int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, size_t msglen) {
   ckpt_meta_init(meta);
   memset(state, 0, sizeof *state);
@@ -272,7 +331,37 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
     return 0;
   }
   const char *note = s->open_note[0] ? s->open_note : NULL;
+  char local_note[1200] = "";
+  const double t0 = boost_now_s();
+  if (s->local && s->cfg.resume.kind == CKPT_FROM_AUTO) {
+    const int64_t file_step = newest_file_step(s);
+    const int rc = ckpt_local_restore(s->local, file_step, meta, state, local_note, sizeof local_note);
+    if (rc == 1) {
+      s->out.last_committed_step = s->out.last_staged_step = file_step; /* the durable level: the file's */
+      ckpt_local_keep_only(s->local, meta->run.step);
+      /* The file level catches up: a checkpoint file after the first step
+       * trained (not before it: its write would share the cores with that
+       * step), or of this state when the run ends without training one. */
+      log_start(s, ckpt_local_restored_from_partner(s->local) ? "partner" : "local", meta->run.step, boost_now_s() - t0);
+      s->catch_up = meta->run.step > file_step;
+      if (s->catch_up && (ckpt_meta_copy(&s->catch_up_meta, meta) != 0 ||
+                          ckpt_state_copy(&s->catch_up_state, state) != 0))
+        boost_fail("out of memory for the restored state's metadata");
+      boost_msgf(msg, msglen, "%s%s%s%s", local_note,
+                 s->catch_up ? "; the checkpoint file catches up after the first step" : "", note ? "; " : "",
+                 note ? note : "");
+      return 1;
+    }
+  }
+  if (local_note[0]) { /* one line: why not the local level */
+    if (note) {
+      const size_t used = strlen(local_note);
+      boost_msgf(local_note + used, sizeof local_note - used, "; %s", note);
+    }
+    note = local_note;
+  }
   if (s->cfg.resume.kind == CKPT_FROM_NONE) {
+    ckpt_local_keep_only(s->local, -1); /* another run's: never resumed by this one */
     int64_t *steps = NULL;
     int n = 0;
     char held[256] = "";
@@ -283,6 +372,7 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
                  s->cfg.dir, n, n == 1 ? "" : "s", (long long)steps[0]);
     free(steps);
     boost_msgf(msg, msglen, "fresh start (ckpt.resume=none)%s%s%s", held, note ? "; " : "", note ? note : "");
+    log_start(s, "fresh", 0, 0);
     return 0;
   }
   ckpt_worker_submit(&s->worker, CKPT_JOB_LOAD, -1, 1);
@@ -292,7 +382,9 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
     boost_msgf(msg, msglen, "%s", lr->msg);
     return -1;
   }
+  ckpt_local_keep_only(s->local, -1); /* the run goes on from the file, or afresh: older local steps go */
   if (lr->status == 0) {
+    log_start(s, "fresh", 0, 0);
     boost_msgf(msg, msglen, "%s%s%s", lr->msg, note ? "; " : "", note ? note : "");
     ckpt_state_free(&lr->state);
     return 0;
@@ -305,12 +397,20 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
   memset(&lr->state, 0, sizeof lr->state);
   s->out.last_committed_step = meta->run.step;
   s->out.last_staged_step = meta->run.step;
+  log_start(s, "file", meta->run.step, boost_now_s() - t0);
   boost_msgf(msg, msglen, "%s%s%s", lr->msg, note ? "; " : "", note ? note : "");
   return 1;
 }
 
+static void drop_catch_up(ckpt_session *s) {
+  s->catch_up = 0;
+  ckpt_meta_free(&s->catch_up_meta);
+  ckpt_state_free(&s->catch_up_state);
+}
+
 void ckpt_before_update(ckpt_session *s) {
   if (!s) return;
+  ckpt_local_before_update(s->local);
   s->out.deferred_seen = 1;
   ckpt_worker_wait_staged(&s->worker, INT_MAX);
 }
@@ -319,6 +419,7 @@ int ckpt_staging_bounded(const ckpt_session *s) { return s && ckpt_stager_bounde
 
 void ckpt_before_update_tensors(ckpt_session *s, int t0, int t1) {
   if (!s) return;
+  ckpt_local_before_update(s->local);
   s->out.deferred_seen = 1;
   int need = 0;
   for (int t = t0; t < t1 && t < s->plan.ntensors; t++)
@@ -358,13 +459,7 @@ static void log_result(ckpt_session *s, const save_result *r) {
   cJSON_AddBoolToObject(o, "sync", s->set.sync_mode);
   cJSON_AddStringToObject(o, "writer", r->direct ? "direct" : "collective");
   if (r->retention[0]) cJSON_AddStringToObject(o, "retention", r->retention);
-  char *txt = cJSON_PrintUnformatted(o);
-  if (txt) {
-    fprintf(s->log, "%s\n", txt);
-    fflush(s->log);
-  }
-  free(txt);
-  cJSON_Delete(o);
+  log_line(s, o);
 }
 
 /* Takes the finished result (if not yet reported): status text, log lines. */
@@ -420,9 +515,11 @@ static void collect(ckpt_session *s, char *out, size_t outlen, int print) {
 
 int ckpt_writes(const ckpt_session *s) { return s && !s->read_only; }
 
+int ckpt_due_local(const ckpt_session *s, int64_t step) { return s && ckpt_local_due(s->local, step); }
+
 int ckpt_due(const ckpt_session *s, int64_t step, int force) {
   if (!ckpt_writes(s) || step == s->out.last_staged_step) return 0;
-  return force || (s->cfg.every > 0 && step % s->cfg.every == 0);
+  return force || s->catch_up || (s->cfg.every > 0 && step % s->cfg.every == 0);
 }
 
 /* The job's metadata, state datasets and activations, copied at the step
@@ -455,10 +552,16 @@ void ckpt_after_step(ckpt_session *s, const ckpt_meta *meta, const ckpt_state *s
                      char *status, size_t statuslen) {
   if (statuslen) boost_msgf(status, statuslen, "-");
   if (!s) return;
-  char done[REASON_MAX + 128] = "", waited[96] = "";
+  char done[REASON_MAX + 128] = "", waited[96] = "", local[96] = "";
   collect(s, done, sizeof done, 0);
+  if (s->catch_up) { /* the first step after a start from the local level: the file level catches up */
+    force = 1;
+    drop_catch_up(s);
+  }
+  if (ckpt_local_due(s->local, meta->run.step)) ckpt_local_save(s->local, meta, state, local, sizeof local);
   if (!ckpt_due(s, meta->run.step, force)) {
-    if (done[0] && statuslen) boost_msgf(status, statuslen, "%s", done);
+    if ((done[0] || local[0]) && statuslen)
+      boost_msgf(status, statuslen, "%s%s%s", local, local[0] && done[0] ? " | " : "", done);
     return;
   }
   double wait_prev = 0.0;
@@ -490,7 +593,8 @@ void ckpt_after_step(ckpt_session *s, const ckpt_meta *meta, const ckpt_state *s
     boost_msgf(now_txt, sizeof now_txt, "step %lld staged, stall %.0f ms", (long long)meta->run.step, stall * 1e3);
   }
   if (statuslen)
-    boost_msgf(status, statuslen, "%s%s%s%s", waited, done, done[0] && now_txt[0] ? " | " : "", now_txt);
+    boost_msgf(status, statuslen, "%s%s%s%s%s%s", local, local[0] ? " | " : "", waited, done,
+               done[0] && now_txt[0] ? " | " : "", now_txt);
 }
 
 int ckpt_rollback(ckpt_session *s, int64_t max_step, ckpt_meta *meta, ckpt_state *state, char *msg, size_t msglen) {
@@ -501,6 +605,7 @@ int ckpt_rollback(ckpt_session *s, int64_t max_step, ckpt_meta *meta, ckpt_state
     return 0;
   }
   ckpt_wait(s);
+  ckpt_local_drop_newer(s->local, max_step); /* the abandoned branch is never resumed from node memory either */
   char err[1024] = "";
   int ok = s->grid->rank != 0 || ckpt_set_aside_newer(s->cfg.dir, max_step, err, sizeof err) == 0;
   MPI_Bcast(&ok, 1, MPI_INT, 0, s->grid->world);
@@ -511,7 +616,9 @@ int ckpt_rollback(ckpt_session *s, int64_t max_step, ckpt_meta *meta, ckpt_state
   }
   const ckpt_from resume = s->cfg.resume;
   s->cfg.resume.kind = CKPT_FROM_AUTO;
+  s->in_rollback = 1;
   const int rc = ckpt_resume(s, meta, state, msg, msglen);
+  s->in_rollback = 0;
   s->cfg.resume = resume;
   if (rc != 1) s->out.last_committed_step = s->out.last_staged_step = -1;
   return rc;
@@ -519,6 +626,23 @@ int ckpt_rollback(ckpt_session *s, int64_t max_step, ckpt_meta *meta, ckpt_state
 
 int ckpt_wait(ckpt_session *s) {
   if (!s) return 0;
+  if (s->catch_up) { /* the run ends at the state it resumed from the local level: into a file */
+    ckpt_meta m = s->catch_up_meta;
+    ckpt_state st = s->catch_up_state;
+    s->catch_up = 0;
+    ckpt_meta_init(&s->catch_up_meta);
+    memset(&s->catch_up_state, 0, sizeof s->catch_up_state);
+    char status[256];
+    ckpt_after_step(s, &m, &st, 1, status, sizeof status);
+    ckpt_meta_free(&m);
+    ckpt_state_free(&st);
+  }
+  char local[200];
+  ckpt_local_wait(s->local, local, sizeof local);
+  if (local[0] && s->team.rank == 0) {
+    printf("checkpoint: %s\n", local);
+    fflush(stdout);
+  }
   ckpt_worker_wait_idle(&s->worker);
   char done[REASON_MAX + 128];
   collect(s, done, sizeof done, 1); /* the outcome of the last checkpoint is logged, not swallowed */
@@ -531,6 +655,8 @@ void ckpt_close(ckpt_session *s) {
   ckpt_worker_wait_idle(&s->worker);
   char done[REASON_MAX + 128];
   collect(s, done, sizeof done, 1);
+  drop_catch_up(s);
+  ckpt_local_retire(s->local, s->out.last_committed_step);
   watchdog_deadline(NULL, s); /* under the watchdog's lock: never asked again once this returns */
   ckpt_worker_stop(&s->worker);
   ckpt_worker_free(&s->worker);

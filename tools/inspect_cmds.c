@@ -12,6 +12,7 @@
 #include "ckpt_h5.h"
 #include "guard.h"
 #include "inspect.h"
+#include "inspect_plot.h"
 
 static cJSON *parse_or_string(const char *s) {
   cJSON *j = s ? cJSON_Parse(s) : NULL;
@@ -65,7 +66,7 @@ static void history_json(cJSON *o, const char *name, const ins_state *s, int k) 
 }
 
 /* The run's starts, one object per row (codes as names). */
-static void starts_json(cJSON *o, const ins_state *s) {
+static void starts_json(cJSON *o, const ins_ckpt *c, const ins_state *s) {
   if (!s->has[CKPT_STATE_run_starts]) return;
   cJSON *arr = cJSON_AddArrayToObject(o, "run_starts");
   for (size_t i = 0; i < s->rows[CKPT_STATE_run_starts]; i++) {
@@ -76,6 +77,9 @@ static void starts_json(cJSON *o, const ins_state *s) {
         cJSON_AddStringToObject(e, ckpt_start_columns[k], ins_start_code(row, k));
       else cJSON_AddNumberToObject(e, ckpt_start_columns[k], row[k]);
     }
+    char level[16];
+    ins_start_level(c->path, row, level, sizeof level);
+    if (level[0]) cJSON_AddStringToObject(e, "level", level);
     cJSON_AddItemToArray(arr, e);
   }
 }
@@ -206,7 +210,7 @@ static int summary_json(const ins_ckpt *c, int with_tensors) {
   root_attrs_json(&c->meta, o);
   history_json(o, "loss_history", &s, CKPT_STATE_loss_history);
   history_json(o, "val_loss_history", &s, CKPT_STATE_val_loss_history);
-  starts_json(o, &s);
+  starts_json(o, c, &s);
   guard_json(o, &s);
   ins_state_free(&s);
   cJSON_AddNumberToObject(o, "file_bytes", stat(c->path, &st) == 0 ? (double)st.st_size : 0);
@@ -227,7 +231,16 @@ static int summary_json(const ins_ckpt *c, int with_tensors) {
 }
 
 /* The history lines of the text summary. */
-static void state_text(const ins_state *s) {
+/* A start's level in words ("" when unknown). */
+static const char *level_words(const char *level) {
+  if (!strcmp(level, "fresh")) return "a fresh start";
+  if (!strcmp(level, "local")) return "from the local level";
+  if (!strcmp(level, "partner")) return "from the local level (partner copies)";
+  if (!strcmp(level, "file")) return "from the checkpoint file";
+  return level;
+}
+
+static void state_text(const ins_ckpt *c, const ins_state *s) {
   const size_t nl = s->rows[CKPT_STATE_loss_history], nv = s->rows[CKPT_STATE_val_loss_history];
   const double *v = s->v[CKPT_STATE_val_loss_history];
   printf("  loss history: %zu values", nl);
@@ -239,11 +252,12 @@ static void state_text(const ins_state *s) {
   printf("  starts: %zu\n", s->rows[CKPT_STATE_run_starts]);
   for (size_t i = 0; i < s->rows[CKPT_STATE_run_starts]; i++) {
     const double *row = s->v[CKPT_STATE_run_starts] + i * CKPT_START_NCOLS;
-    char lay[96];
+    char lay[96], level[16];
     ins_start_layout(row, lay, sizeof lay);
-    printf("    steps %.0f-%.0f on %.0f rank%s (%s), global batch %.0f\n", row[CKPT_START_start_step],
+    ins_start_level(c->path, row, level, sizeof level);
+    printf("    steps %.0f-%.0f on %.0f rank%s (%s), global batch %.0f%s%s\n", row[CKPT_START_start_step],
            row[CKPT_START_last_step], row[CKPT_START_world_size], row[CKPT_START_world_size] == 1 ? "" : "s", lay,
-           row[CKPT_START_global_batch]);
+           row[CKPT_START_global_batch], level[0] ? ", " : "", level_words(level));
   }
 }
 
@@ -259,7 +273,7 @@ static int summary_text(const ins_ckpt *c) {
          m->package.software_version ? m->package.software_version : "?", m->package.checksum_algorithm ? m->package.checksum_algorithm : "?");
   printf("  step %lld | tokens %.0f | data cursor %lld | seeds train %lld data %lld | next lr %.3e\n", (long long)m->run.step,
          m->run.tokens_seen, (long long)m->run.data_cursor, (long long)m->run.train_seed, (long long)m->run.data_seed, m->run.lr_next);
-  state_text(&s);
+  state_text(c, &s);
   guard_text(&s);
   ins_state_free(&s);
   printf("  saved by layout %s | precision %s | activations %s\n", m->run.layout ? m->run.layout : "?",

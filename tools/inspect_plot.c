@@ -103,6 +103,33 @@ static void ckpt_line(const cJSON *o, void *ctx) {
   if (cJSON_IsBool(ok)) r->committed[s] = cJSON_IsTrue(ok);
 }
 
+/* The start record nearest the row's start time with its start step. */
+typedef struct {
+  double step, unix_s, best;
+  char level[16];
+} level_match;
+
+static void start_line(const cJSON *o, void *ctx) {
+  level_match *m = ctx;
+  const cJSON *lv = cJSON_GetObjectItemCaseSensitive(o, "level");
+  const double step = num(o, "start_step"), t = num(o, "unix_s");
+  if (!cJSON_IsString(lv) || step != m->step || !isfinite(t)) return;
+  const double gap = fabs(t - m->unix_s);
+  if (gap < m->best) { /* the record is written at the load, the row right after it */
+    m->best = gap;
+    snprintf(m->level, sizeof m->level, "%s", lv->valuestring);
+  }
+}
+
+void ins_start_level(const char *ckpt_path, const double *row, char *out, size_t outlen) {
+  char dir[PATH_MAX], p[PATH_MAX + 32];
+  dir_of(ckpt_path, dir, sizeof dir);
+  snprintf(p, sizeof p, "%s/checkpoints.jsonl", dir);
+  level_match m = {row[CKPT_START_start_step], row[CKPT_START_start_unix_s], 600.0, ""};
+  each_json_line(p, start_line, &m);
+  snprintf(out, outlen, "%s", m.level);
+}
+
 /* The stored config's train.metrics ("" when none). */
 static void config_metrics(const ins_ckpt *c, char *out, size_t outlen) {
   cJSON *cfg = c->meta.run.config ? cJSON_Parse(c->meta.run.config) : NULL;

@@ -31,6 +31,12 @@ void plot_run_free(plot_run *r);
 /* Tokens seen after `step` steps (each start's global batch and sequence
  * length from its step on; else the checkpoint's mean per step). */
 double plot_tokens_at(const plot_run *r, double step);
+/* The level a start of the run came from (a /state/run_starts row of the
+ * checkpoint file ckpt_path): "local", "partner", "file" or "fresh", from
+ * the start records the checkpoint directory's checkpoints.jsonl holds when
+ * the run had the local level on (docs/LOCAL.md); "" when it holds none for
+ * that start. */
+void ins_start_level(const char *ckpt_path, const double *row, char *out, size_t outlen);
 /* Printable ASCII without quotes or backslashes (the tail of a long text). */
 void plot_sanitize(const char *in, char *out, size_t outlen);
 

@@ -108,11 +108,14 @@ static void start_marks(FILE *gp, const plot_run *r, int tokens) {
   for (size_t j = 0; j < r->st.rows[CKPT_STATE_run_starts]; j++) {
     const double *row = r->st.v[CKPT_STATE_run_starts] + j * CKPT_START_NCOLS;
     const double s = row[CKPT_START_start_step], x = tokens ? plot_tokens_at(r, s) : s;
-    char lay[96], what[32];
+    char lay[96], what[64], level[16];
     ins_start_layout(row, lay, sizeof lay);
+    ins_start_level(r->path, row, level, sizeof level);
     const int from_zero = r->st.v[CKPT_STATE_run_starts][CKPT_START_start_step] == 0; /* else: an older history */
     if (j == 0 && from_zero) snprintf(what, sizeof what, "start");
     else snprintf(what, sizeof what, "restart %zu", from_zero ? j : j + 1);
+    if (level[0] && strcmp(level, "fresh") != 0) /* which level it resumed from */
+      snprintf(what + strlen(what), sizeof what - strlen(what), " (%s)", level);
     fprintf(gp, "set arrow from first %.17g, graph 0 to first %.17g, graph 1 nohead dt 2 lw 1.5 lc rgb '%s'\n", x, x,
             RESTART_COLOR);
     fprintf(gp, "set label '%s at step %.0f: %.0f rank%s, %s' at first %.17g, graph 0.02 rotate by 90 left offset "

@@ -133,6 +133,8 @@ void trainer_ckpt_settings(const train_config *cfg, ckpt_settings *set) {
   set->data_seed = cfg->data.seed;
   set->abort_status = BOOST_EXIT_UNSAVED;
   set->load_abort_status = BOOST_EXIT_PREEMPTED; /* the load runs before any step: nothing trained since it */
+  set->local_every = cfg->ckpt.local_every;
+  snprintf(set->local_dir, sizeof set->local_dir, "%s", cfg->ckpt.local_dir);
 }
 
 void trainer_ckpt_ctx_init(trainer_ckpt_ctx *ctx, const train_config *cfg, const process_grid *grid, comm_ctx *comm,
@@ -184,7 +186,7 @@ void trainer_ckpt_after_step(const trainer_ckpt_ctx *ctx, ckpt_session *s, const
                  "the run hands over every state dataset of the schema, in its order");
   double *starts = NULL;
   const int64_t ns = st->starts.rows;
-  if (ns > 0 && ckpt_due(s, st->step, force)) {
+  if (ns > 0 && (ckpt_due(s, st->step, force) || ckpt_due_local(s, st->step))) {
     starts = boost_calloc((size_t)(ns * CKPT_START_NCOLS), sizeof *starts);
     memcpy(starts, st->starts.v, (size_t)(ns * CKPT_START_NCOLS) * sizeof *starts);
     starts[(ns - 1) * CKPT_START_NCOLS + CKPT_START_last_step] = (double)st->step;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ckpt_hooks.h"
+#include "ckpt_local.h"
 #include "ckpt_peek.h"
 #include "comm.h"
 
@@ -36,6 +37,27 @@ static char *bcast_string(char *s, int root_has, MPI_Comm world) {
   return s;
 }
 
+/* The local level (rank 0's newest step) stands in for the file when it is
+ * not older: the same checks (the model, the global batch) run on what the
+ * start will most likely resume. */
+static void peek_local(const ckpt_settings *set, peek_result *r, ckpt_peek_info *info) {
+  ckpt_meta lm;
+  char where[PATH_MAX - 32]; /* with "the local level " it fits the path */
+  ckpt_layout lay;
+  if (ckpt_local_peek(set, &lm, where, sizeof where) != 1) return;
+  if ((r->found == 1 && lm.run.step < info->meta.run.step) || !ckpt_meta_has(&lm, CKPT_META_F_layout) ||
+      ckpt_layout_parse(lm.run.layout, &lay) != 0) {
+    ckpt_meta_free(&lm);
+    return;
+  }
+  ckpt_meta_free(&info->meta);
+  info->meta = lm;
+  info->layout = lay;
+  snprintf(info->path, sizeof info->path, "the local level %s", where);
+  info->skipped[0] = 0;
+  r->found = 1;
+}
+
 static char *peek_everywhere(const train_config *cfg, MPI_Comm world, peek_result *r) {
   int rank;
   MPI_Comm_rank(world, &rank);
@@ -48,6 +70,7 @@ static char *peek_everywhere(const train_config *cfg, MPI_Comm world, peek_resul
     char why[sizeof r->msg - 32];
     r->found = ckpt_peek(cfg->ckpt.dir, &set.resume, &info, why, sizeof why);
     if (r->found < 0) snprintf(r->msg, sizeof r->msg, "ckpt.resume=%s", why);
+    if (r->found >= 0 && set.resume.kind == CKPT_FROM_AUTO) peek_local(&set, r, &info);
     if (r->found == 1) {
       r->step = info.meta.run.step;
       r->layout = info.layout;

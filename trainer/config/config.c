@@ -189,6 +189,12 @@ static const key_spec KEYS[] = {
      "host memory a rank may use to stage a checkpoint: bytes (512M, 2G, 1.5GiB) or a percentage of the rank's "
      "checkpointed state (25%); below 100% the writer stages and writes in turns (docs/CHECKPOINT_FORMAT.md)",
      NULL},
+    {"ckpt.local_every", K_INT, F(ckpt.local_every), 0, 1e9,
+     "also keep a checkpoint in node-local memory every N steps (the local level: restarts on the same layout "
+     "resume from it in a fraction of a second; 0 = off; needs ckpt.dir)",
+     NULL},
+    {"ckpt.local_dir", K_STR, F(ckpt.local_dir), 0, 0,
+     "node-local directory of the local level (empty = /dev/shm/boost-local-<hash of ckpt.dir>)", NULL},
     {"ckpt.timeout", K_INT, F(ckpt.timeout), 0, 1e7,
      "seconds a checkpoint write or load may take before the job is aborted (a hung collective write); 0 = never",
      NULL},
@@ -447,6 +453,12 @@ int config_validate(train_config *cfg, char *err, size_t errlen) {
   if (cfg->ckpt.every_auto && cfg->ckpt.every_seconds > 0)
     return boost_err(err, errlen, "ckpt.every = auto chooses the interval itself: unset ckpt.every_seconds (%g)",
                      cfg->ckpt.every_seconds);
+  if (cfg->ckpt.local_every > 0 && !cfg->ckpt.dir[0])
+    return boost_err(err, errlen, "ckpt.local_every=%d needs ckpt.dir: the local level sits in front of the "
+                     "checkpoint files, which stay the durable level", cfg->ckpt.local_every);
+  if (cfg->ckpt.local_dir[0] && cfg->ckpt.local_dir[0] != '/')
+    return boost_err(err, errlen, "ckpt.local_dir '%s' must be an absolute path (node-local storage, e.g. /dev/shm/...)",
+                     cfg->ckpt.local_dir);
   if (cfg->train.guard_warmup > cfg->train.guard_window)
     return boost_err(err, errlen, "train.guard_warmup %d exceeds train.guard_window %d: the z-scores need that many steps in the window",
                      cfg->train.guard_warmup, cfg->train.guard_window);

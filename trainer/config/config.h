@@ -124,6 +124,8 @@ typedef struct {
       char text[CONFIG_STR]; /* as given: bytes (K/M/G/T suffixes, powers of 1024) or a percentage */
       double bytes, percent; /* parsed once, by config_set: one of them is > 0 */
     } staging_limit;
+    int local_every;          /* ckpt.local_every: a local checkpoint every N steps (0: none) */
+    char local_dir[CONFIG_STR]; /* ckpt.local_dir: node-local directory ("": one in /dev/shm named after ckpt.dir) */
   } ckpt;
 } train_config;
 

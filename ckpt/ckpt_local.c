@@ -1,0 +1,437 @@
+#include "ckpt_local.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "check.h"
+#include "ckpt_agree.h"
+#include "ckpt_fs.h"
+#include "ckpt_local_internal.h"
+#include "ckpt_local_partner.h"
+#include "ckpt_local_store.h"
+#include "ckpt_test_hooks.h"
+#include "util.h"
+
+int ckpt_node_split(MPI_Comm world, ckpt_node *out) {
+  int rank;
+  MPI_Comm_rank(world, &rank);
+  const int64_t per = ckpt_env_int("BOOST_RANKS_PER_NODE", 0);
+  if (per > 0) MPI_Comm_split(world, (int)(rank / per), rank, &out->comm);
+  else MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &out->comm);
+  MPI_Comm_rank(out->comm, &out->rank);
+  MPI_Comm_size(out->comm, &out->size);
+  MPI_Allreduce(&rank, &out->node_id, 1, MPI_INT, MPI_MIN, out->comm);
+  return 0;
+}
+
+/* BOOST_CKPT_SYNC=1 (the benchmarks' baseline): the local save inline too. */
+static int cfg_sync_mode(void) { return ckpt_env_int("BOOST_CKPT_SYNC", 0) != 0; }
+
+static void collect(ckpt_local *L, char *status, size_t statuslen);
+static void *local_writer_main(void *arg);
+
+/* The default directory: /dev/shm/boost-local-<hash of the absolute
+ * ckpt.dir>, the same for every relaunch of the run (rank 0 decides). */
+static void default_dir(const char *ckpt_dir, char *out, size_t outlen) {
+  char abs[2 * PATH_MAX] = "";
+  if (ckpt_dir[0] == '/') boost_msgf(abs, sizeof abs, "%s", ckpt_dir);
+  else {
+    char cwd[PATH_MAX] = ".";
+    if (!getcwd(cwd, sizeof cwd)) snprintf(cwd, sizeof cwd, ".");
+    boost_msgf(abs, sizeof abs, "%s/%s", cwd, ckpt_dir);
+  }
+  size_t n = strlen(abs);
+  while (n > 1 && abs[n - 1] == '/') abs[--n] = 0;
+  boost_msgf(out, outlen, "/dev/shm/boost-local-%016llx", (unsigned long long)XXH3_64bits(abs, n));
+}
+
+/* Room on this node for two copies (the newest committed and the one being
+ * written) of every one of its ranks' state; what the rank already holds
+ * there is counted as free (it is replaced). */
+static int check_room(ckpt_local *L, double state_bytes, char *err, size_t errlen) {
+  const int copies = L->partner.on ? 4 : 2; /* its own and its partner's, each newest + being written */
+  const double mine = copies * state_bytes,
+               held = ckpt_local_held_bytes(L->mine) + (L->partner.on ? ckpt_local_held_bytes(L->partner.held_dir) : 0);
+  double need = 0, held_node = 0;
+  MPI_Allreduce(&mine, &need, 1, MPI_DOUBLE, MPI_SUM, L->node.comm);
+  MPI_Allreduce(&held, &held_node, 1, MPI_DOUBLE, MPI_SUM, L->node.comm);
+  struct statvfs v;
+  char why[512] = "";
+  int ok = 1;
+  if (statvfs(L->root, &v) != 0) {
+    ok = 0;
+    boost_msgf(why, sizeof why, "ckpt.local_dir %s: %s", L->root, strerror(errno));
+  } else {
+    const double have = (double)v.f_bavail * (double)v.f_frsize + held_node;
+    if (have < need) {
+      ok = 0;
+      char n[32], h[32], e[32];
+      ckpt_format_bytes(need, n, sizeof n);
+      ckpt_format_bytes(have, h, sizeof h);
+      ckpt_format_bytes(state_bytes, e, sizeof e);
+      boost_msgf(why, sizeof why,
+                 "ckpt.local_dir %s has %s free on the node of rank %d but the local level needs %s there (%d copies "
+                 "of %s for each of its %d ranks%s): make room (a larger /dev/shm, another ckpt.local_dir) or set "
+                 "ckpt.local_every=0",
+                 L->root, h, L->node.node_id, n, copies, e, L->node.size,
+                 L->partner.on ? ": its own and a partner's, the newest and one being written" : "");
+    }
+  }
+  char out[1024];
+  if (ckpt_agree(&L->team, ok, why, out, sizeof out)) return 0;
+  return boost_err(err, errlen, "%s", out);
+}
+
+/* ckpt.local_dir, or the default for ckpt.dir. */
+static void root_dir(const ckpt_settings *cfg, char *out, size_t outlen) {
+  if (cfg->local_dir[0]) boost_msgf(out, outlen, "%s", cfg->local_dir);
+  else default_dir(cfg->dir, out, outlen);
+}
+
+int ckpt_local_peek(const ckpt_settings *cfg, ckpt_meta *meta, char *where, size_t wherelen) {
+  ckpt_meta_init(meta);
+  if (where && wherelen) where[0] = 0;
+  if (cfg->local_every <= 0 || !cfg->dir[0]) return 0;
+  char root[CKPT_PATH_MAX], mine[CKPT_PATH_MAX + 16];
+  root_dir(cfg, root, sizeof root);
+  boost_msgf(mine, sizeof mine, "%s/rank_%05d", root, 0);
+  int64_t steps[LOCAL_LIST_MAX];
+  const int n = ckpt_local_list(mine, 0, NULL, steps, LOCAL_LIST_MAX, NULL, 0);
+  for (int i = 0; i < n; i++) {
+    char dir[PATH_MAX], path[PATH_MAX + 16], err[512];
+    ckpt_local_step_path(dir, sizeof dir, mine, steps[i], 0);
+    ckpt_local_manifest man;
+    unsigned char *blob = NULL;
+    ckpt_state st;
+    boost_msgf(path, sizeof path, "%s/%s.bin", dir, ckpt_local_part_names[LOCAL_STATE]);
+    if (ckpt_local_read_manifest(dir, &man, err, sizeof err) != 0 ||
+        ckpt_local_read_small(path, man.bytes[LOCAL_STATE], man.sum[LOCAL_STATE], &blob, err, sizeof err) != 0)
+      continue;
+    const int ok = ckpt_local_unpack(blob, (size_t)man.bytes[LOCAL_STATE], meta, &st, err, sizeof err) == 0;
+    free(blob);
+    if (!ok) continue;
+    ckpt_state_free(&st);
+    boost_msgf(where, wherelen, "%s", dir);
+    return 1;
+  }
+  return 0;
+}
+
+static void local_free(ckpt_local *L) {
+  if (!L) return;
+  if (L->thread_started) {
+    pthread_mutex_lock(&L->mu);
+    while (L->busy) pthread_cond_wait(&L->cv, &L->mu);
+    L->quit = 1;
+    pthread_cond_broadcast(&L->cv);
+    pthread_mutex_unlock(&L->mu);
+    pthread_join(L->thread, NULL);
+  }
+  pthread_mutex_destroy(&L->mu);
+  pthread_cond_destroy(&L->cv);
+  free(L->job_blob);
+  if (L->node.comm != MPI_COMM_NULL) MPI_Comm_free(&L->node.comm);
+  if (L->team.comm != MPI_COMM_NULL) MPI_Comm_free(&L->team.comm);
+  if (L->bounce) L->reg->be->mem->host_free(L->reg->be, L->bounce);
+  free(L);
+}
+
+ckpt_local *ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, tensor_registry *reg, char *note,
+                            size_t notelen, char *err, size_t errlen) {
+  if (note && notelen) note[0] = 0;
+  if (cfg->local_every <= 0 || !cfg->dir[0]) return NULL;
+  ckpt_local *L = boost_calloc(1, sizeof *L);
+  L->every = cfg->local_every;
+  L->grid = grid;
+  L->reg = reg;
+  L->last_step = L->handed = -1;
+  L->team.comm = L->node.comm = MPI_COMM_NULL;
+  pthread_mutex_init(&L->mu, NULL);
+  pthread_cond_init(&L->cv, NULL);
+  MPI_Comm_dup(grid->world, &L->team.comm);
+  L->team.rank = grid->rank;
+  L->team.size = grid->world_size;
+  ckpt_node_split(grid->world, &L->node);
+  if (grid->rank == 0) root_dir(cfg, L->root, sizeof L->root);
+  MPI_Bcast(L->root, (int)sizeof L->root, MPI_CHAR, 0, L->team.comm);
+  boost_msgf(L->mine, sizeof L->mine, "%s/rank_%05d", L->root, grid->rank);
+  char partner_note[160];
+  ckpt_partner_plan(L->team.comm, &L->node, L->root, &L->partner, partner_note, sizeof partner_note);
+  L->shape = (ckpt_local_shape){grid->rank, grid->world_size, grid->dp, grid->tp, grid->pp, reg->mom_shards,
+                                reg->numel, reg->mom_begin, reg->mom_end};
+  char why[768] = "", out[1024];
+  int ok = ckpt_fs_mkdirs(L->mine, why, sizeof why) == 0 &&
+           (!L->partner.on || ckpt_fs_mkdirs(L->partner.held_dir, why, sizeof why) == 0);
+  if (!ok) boost_msgf(out, sizeof out, "ckpt.local_dir: %s", why), boost_msgf(why, sizeof why, "%s", out);
+  if (ok && !reg->be->mem->host_view(reg->be, reg->arena[TENSOR_PARAMS])) {
+    L->bounce = reg->be->mem->host_alloc(reg->be, LOCAL_BOUNCE_BYTES);
+    if (!L->bounce) ok = 0, boost_msgf(why, sizeof why, "no host memory for the local level's copies");
+  }
+  if (!ckpt_agree(&L->team, ok, why, out, sizeof out)) {
+    boost_err(err, errlen, "%s", out);
+    local_free(L);
+    return NULL;
+  }
+  double state = 1 << 20; /* the state part: the histories, well under this for most runs */
+  for (int k = 0; k < LOCAL_STATE; k++) state += (double)part_bytes(L, k);
+  if (check_room(L, state, err, errlen) != 0) {
+    local_free(L);
+    return NULL;
+  }
+  /* A thread of its own where the arenas are host memory (and saves are not
+   * synchronous by request): every rank the same, or the agreements of a
+   * job would meet inline ones. */
+  int async = !L->bounce && !cfg_sync_mode();
+  async = async && pthread_create(&L->thread, NULL, local_writer_main, L) == 0;
+  L->thread_started = async;
+  L->async = ckpt_agree(&L->team, async, "no local writer thread", NULL, 0);
+  if (async && !L->async) { /* another rank has none: all go inline */
+    pthread_mutex_lock(&L->mu);
+    L->quit = 1;
+    pthread_cond_broadcast(&L->cv);
+    pthread_mutex_unlock(&L->mu);
+    pthread_join(L->thread, NULL);
+    L->thread_started = 0;
+    L->quit = 0;
+  }
+  if (note && notelen) {
+    char each[32], node[32], partner[200];
+    const int copies = L->partner.on ? 4 : 2;
+    ckpt_format_bytes(state, each, sizeof each);
+    ckpt_format_bytes((double)copies * state * L->node.size, node, sizeof node);
+    if (L->partner.on)
+      boost_msgf(partner, sizeof partner, "each rank's parts also kept by the same rank of the next node (rank 0's by "
+                 "rank %d)", L->team.rank == 0 ? L->partner.holder : -1);
+    else boost_msgf(partner, sizeof partner, "%s", partner_note);
+    boost_msgf(note, notelen,
+               "local level every %d step%s in %s: %s per rank and copy, up to %s on a node of %d rank%s (%s); %s",
+               L->every, L->every == 1 ? "" : "s", L->root, each, node, L->node.size, L->node.size == 1 ? "" : "s",
+               L->partner.on ? "its own copies and its partners'" : "its own copies", partner);
+  }
+  return L;
+}
+
+void ckpt_local_close(ckpt_local *L) { local_free(L); }
+
+int ckpt_local_due(const ckpt_local *L, int64_t step) {
+  return L && step > 0 && step != L->handed && step % L->every == 0;
+}
+
+
+int ckpt_local_restored_from_partner(const ckpt_local *L) { return L ? L->restored_partner : 0; }
+
+int64_t ckpt_local_last(const ckpt_local *L) { return L ? L->last_step : -1; }
+double ckpt_local_last_seconds(const ckpt_local *L) { return L ? L->last_s : 0; }
+
+/* The job no longer reads the arenas: the optimizer may go on. */
+static void arenas_released(ckpt_local *L) {
+  pthread_mutex_lock(&L->mu);
+  L->reading = 0;
+  pthread_cond_broadcast(&L->cv);
+  pthread_mutex_unlock(&L->mu);
+}
+
+/* This rank's parts of the job's step into its temporary directory. */
+static int write_parts(ckpt_local *L, const char *tmp, char *why, size_t whylen) {
+  ckpt_local_remove_tree(tmp); /* a crashed save's */
+  if (mkdir(tmp, 0700) != 0) return boost_err(why, whylen, "%s: %s", tmp, strerror(errno));
+  ckpt_local_manifest man;
+  memset(&man, 0, sizeof man);
+  man.step = L->job_step;
+  man.shape = L->shape;
+  char path[PATH_MAX];
+  int rc = 0;
+  for (int k = 0; k < LOCAL_STATE && rc == 0; k++) {
+    boost_msgf(path, sizeof path, "%s/%s.bin", tmp, ckpt_local_part_names[k]);
+    man.bytes[k] = part_bytes(L, k);
+    rc = ckpt_local_write_part(path, L->reg->be, part_arena(L, k), (size_t)man.bytes[k], L->bounce,
+                               LOCAL_BOUNCE_BYTES, &man.sum[k], why, whylen);
+  }
+  arenas_released(L);
+  if (rc != 0) return -1;
+  boost_msgf(path, sizeof path, "%s/%s.bin", tmp, ckpt_local_part_names[LOCAL_STATE]);
+  man.bytes[LOCAL_STATE] = L->job_len;
+  rc = ckpt_local_write_small(path, L->job_blob, L->job_len, &man.sum[LOCAL_STATE], why, whylen);
+  if (rc != 0 || ckpt_local_write_manifest(tmp, &man, why, whylen) != 0) return -1;
+  return ckpt_fs_fsync(tmp, why, whylen);
+}
+
+/* The commit protocol of the job's step (collective over the team): its
+ * outcome into res_*. */
+static void save_job(ckpt_local *L) {
+  const double t0 = boost_now_s();
+  const int64_t step = L->job_step;
+  char tmp[PATH_MAX], fin[PATH_MAX], why[1024] = "", out[1024] = "";
+  ckpt_local_step_path(tmp, sizeof tmp, L->mine, step, 1);
+  ckpt_local_step_path(fin, sizeof fin, L->mine, step, 0);
+  int ok = write_parts(L, tmp, why, sizeof why) == 0;
+  char held_tmp[PATH_MAX] = "", held_fin[PATH_MAX] = "";
+  if (L->partner.on) { /* every rank takes part in the exchange, whatever it wrote */
+    ckpt_local_step_path(held_tmp, sizeof held_tmp, L->partner.held_dir, step, 1);
+    ckpt_local_step_path(held_fin, sizeof held_fin, L->partner.held_dir, step, 0);
+    ckpt_local_remove_tree(held_tmp);
+    char pwhy[768] = "";
+    int pok = mkdir(held_tmp, 0700) == 0;
+    if (!pok) boost_msgf(pwhy, sizeof pwhy, "%s: %s", held_tmp, strerror(errno));
+    const ckpt_partner_sink sink = {.dir = held_tmp}; /* no directory: its files fail to open, it is dropped */
+    char xwhy[768] = "";
+    if (ckpt_partner_exchange(L->team.comm, ok ? tmp : NULL, L->partner.holder, &sink, L->partner.held, xwhy,
+                              sizeof xwhy) != 0 && pok)
+      pok = 0, boost_msgf(pwhy, sizeof pwhy, "%s", xwhy);
+    if (ok && !pok) ok = 0, boost_msgf(why, sizeof why, "partner copy: %s", pwhy);
+  }
+  if (ckpt_agree(&L->team, ok, why, out, sizeof out)) {
+    /* Every rank wrote its parts: rename. A rank that dies before the
+     * second agreement leaves the previous step the newest that every rank
+     * holds, which is why nothing older is removed before it. */
+    ckpt_local_remove_tree(fin); /* the same step of an abandoned branch */
+    ok = rename(tmp, fin) == 0;
+    if (!ok) boost_msgf(why, sizeof why, "rename %s: %s", tmp, strerror(errno));
+    else ckpt_fs_fsync(L->mine, NULL, 0);
+    if (ok && L->partner.on) {
+      ckpt_local_remove_tree(held_fin);
+      ok = rename(held_tmp, held_fin) == 0;
+      if (!ok) boost_msgf(why, sizeof why, "rename %s: %s", held_tmp, strerror(errno));
+      else ckpt_fs_fsync(L->partner.held_dir, NULL, 0);
+    }
+    if (ckpt_agree(&L->team, ok, why, out, sizeof out)) {
+      ckpt_local_remove_steps(L->mine, step, 0);
+      if (L->partner.on) ckpt_local_remove_steps(L->partner.held_dir, step, 0);
+      L->res_ok = 1;
+      L->res_s = boost_now_s() - t0;
+      return;
+    }
+  }
+  ckpt_local_remove_tree(tmp);
+  if (held_tmp[0]) ckpt_local_remove_tree(held_tmp);
+  L->res_ok = 0;
+  L->res_s = boost_now_s() - t0;
+  boost_msgf(L->res_why, sizeof L->res_why, "%s", out);
+}
+
+static void *local_writer_main(void *arg) {
+  ckpt_local *L = arg;
+  pthread_setname_np(pthread_self(), "ckpt-local");
+  pthread_mutex_lock(&L->mu);
+  for (;;) {
+    while (!L->pending && !L->quit) pthread_cond_wait(&L->cv, &L->mu);
+    if (L->quit) break;
+    L->pending = 0;
+    pthread_mutex_unlock(&L->mu);
+    save_job(L);
+    pthread_mutex_lock(&L->mu);
+    L->busy = 0;
+    L->reading = 0;
+    L->unreported = 1;
+    pthread_cond_broadcast(&L->cv);
+  }
+  pthread_mutex_unlock(&L->mu);
+  return NULL;
+}
+
+/* Waits for the job in flight; its outcome (if not yet told) into status
+ * and, when it failed, one line on rank 0's stderr. */
+static void collect(ckpt_local *L, char *status, size_t statuslen) {
+  if (status && statuslen) status[0] = 0;
+  pthread_mutex_lock(&L->mu);
+  while (L->busy) pthread_cond_wait(&L->cv, &L->mu);
+  const int have = L->unreported;
+  L->unreported = 0;
+  pthread_mutex_unlock(&L->mu);
+  if (!have) return;
+  free(L->job_blob);
+  L->job_blob = NULL;
+  L->last_s = L->res_s;
+  if (L->res_ok) {
+    L->last_step = L->job_step;
+    boost_msgf(status, statuslen, "local step %lld %.1f ms", (long long)L->job_step, L->res_s * 1e3);
+    return;
+  }
+  boost_msgf(status, statuslen, "local step %lld FAILED", (long long)L->job_step);
+  if (L->team.rank == 0) {
+    fprintf(stderr, "boost: local checkpoint of step %lld FAILED (training continues; %s): %s\n",
+            (long long)L->job_step, L->last_step >= 0 ? "the previous local step stays the newest" : "no local step yet",
+            L->res_why);
+    fflush(stderr);
+  }
+}
+
+int ckpt_local_save(ckpt_local *L, const ckpt_meta *meta, const ckpt_state *state, char *status, size_t statuslen) {
+  char before[200] = "";
+  collect(L, before, sizeof before); /* the previous job (the optimizer step already waited for its reading) */
+  L->job_step = meta->run.step;
+  L->handed = meta->run.step;
+  ckpt_local_pack(meta, state, &L->job_blob, &L->job_len);
+  pthread_mutex_lock(&L->mu);
+  L->busy = L->reading = 1;
+  if (L->async) {
+    L->pending = 1;
+    pthread_cond_broadcast(&L->cv);
+  }
+  pthread_mutex_unlock(&L->mu);
+  if (!L->async) { /* the arenas in device memory: the copy and its commit here */
+    save_job(L);
+    pthread_mutex_lock(&L->mu);
+    L->busy = L->reading = 0;
+    L->unreported = 1;
+    pthread_mutex_unlock(&L->mu);
+    collect(L, status, statuslen);
+    return L->last_step == meta->run.step ? 0 : -1;
+  }
+  if (before[0]) boost_msgf(status, statuslen, "%s", before);
+  else boost_msgf(status, statuslen, "local step %lld started", (long long)meta->run.step);
+  return 0;
+}
+
+void ckpt_local_before_update(ckpt_local *L) {
+  if (!L) return;
+  pthread_mutex_lock(&L->mu);
+  while (L->reading) pthread_cond_wait(&L->cv, &L->mu);
+  pthread_mutex_unlock(&L->mu);
+}
+
+void ckpt_local_wait(ckpt_local *L, char *status, size_t statuslen) {
+  if (L) collect(L, status, statuslen);
+  else if (status && statuslen) status[0] = 0;
+}
+
+void ckpt_local_keep_only(ckpt_local *L, int64_t keep) {
+  if (!L) return;
+  collect(L, NULL, 0);
+  L->handed = keep;
+  ckpt_local_remove_steps(L->mine, keep, 0);
+  if (L->partner.on) ckpt_local_remove_steps(L->partner.held_dir, keep, 0);
+  L->last_step = keep;
+}
+
+void ckpt_local_retire(ckpt_local *L, int64_t file_step) {
+  if (!L) return;
+  collect(L, NULL, 0);
+  if (file_step < 0 || file_step < L->last_step) return;
+  ckpt_local_remove_steps(L->mine, -1, 0);
+  rmdir(L->mine);
+  if (L->partner.on) {
+    ckpt_local_remove_steps(L->partner.held_dir, -1, 0);
+    rmdir(L->partner.held_dir);
+  }
+  MPI_Barrier(L->team.comm); /* every rank's directory gone before the root is tried */
+  if (L->node.rank == 0) rmdir(L->root);
+  L->last_step = -1;
+}
+
+void ckpt_local_drop_newer(ckpt_local *L, int64_t max_step) {
+  if (!L) return;
+  collect(L, NULL, 0);
+  if (L->handed > max_step) L->handed = -1;
+  ckpt_local_remove_steps(L->mine, max_step, 1);
+  if (L->partner.on) ckpt_local_remove_steps(L->partner.held_dir, max_step, 1);
+  if (L->last_step > max_step) L->last_step = -1;
+}

@@ -1,0 +1,200 @@
+/* The local level's restart (ckpt_local.h, ckpt_local_restore): what
+ * every rank holds, the newest step all can restore from their own or
+ * their partners' copies, and its load into the arenas, checked. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "ckpt_local_internal.h"
+#include "util.h"
+
+static int listed(const int64_t *list, int64_t s) {
+  for (int j = 0; j < LOCAL_LIST_MAX; j++)
+    if (list[j] == s) return 1;
+  return 0;
+}
+
+/* What every rank holds at a restart: its own steps and those it keeps for
+ * its partner, each list newest first and -1 padded. */
+typedef struct {
+  int ranks, partner_on;
+  int64_t *own, *held; /* [rank * LOCAL_LIST_MAX + j] */
+  int *holder;         /* [rank]: who keeps its copy */
+} local_census;
+
+/* The first rank that can restore step s neither from its own copy nor
+ * from its holder's, -1 when every rank can. */
+static int first_without(const local_census *c, int64_t s) {
+  for (int q = 0; q < c->ranks; q++) {
+    if (listed(c->own + q * LOCAL_LIST_MAX, s)) continue;
+    if (c->partner_on && c->holder[q] >= 0 && listed(c->held + c->holder[q] * LOCAL_LIST_MAX, s)) continue;
+    return q;
+  }
+  return -1;
+}
+
+/* The newest step below `below` that every rank can restore (-1: none);
+ * *newest_seen: the newest step any rank listed. */
+static int64_t newest_restorable(const local_census *c, int64_t below, int64_t *newest_seen) {
+  int64_t best = -1;
+  *newest_seen = -1;
+  for (int i = 0; i < 2 * c->ranks * LOCAL_LIST_MAX; i++) {
+    const int64_t s = i < c->ranks * LOCAL_LIST_MAX ? c->own[i] : c->held[i - c->ranks * LOCAL_LIST_MAX];
+    if (s > *newest_seen) *newest_seen = s;
+    if (s > best && s < below && first_without(c, s) < 0) best = s;
+  }
+  return best;
+}
+
+/* This rank's parts of step s into the arenas, each checked. */
+static int load_parts(ckpt_local *L, int64_t s, unsigned char **blob, size_t *bloblen, char *why, size_t whylen) {
+  char dir[PATH_MAX], path[PATH_MAX];
+  ckpt_local_step_path(dir, sizeof dir, L->mine, s, 0);
+  ckpt_local_manifest man;
+  if (ckpt_local_read_manifest(dir, &man, why, whylen) != 0) return -1;
+  for (int k = 0; k < LOCAL_STATE; k++) {
+    boost_msgf(path, sizeof path, "%s/%s.bin", dir, ckpt_local_part_names[k]);
+    if (man.bytes[k] != part_bytes(L, k))
+      return boost_err(why, whylen, "%s: %llu bytes, this layout holds %llu", path,
+                       (unsigned long long)man.bytes[k], (unsigned long long)part_bytes(L, k));
+    if (ckpt_local_read_part(path, L->reg->be, part_arena(L, k), man.bytes[k], man.sum[k], L->bounce,
+                             LOCAL_BOUNCE_BYTES, why, whylen) != 0)
+      return -1;
+  }
+  boost_msgf(path, sizeof path, "%s/%s.bin", dir, ckpt_local_part_names[LOCAL_STATE]);
+  *bloblen = (size_t)man.bytes[LOCAL_STATE];
+  return ckpt_local_read_small(path, man.bytes[LOCAL_STATE], man.sum[LOCAL_STATE], blob, why, whylen);
+}
+
+static void zero_arenas(ckpt_local *L) {
+  for (int k = 0; k < LOCAL_STATE; k++)
+    if (part_bytes(L, k)) L->reg->be->mem->zero(L->reg->be, part_arena(L, k), (size_t)part_bytes(L, k));
+}
+
+/* Step s into the arenas: each rank from its own copy where it has a whole
+ * one, the others from their holders' copies (sent over MPI). Returns 1
+ * when every rank has it, with *blob (rank 0's state part, on every rank)
+ * and *from_partner the ranks served by partners; 0 with why. */
+static int restore_step(ckpt_local *L, int64_t s, const int64_t *own, unsigned char **blob, size_t *bloblen,
+                        int *from_partner, char *note, size_t notelen, char *why, size_t whylen) {
+  const int ranks = L->team.size;
+  char mine_why[768] = "";
+  int ok1 = 0;
+  *blob = NULL;
+  if (!listed(own, s)) boost_msgf(mine_why, sizeof mine_why, "no copy of step %lld in %s", (long long)s, L->mine);
+  else ok1 = load_parts(L, s, blob, bloblen, mine_why, sizeof mine_why) == 0;
+  int *oks = boost_calloc((size_t)ranks, sizeof *oks);
+  MPI_Allgather(&ok1, 1, MPI_INT, oks, 1, MPI_INT, L->team.comm);
+  *from_partner = 0;
+  for (int q = 0; q < ranks; q++) *from_partner += !oks[q];
+  if (*from_partner) /* the lowest rank without its own copy, for the log */
+    ckpt_agree(&L->team, ok1, mine_why, note, notelen);
+  int ok = ok1;
+  char xwhy[768] = "";
+  if (*from_partner && L->partner.on) {
+    const int send = !oks[L->partner.held], recv = !ok1;
+    char sdir[PATH_MAX];
+    ckpt_local_step_path(sdir, sizeof sdir, L->partner.held_dir, s, 0);
+    ckpt_partner_sink sink = {.reg = L->reg, .blob = blob, .bloblen = bloblen};
+    for (int k = 0; k < LOCAL_STATE; k++) sink.arena[k] = part_arena(L, k), sink.want_bytes[k] = part_bytes(L, k);
+    if (recv) free(*blob), *blob = NULL;
+    const int rc = ckpt_partner_exchange(L->team.comm, send ? sdir : NULL, send ? L->partner.held : MPI_PROC_NULL,
+                                         recv ? &sink : NULL, recv ? L->partner.holder : MPI_PROC_NULL, xwhy,
+                                         sizeof xwhy);
+    if (recv) ok = rc == 0;
+  } else if (!ok1) {
+    boost_msgf(xwhy, sizeof xwhy, "%s, and no partner copies are kept", mine_why);
+  }
+  free(oks);
+  if (!ok && !xwhy[0]) boost_msgf(xwhy, sizeof xwhy, "%s", mine_why);
+  char out[1024];
+  if (ckpt_agree(&L->team, ok, xwhy, out, sizeof out)) return 1;
+  free(*blob);
+  *blob = NULL;
+  boost_msgf(why, whylen, "%s", out);
+  return 0;
+}
+
+int ckpt_local_restore(ckpt_local *L, int64_t file_step, ckpt_meta *meta, ckpt_state *state, char *msg,
+                       size_t msglen) {
+  if (msg && msglen) msg[0] = 0;
+  if (!L) return 0;
+  const double t0 = boost_now_s();
+  const int ranks = L->team.size;
+  int64_t own[LOCAL_LIST_MAX], held[LOCAL_LIST_MAX];
+  for (int i = 0; i < LOCAL_LIST_MAX; i++) own[i] = held[i] = -1;
+  char passed[600] = "";
+  ckpt_local_list(L->mine, L->team.rank, &L->shape, own, LOCAL_LIST_MAX, passed, sizeof passed);
+  if (L->partner.on) ckpt_local_list(L->partner.held_dir, L->partner.held, NULL, held, LOCAL_LIST_MAX, NULL, 0);
+  local_census c = {ranks, L->partner.on, boost_calloc((size_t)ranks * LOCAL_LIST_MAX, sizeof(int64_t)),
+                    boost_calloc((size_t)ranks * LOCAL_LIST_MAX, sizeof(int64_t)),
+                    boost_calloc((size_t)ranks, sizeof(int))};
+  MPI_Allgather(own, LOCAL_LIST_MAX, MPI_INT64_T, c.own, LOCAL_LIST_MAX, MPI_INT64_T, L->team.comm);
+  MPI_Allgather(held, LOCAL_LIST_MAX, MPI_INT64_T, c.held, LOCAL_LIST_MAX, MPI_INT64_T, L->team.comm);
+  MPI_Allgather(&L->partner.holder, 1, MPI_INT, c.holder, 1, MPI_INT, L->team.comm);
+  int have_passed = passed[0] != 0;
+  MPI_Allreduce(MPI_IN_PLACE, &have_passed, 1, MPI_INT, MPI_MAX, L->team.comm);
+  char damaged[1024] = "", note[1024] = "";
+  int64_t below = INT64_MAX, newest_seen = -1;
+  int rc = 0, from_partner = 0;
+  for (;;) {
+    int64_t seen;
+    const int64_t s = newest_restorable(&c, below, &seen);
+    if (below == INT64_MAX) newest_seen = seen;
+    if (s < 0 || s < file_step) break;
+    below = s;
+    unsigned char *blob = NULL;
+    size_t len = 0;
+    char why[1024] = "";
+    note[0] = 0;
+    if (!restore_step(L, s, own, &blob, &len, &from_partner, note, sizeof note, why, sizeof why)) {
+      if (!damaged[0]) boost_msgf(damaged, sizeof damaged, "local step %lld is damaged: %s", (long long)s, why);
+      zero_arenas(L);
+      continue;
+    }
+    /* Every rank resumes with rank 0's metadata block, as from the file. */
+    uint64_t n = len;
+    MPI_Bcast(&n, 1, MPI_UINT64_T, 0, L->team.comm);
+    if (L->team.rank != 0) {
+      free(blob);
+      blob = malloc(n ? (size_t)n : 1);
+      if (!blob) boost_fail("out of memory for a local checkpoint's state part");
+    }
+    MPI_Bcast(blob, (int)n, MPI_BYTE, 0, L->team.comm);
+    char uerr[256] = "";
+    const int uok = ckpt_local_unpack(blob, (size_t)n, meta, state, uerr, sizeof uerr) == 0;
+    free(blob);
+    if (!uok) { /* the same bytes everywhere: the same verdict */
+      if (!damaged[0]) boost_msgf(damaged, sizeof damaged, "local step %lld: rank 0's %s", (long long)s, uerr);
+      zero_arenas(L);
+      continue;
+    }
+    registry_refresh_work(L->reg);
+    L->last_step = L->handed = s;
+    L->restored_partner = from_partner;
+    char partners[1200] = "";
+    if (from_partner)
+      boost_msgf(partners, sizeof partners, ", %d rank%s from partner copies (%s)", from_partner,
+                 from_partner == 1 ? "" : "s", note);
+    boost_msgf(msg, msglen, "resumed from the local level: step %lld in %s, %d rank%s' parts verified%s, %.2f s",
+               (long long)s, L->root, ranks, ranks == 1 ? "" : "s", partners, boost_now_s() - t0);
+    rc = 1;
+    break;
+  }
+  if (rc == 0 && (newest_seen >= 0 || have_passed)) {
+    const int q = newest_seen >= 0 ? first_without(&c, newest_seen) : -1;
+    if (damaged[0]) boost_msgf(msg, msglen, "%s; from the file instead", damaged);
+    else if (have_passed && newest_seen < 0)
+      boost_msgf(msg, msglen, "the local level in %s is another layout's: from the file", L->root);
+    else if (newest_seen >= file_step && q >= 0)
+      boost_msgf(msg, msglen, "local step %lld: rank %d has neither its own copy nor %s: from the file",
+                 (long long)newest_seen, q, L->partner.on ? "its partner's" : "a partner's (none are kept)");
+    else boost_msgf(msg, msglen, "the local level in %s holds nothing newer than the file: from the file", L->root);
+  }
+  free(c.own);
+  free(c.held);
+  free(c.holder);
+  return rc;
+}
+

@@ -1,0 +1,379 @@
+#include "ckpt_local_store.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "check.h"
+#include "ckpt_fs.h"
+#include "util.h"
+
+const char *const ckpt_local_part_names[LOCAL_NPARTS] = {"params", "adam_m", "adam_v", "state"};
+
+/* ---- the state part: a growing byte buffer ------------------------------- */
+
+typedef struct {
+  unsigned char *p;
+  size_t len, cap;
+} bytes_out;
+
+static void put(bytes_out *b, const void *v, size_t n) {
+  if (b->len + n > b->cap) {
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + n) cap *= 2;
+    unsigned char *q = realloc(b->p, cap);
+    if (!q) boost_fail("out of memory for a local checkpoint's state part (%zu bytes)", cap);
+    b->p = q, b->cap = cap;
+  }
+  if (n) memcpy(b->p + b->len, v, n);
+  b->len += n;
+}
+
+int ckpt_local_pack(const ckpt_meta *m, const ckpt_state *st, unsigned char **buf, size_t *len) {
+  bytes_out b = {0};
+  put(&b, &m->present, sizeof m->present);
+  for (int f = 0; f < CKPT_META_NFIELDS; f++) {
+    if (!ckpt_meta_has(m, f)) continue;
+    const ckpt_meta_field *d = &ckpt_meta_fields[f];
+    const char *at = (const char *)m + d->offset;
+    if (d->type == CKPT_META_T_STR) {
+      const char *s = *(char *const *)at;
+      const uint64_t n = s ? strlen(s) : 0;
+      put(&b, &n, sizeof n);
+      put(&b, s, (size_t)n);
+    } else {
+      put(&b, at, 8); /* int64_t or double */
+    }
+  }
+  for (int k = 0; k < CKPT_STATE_NSETS; k++) {
+    const int64_t rows = st->set[k].rows;
+    put(&b, &rows, sizeof rows);
+    put(&b, st->set[k].data, (size_t)rows * (size_t)ckpt_state_width(k) * ckpt_state_esize(k));
+  }
+  *buf = b.p;
+  *len = b.len;
+  return 0;
+}
+
+typedef struct {
+  const unsigned char *p;
+  size_t len, at;
+} bytes_in;
+
+static int take(bytes_in *b, void *v, size_t n) {
+  if (n > b->len - b->at) return -1;
+  memcpy(v, b->p + b->at, n);
+  b->at += n;
+  return 0;
+}
+
+int ckpt_local_unpack(const unsigned char *buf, size_t len, ckpt_meta *m, ckpt_state *st, char *err, size_t errlen) {
+  bytes_in b = {buf, len, 0};
+  ckpt_meta_init(m);
+  memset(st, 0, sizeof *st);
+  uint32_t present = 0;
+  if (take(&b, &present, sizeof present) != 0) goto bad;
+  for (int f = 0; f < CKPT_META_NFIELDS; f++) {
+    if (!((present >> f) & 1u)) continue;
+    const ckpt_meta_field *d = &ckpt_meta_fields[f];
+    char *at = (char *)m + d->offset;
+    if (d->type == CKPT_META_T_STR) {
+      uint64_t n;
+      if (take(&b, &n, sizeof n) != 0 || n > len) goto bad;
+      char *s = boost_calloc((size_t)n + 1, 1);
+      if (take(&b, s, (size_t)n) != 0) {
+        boost_free(s);
+        goto bad;
+      }
+      int rc = ckpt_meta_set_str(m, f, s);
+      boost_free(s);
+      if (rc != 0) goto bad;
+    } else {
+      if (take(&b, at, 8) != 0) goto bad;
+      m->present |= 1u << f;
+    }
+  }
+  for (int k = 0; k < CKPT_STATE_NSETS; k++) {
+    int64_t rows;
+    if (take(&b, &rows, sizeof rows) != 0 || rows < 0 || (uint64_t)rows > len) goto bad;
+    const size_t n = (size_t)rows * (size_t)ckpt_state_width(k) * ckpt_state_esize(k);
+    st->set[k].rows = rows;
+    st->set[k].data = n ? malloc(n) : NULL;
+    if (n && (!st->set[k].data || take(&b, st->set[k].data, n) != 0)) goto bad;
+  }
+  if (b.at != len) goto bad;
+  return 0;
+bad:
+  ckpt_meta_free(m);
+  ckpt_state_free(st);
+  return boost_err(err, errlen, "state part is malformed (%zu bytes)", len);
+}
+
+/* ---- paths, manifests, listing --------------------------------------------- */
+
+void ckpt_local_step_path(char *out, size_t outlen, const char *dir, int64_t step, int tmp) {
+  boost_msgf(out, outlen, "%s/step_%08lld%s", dir, (long long)step, tmp ? ".tmp" : "");
+}
+
+static uint64_t manifest_sum(const ckpt_local_manifest *m) {
+  return XXH3_64bits(m, offsetof(ckpt_local_manifest, self_sum));
+}
+
+int ckpt_local_write_manifest(const char *stepdir, ckpt_local_manifest *m, char *err, size_t errlen) {
+  memset(m->magic, 0, sizeof m->magic);
+  memcpy(m->magic, LOCAL_MAGIC, sizeof LOCAL_MAGIC);
+  m->self_sum = manifest_sum(m);
+  char path[PATH_MAX];
+  boost_msgf(path, sizeof path, "%s/manifest.bin", stepdir);
+  uint64_t unused;
+  return ckpt_local_write_small(path, m, sizeof *m, &unused, err, errlen);
+}
+
+int ckpt_local_manifest_ok(const ckpt_local_manifest *m) {
+  return memcmp(m->magic, LOCAL_MAGIC, sizeof LOCAL_MAGIC) == 0 && manifest_sum(m) == m->self_sum;
+}
+
+int ckpt_local_read_manifest(const char *stepdir, ckpt_local_manifest *m, char *err, size_t errlen) {
+  char path[PATH_MAX];
+  boost_msgf(path, sizeof path, "%s/manifest.bin", stepdir);
+  FILE *f = fopen(path, "rb");
+  if (!f) return boost_err(err, errlen, "%s: %s", path, strerror(errno));
+  const size_t got = fread(m, 1, sizeof *m, f);
+  const int extra = fgetc(f) != EOF;
+  fclose(f);
+  if (got != sizeof *m || extra) return boost_err(err, errlen, "%s: %zu bytes, not a manifest", path, got);
+  if (!ckpt_local_manifest_ok(m)) return boost_err(err, errlen, "%s: not a boost local-level manifest, or damaged", path);
+  return 0;
+}
+
+/* step_SSSSSSSS[.tmp] -> step, tmp flag; -1 for another name. */
+static int64_t parse_step_name(const char *name, int *tmp) {
+  if (strncmp(name, "step_", 5) != 0) return -1;
+  char *end;
+  errno = 0;
+  long long v = strtoll(name + 5, &end, 10);
+  if (errno || end == name + 5 || v < 0) return -1;
+  *tmp = strcmp(end, ".tmp") == 0;
+  if (*end && !*tmp) return -1;
+  return v;
+}
+
+static int cmp_desc(const void *a, const void *b) {
+  const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+int ckpt_local_list(const char *dir, int owner, const ckpt_local_shape *want, int64_t *steps, int max, char *why,
+                    size_t whylen) {
+  if (why && whylen) why[0] = 0;
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  int64_t all[256];
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    int tmp;
+    const int64_t s = parse_step_name(e->d_name, &tmp);
+    if (s >= 0 && !tmp && n < (int)(sizeof all / sizeof all[0])) all[n++] = s;
+  }
+  closedir(d);
+  qsort(all, (size_t)n, sizeof all[0], cmp_desc);
+  int got = 0;
+  for (int i = 0; i < n && got < max; i++) {
+    char path[PATH_MAX], err[512];
+    ckpt_local_manifest m;
+    ckpt_local_step_path(path, sizeof path, dir, all[i], 0);
+    int ok = ckpt_local_read_manifest(path, &m, err, sizeof err) == 0;
+    if (ok && (m.step != all[i] || m.shape.owner_rank != owner || (want && memcmp(&m.shape, want, sizeof *want) != 0))) {
+      ok = 0;
+      boost_msgf(err, sizeof err, "%s was written by another layout (world %d dp %d tp %d pp %d, %llu floats)", path,
+                 m.shape.world_size, m.shape.dp, m.shape.tp, m.shape.pp, (unsigned long long)m.shape.numel);
+    }
+    if (ok) steps[got++] = all[i];
+    else if (why && whylen && !why[0]) boost_msgf(why, whylen, "%s", err);
+  }
+  return got;
+}
+
+int ckpt_local_remove_tree(const char *path) {
+  DIR *d = opendir(path);
+  if (!d) return unlink(path) == 0 || errno == ENOENT ? 0 : -1;
+  int rc = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    char p[PATH_MAX];
+    boost_msgf(p, sizeof p, "%s/%s", path, e->d_name);
+    if (unlink(p) != 0 && errno != ENOENT) rc = -1;
+  }
+  closedir(d);
+  if (rmdir(path) != 0 && errno != ENOENT) rc = -1;
+  return rc;
+}
+
+int ckpt_local_remove_steps(const char *dir, int64_t keep, int only_newer) {
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  int removed = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    int tmp;
+    const int64_t s = parse_step_name(e->d_name, &tmp);
+    if (s < 0 || (s == keep && !tmp) || (only_newer && s <= keep)) continue;
+    char p[PATH_MAX];
+    boost_msgf(p, sizeof p, "%s/%s", dir, e->d_name);
+    if (ckpt_local_remove_tree(p) == 0) removed++;
+  }
+  closedir(d);
+  return removed;
+}
+
+double ckpt_local_held_bytes(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  double held = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    int tmp;
+    if (parse_step_name(e->d_name, &tmp) < 0) continue;
+    for (int k = 0; k < LOCAL_NPARTS; k++) {
+      char p[PATH_MAX];
+      struct stat st;
+      boost_msgf(p, sizeof p, "%s/%s/%s.bin", dir, e->d_name, ckpt_local_part_names[k]);
+      if (stat(p, &st) == 0) held += (double)st.st_size;
+    }
+  }
+  closedir(d);
+  return held;
+}
+
+/* ---- parts ---------------------------------------------------------------- */
+
+int ckpt_local_write_all(int fd, const void *p, size_t n) {
+  const char *c = p;
+  while (n > 0) {
+    const ssize_t w = write(fd, c, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return -1;
+    c += w, n -= (size_t)w;
+  }
+  return 0;
+}
+
+static int read_all(int fd, void *p, size_t n, size_t *got) {
+  char *c = p;
+  *got = 0;
+  while (n > 0) {
+    const ssize_t r = read(fd, c, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return -1;
+    if (r == 0) return 0;
+    c += r, n -= (size_t)r, *got += (size_t)r;
+  }
+  return 0;
+}
+
+static int finish_write(int fd, const char *path, int ok, char *err, size_t errlen) {
+  if (ok && fsync(fd) != 0) ok = 0;
+  const int e = errno;
+  if (close(fd) != 0 && ok) ok = 0;
+  if (!ok) {
+    unlink(path);
+    return boost_err(err, errlen, "%s: %s", path, strerror(e ? e : errno));
+  }
+  return 0;
+}
+
+int ckpt_local_write_part(const char *path, boost_backend *be, const void *src, size_t bytes, void *bounce,
+                          size_t bounce_bytes, uint64_t *sum, char *err, size_t errlen) {
+  const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return boost_err(err, errlen, "%s: %s", path, strerror(errno));
+  XXH3_state_t *h = XXH3_createState();
+  if (!h) boost_fail("out of memory for a checksum state");
+  XXH3_64bits_reset(h);
+  errno = 0;
+  int ok = 1;
+  const char *host = bytes ? be->mem->host_view(be, src) : NULL;
+  if (host) { /* host memory: written as it is */
+    XXH3_64bits_update(h, host, bytes);
+    ok = ckpt_local_write_all(fd, host, bytes) == 0;
+  } else {
+    for (size_t at = 0; ok && at < bytes; at += bounce_bytes) {
+      const size_t n = bytes - at < bounce_bytes ? bytes - at : bounce_bytes;
+      be->mem->download(be, bounce, (const char *)src + at, n);
+      XXH3_64bits_update(h, bounce, n);
+      ok = ckpt_local_write_all(fd, bounce, n) == 0;
+    }
+  }
+  *sum = XXH3_64bits_digest(h);
+  XXH3_freeState(h);
+  return finish_write(fd, path, ok, err, errlen);
+}
+
+int ckpt_local_write_small(const char *path, const void *buf, size_t len, uint64_t *sum, char *err, size_t errlen) {
+  const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return boost_err(err, errlen, "%s: %s", path, strerror(errno));
+  errno = 0;
+  *sum = XXH3_64bits(buf, len);
+  return finish_write(fd, path, ckpt_local_write_all(fd, buf, len) == 0, err, errlen);
+}
+
+/* Opens path and checks its size. */
+static int open_sized(const char *path, uint64_t want_bytes, char *err, size_t errlen) {
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return boost_err(err, errlen, "%s: %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != want_bytes) {
+    close(fd);
+    return boost_err(err, errlen, "%s: %lld bytes, the manifest says %llu (damaged)", path, (long long)st.st_size,
+                     (unsigned long long)want_bytes);
+  }
+  return fd;
+}
+
+int ckpt_local_read_part(const char *path, boost_backend *be, void *dst, uint64_t want_bytes, uint64_t want_sum,
+                         void *bounce, size_t bounce_bytes, char *err, size_t errlen) {
+  const int fd = open_sized(path, want_bytes, err, errlen);
+  if (fd < 0) return -1;
+  XXH3_state_t *h = XXH3_createState();
+  if (!h) boost_fail("out of memory for a checksum state");
+  XXH3_64bits_reset(h);
+  char *host = dst && want_bytes ? be->mem->host_view(be, dst) : NULL;
+  int ok = 1;
+  for (size_t at = 0; ok && at < want_bytes; at += bounce_bytes) {
+    const size_t n = want_bytes - at < bounce_bytes ? (size_t)want_bytes - at : bounce_bytes;
+    char *to = host ? host + at : bounce;
+    size_t got;
+    ok = read_all(fd, to, n, &got) == 0 && got == n;
+    if (!ok) break;
+    XXH3_64bits_update(h, to, n);
+    if (dst && !host) be->mem->upload(be, (char *)dst + at, bounce, n);
+  }
+  const uint64_t sum = XXH3_64bits_digest(h);
+  XXH3_freeState(h);
+  close(fd);
+  if (!ok) return boost_err(err, errlen, "%s: read failed", path);
+  if (sum != want_sum) return boost_err(err, errlen, "%s: checksum mismatch (damaged)", path);
+  return 0;
+}
+
+int ckpt_local_read_small(const char *path, uint64_t want_bytes, uint64_t want_sum, unsigned char **buf, char *err,
+                          size_t errlen) {
+  *buf = NULL;
+  const int fd = open_sized(path, want_bytes, err, errlen);
+  if (fd < 0) return -1;
+  unsigned char *b = malloc(want_bytes ? (size_t)want_bytes : 1);
+  if (!b) boost_fail("out of memory for a local checkpoint's state part");
+  size_t got;
+  const int ok = read_all(fd, b, (size_t)want_bytes, &got) == 0 && got == want_bytes;
+  close(fd);
+  if (!ok || XXH3_64bits(b, (size_t)want_bytes) != want_sum) {
+    free(b);
+    return boost_err(err, errlen, "%s: %s", path, ok ? "checksum mismatch (damaged)" : "read failed");
+  }
+  *buf = b;
+  return 0;
+}

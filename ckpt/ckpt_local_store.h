@@ -1,0 +1,91 @@
+/* The local level's files (docs/CHECKPOINT_FORMAT.md, "The local level"):
+ * one directory per rank and committed step under ckpt.local_dir,
+ *
+ *   <local_dir>/rank_RRRRR/step_SSSSSSSS/{params,adam_m,adam_v,state}.bin
+ *                                        manifest.bin
+ *
+ * written as step_SSSSSSSS.tmp and renamed once every rank has written its
+ * own. Each part is the rank's arena as it is in memory (the same layout
+ * reads it back with one copy), the state part the run's metadata block and
+ * state datasets, serialized through the schema's tables (ckpt_meta.h). The
+ * manifest, written last, holds each part's size and XXH3-64 checksum, the
+ * layout that wrote it and its own checksum. Plain POSIX; no MPI. */
+#ifndef BOOST_CKPT_LOCAL_STORE_H
+#define BOOST_CKPT_LOCAL_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ckpt_meta.h"
+#include "tensor.h"
+
+enum { LOCAL_PARAMS = 0, LOCAL_ADAM_M, LOCAL_ADAM_V, LOCAL_STATE, LOCAL_NPARTS };
+extern const char *const ckpt_local_part_names[LOCAL_NPARTS]; /* params adam_m adam_v state */
+
+#define LOCAL_MAGIC "boost-local-v1"
+
+/* What a rank's arenas look like: a local step is restorable only into
+ * the same (every field equal). */
+typedef struct {
+  int32_t owner_rank, world_size, dp, tp, pp, mom_shards;
+  uint64_t numel, mom_begin, mom_end;
+} ckpt_local_shape;
+
+typedef struct {
+  char magic[16];
+  int64_t step;
+  ckpt_local_shape shape;
+  uint64_t bytes[LOCAL_NPARTS];
+  uint64_t sum[LOCAL_NPARTS]; /* XXH3-64 of the part's bytes */
+  uint64_t self_sum;          /* XXH3-64 of every field above */
+} ckpt_local_manifest;
+
+/* The run's metadata block and state datasets as one buffer (malloc'd),
+ * and back (meta and state owned by the caller: ckpt_meta_free,
+ * ckpt_state_free). -1 with err on a malformed buffer. */
+int ckpt_local_pack(const ckpt_meta *m, const ckpt_state *st, unsigned char **buf, size_t *len);
+int ckpt_local_unpack(const unsigned char *buf, size_t len, ckpt_meta *m, ckpt_state *st, char *err, size_t errlen);
+
+/* dir/step_SSSSSSSS (committed) or with .tmp. */
+void ckpt_local_step_path(char *out, size_t outlen, const char *dir, int64_t step, int tmp);
+
+/* The committed steps of dir whose manifest reads and matches `want` (NULL:
+ * only its owner_rank is checked, against `owner`), newest first, at most
+ * max; *why gets the first one passed over and why. Returns how many. */
+int ckpt_local_list(const char *dir, int owner, const ckpt_local_shape *want, int64_t *steps, int max, char *why,
+                    size_t whylen);
+
+/* Whether a manifest is one (magic, own checksum). */
+int ckpt_local_manifest_ok(const ckpt_local_manifest *m);
+/* Reads and checks the manifest of a step directory (magic, own checksum). */
+int ckpt_local_read_manifest(const char *stepdir, ckpt_local_manifest *m, char *err, size_t errlen);
+int ckpt_local_write_manifest(const char *stepdir, ckpt_local_manifest *m, char *err, size_t errlen);
+
+/* Removes the step directories of dir (committed and temporaries) other than
+ * `keep` (-1: all); with only_newer, only those newer than keep. Returns how
+ * many. */
+int ckpt_local_remove_steps(const char *dir, int64_t keep, int only_newer);
+/* rm -r of one step directory. */
+int ckpt_local_remove_tree(const char *path);
+
+/* Bytes held by the step directories of dir. */
+double ckpt_local_held_bytes(const char *dir);
+
+/* A part: `bytes` of arena memory `src` (backend memory, through a host
+ * bounce buffer of bounce_bytes unless the backend's memory is host
+ * memory) written to path, fsynced; *sum its checksum. */
+int ckpt_local_write_part(const char *path, boost_backend *be, const void *src, size_t bytes, void *bounce,
+                          size_t bounce_bytes, uint64_t *sum, char *err, size_t errlen);
+/* A part read into arena memory dst (NULL: only checked), its size and
+ * checksum checked against want_bytes / want_sum. */
+int ckpt_local_read_part(const char *path, boost_backend *be, void *dst, uint64_t want_bytes, uint64_t want_sum,
+                         void *bounce, size_t bounce_bytes, char *err, size_t errlen);
+/* A whole small file (the state part) into *buf (malloc'd), checked. */
+int ckpt_local_read_small(const char *path, uint64_t want_bytes, uint64_t want_sum, unsigned char **buf, char *err,
+                          size_t errlen);
+/* write(2) until all n bytes are out (EINTR retried); -1 on an error. */
+int ckpt_local_write_all(int fd, const void *p, size_t n);
+/* A buffer written to path, fsynced; *sum its checksum. */
+int ckpt_local_write_small(const char *path, const void *buf, size_t len, uint64_t *sum, char *err, size_t errlen);
+
+#endif
