@@ -127,17 +127,17 @@ int ckpt_local_peek(const ckpt_settings *cfg, ckpt_meta *meta, char *where, size
 
 static void local_free(ckpt_local *L) {
   if (!L) return;
-  if (L->thread_started) {
-    pthread_mutex_lock(&L->mu);
-    while (L->busy) pthread_cond_wait(&L->cv, &L->mu);
-    L->quit = 1;
-    pthread_cond_broadcast(&L->cv);
-    pthread_mutex_unlock(&L->mu);
-    pthread_join(L->thread, NULL);
+  if (L->saver.thread_started) {
+    pthread_mutex_lock(&L->saver.mu);
+    while (L->saver.busy) pthread_cond_wait(&L->saver.cv, &L->saver.mu);
+    L->saver.quit = 1;
+    pthread_cond_broadcast(&L->saver.cv);
+    pthread_mutex_unlock(&L->saver.mu);
+    pthread_join(L->saver.thread, NULL);
   }
-  pthread_mutex_destroy(&L->mu);
-  pthread_cond_destroy(&L->cv);
-  free(L->job_blob);
+  pthread_mutex_destroy(&L->saver.mu);
+  pthread_cond_destroy(&L->saver.cv);
+  free(L->saver.job_blob);
   if (L->node.comm != MPI_COMM_NULL) MPI_Comm_free(&L->node.comm);
   if (L->team.comm != MPI_COMM_NULL) MPI_Comm_free(&L->team.comm);
   if (L->bounce) L->reg->be->mem->host_free(L->reg->be, L->bounce);
@@ -154,8 +154,8 @@ ckpt_local *ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, 
   L->reg = reg;
   L->last_step = L->handed = -1;
   L->team.comm = L->node.comm = MPI_COMM_NULL;
-  pthread_mutex_init(&L->mu, NULL);
-  pthread_cond_init(&L->cv, NULL);
+  pthread_mutex_init(&L->saver.mu, NULL);
+  pthread_cond_init(&L->saver.cv, NULL);
   MPI_Comm_dup(grid->world, &L->team.comm);
   L->team.rank = grid->rank;
   L->team.size = grid->world_size;
@@ -190,17 +190,17 @@ ckpt_local *ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, 
    * synchronous by request): every rank the same, or the agreements of a
    * job would meet inline ones. */
   int async = !L->bounce && !cfg_sync_mode();
-  async = async && pthread_create(&L->thread, NULL, local_writer_main, L) == 0;
-  L->thread_started = async;
-  L->async = ckpt_agree(&L->team, async, "no local writer thread", NULL, 0);
-  if (async && !L->async) { /* another rank has none: all go inline */
-    pthread_mutex_lock(&L->mu);
-    L->quit = 1;
-    pthread_cond_broadcast(&L->cv);
-    pthread_mutex_unlock(&L->mu);
-    pthread_join(L->thread, NULL);
-    L->thread_started = 0;
-    L->quit = 0;
+  async = async && pthread_create(&L->saver.thread, NULL, local_writer_main, L) == 0;
+  L->saver.thread_started = async;
+  L->saver.async = ckpt_agree(&L->team, async, "no local writer thread", NULL, 0);
+  if (async && !L->saver.async) { /* another rank has none: all go inline */
+    pthread_mutex_lock(&L->saver.mu);
+    L->saver.quit = 1;
+    pthread_cond_broadcast(&L->saver.cv);
+    pthread_mutex_unlock(&L->saver.mu);
+    pthread_join(L->saver.thread, NULL);
+    L->saver.thread_started = 0;
+    L->saver.quit = 0;
   }
   if (note && notelen) {
     char each[32], node[32], partner[200];
@@ -233,10 +233,10 @@ double ckpt_local_last_seconds(const ckpt_local *L) { return L ? L->last_s : 0; 
 
 /* The job no longer reads the arenas: the optimizer may go on. */
 static void arenas_released(ckpt_local *L) {
-  pthread_mutex_lock(&L->mu);
-  L->reading = 0;
-  pthread_cond_broadcast(&L->cv);
-  pthread_mutex_unlock(&L->mu);
+  pthread_mutex_lock(&L->saver.mu);
+  L->saver.reading = 0;
+  pthread_cond_broadcast(&L->saver.cv);
+  pthread_mutex_unlock(&L->saver.mu);
 }
 
 /* This rank's parts of the job's step into its temporary directory. */
@@ -245,7 +245,7 @@ static int write_parts(ckpt_local *L, const char *tmp, char *why, size_t whylen)
   if (mkdir(tmp, 0700) != 0) return boost_err(why, whylen, "%s: %s", tmp, strerror(errno));
   ckpt_local_manifest man;
   memset(&man, 0, sizeof man);
-  man.step = L->job_step;
+  man.step = L->saver.job_step;
   man.shape = L->shape;
   char path[PATH_MAX];
   int rc = 0;
@@ -258,8 +258,8 @@ static int write_parts(ckpt_local *L, const char *tmp, char *why, size_t whylen)
   arenas_released(L);
   if (rc != 0) return -1;
   boost_msgf(path, sizeof path, "%s/%s.bin", tmp, ckpt_local_part_names[LOCAL_STATE]);
-  man.bytes[LOCAL_STATE] = L->job_len;
-  rc = ckpt_local_write_small(path, L->job_blob, L->job_len, &man.sum[LOCAL_STATE], why, whylen);
+  man.bytes[LOCAL_STATE] = L->saver.job_len;
+  rc = ckpt_local_write_small(path, L->saver.job_blob, L->saver.job_len, &man.sum[LOCAL_STATE], why, whylen);
   if (rc != 0 || ckpt_local_write_manifest(tmp, &man, why, whylen) != 0) return -1;
   return ckpt_fs_fsync(tmp, why, whylen);
 }
@@ -268,7 +268,7 @@ static int write_parts(ckpt_local *L, const char *tmp, char *why, size_t whylen)
  * outcome into res_*. */
 static void save_job(ckpt_local *L) {
   const double t0 = boost_now_s();
-  const int64_t step = L->job_step;
+  const int64_t step = L->saver.job_step;
   char tmp[PATH_MAX], fin[PATH_MAX], why[1024] = "", out[1024] = "";
   ckpt_local_step_path(tmp, sizeof tmp, L->mine, step, 1);
   ckpt_local_step_path(fin, sizeof fin, L->mine, step, 0);
@@ -305,35 +305,35 @@ static void save_job(ckpt_local *L) {
     if (ckpt_agree(&L->team, ok, why, out, sizeof out)) {
       ckpt_local_remove_steps(L->mine, step, 0);
       if (L->partner.on) ckpt_local_remove_steps(L->partner.held_dir, step, 0);
-      L->res_ok = 1;
-      L->res_s = boost_now_s() - t0;
+      L->saver.res_ok = 1;
+      L->saver.res_s = boost_now_s() - t0;
       return;
     }
   }
   ckpt_local_remove_tree(tmp);
   if (held_tmp[0]) ckpt_local_remove_tree(held_tmp);
-  L->res_ok = 0;
-  L->res_s = boost_now_s() - t0;
-  boost_msgf(L->res_why, sizeof L->res_why, "%s", out);
+  L->saver.res_ok = 0;
+  L->saver.res_s = boost_now_s() - t0;
+  boost_msgf(L->saver.res_why, sizeof L->saver.res_why, "%s", out);
 }
 
 static void *local_writer_main(void *arg) {
   ckpt_local *L = arg;
   pthread_setname_np(pthread_self(), "ckpt-local");
-  pthread_mutex_lock(&L->mu);
+  pthread_mutex_lock(&L->saver.mu);
   for (;;) {
-    while (!L->pending && !L->quit) pthread_cond_wait(&L->cv, &L->mu);
-    if (L->quit) break;
-    L->pending = 0;
-    pthread_mutex_unlock(&L->mu);
+    while (!L->saver.pending && !L->saver.quit) pthread_cond_wait(&L->saver.cv, &L->saver.mu);
+    if (L->saver.quit) break;
+    L->saver.pending = 0;
+    pthread_mutex_unlock(&L->saver.mu);
     save_job(L);
-    pthread_mutex_lock(&L->mu);
-    L->busy = 0;
-    L->reading = 0;
-    L->unreported = 1;
-    pthread_cond_broadcast(&L->cv);
+    pthread_mutex_lock(&L->saver.mu);
+    L->saver.busy = 0;
+    L->saver.reading = 0;
+    L->saver.unreported = 1;
+    pthread_cond_broadcast(&L->saver.cv);
   }
-  pthread_mutex_unlock(&L->mu);
+  pthread_mutex_unlock(&L->saver.mu);
   return NULL;
 }
 
@@ -341,25 +341,25 @@ static void *local_writer_main(void *arg) {
  * and, when it failed, one line on rank 0's stderr. */
 static void collect(ckpt_local *L, char *status, size_t statuslen) {
   if (status && statuslen) status[0] = 0;
-  pthread_mutex_lock(&L->mu);
-  while (L->busy) pthread_cond_wait(&L->cv, &L->mu);
-  const int have = L->unreported;
-  L->unreported = 0;
-  pthread_mutex_unlock(&L->mu);
+  pthread_mutex_lock(&L->saver.mu);
+  while (L->saver.busy) pthread_cond_wait(&L->saver.cv, &L->saver.mu);
+  const int have = L->saver.unreported;
+  L->saver.unreported = 0;
+  pthread_mutex_unlock(&L->saver.mu);
   if (!have) return;
-  free(L->job_blob);
-  L->job_blob = NULL;
-  L->last_s = L->res_s;
-  if (L->res_ok) {
-    L->last_step = L->job_step;
-    boost_msgf(status, statuslen, "local step %lld %.1f ms", (long long)L->job_step, L->res_s * 1e3);
+  free(L->saver.job_blob);
+  L->saver.job_blob = NULL;
+  L->last_s = L->saver.res_s;
+  if (L->saver.res_ok) {
+    L->last_step = L->saver.job_step;
+    boost_msgf(status, statuslen, "local step %lld %.1f ms", (long long)L->saver.job_step, L->saver.res_s * 1e3);
     return;
   }
-  boost_msgf(status, statuslen, "local step %lld FAILED", (long long)L->job_step);
+  boost_msgf(status, statuslen, "local step %lld FAILED", (long long)L->saver.job_step);
   if (L->team.rank == 0) {
     fprintf(stderr, "boost: local checkpoint of step %lld FAILED (training continues; %s): %s\n",
-            (long long)L->job_step, L->last_step >= 0 ? "the previous local step stays the newest" : "no local step yet",
-            L->res_why);
+            (long long)L->saver.job_step, L->last_step >= 0 ? "the previous local step stays the newest" : "no local step yet",
+            L->saver.res_why);
     fflush(stderr);
   }
 }
@@ -367,22 +367,22 @@ static void collect(ckpt_local *L, char *status, size_t statuslen) {
 int ckpt_local_save(ckpt_local *L, const ckpt_meta *meta, const ckpt_state *state, char *status, size_t statuslen) {
   char before[200] = "";
   collect(L, before, sizeof before); /* the previous job (the optimizer step already waited for its reading) */
-  L->job_step = meta->run.step;
+  L->saver.job_step = meta->run.step;
   L->handed = meta->run.step;
-  ckpt_local_pack(meta, state, &L->job_blob, &L->job_len);
-  pthread_mutex_lock(&L->mu);
-  L->busy = L->reading = 1;
-  if (L->async) {
-    L->pending = 1;
-    pthread_cond_broadcast(&L->cv);
+  ckpt_local_pack(meta, state, &L->saver.job_blob, &L->saver.job_len);
+  pthread_mutex_lock(&L->saver.mu);
+  L->saver.busy = L->saver.reading = 1;
+  if (L->saver.async) {
+    L->saver.pending = 1;
+    pthread_cond_broadcast(&L->saver.cv);
   }
-  pthread_mutex_unlock(&L->mu);
-  if (!L->async) { /* the arenas in device memory: the copy and its commit here */
+  pthread_mutex_unlock(&L->saver.mu);
+  if (!L->saver.async) { /* the arenas in device memory: the copy and its commit here */
     save_job(L);
-    pthread_mutex_lock(&L->mu);
-    L->busy = L->reading = 0;
-    L->unreported = 1;
-    pthread_mutex_unlock(&L->mu);
+    pthread_mutex_lock(&L->saver.mu);
+    L->saver.busy = L->saver.reading = 0;
+    L->saver.unreported = 1;
+    pthread_mutex_unlock(&L->saver.mu);
     collect(L, status, statuslen);
     return L->last_step == meta->run.step ? 0 : -1;
   }
@@ -393,9 +393,9 @@ int ckpt_local_save(ckpt_local *L, const ckpt_meta *meta, const ckpt_state *stat
 
 void ckpt_local_before_update(ckpt_local *L) {
   if (!L) return;
-  pthread_mutex_lock(&L->mu);
-  while (L->reading) pthread_cond_wait(&L->cv, &L->mu);
-  pthread_mutex_unlock(&L->mu);
+  pthread_mutex_lock(&L->saver.mu);
+  while (L->saver.reading) pthread_cond_wait(&L->saver.cv, &L->saver.mu);
+  pthread_mutex_unlock(&L->saver.mu);
 }
 
 void ckpt_local_wait(ckpt_local *L, char *status, size_t statuslen) {

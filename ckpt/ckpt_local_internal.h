@@ -34,18 +34,20 @@ struct ckpt_local {
   /* The save job: run on the local writer thread where the arenas are host
    * memory (it reads them while the next forward/backward runs: they
    * change only at the optimizer step, which waits for it), else inline. */
-  int async;
-  pthread_t thread;
-  int thread_started;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int pending, busy, reading, quit, unreported;
-  int64_t job_step;
-  unsigned char *job_blob;
-  size_t job_len;
-  int res_ok;
-  double res_s;
-  char res_why[1024];
+  struct {
+    int async;
+    pthread_t thread;
+    int thread_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int pending, busy, reading, quit, unreported;
+    int64_t job_step;
+    unsigned char *job_blob;
+    size_t job_len;
+    int res_ok;
+    double res_s;
+    char res_why[1024];
+  } saver;
 };
 
 /* The part sizes of this rank's arenas (the state part is sized at a save). */

@@ -71,9 +71,11 @@ struct ckpt_session {
   /* Resumed from the local level, newer than the newest file: the next
    * step's checkpoint is forced, or, when the run ends without one, this
    * restored state's (kept here) is saved by ckpt_wait. */
-  int catch_up;
-  ckpt_meta catch_up_meta;
-  ckpt_state catch_up_state;
+  struct {
+    int pending;
+    ckpt_meta meta;
+    ckpt_state state;
+  } catch_up;
 };
 
 /* ---- the writer thread's jobs ---------------------------------------------- */
@@ -215,7 +217,7 @@ ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tens
     BOOST_ASSERT(reg->arena[ckpt_category_arena[c]] != NULL); /* the caller allocates the moments */
   ckpt_session *s = boost_calloc(1, sizeof *s);
   s->cfg = *cfg;
-  ckpt_meta_init(&s->catch_up_meta);
+  ckpt_meta_init(&s->catch_up.meta);
   if (!s->cfg.abort_status) s->cfg.abort_status = 1; /* never a success status for an aborted job */
   if (!s->cfg.load_abort_status) s->cfg.load_abort_status = s->cfg.abort_status;
   s->grid = grid;
@@ -343,12 +345,12 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
        * trained (not before it: its write would share the cores with that
        * step), or of this state when the run ends without training one. */
       log_start(s, ckpt_local_restored_from_partner(s->local) ? "partner" : "local", meta->run.step, boost_now_s() - t0);
-      s->catch_up = meta->run.step > file_step;
-      if (s->catch_up && (ckpt_meta_copy(&s->catch_up_meta, meta) != 0 ||
-                          ckpt_state_copy(&s->catch_up_state, state) != 0))
+      s->catch_up.pending = meta->run.step > file_step;
+      if (s->catch_up.pending && (ckpt_meta_copy(&s->catch_up.meta, meta) != 0 ||
+                                  ckpt_state_copy(&s->catch_up.state, state) != 0))
         boost_fail("out of memory for the restored state's metadata");
       boost_msgf(msg, msglen, "%s%s%s%s", local_note,
-                 s->catch_up ? "; the checkpoint file catches up after the first step" : "", note ? "; " : "",
+                 s->catch_up.pending ? "; the checkpoint file catches up after the first step" : "", note ? "; " : "",
                  note ? note : "");
       return 1;
     }
@@ -403,9 +405,9 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
 }
 
 static void drop_catch_up(ckpt_session *s) {
-  s->catch_up = 0;
-  ckpt_meta_free(&s->catch_up_meta);
-  ckpt_state_free(&s->catch_up_state);
+  s->catch_up.pending = 0;
+  ckpt_meta_free(&s->catch_up.meta);
+  ckpt_state_free(&s->catch_up.state);
 }
 
 void ckpt_before_update(ckpt_session *s) {
@@ -519,7 +521,7 @@ int ckpt_due_local(const ckpt_session *s, int64_t step) { return s && ckpt_local
 
 int ckpt_due(const ckpt_session *s, int64_t step, int force) {
   if (!ckpt_writes(s) || step == s->out.last_staged_step) return 0;
-  return force || s->catch_up || (s->cfg.every > 0 && step % s->cfg.every == 0);
+  return force || s->catch_up.pending || (s->cfg.every > 0 && step % s->cfg.every == 0);
 }
 
 /* The job's metadata, state datasets and activations, copied at the step
@@ -554,7 +556,7 @@ void ckpt_after_step(ckpt_session *s, const ckpt_meta *meta, const ckpt_state *s
   if (!s) return;
   char done[REASON_MAX + 128] = "", waited[96] = "", local[96] = "";
   collect(s, done, sizeof done, 0);
-  if (s->catch_up) { /* the first step after a start from the local level: the file level catches up */
+  if (s->catch_up.pending) { /* the first step after a start from the local level: the file level catches up */
     force = 1;
     drop_catch_up(s);
   }
@@ -626,12 +628,12 @@ int ckpt_rollback(ckpt_session *s, int64_t max_step, ckpt_meta *meta, ckpt_state
 
 int ckpt_wait(ckpt_session *s) {
   if (!s) return 0;
-  if (s->catch_up) { /* the run ends at the state it resumed from the local level: into a file */
-    ckpt_meta m = s->catch_up_meta;
-    ckpt_state st = s->catch_up_state;
-    s->catch_up = 0;
-    ckpt_meta_init(&s->catch_up_meta);
-    memset(&s->catch_up_state, 0, sizeof s->catch_up_state);
+  if (s->catch_up.pending) { /* the run ends at the state it resumed from the local level: into a file */
+    ckpt_meta m = s->catch_up.meta;
+    ckpt_state st = s->catch_up.state;
+    s->catch_up.pending = 0;
+    ckpt_meta_init(&s->catch_up.meta);
+    memset(&s->catch_up.state, 0, sizeof s->catch_up.state);
     char status[256];
     ckpt_after_step(s, &m, &st, 1, status, sizeof status);
     ckpt_meta_free(&m);
