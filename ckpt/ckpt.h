@@ -63,9 +63,10 @@ typedef struct {
   int load_abort_status;     /* ... of its abort during the load at start, when nothing was trained (the run's 75; 0:
                                 abort_status) */
   /* The local level (ckpt_local.h): a local checkpoint after every
-   * `local_every` steps (0: none) in node-local local_dir (empty: a
-   * directory in /dev/shm named after dir). */
-  int local_every;
+   * `local_every` steps (0: none), or with local_auto after the steps the
+   * caller asks for (CKPT_DUE_LOCAL: the trainer's clock), in node-local
+   * local_dir (empty: a directory in /dev/shm named after dir). */
+  int local_every, local_auto;
   char local_dir[CKPT_PATH_MAX];
 } ckpt_settings;
 
@@ -156,12 +157,22 @@ void ckpt_before_update_tensors(ckpt_session *s, int t0, int t1);
  * a session only resumes from a resume PATH. */
 int ckpt_writes(const ckpt_session *s);
 
+/* The bits of a caller's `force`: a checkpoint file (the last step, a
+ * preemption, the clock) and a local checkpoint (the local level's clock,
+ * ckpt.local_every = auto). 1 is CKPT_DUE_FILE: a plain flag works. */
+enum { CKPT_DUE_FILE = 1, CKPT_DUE_LOCAL = 2 };
+
 /* Whether the checkpoint package saves after `step` (settings.every, or
- * force: the last step, a preemption). */
+ * force & CKPT_DUE_FILE). */
 int ckpt_due(const ckpt_session *s, int64_t step, int force);
 
-/* Whether the local level saves after `step` (ckpt.local_every). */
-int ckpt_due_local(const ckpt_session *s, int64_t step);
+/* Whether the local level saves after `step` (settings.local_every, or
+ * force & CKPT_DUE_LOCAL). */
+int ckpt_due_local(const ckpt_session *s, int64_t step, int force);
+
+/* The newest local save whose cost to training is known: its step and the
+ * seconds training waited for it (-1: none yet). */
+int64_t ckpt_local_cost(const ckpt_session *s, double *stall_s);
 
 /* Starts a checkpoint of meta->run.step when one is due (ckpt_due); returns
  * immediately after staging. meta: the run's metadata block (the

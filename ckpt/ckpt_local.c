@@ -90,6 +90,10 @@ static int check_room(ckpt_local *L, double state_bytes, char *err, size_t errle
   return boost_err(err, errlen, "%s", out);
 }
 
+/* Whether the settings turn the local level on (a step count or auto, and
+ * the file level it sits in front of). */
+static int level_on(const ckpt_settings *cfg) { return (cfg->local_every > 0 || cfg->local_auto) && cfg->dir[0]; }
+
 /* ckpt.local_dir, or the default for ckpt.dir. */
 static void root_dir(const ckpt_settings *cfg, char *out, size_t outlen) {
   if (cfg->local_dir[0]) boost_msgf(out, outlen, "%s", cfg->local_dir);
@@ -99,7 +103,7 @@ static void root_dir(const ckpt_settings *cfg, char *out, size_t outlen) {
 int ckpt_local_peek(const ckpt_settings *cfg, ckpt_meta *meta, char *where, size_t wherelen) {
   ckpt_meta_init(meta);
   if (where && wherelen) where[0] = 0;
-  if (cfg->local_every <= 0 || !cfg->dir[0]) return 0;
+  if (!level_on(cfg)) return 0;
   char root[CKPT_PATH_MAX], mine[CKPT_PATH_MAX + 16];
   root_dir(cfg, root, sizeof root);
   boost_msgf(mine, sizeof mine, "%s/rank_%05d", root, 0);
@@ -147,9 +151,10 @@ static void local_free(ckpt_local *L) {
 ckpt_local *ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, tensor_registry *reg, char *note,
                             size_t notelen, char *err, size_t errlen) {
   if (note && notelen) note[0] = 0;
-  if (cfg->local_every <= 0 || !cfg->dir[0]) return NULL;
+  if (!level_on(cfg)) return NULL;
   ckpt_local *L = boost_calloc(1, sizeof *L);
-  L->every = cfg->local_every;
+  L->every = cfg->local_auto ? 0 : cfg->local_every;
+  L->cost.step = -1;
   L->grid = grid;
   L->reg = reg;
   L->last_step = L->handed = -1;
@@ -211,9 +216,11 @@ ckpt_local *ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, 
       boost_msgf(partner, sizeof partner, "each rank's parts also kept by the same rank of the next node (rank 0's by "
                  "rank %d)", L->team.rank == 0 ? L->partner.holder : -1);
     else boost_msgf(partner, sizeof partner, "%s", partner_note);
-    boost_msgf(note, notelen,
-               "local level every %d step%s in %s: %s per rank and copy, up to %s on a node of %d rank%s (%s); %s",
-               L->every, L->every == 1 ? "" : "s", L->root, each, node, L->node.size, L->node.size == 1 ? "" : "s",
+    char cadence[64];
+    if (L->every > 0) boost_msgf(cadence, sizeof cadence, "every %d step%s", L->every, L->every == 1 ? "" : "s");
+    else boost_msgf(cadence, sizeof cadence, "at the interval of ckpt.local_every=auto");
+    boost_msgf(note, notelen, "local level %s in %s: %s per rank and copy, up to %s on a node of %d rank%s (%s); %s",
+               cadence, L->root, each, node, L->node.size, L->node.size == 1 ? "" : "s",
                L->partner.on ? "its own copies and its partners'" : "its own copies", partner);
   }
   return L;
@@ -221,8 +228,13 @@ ckpt_local *ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, 
 
 void ckpt_local_close(ckpt_local *L) { local_free(L); }
 
-int ckpt_local_due(const ckpt_local *L, int64_t step) {
-  return L && step > 0 && step != L->handed && step % L->every == 0;
+int ckpt_local_due(const ckpt_local *L, int64_t step, int asked) {
+  return L && step > 0 && step != L->handed && (asked || (L->every > 0 && step % L->every == 0));
+}
+
+int64_t ckpt_local_last_stall(const ckpt_local *L, double *stall_s) {
+  if (stall_s) *stall_s = L ? L->cost.last_stall_s : 0;
+  return L ? L->cost.step : -1;
 }
 
 
@@ -350,6 +362,9 @@ static void collect(ckpt_local *L, char *status, size_t statuslen) {
   free(L->saver.job_blob);
   L->saver.job_blob = NULL;
   L->last_s = L->saver.res_s;
+  L->cost.step = L->saver.job_step;
+  L->cost.last_stall_s = L->cost.stall_s;
+  L->cost.stall_s = 0;
   if (L->saver.res_ok) {
     L->last_step = L->saver.job_step;
     boost_msgf(status, statuslen, "local step %lld %.1f ms", (long long)L->saver.job_step, L->saver.res_s * 1e3);
@@ -364,7 +379,8 @@ static void collect(ckpt_local *L, char *status, size_t statuslen) {
   }
 }
 
-int ckpt_local_save(ckpt_local *L, const ckpt_meta *meta, const ckpt_state *state, char *status, size_t statuslen) {
+/* ckpt_local_save without its clock. */
+static int save_now(ckpt_local *L, const ckpt_meta *meta, const ckpt_state *state, char *status, size_t statuslen) {
   char before[200] = "";
   collect(L, before, sizeof before); /* the previous job (the optimizer step already waited for its reading) */
   L->saver.job_step = meta->run.step;
@@ -391,11 +407,25 @@ int ckpt_local_save(ckpt_local *L, const ckpt_meta *meta, const ckpt_state *stat
   return 0;
 }
 
+int ckpt_local_save(ckpt_local *L, const ckpt_meta *meta, const ckpt_state *state, char *status, size_t statuslen) {
+  const double t0 = boost_now_s();
+  int rc = save_now(L, meta, state, status, statuslen);
+  const double dt = boost_now_s() - t0;
+  /* an inline save was collected in the call (its cost is the call);
+   * otherwise the job in flight's, told when it is collected */
+  if (L->saver.async) L->cost.stall_s += dt;
+  else L->cost.last_stall_s += dt;
+  return rc;
+}
+
 void ckpt_local_before_update(ckpt_local *L) {
   if (!L) return;
+  const double t0 = boost_now_s();
   pthread_mutex_lock(&L->saver.mu);
+  const int waited = L->saver.reading;
   while (L->saver.reading) pthread_cond_wait(&L->saver.cv, &L->saver.mu);
   pthread_mutex_unlock(&L->saver.mu);
+  if (waited) L->cost.stall_s += boost_now_s() - t0; /* the optimizer held back by the save in flight */
 }
 
 void ckpt_local_wait(ckpt_local *L, char *status, size_t statuslen) {

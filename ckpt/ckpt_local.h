@@ -46,7 +46,12 @@ void ckpt_local_close(ckpt_local *L);
  * 0 when there is none; *where names the step's directory. */
 int ckpt_local_peek(const ckpt_settings *cfg, ckpt_meta *meta, char *where, size_t wherelen);
 
-int ckpt_local_due(const ckpt_local *L, int64_t step);
+/* Whether a local checkpoint of `step` is due: every `local_every` steps,
+ * or when asked (ckpt.local_every = auto: the caller's clock). */
+int ckpt_local_due(const ckpt_local *L, int64_t step, int asked);
+/* The newest save whose outcome was collected (-1: none) and what it cost
+ * training in seconds: its call and the optimizer's waits for it. */
+int64_t ckpt_local_last_stall(const ckpt_local *L, double *stall_s);
 
 /* A local checkpoint of meta->run.step from the arenas at the step boundary.
  * Where the arenas are host memory it runs on the local writer thread

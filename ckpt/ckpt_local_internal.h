@@ -31,6 +31,14 @@ struct ckpt_local {
   int64_t handed;    /* the newest handed to a save */
   int restored_partner; /* ranks the last restore took from partner copies */
   double last_s;
+  /* What the saves cost training (ckpt.local_every = auto feeds it to
+   * Young/Daly): the seconds in ckpt_local_save and the optimizer's waits
+   * for the save in flight; the save's total once collected. */
+  struct {
+    double stall_s;      /* the save in flight's, so far */
+    int64_t step;        /* the newest collected save (-1: none) */
+    double last_stall_s; /* ... its total */
+  } cost;
   /* The save job: run on the local writer thread where the arenas are host
    * memory (it reads them while the next forward/backward runs: they
    * change only at the optimizer step, which waits for it), else inline. */

@@ -517,11 +517,17 @@ static void collect(ckpt_session *s, char *out, size_t outlen, int print) {
 
 int ckpt_writes(const ckpt_session *s) { return s && !s->read_only; }
 
-int ckpt_due_local(const ckpt_session *s, int64_t step) { return s && ckpt_local_due(s->local, step); }
+int ckpt_due_local(const ckpt_session *s, int64_t step, int force) {
+  return s && ckpt_local_due(s->local, step, (force & CKPT_DUE_LOCAL) != 0);
+}
+
+int64_t ckpt_local_cost(const ckpt_session *s, double *stall_s) {
+  return s ? ckpt_local_last_stall(s->local, stall_s) : -1;
+}
 
 int ckpt_due(const ckpt_session *s, int64_t step, int force) {
   if (!ckpt_writes(s) || step == s->out.last_staged_step) return 0;
-  return force || s->catch_up.pending || (s->cfg.every > 0 && step % s->cfg.every == 0);
+  return (force & CKPT_DUE_FILE) || s->catch_up.pending || (s->cfg.every > 0 && step % s->cfg.every == 0);
 }
 
 /* The job's metadata, state datasets and activations, copied at the step
@@ -556,11 +562,12 @@ void ckpt_after_step(ckpt_session *s, const ckpt_meta *meta, const ckpt_state *s
   if (!s) return;
   char done[REASON_MAX + 128] = "", waited[96] = "", local[96] = "";
   collect(s, done, sizeof done, 0);
+  const int local_asked = (force & CKPT_DUE_LOCAL) != 0;
   if (s->catch_up.pending) { /* the first step after a start from the local level: the file level catches up */
-    force = 1;
+    force = CKPT_DUE_FILE;
     drop_catch_up(s);
   }
-  if (ckpt_local_due(s->local, meta->run.step)) ckpt_local_save(s->local, meta, state, local, sizeof local);
+  if (ckpt_local_due(s->local, meta->run.step, local_asked)) ckpt_local_save(s->local, meta, state, local, sizeof local);
   if (!ckpt_due(s, meta->run.step, force)) {
     if ((done[0] || local[0]) && statuslen)
       boost_msgf(status, statuslen, "%s%s%s", local, local[0] && done[0] ? " | " : "", done);

@@ -134,6 +134,7 @@ void trainer_ckpt_settings(const train_config *cfg, ckpt_settings *set) {
   set->abort_status = BOOST_EXIT_UNSAVED;
   set->load_abort_status = BOOST_EXIT_PREEMPTED; /* the load runs before any step: nothing trained since it */
   set->local_every = cfg->ckpt.local_every;
+  set->local_auto = cfg->ckpt.local_every_auto;
   snprintf(set->local_dir, sizeof set->local_dir, "%s", cfg->ckpt.local_dir);
 }
 
@@ -186,7 +187,7 @@ void trainer_ckpt_after_step(const trainer_ckpt_ctx *ctx, ckpt_session *s, const
                  "the run hands over every state dataset of the schema, in its order");
   double *starts = NULL;
   const int64_t ns = st->starts.rows;
-  if (ns > 0 && (ckpt_due(s, st->step, force) || ckpt_due_local(s, st->step))) {
+  if (ns > 0 && (ckpt_due(s, st->step, force) || ckpt_due_local(s, st->step, force))) {
     starts = boost_calloc((size_t)(ns * CKPT_START_NCOLS), sizeof *starts);
     memcpy(starts, st->starts.v, (size_t)(ns * CKPT_START_NCOLS) * sizeof *starts);
     starts[(ns - 1) * CKPT_START_NCOLS + CKPT_START_last_step] = (double)st->step;

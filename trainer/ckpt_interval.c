@@ -21,11 +21,13 @@ double ckpt_interval_mtbf_estimate(double first_start_s, double now_s, int start
   return (now_s - first_start_s) / starts;
 }
 
-void ckpt_interval_init(ckpt_interval *iv, const train_config *cfg, double history_mtbf_s, const char *history_source,
-                        double now_s) {
+/* One level's clock: auto (Young/Daly) or every_seconds (0: none). */
+static void init_level(ckpt_interval *iv, const char *what, int is_auto, double every_seconds, const train_config *cfg,
+                       double history_mtbf_s, const char *history_source, double now_s) {
   memset(iv, 0, sizeof *iv);
+  iv->what = what;
   iv->last_s = now_s;
-  if (cfg->ckpt.every_auto) {
+  if (is_auto) {
     iv->mode = INTERVAL_AUTO;
     if (cfg->ckpt.mtbf_s > 0) {
       iv->mtbf_s = cfg->ckpt.mtbf_s;
@@ -39,18 +41,29 @@ void ckpt_interval_init(ckpt_interval *iv, const train_config *cfg, double histo
     }
     const char *inj = getenv("BOOST_CKPT_TEST_DELTA_S");
     if (inj && *inj) iv->delta_test_s = atof(inj);
-  } else if (cfg->ckpt.every_seconds > 0) {
+  } else if (every_seconds > 0) {
     iv->mode = INTERVAL_SECONDS;
-    iv->tau_s = cfg->ckpt.every_seconds;
+    iv->tau_s = every_seconds;
   }
+}
+
+void ckpt_interval_init(ckpt_interval *iv, const train_config *cfg, double history_mtbf_s, const char *history_source,
+                        double now_s) {
+  init_level(iv, "checkpoint", cfg->ckpt.every_auto, cfg->ckpt.every_seconds, cfg, history_mtbf_s, history_source,
+             now_s);
+}
+
+void ckpt_interval_init_local(ckpt_interval *iv, const train_config *cfg, double history_mtbf_s,
+                              const char *history_source, double now_s) {
+  init_level(iv, "local checkpoint", cfg->ckpt.local_every_auto, 0, cfg, history_mtbf_s, history_source, now_s);
 }
 
 static void set_tau(ckpt_interval *iv, double delta_s, const char *why, char *msg, size_t msglen) {
   iv->delta_s = delta_s;
   iv->tau_s = ckpt_interval_daly(delta_s, iv->mtbf_s);
   boost_msgf(msg, msglen,
-             "checkpoint interval: %.3f s (Daly; Young %.3f s) from a checkpoint cost of %.3f s (%s) and M = %.0f s (%s)",
-             iv->tau_s, ckpt_interval_young(delta_s, iv->mtbf_s), delta_s, why, iv->mtbf_s, iv->mtbf_source);
+             "%s interval: %.3f s (Daly; Young %.3f s) from a %s cost of %.3f s (%s) and M = %.0f s (%s)", iv->what,
+             iv->tau_s, ckpt_interval_young(delta_s, iv->mtbf_s), iv->what, delta_s, why, iv->mtbf_s, iv->mtbf_source);
 }
 
 int ckpt_interval_first_estimate(ckpt_interval *iv, double step_s, char *msg, size_t msglen) {

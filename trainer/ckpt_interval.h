@@ -28,6 +28,7 @@ double ckpt_interval_mtbf_estimate(double first_start_s, double now_s, int start
 typedef enum { INTERVAL_STEPS = 0, INTERVAL_SECONDS, INTERVAL_AUTO } interval_mode;
 
 typedef struct {
+  const char *what;    /* the level, for its log lines: "checkpoint" or "local checkpoint" */
   interval_mode mode;
   double tau_s;        /* the wall-clock interval in force */
   double delta_s;      /* auto: the checkpoint cost tau was computed from */
@@ -44,6 +45,10 @@ typedef struct {
  * (0: none). now: the run's start. */
 void ckpt_interval_init(ckpt_interval *iv, const train_config *cfg, double history_mtbf_s, const char *history_source,
                         double now_s);
+/* The same for the local level (ckpt.local_every = auto): its own interval
+ * from its own cost, with the M the file level uses. */
+void ckpt_interval_init_local(ckpt_interval *iv, const train_config *cfg, double history_mtbf_s,
+                              const char *history_source, double now_s);
 /* auto before any checkpoint was measured: delta taken as one training step
  * (an asynchronous checkpoint stalls about that long or less). Writes a line
  * for the log into msg when tau was set (1), else returns 0. */

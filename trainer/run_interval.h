@@ -1,10 +1,11 @@
-/* What the training loop asks of the wall-clock checkpoint interval
- * (ckpt.every_seconds, ckpt.every = auto; ckpt_interval.h): M estimated
- * from the run's history of starts, whether a checkpoint is due (agreed by
- * every rank), and each finished checkpoint's cost fed back. Rank 0 keeps
- * the clock and prints the interval when it is set or changes; the other
- * ranks follow its verdict. Inactive (no collective, nothing printed) when
- * checkpoints are counted in steps only. */
+/* What the training loop asks of the wall-clock checkpoint intervals
+ * (ckpt.every_seconds, ckpt.every = auto, ckpt.local_every = auto;
+ * ckpt_interval.h): M estimated from the run's history of starts, whether a
+ * checkpoint file or a local checkpoint is due (one verdict agreed by every
+ * rank), and each finished checkpoint's cost fed back to its level's clock.
+ * Rank 0 keeps the clocks and prints an interval when it is set or
+ * changes; the other ranks follow its verdict. Inactive (no collective,
+ * nothing printed) when both levels count in steps only. */
 #ifndef BOOST_RUN_INTERVAL_H
 #define BOOST_RUN_INTERVAL_H
 
@@ -16,10 +17,15 @@
 #include "config.h"
 #include "train_state.h"
 
+/* One level's clock and the last of its checkpoints whose cost it was fed. */
 typedef struct {
   ckpt_interval iv;
+  long long measured_step;
+} run_interval_level;
+
+typedef struct {
+  run_interval_level file, local;
   int active, rank;
-  long long measured_step; /* the last checkpoint whose cost was fed back */
 } run_interval;
 
 /* At the start of training, after the resume and this start's row in
@@ -27,10 +33,12 @@ typedef struct {
  * collective-free. */
 void run_interval_start(run_interval *ri, const train_config *cfg, int rank, const train_state *st,
                         const ckpt_session *ck);
-/* After a step of dt seconds: 1 when a checkpoint is due by the clock on
- * every rank (a control-plane agreement when active), else 0. */
+/* After a step of dt seconds: what is due by the clocks on every rank (a
+ * control-plane agreement when active): CKPT_DUE_FILE and/or
+ * CKPT_DUE_LOCAL (ckpt.h), else 0. */
 int run_interval_due(run_interval *ri, comm_ctx *comm, double dt);
-/* After the checkpoint step: taken = a checkpoint was staged this step. */
+/* After the checkpoint step: taken = what was saved this step
+ * (CKPT_DUE_FILE: a checkpoint staged, CKPT_DUE_LOCAL: a local one). */
 void run_interval_after(run_interval *ri, const ckpt_session *ck, int taken);
 
 #endif

@@ -560,8 +560,10 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
       val_loss = evaluate(t);
     if (!isnan(val_loss)) train_state_push_val(st, val_loss);
     char ckpt_status[128] = "-";
-    const int force = last || preempted || run_interval_due(&t->interval, &t->comm, dt);
-    const int taken = ckpt_due(ck, st->step, force);
+    const int clock = run_interval_due(&t->interval, &t->comm, dt);
+    const int force = (last || preempted ? CKPT_DUE_FILE : 0) | clock;
+    const int taken = (ckpt_due(ck, st->step, force) ? CKPT_DUE_FILE : 0) |
+                      (ckpt_due_local(ck, st->step, force) ? CKPT_DUE_LOCAL : 0);
     run_watch_ckpt(&t->hooks_ctx, ck, st, force, ckpt_status, sizeof ckpt_status);
     run_interval_after(&t->interval, ck, taken);
 

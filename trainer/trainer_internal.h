@@ -43,7 +43,7 @@ struct trainer {
   ckpt_session *ck; /* trainer_run's checkpoint session (NULL: none) */
   optim_parts parts; /* the optimizer step in parts when ck's staging is bounded (n 0: whole) */
   trainer_ckpt_ctx hooks_ctx;
-  run_interval interval; /* ckpt.every_seconds / ckpt.every = auto */
+  run_interval interval; /* ckpt.every_seconds / ckpt.every = auto / ckpt.local_every = auto */
   /* The guard's replay: this rank's own gradients and loss share hashed
    * as the dp reduction takes them (NULL: no replay here, not hashed). */
   void *local_hash;      /* XXH3_state_t */

@@ -35,6 +35,12 @@ expect_error "model.widht" "$bin" "${base[@]}" --set model.widht=3
 expect_error "train.lr" "$bin" "${base[@]}" --set train.lr=fast
 expect_error "out of range" "$bin" "${base[@]}" --set train.batch_size=0
 expect_error "nonexistent.tok" "$bin" --set data.train="$tmp/nonexistent.tok"
+# ckpt.local_every = auto: the local level's own Young/Daly interval, refused without what it needs
+expect_error "ckpt.local_every=auto needs ckpt.dir" "$bin" "${base[@]}" --set ckpt.local_every=auto
+expect_error "bad value 'often' for ckpt.local_every: expected a step count 0..1000000000 or auto" \
+  "$bin" "${base[@]}" --set ckpt.dir="$tmp/ck" --set ckpt.local_every=often
+expect_error "bad value '0s' for ckpt.mtbf" "$bin" "${base[@]}" --set ckpt.dir="$tmp/ck" --set ckpt.local_every=auto \
+  --set ckpt.mtbf=0s
 printf 'not a token shard at all, just text' >"$tmp/bad.tok"
 expect_error "bad.tok" "$bin" --set data.train="$tmp/bad.tok"
 head -c 300 "$tmp/d.tok" >"$tmp/trunc.tok"

@@ -47,6 +47,51 @@ one_layout() {
 one_layout dp
 one_layout tp --set parallel.tp=2
 
+# ckpt.local_every = auto: the local level's own Young/Daly interval (its
+# cost injected, M from ckpt.mtbf, so the printed interval is fixed at about
+# two slowed steps); every local save falls on the first step end at least
+# that interval after the previous one; kill -9 and the relaunch still
+# resumes from the local level and ends exact.
+LOCAL=(--set ckpt.local_every=auto --set ckpt.mtbf=8s --set train.steps=$STEPS --set train.lr=3e-3)
+export BOOST_CKPT_TEST_DELTA_S=0.05
+ck=$tmp/auto.ck
+logged=$(run_and_kill 2 auto 6 --set ckpt.dir="$ck" --set ckpt.local_dir="$tmp/auto.shm" --set train.metrics="$ck.jsonl")
+[ "$(grep -c "^local checkpoint interval: " "$tmp/auto.1.log")" = 1 ] ||
+  fail "auto: the local interval is not printed once: $(grep "interval" "$tmp/auto.1.log")"
+grep -q "local level at the interval of ckpt.local_every=auto in $tmp/auto.shm" "$tmp/auto.1.log" ||
+  fail "auto: the start does not report the local level: $(grep checkpoint "$tmp/auto.1.log" | head -3)"
+tau=$(sed -n 's/^local checkpoint interval: \([0-9.]*\) s (Daly.*local checkpoint cost of 0.050 s (injected.*M = 8 s (ckpt.mtbf)$/\1/p' \
+  "$tmp/auto.1.log")
+[ -n "$tau" ] || fail "auto: $(grep "^local checkpoint interval" "$tmp/auto.1.log")"
+"$PY" - "$ck.jsonl" "$tau" <<'PYEOF' || fail "auto: the local saves do not follow the interval printed"
+import json, sys
+rows = {}
+for l in open(sys.argv[1]):
+    try: o = json.loads(l)
+    except ValueError: continue
+    rows[o["step"]] = o
+tau = float(sys.argv[2])
+saves = [s for s in sorted(rows) if "local step" in rows[s]["ckpt"]]
+if len(saves) < 2:  # about every other step: several by step 6
+    sys.exit("local saves after steps %s of %d (interval %.3f s)" % (saves, len(rows), tau))
+for a, b in zip(saves, saves[1:]):
+    gap, step = rows[b]["time"] - rows[a]["time"], rows[b]["time"] - rows[b - 1]["time"]
+    # due once tau passed, judged at each step's end: not before, and at the first end after
+    if not (tau - 0.05 <= gap < tau + step + 0.05):
+        sys.exit("local saves after steps %d and %d are %.3f s apart, interval %.3f s, step %.3f s" % (a, b, gap, tau, step))
+print("ok: auto: local saves after steps %s, interval %.3f s" % (saves, tau))
+PYEOF
+unset BOOST_CKPT_TEST_DELTA_S
+train 2 "$tmp/auto.2.log" "${LOCAL[@]}" --set ckpt.every=4 --set ckpt.dir="$ck" --set ckpt.local_dir="$tmp/auto.shm" \
+  --set train.metrics="$ck.jsonl" || fail "auto: relaunch: $(tail -5 "$tmp/auto.2.log")"
+got=$(resumed_local_step "$tmp/auto.2.log")
+[ -n "$got" ] || fail "auto: did not resume from the local level: $(grep checkpoints: "$tmp/auto.2.log")"
+same_losses "$tmp/dp.ref.jsonl" "$ck.jsonl" || fail "auto: losses differ from the uninterrupted run"
+[ "$(checksums "$tmp/dp.ref/step_$(printf %08d $STEPS).h5")" = "$(checksums "$ck/step_$(printf %08d $STEPS).h5")" ] ||
+  fail "auto: the final checkpoint differs from the uninterrupted run's"
+echo "ok: auto: killed after step $logged, resumed from local step $got, bit-identical to the uninterrupted run"
+LOCAL=(--set ckpt.local_every=1 --set train.steps=$STEPS --set train.lr=3e-3)
+
 # A flipped byte in a local part: named in one line, the file used (an
 # older step), and the run still ends exact.
 ck=$tmp/dp.ck shm=$tmp/dp.shm

@@ -135,3 +135,37 @@ Test(ckpt_interval, stored_config_round_trip) {
   cr_assert(config_from_json(&d, "{\"ckpt.every\": 40}", NULL, err, sizeof err) == 0, "%s", err);
   cr_assert(d.ckpt.every == 40 && !d.ckpt.every_auto);
 }
+
+Test(ckpt_interval, local_level_clock_of_its_own) {
+  /* ckpt.local_every = auto: a second clock with the file level's M and its
+   * own cost; the file level keeps counting steps */
+  unsetenv("BOOST_CKPT_TEST_DELTA_S");
+  train_config c = cfg_with("40", "1h", "10");
+  char err[256];
+  cr_assert(config_set(&c, "ckpt.local_every", "auto", err, sizeof err) == 0, "%s", err);
+  cr_assert(c.ckpt.local_every_auto && c.ckpt.local_every == 0 && c.ckpt.every == 40 && !c.ckpt.every_auto);
+  ckpt_interval file, local;
+  ckpt_interval_init(&file, &c, 0, NULL, 0);
+  ckpt_interval_init_local(&local, &c, 0, NULL, 0);
+  cr_assert_eq(file.mode, INTERVAL_SECONDS, "ckpt.every_seconds stays the file level's alone");
+  cr_assert_eq(local.mode, INTERVAL_AUTO);
+  cr_assert_float_eq(local.mtbf_s, 3600, 0);
+  char msg[512];
+  cr_assert(ckpt_interval_first_estimate(&local, 0.5, msg, sizeof msg) == 1);
+  cr_assert(!strncmp(msg, "local checkpoint interval: ", 27) && strstr(msg, "local checkpoint cost of 0.500 s"), "%s", msg);
+  cr_assert(ckpt_interval_measured(&local, 0.002, msg, sizeof msg) == 1);
+  cr_assert_float_eq(local.tau_s, ckpt_interval_daly(0.002, 3600), 1e-9);
+  cr_assert_float_eq(file.tau_s, 10, 0, "the local level's cost leaves the file level's clock alone");
+  /* stored configs: "auto" round-trips, a number of an older file still loads */
+  train_config d;
+  config_defaults(&d);
+  cr_assert(!d.ckpt.local_every_auto && d.ckpt.local_every == 0);
+  char *json = config_to_json(&c);
+  cr_assert(config_from_json(&d, json, NULL, err, sizeof err) == 0, "%s", err);
+  cr_assert(d.ckpt.local_every_auto);
+  free(json);
+  config_defaults(&d);
+  cr_assert(config_from_json(&d, "{\"ckpt.local_every\": 3}", NULL, err, sizeof err) == 0, "%s", err);
+  cr_assert(d.ckpt.local_every == 3 && !d.ckpt.local_every_auto);
+  cr_assert(config_set(&d, "ckpt.local_every", "-2", err, sizeof err) != 0 && strstr(err, "ckpt.local_every"), "%s", err);
+}

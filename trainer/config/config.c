@@ -189,9 +189,10 @@ static const key_spec KEYS[] = {
      "host memory a rank may use to stage a checkpoint: bytes (512M, 2G, 1.5GiB) or a percentage of the rank's "
      "checkpointed state (25%); below 100% the writer stages and writes in turns (docs/CHECKPOINT_FORMAT.md)",
      NULL},
-    {"ckpt.local_every", K_INT, F(ckpt.local_every), 0, 1e9,
+    {"ckpt.local_every", K_STR, F(ckpt.local_every_text), 0, 0,
      "also keep a checkpoint in node-local memory every N steps (the local level: restarts on the same layout "
-     "resume from it in a fraction of a second; 0 = off; needs ckpt.dir)",
+     "resume from it in a fraction of a second; 0 = off; needs ckpt.dir), or auto: the interval that loses the "
+     "least work, from the local level's own measured cost and ckpt.mtbf (Young/Daly)",
      NULL},
     {"ckpt.local_dir", K_STR, F(ckpt.local_dir), 0, 0,
      "node-local directory of the local level (empty = /dev/shm/boost-local-<hash of ckpt.dir>)", NULL},
@@ -244,6 +245,7 @@ void config_defaults(train_config *cfg) {
   cfg->parallel.dp_bucket_mb = 4; /* docs/PERFORMANCE.md, "Overlapped gradient reduction" */
   config_set(cfg, "ckpt.resume", "auto", NULL, 0);
   config_set(cfg, "ckpt.every", "0", NULL, 0);
+  config_set(cfg, "ckpt.local_every", "0", NULL, 0);
   config_set(cfg, "ckpt.staging_limit", "100%", NULL, 0); /* the default: docs/PERFORMANCE.md, "Bounded staging" */
   cfg->ckpt.activations = ACTS_NONE;
   cfg->ckpt.keep_last = 3;
@@ -284,7 +286,8 @@ int config_set(train_config *cfg, const char *key, const char *value, char *err,
   case K_STR:
     if (strlen(value) >= k->size) return boost_err(err, errlen, "value of %s is too long (%zu characters max)", key, k->size - 1);
     snprintf(base, k->size, "%s", value);
-    if (strcmp(key, "ckpt.every") == 0 || strcmp(key, "ckpt.mtbf") == 0) return config_parse_interval(cfg, key, value, err, errlen);
+    if (strcmp(key, "ckpt.every") == 0 || strcmp(key, "ckpt.mtbf") == 0 || strcmp(key, "ckpt.local_every") == 0)
+      return config_parse_interval(cfg, key, value, err, errlen);
     if (strcmp(key, "ckpt.resume") == 0) /* the tagged value, parsed here once */
       cfg->ckpt.resume.kind = !strcmp(value, "auto") ? RESUME_AUTO : !strcmp(value, "none") || !value[0] ? RESUME_NONE : RESUME_PATH;
     if (strcmp(key, "ckpt.staging_limit") == 0 && config_parse_staging_limit(cfg, value, err, errlen) != 0) return -1;
@@ -453,9 +456,9 @@ int config_validate(train_config *cfg, char *err, size_t errlen) {
   if (cfg->ckpt.every_auto && cfg->ckpt.every_seconds > 0)
     return boost_err(err, errlen, "ckpt.every = auto chooses the interval itself: unset ckpt.every_seconds (%g)",
                      cfg->ckpt.every_seconds);
-  if (cfg->ckpt.local_every > 0 && !cfg->ckpt.dir[0])
-    return boost_err(err, errlen, "ckpt.local_every=%d needs ckpt.dir: the local level sits in front of the "
-                     "checkpoint files, which stay the durable level", cfg->ckpt.local_every);
+  if ((cfg->ckpt.local_every > 0 || cfg->ckpt.local_every_auto) && !cfg->ckpt.dir[0])
+    return boost_err(err, errlen, "ckpt.local_every=%s needs ckpt.dir: the local level sits in front of the "
+                     "checkpoint files, which stay the durable level", cfg->ckpt.local_every_text);
   if (cfg->ckpt.local_dir[0] && cfg->ckpt.local_dir[0] != '/')
     return boost_err(err, errlen, "ckpt.local_dir '%s' must be an absolute path (node-local storage, e.g. /dev/shm/...)",
                      cfg->ckpt.local_dir);

@@ -12,23 +12,32 @@
 
 #include "util.h"
 
-/* ckpt.every (a step count or auto) and ckpt.mtbf (a duration with an
- * optional s/m/h/d suffix), tagged values parsed here once. */
-int config_parse_interval(train_config *cfg, const char *key, const char *value, char *err, size_t errlen) {
+/* A step count 0..1000000000 or auto (ckpt.every, ckpt.local_every). */
+static int parse_steps_or_auto(const char *key, const char *value, int *steps, int *is_auto, char *err, size_t errlen) {
   char *end = NULL;
   errno = 0;
-  if (strcmp(key, "ckpt.every") == 0) {
-    cfg->ckpt.every_auto = strcmp(value, "auto") == 0;
-    if (cfg->ckpt.every_auto) {
-      cfg->ckpt.every = 0;
-      return 0;
-    }
-    const long long v = strtoll(value, &end, 10);
-    if (end == value || *end != '\0' || errno == ERANGE || v < 0 || v > 1000000000)
-      return boost_err(err, errlen, "bad value '%s' for ckpt.every: expected a step count 0..1000000000 or auto", value);
-    cfg->ckpt.every = (int)v;
+  *is_auto = strcmp(value, "auto") == 0;
+  if (*is_auto) {
+    *steps = 0;
     return 0;
   }
+  const long long v = strtoll(value, &end, 10);
+  if (end == value || *end != '\0' || errno == ERANGE || v < 0 || v > 1000000000)
+    return boost_err(err, errlen, "bad value '%s' for %s: expected a step count 0..1000000000 or auto", value, key);
+  *steps = (int)v;
+  return 0;
+}
+
+/* ckpt.every and ckpt.local_every (a step count or auto) and ckpt.mtbf (a
+ * duration with an optional s/m/h/d suffix), tagged values parsed here
+ * once. */
+int config_parse_interval(train_config *cfg, const char *key, const char *value, char *err, size_t errlen) {
+  if (strcmp(key, "ckpt.every") == 0)
+    return parse_steps_or_auto(key, value, &cfg->ckpt.every, &cfg->ckpt.every_auto, err, errlen);
+  if (strcmp(key, "ckpt.local_every") == 0)
+    return parse_steps_or_auto(key, value, &cfg->ckpt.local_every, &cfg->ckpt.local_every_auto, err, errlen);
+  char *end = NULL;
+  errno = 0;
   if (!value[0]) {
     cfg->ckpt.mtbf_s = 0;
     return 0;

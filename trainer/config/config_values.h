@@ -1,6 +1,6 @@
 /* The config keys whose values carry units or words, parsed once by
- * config_set (config.c) into their fields: ckpt.every (a step count or
- * "auto"), ckpt.mtbf (a duration, s/m/h/d), ckpt.staging_limit (bytes with
+ * config_set (config.c) into their fields: ckpt.every and ckpt.local_every
+ * (a step count or "auto"), ckpt.mtbf (a duration, s/m/h/d), ckpt.staging_limit (bytes with
  * K/M/G/T, or a percentage). Each returns 0, or -1 with one line naming the
  * key in err. */
 #ifndef BOOST_CONFIG_VALUES_H
@@ -10,7 +10,7 @@
 
 #include "config.h"
 
-/* key: "ckpt.every" or "ckpt.mtbf" */
+/* key: "ckpt.every", "ckpt.local_every" or "ckpt.mtbf" */
 int config_parse_interval(train_config *cfg, const char *key, const char *value, char *err, size_t errlen);
 /* train.skip_batches: "a-b,c,..." into cfg->train.skip_ranges (ascending,
  * disjoint; empty: none). */
