@@ -52,11 +52,21 @@ int run_interval_due(run_interval *ri, comm_ctx *comm, double dt) {
   return comm_control_max_int(comm, COMM_WORLD, due);
 }
 
+/* The weight of a new local save's cost in the average the local clock is
+ * fed: local saves are frequent and cost a millisecond or less, so one
+ * measurement is mostly scheduling noise, and tau (which goes with its
+ * square root) would jump at every save. */
+#define LOCAL_COST_WEIGHT 0.2
+
 /* Rank 0: a save of this level taken now, and the cost of the newest one
- * measured (step -1: none yet) fed to its clock. */
-static void level_after(run_interval_level *lv, int taken, long long step, double cost_s) {
+ * measured (step -1: none yet) fed to its clock, as measured or (smooth)
+ * averaged with the earlier ones. */
+static void level_after(run_interval_level *lv, int taken, long long step, double cost_s, int smooth) {
   if (taken) ckpt_interval_taken(&lv->iv, boost_now_s());
   if (step < 0 || step == lv->measured_step) return;
+  if (smooth)
+    cost_s = lv->measured_step < 0 ? cost_s : (1 - LOCAL_COST_WEIGHT) * lv->cost_avg_s + LOCAL_COST_WEIGHT * cost_s;
+  lv->cost_avg_s = cost_s;
   lv->measured_step = step;
   char line[512];
   if (ckpt_interval_measured(&lv->iv, cost_s, line, sizeof line)) say(line);
@@ -66,8 +76,8 @@ void run_interval_after(run_interval *ri, const ckpt_session *ck, int taken) {
   if (!ri->active || ri->rank != 0) return;
   ckpt_stats s;
   const int have = ckpt_last_stats(ck, &s) == 0;
-  level_after(&ri->file, taken & CKPT_DUE_FILE, have ? s.step : -1, have ? s.stall_s + s.wait_prev_s : 0);
+  level_after(&ri->file, taken & CKPT_DUE_FILE, have ? s.step : -1, have ? s.stall_s + s.wait_prev_s : 0, 0);
   double local_s = 0;
   const long long local_step = (long long)ckpt_local_cost(ck, &local_s);
-  level_after(&ri->local, taken & CKPT_DUE_LOCAL, local_step, local_s);
+  level_after(&ri->local, taken & CKPT_DUE_LOCAL, local_step, local_s, 1);
 }

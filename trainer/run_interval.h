@@ -17,10 +17,12 @@
 #include "config.h"
 #include "train_state.h"
 
-/* One level's clock and the last of its checkpoints whose cost it was fed. */
+/* One level's clock, the last of its checkpoints whose cost it was fed,
+ * and (the local level) the running average of those costs. */
 typedef struct {
   ckpt_interval iv;
   long long measured_step;
+  double cost_avg_s;
 } run_interval_level;
 
 typedef struct {
