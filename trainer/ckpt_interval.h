@@ -4,7 +4,8 @@
  * training (delta: its stall plus any wait for the previous one) and the
  * mean time between interruptions M (ckpt.mtbf, or the run's own history of
  * starts). docs/CHECKPOINT_FORMAT.md, "Choosing the interval", explains the
- * choice.
+ * choice. One clock per level: ckpt.local_every = auto gives the local
+ * level its own (its own delta, the same M).
  *
  *   Young:  tau = sqrt(2 delta M)
  *   Daly:   tau = sqrt(2 delta M) [1 + 1/3 sqrt(delta / 2M) + (delta / 2M) / 9] - delta   for delta < 2M
