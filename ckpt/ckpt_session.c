@@ -5,7 +5,6 @@
  * (ckpt_read.h) -- hands them jobs and reports what comes back. */
 #include "ckpt.h"
 
-#include <cJSON.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -18,6 +17,7 @@
 #include "check.h"
 #include "ckpt_agree.h"
 #include "ckpt_fs.h"
+#include "ckpt_journal.h"
 #include "ckpt_local.h"
 #include "ckpt_read.h"
 #include "ckpt_rollback.h"
@@ -29,8 +29,6 @@
 #include "ckpt_write.h"
 #include "util.h"
 #include "watchdog.h"
-
-static const char *const size_class_names[SIZE_NUM_CLASSES] = {"weights", "moments", "activations"};
 
 /* The production switches of the environment, read at open (the test
  * switches are ckpt_test_hooks.h's). */
@@ -87,7 +85,7 @@ static void run_job(void *ctx, ckpt_job_kind kind) {
 }
 
 /* The checkpoint job's deadline, watched by the collective watchdog's
- * thread (trainer/watchdog.h): an error inside a collective HDF5/MPI-IO
+ * thread (trainer/parallel/watchdog.h): an error inside a collective HDF5/MPI-IO
  * call on one rank (a full disk under MPI-IO, an I/O error) can leave the
  * other ranks waiting in that collective for ever, and HDF5 cannot recover
  * from it. When a job has run longer than ckpt.timeout, the job is ended
@@ -286,28 +284,10 @@ ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tens
   return s;
 }
 
-/* One object as a line of checkpoints.jsonl (rank 0), then freed. */
-static void log_line(ckpt_session *s, cJSON *o) {
-  char *txt = cJSON_PrintUnformatted(o);
-  if (txt) {
-    fprintf(s->log, "%s\n", txt);
-    fflush(s->log);
-  }
-  free(txt);
-  cJSON_Delete(o);
-}
-
 /* With the local level on, rank 0 records in checkpoints.jsonl which level
- * a start came from ("local", "partner", "file", "fresh"), for
- * boost-inspect summary and plot (docs/LOCAL.md). */
+ * a start came from (docs/LOCAL.md); a rollback is not a start. */
 static void log_start(ckpt_session *s, const char *level, int64_t step, double load_s) {
-  if (!s->log || !s->local || s->in_rollback) return;
-  cJSON *o = cJSON_CreateObject();
-  cJSON_AddNumberToObject(o, "start_step", (double)step);
-  cJSON_AddStringToObject(o, "level", level);
-  cJSON_AddNumberToObject(o, "unix_s", boost_unix_s());
-  cJSON_AddNumberToObject(o, "load_s", load_s);
-  log_line(s, o);
+  if (s->log && s->local && !s->in_rollback) ckpt_journal_start(s->log, level, step, load_s);
 }
 
 /* The step of the newest committed checkpoint file (rank 0 looks; -1:
@@ -429,41 +409,6 @@ void ckpt_before_update_tensors(ckpt_session *s, int t0, int t1) {
   ckpt_worker_wait_staged(&s->worker, ckpt_stager_bounded(&s->stager) ? need : INT_MAX);
 }
 
-static void log_result(ckpt_session *s, const save_result *r) {
-  if (!s->log) return;
-  cJSON *o = cJSON_CreateObject();
-  cJSON_AddNumberToObject(o, "step", (double)r->step);
-  cJSON_AddBoolToObject(o, "committed", r->ok);
-  if (!r->ok) cJSON_AddStringToObject(o, "reason", r->reason);
-  cJSON_AddNumberToObject(o, "stall_s", r->stall_s);
-  cJSON_AddNumberToObject(o, "update_wait_s", r->update_wait_s);
-  cJSON_AddNumberToObject(o, "wait_prev_s", r->wait_prev_s);
-  cJSON *ph = cJSON_AddObjectToObject(o, "phases_s");
-  cJSON_AddNumberToObject(ph, "encode_write", r->encode_s);
-  cJSON_AddNumberToObject(ph, "fsync", r->fsync_s);
-  cJSON_AddNumberToObject(ph, "verify", r->verify_s);
-  cJSON_AddNumberToObject(ph, "commit", r->commit_s);
-  cJSON_AddNumberToObject(o, "write_s", r->write_s);
-  cJSON_AddNumberToObject(o, "write_cpu_s", r->write_cpu_s);
-  cJSON_AddNumberToObject(o, "file_bytes", r->file_bytes);
-  cJSON *raw = cJSON_AddObjectToObject(o, "raw_bytes"), *sto = cJSON_AddObjectToObject(o, "stored_bytes");
-  double tr = 0, ts = 0;
-  for (int k = 0; k < SIZE_NUM_CLASSES; k++) {
-    cJSON_AddNumberToObject(raw, size_class_names[k], r->raw[k]);
-    cJSON_AddNumberToObject(sto, size_class_names[k], r->stored[k]);
-    tr += r->raw[k];
-    ts += r->stored[k];
-  }
-  cJSON_AddNumberToObject(o, "ratio", ts > 0 ? tr / ts : 0.0);
-  cJSON_AddNumberToObject(o, "dp", s->grid->dp);
-  cJSON_AddNumberToObject(o, "tp", s->grid->tp);
-  cJSON_AddNumberToObject(o, "pp", s->grid->pp);
-  cJSON_AddBoolToObject(o, "sync", s->set.sync_mode);
-  cJSON_AddStringToObject(o, "writer", r->direct ? "direct" : "collective");
-  if (r->retention[0]) cJSON_AddStringToObject(o, "retention", r->retention);
-  log_line(s, o);
-}
-
 /* Takes the finished result (if not yet reported): status text, log lines. */
 static void collect(ckpt_session *s, char *out, size_t outlen, int print) {
   if (out && outlen) out[0] = 0;
@@ -491,7 +436,7 @@ static void collect(ckpt_session *s, char *out, size_t outlen, int print) {
   else if (out)
     boost_msgf(out, outlen, "step %lld FAILED: %s", (long long)r.step, r.reason);
   if (s->team.rank == 0) {
-    log_result(s, &r);
+    if (s->log) ckpt_journal_result(s->log, &r, s->grid, s->set.sync_mode);
     if (!r.ok) {
       char latest[64] = "no checkpoint committed yet";
       if (s->out.last_committed_step >= 0)

@@ -15,7 +15,7 @@
  *      ends every rank); otherwise _exit (stdio flushed first).
  *
  * Callers: boost_fail (check.h; the CUDA check macros go through it), the
- * collective watchdog (trainer/watchdog.c) and the checkpoint job's
+ * collective watchdog (trainer/parallel/watchdog.c) and the checkpoint job's
  * deadline (ckpt/ckpt_session.c). Signal handlers and forked children end
  * through job_exit_now. */
 #ifndef BOOST_KERNELS_JOB_ABORT_H
