@@ -41,4 +41,29 @@ if not any(f.get("restart_s") for f in d["faults"]):
 if d["verdict"] != "PASS" or sys.argv[2] != "0":
     sys.exit("verdict %s, exit status %s" % (d["verdict"], sys.argv[2]))
 PYEOF
+
+# --local-every auto: the trainer's own interval (ckpt.mtbf short, so it
+# comes out at a few steps); the judge takes the bound from the local saves
+# the killed launch's log reported written.
+rc=0
+"$SRC/tools/boost-chaos" --local-every auto --mtbf 5s --faults-kinds kill9-all,node-loss --faults 3 --seed 36 \
+  --steps 30 --every 6 --step-ms 30 --dir "$tmp" --build "$B" --json >"$tmp/auto.json" 2>"$tmp/auto.err" || rc=$?
+cat "$tmp/auto.err"
+/usr/bin/python3 - "$tmp/auto.json" "$rc" <<'PYEOF' || fail "boost-chaos --local-every auto: see above"
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("boost-chaos --local-every auto: %s, %d faults, at most %s steps lost" % (
+    d["verdict"], d["totals"]["faults"], d["totals"].get("steps_lost_max")))
+for f in d["faults"]:
+    for p in f["problems"]:
+        print("  fault %s (%s): %s: %s" % (f["n"], f["kind"], p["kind"], p["what"]))
+if d["local_every"] != "auto":
+    sys.exit("the local level was not on at auto: %s" % d["local_every"])
+if max(len(f.get("local_saved", [])) for f in d["faults"]) < 2:
+    sys.exit("no launch reported two local saves: the auto interval was never judged")
+if not any(f.get("resumed_from") == "local" for f in d["faults"]):
+    sys.exit("no relaunch resumed from the local level: %s" % [f.get("resumed_from") for f in d["faults"]])
+if d["verdict"] != "PASS" or sys.argv[2] != "0":
+    sys.exit("verdict %s, exit status %s" % (d["verdict"], sys.argv[2]))
+PYEOF
 echo "PASS: chaos_local"
