@@ -9,8 +9,9 @@
 #
 #   bash bench/bench_onednn_versions.sh [ROUNDS]
 #
-# The wheel's library and headers go to BOOST_ONEDNN3_DIR (default
-# /opt/boost-onednn3, outside the repository; downloaded with pip once); the
+# The wheel's library and headers are in BOOST_ONEDNN3_DIR (default
+# .cache/onednn3, where scripts/fetch-onednn3.sh puts them for the build;
+# fetched with pip once when absent); the
 # two programs are built into a temporary folder and run one after the
 # other ROUNDS times (default 2), each printing GFLOP/s per shape and the
 # implementation oneDNN picked (its ISA). THREADS (default 2) sets the
@@ -19,23 +20,15 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 ROUNDS=${1:-2}
 THREADS=${THREADS:-2}
-DIR=${BOOST_ONEDNN3_DIR:-/opt/boost-onednn3}
+DIR=${BOOST_ONEDNN3_DIR:-$root/.cache/onednn3}
 die() { echo "bench_onednn_versions: $*" >&2; exit 1; }
 [ -f /usr/include/oneapi/dnnl/dnnl.h ] || die "Debian's oneDNN headers are missing (apt-get install libdnnl-dev)"
-if [ ! -f "$DIR/lib/libdnnl.so.3" ]; then
-  mkdir -p "$DIR/wheels" || die "cannot create $DIR"
-  python3 -m pip download -q --no-cache-dir onednn-devel-cpu-gomp==2023.2.0 -d "$DIR/wheels" ||
-    die "pip could not download onednn-devel-cpu-gomp 2023.2.0"
-  for w in "$DIR"/wheels/*.whl; do python3 -m zipfile -e "$w" "$DIR/unpacked"; done
-  mkdir -p "$DIR/lib" "$DIR/include"
-  cp -a "$DIR"/unpacked/*.data/data/lib/. "$DIR/lib/"
-  cp -a "$DIR"/unpacked/*.data/data/include/. "$DIR/include/"
-fi
+bash "$root/scripts/fetch-onednn3.sh" "$DIR" || die "oneDNN 3.2 could not be fetched into $DIR"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/onednn_versions.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 src=$root/bench/blas/dnnl_versions.c
-gcc -O2 -std=c11 -D_GNU_SOURCE -fopenmp "$src" -ldnnl -o "$tmp/debian" || die "build against Debian's oneDNN failed"
-gcc -O2 -std=c11 -D_GNU_SOURCE -fopenmp -I"$DIR/include" "$src" -L"$DIR/lib" -Wl,-rpath,"$DIR/lib" -ldnnl \
+gcc -O2 -std=c11 -D_GNU_SOURCE -fopenmp -I"$root/kernels/cpu" "$src" -ldnnl -o "$tmp/debian" || die "build against Debian's oneDNN failed"
+gcc -O2 -std=c11 -D_GNU_SOURCE -fopenmp -I"$DIR/include" -I"$root/kernels/cpu" "$src" -L"$DIR/lib" -Wl,-rpath,"$DIR/lib" -ldnnl \
   -o "$tmp/pypi" || die "build against $DIR failed"
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'); $(grep -o -w -E 'amx_bf16|avx512_bf16|avx512f' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 for r in $(seq "$ROUNDS"); do

@@ -15,10 +15,16 @@ for p in "${pkgs[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#pkgs[@]} packages present"
-  exit 0
+else
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "install-deps: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-sudo=""
-[ "$(id -u)" -eq 0 ] || sudo="sudo"
-echo "install-deps: installing ${missing[*]}"
-$sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# On CPUs with AMX tiles the bf16 GEMMs want oneDNN 3.x (scripts/fetch-onednn3.sh
+# says why); BOOST_ONEDNN=debian keeps Debian's everywhere.
+if [ "${BOOST_ONEDNN:-auto}" != debian ] && grep -qw amx_bf16 /proc/cpuinfo; then
+  bash "$(dirname "$0")/fetch-onednn3.sh" ||
+    echo "install-deps: the build keeps Debian's oneDNN 2.6 (bf16 GEMMs mostly without AMX)" >&2
+fi

@@ -55,6 +55,8 @@
 
 #ifdef BOOST_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
+
+#include "dnnl_compat.h"
 #endif
 #ifdef BOOST_HAVE_LIBXSMM
 #include <libxsmm.h>
@@ -94,20 +96,18 @@ static int mm_make(mm_prim *g, const shape *s, int m0, int m1, int n0, int n1, d
   const dnnl_dims_t ad = {m1 - m0, s->K}, as = {s->ta ? 1 : s->lda, s->ta ? s->lda : 1};
   const dnnl_dims_t bd = {s->K, n1 - n0}, bs = {s->tb ? 1 : s->ldb, s->tb ? s->ldb : 1};
   const dnnl_dims_t cd = {m1 - m0, n1 - n0}, cs = {s->ldc, 1};
-  dnnl_memory_desc_t amd, bmd, cmd;
-  dnnl_matmul_desc_t md;
+  boost_dnnl_md amd = {0}, bmd = {0}, cmd = {0};
   dnnl_primitive_attr_t attr = NULL;
   dnnl_post_ops_t po = NULL;
   dnnl_primitive_desc_t pd = NULL;
-  int ok = dnnl_memory_desc_init_by_strides(&amd, 2, ad, in, as) == dnnl_success &&
-           dnnl_memory_desc_init_by_strides(&bmd, 2, bd, in, bs) == dnnl_success &&
-           dnnl_memory_desc_init_by_strides(&cmd, 2, cd, out, cs) == dnnl_success &&
-           dnnl_matmul_desc_init(&md, &amd, &bmd, NULL, &cmd) == dnnl_success &&
+  int ok = boost_dnnl_md_strided(&amd, ad[0], ad[1], as[0], as[1], in) == dnnl_success &&
+           boost_dnnl_md_strided(&bmd, bd[0], bd[1], bs[0], bs[1], in) == dnnl_success &&
+           boost_dnnl_md_strided(&cmd, cd[0], cd[1], cs[0], cs[1], out) == dnnl_success &&
            dnnl_primitive_attr_create(&attr) == dnnl_success;
   if (ok && s->beta)
-    ok = dnnl_post_ops_create(&po) == dnnl_success && dnnl_post_ops_append_sum(po, 1.0f) == dnnl_success &&
+    ok = dnnl_post_ops_create(&po) == dnnl_success && boost_dnnl_append_sum_1(po) == dnnl_success &&
          dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
-  ok = ok && dnnl_primitive_desc_create(&pd, &md, attr, g_engine, NULL) == dnnl_success;
+  ok = ok && boost_dnnl_matmul_pd(&pd, g_engine, amd, bmd, cmd, attr) == dnnl_success;
   const char *name = "?";
   if (ok) dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name);
   if (impl) snprintf(impl, impl_n, "%s", ok ? name : "none");
@@ -116,9 +116,10 @@ static int mm_make(mm_prim *g, const shape *s, int m0, int m1, int n0, int n1, d
   const char *a0 = (const char *)A + ein * (size_t)m0 * (s->ta ? 1 : (size_t)s->lda);
   const char *b0 = (const char *)B + ein * (size_t)n0 * (s->tb ? (size_t)s->ldb : 1);
   char *c0 = (char *)C + eout * ((size_t)m0 * s->ldc + n0);
-  ok = ok && dnnl_memory_create(&g->a, &amd, g_engine, (void *)(uintptr_t)a0) == dnnl_success &&
-       dnnl_memory_create(&g->b, &bmd, g_engine, (void *)(uintptr_t)b0) == dnnl_success &&
-       dnnl_memory_create(&g->c, &cmd, g_engine, c0) == dnnl_success;
+  ok = ok && boost_dnnl_md_memory(&g->a, &amd, g_engine, (void *)(uintptr_t)a0) == dnnl_success &&
+       boost_dnnl_md_memory(&g->b, &bmd, g_engine, (void *)(uintptr_t)b0) == dnnl_success &&
+       boost_dnnl_md_memory(&g->c, &cmd, g_engine, c0) == dnnl_success;
+  boost_dnnl_md_release(amd), boost_dnnl_md_release(bmd), boost_dnnl_md_release(cmd);
   if (pd) dnnl_primitive_desc_destroy(pd);
   if (po) dnnl_post_ops_destroy(po);
   if (attr) dnnl_primitive_attr_destroy(attr);

@@ -16,6 +16,9 @@
  * (median over R rounds of >= MS ms), the implementation oneDNN chose. Plain
  * C against oneDNN's C API only; no boost library. */
 #include <oneapi/dnnl/dnnl.h>
+
+#include "dnnl_compat.h" /* kernels/cpu: the calls whose form differs between 2.x and 3.x */
+
 #include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -75,38 +78,21 @@ static void part_make(const shape *s, int m, int n, int lda, int ldb, int ldc, p
   check(dnnl_primitive_attr_create(&attr), "attr");
   check(dnnl_post_ops_create(&ops), "post-ops");
   if (s->c_f32 && !s->block) { /* a weight gradient accumulates: beta = 1 */
-#if DNNL_VERSION_MAJOR >= 3
-    check(dnnl_post_ops_append_sum(ops, 1.0f, 0, dnnl_data_type_undef), "sum post-op");
-#else
-    check(dnnl_post_ops_append_sum(ops, 1.0f), "sum post-op");
-#endif
+    check(boost_dnnl_append_sum_1(ops), "sum post-op");
     check(dnnl_primitive_attr_set_post_ops(attr, ops), "set post-ops");
   }
   dnnl_primitive_desc_t pd;
   const int saved = omp_get_max_threads();
   omp_set_num_threads(1);
-#if DNNL_VERSION_MAJOR >= 3
-  dnnl_memory_desc_t amd, bmd, cmd;
-  check(dnnl_memory_desc_create_with_strides(&amd, 2, ad, dnnl_bf16, as), "A md");
-  check(dnnl_memory_desc_create_with_strides(&bmd, 2, bd, dnnl_bf16, bs), "B md");
-  check(dnnl_memory_desc_create_with_strides(&cmd, 2, cd, ct, cs), "C md");
-  check(dnnl_matmul_primitive_desc_create(&pd, engine, amd, bmd, NULL, cmd, attr), "matmul pd");
-  check(dnnl_memory_create(&p->a, amd, engine, DNNL_MEMORY_NONE), "A");
-  check(dnnl_memory_create(&p->b, bmd, engine, DNNL_MEMORY_NONE), "B");
-  check(dnnl_memory_create(&p->c, cmd, engine, DNNL_MEMORY_NONE), "C");
-  dnnl_memory_desc_destroy(amd), dnnl_memory_desc_destroy(bmd), dnnl_memory_desc_destroy(cmd);
-#else
-  dnnl_memory_desc_t amd, bmd, cmd;
-  dnnl_matmul_desc_t desc;
-  check(dnnl_memory_desc_init_by_strides(&amd, 2, ad, dnnl_bf16, as), "A md");
-  check(dnnl_memory_desc_init_by_strides(&bmd, 2, bd, dnnl_bf16, bs), "B md");
-  check(dnnl_memory_desc_init_by_strides(&cmd, 2, cd, ct, cs), "C md");
-  check(dnnl_matmul_desc_init(&desc, &amd, &bmd, NULL, &cmd), "matmul desc");
-  check(dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL), "matmul pd");
-  check(dnnl_memory_create(&p->a, &amd, engine, DNNL_MEMORY_NONE), "A");
-  check(dnnl_memory_create(&p->b, &bmd, engine, DNNL_MEMORY_NONE), "B");
-  check(dnnl_memory_create(&p->c, &cmd, engine, DNNL_MEMORY_NONE), "C");
-#endif
+  boost_dnnl_md amd, bmd, cmd;
+  check(boost_dnnl_md_strided(&amd, ad[0], ad[1], as[0], as[1], dnnl_bf16), "A md");
+  check(boost_dnnl_md_strided(&bmd, bd[0], bd[1], bs[0], bs[1], dnnl_bf16), "B md");
+  check(boost_dnnl_md_strided(&cmd, cd[0], cd[1], cs[0], cs[1], ct), "C md");
+  check(boost_dnnl_matmul_pd(&pd, engine, amd, bmd, cmd, attr), "matmul pd");
+  check(boost_dnnl_md_memory(&p->a, &amd, engine, DNNL_MEMORY_NONE), "A");
+  check(boost_dnnl_md_memory(&p->b, &bmd, engine, DNNL_MEMORY_NONE), "B");
+  check(boost_dnnl_md_memory(&p->c, &cmd, engine, DNNL_MEMORY_NONE), "C");
+  boost_dnnl_md_release(amd), boost_dnnl_md_release(bmd), boost_dnnl_md_release(cmd);
   const char *impl = "?";
   dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
   snprintf(p->impl, sizeof p->impl, "%s", impl);

@@ -13,6 +13,8 @@
 
 #ifdef BOOST_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
+
+#include "dnnl_compat.h"
 #endif
 
 enum { BACKEND_UNSET, BACKEND_FALLBACK, BACKEND_DNNL };
@@ -166,10 +168,8 @@ static void table_grow(void) {
 
 /* A 2-D memory descriptor of a row-major matrix seen as rows x cols, stored
  * transposed or not with row stride ld: transposes are strides, no copies. */
-static dnnl_status_t matrix_md(dnnl_memory_desc_t *md, int rows, int cols, int trans, int ld, dnnl_data_type_t t) {
-  const dnnl_dims_t dims = {rows, cols};
-  const dnnl_dims_t strides = {trans ? 1 : ld, trans ? ld : 1};
-  return dnnl_memory_desc_init_by_strides(md, 2, dims, t, strides);
+static dnnl_status_t matrix_md(boost_dnnl_md *md, int rows, int cols, int trans, int ld, dnnl_data_type_t t) {
+  return boost_dnnl_md_strided(md, rows, cols, trans ? 1 : ld, trans ? ld : 1, t);
 }
 
 static void part_free(prim_part *q) {
@@ -186,19 +186,17 @@ static void part_free(prim_part *q) {
  * implementation's name. */
 static int part_create(const prim_key *k, prim_part *q, char *impl, size_t impl_n) {
   const int m = q->m1 - q->m0, n = q->n1 - q->n0;
-  dnnl_memory_desc_t a_md, b_md, c_md;
-  dnnl_matmul_desc_t desc;
+  boost_dnnl_md a_md = {0}, b_md = {0}, c_md = {0};
   dnnl_primitive_attr_t attr = NULL;
   dnnl_post_ops_t ops = NULL;
   dnnl_primitive_desc_t pd = NULL;
   int ok = matrix_md(&a_md, m, k->K, k->ta, k->lda, dnnl_bf16) == dnnl_success &&
            matrix_md(&b_md, k->K, n, k->tb, k->ldb, dnnl_bf16) == dnnl_success &&
            matrix_md(&c_md, m, n, 0, k->ldc, k->c_f32 ? dnnl_f32 : dnnl_bf16) == dnnl_success &&
-           dnnl_matmul_desc_init(&desc, &a_md, &b_md, NULL, &c_md) == dnnl_success &&
            dnnl_primitive_attr_create(&attr) == dnnl_success;
   /* beta = 1 is oneDNN's "sum" post-op: C = acc + C in fp32, then stored */
   if (ok && k->beta)
-    ok = dnnl_post_ops_create(&ops) == dnnl_success && dnnl_post_ops_append_sum(ops, 1.0f) == dnnl_success &&
+    ok = dnnl_post_ops_create(&ops) == dnnl_success && boost_dnnl_append_sum_1(ops) == dnnl_success &&
          dnnl_primitive_attr_set_post_ops(attr, ops) == dnnl_success;
   /* oneDNN sizes its work split by omp_get_max_threads() at creation: one
    * thread here, since our threads each run a share (measured: on the LM
@@ -209,7 +207,7 @@ static int part_create(const prim_key *k, prim_part *q, char *impl, size_t impl_
   const int saved = omp_get_max_threads();
   if (saved != 1) omp_set_num_threads(1);
 #endif
-  ok = ok && dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL) == dnnl_success;
+  ok = ok && boost_dnnl_matmul_pd(&pd, engine, a_md, b_md, c_md, attr) == dnnl_success;
   const char *name = NULL;
   if (ok && dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name) != dnnl_success) name = NULL;
   if (impl) snprintf(impl, impl_n, "%s", name ? name : "none");
@@ -219,10 +217,11 @@ static int part_create(const prim_key *k, prim_part *q, char *impl, size_t impl_
 #ifdef _OPENMP
   if (saved != 1) omp_set_num_threads(saved);
 #endif
-  ok = ok && dnnl_memory_create(&q->a, &a_md, engine, DNNL_MEMORY_NONE) == dnnl_success &&
-       dnnl_memory_create(&q->b, &b_md, engine, DNNL_MEMORY_NONE) == dnnl_success &&
-       dnnl_memory_create(&q->c, &c_md, engine, DNNL_MEMORY_NONE) == dnnl_success;
+  ok = ok && boost_dnnl_md_memory(&q->a, &a_md, engine, DNNL_MEMORY_NONE) == dnnl_success &&
+       boost_dnnl_md_memory(&q->b, &b_md, engine, DNNL_MEMORY_NONE) == dnnl_success &&
+       boost_dnnl_md_memory(&q->c, &c_md, engine, DNNL_MEMORY_NONE) == dnnl_success;
   if (!ok) part_free(q);
+  boost_dnnl_md_release(a_md), boost_dnnl_md_release(b_md), boost_dnnl_md_release(c_md);
   if (pd) dnnl_primitive_desc_destroy(pd);
   if (ops) dnnl_post_ops_destroy(ops);
   if (attr) dnnl_primitive_attr_destroy(attr);
