@@ -105,7 +105,7 @@ typedef struct {
   float *d_ss;
 } model_scratch;
 
-/* A model is described by four types, in llama2.c's spirit (Config /
+/* A model in memory is three types, in llama2.c's spirit (Config /
  * Weights / RunState), so that each user holds only what it runs:
  *  - `model`: the configuration and layout (the config, backend, tp mode,
  *    stage, local widths, the registry's descriptors, the projection groups,
