@@ -90,7 +90,7 @@ void ckpt_acts_set_batch(ckpt_acts_sink *sink, int B, int T);
 
 /* What the checkpoint package asks of the run, at a step boundary when a
  * checkpoint is due (collective over world; may be NULL). ZeRO-1 moment
- * chunks (tensor_registry.mom_*) are exchanged with the replicas writing
+ * chunks (tensor_store.mom_*) are exchanged with the replicas writing
  * them by the package itself. */
 typedef struct {
   void *ctx;
@@ -100,12 +100,12 @@ typedef struct {
 } ckpt_hooks;
 
 /* Removes temporaries a crash left in set->dir, starts the writer thread.
- * reg: the tensors to save and load (parameters and both AdamW moment
- * arenas allocated, in reg->be's memory). Returns NULL when no checkpoint
+ * store: the tensors to save and load (parameters and both AdamW moment
+ * arenas allocated, in store->be's memory: a training state's store). Returns NULL when no checkpoint
  * is written or read (no dir and no resume PATH; with a PATH and no dir the
  * session reads only); on an unusable directory or too little host memory
  * for staging returns NULL with *err set, the same on every rank. */
-ckpt_session *ckpt_open(const ckpt_settings *set, const process_grid *grid, tensor_registry *reg,
+ckpt_session *ckpt_open(const ckpt_settings *set, const process_grid *grid, tensor_store *store,
                         const ckpt_hooks *hooks, char *err, size_t errlen);
 
 /* Applies set->resume (auto | none | PATH). With auto and the local level

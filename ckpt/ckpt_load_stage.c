@@ -40,11 +40,11 @@ void ckpt_load_end(ckpt_stager *st) {
 
 int ckpt_load_flush(ckpt_stager *st, ckpt_chunk_reader *cr, char *err, size_t errlen) {
   if (ckpt_chunk_reader_wait(cr, err, errlen) != 0) return -1;
-  boost_backend *be = st->reg->be;
+  boost_backend *be = st->store->be;
   for (int k = 0; k < st->lring.n; k++) {
     const ckpt_entry *e = &st->plan->ents[st->lring.key[k] / CKPT_NUM_CATEGORIES];
     const int c = st->lring.key[k] % CKPT_NUM_CATEGORIES;
-    be->mem->upload(be, ckpt_arena_rows(st->reg, e, c, e->r0[c]), st->stage + st->lring.at[k],
+    be->mem->upload(be, ckpt_arena_rows(st->store, e, c, e->r0[c]), st->stage + st->lring.at[k],
                     ckpt_band_rows_floats(e, st->reg, c) * sizeof(float));
   }
   st->lring.n = 0;
@@ -55,8 +55,8 @@ int ckpt_load_flush(ckpt_stager *st, ckpt_chunk_reader *cr, char *err, size_t er
 float *ckpt_load_dst(ckpt_stager *st, ckpt_chunk_reader *cr, int i, int c, char *err, size_t errlen) {
   const ckpt_entry *e = &st->plan->ents[i];
   if (!st->load_streamed) return st->stage + e->load_off[c];
-  boost_backend *be = st->reg->be;
-  float *rows = ckpt_arena_rows(st->reg, e, c, e->r0[c]);
+  boost_backend *be = st->store->be;
+  float *rows = ckpt_arena_rows(st->store, e, c, e->r0[c]);
   if (st->load_host) return be->mem->host_view(be, rows);
   const size_t n = ckpt_band_rows_floats(e, st->reg, c);
   if (st->lring.used + n > st->stage_floats && ckpt_load_flush(st, cr, err, errlen) != 0) return NULL;

@@ -144,11 +144,11 @@ static void local_free(ckpt_local *L) {
   free(L->saver.job_blob);
   if (L->node.comm != MPI_COMM_NULL) MPI_Comm_free(&L->node.comm);
   if (L->team.comm != MPI_COMM_NULL) MPI_Comm_free(&L->team.comm);
-  if (L->bounce) L->reg->be->mem->host_free(L->reg->be, L->bounce);
+  if (L->bounce) L->store->be->mem->host_free(L->store->be, L->bounce);
   free(L);
 }
 
-ckpt_local *ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, tensor_registry *reg, char *note,
+ckpt_local *ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, tensor_store *store, char *note,
                             size_t notelen, char *err, size_t errlen) {
   if (note && notelen) note[0] = 0;
   if (!level_on(cfg)) return NULL;
@@ -156,7 +156,7 @@ ckpt_local *ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, 
   L->every = cfg->local_auto ? 0 : cfg->local_every;
   L->cost.step = -1;
   L->grid = grid;
-  L->reg = reg;
+  L->store = store;
   L->last_step = L->handed = -1;
   L->team.comm = L->node.comm = MPI_COMM_NULL;
   pthread_mutex_init(&L->saver.mu, NULL);
@@ -170,14 +170,14 @@ ckpt_local *ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, 
   boost_msgf(L->mine, sizeof L->mine, "%s/rank_%05d", L->root, grid->rank);
   char partner_note[160];
   ckpt_partner_plan(L->team.comm, &L->node, L->root, &L->partner, partner_note, sizeof partner_note);
-  L->shape = (ckpt_local_shape){grid->rank, grid->world_size, grid->dp, grid->tp, grid->pp, reg->mom_shards,
-                                reg->numel, reg->mom_begin, reg->mom_end};
+  L->shape = (ckpt_local_shape){grid->rank, grid->world_size, grid->dp, grid->tp, grid->pp, store->mom_shards,
+                                store->reg->numel, store->mom_begin, store->mom_end};
   char why[768] = "", out[1024];
   int ok = ckpt_fs_mkdirs(L->mine, why, sizeof why) == 0 &&
            (!L->partner.on || ckpt_fs_mkdirs(L->partner.held_dir, why, sizeof why) == 0);
   if (!ok) boost_msgf(out, sizeof out, "ckpt.local_dir: %s", why), boost_msgf(why, sizeof why, "%s", out);
-  if (ok && !reg->be->mem->host_view(reg->be, reg->arena[TENSOR_PARAMS])) {
-    L->bounce = reg->be->mem->host_alloc(reg->be, LOCAL_BOUNCE_BYTES);
+  if (ok && !store->be->mem->host_view(store->be, store->arena[TENSOR_PARAMS])) {
+    L->bounce = store->be->mem->host_alloc(store->be, LOCAL_BOUNCE_BYTES);
     if (!L->bounce) ok = 0, boost_msgf(why, sizeof why, "no host memory for the local level's copies");
   }
   if (!ckpt_agree(&L->team, ok, why, out, sizeof out)) {
@@ -264,7 +264,7 @@ static int write_parts(ckpt_local *L, const char *tmp, char *why, size_t whylen)
   for (int k = 0; k < LOCAL_STATE && rc == 0; k++) {
     boost_msgf(path, sizeof path, "%s/%s.bin", tmp, ckpt_local_part_names[k]);
     man.bytes[k] = part_bytes(L, k);
-    rc = ckpt_local_write_part(path, L->reg->be, part_arena(L, k), (size_t)man.bytes[k], L->bounce,
+    rc = ckpt_local_write_part(path, L->store->be, part_arena(L, k), (size_t)man.bytes[k], L->bounce,
                                LOCAL_BOUNCE_BYTES, &man.sum[k], why, whylen);
   }
   arenas_released(L);

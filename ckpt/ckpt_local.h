@@ -35,7 +35,7 @@ int ckpt_node_split(MPI_Comm world, ckpt_node *out);
  * cannot be made or the node has no room for two copies of its ranks'
  * state (err gives the size needed). note: what it holds and uses, for the
  * start's log. */
-ckpt_local *ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, tensor_registry *reg, char *note,
+ckpt_local *ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, tensor_store *store, char *note,
                             size_t notelen, char *err, size_t errlen);
 void ckpt_local_close(ckpt_local *L);
 

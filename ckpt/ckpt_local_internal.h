@@ -24,7 +24,7 @@ struct ckpt_local {
   ckpt_node node;
   ckpt_partner partner;
   const process_grid *grid;
-  tensor_registry *reg;
+  tensor_store *store;
   ckpt_local_shape shape;
   void *bounce;
   int64_t last_step; /* the newest committed (as the training thread knows it) */
@@ -67,7 +67,7 @@ static inline uint64_t part_bytes(const ckpt_local *L, int k) {
 
 static inline float *part_arena(const ckpt_local *L, int k) {
   static const tensor_category cat[3] = {TENSOR_PARAMS, TENSOR_ADAM_M, TENSOR_ADAM_V};
-  return L->reg->arena[cat[k]];
+  return L->store->arena[cat[k]];
 }
 
 #endif

@@ -71,7 +71,7 @@ static void take_chunk(receiver *rc, int k, uint64_t at, const void *buf, size_t
   if (s->dir) {
     rc->ok = ckpt_local_write_all(rc->fd, buf, n) == 0;
   } else if (k < LOCAL_STATE) {
-    boost_backend *be = s->reg->be;
+    boost_backend *be = s->store->be;
     be->mem->upload(be, (char *)s->arena[k] + at, buf, n);
   } else {
     memcpy(*s->blob + at, buf, n);

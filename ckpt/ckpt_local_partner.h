@@ -39,7 +39,7 @@ void ckpt_partner_plan(MPI_Comm world, const ckpt_node *node, const char *root, 
  * against `want`'s sizes) and *blob (the state part, malloc'd). */
 typedef struct {
   const char *dir;
-  tensor_registry *reg;
+  const tensor_store *store;
   float *arena[LOCAL_STATE];
   uint64_t want_bytes[LOCAL_STATE];
   unsigned char **blob;

@@ -58,7 +58,7 @@ static int load_parts(ckpt_local *L, int64_t s, unsigned char **blob, size_t *bl
     if (man.bytes[k] != part_bytes(L, k))
       return boost_err(why, whylen, "%s: %llu bytes, this layout holds %llu", path,
                        (unsigned long long)man.bytes[k], (unsigned long long)part_bytes(L, k));
-    if (ckpt_local_read_part(path, L->reg->be, part_arena(L, k), man.bytes[k], man.sum[k], L->bounce,
+    if (ckpt_local_read_part(path, L->store->be, part_arena(L, k), man.bytes[k], man.sum[k], L->bounce,
                              LOCAL_BOUNCE_BYTES, why, whylen) != 0)
       return -1;
   }
@@ -69,7 +69,7 @@ static int load_parts(ckpt_local *L, int64_t s, unsigned char **blob, size_t *bl
 
 static void zero_arenas(ckpt_local *L) {
   for (int k = 0; k < LOCAL_STATE; k++)
-    if (part_bytes(L, k)) L->reg->be->mem->zero(L->reg->be, part_arena(L, k), (size_t)part_bytes(L, k));
+    if (part_bytes(L, k)) L->store->be->mem->zero(L->store->be, part_arena(L, k), (size_t)part_bytes(L, k));
 }
 
 /* Step s into the arenas: each rank from its own copy where it has a whole
@@ -96,7 +96,7 @@ static int restore_step(ckpt_local *L, int64_t s, const int64_t *own, unsigned c
     const int send = !oks[L->partner.held], recv = !ok1;
     char sdir[PATH_MAX];
     ckpt_local_step_path(sdir, sizeof sdir, L->partner.held_dir, s, 0);
-    ckpt_partner_sink sink = {.reg = L->reg, .blob = blob, .bloblen = bloblen};
+    ckpt_partner_sink sink = {.store = L->store, .blob = blob, .bloblen = bloblen};
     for (int k = 0; k < LOCAL_STATE; k++) sink.arena[k] = part_arena(L, k), sink.want_bytes[k] = part_bytes(L, k);
     if (recv) free(*blob), *blob = NULL;
     const int rc = ckpt_partner_exchange(L->team.comm, send ? sdir : NULL, send ? L->partner.held : MPI_PROC_NULL,
@@ -170,7 +170,7 @@ int ckpt_local_restore(ckpt_local *L, int64_t file_step, ckpt_meta *meta, ckpt_s
       zero_arenas(L);
       continue;
     }
-    registry_refresh_work(L->reg);
+    store_refresh_work(L->store);
     L->last_step = L->handed = s;
     L->restored_partner = from_partner;
     char partners[1200] = "";

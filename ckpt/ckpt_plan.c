@@ -181,10 +181,10 @@ size_t ckpt_file_plan_largest_load(const ckpt_file_plan *p, const tensor_registr
   return most;
 }
 
-float *ckpt_arena_rows(const tensor_registry *reg, const ckpt_entry *e, int c, int64_t r0) {
-  const tensor_desc *t = &reg->tensors[e->local];
+float *ckpt_arena_rows(const tensor_store *store, const ckpt_entry *e, int c, int64_t r0) {
+  const tensor_desc *t = &store->reg->tensors[e->local];
   const size_t at = t->arena_offset + (size_t)r0 * ckpt_row_floats(t);
-  return c == 0 ? reg->arena[TENSOR_PARAMS] + at : registry_moment_at(reg, ckpt_category_arena[c], at);
+  return c == 0 ? store->arena[TENSOR_PARAMS] + at : store_moment_at(store, ckpt_category_arena[c], at);
 }
 
 double ckpt_file_plan_raw_bytes(const ckpt_file_plan *p) {

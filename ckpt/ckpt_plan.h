@@ -100,7 +100,7 @@ size_t ckpt_file_plan_largest_save(const ckpt_file_plan *p, const tensor_registr
 size_t ckpt_file_plan_largest_load(const ckpt_file_plan *p, const tensor_registry *reg);
 /* The arena address of rows [r0, ...) of entry e's tensor in category c
  * (backend memory: never dereferenced on the host). */
-float *ckpt_arena_rows(const tensor_registry *reg, const ckpt_entry *e, int c, int64_t r0);
+float *ckpt_arena_rows(const tensor_store *store, const ckpt_entry *e, int c, int64_t r0);
 /* The bytes of every tensor of a checkpoint (parameters and both moments). */
 double ckpt_file_plan_raw_bytes(const ckpt_file_plan *p);
 

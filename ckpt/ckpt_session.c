@@ -50,7 +50,7 @@ struct ckpt_session {
   ckpt_settings cfg;
   ckpt_env set;
   const process_grid *grid;
-  tensor_registry *reg;
+  tensor_store *store;
   ckpt_hooks hooks;
   int read_only; /* no ckpt.dir: only a resume from a PATH */
   int lock_fd;   /* rank 0: the directory's lock (ckpt_fs_lock), -1 elsewhere */
@@ -207,19 +207,19 @@ static void free_parts(ckpt_session *s) {
   free(s);
 }
 
-ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tensor_registry *reg,
+ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tensor_store *store,
                         const ckpt_hooks *hooks, char *err, size_t errlen) {
   if (err && errlen) err[0] = 0;
   if (!cfg->dir[0] && cfg->resume.kind != CKPT_FROM_PATH) return NULL;
   for (int c = 0; c < CKPT_NUM_CATEGORIES; c++)
-    BOOST_ASSERT(reg->arena[ckpt_category_arena[c]] != NULL); /* the caller allocates the moments */
+    BOOST_ASSERT(store->arena[ckpt_category_arena[c]] != NULL); /* the caller allocates the moments */
   ckpt_session *s = boost_calloc(1, sizeof *s);
   s->cfg = *cfg;
   ckpt_meta_init(&s->catch_up.meta);
   if (!s->cfg.abort_status) s->cfg.abort_status = 1; /* never a success status for an aborted job */
   if (!s->cfg.load_abort_status) s->cfg.load_abort_status = s->cfg.abort_status;
   s->grid = grid;
-  s->reg = reg;
+  s->store = store;
   if (hooks) s->hooks = *hooks;
   s->team.rank = grid->rank;
   s->team.size = grid->world_size;
@@ -228,11 +228,11 @@ ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tens
   s->out.last_committed_step = -1;
   s->read_only = !cfg->dir[0]; /* resume from a PATH, write nothing */
   s->lock_fd = -1;
-  int bad = (!s->read_only && open_dir(s, err, errlen) != 0) || ckpt_file_plan_build(&s->plan, grid, reg, err, errlen) != 0;
+  int bad = (!s->read_only && open_dir(s, err, errlen) != 0) || ckpt_file_plan_build(&s->plan, grid, store->reg, err, errlen) != 0;
   if (!bad) { /* every rank has its staging memory, or none goes on */
     char why[256] = "";
     const int ok = comm_control_all(grid->world, COMM_WORLD, "checkpoint agreement",
-                                    ckpt_stager_init(&s->stager, &s->plan, reg, grid, &s->cfg, &s->worker, why,
+                                    ckpt_stager_init(&s->stager, &s->plan, store, grid, &s->cfg, &s->worker, why,
                                                      sizeof why) == 0);
     if (!ok)
       bad = boost_err(err, errlen, "%s",
@@ -242,7 +242,7 @@ ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tens
   }
   if (!bad && !s->read_only) {
     char note[512];
-    s->local = ckpt_local_open(cfg, grid, reg, note, sizeof note, err, errlen);
+    s->local = ckpt_local_open(cfg, grid, store, note, sizeof note, err, errlen);
     bad = !s->local && err && err[0];
     if (s->local && s->team.rank == 0) {
       printf("checkpoint: %s\n", note);
@@ -494,7 +494,7 @@ static void stage_job(ckpt_session *s, const ckpt_meta *meta, const ckpt_state *
    * mark(): a caller that does not defer waits for it in ckpt_after_step. */
   j->deferred = (s->out.deferred_seen && !s->set.sync_mode) || ckpt_stager_bounded(&s->stager);
   if (j->deferred) {
-    s->reg->be->mem->mark(s->reg->be); /* the writer copies this state on the copy stream */
+    s->store->be->mem->mark(s->store->be); /* the writer copies this state on the copy stream */
   } else {
     ckpt_copy_to_stage(&s->stager, 0);
     ckpt_stage_moments(&s->stager); /* ZeRO-1: from the chunk owners (collective over dp) */

@@ -62,7 +62,7 @@ static int size_ring(ckpt_stager *st, const ckpt_settings *cfg, char *err, size_
   limit_text(cfg, lim, sizeof lim);
   least_text(need, least_txt, sizeof least_txt);
   ckpt_format_bytes(4.0 * (double)all_floats, all, sizeof all);
-  if (st->ring.bounded && registry_moments_sharded(st->reg))
+  if (st->ring.bounded && store_moments_sharded(st->store))
     return boost_err(err, errlen,
                      "ckpt.staging_limit=%s is below the %s this rank writes, and bounded staging does not take ZeRO-1 "
                      "moment chunks (parallel.zero) yet: set ckpt.staging_limit=100%% or parallel.zero=false",
@@ -81,14 +81,15 @@ static int size_ring(ckpt_stager *st, const ckpt_settings *cfg, char *err, size_
   return 0;
 }
 
-int ckpt_stager_init(ckpt_stager *st, const ckpt_file_plan *p, tensor_registry *reg, const process_grid *grid,
+int ckpt_stager_init(ckpt_stager *st, const ckpt_file_plan *p, tensor_store *store, const process_grid *grid,
                      const ckpt_settings *cfg, ckpt_worker *notify, char *err, size_t errlen) {
   memset(st, 0, sizeof *st);
   st->plan = p;
-  st->reg = reg;
+  st->store = store;
+  const tensor_registry *reg = st->reg = store->reg;
   st->grid = grid;
   st->notify = notify;
-  boost_backend *be = reg->be;
+  boost_backend *be = store->be;
   const size_t nkeys = (size_t)p->nent * CKPT_NUM_CATEGORIES;
   st->ring.slot = boost_calloc(nkeys ? nkeys : 1, sizeof *st->ring.slot);
   st->ring.item_sum = boost_calloc(nkeys ? nkeys : 1, sizeof *st->ring.item_sum);
@@ -98,8 +99,8 @@ int ckpt_stager_init(ckpt_stager *st, const ckpt_file_plan *p, tensor_registry *
   /* A load streams into the arenas unless the moments are ZeRO-1 chunks
    * (ckpt_load_stage.c): through the ring only where the decoders cannot
    * write backend memory, which then holds at least the largest band. */
-  st->load_streamed = !registry_moments_sharded(reg);
-  st->load_host = st->load_streamed && !ckpt_test_hooks_now()->load_ring && be->mem->host_view(be, reg->arena[TENSOR_PARAMS]);
+  st->load_streamed = !store_moments_sharded(store);
+  st->load_host = st->load_streamed && !ckpt_test_hooks_now()->load_ring && be->mem->host_view(be, store->arena[TENSOR_PARAMS]);
   st->stage_floats = p->save_floats;
   if (st->ring.bounded) st->stage_floats = st->ring.floats;
   else if (!st->load_streamed && p->load_floats > st->stage_floats) st->stage_floats = p->load_floats;
@@ -108,7 +109,7 @@ int ckpt_stager_init(ckpt_stager *st, const ckpt_file_plan *p, tensor_registry *
   if (grid->dp > 1) /* whole tensors and ZeRO-1 chunk pieces, one at a time */
     for (int i = 0; i < reg->count; i++)
       if (reg->tensors[i].numel > st->xbuf_floats) st->xbuf_floats = reg->tensors[i].numel;
-  const size_t mchunk_floats = registry_moments_sharded(reg) ? 2 * (reg->mom_end - reg->mom_begin) : 0;
+  const size_t mchunk_floats = store_moments_sharded(store) ? 2 * (store->mom_end - store->mom_begin) : 0;
   /* Allocated and touched now (zero-filled): a checkpoint is always written
    * at the end of a run, and faulting the pages in at the first checkpoint
    * would make its deferred copy outlast the next step. */
@@ -126,8 +127,8 @@ void ckpt_stager_connect(ckpt_stager *st, MPI_Comm world, MPI_Comm dp) {
 }
 
 void ckpt_stager_free(ckpt_stager *st) {
-  if (!st->reg) return;
-  boost_backend *be = st->reg->be;
+  if (!st->store) return;
+  boost_backend *be = st->store->be;
   if (st->stage) be->mem->host_free(be, st->stage);
   if (st->xbuf) be->mem->host_free(be, st->xbuf);
   if (st->mchunk) be->mem->host_free(be, st->mchunk);
@@ -172,17 +173,17 @@ static int ring_place(const ckpt_stager *st, size_t n, size_t *at) {
 
 /* Band k from the arenas into the ring at slot[k], hashed. */
 static void stage_item(ckpt_stager *st, int k) {
-  boost_backend *be = st->reg->be;
+  boost_backend *be = st->store->be;
   const ckpt_entry *e = &st->plan->ents[k / CKPT_NUM_CATEGORIES];
   const int c = k % CKPT_NUM_CATEGORIES;
   const tensor_desc *t = &st->reg->tensors[e->local];
   float *dst = st->stage + st->ring.slot[k];
   const size_t bytes = (size_t)(e->r1[c] - e->r0[c]) * ckpt_row_floats(t) * sizeof(float);
   if (st->ring.async) {
-    be->mem->download_async(be, dst, ckpt_arena_rows(st->reg, e, c, e->r0[c]), bytes);
+    be->mem->download_async(be, dst, ckpt_arena_rows(st->store, e, c, e->r0[c]), bytes);
     be->mem->copy_sync(be);
   } else {
-    be->mem->download(be, dst, ckpt_arena_rows(st->reg, e, c, e->r0[c]), bytes);
+    be->mem->download(be, dst, ckpt_arena_rows(st->store, e, c, e->r0[c]), bytes);
   }
   int64_t start[TENSOR_MAX_DIMS], count[TENSOR_MAX_DIMS];
   ckpt_band_slab(t, e->r0[c], e->r1[c], start, count);
@@ -267,12 +268,12 @@ static void intersect(size_t a0, size_t a1, size_t b0, size_t b1, size_t *x0, si
  * (bc/bd, from the band's start). Arrays of dp. */
 static void moment_counts(const ckpt_stager *st, const ckpt_entry *e, int c, size_t *cc, size_t *cd, size_t *bc,
                           size_t *bd, size_t *m0, size_t *m1) {
-  const tensor_registry *reg = st->reg;
-  const tensor_desc *t = &reg->tensors[e->local];
+  const tensor_store *ms = st->store;
+  const tensor_desc *t = &st->reg->tensors[e->local];
   const int dp = st->grid->dp, me = st->grid->dp_rank;
-  const size_t rf = ckpt_row_floats(t), t0 = t->arena_offset, t1 = t0 + t->numel, len = reg->mom_end - reg->mom_begin;
-  BOOST_ASSERT(reg->mom_shards == dp && reg->mom_begin == len * (size_t)me);
-  intersect(t0, t1, reg->mom_begin, reg->mom_end, m0, m1); /* this tensor in my chunk */
+  const size_t rf = ckpt_row_floats(t), t0 = t->arena_offset, t1 = t0 + t->numel, len = ms->mom_end - ms->mom_begin;
+  BOOST_ASSERT(ms->mom_shards == dp && ms->mom_begin == len * (size_t)me);
+  intersect(t0, t1, ms->mom_begin, ms->mom_end, m0, m1); /* this tensor in my chunk */
   int64_t a, b;
   ckpt_band_of(e, t, c, me, dp, &a, &b);
   const size_t band0 = t0 + (size_t)a * rf, band1 = t0 + (size_t)b * rf; /* my band */
@@ -293,10 +294,10 @@ static void moment_counts(const ckpt_stager *st, const ckpt_entry *e, int c, siz
  * host copy of its chunk (st->mchunk). Collective over dp. */
 static void stage_moment(ckpt_stager *st, const ckpt_entry *e, int c, float *band) {
   const int dp = st->grid->dp;
-  const size_t len = st->reg->mom_end - st->reg->mom_begin;
+  const size_t len = st->store->mom_end - st->store->mom_begin;
   size_t *cnt = boost_calloc((size_t)dp * 4, sizeof *cnt), m0, m1;
   moment_counts(st, e, c, cnt, cnt + dp, cnt + 2 * dp, cnt + 3 * dp, &m0, &m1);
-  const float *piece = st->mchunk + (size_t)(c - 1) * len + (m1 > m0 ? m0 - st->reg->mom_begin : 0);
+  const float *piece = st->mchunk + (size_t)(c - 1) * len + (m1 > m0 ? m0 - st->store->mom_begin : 0);
   comm_alltoallv_f32(&st->hcomm, COMM_DP, piece, cnt, cnt + dp, band, cnt + 2 * dp, cnt + 3 * dp);
   boost_free(cnt);
 }
@@ -304,14 +305,14 @@ static void stage_moment(ckpt_stager *st, const ckpt_entry *e, int c, float *ban
 /* ZeRO-1: a load's moment band of entry e, category c (host) to the chunk
  * owners, each uploading its piece. Collective over dp. */
 static void load_moment(ckpt_stager *st, const ckpt_entry *e, int c, const float *band) {
-  boost_backend *be = st->reg->be;
+  boost_backend *be = st->store->be;
   const int dp = st->grid->dp;
   size_t *cnt = boost_calloc((size_t)dp * 4, sizeof *cnt), m0, m1;
   moment_counts(st, e, c, cnt, cnt + dp, cnt + 2 * dp, cnt + 3 * dp, &m0, &m1);
   float *piece = xbuf(st, m1 > m0 ? m1 - m0 : 1);
   comm_alltoallv_f32(&st->hcomm, COMM_DP, band, cnt + 2 * dp, cnt + 3 * dp, piece, cnt, cnt + dp);
   if (m1 > m0)
-    be->mem->upload(be, registry_moment_at(st->reg, ckpt_category_arena[c], m0), piece, (m1 - m0) * sizeof(float));
+    be->mem->upload(be, store_moment_at(st->store, ckpt_category_arena[c], m0), piece, (m1 - m0) * sizeof(float));
   boost_free(cnt);
 }
 
@@ -319,28 +320,29 @@ static void load_moment(ckpt_stager *st, const ckpt_entry *e, int c, const float
 
 void ckpt_copy_to_stage(ckpt_stager *st, int async) {
   const tensor_registry *reg = st->reg;
-  boost_backend *be = reg->be;
-  const int sharded = registry_moments_sharded(reg);
+  const tensor_store *store = st->store;
+  boost_backend *be = store->be;
+  const int sharded = store_moments_sharded(store);
   for (int i = 0; i < st->plan->nent; i++) {
     const ckpt_entry *e = &st->plan->ents[i];
     for (int c = 0; c < CKPT_NUM_CATEGORIES; c++) {
       if (e->stage_off[c] == CKPT_NO_STAGE || (c != 0 && sharded)) continue;
       const size_t bytes = (size_t)(e->r1[c] - e->r0[c]) * ckpt_row_floats(&reg->tensors[e->local]) * sizeof(float);
-      if (async) be->mem->download_async(be, st->stage + e->stage_off[c], ckpt_arena_rows(st->reg, e, c, e->r0[c]), bytes);
-      else be->mem->download(be, st->stage + e->stage_off[c], ckpt_arena_rows(st->reg, e, c, e->r0[c]), bytes);
+      if (async) be->mem->download_async(be, st->stage + e->stage_off[c], ckpt_arena_rows(st->store, e, c, e->r0[c]), bytes);
+      else be->mem->download(be, st->stage + e->stage_off[c], ckpt_arena_rows(st->store, e, c, e->r0[c]), bytes);
     }
   }
-  const size_t len = reg->mom_end - reg->mom_begin;
+  const size_t len = store->mom_end - store->mom_begin;
   for (int c = 1; sharded && c < CKPT_NUM_CATEGORIES; c++) { /* ZeRO-1: this replica's chunks, whole */
     float *dst = st->mchunk + (size_t)(c - 1) * len;
-    if (async) be->mem->download_async(be, dst, reg->arena[ckpt_category_arena[c]], len * sizeof(float));
-    else be->mem->download(be, dst, reg->arena[ckpt_category_arena[c]], len * sizeof(float));
+    if (async) be->mem->download_async(be, dst, store->arena[ckpt_category_arena[c]], len * sizeof(float));
+    else be->mem->download(be, dst, store->arena[ckpt_category_arena[c]], len * sizeof(float));
   }
   if (async) be->mem->copy_sync(be);
 }
 
 void ckpt_stage_moments(ckpt_stager *st) {
-  if (!registry_moments_sharded(st->reg)) return;
+  if (!store_moments_sharded(st->store)) return;
   for (int i = 0; i < st->plan->nent; i++) {
     const ckpt_entry *e = &st->plan->ents[i];
     /* the replicas of one dp group agree on this: they share tp and pp ranks */
@@ -355,12 +357,12 @@ void ckpt_stage_moments(ckpt_stager *st) {
 /* Band (e, c) of every replica, all-gathered into the whole local tensor
  * on the host, then uploaded (dp = 1: the band is the whole tensor). */
 static void load_whole(ckpt_stager *st, const ckpt_entry *e, int c, const float *band) {
-  boost_backend *be = st->reg->be;
+  boost_backend *be = st->store->be;
   const tensor_desc *t = &st->reg->tensors[e->local];
   const int dp = st->grid->dp;
   const size_t rf = ckpt_row_floats(t);
   if (dp == 1) {
-    if (band) be->mem->upload(be, ckpt_arena_rows(st->reg, e, c, 0), band, t->numel * sizeof(float));
+    if (band) be->mem->upload(be, ckpt_arena_rows(st->store, e, c, 0), band, t->numel * sizeof(float));
     return;
   }
   size_t *cnt = boost_calloc((size_t)dp * 4, sizeof *cnt);
@@ -374,7 +376,7 @@ static void load_whole(ckpt_stager *st, const ckpt_entry *e, int c, const float 
   }
   float *whole = xbuf(st, t->numel ? t->numel : 1);
   comm_alltoallv_f32(&st->hcomm, COMM_DP, band, cnt, cnt + dp, whole, cnt + 2 * dp, cnt + 3 * dp);
-  if (t->numel) be->mem->upload(be, ckpt_arena_rows(st->reg, e, c, 0), whole, t->numel * sizeof(float));
+  if (t->numel) be->mem->upload(be, ckpt_arena_rows(st->store, e, c, 0), whole, t->numel * sizeof(float));
   boost_free(cnt);
 }
 
@@ -382,8 +384,8 @@ static void load_whole(ckpt_stager *st, const ckpt_entry *e, int c, const float 
  * (the staging buffer, free again, when backend memory is not host). */
 static const float *streamed_band(ckpt_stager *st, const ckpt_entry *e, int c) {
   if (e->load_off[c] == CKPT_NO_STAGE) return NULL;
-  boost_backend *be = st->reg->be;
-  const float *rows = ckpt_arena_rows(st->reg, e, c, e->r0[c]);
+  boost_backend *be = st->store->be;
+  const float *rows = ckpt_arena_rows(st->store, e, c, e->r0[c]);
   if (st->load_host) return be->mem->host_view(be, rows);
   const size_t n = (size_t)(e->r1[c] - e->r0[c]) * ckpt_row_floats(&st->reg->tensors[e->local]);
   BOOST_ASSERT(n <= st->stage_floats);
@@ -392,7 +394,7 @@ static const float *streamed_band(ckpt_stager *st, const ckpt_entry *e, int c) {
 }
 
 void ckpt_upload_loaded(ckpt_stager *st) {
-  const int sharded = registry_moments_sharded(st->reg);
+  const int sharded = store_moments_sharded(st->store);
   for (int i = 0; i < st->plan->nent; i++) {
     const ckpt_entry *e = &st->plan->ents[i];
     if (e->local < 0) continue;
@@ -403,5 +405,5 @@ void ckpt_upload_loaded(ckpt_stager *st) {
       else if (st->grid->dp > 1) load_whole(st, e, c, streamed_band(st, e, c));
     }
   }
-  registry_refresh_work(st->reg); /* the working copy the ops read */
+  store_refresh_work(st->store); /* the working copy the ops read */
 }

@@ -46,7 +46,8 @@ typedef struct {
 
 typedef struct {
   const ckpt_file_plan *plan;
-  tensor_registry *reg;
+  tensor_store *store;       /* the arenas saved and loaded */
+  const tensor_registry *reg; /* their descriptors (store->reg) */
   const process_grid *grid;
   ckpt_worker *notify; /* told how far a save has staged */
   comm_ctx hcomm;      /* the data plane on host memory: ZeRO-1 moments, the replicas' bands */
@@ -67,7 +68,7 @@ typedef struct {
 /* The staging and exchange buffers for plan p; -1 with err when host
  * memory cannot be had or ckpt.staging_limit cannot work (collective over
  * the world: every rank refuses the same limit). */
-int ckpt_stager_init(ckpt_stager *st, const ckpt_file_plan *p, tensor_registry *reg, const process_grid *grid,
+int ckpt_stager_init(ckpt_stager *st, const ckpt_file_plan *p, tensor_store *store, const process_grid *grid,
                      const ckpt_settings *cfg, ckpt_worker *notify, char *err, size_t errlen);
 /* The data plane over the writer thread's duplicates of the world and
  * data-parallel communicators. */

@@ -173,7 +173,7 @@ typedef struct {
   char text[2048];
 } result;
 
-static int run_loss(const eval_opts *o, const ckpt_model *cm, model *m, result *res, char *err, size_t errlen) {
+static int run_loss(const eval_opts *o, ckpt_model *cm, result *res, char *err, size_t errlen) {
   cJSON *out = res->json;
   const train_config *cfg = &cm->cfg;
   eval_batches p = {.B = o->B ? o->B : cfg->train.batch_size, .T = o->T ? o->T : cfg->model.seq_len};
@@ -196,7 +196,7 @@ static int run_loss(const eval_opts *o, const ckpt_model *cm, model *m, result *
   }
   double *mean = boost_calloc((size_t)p.batches, sizeof *mean), *weight = boost_calloc((size_t)p.batches, sizeof *weight);
   progress pr = {o, 0, p.batches, boost_now_s(), 0, "batches"};
-  eval_run_batches(m, &p, o->rank, o->nranks, mean, weight, tick, &pr);
+  eval_run_batches(&cm->m, &cm->run, &p, o->rank, o->nranks, mean, weight, tick, &pr);
   gather_f64(o, mean, p.batches);
   gather_f64(o, weight, p.batches);
   int rc = 0;
@@ -232,7 +232,7 @@ static int run_loss(const eval_opts *o, const ckpt_model *cm, model *m, result *
   return rc;
 }
 
-static int run_choice(const eval_opts *o, const ckpt_model *cm, model *m, result *res, char *err, size_t errlen) {
+static int run_choice(const eval_opts *o, ckpt_model *cm, result *res, char *err, size_t errlen) {
   cJSON *out = res->json;
   char tok[DATA_TOKENIZER_MAX + 8];
   eval_shard_tokenizer(cm->cfg.data.train, tok, sizeof tok);
@@ -243,7 +243,7 @@ static int run_choice(const eval_opts *o, const ckpt_model *cm, model *m, result
   if (eval_choice_load(o->choice, cm->cfg.model.vocab, cm->cfg.model.seq_len, &set, err, errlen) != 0) return -1;
   int *pred = boost_calloc((size_t)set.n, sizeof *pred), *pred_norm = boost_calloc((size_t)set.n, sizeof *pred_norm);
   progress pr = {o, 0, set.n, boost_now_s(), 0, "examples"};
-  eval_choice_run(m, &set, o->rank, o->nranks, pred, pred_norm, tick, &pr);
+  eval_choice_run(&cm->m, &cm->run, &set, o->rank, o->nranks, pred, pred_norm, tick, &pr);
   gather_int(o, pred, set.n);
   gather_int(o, pred_norm, set.n);
   if (o->rank == 0) {
@@ -268,12 +268,12 @@ static int run_choice(const eval_opts *o, const ckpt_model *cm, model *m, result
   return 0;
 }
 
-static int run_stored(const eval_opts *o, const ins_ckpt *c, model *m, result *res, char *err, size_t errlen) {
+static int run_stored(const eval_opts *o, const ins_ckpt *c, ckpt_model *cm, result *res, char *err, size_t errlen) {
   cJSON *out = res->json;
   if (o->rank != 0) return 0; /* one batch: rank 0 alone */
   double loss = 0;
   int64_t tokens = 0;
-  if (eval_stored_batch(c, m, &loss, &tokens, err, errlen) != 0) return -1;
+  if (eval_stored_batch(c, &cm->m, &cm->run, &loss, &tokens, err, errlen) != 0) return -1;
   cJSON_AddNumberToObject(out, "loss", loss);
   cJSON_AddNumberToObject(out, "perplexity", exp(loss));
   cJSON_AddNumberToObject(out, "tokens", (double)tokens);
@@ -292,9 +292,9 @@ static int run(const eval_opts *o, char *err, size_t errlen) {
     result res = {cJSON_CreateObject(), ""};
     cJSON_AddStringToObject(res.json, "checkpoint", c.path);
     cJSON_AddNumberToObject(res.json, "step", (double)c.meta.run.step);
-    rc = o->stored ? run_stored(o, &c, &cm.m, &res, err, errlen)
-       : o->choice ? run_choice(o, &cm, &cm.m, &res, err, errlen)
-                   : run_loss(o, &cm, &cm.m, &res, err, errlen);
+    rc = o->stored ? run_stored(o, &c, &cm, &res, err, errlen)
+       : o->choice ? run_choice(o, &cm, &res, err, errlen)
+                   : run_loss(o, &cm, &res, err, errlen);
     if (!tool_agree(o->nranks, rc == 0, err, errlen)) rc = -1;
     if (rc == 0 && o->rank == 0 && !o->json)
       printf("checkpoint %s (step %lld, %s)\n%s", c.path, (long long)c.meta.run.step, cm.be->info, res.text);

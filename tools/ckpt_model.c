@@ -49,7 +49,7 @@ int ckpt_model_build(const ins_ckpt *c, const ckpt_model_options *opt, ckpt_mode
   }
   cm->bf16_weights = !strcmp(ckpt_meta_str(&c->meta, CKPT_META_F_weights_dtype), "bf16");
   cm->bf16_run = ins_is_bf16(c);
-  model_init(&cm->m, &cm->cfg.model, cm->mode, &(model_options){.backend = cm->be, .weights_only = 1});
+  model_init(&cm->m, &cm->cfg.model, cm->mode, &(model_options){.backend = cm->be});
   return 0;
 }
 
@@ -69,10 +69,10 @@ int ckpt_model_read_weights(const ins_ckpt *c, model *m, char *err, size_t errle
       free(v);
       return -1;
     }
-    registry_upload(&m->reg, TENSOR_PARAMS, i, v);
+    weights_upload(&m->w, &m->reg, m->be, i, v);
     free(v);
   }
-  registry_refresh_work(&m->reg);
+  model_refresh_work(m);
   return 0;
 }
 
@@ -87,6 +87,7 @@ int ckpt_model_load(const ins_ckpt *c, const ckpt_model_options *opt, ckpt_model
 
 void ckpt_model_free(ckpt_model *cm) {
   if (cm->be) {
+    model_run_free(&cm->m, &cm->run);
     model_free(&cm->m);
     boost_backend_destroy(cm->be);
   }

@@ -125,7 +125,7 @@ void eval_choice_free(eval_choice_set *set) {
 
 /* The log-likelihood of every ending of one item, ll[k], each row the
  * context's last tokens then the ending, scored in one forward. */
-static void score_item(model *m, const eval_choice_item *it, double *ll) {
+static void score_item(const model *m, model_run *r, const eval_choice_item *it, double *ll) {
   const int E = it->n_endings, cap = m->cfg.seq_len + 1;
   int len[EVAL_CHOICE_MAX], off[EVAL_CHOICE_MAX], T = 1;
   BOOST_ASSERT(E <= EVAL_CHOICE_MAX);
@@ -149,10 +149,10 @@ static void score_item(model *m, const eval_choice_item *it, double *ll) {
     memcpy(tg + (size_t)k * T, row + 1, (size_t)(len[k] - 1) * sizeof *row);
     boost_free(row);
   }
-  model_alloc_acts(m, E, T, 1, RECOMPUTE_NONE);
-  model_forward(m, in, tg, E, T);
+  model_alloc_acts(m, r, E, T, 1, RECOMPUTE_NONE);
+  model_forward(m, r, in, tg, E, T);
   float *loss = boost_calloc((size_t)E * T, sizeof *loss);
-  eval_token_losses(m, loss, (size_t)E * T);
+  eval_token_losses(m, r, loss, (size_t)E * T);
   for (int k = 0; k < E; k++) {
     double s = 0.0;
     for (int t = len[k] - 1 - it->end_len[k]; t < len[k] - 1; t++) s += loss[(size_t)k * T + t];
@@ -163,12 +163,12 @@ static void score_item(model *m, const eval_choice_item *it, double *ll) {
   boost_free(tg);
 }
 
-void eval_choice_run(model *m, const eval_choice_set *set, int64_t first, int64_t stride, int *pred, int *pred_norm,
+void eval_choice_run(const model *m, model_run *r, const eval_choice_set *set, int64_t first, int64_t stride, int *pred, int *pred_norm,
                      void (*tick)(void *), void *tick_ctx) {
   double ll[EVAL_CHOICE_MAX];
   for (int64_t i = first; i < set->n; i += stride) {
     const eval_choice_item *it = &set->items[i];
-    score_item(m, it, ll);
+    score_item(m, r, it, ll);
     int best = 0, best_norm = 0;
     for (int k = 1; k < it->n_endings; k++) {
       if (ll[k] > ll[best]) best = k;

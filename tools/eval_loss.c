@@ -16,7 +16,7 @@ static int batch_rows(const eval_batches *p, int64_t b) {
   return left < p->B ? (int)left : p->B;
 }
 
-void eval_run_batches(model *m, const eval_batches *p, int64_t first, int64_t stride, double *mean, double *weight,
+void eval_run_batches(const model *m, model_run *r, const eval_batches *p, int64_t first, int64_t stride, double *mean, double *weight,
                       void (*tick)(void *), void *tick_ctx) {
   const int64_t n = data_split_num_samples(p->split);
   int32_t *in = boost_calloc((size_t)p->B * p->T, sizeof *in), *tg = boost_calloc((size_t)p->B * p->T, sizeof *tg);
@@ -24,8 +24,8 @@ void eval_run_batches(model *m, const eval_batches *p, int64_t first, int64_t st
     const int rows = batch_rows(p, b);
     for (int i = 0; i < rows; i++)
       data_get_window(p->split, (b * p->B + i) % n, in + (size_t)i * p->T, tg + (size_t)i * p->T);
-    model_alloc_acts(m, rows, p->T, 1, RECOMPUTE_NONE); /* a no-op unless the shape changes (the last batch) */
-    mean[b] = model_forward(m, in, tg, rows, p->T);
+    model_alloc_acts(m, r, rows, p->T, 1, RECOMPUTE_NONE); /* a no-op unless the shape changes (the last batch) */
+    mean[b] = model_forward(m, r, in, tg, rows, p->T);
     weight[b] = (double)rows / p->B;
     if (tick) tick(tick_ctx);
   }
@@ -42,12 +42,12 @@ double eval_combine(const double *mean, const double *weight, int64_t n) {
   return w > 0 ? sum / w : NAN;
 }
 
-void eval_token_losses(model *m, float *out, size_t n) {
-  BOOST_ASSERT(n <= (size_t)m->B * m->T);
-  m->be->mem->download(m->be, out, m->cur->losses, n * sizeof *out);
+void eval_token_losses(const model *m, const model_run *r, float *out, size_t n) {
+  BOOST_ASSERT(n <= (size_t)r->B * r->T);
+  m->be->mem->download(m->be, out, r->cur->losses, n * sizeof *out);
 }
 
-int eval_stored_batch(const ins_ckpt *c, model *m, double *loss, int64_t *tokens, char *err, size_t errlen) {
+int eval_stored_batch(const ins_ckpt *c, const model *m, model_run *r, double *loss, int64_t *tokens, char *err, size_t errlen) {
   const ins_dset *d = ins_find(c, "/activations/tokens");
   if (!d) return boost_err(err, errlen, "%s stores no batch (/activations/tokens: the run had ckpt.activations=none)", c->path);
   if (d->ndim != 2 || strcmp(d->dtype, "int32") || d->dims[0] < 1 || d->dims[1] < 2 || d->dims[1] > (hsize_t)m->cfg.seq_len + 1)
@@ -75,8 +75,8 @@ int eval_stored_batch(const ins_ckpt *c, model *m, double *loss, int64_t *tokens
       tg[(size_t)s * (T - 1) + t] = tok[(size_t)s * T + t + 1];
     }
   free(tok);
-  model_alloc_acts(m, nseq, T - 1, 1, RECOMPUTE_NONE);
-  *loss = model_forward(m, in, tg, nseq, T - 1);
+  model_alloc_acts(m, r, nseq, T - 1, 1, RECOMPUTE_NONE);
+  *loss = model_forward(m, r, in, tg, nseq, T - 1);
   *tokens = (int64_t)nseq * (T - 1);
   boost_free(in);
   boost_free(tg);

@@ -68,7 +68,7 @@ static void next_logits(model_kv_cache *kv, int no_cache, const int32_t *seq, in
 }
 
 static void generate(const gen_options *o, model_kv_cache *kv, const gen_tokenizer *tok, gen_result *r) {
-  const int V = kv->run.cfg.vocab;
+  const int V = kv->m->cfg.vocab;
   float *logits = boost_calloc((size_t)V, sizeof *logits);
   int *idx = boost_calloc((size_t)V, sizeof *idx);
   double *prob = boost_calloc((size_t)V, sizeof *prob);

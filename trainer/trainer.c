@@ -138,7 +138,7 @@ float step_gradients(run *r, train_state *st, double *grad_norm) {
   const int M = cfg->train.grad_accum;
   const float scale = 1.0f / ((float)r->B * r->T * M * r->grid.dp);
   const int64_t batch = st->data_cursor / r->global_batch;
-  model_zero_grads(m);
+  model_zero_grads(&r->mt);
   replay_hash_begin(r);
   test_faults_begin(r, batch);
   fetch_ctx fc = {r, st->data_cursor, test_fault_noise(batch)};
@@ -157,10 +157,10 @@ float step_gradients(run *r, train_state *st, double *grad_norm) {
    * Both reduced in backend memory and read back once: the step's one
    * synchronisation, which also carries the step guard's verdict (every
    * rank judges the same reduced values). */
-  double *stats = model_loss_sum(m);
+  double *stats = model_loss_sum(&r->run);
   if (!owns_loss(r)) be->mem->zero(be, &stats[0], sizeof(double));
   if (cfg->parallel.zero || r->grid.dp_rank == 0)
-    model_grad_sumsq(m);
+    model_grad_sumsq(&r->mt, &r->run);
   else
     be->mem->zero(be, &stats[1], sizeof(double));
   const double fault = test_fault_loss(r, batch);
@@ -175,7 +175,7 @@ float step_gradients(run *r, train_state *st, double *grad_norm) {
   }
   comm_allreduce_sum_f64(&r->comm, COMM_WORLD, stats, 2);
   double red[2];
-  model_download_stats(m, red);
+  model_download_stats(m, &r->run, red);
   *grad_norm = sqrt(red[1]);
   return (float)(red[0] / ((double)M * r->grid.dp));
 }
@@ -185,18 +185,18 @@ float step_gradients(run *r, train_state *st, double *grad_norm) {
 static void step_update(run *r, train_state *st, double grad_norm) {
   const train_config *cfg = r->cfg;
   model *m = &r->m;
-  const size_t chunk = m->reg.mom_end - m->reg.mom_begin;
+  const size_t chunk = r->mt.store.mom_end - r->mt.store.mom_begin;
   float lr = lr_at(cfg, (int)st->step);
   const float clip = boost_clip_scale(grad_norm, cfg->train.grad_clip);
   if (r->parts.n) { /* each part waits only for its tensors' bands of a checkpoint staged in turns */
-    optimizer_step_parts(m, cfg, lr, (int)st->step + 1, clip, &r->parts, wait_staged, r->ck);
+    optimizer_step_parts(&r->mt, cfg, lr, (int)st->step + 1, clip, &r->parts, wait_staged, r->ck);
   } else {
     ckpt_before_update(r->ck); /* a checkpoint's deferred copy of params/moments must be done */
-    optimizer_step(m, cfg, lr, (int)st->step + 1, clip);
+    optimizer_step(&r->mt, cfg, lr, (int)st->step + 1, clip);
   }
   if (cfg->parallel.zero) {
-    comm_allgather_chunks(&r->comm, COMM_DP, m->reg.arena[TENSOR_PARAMS], chunk);
-    registry_refresh_work(&m->reg);
+    comm_allgather_chunks(&r->comm, COMM_DP, m->w.params, chunk);
+    model_refresh_work(m);
   }
 }
 
@@ -308,14 +308,16 @@ static trainer *trainer_build(const train_config *cfg, MPI_Comm world, int init_
   }
   r->global_batch = (int64_t)r->B * cfg->train.grad_accum * r->grid.dp;
   /* Arenas split evenly over dp ranks (ZeRO-1 chunks): pad to a multiple. */
-  const model_options mo = {.backend = r->be, .comm = &r->comm, .with_optimizer = 1, .stage = &r->stage,
-                            .arena_multiple = (size_t)r->grid.dp * 16,
-                            .zero_shards = cfg->parallel.zero ? r->grid.dp : 1, .zero_rank = r->grid.dp_rank};
+  const model_options mo = {.backend = r->be, .comm = &r->comm, .stage = &r->stage,
+                            .arena_multiple = (size_t)r->grid.dp * 16};
   model_init(&r->m, &cfg->model, r->mode, &mo);
+  const model_train_options to = {.with_optimizer = 1, .zero_shards = cfg->parallel.zero ? r->grid.dp : 1,
+                                  .zero_rank = r->grid.dp_rank};
+  model_train_init(&r->mt, &r->m, &to);
   if (init_weights) model_init_params(&r->m, (uint64_t)cfg->train.seed);
-  model_alloc_acts(&r->m, r->B, r->T, nsets, recompute);
-  pipeline_init(&r->pipe, &r->m, &r->comm, pp, r->grid.pp_rank);
-  grad_buckets_init(&r->buckets, &r->comm, &r->m.reg, cfg->parallel.dp_bucket_mb, cfg->parallel.zero);
+  model_alloc_acts(&r->m, &r->run, r->B, r->T, nsets, recompute);
+  pipeline_init(&r->pipe, &r->m, &r->run, &r->mt, &r->comm, pp, r->grid.pp_rank);
+  grad_buckets_init(&r->buckets, &r->comm, &r->mt.store, cfg->parallel.dp_bucket_mb, cfg->parallel.zero);
   if (grad_buckets_overlapped(&r->buckets)) pipeline_set_grads_hook(&r->pipe, grad_buckets_ready, &r->buckets);
   r->fault_at = r->nan_at = SIZE_MAX;
   replay_hash_open(r);
@@ -337,8 +339,12 @@ void trainer_destroy(trainer *r) {
   boost_free(r->val_tg);
   boost_free(r->layers_per_stage);
   replay_hash_close(r);
-  if (r->parts.n) optim_parts_free(&r->parts, &r->m);
-  if (r->m.layers) model_free(&r->m);
+  if (r->parts.n) optim_parts_free(&r->parts, r->be);
+  if (r->m.layers) {
+    model_run_free(&r->m, &r->run);
+    model_train_free(&r->mt);
+    model_free(&r->m);
+  }
   if (r->comm.ops) comm_free(&r->comm);
   boost_backend_destroy(r->be);
   if (r->train_src) data_close(r->train_src);
@@ -348,6 +354,8 @@ void trainer_destroy(trainer *r) {
 }
 
 model *trainer_model(trainer *t) { return &t->m; }
+model_run *trainer_run_state(trainer *t) { return &t->run; }
+model_train *trainer_train_state(trainer *t) { return &t->mt; }
 comm_ctx *trainer_comm(trainer *t) { return &t->comm; }
 const process_grid *trainer_grid(const trainer *t) { return &t->grid; }
 train_state *trainer_state(trainer *t) { return &t->st; }
@@ -458,7 +466,7 @@ static int open_and_resume(run *t, char *msg, size_t msglen) {
   trainer_ckpt_settings(cfg, &ck_set);
   ck_set.threads = t->threads; /* train.threads=0 resolved: a save or load training waits for uses them all */
   watchdog_phase("start-up: checkpoint directory", WATCH_WAIT);
-  t->ck = ckpt_open(&ck_set, &t->grid, &t->m.reg, &hooks, err, sizeof err);
+  t->ck = ckpt_open(&ck_set, &t->grid, &t->mt.store, &hooks, err, sizeof err);
   watchdog_phase("start-up: checkpoint load", WATCH_CKPT);
   int resumed = -1;
   if ((!t->ck && err[0]) || (resumed = trainer_ckpt_resume(t->ck, &t->st, msg, msglen)) < 0)
@@ -468,7 +476,7 @@ static int open_and_resume(run *t, char *msg, size_t msglen) {
    * of a resume's start-up. A fresh start happens only where no checkpoint
    * exists (or ckpt.resume=none): a candidate that failed never leads here. */
   if (resumed == 0) model_init_params(&t->m, (uint64_t)cfg->train.seed);
-  if (ckpt_staging_bounded(t->ck)) optim_parts_init(&t->parts, &t->m, 16);
+  if (ckpt_staging_bounded(t->ck)) optim_parts_init(&t->parts, &t->m, &t->mt, 16);
   watchdog_phase("start-up: start agreement", WATCH_WAIT);
   return accept_start(t, err, sizeof err);
 }
@@ -497,7 +505,7 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
     trainer_destroy(t);
     return status;
   }
-  registry_refresh_work(&t->m.reg); /* a resume loaded the float masters: the working copy follows */
+  model_refresh_work(&t->m); /* a resume loaded the float masters: the working copy follows */
   trainer_ckpt_note_start(&t->hooks_ctx, st);
   if (t->grid.rank == 0) {
     print_start(t, st, t->threads);

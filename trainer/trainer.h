@@ -9,7 +9,7 @@
 
 #include "comm.h"
 #include "grid.h"
-#include "model.h"
+#include "model_train.h"
 #include "train_state.h"
 
 /* A training run's live parts: grid, comm, data, model with optimizer state,
@@ -22,6 +22,8 @@ void trainer_destroy(trainer *t);
  * rank) and the pre-clip global gradient norm; advances the state. */
 float trainer_step(trainer *t, double *grad_norm);
 model *trainer_model(trainer *t);
+model_run *trainer_run_state(trainer *t);     /* the step's activation sets */
+model_train *trainer_train_state(trainer *t); /* gradients, moments, optimizer plan */
 comm_ctx *trainer_comm(trainer *t);
 const process_grid *trainer_grid(const trainer *t);
 train_state *trainer_state(trainer *t);

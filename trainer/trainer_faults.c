@@ -77,7 +77,7 @@ static size_t test_flip_at(const run *r, const char *kind, int64_t batch) {
 static void flip_gradient_bit(run *r, size_t at) {
   float g;
   uint32_t bits;
-  float *p = r->m.reg.arena[TENSOR_GRADS] + at;
+  float *p = r->mt.store.arena[TENSOR_GRADS] + at;
   r->be->mem->download(r->be, &g, p, sizeof g);
   memcpy(&bits, &g, sizeof bits);
   bits ^= 1u << 22;

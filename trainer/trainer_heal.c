@@ -46,11 +46,11 @@ int pass_skipped(run *t) {
  * rollback when no checkpoint precedes the flagged steps. */
 static void start_over(run *t) {
   train_state *st = &t->st;
-  tensor_registry *reg = &t->m.reg;
+  const tensor_store *ts = &t->mt.store;
   model_init_params(&t->m, (uint64_t)t->cfg->train.seed);
-  const size_t bytes = (reg->mom_end - reg->mom_begin) * sizeof(float);
-  t->be->mem->zero(t->be, reg->arena[TENSOR_ADAM_M], bytes);
-  t->be->mem->zero(t->be, reg->arena[TENSOR_ADAM_V], bytes);
+  const size_t bytes = (ts->mom_end - ts->mom_begin) * sizeof(float);
+  t->be->mem->zero(t->be, ts->arena[TENSOR_ADAM_M], bytes);
+  t->be->mem->zero(t->be, ts->arena[TENSOR_ADAM_V], bytes);
   st->step = st->data_cursor = 0;
   st->tokens_seen = 0;
   st->loss_count = 0;
@@ -71,7 +71,7 @@ static int rollback(run *t, int64_t first_step, int64_t last_batch) {
     start_over(t);
     snprintf(msg, sizeof msg, "no checkpoint at or before step %lld: back to the initial weights", (long long)first_step);
   }
-  registry_refresh_work(&t->m.reg);
+  model_refresh_work(&t->m);
   run_watch_begin(cfg, t->grid.rank, st, t->ck); /* the watchdog's account restarts at the step rolled back to */
   /* A window of batches not skipped yet: a second rollback to the same
    * checkpoint skips the next train.guard_skip_batches, not the same ones. */
@@ -149,7 +149,7 @@ typedef struct {
 static step_print fingerprint(const run *t, float loss, double gnorm) {
   const size_t n = t->m.reg.numel;
   float *host = boost_calloc(n ? n : 1, sizeof *host);
-  t->be->mem->download(t->be, host, t->m.reg.arena[TENSOR_GRADS], n * sizeof *host);
+  t->be->mem->download(t->be, host, t->mt.store.arena[TENSOR_GRADS], n * sizeof *host);
   const double global[2] = {loss, gnorm};
   step_print p = {t->local_digest, XXH3_64bits(host, n * sizeof *host), XXH3_64bits(global, sizeof global)};
   if (t->grid.dp == 1) { /* nothing reduced them: the rank's own gradients are the arena */

@@ -14,7 +14,7 @@
 #include "grad_buckets.h"
 #include "grid.h"
 #include "guard.h"
-#include "model.h"
+#include "model_train.h"
 #include "optim.h"
 #include "pipeline.h"
 #include "run_interval.h"
@@ -31,7 +31,9 @@ struct trainer {
   train_state st;
   data_source *train_src, *val_src;
   data_split train, val;
-  model m;
+  model m;         /* the layout and weights */
+  model_run run;   /* the step's activation sets */
+  model_train mt;  /* gradients, AdamW moments, the optimizer plan */
   int B, T;
   int64_t global_batch;
   pipeline pipe;

@@ -60,10 +60,10 @@ void print_start(run *r, const train_state *st, int threads) {
   printf("model %s: %s parameters, d=%d layers=%d heads=%d ffn=%d ranks attn/mlp=%d/%d lowrank=%s\n",
          cfg->model.preset, np, cfg->model.d_model, cfg->model.n_layers, cfg->model.n_heads, cfg->model.ffn,
          cfg->model.rank_attn, cfg->model.rank_mlp, cfg->model.lowrank);
-  registry_print_memory(&r->m.reg, "  memory ");
+  store_print_memory(&r->mt.store, "  memory ");
   printf("  memory %-8s %9.2f MiB  (micro-batch %d x %d, %d in flight; %.2f MiB per layer kept with recompute=%s)\n",
-         "acts", (double)r->m.act_bytes / (1 << 20), r->B, r->T, r->m.nsets,
-         (double)r->m.act_bytes_per_layer / (1 << 20), recompute_names[r->m.recompute]);
+         "acts", (double)r->run.act_bytes / (1 << 20), r->B, r->T, r->run.nsets,
+         (double)r->run.act_bytes_per_layer / (1 << 20), recompute_names[r->run.recompute]);
   if (r->grid.pp > 1) {
     char layers[512] = "";
     for (int k = 0; k < r->grid.pp; k++) {

@@ -8,6 +8,9 @@
 # settings and a metadata block from the run instead). Headers are named
 # without their folder ("tensor.h"), so each name is looked up among the
 # tree's headers; system headers (<...>) do not count.
+# Generation, evaluation and export run forwards over weights and a run
+# state: none of their files reaches the training state's header
+# (model_train.h: gradients, AdamW moments), not even through a header.
 # And no struct of ckpt/ has more than 20 fields (a part with one job holds
 # few things): each ckpt/*.c is preprocessed (X-macro members expanded) and
 # the structs whose text comes from ckpt/ are counted, a nested struct or
@@ -21,7 +24,17 @@ import os, re, sys
 src = sys.argv[1]
 order = ["kernels", "trainer core", "ckpt", "trainer loop", "tools"]
 core_parts = {"model", "parallel", "data", "config", "job"}
-banned_in_ckpt = {"config.h", "optim.h", "preempt.h", "train_state.h", "model.h", "data.h"}
+banned_in_ckpt = {"config.h", "optim.h", "preempt.h", "train_state.h", "model.h", "model_train.h", "data.h"}
+# the inference side: the model's forward API, the KV cache, the training
+# log's samples, boost-generate, boost-eval, boost-export and the checkpoint
+# model they load
+inference = ["trainer/model/model.h", "trainer/model/model_decode.h", "trainer/model/model_decode.c",
+             "trainer/train_sample.h", "trainer/train_sample.c", "tools/ckpt_model.h", "tools/ckpt_model.c",
+             "tools/boost_generate.c", "tools/generate.h", "tools/generate_run.c", "tools/generate_tok.c",
+             "tools/boost_eval.c", "tools/eval_choice.h", "tools/eval_choice.c", "tools/eval_data.h",
+             "tools/eval_data.c", "tools/eval_loss.h", "tools/eval_loss.c", "tools/boost_export.c", "tools/export.h",
+             "tools/export_dir.c", "tools/export_files.c", "tools/export_plan.c", "tools/export_st.c"]
+training_state = "model_train.h"
 include = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 def layer_of(root):  # the layer of a folder of the tree, None outside the layers
@@ -86,10 +99,20 @@ for folder, path in files:
         for h, chain in closure(path).items():
             if h in banned_in_ckpt:
                 bad.append(f"{rel} includes the training side's {h} (through {' -> '.join(chain)})")
+for rel in inference:
+    path = os.path.join(src, rel)
+    if not os.path.exists(path):
+        bad.append(f"{rel} (an inference file this check names) is missing: update tests/cli/layers.sh")
+        continue
+    chain = closure(path).get(training_state)
+    if chain:
+        bad.append(f"{rel} reaches the training state's {training_state} (through {' -> '.join(chain)}): "
+                   "generation, evaluation and export must not see gradients or moments")
 for line in bad:
     print("FAIL:", line)
 if bad:
     sys.exit(1)
+print(f"ok: {len(inference)} inference files do not reach {training_state}")
 print(f"ok: {len(files)} files of {', '.join(order)} include only their own layer or those below; ckpt/ reaches none of {', '.join(sorted(banned_in_ckpt))}")
 PY
 

@@ -24,7 +24,7 @@
 #include "config.h"
 #include "grid.h"
 #include "h5z_zstd.h"
-#include "model.h"
+#include "model_train.h"
 #include "train_state.h"
 
 static float *read_f32(hid_t f, const char *path, hsize_t *dims, int *nd) {
@@ -81,12 +81,15 @@ int main(int argc, char **argv) {
   tp_mode mode;
   if (model_check_layout(&cfg.model, cfg.parallel.tp_mode, 1, &mode, err, sizeof err) != 0) boost_fail("%s", err);
   model m;
-  model_init(&m, &cfg.model, mode, &(model_options){.with_optimizer = 1});
+  model_run run = {0};
+  model_train ts;
+  model_init(&m, &cfg.model, mode, NULL);
+  model_train_init(&ts, &m, &(model_train_options){.with_optimizer = 1});
   train_state st;
   train_state_init(&st);
   ckpt_settings set;
   trainer_ckpt_settings(&cfg, &set);
-  ckpt_session *s = ckpt_open(&set, &g, &m.reg, NULL, err, sizeof err);
+  ckpt_session *s = ckpt_open(&set, &g, &ts.store, NULL, err, sizeof err);
   if (!s) boost_fail("ckpt_open: %s", err);
   char msg[1024];
   if (trainer_ckpt_resume(s, &st, msg, sizeof msg) <= 0) boost_fail("did not load %s: %s", path, msg);
@@ -109,9 +112,9 @@ int main(int argc, char **argv) {
   H5Dclose(td);
   if (T != cfg.model.seq_len) boost_fail("stored micro-batch has T=%d, the model seq_len %d", T, cfg.model.seq_len);
 
-  model_alloc_acts(&m, B, T, 1, RECOMPUTE_NONE);
-  model_use_acts(&m, 0);
-  model_forward(&m, tokens, NULL, B, T);
+  model_alloc_acts(&m, &run, B, T, 1, RECOMPUTE_NONE);
+  model_use_acts(&run, 0);
+  model_forward(&m, &run, tokens, NULL, B, T);
   /* the default CPU backend: its activations are host memory, read in place */
 
   const size_t N = (size_t)B * T;
@@ -124,7 +127,7 @@ int main(int argc, char **argv) {
     if (H5Lexists(f, name, H5P_DEFAULT) > 0) {
       float *v = read_f32(f, name, dims, &nd);
       if (!v || dims[0] != N) boost_fail("%s: unexpected shape", name);
-      bad |= compare(name + strlen(CKPT_GROUP_ACTS) + 1, v, (const float *)m.cur->resid[l], N * (size_t)m.d_res, &bitwise);
+      bad |= compare(name + strlen(CKPT_GROUP_ACTS) + 1, v, (const float *)run.cur->resid[l], N * (size_t)m.d_res, &bitwise);
       checked++;
       free(v);
     }
@@ -143,7 +146,7 @@ int main(int argc, char **argv) {
         }
         float *v = read_f32(f, name, dims, &nd);
         if (!v || nd != 3 || dims[0] != N || (int)dims[1] != pg->nproj || (int)dims[2] != pg->r) boost_fail("%s: unexpected shape", name);
-        bad |= compare(name + strlen(CKPT_GROUP_ACTS) + 1, v, (const float *)(which ? m.cur->acts[l].hpre[gi] : m.cur->acts[l].h[gi]), N * (size_t)pg->nproj * pg->r, &bitwise);
+        bad |= compare(name + strlen(CKPT_GROUP_ACTS) + 1, v, (const float *)(which ? run.cur->acts[l].hpre[gi] : run.cur->acts[l].h[gi]), N * (size_t)pg->nproj * pg->r, &bitwise);
         checked++;
         free(v);
       }
@@ -158,6 +161,8 @@ int main(int argc, char **argv) {
          bad ? " NOT" : bitwise ? " bit for bit" : " (within 1e-5)");
   free(tokens);
   train_state_free(&st);
+  model_run_free(&m, &run);
+  model_train_free(&ts);
   model_free(&m);
   grid_free(&g);
   MPI_Finalize();

@@ -25,7 +25,6 @@
 #include "ckpt_hooks.h"
 #include "config.h"
 #include "grid.h"
-#include "model.h"
 #include "tensor.h"
 #include "train_state.h"
 
@@ -112,13 +111,17 @@ int main(int argc, char **argv) {
   char err[512];
   if (grid_init(&g, MPI_COMM_WORLD, dp, tp, pp, err, sizeof err) != 0) boost_fail("%s", err);
 
-  model m;
-  memset(&m, 0, sizeof m);
-  registry_init(&m.reg, g.tp_rank, g.tp);
+  tensor_registry reg;
+  registry_init(&reg, g.tp_rank, g.tp);
   for (int k = 0; k < NSPECS; k++)
-    if (SPECS[k].all_stages || k % pp == g.pp_rank) registry_add(&m.reg, SPECS[k].name, SPECS[k].ndim, SPECS[k].shape, SPECS[k].split, 0);
-  registry_allocate(&m.reg, boost_backend_default(), (1u << TENSOR_PARAMS) | (1u << TENSOR_GRADS) | (1u << TENSOR_ADAM_M) | (1u << TENSOR_ADAM_V));
-  for (int c = 0; c < 3; c++) memset(m.reg.arena[CATS[c]], 0xAB, m.reg.numel * sizeof(float));
+    if (SPECS[k].all_stages || k % pp == g.pp_rank) registry_add(&reg, SPECS[k].name, SPECS[k].ndim, SPECS[k].shape, SPECS[k].split, 0);
+  boost_backend *be = boost_backend_default();
+  tensor_weights w = {0};
+  weights_allocate(&w, &reg, be);
+  tensor_store store;
+  store_init(&store, &reg, &w, be);
+  store_allocate(&store, (1u << TENSOR_GRADS) | (1u << TENSOR_ADAM_M) | (1u << TENSOR_ADAM_V));
+  for (int c = 0; c < 3; c++) memset(store.arena[CATS[c]], 0xAB, reg.numel * sizeof(float));
 
   train_config cfg;
   config_defaults(&cfg);
@@ -135,10 +138,10 @@ int main(int argc, char **argv) {
   trainer_ckpt_ctx ctx; /* no model: no activations */
   trainer_ckpt_ctx_init(&ctx, &cfg, &g, NULL, NULL, NULL, &st, TP_NONE);
   if (save) {
-    for (int i = 0; i < m.reg.count; i++) {
-      const tensor_desc *t = &m.reg.tensors[i];
+    for (int i = 0; i < reg.count; i++) {
+      const tensor_desc *t = &reg.tensors[i];
       for (int c = 0; c < 3; c++) {
-        uint32_t *p = (uint32_t *)registry_data(&m.reg, CATS[c], i);
+        uint32_t *p = (uint32_t *)store_data(&store, CATS[c], i);
         for (size_t j = 0; j < t->numel; j++) p[j] = expected_bits(t->name, c, global_index(t, j));
       }
     }
@@ -146,7 +149,7 @@ int main(int argc, char **argv) {
     st.data_cursor = step * 100 + 7;
     st.tokens_seen = (double)step * 6400.5;
     for (int64_t i = 0; i < step; i++) train_state_push_loss(&st, 10.0f / (float)(i + 1));
-    ckpt_session *s = ckpt_open(&set, &g, &m.reg, NULL, err, sizeof err);
+    ckpt_session *s = ckpt_open(&set, &g, &store, NULL, err, sizeof err);
     if (!s) boost_fail("ckpt_open: %s", err);
     char status[256];
     trainer_ckpt_after_step(&ctx, s, &st, 1, status, sizeof status);
@@ -159,7 +162,7 @@ int main(int argc, char **argv) {
     ckpt_close(s);
     if (rank == 0 && !bad) printf("ok save step %lld on dp=%d tp=%d pp=%d\n", (long long)step, dp, tp, pp);
   } else {
-    ckpt_session *s = ckpt_open(&set, &g, &m.reg, NULL, err, sizeof err);
+    ckpt_session *s = ckpt_open(&set, &g, &store, NULL, err, sizeof err);
     if (!s) boost_fail("ckpt_open: %s", err);
     char msg[1024];
     int resumed = trainer_ckpt_resume(s, &st, msg, sizeof msg) > 0;
@@ -179,10 +182,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "FAIL: loss %lld differs\n", (long long)i);
         bad = 1;
       }
-    for (int i = 0; i < m.reg.count && !bad; i++) {
-      const tensor_desc *t = &m.reg.tensors[i];
+    for (int i = 0; i < reg.count && !bad; i++) {
+      const tensor_desc *t = &reg.tensors[i];
       for (int c = 0; c < 3 && !bad; c++) {
-        const uint32_t *p = (const uint32_t *)registry_data(&m.reg, CATS[c], i);
+        const uint32_t *p = (const uint32_t *)store_data(&store, CATS[c], i);
         for (size_t j = 0; j < t->numel; j++) {
           const uint64_t gi = global_index(t, j);
           if (p[j] != expected_bits(t->name, c, gi)) {
@@ -201,7 +204,9 @@ int main(int argc, char **argv) {
   MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   trainer_ckpt_ctx_free(&ctx);
   train_state_free(&st);
-  registry_free(&m.reg);
+  store_free(&store);
+  weights_free(&w, be);
+  registry_free(&reg);
   grid_free(&g);
   MPI_Finalize();
   return bad ? 1 : 0;

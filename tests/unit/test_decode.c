@@ -142,8 +142,8 @@ static void model_case(const char *lowrank, tp_mode mode, boost_dtype dt, float 
   model_config cfg = tiny(lowrank);
   boost_backend *be = backend_or_skip("cpu", dt), *gb = backend_or_skip("guarded", dt);
   model m, g;
-  model_init(&m, &cfg, mode, &(model_options){.backend = be, .weights_only = 1});
-  model_init(&g, &cfg, mode, &(model_options){.backend = gb, .weights_only = 1});
+  model_init(&m, &cfg, mode, &(model_options){.backend = be});
+  model_init(&g, &cfg, mode, &(model_options){.backend = gb});
   model_init_params(&m, 3);
   model_init_params(&g, 3);
   char err[256];
@@ -196,7 +196,7 @@ Test(decode_model, refuses_a_stage) {
   model_config cfg = tiny("all");
   model m;
   const model_stage st = {0, 1, 1, 0};
-  model_init(&m, &cfg, TP_NONE, &(model_options){.stage = &st, .weights_only = 1});
+  model_init(&m, &cfg, TP_NONE, &(model_options){.stage = &st});
   model_kv_cache kv;
   char err[256];
   cr_assert_eq(model_kv_cache_init(&kv, &m, 1, 8, err, sizeof err), -1);

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "config.h"
-#include "model.h"
+#include "model_train.h"
 #include "ops.h"
 #include "optim.h"
 #include "rng.h"
@@ -49,18 +49,21 @@ static void gradient_check_mode(const char *lowrank, int tie, tp_mode mode) {
   model_config cfg = small_config(lowrank);
   cfg.tie_embeddings = tie;
   model m;
+  model_run run = {0};
+  model_train ts;
   model_init(&m, &cfg, mode, NULL);
+  model_train_init(&ts, &m, NULL);
   model_init_params(&m, 7);
   const int B = 2, T = 5, N = B * T;
   int32_t in[10], tg[10];
   random_tokens(in, N, cfg.vocab, 1);
   random_tokens(tg, N, cfg.vocab, 2);
-  model_zero_grads(&m);
-  model_forward(&m, in, tg, B, T);
-  model_backward(&m, 1.0f / N);
+  model_zero_grads(&ts);
+  model_forward(&m, &run, in, tg, B, T);
+  model_backward(&m, &run, &ts, 1.0f / N);
   for (int i = 0; i < m.reg.count; i++) {
     const tensor_desc *t = &m.reg.tensors[i];
-    float *p = registry_data(&m.reg, TENSOR_PARAMS, i), *g = registry_data(&m.reg, TENSOR_GRADS, i);
+    float *p = tensor_at(&m.reg, m.w.params, i), *g = model_train_grad(&ts, i);
     const float eps = 0.005f * sqrtf((float)(kern_sum_squares(p, t->numel) / (double)t->numel));
     double analytic = 0.0;
     float *v = malloc(t->numel * sizeof *v);
@@ -69,15 +72,17 @@ static void gradient_check_mode(const char *lowrank, int tie, tp_mode mode) {
       analytic += (double)g[j] * v[j];
     }
     for (size_t j = 0; j < t->numel; j++) p[j] += eps * v[j];
-    double lp = model_forward(&m, in, tg, B, T);
+    double lp = model_forward(&m, &run, in, tg, B, T);
     for (size_t j = 0; j < t->numel; j++) p[j] -= 2 * eps * v[j];
-    double lm = model_forward(&m, in, tg, B, T);
+    double lm = model_forward(&m, &run, in, tg, B, T);
     for (size_t j = 0; j < t->numel; j++) p[j] += eps * v[j];
     double numeric = (lp - lm) / (2.0 * eps);
     cr_expect(fabs(numeric - analytic) <= 0.03 * fabs(analytic) + 1e-4,
               "[%s tie=%d] %s: analytic %.6g vs finite difference %.6g", lowrank, tie, t->name, analytic, numeric);
     free(v);
   }
+  model_run_free(&m, &run);
+  model_train_free(&ts);
   model_free(&m);
 }
 
@@ -101,12 +106,15 @@ Test(model, tp_code_paths_match_the_plain_forward_on_one_rank) {
   const struct { model_config *c; tp_mode mode; } cases[] = {{&lc, TP_BTP}, {&lc, TP_VANILLA}, {&fc, TP_MEGATRON}};
   for (int i = 0; i < 3; i++) {
     model a, b;
+    model_run ra = {0}, rb = {0};
     model_init(&a, cases[i].c, TP_NONE, NULL);
     model_init(&b, cases[i].c, cases[i].mode, NULL);
     model_init_params(&a, 5);
     model_init_params(&b, 5);
-    float la = model_forward(&a, in, tg, B, T), lb = model_forward(&b, in, tg, B, T);
+    float la = model_forward(&a, &ra, in, tg, B, T), lb = model_forward(&b, &rb, in, tg, B, T);
     cr_expect(fabsf(la - lb) <= 1e-5f * fabsf(la), "%s: loss %.7g vs plain %.7g", tp_mode_names[cases[i].mode], lb, la);
+    model_run_free(&a, &ra);
+    model_run_free(&b, &rb);
     model_free(&a);
     model_free(&b);
   }
@@ -123,44 +131,51 @@ Test(model, training_forward_fuses_the_loss_gradient_bit_for_bit) {
   int32_t in[10], tg[10];
   random_tokens(in, N, cfg.vocab, 3);
   random_tokens(tg, N, cfg.vocab, 4);
-  model plain, fused;
-  model_init(&plain, &cfg, TP_NONE, NULL);
-  model_init(&fused, &cfg, TP_NONE, NULL);
-  model_init_params(&plain, 11);
-  model_init_params(&fused, 11);
+  /* one model's weights, two run states and two training states */
+  model m;
+  model_run plain = {0}, fused = {0};
+  model_train gp, gf;
+  model_init(&m, &cfg, TP_NONE, NULL);
+  model_train_init(&gp, &m, NULL);
+  model_train_init(&gf, &m, NULL);
+  model_init_params(&m, 11);
   for (int step = 0; step < 2; step++) { /* the second also checks the fused state does not leak into the next */
-    model_zero_grads(&plain);
-    model_zero_grads(&fused);
-    float lp = model_forward(&plain, in, tg, B, T);
-    model_backward(&plain, 0.5f / N);
-    model_alloc_acts(&fused, B, T, 1, RECOMPUTE_NONE);
-    model_set_batch(&fused, in, tg);
-    model_loss_reset(&fused);
-    model_forward_train(&fused, B, T, 0.5f / N);
-    model_backward(&fused, 0.5f / N);
+    model_zero_grads(&gp);
+    model_zero_grads(&gf);
+    float lp = model_forward(&m, &plain, in, tg, B, T);
+    model_backward(&m, &plain, &gp, 0.5f / N);
+    model_alloc_acts(&m, &fused, B, T, 1, RECOMPUTE_NONE);
+    model_set_batch(&m, &fused, in, tg);
+    model_loss_reset(&m, &fused);
+    model_forward_train(&m, &fused, B, T, 0.5f / N);
+    model_backward(&m, &fused, &gf, 0.5f / N);
     double stats[2];
-    model_download_stats(&fused, stats);
+    model_download_stats(&m, &fused, stats);
     const float lf = (float)stats[0];
     cr_expect(memcmp(&lp, &lf, sizeof lp) == 0, "step %d: loss %.9g (fused) vs %.9g", step, lf, lp);
-    for (int i = 0; i < plain.reg.count; i++) {
-      const tensor_desc *t = &plain.reg.tensors[i];
-      cr_expect(memcmp(registry_data(&plain.reg, TENSOR_GRADS, i), registry_data(&fused.reg, TENSOR_GRADS, i),
-                       t->numel * sizeof(float)) == 0,
+    for (int i = 0; i < m.reg.count; i++) {
+      const tensor_desc *t = &m.reg.tensors[i];
+      cr_expect(memcmp(model_train_grad(&gp, i), model_train_grad(&gf, i), t->numel * sizeof(float)) == 0,
                 "step %d: gradient of %s differs", step, t->name);
     }
     /* an evaluation forward in between must see logits, not a gradient */
-    float ep = model_forward(&plain, in, tg, B, T), ef = model_forward(&fused, in, tg, B, T);
+    float ep = model_forward(&m, &plain, in, tg, B, T), ef = model_forward(&m, &fused, in, tg, B, T);
     cr_expect(memcmp(&ep, &ef, sizeof ep) == 0 && memcmp(&ep, &lp, sizeof ep) == 0, "evaluation loss %.9g vs %.9g", ef,
               ep);
   }
-  model_free(&plain);
-  model_free(&fused);
+  model_run_free(&m, &plain);
+  model_run_free(&m, &fused);
+  model_train_free(&gp);
+  model_train_free(&gf);
+  model_free(&m);
 }
 
 Test(model, registry_names_and_shapes) {
   model_config cfg = small_config("all");
   model m;
-  model_init(&m, &cfg, TP_NONE, &(model_options){.with_optimizer = 1});
+  model_train ts;
+  model_init(&m, &cfg, TP_NONE, NULL);
+  model_train_init(&ts, &m, &(model_train_options){.with_optimizer = 1});
   int a = registry_find(&m.reg, "layers.1.attn.qkv.A"), b = registry_find(&m.reg, "layers.1.mlp.down.B");
   cr_assert(a >= 0 && b >= 0);
   cr_expect_eq(m.reg.tensors[a].ndim, 3);
@@ -171,7 +186,10 @@ Test(model, registry_names_and_shapes) {
   cr_expect_eq(m.reg.tensors[b].shape[1], 6);
   cr_expect_geq(registry_find(&m.reg, "layers.0.mlp.gate_up.B"), 0);
   cr_expect_lt(registry_find(&m.reg, "layers.0.attn.qkv.W"), 0, "low-rank model has no full-rank qkv");
-  cr_expect_not_null(m.reg.arena[TENSOR_ADAM_V]);
+  cr_expect_not_null(ts.store.arena[TENSOR_ADAM_V]);
+  cr_expect_eq(ts.store.arena[TENSOR_PARAMS], m.w.params, "the training state's parameters are the weights");
+  model_train_free(&ts);
+  cr_expect_not_null(m.w.params, "freeing the training state leaves the weights");
   model_free(&m);
   /* a group whose members differ in rank-ness splits into single projections */
   model_config mixed = small_config("q,gate,up,down");
@@ -189,7 +207,7 @@ Test(model, init_is_independent_of_sharding) {
   model_init(&full, &cfg, TP_NONE, NULL);
   model_init_params(&full, 11);
   const int qa = registry_find(&full.reg, "layers.0.attn.qkv.A"); /* [3, 4, 16] */
-  const float *src = registry_data(&full.reg, TENSOR_PARAMS, qa);
+  const float *src = tensor_at(&full.reg, full.w.params, qa);
   for (int split = 1; split <= 2; split++)
     for (int rank = 0; rank < 2; rank++) {
       tensor_registry part;
@@ -221,7 +239,10 @@ Test(model, tiny_model_overfits_one_batch) {
   c.train.lr = 3e-3f;
   c.train.weight_decay = 0.0f;
   model m;
-  model_init(&m, &c.model, TP_NONE, &(model_options){.with_optimizer = 1});
+  model_run run = {0};
+  model_train ts;
+  model_init(&m, &c.model, TP_NONE, NULL);
+  model_train_init(&ts, &m, &(model_train_options){.with_optimizer = 1});
   model_init_params(&m, 3);
   const int B = 4, T = 32, N = B * T;
   int32_t in[128], tg[128];
@@ -229,18 +250,20 @@ Test(model, tiny_model_overfits_one_batch) {
   random_tokens(tg, N, c.model.vocab, 6);
   float first = 0, loss = 0;
   for (int step = 0; step < c.train.steps; step++) {
-    model_zero_grads(&m);
-    loss = model_forward(&m, in, tg, B, T);
+    model_zero_grads(&ts);
+    loss = model_forward(&m, &run, in, tg, B, T);
     if (step == 0) first = loss;
-    model_backward(&m, 1.0f / N);
+    model_backward(&m, &run, &ts, 1.0f / N);
     double stats[2];
-    model_grad_sumsq(&m);
-    model_download_stats(&m, stats);
-    optimizer_step(&m, &c, lr_at(&c, step), step + 1, boost_clip_scale(sqrt(stats[1]), c.train.grad_clip));
+    model_grad_sumsq(&ts, &run);
+    model_download_stats(&m, &run, stats);
+    optimizer_step(&ts, &c, lr_at(&c, step), step + 1, boost_clip_scale(sqrt(stats[1]), c.train.grad_clip));
   }
   cr_expect(fabsf(first - logf((float)c.model.vocab)) < 0.3f, "initial loss %.3f is not near ln(V) = %.3f", first,
             logf((float)c.model.vocab));
   cr_expect_lt(loss, 0.5f, "after %d steps on one batch the loss is still %.3f (from %.3f)", c.train.steps, loss, first);
+  model_run_free(&m, &run);
+  model_train_free(&ts);
   model_free(&m);
 }
 

@@ -105,44 +105,43 @@ typedef struct {
   float *d_ss;
 } model_scratch;
 
-/* The gradients [from, numel) of the arena are final (model_set_grads_hook). */
-typedef void (*model_grads_ready_fn)(void *ctx, size_t from);
-
-/* Three parts, in llama2.c's spirit (Config / Weights / RunState), built
- * by separate calls so that each user allocates what it runs:
- *  - configuration and layout (model_init): the config, backend, tp mode,
- *    stage, local widths, the registry's descriptors and projection groups;
- *  - weights (model_init): the parameter arena and its working copy; the
- *    training state on top (model_alloc_train, which model_init calls
- *    unless weights_only): gradients, AdamW moments and the optimizer plan;
- *  - run state: activations of the micro-batches in flight, the backward's
- *    scratch, RoPE tables (model_alloc_acts), statistics. A second run
- *    state over the same weights is a borrowed view (model_borrow): what
- *    generation's decode step (model_decode.h) and the training log's
- *    samples run on. */
+/* A model in memory is three types, in llama2.c's spirit (Config /
+ * Weights / RunState), so that each user holds only what it runs:
+ *  - `model`: the configuration and layout (the config, backend, tp mode,
+ *    stage, local widths, the registry's descriptors, the projection groups,
+ *    the communicator) and the weights (`w`: the float parameter arena and
+ *    its working copy; none when built layout_only);
+ *  - `model_run` (below): a run state, the activations of the micro-batches
+ *    in flight, the backward's scratch, RoPE tables and statistics. Any
+ *    number of run states may run over one model's weights: generation's
+ *    decode step (model_decode.h) and the training log's samples each hold
+ *    their own;
+ *  - `model_train` (model_train.h): the training state, gradients, both
+ *    AdamW moments (with their ZeRO-1 chunk), the optimizer plan and the
+ *    grads-ready hook. Only training includes that header: forward code
+ *    (generation, evaluation, export) cannot reach gradients or moments. */
 typedef struct {
-  /* ---- configuration and layout ---- */
   model_config cfg;
   boost_backend *be; /* not owned: memory and every numeric op */
   tp_mode mode;
   model_stage stage;
   int nl; /* layers on this stage */
-  recompute_mode recompute;
   comm_ctx *comm; /* not owned (own_comm when none was given) */
   comm_ctx own_comm;
   int tp, tp_rank;
   /* local widths */
   int d_res, d_qkv, heads_loc, ffn_loc, vocab_loc, vocab_start;
-
-  /* ---- weights (the registry's arenas; gradients and moments when training) ---- */
-  tensor_registry reg;
+  tensor_registry reg; /* the descriptors: names, shapes, shards, arena offsets */
   int wte, lm_head, final_norm;
   layer_param *layers;
-  boost_optim_plan *plan; /* with the optimizer: this rank's AdamW segments ([mom_begin, mom_end)) */
-  int borrowed;           /* a view (model_borrow): the weights and layout are another model's */
+  tensor_weights w; /* the weights */
+} model;
 
-  /* ---- run state ---- */
+/* The run state of one user of a model's weights. Zero-initialised it is
+ * empty; model_alloc_acts fills it, model_run_free empties it. */
+typedef struct {
   int B, T, nsets;
+  recompute_mode recompute;
   void *act_arena;
   size_t act_bytes;
   size_t act_bytes_per_layer; /* kept per layer per micro-batch in flight */
@@ -150,25 +149,20 @@ typedef struct {
   act_set *cur; /* the micro-batch forward/backward work on (model_use_acts) */
   boost_act *d_in;  /* after model_backward on a stage without the embedding: d loss / d stage input */
   float *rope_cos, *rope_sin;
-  double *stats; /* backend memory: [0] the training losses accumulated since model_loss_reset, [1] model_grad_sumsq */
+  double *stats; /* backend memory: [0] the training losses accumulated since model_loss_reset, [1] model_grad_sumsq,
+                    [2] an evaluation's loss */
   model_scratch s;
-  model_grads_ready_fn grads_ready; /* model_set_grads_hook's (NULL: none) */
-  void *grads_ready_ctx;
-} model;
+} model_run;
 
 /* How a model is built besides its config and tp mode. Zero-initialised
  * fields take the defaults. */
 typedef struct {
   boost_backend *backend;   /* NULL: the process's default CPU backend (float) */
   comm_ctx *comm;           /* NULL: a single process */
-  int with_optimizer;       /* allocate the AdamW moment arenas */
   const model_stage *stage; /* NULL: the whole model */
   size_t arena_multiple;    /* arenas padded to a multiple of this many floats (ZeRO-1 splits them evenly
                                over dp ranks: the trainer passes dp * 16); 0: 16 */
-  int layout_only;          /* the registry (names, shapes, shards) without arenas: tools planning a layout */
-  int zero_shards, zero_rank; /* ZeRO-1: the moment arenas hold chunk zero_rank of zero_shards (the trainer passes
-                                 dp, dp_rank); 0 or 1: whole */
-  int weights_only;          /* no gradients, moments or plan (inference; model_alloc_train adds them) */
+  int layout_only;          /* the registry (names, shapes, shards) without weights: tools planning a layout */
 } model_options;
 
 /* Resolve parallel.tp_mode for a config ("auto": btp when every projection
@@ -176,41 +170,36 @@ typedef struct {
  * mode does not fit the model or the dims do not divide over tp. */
 int model_check_layout(const model_config *cfg, tp_mode requested, int tp, tp_mode *mode, char *err, size_t errlen);
 
-/* The configuration and the weights, and unless opt->weights_only the
- * training state (model_alloc_train(m, opt->with_optimizer)). */
+/* The configuration, layout and (unless opt->layout_only) the weights, zeroed. */
 void model_init(model *m, const model_config *cfg, tp_mode mode, const model_options *opt);
-/* Gradients, and with_optimizer the AdamW moments (sharded as model_init's
- * options said) and the optimizer plan. Idempotent. */
-void model_alloc_train(model *m, int with_optimizer);
-/* view: owner's configuration and weights (shared, not copied) with a run
- * state of its own, empty (model_alloc_acts fills it) and no training
- * state: forwards only. model_free(view) frees its run state; the owner
- * must outlive it. */
-void model_borrow(model *view, const model *owner);
 void model_free(model *m);
 
 /* Deterministic init: each element is a function of (seed, tensor name,
  * global element index), so any sharding yields the same global values.
  * Drawn on the host and uploaded (the working copy follows). */
 void model_init_params(model *m, uint64_t seed);
+/* The working copy follows the float parameters (after they were loaded). */
+static inline void model_refresh_work(model *m) { weights_refresh_work(&m->w, &m->reg, m->be); }
 
-/* Activation arena for nsets micro-batches of B x T in flight (pipeline
- * 1F1B keeps up to pp - stage), keeping per layer what `recompute` says:
- * none: everything; lowrank: the layer input and the r-dim bottleneck
- * activations (recomputing the rest needs no collective under btp); full:
- * the layer input only. Idempotent. */
-void model_alloc_acts(model *m, int B, int T, int nsets, recompute_mode recompute);
-void model_use_acts(model *m, int set);
+/* r's activation arena for nsets micro-batches of B x T in flight over m
+ * (pipeline 1F1B keeps up to pp - stage), keeping per layer what
+ * `recompute` says: none: everything; lowrank: the layer input and the
+ * r-dim bottleneck activations (recomputing the rest needs no collective
+ * under btp); full: the layer input only. Idempotent. */
+void model_alloc_acts(const model *m, model_run *r, int B, int T, int nsets, recompute_mode recompute);
+void model_use_acts(model_run *r, int set);
+/* Frees what r holds (r is empty after; m's weights are untouched). */
+void model_run_free(const model *m, model_run *r);
 
-/* Pipeline stage boundaries of the current set: a stage without the
+/* Pipeline stage boundaries of r's current set: a stage without the
  * embedding finds its input in model_stage_input() (filled by the caller
  * before model_forward); a stage without the head leaves its output in
  * model_stage_output(), takes the gradient w.r.t. it in
  * model_stage_output_grad() before model_backward, and leaves the gradient
- * w.r.t. its input in m->d_in. Each is [B*T, d_res]. */
-static inline boost_act *model_stage_input(model *m) { return m->cur->resid[0]; }
-static inline boost_act *model_stage_output(model *m) { return m->cur->resid[m->nl]; }
-static inline boost_act *model_stage_output_grad(model *m) { return m->s.d_resid[0]; }
+ * w.r.t. its input in r->d_in. Each is [B*T, d_res]. */
+static inline boost_act *model_stage_input(model_run *r) { return r->cur->resid[0]; }
+static inline boost_act *model_stage_output(const model *m, model_run *r) { return r->cur->resid[m->nl]; }
+static inline boost_act *model_stage_output_grad(model_run *r) { return r->s.d_resid[0]; }
 
 /* Name of a projection group in tensor names: "qkv", "gate_up", or the
  * single projection's ("q", "o", "down", ...). */
@@ -222,54 +211,22 @@ const char *model_group_name(const proj_group *g);
 int model_plan_stages(const model_config *cfg, int pp, const char *spec, int T, int *layers_per_stage, char *err,
                       size_t errlen);
 
-/* The current set's micro-batch: tokens and (NULL: none) targets, [B*T]
+/* r's current set's micro-batch: tokens and (NULL: none) targets, [B*T]
  * each, checked against the vocabulary on the host and uploaded. */
-void model_set_batch(model *m, const int32_t *tokens, const int32_t *targets);
+void model_set_batch(const model *m, model_run *r, const int32_t *tokens, const int32_t *targets);
 
-/* model_set_batch, then the forward; returns the mean loss over B*T targets
- * on the stage with the head (NULL targets: logits only), 0 elsewhere. The
- * loss is read back (a synchronisation): evaluation and tests. */
-float model_forward(model *m, const int32_t *tokens, const int32_t *targets, int B, int T);
-/* The forward of a training micro-batch already set (model_set_batch)
- * whose backward will use dloss per token = scale. Its mean loss is added
- * to the loss sum (model_loss_sum), not read back. On the stage with the
- * head (tp = 1) the cross-entropy computes the losses and d loss / d logits
- * together, in place, while each row of logits is in cache (max, exp and
- * sum, scale: three passes over a row where the forward's loss and the
- * backward's gradient made five). The same operations as model_forward
- * followed by model_backward, so the same bits. */
-void model_forward_train(model *m, int B, int T, float scale);
-/* Backward of the current set's last forward; grads accumulate with dloss
- * per token = scale. */
-void model_backward(model *m, float scale);
-/* During the following backwards, fn(ctx, from) is called each time the
- * gradients [from, numel) of the arena are complete for the step (the
- * backward runs the registry's order in reverse: after the head, each
- * layer, the embedding). Set it for the step's last backward only (earlier
- * ones still accumulate); NULL removes it. */
-void model_set_grads_hook(model *m, model_grads_ready_fn fn, void *ctx);
+/* model_set_batch, then the forward of m's weights in run state r (its
+ * activations allocated for B x T on first use); returns the mean loss over
+ * B*T targets on the stage with the head (NULL targets: logits only), 0
+ * elsewhere. The loss is read back (a synchronisation): evaluation and
+ * tests. */
+float model_forward(const model *m, model_run *r, const int32_t *tokens, const int32_t *targets, int B, int T);
 
-void model_zero_grads(model *m);
 /* The training loss sum (double, backend memory) and its reset. */
-static inline double *model_loss_sum(model *m) { return &m->stats[0]; }
-void model_loss_reset(model *m);
-
-/* Sum of squared gradients over this rank's optimizer segments (the ZeRO-1
- * chunk, or everything), counting tp-replicated tensors on tp rank 0 only:
- * summed over the tp group (and ZeRO-1 replicas) it is the squared norm of
- * the global gradient. Written to the returned double of backend memory. */
-double *model_grad_sumsq(model *m);
+static inline double *model_loss_sum(model_run *r) { return &r->stats[0]; }
+void model_loss_reset(const model *m, model_run *r);
 /* Both statistics read back: [0] loss sum, [1] gradient sum of squares. */
-void model_download_stats(model *m, double out[2]);
-
-/* The optimizer step over this rank's segments: AdamW with lr, step t (from
- * 1) and the gradient clip scale; the working copy follows. */
-void model_adamw(model *m, adamw_hparams hp, int t, float grad_scale);
-/* The same over the segments of plan p: model_optimizer_plan's of
- * registry tensors [t0, t1) (m->plan is all of them), freed with the
- * backend's optim_plan_free. */
-boost_optim_plan *model_optimizer_plan(model *m, int t0, int t1);
-void model_adamw_plan(model *m, const boost_optim_plan *p, adamw_hparams hp, int t, float grad_scale);
+void model_download_stats(const model *m, const model_run *r, double out[2]);
 
 int64_t model_num_params(const model *m);
 double model_flops_per_token(const model_config *cfg, int T);

@@ -32,61 +32,61 @@ int model_kv_cache_init(model_kv_cache *kv, const model *m, int B, int max_T, ch
   kv->rope_sin = (float *)(a + 2 * cache_al + rope_al);
   kv->logits = (float *)(a + 2 * cache_al + 2 * rope_al);
   be->ops->rope_tables(be, kv->rope_cos, kv->rope_sin, max_T, hd, m->cfg.rope_theta);
-  model_borrow(&kv->run, m);
-  model_alloc_acts(&kv->run, B, 1, 1, RECOMPUTE_NONE);
-  model_borrow(&kv->full, m);
+  kv->m = m;
+  model_alloc_acts(m, &kv->run, B, 1, 1, RECOMPUTE_NONE);
   return 0;
 }
 
 void model_kv_cache_free(model_kv_cache *kv) {
   if (!kv->arena) return;
-  boost_backend *be = kv->run.be;
-  model_free(&kv->run);
-  model_free(&kv->full);
+  boost_backend *be = kv->m->be;
+  model_run_free(kv->m, &kv->run);
+  model_run_free(kv->m, &kv->full);
   be->mem->free(be, kv->arena);
   memset(kv, 0, sizeof *kv);
 }
 
 /* The float logits of the set's rows [row0, row0 + n) into host memory. */
-static void read_logits(model *m, float *dev, size_t row0, size_t n, float *host) {
+static void read_logits(const model *m, const model_run *r, float *dev, size_t row0, size_t n, float *host) {
   const size_t V = (size_t)m->cfg.vocab;
-  m->be->ops->to_f32(m->be, dev, boost_act_at(m->be, m->cur->logits, row0 * V), n * V);
+  m->be->ops->to_f32(m->be, dev, boost_act_at(m->be, r->cur->logits, row0 * V), n * V);
   m->be->mem->download(m->be, host, dev, n * V * sizeof(float));
 }
 
 void model_decode_step(model_kv_cache *kv, const int32_t *tokens, float *logits) {
   BOOST_ASSERT(kv->pos < kv->max_T);
-  model *m = &kv->run;
-  model_set_batch(m, tokens, NULL);
+  const model *m = kv->m;
+  model_set_batch(m, &kv->run, tokens, NULL);
   const model_decode_at at = {kv->k_cache, kv->v_cache, kv->rope_cos, kv->rope_sin, kv->pos, kv->max_T};
-  model_forward_decode(m, &at);
-  read_logits(m, kv->logits, 0, (size_t)kv->B, logits);
+  model_forward_decode(m, &kv->run, &at);
+  read_logits(m, &kv->run, kv->logits, 0, (size_t)kv->B, logits);
   kv->pos++;
 }
 
 void model_prefill(model_kv_cache *kv, const int32_t *tokens, int T) {
   BOOST_ASSERT(kv->pos == 0 && T >= 1 && T <= kv->max_T);
-  model *m = &kv->full;
+  const model *m = kv->m;
+  model_run *r = &kv->full;
   boost_backend *be = m->be;
-  model_alloc_acts(m, kv->B, T, 1, RECOMPUTE_NONE);
-  model_set_batch(m, tokens, NULL);
-  model_forward_layers(m);
+  model_alloc_acts(m, r, kv->B, T, 1, RECOMPUTE_NONE);
+  model_set_batch(m, r, tokens, NULL);
+  model_forward_layers(m, r);
   const size_t row = (size_t)T * m->d_qkv, layer = (size_t)kv->B * kv->max_T * m->d_qkv;
   for (int l = 0; l < m->nl; l++)
     for (int b = 0; b < kv->B; b++) { /* sequence b's rows 0..T-1 of the layer's caches */
       const size_t at = l * layer + (size_t)b * kv->max_T * m->d_qkv;
-      const layer_acts *a = &m->cur->acts[l];
+      const layer_acts *a = &r->cur->acts[l];
       be->mem->copy(be, AT(m, kv->k_cache, at), AT(m, a->k, b * row), boost_act_bytes(be, row));
       be->mem->copy(be, AT(m, kv->v_cache, at), AT(m, a->v, b * row), boost_act_bytes(be, row));
     }
-  model_free_acts(m);
+  model_free_acts(m, r);
   kv->pos = T;
 }
 
 void model_full_logits(model_kv_cache *kv, const int32_t *tokens, int T, float *logits) {
   BOOST_ASSERT(T >= 1 && T <= kv->max_T);
-  model *m = &kv->full;
-  model_alloc_acts(m, 1, T, 1, RECOMPUTE_NONE);
-  model_forward(m, tokens, NULL, 1, T);
-  read_logits(m, kv->logits, (size_t)T - 1, 1, logits);
+  const model *m = kv->m;
+  model_alloc_acts(m, &kv->full, 1, T, 1, RECOMPUTE_NONE);
+  model_forward(m, &kv->full, tokens, NULL, 1, T);
+  read_logits(m, &kv->full, kv->logits, (size_t)T - 1, 1, logits);
 }

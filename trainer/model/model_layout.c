@@ -182,63 +182,11 @@ void model_init(model *m, const model_config *cfg, tp_mode mode, const model_opt
   register_params(m);
   const size_t multiple = opt->arena_multiple ? opt->arena_multiple : 16;
   m->reg.numel = (m->reg.numel + multiple - 1) / multiple * multiple;
-  if (opt->with_optimizer && opt->zero_shards > 1) registry_shard_moments(&m->reg, opt->zero_shards, opt->zero_rank);
-  if (opt->layout_only) return;
-  registry_allocate(&m->reg, m->be, 1u << TENSOR_PARAMS);
-  m->stats = boost_be_alloc(m->be, 3 * sizeof(double), "the loss and norm statistics");
-  if (!opt->weights_only) model_alloc_train(m, opt->with_optimizer);
-}
-
-void model_alloc_train(model *m, int with_optimizer) {
-  unsigned mask = 1u << TENSOR_GRADS;
-  if (with_optimizer) mask |= (1u << TENSOR_ADAM_M) | (1u << TENSOR_ADAM_V);
-  registry_allocate(&m->reg, m->be, mask);
-  if (with_optimizer && !m->plan) m->plan = model_optimizer_plan(m, 0, m->reg.count);
-}
-
-void model_borrow(model *view, const model *owner) {
-  *view = *owner;
-  view->borrowed = 1;
-  view->plan = NULL;
-  view->B = view->T = view->nsets = 0;
-  view->act_arena = NULL;
-  view->act_bytes = view->act_bytes_per_layer = 0;
-  view->sets = view->cur = NULL;
-  view->d_in = NULL;
-  view->rope_cos = view->rope_sin = NULL;
-  memset(&view->s, 0, sizeof view->s);
-  view->stats = boost_be_alloc(view->be, 3 * sizeof(double), "the loss statistics");
-}
-
-/* This rank's AdamW segments: every tensor's part of the moment range, with
- * its weight-decay flag, counted in the gradient norm unless it is
- * replicated over tp and this is not tp rank 0. */
-boost_optim_plan *model_optimizer_plan(model *m, int t0, int t1) {
-  const tensor_registry *r = &m->reg;
-  boost_segment *segs = boost_calloc((size_t)(r->count ? r->count : 1), sizeof *segs);
-  int n = 0;
-  size_t lo, hi;
-  for (int i = t0; i < t1; i++) {
-    const tensor_desc *t = &r->tensors[i];
-    if (!tensor_clip_range(t, r->mom_begin, r->mom_end, &lo, &hi)) continue;
-    segs[n++] = (boost_segment){lo, hi - lo,
-                                ((t->flags & TENSOR_DECAY) ? BOOST_SEG_DECAY : 0u) |
-                                    ((t->split_dim < 0 && m->tp_rank != 0) ? 0u : BOOST_SEG_NORM)};
-  }
-  boost_optim_plan *p = m->be->ops->optim_plan_create(m->be, segs, n, r->mom_begin, r->mom_end);
-  boost_free(segs);
-  return p;
+  if (!opt->layout_only) weights_allocate(&m->w, &m->reg, m->be);
 }
 
 void model_free(model *m) {
-  model_free_acts(m);
-  if (m->borrowed) { /* the weights are the owner's */
-    m->be->mem->free(m->be, m->stats);
-    memset(m, 0, sizeof *m);
-    return;
-  }
-  if (m->plan) m->be->ops->optim_plan_free(m->be, m->plan);
-  if (m->stats) m->be->mem->free(m->be, m->stats);
+  weights_free(&m->w, m->be);
   registry_free(&m->reg);
   boost_free(m->layers);
   if (m->comm == &m->own_comm) comm_free(&m->own_comm);
@@ -252,10 +200,10 @@ void model_init_params(model *m, uint64_t seed) {
   float *host = boost_calloc(most, sizeof *host);
   for (int i = 0; i < m->reg.count; i++) {
     tensor_init_values(&m->reg.tensors[i], seed, host);
-    registry_upload(&m->reg, TENSOR_PARAMS, i, host);
+    weights_upload(&m->w, &m->reg, m->be, i, host);
   }
   boost_free(host);
-  registry_refresh_work(&m->reg);
+  model_refresh_work(m);
 }
 
 /* ---- accounting ---------------------------------------------------------- */

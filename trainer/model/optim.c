@@ -20,11 +20,11 @@ static adamw_hparams hparams(const train_config *cfg, float lr) {
   return (adamw_hparams){lr, cfg->train.beta1, cfg->train.beta2, cfg->train.eps, cfg->train.weight_decay};
 }
 
-void optimizer_step(model *m, const train_config *cfg, float lr, int t, float grad_scale) {
-  model_adamw(m, hparams(cfg, lr), t, grad_scale);
+void optimizer_step(model_train *ts, const train_config *cfg, float lr, int t, float grad_scale) {
+  model_adamw(ts, hparams(cfg, lr), t, grad_scale);
 }
 
-void optim_parts_init(optim_parts *p, model *m, int parts) {
+void optim_parts_init(optim_parts *p, const model *m, const model_train *ts, int parts) {
   const tensor_registry *r = &m->reg;
   p->t0 = boost_calloc((size_t)parts + 1, sizeof *p->t0);
   p->plans = boost_calloc((size_t)parts, sizeof *p->plans);
@@ -35,22 +35,22 @@ void optim_parts_init(optim_parts *p, model *m, int parts) {
     done += r->tensors[i].numel;
     if (i + 1 < r->count && done * (size_t)parts < total * (size_t)(p->n + 1)) continue;
     p->t0[p->n + 1] = i + 1;
-    p->plans[p->n] = model_optimizer_plan(m, p->t0[p->n], i + 1);
+    p->plans[p->n] = model_optimizer_plan(m, ts, p->t0[p->n], i + 1);
     p->n++;
   }
 }
 
-void optim_parts_free(optim_parts *p, model *m) {
-  for (int k = 0; k < p->n; k++) m->be->ops->optim_plan_free(m->be, p->plans[k]);
+void optim_parts_free(optim_parts *p, boost_backend *be) {
+  for (int k = 0; k < p->n; k++) be->ops->optim_plan_free(be, p->plans[k]);
   boost_free(p->t0);
   boost_free(p->plans);
   *p = (optim_parts){0};
 }
 
-void optimizer_step_parts(model *m, const train_config *cfg, float lr, int t, float grad_scale, const optim_parts *p,
+void optimizer_step_parts(model_train *ts, const train_config *cfg, float lr, int t, float grad_scale, const optim_parts *p,
                           optim_wait_fn wait, void *ctx) {
   for (int k = 0; k < p->n; k++) {
     wait(ctx, p->t0[k], p->t0[k + 1]);
-    model_adamw_plan(m, p->plans[k], hparams(cfg, lr), t, grad_scale);
+    model_adamw_plan(ts, p->plans[k], hparams(cfg, lr), t, grad_scale);
   }
 }

@@ -19,9 +19,6 @@ void registry_init(tensor_registry *reg, int tp_rank, int tp_size) {
 }
 
 void registry_free(tensor_registry *reg) {
-  if (reg->be && reg->work && (void *)reg->work != (void *)reg->arena[TENSOR_PARAMS]) reg->be->mem->free(reg->be, reg->work);
-  for (int c = 0; c < TENSOR_NUM_CATEGORIES; c++)
-    if (reg->arena[c]) reg->be->mem->free(reg->be, reg->arena[c]);
   free(reg->tensors);
   memset(reg, 0, sizeof *reg);
 }
@@ -32,7 +29,6 @@ int registry_add(tensor_registry *reg, const char *name, int ndim, const int64_t
   BOOST_ASSERT(split_dim >= -1 && split_dim < ndim);
   BOOST_ASSERT(strlen(name) < TENSOR_NAME_MAX);
   BOOST_ASSERT(registry_find(reg, name) < 0);
-  for (int c = 0; c < TENSOR_NUM_CATEGORIES; c++) BOOST_ASSERT(reg->arena[c] == NULL);
   if (reg->count == reg->capacity) {
     reg->capacity = reg->capacity ? 2 * reg->capacity : 64;
     reg->tensors = boost_realloc(reg->tensors, (size_t)reg->capacity, sizeof *reg->tensors);
@@ -62,50 +58,83 @@ int registry_add(tensor_registry *reg, const char *name, int ndim, const int64_t
 
 static int is_moment(int c) { return c == TENSOR_ADAM_M || c == TENSOR_ADAM_V; }
 
-void registry_allocate(tensor_registry *reg, boost_backend *be, unsigned category_mask) {
-  BOOST_ASSERT(!reg->be || reg->be == be);
-  reg->be = be;
-  if (reg->mom_shards <= 1) {
-    reg->mom_begin = 0;
-    reg->mom_end = reg->numel;
-  }
+void weights_allocate(tensor_weights *w, const tensor_registry *reg, boost_backend *be) {
+  if (!w->params) w->params = boost_be_alloc(be, reg->numel * sizeof(float), "the params arena");
+  if (!w->work)
+    w->work = be->act_dtype == BOOST_F32 ? (boost_act *)w->params
+                                         : boost_be_alloc(be, boost_act_bytes(be, reg->numel), "the working weights");
+}
+
+void weights_free(tensor_weights *w, boost_backend *be) {
+  if (w->work && (void *)w->work != (void *)w->params) be->mem->free(be, w->work);
+  if (w->params) be->mem->free(be, w->params);
+  w->params = NULL;
+  w->work = NULL;
+}
+
+void weights_refresh_work(const tensor_weights *w, const tensor_registry *reg, boost_backend *be) {
+  if ((void *)w->work != (void *)w->params) be->ops->to_act(be, w->work, w->params, reg->numel);
+}
+
+void weights_upload(tensor_weights *w, const tensor_registry *reg, boost_backend *be, int index, const float *host) {
+  be->mem->upload(be, tensor_at(reg, w->params, index), host, reg->tensors[index].numel * sizeof(float));
+}
+
+void store_init(tensor_store *st, const tensor_registry *reg, const tensor_weights *w, boost_backend *be) {
+  memset(st, 0, sizeof *st);
+  st->reg = reg;
+  st->be = be;
+  st->arena[TENSOR_PARAMS] = w->params;
+  st->work = w->work;
+  st->mom_end = reg->numel;
+}
+
+void store_allocate(tensor_store *st, unsigned category_mask) {
+  BOOST_ASSERT(!(category_mask & (1u << TENSOR_PARAMS)));
   for (int c = 0; c < TENSOR_NUM_CATEGORIES; c++)
-    if ((category_mask & (1u << c)) && !reg->arena[c]) {
+    if ((category_mask & (1u << c)) && !st->arena[c]) {
       char what[64];
       snprintf(what, sizeof what, "the %s arena", tensor_category_names[c]);
-      reg->arena[c] = boost_be_alloc(be, (is_moment(c) ? reg->mom_end - reg->mom_begin : reg->numel) * sizeof(float), what);
+      st->arena[c] = boost_be_alloc(st->be, (is_moment(c) ? st->mom_end - st->mom_begin : st->reg->numel) * sizeof(float),
+                                    what);
     }
-  if (reg->arena[TENSOR_PARAMS] && !reg->work)
-    reg->work = be->act_dtype == BOOST_F32 ? (boost_act *)reg->arena[TENSOR_PARAMS]
-                                           : boost_be_alloc(be, boost_act_bytes(be, reg->numel), "the working weights");
 }
 
-void registry_download(const tensor_registry *reg, tensor_category cat, int index, float *host) {
-  const tensor_desc *t = &reg->tensors[index];
-  const float *src = is_moment(cat) ? registry_moment_at(reg, cat, t->arena_offset) : registry_data(reg, cat, index);
-  BOOST_ASSERT(!is_moment(cat) || (t->arena_offset >= reg->mom_begin && t->arena_offset + t->numel <= reg->mom_end));
-  reg->be->mem->download(reg->be, host, src, t->numel * sizeof(float));
+void store_free(tensor_store *st) {
+  for (int c = 0; c < TENSOR_NUM_CATEGORIES; c++)
+    if (c != TENSOR_PARAMS && st->arena[c]) st->be->mem->free(st->be, st->arena[c]);
+  memset(st, 0, sizeof *st);
 }
 
-void registry_upload(tensor_registry *reg, tensor_category cat, int index, const float *host) {
-  const tensor_desc *t = &reg->tensors[index];
-  float *dst = is_moment(cat) ? registry_moment_at(reg, cat, t->arena_offset) : registry_data(reg, cat, index);
-  BOOST_ASSERT(!is_moment(cat) || (t->arena_offset >= reg->mom_begin && t->arena_offset + t->numel <= reg->mom_end));
-  reg->be->mem->upload(reg->be, dst, host, t->numel * sizeof(float));
+/* cat's place of tensor index, checked to be held whole. */
+static float *store_tensor(const tensor_store *st, tensor_category cat, int index) {
+  const tensor_desc *t = &st->reg->tensors[index];
+  BOOST_ASSERT(st->arena[cat]);
+  BOOST_ASSERT(!is_moment(cat) || (t->arena_offset >= st->mom_begin && t->arena_offset + t->numel <= st->mom_end));
+  return is_moment(cat) ? store_moment_at(st, cat, t->arena_offset) : store_data(st, cat, index);
 }
 
-void registry_refresh_work(tensor_registry *reg) {
-  if ((void *)reg->work != (void *)reg->arena[TENSOR_PARAMS])
-    reg->be->ops->to_act(reg->be, reg->work, reg->arena[TENSOR_PARAMS], reg->numel);
+void store_download(const tensor_store *st, tensor_category cat, int index, float *host) {
+  st->be->mem->download(st->be, host, store_tensor(st, cat, index), st->reg->tensors[index].numel * sizeof(float));
 }
 
-void registry_shard_moments(tensor_registry *reg, int shards, int rank) {
-  BOOST_ASSERT(shards >= 1 && rank >= 0 && rank < shards && reg->numel % (size_t)shards == 0);
-  BOOST_ASSERT(!reg->arena[TENSOR_ADAM_M] && !reg->arena[TENSOR_ADAM_V]);
-  const size_t chunk = reg->numel / (size_t)shards;
-  reg->mom_shards = shards;
-  reg->mom_begin = chunk * (size_t)rank;
-  reg->mom_end = reg->mom_begin + chunk;
+void store_upload(tensor_store *st, tensor_category cat, int index, const float *host) {
+  st->be->mem->upload(st->be, store_tensor(st, cat, index), host, st->reg->tensors[index].numel * sizeof(float));
+}
+
+void store_refresh_work(const tensor_store *st) {
+  const tensor_weights w = {st->arena[TENSOR_PARAMS], st->work};
+  weights_refresh_work(&w, st->reg, st->be);
+}
+
+void store_shard_moments(tensor_store *st, int shards, int rank) {
+  const size_t numel = st->reg->numel;
+  BOOST_ASSERT(shards >= 1 && rank >= 0 && rank < shards && numel % (size_t)shards == 0);
+  BOOST_ASSERT(!st->arena[TENSOR_ADAM_M] && !st->arena[TENSOR_ADAM_V]);
+  const size_t chunk = numel / (size_t)shards;
+  st->mom_shards = shards;
+  st->mom_begin = chunk * (size_t)rank;
+  st->mom_end = st->mom_begin + chunk;
 }
 
 int registry_find(const tensor_registry *reg, const char *name) {
@@ -120,13 +149,14 @@ int64_t tensor_global_numel(const tensor_desc *t) {
   return n;
 }
 
-void registry_print_memory(const tensor_registry *reg, const char *prefix) {
+void store_print_memory(const tensor_store *st, const char *prefix) {
+  const tensor_registry *reg = st->reg;
   for (int c = 0; c < TENSOR_NUM_CATEGORIES; c++) {
-    if (!reg->arena[c]) continue;
-    const size_t n = is_moment(c) ? reg->mom_end - reg->mom_begin : reg->numel;
+    if (!st->arena[c]) continue;
+    const size_t n = is_moment(c) ? st->mom_end - st->mom_begin : reg->numel;
     printf("%s%-8s %9.2f MiB  (%d tensors, %zu floats", prefix, tensor_category_names[c], (double)n * sizeof(float) / (1 << 20),
            reg->count, n);
-    if (is_moment(c) && registry_moments_sharded(reg)) printf("; ZeRO-1: 1/%d of %zu", reg->mom_shards, reg->numel);
+    if (is_moment(c) && store_moments_sharded(st)) printf("; ZeRO-1: 1/%d of %zu", st->mom_shards, reg->numel);
     printf(")\n");
   }
 }

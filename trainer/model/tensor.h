@@ -46,23 +46,16 @@ typedef struct {
   float init_std;                       /* normal(0, init_std) at init */
 } tensor_desc;
 
+/* The descriptors: what every rank agrees on about a layout (names, global
+ * shapes, this rank's hyperslabs, arena offsets). No memory: the parameter
+ * arena belongs to the weights (tensor_weights), the gradient and moment
+ * arenas to the training state; a tensor_store gathers them for the code
+ * that moves every category (checkpoints). */
 typedef struct {
   tensor_desc *tensors;
   int count, capacity;
   int tp_rank, tp_size; /* how split_dim is divided */
-  size_t numel;         /* local floats per category */
-  /* The AdamW moment arenas hold the floats [mom_begin, mom_end) of the
-   * arena index space: everything (0, numel) unless ZeRO-1 shards them over
-   * mom_shards data-parallel replicas, each holding one equal chunk. Set
-   * (registry_shard_moments) before registry_allocate. */
-  size_t mom_begin, mom_end;
-  int mom_shards;
-  /* Backend memory (registry_allocate's backend): float arenas, and the
-   * working copy of the parameters in the backend's act_dtype that the
-   * model's ops read (the params arena itself when that is float). */
-  float *arena[TENSOR_NUM_CATEGORIES];
-  boost_act *work;
-  boost_backend *be;
+  size_t numel;         /* local floats per category (every arena's index space) */
 } tensor_registry;
 
 void registry_init(tensor_registry *reg, int tp_rank, int tp_size);
@@ -73,24 +66,61 @@ void registry_free(tensor_registry *reg);
 int registry_add(tensor_registry *reg, const char *name, int ndim, const int64_t *shape, int split_dim,
                  unsigned flags);
 
-/* Allocate (zeroed) the arenas of the categories whose bit is set in mask,
- * e.g. (1 << TENSOR_PARAMS) | (1 << TENSOR_GRADS), in be's memory. The
- * moment arenas get mom_end - mom_begin floats (all of numel unless
- * sharded); the params category brings the working copy. */
-void registry_allocate(tensor_registry *reg, boost_backend *be, unsigned category_mask);
+/* The weights of a registry: the float parameter arena (backend memory,
+ * reg->numel floats, zeroed at allocation) and the working copy in the
+ * backend's act_dtype that the ops read (the float arena itself when that
+ * is float). */
+typedef struct {
+  float *params;
+  boost_act *work;
+} tensor_weights;
 
-/* ZeRO-1: the moments of this registry are split into `shards` equal chunks
- * of the (padded) arena, this replica holding chunk `rank`. numel must be a
- * multiple of shards. */
-void registry_shard_moments(tensor_registry *reg, int shards, int rank);
+void weights_allocate(tensor_weights *w, const tensor_registry *reg, boost_backend *be);
+void weights_free(tensor_weights *w, boost_backend *be);
+/* The working copy follows the float parameters (after an init, a load or an update). */
+void weights_refresh_work(const tensor_weights *w, const tensor_registry *reg, boost_backend *be);
+/* Host -> backend copy of tensor index's local hyperslab of the parameters. */
+void weights_upload(tensor_weights *w, const tensor_registry *reg, boost_backend *be, int index, const float *host);
+
+/* Every category's arena over one registry, for the code that moves them
+ * all (checkpoints, the local level, tests): the parameters and working
+ * copy are the weights' (not owned here), the gradients and moments the
+ * training state's (model_train owns them; NULL where not held).
+ *
+ * The AdamW moment arenas hold the floats [mom_begin, mom_end) of the arena
+ * index space: everything (0, numel) unless ZeRO-1 shards them over
+ * mom_shards data-parallel replicas, each holding one equal chunk. */
+typedef struct {
+  const tensor_registry *reg;
+  boost_backend *be;
+  float *arena[TENSOR_NUM_CATEGORIES];
+  boost_act *work;
+  size_t mom_begin, mom_end;
+  int mom_shards;
+} tensor_store;
+
+/* A store over reg and w (params and working copy) in be's memory: no
+ * gradients or moments yet, the moment range everything. */
+void store_init(tensor_store *st, const tensor_registry *reg, const tensor_weights *w, boost_backend *be);
+/* Allocate (zeroed) the gradient and moment arenas whose bit is set in
+ * mask, e.g. (1 << TENSOR_GRADS). The moment arenas get mom_end - mom_begin
+ * floats (all of numel unless sharded). Never the parameters. */
+void store_allocate(tensor_store *st, unsigned category_mask);
+/* Frees what store_allocate allocated (never the weights). */
+void store_free(tensor_store *st);
+
+/* ZeRO-1: the moments are split into `shards` equal chunks of the (padded)
+ * arena, this replica holding chunk `rank`. numel must be a multiple of
+ * shards. Before the moments are allocated. */
+void store_shard_moments(tensor_store *st, int shards, int rank);
 
 /* Whether the moment arenas hold only a chunk. */
-static inline int registry_moments_sharded(const tensor_registry *reg) { return reg->mom_shards > 1; }
+static inline int store_moments_sharded(const tensor_store *st) { return st->mom_shards > 1; }
 
 /* The moment arena of category cat (TENSOR_ADAM_M or TENSOR_ADAM_V) at arena
  * index `at`, which must lie in [mom_begin, mom_end). */
-static inline float *registry_moment_at(const tensor_registry *reg, tensor_category cat, size_t at) {
-  return reg->arena[cat] + (at - reg->mom_begin);
+static inline float *store_moment_at(const tensor_store *st, tensor_category cat, size_t at) {
+  return st->arena[cat] + (at - st->mom_begin);
 }
 
 /* The initial values of tensor t's local hyperslab into host memory
@@ -101,27 +131,32 @@ void tensor_init_values(const tensor_desc *t, uint64_t seed, float *host);
 
 /* Host <-> backend copies of one tensor's local hyperslab (cat's arena; the
  * moments must hold it whole) and the refresh of the working copy from the
- * float parameters, all through the registry's backend. */
-void registry_download(const tensor_registry *reg, tensor_category cat, int index, float *host);
-void registry_upload(tensor_registry *reg, tensor_category cat, int index, const float *host);
-void registry_refresh_work(tensor_registry *reg);
+ * float parameters, all through the store's backend. */
+void store_download(const tensor_store *st, tensor_category cat, int index, float *host);
+void store_upload(tensor_store *st, tensor_category cat, int index, const float *host);
+void store_refresh_work(const tensor_store *st);
 
 /* -1 when absent. */
 int registry_find(const tensor_registry *reg, const char *name);
 
-/* A tensor's place in an arena (backend memory: an address, not for the host). */
-static inline float *registry_data(const tensor_registry *reg, tensor_category cat, int index) {
-  return reg->arena[cat] + reg->tensors[index].arena_offset;
+/* A tensor's place in an arena of its registry (backend memory: an address,
+ * not for the host), and in a working copy. */
+static inline float *tensor_at(const tensor_registry *reg, float *arena, int index) {
+  return arena + reg->tensors[index].arena_offset;
 }
-static inline boost_act *registry_work(const tensor_registry *reg, int index) {
-  return boost_act_at(reg->be, reg->work, reg->tensors[index].arena_offset);
+static inline float *store_data(const tensor_store *st, tensor_category cat, int index) {
+  return tensor_at(st->reg, st->arena[cat], index);
+}
+static inline boost_act *weights_work(const tensor_weights *w, const tensor_registry *reg, const boost_backend *be,
+                                      int index) {
+  return boost_act_at(be, w->work, reg->tensors[index].arena_offset);
 }
 
 /* Global element count of a tensor. */
 int64_t tensor_global_numel(const tensor_desc *t);
 
-/* Print one line per category with MiB, e.g. to the start-up log. */
-void registry_print_memory(const tensor_registry *reg, const char *prefix);
+/* Print one line per category held with MiB, e.g. to the start-up log. */
+void store_print_memory(const tensor_store *st, const char *prefix);
 
 /* The part of tensor t inside the arena range [begin, end), as [*lo, *hi)
  * arena offsets; 0 when they do not meet. */

@@ -5,14 +5,14 @@
 
 #include "check.h"
 
-void grad_buckets_init(grad_buckets *b, comm_ctx *comm, const tensor_registry *reg, double bucket_mb, int zero) {
+void grad_buckets_init(grad_buckets *b, comm_ctx *comm, const tensor_store *store, double bucket_mb, int zero) {
   memset(b, 0, sizeof *b);
   b->comm = comm;
-  b->reg = reg;
-  b->numel = reg->numel;
+  b->store = store;
+  b->numel = store->reg->numel;
   b->zero = zero;
-  b->chunk = zero ? reg->mom_end - reg->mom_begin : reg->numel;
-  b->mine = zero ? reg->mom_begin : 0;
+  b->chunk = zero ? store->mom_end - store->mom_begin : b->numel;
+  b->mine = zero ? store->mom_begin : 0;
   b->posted_from = b->numel;
   const int dp = comm->size[COMM_DP];
   /* one call: no buckets asked for, more than two replicas (the header says
@@ -43,7 +43,7 @@ static void post(grad_buckets *b, size_t from) {
     b->cap = b->cap ? 2 * b->cap : 16;
     b->req = boost_realloc(b->req, (size_t)b->cap, sizeof *b->req);
   }
-  float *grads = b->reg->arena[TENSOR_GRADS];
+  float *grads = b->store->arena[TENSOR_GRADS];
   if (b->local) b->local(b->local_ctx, grads, from, b->posted_from);
   comm_request *req = &b->req[b->nreq++];
   memset(req, 0, sizeof *req);
@@ -62,7 +62,7 @@ void grad_buckets_ready(void *ctx, size_t from) {
 }
 
 void grad_buckets_finish(grad_buckets *b) {
-  float *grads = b->reg->arena[TENSOR_GRADS];
+  float *grads = b->store->arena[TENSOR_GRADS];
   if (!b->bucket) {
     if (b->local) b->local(b->local_ctx, grads, 0, b->numel);
     if (b->zero)

@@ -32,7 +32,7 @@ typedef void (*grad_buckets_local_fn)(void *ctx, float *grads, size_t from, size
 
 typedef struct {
   comm_ctx *comm;
-  const tensor_registry *reg; /* its gradient arena */
+  const tensor_store *store; /* its gradient arena */
   size_t numel;
   int zero;             /* ZeRO-1: reduce-scattered into this rank's chunk */
   size_t chunk, mine;   /* floats per rank's chunk; this rank's first */
@@ -45,9 +45,9 @@ typedef struct {
   void *local_ctx;
 } grad_buckets;
 
-/* Buckets of bucket_mb MiB over reg's gradients (0, or a dp group of more
+/* Buckets of bucket_mb MiB over store's gradients (0, or a dp group of more
  * than two: one reduction in grad_buckets_finish). zero: ZeRO-1. */
-void grad_buckets_init(grad_buckets *b, comm_ctx *comm, const tensor_registry *reg, double bucket_mb, int zero);
+void grad_buckets_init(grad_buckets *b, comm_ctx *comm, const tensor_store *store, double bucket_mb, int zero);
 void grad_buckets_free(grad_buckets *b);
 /* fn sees every range of the local gradients before it is reduced, once
  * per step, in the same order at every execution of the same step. */

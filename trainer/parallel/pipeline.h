@@ -9,13 +9,15 @@
 #include <stdint.h>
 
 #include "comm.h"
-#include "model.h"
+#include "model_train.h"
 
 /* Fills the tokens and targets ([B*T] each) of micro-batch `micro`. */
 typedef void (*pipeline_fetch_fn)(void *ctx, int micro, int32_t *in, int32_t *tg);
 
 typedef struct {
-  model *m;
+  const model *m;
+  model_run *run;   /* m's run state: nsets activation sets */
+  model_train *ts;  /* the gradients the backward accumulates */
   comm_ctx *comm;
   int pp, pp_rank;
   int B, T, nsets; /* nsets: micro-batches in flight, the model's activation sets */
@@ -27,8 +29,8 @@ typedef struct {
   void *grads_ready_ctx;
 } pipeline;
 
-/* Buffers for m's activation sets (m->nsets micro-batches in flight). */
-void pipeline_init(pipeline *p, model *m, comm_ctx *comm, int pp, int pp_rank);
+/* Buffers for run's activation sets (run->nsets micro-batches in flight). */
+void pipeline_init(pipeline *p, const model *m, model_run *run, model_train *ts, comm_ctx *comm, int pp, int pp_rank);
 void pipeline_free(pipeline *p);
 
 /* micro_batches forwards and backwards in a 1F1B schedule (warm-up

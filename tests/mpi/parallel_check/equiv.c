@@ -59,7 +59,7 @@ static void compare_params(const model *par, const model *ref, int owner, cmp_re
       c->mismatch++;
       continue;
     }
-    const float *a = registry_data(&par->reg, TENSOR_PARAMS, i), *b = registry_data(&ref->reg, TENSOR_PARAMS, j);
+    const float *a = tensor_at(&par->reg, par->w.params, i), *b = tensor_at(&ref->reg, ref->w.params, j);
     int64_t idx[TENSOR_MAX_DIMS] = {0};
     for (size_t k = 0; k < t->numel; k++) {
       int64_t g = 0;
@@ -127,10 +127,10 @@ static int same_as_root(MPI_Comm comm, const float *buf, size_t n) {
 static int replicas_consistent(trainer *t) {
   const process_grid *g = trainer_grid(t);
   const model *m = trainer_model(t);
-  int ok = same_as_root(g->dp_comm, m->reg.arena[TENSOR_PARAMS], m->reg.numel);
+  int ok = same_as_root(g->dp_comm, m->w.params, m->reg.numel);
   for (int i = 0; i < m->reg.count; i++)
     if (m->reg.tensors[i].split_dim < 0)
-      ok &= same_as_root(g->tp_comm, registry_data(&m->reg, TENSOR_PARAMS, i), m->reg.tensors[i].numel);
+      ok &= same_as_root(g->tp_comm, tensor_at(&m->reg, m->w.params, i), m->reg.tensors[i].numel);
   return ok;
 }
 
@@ -153,7 +153,7 @@ static void check_traffic(const options *o, const layout *l, const char *ls, con
     got[3] = r->last.count[COMM_PP][COMM_SENDRECV].bytes;
     if (l->dp > 1 && !l->zero) want[0] = arena;
     if (l->dp > 1 && l->zero) want[1] = arena, want[2] = arena / (uint64_t)l->dp;
-    const uint64_t act = (uint64_t)o->batch * (uint64_t)m->T * (uint64_t)m->d_res * sizeof(float);
+    const uint64_t act = (uint64_t)o->batch * (uint64_t)trainer_run_state(r->t)->T * (uint64_t)m->d_res * sizeof(float);
     const int neighbours = (g->pp_rank > 0) + (g->pp_rank < g->pp - 1);
     want[3] = (uint64_t)neighbours * 2 * (uint64_t)l->accum * act;
   }
@@ -162,9 +162,9 @@ static void check_traffic(const options *o, const layout *l, const char *ls, con
   /* ZeRO-1 keeps 1/dp of each moment arena per replica */
   size_t mom = 0, mom_want = 0;
   if (r) {
-    const tensor_registry *reg = &trainer_model(r->t)->reg;
-    mom = reg->mom_end - reg->mom_begin;
-    mom_want = l->zero ? reg->numel / (size_t)l->dp : reg->numel;
+    const tensor_store *st = &trainer_train_state(r->t)->store;
+    mom = st->mom_end - st->mom_begin;
+    mom_want = l->zero ? st->reg->numel / (size_t)l->dp : st->reg->numel;
   }
   verdict(mom == mom_want, "moment memory %s %s (rank 0): %zu floats per moment arena (want %zu%s)", o->preset, ls, mom,
           mom_want, l->zero ? ", 1/dp of the arena" : "");
@@ -195,7 +195,7 @@ static void check_twin(const options *o, const layout *l, const char *ls, const 
       const model *ma = trainer_model(r->t), *mb = trainer_model(b->t);
       for (int i = 0; i < ma->reg.count; i++) {
         const tensor_desc *t = &ma->reg.tensors[i];
-        const float *x = registry_data(&ma->reg, TENSOR_PARAMS, i), *y = registry_data(&mb->reg, TENSOR_PARAMS, i);
+        const float *x = tensor_at(&ma->reg, ma->w.params, i), *y = tensor_at(&mb->reg, mb->w.params, i);
         for (size_t k = 0; k < t->numel; k++) {
           const double e = fabs((double)x[k] - y[k]) / fmax(1.0, fabs((double)y[k]));
           if (!(e <= c.param_err)) {
@@ -205,7 +205,7 @@ static void check_twin(const options *o, const layout *l, const char *ls, const 
         }
       }
       bitwise = memcmp(r->losses, b->losses, (size_t)o->steps * sizeof(float)) == 0 &&
-                memcmp(ma->reg.arena[TENSOR_PARAMS], mb->reg.arena[TENSOR_PARAMS], ma->reg.numel * sizeof(float)) == 0;
+                memcmp(ma->w.params, mb->w.params, ma->reg.numel * sizeof(float)) == 0;
     }
     run_free(b);
   }
@@ -276,18 +276,18 @@ void check_layout(const options *o, const layout *l) {
 }
 
 /* Floats of one arena (ZeRO-1 moment arenas hold one chunk). */
-static size_t arena_floats(const tensor_registry *reg, int cat) {
-  return cat == TENSOR_ADAM_M || cat == TENSOR_ADAM_V ? reg->mom_end - reg->mom_begin : reg->numel;
+static size_t arena_floats(const tensor_store *st, int cat) {
+  return cat == TENSOR_ADAM_M || cat == TENSOR_ADAM_V ? st->mom_end - st->mom_begin : st->reg->numel;
 }
 
 static int bitwise_equal_runs(const run *a, const run *b, int steps) {
   if (memcmp(a->losses, b->losses, (size_t)steps * sizeof(float)) != 0) return 0;
-  const model *ma = trainer_model(a->t), *mb = trainer_model(b->t);
-  if (ma->reg.numel != mb->reg.numel) return 0;
+  const tensor_store *ma = &trainer_train_state(a->t)->store, *mb = &trainer_train_state(b->t)->store;
+  if (ma->reg->numel != mb->reg->numel) return 0;
   for (int cat = TENSOR_PARAMS; cat < TENSOR_NUM_CATEGORIES; cat++) {
     if (cat == TENSOR_GRADS) continue;
-    if (arena_floats(&ma->reg, cat) != arena_floats(&mb->reg, cat) ||
-        memcmp(ma->reg.arena[cat], mb->reg.arena[cat], arena_floats(&ma->reg, cat) * sizeof(float)) != 0)
+    if (arena_floats(ma, cat) != arena_floats(mb, cat) ||
+        memcmp(ma->arena[cat], mb->arena[cat], arena_floats(ma, cat) * sizeof(float)) != 0)
       return 0;
   }
   return 1;
@@ -303,9 +303,9 @@ static uint64_t run_digest(const run *r, int steps, MPI_Comm comm) {
     for (size_t i_ = 0; i_ < (bytes); i_++) h = (h ^ p_[i_]) * 1099511628211ull; \
   } while (0)
   FNV(r->losses, (size_t)steps * sizeof(float));
-  const model *m = trainer_model(r->t);
+  const tensor_store *st = &trainer_train_state(r->t)->store;
   for (int cat = TENSOR_PARAMS; cat < TENSOR_NUM_CATEGORIES; cat++)
-    if (cat != TENSOR_GRADS) FNV(m->reg.arena[cat], arena_floats(&m->reg, cat) * sizeof(float));
+    if (cat != TENSOR_GRADS) FNV(st->arena[cat], arena_floats(st, cat) * sizeof(float));
   int size;
   MPI_Comm_size(comm, &size);
   uint64_t *all = malloc((size_t)size * sizeof *all), out = 1469598103934665603ull;
