@@ -427,16 +427,33 @@ static void choose_backend(void) {
  * (the dot-product instruction's denormal flush, as in the contract), C
  * rounded to bf16. Split by groups of rows of B over the threads when the
  * product pays for them; each element is one fixed sum: the same bits for
- * any thread count and any address of B. A row starting mid-line makes
- * every full load read two lines (the loop ran at ~55 % of the fp32 loop's
- * bytes per second that way); the trainer's arena starts every tensor on
- * a 64-byte line of the working copy (tensor.c), so a model's rows (K a
- * multiple of 32) never do. */
+ * any thread count (the sum's grouping follows B's offset from a 64-byte
+ * boundary, which a model's arena fixes). */
 #if defined(__AVX512BF16__)
 /* rows (1..4) rows of B, row stride ldb, against a: acc[r] = a . B[r]. */
 static inline void dot_rows(int rows, int K, const uint16_t *a, const uint16_t *b, int ldb, float *acc) {
   __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
   const uint16_t *b1 = b + (rows > 1 ? ldb : 0), *b2 = b + (rows > 2 ? 2 * ldb : 0), *b3 = b + (rows > 3 ? 3 * ldb : 0);
+  /* The rows' first elements up to a 64-byte boundary, when every row has
+   * the same offset from one (ldb a multiple of 32), as one masked step:
+   * the loop's full loads then each read one cache line (unaligned, every
+   * load read two and the loop ran at ~55 % of the fp32 loop's bytes per
+   * second). A model's rows never need it: the trainer's arena starts
+   * every tensor on a 64-byte line of the working copy too (tensor.c).
+   * Kept all the same: without these lines GCC 12 scheduled the loop
+   * below so that it streamed 15-17 GB/s instead of 24-28 on one Zen 4
+   * core (llama-60m decode, binaries alternated, the step not taken in
+   * either; docs/PERFORMANCE.md). */
+  int k = ldb % 32 == 0 ? (int)((64 - ((uintptr_t)b & 63)) & 63) / 2 : 0;
+  if (k > K) k = K;
+  if (k > 0) {
+    const __mmask32 m = (__mmask32)((1ull << k) - 1);
+    const __m512bh av = (__m512bh)_mm512_maskz_loadu_epi16(m, a);
+    s0 = _mm512_dpbf16_ps(s0, av, (__m512bh)_mm512_maskz_loadu_epi16(m, b));
+    if (rows > 1) s1 = _mm512_dpbf16_ps(s1, av, (__m512bh)_mm512_maskz_loadu_epi16(m, b1));
+    if (rows > 2) s2 = _mm512_dpbf16_ps(s2, av, (__m512bh)_mm512_maskz_loadu_epi16(m, b2));
+    if (rows > 3) s3 = _mm512_dpbf16_ps(s3, av, (__m512bh)_mm512_maskz_loadu_epi16(m, b3));
+  }
   /* Where the rows are one block (ldb = K: a model's weights), the block
    * 16 rows ahead is prefetched in address order, four lines per step: the
    * hardware prefetcher follows four interleaved row streams badly. On one
@@ -445,7 +462,6 @@ static inline void dot_rows(int rows, int K, const uint16_t *a, const uint16_t *
    * rows: 5-10 % less), as fast as row_gemv.h's fp32 loop per byte measured
    * in the same process. */
   const char *ahead = rows == 4 && ldb == K ? (const char *)(b + (size_t)16 * ldb) : NULL;
-  int k = 0;
   for (; k + 32 <= K; k += 32) {
     if (ahead)
       for (int line = 0; line < 4; line++) _mm_prefetch(ahead + (size_t)k * 8 + 64 * line, _MM_HINT_T0);
