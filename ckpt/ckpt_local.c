@@ -188,8 +188,8 @@ ckpt_local *ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, 
   boost_msgf(L->mine, sizeof L->mine, "%s/rank_%05d", L->root, grid->rank);
   char partner_note[160];
   ckpt_partner_plan(L->team.comm, &L->node, L->root, &L->partner, partner_note, sizeof partner_note);
-  L->shape = (ckpt_local_shape){grid->rank, grid->world_size, grid->dp,     grid->tp,     grid->pp,
-                                reg->mom_shards, reg->numel,   reg->mom_begin, reg->mom_end, tensors_sum(reg)};
+  L->shape = (ckpt_local_shape){grid->rank, grid->world_size, grid->dp, grid->tp, grid->pp, reg->mom_shards,
+                                reg->numel, reg->mom_begin, reg->mom_end, tensors_sum(reg)};
   char why[768] = "", out[1024];
   int ok = ckpt_fs_mkdirs(L->mine, why, sizeof why) == 0 &&
            (!L->partner.on || ckpt_fs_mkdirs(L->partner.held_dir, why, sizeof why) == 0);
