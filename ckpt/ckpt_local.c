@@ -148,6 +148,24 @@ static void local_free(ckpt_local *L) {
   free(L);
 }
 
+/* Where every tensor lies in the arenas: its name, local shape and offset,
+ * hashed in registry order (ckpt_local_shape's tensors_sum). */
+static uint64_t tensors_sum(const tensor_registry *reg) {
+  XXH3_state_t *h = XXH3_createState();
+  if (!h) boost_fail("out of memory hashing the tensor layout");
+  XXH3_64bits_reset(h);
+  for (int i = 0; i < reg->count; i++) {
+    const tensor_desc *t = &reg->tensors[i];
+    const uint64_t place[2] = {(uint64_t)t->arena_offset, (uint64_t)t->numel};
+    XXH3_64bits_update(h, t->name, strlen(t->name) + 1);
+    XXH3_64bits_update(h, t->local_shape, (size_t)t->ndim * sizeof t->local_shape[0]);
+    XXH3_64bits_update(h, place, sizeof place);
+  }
+  const uint64_t sum = XXH3_64bits_digest(h);
+  XXH3_freeState(h);
+  return sum;
+}
+
 ckpt_local *ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, tensor_store *store, char *note,
                             size_t notelen, char *err, size_t errlen) {
   if (note && notelen) note[0] = 0;
@@ -171,7 +189,7 @@ ckpt_local *ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, 
   char partner_note[160];
   ckpt_partner_plan(L->team.comm, &L->node, L->root, &L->partner, partner_note, sizeof partner_note);
   L->shape = (ckpt_local_shape){grid->rank, grid->world_size, grid->dp, grid->tp, grid->pp, store->mom_shards,
-                                store->reg->numel, store->mom_begin, store->mom_end};
+                                store->reg->numel, store->mom_begin, store->mom_end, tensors_sum(store->reg)};
   char why[768] = "", out[1024];
   int ok = ckpt_fs_mkdirs(L->mine, why, sizeof why) == 0 &&
            (!L->partner.on || ckpt_fs_mkdirs(L->partner.held_dir, why, sizeof why) == 0);

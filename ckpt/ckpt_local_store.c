@@ -192,8 +192,9 @@ int ckpt_local_list(const char *dir, int owner, const ckpt_local_shape *want, in
     int ok = ckpt_local_read_manifest(path, &m, err, sizeof err) == 0;
     if (ok && (m.step != all[i] || m.shape.owner_rank != owner || (want && memcmp(&m.shape, want, sizeof *want) != 0))) {
       ok = 0;
-      boost_msgf(err, sizeof err, "%s was written by another layout (world %d dp %d tp %d pp %d, %llu floats)", path,
-                 m.shape.world_size, m.shape.dp, m.shape.tp, m.shape.pp, (unsigned long long)m.shape.numel);
+      boost_msgf(err, sizeof err, "%s was written by another layout (world %d dp %d tp %d pp %d, %llu floats%s)", path,
+                 m.shape.world_size, m.shape.dp, m.shape.tp, m.shape.pp, (unsigned long long)m.shape.numel,
+                 want && m.shape.tensors_sum != want->tensors_sum ? ", tensors placed otherwise in the arenas" : "");
     }
     if (ok) steps[got++] = all[i];
     else if (why && whylen && !why[0]) boost_msgf(why, whylen, "%s", err);

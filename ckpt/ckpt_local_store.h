@@ -22,13 +22,16 @@
 enum { LOCAL_PARAMS = 0, LOCAL_ADAM_M, LOCAL_ADAM_V, LOCAL_STATE, LOCAL_NPARTS };
 extern const char *const ckpt_local_part_names[LOCAL_NPARTS]; /* params adam_m adam_v state */
 
-#define LOCAL_MAGIC "boost-local-v1"
+#define LOCAL_MAGIC "boost-local-v2" /* v2: the tensors' places (tensors_sum); a v1 manifest reads as none */
 
 /* What a rank's arenas look like: a local step is restorable only into
- * the same (every field equal). */
+ * the same (every field equal). The arenas' sizes alone do not say where
+ * each tensor lies in them (a build that rounds offsets otherwise can have
+ * the same sizes): tensors_sum does. */
 typedef struct {
   int32_t owner_rank, world_size, dp, tp, pp, mom_shards;
   uint64_t numel, mom_begin, mom_end;
+  uint64_t tensors_sum; /* XXH3-64 over the registry's tensors: name, local shape, arena offset */
 } ckpt_local_shape;
 
 typedef struct {

@@ -118,6 +118,6 @@ double kern_sum_squares(const float *x, size_t n) {
 }
 
 void kern_scale_inplace(float *x, size_t n, float s) {
-#pragma omp parallel for simd schedule(static) if (n >= BOOST_PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (parallel : n >= BOOST_PAR_MIN)
   for (size_t i = 0; i < n; i++) x[i] *= s;
 }

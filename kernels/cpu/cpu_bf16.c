@@ -59,7 +59,7 @@ static void b_linear_backward(boost_backend *be, boost_act *din, float *dW, cact
 
 /* ---- elementwise: bf16 in, fp32 arithmetic, bf16 out ---------------------------- */
 
-#define EW_LOOP _Pragma("omp parallel for simd schedule(static) if (n >= BOOST_PAR_MIN)")
+#define EW_LOOP _Pragma("omp parallel for simd schedule(static) if (parallel : n >= BOOST_PAR_MIN)")
 
 static void b_add_inplace(boost_backend *be, boost_act *y, cact *x, size_t n) {
   (void)be;

@@ -152,7 +152,11 @@ static inline void attn_softmax_row(float *row, int len, float scale, float *st,
 }
 
 /* Elementwise loops below this size stay on one thread (fork/join costs
- * more than the work). Does not affect results: elementwise ops are exact. */
+ * more than the work). Does not affect results: elementwise ops are exact.
+ * On a combined `parallel for simd` the condition goes in `if (parallel :
+ * ...)`: a bare `if` applies to the simd part too (OpenMP 5.0), and GCC
+ * then ran every loop below this size scalar -- a decode step's SiLU, 8 x
+ * 1376 elements on llama-60m, at ~5 ns an element. */
 #define BOOST_PAR_MIN 16384
 
 /* ---- GEMMs: our OpenMP threads own the cores ----------------------------

@@ -8,7 +8,7 @@
 #include "ops.h"
 
 void kern_silu_forward(float *out, const float *x, size_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= BOOST_PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (parallel : n >= BOOST_PAR_MIN)
   for (size_t i = 0; i < n; i++) {
     float xi = x[i];
     out[i] = xi * boost_sigmoidf(xi);
@@ -17,7 +17,7 @@ void kern_silu_forward(float *out, const float *x, size_t n) {
 
 void kern_silu_backward(float *dx, const float *dout, const float *x, size_t n) {
   if (!dx) return;
-#pragma omp parallel for simd schedule(static) if (n >= BOOST_PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (parallel : n >= BOOST_PAR_MIN)
   for (size_t i = 0; i < n; i++) {
     float xi = x[i];
     float s = boost_sigmoidf(xi);
@@ -26,28 +26,28 @@ void kern_silu_backward(float *dx, const float *dout, const float *x, size_t n) 
 }
 
 void kern_mul_forward(float *out, const float *a, const float *b, size_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= BOOST_PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (parallel : n >= BOOST_PAR_MIN)
   for (size_t i = 0; i < n; i++) out[i] = a[i] * b[i];
 }
 
 void kern_mul_backward(float *da, float *db, const float *dout, const float *a, const float *b, size_t n) {
   if (da && db) {
-#pragma omp parallel for simd schedule(static) if (n >= BOOST_PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (parallel : n >= BOOST_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
       float g = dout[i], ai = a[i], bi = b[i]; /* read all first: da/db may alias a, b or dout */
       da[i] = g * bi;
       db[i] = g * ai;
     }
   } else if (da) {
-#pragma omp parallel for simd schedule(static) if (n >= BOOST_PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (parallel : n >= BOOST_PAR_MIN)
     for (size_t i = 0; i < n; i++) da[i] = dout[i] * b[i];
   } else if (db) {
-#pragma omp parallel for simd schedule(static) if (n >= BOOST_PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (parallel : n >= BOOST_PAR_MIN)
     for (size_t i = 0; i < n; i++) db[i] = dout[i] * a[i];
   }
 }
 
 void kern_add_forward(float *out, const float *a, const float *b, size_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= BOOST_PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (parallel : n >= BOOST_PAR_MIN)
   for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }

@@ -435,11 +435,14 @@ static inline void dot_rows(int rows, int K, const uint16_t *a, const uint16_t *
   const uint16_t *b1 = b + (rows > 1 ? ldb : 0), *b2 = b + (rows > 2 ? 2 * ldb : 0), *b3 = b + (rows > 3 ? 3 * ldb : 0);
   /* The rows' first elements up to a 64-byte boundary, when every row has
    * the same offset from one (ldb a multiple of 32), as one masked step:
-   * the loop's full loads then each read one cache line. The trainer's
-   * arena aligns tensors to 64 bytes in fp32, so the bf16 working copy of
-   * half of them starts 32 bytes into a line; unaligned, every load of
-   * the loop read two lines and the kernel ran at ~55 % of the fp32 loop's
-   * bytes per second (perf, llama-60m decode). */
+   * the loop's full loads then each read one cache line (unaligned, every
+   * load read two and the loop ran at ~55 % of the fp32 loop's bytes per
+   * second). A model's rows never need it: the trainer's arena starts
+   * every tensor on a 64-byte line of the working copy too (tensor.c).
+   * Kept all the same: without these lines GCC 12 scheduled the loop
+   * below so that it streamed 15-17 GB/s instead of 24-28 on one Zen 4
+   * core (llama-60m decode, binaries alternated, the step not taken in
+   * either; docs/PERFORMANCE.md). */
   int k = ldb % 32 == 0 ? (int)((64 - ((uintptr_t)b & 63)) & 63) / 2 : 0;
   if (k > K) k = K;
   if (k > 0) {
@@ -475,10 +478,25 @@ static inline void dot_rows(int rows, int K, const uint16_t *a, const uint16_t *
     if (rows > 2) s2 = _mm512_dpbf16_ps(s2, av, (__m512bh)_mm512_maskz_loadu_epi16(m, b2 + k));
     if (rows > 3) s3 = _mm512_dpbf16_ps(s3, av, (__m512bh)_mm512_maskz_loadu_epi16(m, b3 + k));
   }
-  acc[0] = _mm512_reduce_add_ps(s0);
-  if (rows > 1) acc[1] = _mm512_reduce_add_ps(s1);
-  if (rows > 2) acc[2] = _mm512_reduce_add_ps(s2);
-  if (rows > 3) acc[3] = _mm512_reduce_add_ps(s3);
+  /* The four sums in one tree (the rows past `rows` sum zeros): halves
+   * added, then pairwise across the rows. A group of four bf16 rows of 512
+   * is 16 steps of the loop, half an fp32 group's: four separate
+   * reductions and roundings were ~12 % of the kernel's time (perf). */
+  const __m256 h0 = _mm256_add_ps(_mm512_castps512_ps256(s0), _mm512_extractf32x8_ps(s0, 1));
+  const __m256 h1 = _mm256_add_ps(_mm512_castps512_ps256(s1), _mm512_extractf32x8_ps(s1, 1));
+  const __m256 h2 = _mm256_add_ps(_mm512_castps512_ps256(s2), _mm512_extractf32x8_ps(s2, 1));
+  const __m256 h3 = _mm256_add_ps(_mm512_castps512_ps256(s3), _mm512_extractf32x8_ps(s3, 1));
+  const __m256 q = _mm256_hadd_ps(_mm256_hadd_ps(h0, h1), _mm256_hadd_ps(h2, h3));
+  _mm_storeu_ps(acc, _mm_add_ps(_mm256_castps256_ps128(q), _mm256_extractf128_ps(q, 1)));
+}
+
+/* C[0..4) = bf16(acc (+ C)): the conversion instruction, whose rounding
+ * f32_to_bf16 follows bit for bit (bf16.h). */
+static inline void store_four(const float *acc, float beta, uint16_t *C) {
+  __m128 v = _mm_loadu_ps(acc);
+  if (beta != 0.0f)
+    v = _mm_add_ps(v, _mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(_mm_loadl_epi64((const __m128i *)C)), 16)));
+  _mm_storel_epi64((__m128i *)C, (__m128i)_mm_cvtneps_pbh(v));
 }
 #else
 /* The same without the instruction: B widened in the loop, a widened
@@ -519,8 +537,14 @@ static void row_times_bt(int N, int K, const uint16_t *A, const uint16_t *B, int
   for (int gi = 0; gi < groups; gi++) {
     const int n0 = 4 * gi, rows = N - n0 < 4 ? N - n0 : 4;
     float acc[4];
-    if (rows == 4) dot_rows(4, K, a, B + (size_t)n0 * ldb, ldb, acc); /* the common case, specialised */
-    else dot_rows(rows, K, a, B + (size_t)n0 * ldb, ldb, acc);
+    if (rows == 4) { /* the common case, specialised */
+      dot_rows(4, K, a, B + (size_t)n0 * ldb, ldb, acc);
+#if defined(__AVX512BF16__)
+      store_four(acc, beta, C + n0);
+      continue;
+#endif
+    } else
+      dot_rows(rows, K, a, B + (size_t)n0 * ldb, ldb, acc);
     for (int r = 0; r < rows; r++)
       C[n0 + r] = f32_to_bf16(beta != 0.0f ? bf16_to_f32(C[n0 + r]) + acc[r] : acc[r]);
   }

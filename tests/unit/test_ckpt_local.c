@@ -1,7 +1,9 @@
 /* The local level's files (ckpt/ckpt_local_store.h): the state part
  * round-trips through the schema's tables and refuses a truncated buffer,
  * a flipped byte in a part or a manifest is caught, and the listing keeps
- * only committed steps of the right owner and layout, newest first. */
+ * only committed steps of the right owner and layout (tensors at the same
+ * offsets included), newest first, passing over a previous version's
+ * manifest. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,7 +105,7 @@ static void step_dir(int64_t step, int owner, int tmp, const ckpt_local_shape *s
 
 Test(ckpt_local, listing_keeps_committed_steps_of_this_rank_and_layout) {
   make_dir();
-  ckpt_local_shape shape = {3, 4, 2, 2, 1, 1, 1000, 0, 1000};
+  ckpt_local_shape shape = {3, 4, 2, 2, 1, 1, 1000, 0, 1000, 77};
   step_dir(5, 3, 0, &shape);
   step_dir(12, 3, 0, &shape);
   step_dir(13, 3, 1, &shape); /* being written */
@@ -111,6 +113,9 @@ Test(ckpt_local, listing_keeps_committed_steps_of_this_rank_and_layout) {
   ckpt_local_shape other = shape;
   other.tp = 4;
   step_dir(11, 3, 0, &other); /* another layout's */
+  ckpt_local_shape moved = shape;
+  moved.tensors_sum = 78;
+  step_dir(10, 3, 0, &moved); /* the same sizes, tensors at other offsets (a build that rounds them otherwise) */
   int64_t steps[8];
   char why[512] = "";
   const int n = ckpt_local_list(dir, 3, &shape, steps, 8, why, sizeof why);
@@ -118,6 +123,12 @@ Test(ckpt_local, listing_keeps_committed_steps_of_this_rank_and_layout) {
   cr_expect_eq(steps[0], 12);
   cr_expect_eq(steps[1], 5);
   cr_expect(strstr(why, "step_00000011 was written by another layout") != NULL, "%s", why);
+  why[0] = 0;
+  cr_expect_eq(ckpt_local_list(dir, 3, &moved, steps, 8, why, sizeof why), 1);
+  cr_expect_eq(steps[0], 10);
+  cr_expect(strstr(why, "step_00000012 was written by another layout (world 4 dp 2 tp 2 pp 1, 1000 floats, tensors placed "
+                        "otherwise in the arenas)") != NULL,
+            "%s", why);
   /* a damaged manifest: passed over */
   char p[256];
   snprintf(p, sizeof p, "%s/step_00000012/manifest.bin", dir);
@@ -126,8 +137,33 @@ Test(ckpt_local, listing_keeps_committed_steps_of_this_rank_and_layout) {
   cr_expect_eq(steps[0], 5);
   /* only what is older than a kept step goes, temporaries included */
   cr_expect_eq(ckpt_local_remove_steps(dir, 11, 1), 2); /* 12 and 13.tmp */
-  cr_expect_eq(ckpt_local_remove_steps(dir, 5, 0), 2);  /* 9 and 11 */
+  cr_expect_eq(ckpt_local_remove_steps(dir, 5, 0), 3);  /* 9, 10 and 11 */
   cr_expect_eq(ckpt_local_list(dir, 3, &shape, steps, 8, NULL, 0), 1);
+  ckpt_local_remove_steps(dir, -1, 0);
+  cr_expect_eq(rmdir(dir), 0);
+}
+
+/* A step written before the manifest carried the tensors' places
+ * (boost-local-v1: the record without tensors_sum) is passed over, never
+ * read into arenas whose tensors may lie elsewhere: the restart goes
+ * through the file. */
+Test(ckpt_local, a_manifest_of_the_previous_version_is_passed_over) {
+  make_dir();
+  char p[256], why[512] = "";
+  ckpt_local_step_path(p, sizeof p, dir, 7, 0);
+  cr_assert_eq(mkdir(p, 0700), 0);
+  unsigned char v1[sizeof(ckpt_local_manifest) - sizeof(uint64_t)];
+  memset(v1, 0, sizeof v1);
+  memcpy(v1, "boost-local-v1", sizeof "boost-local-v1");
+  char path[300];
+  snprintf(path, sizeof path, "%s/manifest.bin", p);
+  FILE *f = fopen(path, "wb");
+  cr_assert_not_null(f);
+  cr_assert_eq(fwrite(v1, 1, sizeof v1, f), sizeof v1);
+  fclose(f);
+  int64_t steps[2];
+  cr_expect_eq(ckpt_local_list(dir, 0, NULL, steps, 2, why, sizeof why), 0);
+  cr_expect(strstr(why, "not a manifest") != NULL, "%s", why);
   ckpt_local_remove_steps(dir, -1, 0);
   cr_expect_eq(rmdir(dir), 0);
 }

@@ -8,8 +8,11 @@
 
 const char *const tensor_category_names[TENSOR_NUM_CATEGORIES] = {"params", "grads", "adam_m", "adam_v"};
 
-/* Arena offsets are rounded to 16 floats so every tensor starts 64-byte aligned. */
-#define TENSOR_ALIGN_FLOATS 16
+/* Arena offsets (elements, shared by every category) are rounded to 32 so
+ * that every tensor starts on a 64-byte line in every arena: the float
+ * ones (128 bytes) and the bf16 working copy (64 bytes), whose one-row
+ * decode products then read whole lines from the first load on. */
+#define TENSOR_ALIGN_ELEMS 32
 
 void registry_init(tensor_registry *reg, int tp_rank, int tp_size) {
   memset(reg, 0, sizeof *reg);
@@ -52,7 +55,7 @@ int registry_add(tensor_registry *reg, const char *name, int ndim, const int64_t
     t->numel *= (size_t)t->local_shape[i];
   }
   t->arena_offset = reg->numel;
-  reg->numel += (t->numel + TENSOR_ALIGN_FLOATS - 1) / TENSOR_ALIGN_FLOATS * TENSOR_ALIGN_FLOATS;
+  reg->numel += (t->numel + TENSOR_ALIGN_ELEMS - 1) / TENSOR_ALIGN_ELEMS * TENSOR_ALIGN_ELEMS;
   return reg->count++;
 }
 
