@@ -116,8 +116,9 @@ sys.exit(0 if levels == ["fresh", "file"] else "levels %s" % levels)' || fail "f
 echo "ok: flipped byte named ($part), resumed from the file, bit-identical"
 
 # Another layout: the local level is not used, the file is, and it says so;
-# the run still ends where the uninterrupted one does.
-run_and_kill 2 lay 5 --set ckpt.dir="$ck.lay" --set ckpt.local_dir="$shm.lay" --set train.metrics="$ck.lay.jsonl" >/dev/null
+# the run still ends where the uninterrupted one does. The kill waits for
+# step 4's file (a loaded machine can be a step late committing it).
+KILL_AFTER_FILE=$ck.lay:4 run_and_kill 2 lay 5 --set ckpt.dir="$ck.lay" --set ckpt.local_dir="$shm.lay" --set train.metrics="$ck.lay.jsonl" >/dev/null
 train 2 "$tmp/lay.2.log" "${LOCAL[@]}" --set parallel.tp=2 --set ckpt.every=4 --set ckpt.dir="$ck.lay" \
   --set ckpt.local_dir="$shm.lay" --set train.metrics="$tmp/lay.2.jsonl" || fail "layout: relaunch: $(tail -5 "$tmp/lay.2.log")"
 # another layout sums in another order: the losses within fp32 rounding of the uninterrupted run's

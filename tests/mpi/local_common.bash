@@ -75,6 +75,13 @@ run_and_kill() {
   local mp=$!
   CLEANUP="kill -9 $mp 2>/dev/null"
   wait_step "$metrics" "$n" 120 || fail "$tag: step $n never logged: $(tail -5 "$tmp/$tag.1.log")"
+  if [ -n "${KILL_AFTER_FILE:-}" ]; then # DIR:STEP: that file checkpoint committed first (the save is asynchronous)
+    local i
+    for i in $(seq 1 1200); do
+      [ "$(cat "${KILL_AFTER_FILE%:*}/latest" 2>/dev/null)" = "$(printf 'step_%08d.h5' "${KILL_AFTER_FILE##*:}")" ] && break
+      sleep 0.1
+    done
+  fi
   sleep 0.$((RANDOM % 4))
   kill_job "$mp"
   last_step "$metrics"
