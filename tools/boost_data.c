@@ -384,12 +384,12 @@ static void gather_inputs(input_list *l, const data_args *a) {
   }
   sort_dedupe(l);
   if (l->n == 0) die(1, "no input files found (all %d inputs empty or skipped)", a->ninputs);
-  char err[1024];
+  boost_status err = {0};
   const char **paths = boost_calloc(l->n, sizeof *paths);
   for (size_t i = 0; i < l->n; i++) paths[i] = l->v[i].path;
-  const int out_ok = boost_check_output(a->out, paths, (int)l->n, err, sizeof err) == 0;
+  const int out_ok = boost_check_output(a->out, paths, (int)l->n, &err) == 0;
   boost_free(paths);
-  if (!out_ok) die(1, "%s", err);
+  if (!out_ok) die(1, "%s", err.msg);
 }
 
 static void tokenize_all(stats *s, input_list *l, const data_args *a, double t0) {

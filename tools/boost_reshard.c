@@ -524,7 +524,8 @@ static int run(const options *o_in, char *err, size_t errlen) {
   if (o->nranks > 1 && !tool_agree(o->nranks, rc == 0, err, errlen)) rc = -1;
   if (rc == 0 && !o->plan) {
     const char *inputs[] = {info.path, o->in};
-    if (o->rank == 0 && boost_check_output(o->out, inputs, 2, err, errlen) != 0) rc = -1;
+    boost_status out_err = {0};
+    if (o->rank == 0 && boost_check_output(o->out, inputs, 2, &out_err) != 0) rc = boost_err(err, errlen, "%s", out_err.msg);
     if (o->nranks > 1 && !tool_agree(o->nranks, rc == 0, err, errlen)) rc = -1;
   }
   if (rc == 0 && !o->plan) {

@@ -42,9 +42,10 @@ int ckpt_model_build(const ins_ckpt *c, const ckpt_model_options *opt, ckpt_mode
   int bf16 = 0;
   if (want_bf16(c, opt->precision, &bf16, err, errlen) != 0) return -1;
   const char *device = opt->device ? opt->device : "cpu";
-  cm->be = boost_backend_create(device, bf16 ? BOOST_BF16 : BOOST_F32, opt->threads, 0, e, sizeof e);
+  boost_status be_err = {0};
+  cm->be = boost_backend_create(device, bf16 ? BOOST_BF16 : BOOST_F32, opt->threads, 0, &be_err);
   if (!cm->be) {
-    snprintf(err, errlen, "backend %s (%s): %.800s", device, bf16 ? "bf16" : "fp32", e);
+    snprintf(err, errlen, "backend %s (%s): %.800s", device, bf16 ? "bf16" : "fp32", be_err.msg);
     return -1;
   }
   cm->bf16_weights = !strcmp(ckpt_meta_str(&c->meta, CKPT_META_F_weights_dtype), "bf16");

@@ -27,7 +27,8 @@ static const char *const DUMP_HELP =
 int ins_out_open(ins_out *o, const char *path, const char *const *inputs, int n_inputs, char *err, size_t errlen) {
   o->fd = -1;
   o->path[0] = o->tmp[0] = 0;
-  if (boost_check_output(path, inputs, n_inputs, err, errlen) != 0) return -1;
+  boost_status out_err = {0};
+  if (boost_check_output(path, inputs, n_inputs, &out_err) != 0) return boost_err(err, errlen, "%s", out_err.msg);
   if (strlen(path) + 5 > sizeof o->path) return boost_err(err, errlen, "cannot write %s: the name is too long", path);
   snprintf(o->path, sizeof o->path, "%s", path);
   snprintf(o->tmp, sizeof o->tmp, "%s.tmp", path);

@@ -294,13 +294,15 @@ int cmd_plot(int argc, char **argv) {
   char err[INS_ERR + 3 * PATH_MAX] = "", dir[PATH_MAX];
   const char *inputs[2 * INS_MAX_ARGS];
   plot_run runs[INS_MAX_ARGS];
+  boost_status out_err = {0};
   int n = 0;
   rc = 1;
   for (; n < o.nruns; n++)
     if (plot_load_run(o.runs[n], o.metrics, &runs[n], err, sizeof err) != 0) break;
   for (int i = 0; i < n; i++) inputs[2 * i] = runs[i].path, inputs[2 * i + 1] = o.runs[i];
   if (n < o.nruns) { /* err says which */
-  } else if (o.png && boost_check_output(o.png, inputs, 2 * n, err, sizeof err) != 0) {
+  } else if (o.png && boost_check_output(o.png, inputs, 2 * n, &out_err) != 0) {
+    snprintf(err, sizeof err, "%s", out_err.msg);
   } else if (o.data_dir ? make_data_dir(o.data_dir, err, sizeof err) : ins_tmp_dir(dir, sizeof dir, err, sizeof err)) {
   } else {
     if (o.data_dir) snprintf(dir, sizeof dir, "%s", o.data_dir);

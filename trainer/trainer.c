@@ -291,14 +291,13 @@ static trainer *trainer_build(const train_config *cfg, MPI_Comm world, int init_
     r->threads = (int)(cores / world_size) > 0 ? (int)(cores / world_size) : 1;
   }
   /* The backend on every rank, or a refusal on every rank. */
-  char be_err[512] = "";
+  boost_status be_err = {0};
   const boost_dtype act = cfg->train.precision == PRECISION_BF16 ? BOOST_BF16 : BOOST_F32;
-  r->be = boost_backend_create(device_names[cfg->train.device], act, r->threads, gpu_index(world), be_err,
-                               sizeof be_err);
+  r->be = boost_backend_create(device_names[cfg->train.device], act, r->threads, gpu_index(world), &be_err);
   const int have_be = comm_control_all(world, COMM_WORLD, "start-up agreement", r->be != NULL); /* every rank or none */
   watchdog_phase("start-up: model build", WATCH_WORK); /* local work: not a wait */
   if (!have_be) {
-    snprintf(err, errlen, "%s", be_err[0] ? be_err : "the backend could not be created on every rank");
+    snprintf(err, errlen, "%s", be_err.failed ? be_err.msg : "the backend could not be created on every rank");
     trainer_destroy(r);
     return NULL;
   }

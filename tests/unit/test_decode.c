@@ -16,9 +16,9 @@
 #include "rng.h"
 
 static boost_backend *backend_or_skip(const char *name, boost_dtype dt) {
-  char err[256];
-  boost_backend *be = boost_backend_create(name, dt, 2, 0, err, sizeof err);
-  if (!be) cr_skip_test("%s backend: %s", name, err);
+  boost_status err = {0};
+  boost_backend *be = boost_backend_create(name, dt, 2, 0, &err);
+  if (!be) cr_skip_test("%s backend: %s", name, err.msg);
   return be;
 }
 

@@ -295,11 +295,10 @@ static void dw_end(void *ctx) {
   c->device_wait_recorded = 0;
   watch_done();
 }
-static int dw_poll(void *ctx, char *err, size_t errlen) {
+static int dw_poll(void *ctx, boost_status *err) {
   comm_ctx *c = ctx;
   if (!c->ops->poll || c->ops->poll(c) == 0) return 0;
-  boost_msgf(err, errlen, "%s", c->err);
-  return -1;
+  return boost_err(err, "%s", c->err);
 }
 static void dw_fail(void *ctx, const char *what, const char *err) {
   comm_ctx *c = ctx;
