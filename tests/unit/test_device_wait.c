@@ -13,7 +13,8 @@
 typedef struct {
   int begins, ends, polls, fails;
   int poll_error_at; /* the poll call that reports an error (0: never) */
-  char what[64], err[128];
+  char what[64];
+  char err[128];
   jmp_buf out;       /* fail's way out (it must not return to the loop) */
 } seen;
 
