@@ -88,8 +88,10 @@ static boost_backend *create(const char *name, boost_dtype act_dtype, int thread
   return NULL;
 }
 
-boost_backend *boost_backend_create(const char *name, boost_dtype act_dtype, int threads, int device, boost_status *err) {
-  return checked(create(name, act_dtype, threads, device, err), err);
+int boost_backend_create(const char *name, boost_dtype act_dtype, int threads, int device, boost_backend **out,
+                         boost_status *err) {
+  *out = checked(create(name, act_dtype, threads, device, err), err);
+  return *out ? 0 : -1;
 }
 
 void boost_backend_destroy(boost_backend *be) {

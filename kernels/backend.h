@@ -136,10 +136,11 @@ struct boost_backend {
 /* The backend `name` ("cpu", "guarded": the CPU kernels behind memory the
  * host cannot touch, for tests; "cuda": kernels/cuda, when built) with act
  * type act_dtype and `threads` host threads (0: the OpenMP default) on
- * `device` (GPU index; ignored by the CPU backends). NULL with a one-line
- * message when it cannot be created (unknown name, no GPU, no build support,
- * a precision the backend does not run). */
-boost_backend *boost_backend_create(const char *name, boost_dtype act_dtype, int threads, int device, boost_status *err);
+ * `device` (GPU index; ignored by the CPU backends), into *out. -1 (and
+ * *out NULL) with a one-line message when it cannot be created (unknown
+ * name, no GPU, no build support, a precision the backend does not run). */
+int boost_backend_create(const char *name, boost_dtype act_dtype, int threads, int device, boost_backend **out,
+                         boost_status *err);
 void boost_backend_destroy(boost_backend *be);
 /* The process's shared CPU backend with float activations and the threads
  * OpenMP was given (tools and tests that build a model without choosing). */

@@ -3,8 +3,9 @@
  * A call that can fail for a reason outside the program (bad input, a file,
  * the system, another rank) takes `boost_status *err` as its last argument.
  * On failure it fills err with one line saying what went wrong and returns
- * -1 (or NULL where it hands back a pointer); on success it returns 0 and
- * leaves err alone. Reporting is one statement:
+ * -1; on success it returns 0 and leaves err alone. A constructor hands its
+ * object back through an out-parameter (data_open, boost_backend_create);
+ * those not converted yet return NULL instead. Reporting is one statement:
  *
  *     if (fd < 0) return boost_err(err, "cannot open %s: %s", path, strerror(errno));
  *

@@ -43,7 +43,7 @@ int ckpt_model_build(const ins_ckpt *c, const ckpt_model_options *opt, ckpt_mode
   if (want_bf16(c, opt->precision, &bf16, err) != 0) return -1;
   const char *device = opt->device ? opt->device : "cpu";
   boost_status be_err = {0};
-  cm->be = boost_backend_create(device, bf16 ? BOOST_BF16 : BOOST_F32, opt->threads, 0, &be_err);
+  boost_backend_create(device, bf16 ? BOOST_BF16 : BOOST_F32, opt->threads, 0, &cm->be, &be_err);
   if (!cm->be) {
     boost_err(err, "backend %s (%s): %.800s", device, bf16 ? "bf16" : "fp32", be_err.msg);
     return -1;

@@ -32,7 +32,7 @@ int eval_data_open(const char *path, int val, const train_config *cfg, int T, in
   if (val && !separate && cfg->data.val_fraction <= 0)
     return boost_err(err, "the run had no validation split (data.val empty, data.val_fraction = 0): give --data FILE without --val");
   boost_status e = {0};
-  if (!(d->src = data_open(file, &e))) return boost_err(err, "%s", e.msg);
+  if (data_open(file, &d->src, &e) != 0) return boost_err(err, "%s", e.msg);
   data_split rest;
   const double fraction = val && !separate ? cfg->data.val_fraction : 0.0;
   const int rc = fraction > 0 ? data_split_make(d->src, fraction, T, &rest, &d->split, &e)

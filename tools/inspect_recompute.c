@@ -118,7 +118,8 @@ static void compare_layers(const ins_ckpt *c, ins_report *r, model *m, size_t N,
 static void recompute(const ins_ckpt *c, ins_report *r, const train_config *cfg, tp_mode mode, const int32_t *tokens,
                       int B, int T, ins_acts_check *out) {
   boost_status be_err = {0};
-  boost_backend *be = boost_backend_create("cpu", out->bf16 ? BOOST_BF16 : BOOST_F32, 0, -1, &be_err);
+  boost_backend *be = NULL;
+  boost_backend_create("cpu", out->bf16 ? BOOST_BF16 : BOOST_F32, 0, -1, &be, &be_err);
   if (!be) {
     snprintf(out->skipped, sizeof out->skipped, "no %s CPU backend: %.120s", out->bf16 ? "bf16" : "fp32", be_err.msg);
     return;

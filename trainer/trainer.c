@@ -52,10 +52,10 @@ static int open_data(run *r, boost_status *err) {
     boost_err(err, "data.train is not set: give a token shard made by boost-data");
     return -1;
   }
-  if (!(r->train_src = data_open(cfg->data.train, err))) return -1;
+  if (data_open(cfg->data.train, &r->train_src, err) != 0) return -1;
   memset(&r->val, 0, sizeof r->val);
   if (cfg->data.val[0]) {
-    if (!(r->val_src = data_open(cfg->data.val, err))) return -1;
+    if (data_open(cfg->data.val, &r->val_src, err) != 0) return -1;
     if (data_split_make(r->train_src, 0.0, r->T, &r->train, NULL, err) != 0) return -1;
     if (data_split_make(r->val_src, 0.0, r->T, &r->val, NULL, err) != 0) return -1;
   } else if (data_split_make(r->train_src, cfg->data.val_fraction, r->T, &r->train,
@@ -294,7 +294,7 @@ static trainer *trainer_build(const train_config *cfg, MPI_Comm world, int init_
   /* The backend on every rank, or a refusal on every rank. */
   boost_status be_err = {0};
   const boost_dtype act = cfg->train.precision == PRECISION_BF16 ? BOOST_BF16 : BOOST_F32;
-  r->be = boost_backend_create(device_names[cfg->train.device], act, r->threads, gpu_index(world), &be_err);
+  boost_backend_create(device_names[cfg->train.device], act, r->threads, gpu_index(world), &r->be, &be_err);
   const int have_be = comm_control_all(world, COMM_WORLD, "start-up agreement", r->be != NULL); /* every rank or none */
   watchdog_phase("start-up: model build", WATCH_WORK); /* local work: not a wait */
   if (!have_be) {

@@ -114,7 +114,7 @@ static int run_act(const char *backend, boost_dtype act, int device, int small, 
   boost_status err = {0};
   char desc[256] = "";
   gcheck g = {.ref = cpu, .bf16 = act == BOOST_BF16, .small = small};
-  g.be = boost_backend_create(backend, act, 0, device, &err);
+  boost_backend_create(backend, act, 0, device, &g.be, &err);
   if (!g.be) {
     printf("FAIL %s\n", err.msg);
     return -1;
@@ -153,14 +153,16 @@ int main(int argc, char **argv) {
   const int device = dev ? atoi(dev) : 0;
   boost_status err = {0};
   if (probe) { /* is a GPU usable: the backend starts, or says why not */
-    boost_backend *be = boost_backend_create("cuda", BOOST_BF16, 0, device, &err);
+    boost_backend *be = NULL;
+    boost_backend_create("cuda", BOOST_BF16, 0, device, &be, &err);
     if (!be) return printf("%s\n", err.msg), 77;
     cuda_backend_describe(be, err.msg, sizeof err.msg);
     printf("%s\n", err.msg);
     boost_backend_destroy(be);
     return 0;
   }
-  boost_backend *cpu = boost_backend_create("cpu", BOOST_F32, 0, 0, &err);
+  boost_backend *cpu = NULL;
+  boost_backend_create("cpu", BOOST_F32, 0, 0, &cpu, &err);
   if (!cpu) return fprintf(stderr, "boost-gpu-check: %s\n", err.msg), 1;
   const char *backend = self ? "guarded" : "cuda";
   if ((acts & 1) && run_act(backend, BOOST_F32, device, small, cpu) < 0) return 1;
@@ -170,7 +172,7 @@ int main(int argc, char **argv) {
   printf("gpu_check: %d checks, %d failed\n", n_checks, n_failed);
   if (bench && !small) {
     gcheck g = {.ref = cpu, .bf16 = 1};
-    g.be = boost_backend_create("cuda", BOOST_BF16, 0, device, &err);
+    boost_backend_create("cuda", BOOST_BF16, 0, device, &g.be, &err);
     if (g.be) gpu_bench(&g);
     boost_backend_destroy(g.be);
   }

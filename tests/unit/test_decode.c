@@ -17,7 +17,8 @@
 
 static boost_backend *backend_or_skip(const char *name, boost_dtype dt) {
   boost_status err = {0};
-  boost_backend *be = boost_backend_create(name, dt, 2, 0, &err);
+  boost_backend *be = NULL;
+  boost_backend_create(name, dt, 2, 0, &be, &err);
   if (!be) cr_skip_test("%s backend: %s", name, err.msg);
   return be;
 }

@@ -335,7 +335,7 @@ static int collect(const char *elem, strlist *out, boost_status *err) {
   return 0;
 }
 
-data_source *data_open(const char *path, boost_status *err) {
+static data_source *open_source(const char *path, boost_status *err) {
   if (!path || !*path) {
     boost_err(err, "empty data path");
     return NULL;
@@ -382,6 +382,11 @@ data_source *data_open(const char *path, boost_status *err) {
   }
   sl_free(&files);
   return src;
+}
+
+int data_open(const char *path, data_source **out, boost_status *err) {
+  *out = open_source(path, err);
+  return *out ? 0 : -1;
 }
 
 void data_close(data_source *src) {

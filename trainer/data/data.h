@@ -75,8 +75,10 @@ int data_shard_info_read(const char *path, data_shard_info *info, boost_status *
 typedef struct data_source data_source;
 
 /* path: one shard file, a comma-separated list of files/directories, or a
- * directory (its *.tok and *.bin files, not recursive, in sorted order). */
-data_source *data_open(const char *path, boost_status *err);
+ * directory (its *.tok and *.bin files, not recursive, in sorted order).
+ * Into *out; -1 (and *out NULL) with a one-line message when a shard is
+ * missing or malformed. */
+int data_open(const char *path, data_source **out, boost_status *err);
 void data_close(data_source *src);
 int64_t data_num_tokens(const data_source *src);
 /* Max over shards of the header vocab (boost) or max token + 1 (llm.c). */
