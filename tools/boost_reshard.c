@@ -517,7 +517,7 @@ static int run(const options *o_in, boost_status *err) {
   rank_change *ranks = NULL;
   char *out_config = NULL;
   if (rc == 0 && (o->rank_attn || o->rank_mlp)) {
-    if (!(ranks = reshard_rank_plan(in, &cfg_in, o, &cfg, err))) rc = -1;
+    if (reshard_rank_plan(in, &cfg_in, o, &cfg, &ranks, err) != 0) rc = -1;
     else out_config = config_to_json(&cfg);
   }
   if (rc == 0 && o->plan) rc = reshard_plan(in, &cfg, o, err);

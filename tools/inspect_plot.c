@@ -301,7 +301,7 @@ int cmd_plot(int argc, char **argv) {
   for (; n < o.nruns; n++)
     if (plot_load_run(o.runs[n], o.metrics, &runs[n], &err) != 0) break;
   for (int i = 0; i < n; i++) inputs[2 * i] = runs[i].path, inputs[2 * i + 1] = o.runs[i];
-  if (n < o.nruns) { /* err.msg says which */
+  if (n < o.nruns) { /* err says which */
   } else if (o.png && boost_check_output(o.png, inputs, 2 * n, &out_err) != 0) {
     boost_err(&err, "%s", out_err.msg);
   } else if (o.data_dir ? make_data_dir(o.data_dir, &err) : ins_tmp_dir(dir, sizeof dir, &err)) {

@@ -119,7 +119,7 @@ static int new_ranks(const train_config *from, const options *o, train_config *t
   return 0;
 }
 
-rank_change *reshard_rank_plan(hid_t in, const train_config *from, const options *o, train_config *to, boost_status *err) {
+static rank_change *plan_ranks(hid_t in, const train_config *from, const options *o, train_config *to, boost_status *err) {
   if (new_ranks(from, o, to, err) != 0) return NULL;
   rank_change *rc = boost_calloc(1, sizeof *rc);
   rc->from = *from, rc->to = *to;
@@ -152,6 +152,12 @@ rank_change *reshard_rank_plan(hid_t in, const train_config *from, const options
     return NULL;
   }
   return rc;
+}
+
+int reshard_rank_plan(hid_t in, const train_config *from, const options *o, train_config *to, rank_change **out,
+                      boost_status *err) {
+  *out = plan_ranks(in, from, o, to, err);
+  return *out ? 0 : -1;
 }
 
 void reshard_rank_free(rank_change *rc) {

@@ -24,8 +24,10 @@ typedef struct rank_change rank_change;
 /* The change IN (stored config `from`) needs for o->rank_attn / o->rank_mlp
  * (0: unchanged): *to is `from` with the new ranks, checked against the
  * model's dimensions and the target layout (o->tp, o->mode). Reads IN's
- * factors to choose the channels a shrink keeps. NULL with one line in err. */
-rank_change *reshard_rank_plan(hid_t in, const train_config *from, const options *o, train_config *to, boost_status *err);
+ * factors to choose the channels a shrink keeps. Into *out; -1 (and *out
+ * NULL) with one line in err. */
+int reshard_rank_plan(hid_t in, const train_config *from, const options *o, train_config *to, rank_change **out,
+                      boost_status *err);
 void reshard_rank_free(rank_change *rc);
 
 /* Converts one tensor of IN's group (CKPT_GROUP_MODEL, _ADAM_M, _ADAM_V):
