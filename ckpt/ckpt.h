@@ -3,7 +3,7 @@
  * retention, and resume. See docs/CHECKPOINT_FORMAT.md.
  *
  * The run calls, on every rank:
- *   s = ckpt_open(&settings, grid, reg, &hooks, err, errlen)
+ *   s = ckpt_open(&settings, grid, reg, &hooks, err)
  *                                            (NULL when nothing is written or read)
  *   ckpt_resume(s, &meta, &state, msg, msglen)
  *                                            once, before the first step
@@ -40,6 +40,7 @@
 #include "ckpt_meta.h"
 #include "ckpt_peek.h"
 #include "grid.h"
+#include "status.h"
 #include "tensor.h"
 
 /* What the package needs of the run's settings (the run fills it from its
@@ -106,7 +107,7 @@ typedef struct {
  * session reads only); on an unusable directory or too little host memory
  * for staging returns NULL with *err set, the same on every rank. */
 ckpt_session *ckpt_open(const ckpt_settings *set, const process_grid *grid, tensor_store *store,
-                        const ckpt_hooks *hooks, char *err, size_t errlen);
+                        const ckpt_hooks *hooks, boost_status *err);
 
 /* Applies set->resume (auto | none | PATH). With auto and the local level
  * on, first the newest local step every rank holds whole (ckpt_local.h)

@@ -8,6 +8,8 @@
 #include <mpi.h>
 #include <stddef.h>
 
+#include "status.h"
+
 /* The ranks that agree: the writer thread's duplicate of the world. */
 typedef struct {
   MPI_Comm comm;
@@ -16,7 +18,7 @@ typedef struct {
 
 /* Every rank learns whether all were ok; if not, `out` gets the message of
  * the lowest failing rank, prefixed with its rank when there are several. */
-int ckpt_agree(const ckpt_team *t, int ok, const char *mine, char *out, size_t outlen);
+int ckpt_agree(const ckpt_team *t, int ok, const char *mine, boost_status *out);
 int ckpt_all_true(const ckpt_team *t, int v);
 
 #endif

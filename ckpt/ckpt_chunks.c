@@ -226,22 +226,21 @@ ckpt_chunk_reader *ckpt_chunk_reader_new(int threads) {
  * -1 with the first failure in err -- reported once (report = 1: the next
  * slabs start afresh, as a caller reading dataset after dataset expects),
  * or kept for the next report (0). */
-static int drain_keep(chunk_reader *cr, char *err, size_t errlen, int report) {
+static int drain_keep(chunk_reader *cr, boost_status *err, int report) {
   pthread_mutex_lock(&cr->mu);
   while (cr->q.nready > 0 || cr->q.inflight > 0)
     if (!decode_one(cr, &cr->dec[0])) pthread_cond_wait(&cr->done, &cr->mu);
   const int rc = cr->failed[0] ? -1 : 0;
-  if (rc) boost_msgf(err, errlen, "%s", cr->failed);
+  if (rc) boost_err(err, "%s", cr->failed);
   if (report) cr->failed[0] = 0;
   pthread_mutex_unlock(&cr->mu);
   return rc;
 }
-static int drain(chunk_reader *cr, char *err, size_t errlen) { return drain_keep(cr, err, errlen, 1); }
+static int drain(chunk_reader *cr, boost_status *err) { return drain_keep(cr, err, 1); }
 
 void ckpt_chunk_reader_free(ckpt_chunk_reader *cr) {
   if (!cr) return;
-  char ignored[8];
-  drain(cr, ignored, sizeof ignored);
+  drain(cr, NULL);
   pthread_mutex_lock(&cr->mu);
   cr->quit = 1;
   pthread_cond_broadcast(&cr->work);
@@ -265,20 +264,20 @@ void ckpt_chunk_reader_free(ckpt_chunk_reader *cr) {
   boost_free(cr);
 }
 
-int ckpt_chunk_reader_wait(ckpt_chunk_reader *cr, char *err, size_t errlen) { return drain(cr, err, errlen); }
+int ckpt_chunk_reader_wait(ckpt_chunk_reader *cr, boost_status *err) { return drain(cr, err); }
 
 /* Decoders for chunks of ce elements, the pool started; -1 with err when
  * memory cannot be had. Buffers grow only with nothing in flight. */
-static int reader_ready(chunk_reader *cr, size_t ce, char *err, size_t errlen) {
+static int reader_ready(chunk_reader *cr, size_t ce, boost_status *err) {
   if (ce > cr->cap) {
-    if (drain(cr, err, errlen) != 0) return -1;
+    if (drain(cr, err) != 0) return -1;
     for (int t = 0; t < cr->threads; t++) {
       chunk_decoder *d = &cr->dec[t];
       boost_free(d->planes);
       d->planes = boost_try_calloc(ce, 4);
       if (!d->planes) {
         cr->cap = 0;
-        return boost_err(err, errlen, "chunk reader: out of memory (decode buffers of %.1f MiB)",
+        return boost_err(err, "chunk reader: out of memory (decode buffers of %.1f MiB)",
                          4.0 * (double)ce / (1 << 20));
       }
     }
@@ -287,9 +286,9 @@ static int reader_ready(chunk_reader *cr, size_t ce, char *err, size_t errlen) {
   for (int t = 0; t < cr->threads; t++) {
     chunk_decoder *d = &cr->dec[t];
     if (!d->dctx && !(d->dctx = ZSTD_createDCtx()))
-      return boost_err(err, errlen, "chunk reader: out of memory (zstd decompression context)");
+      return boost_err(err, "chunk reader: out of memory (zstd decompression context)");
     if (!d->block && !(d->block = boost_try_calloc(BLOCK, sizeof *d->block)))
-      return boost_err(err, errlen, "chunk reader: out of memory (decode block)");
+      return boost_err(err, "chunk reader: out of memory (decode block)");
   }
   if (!cr->pool && cr->threads > 1) {
     cr->pool = boost_calloc((size_t)cr->threads - 1, sizeof *cr->pool);
@@ -359,12 +358,12 @@ static void read_ahead(chunk_reader *cr, off_t a, hsize_t size) {
  * the decoder, so that the copies out of the page cache run on all the
  * threads too. Returns 1, 0 when the chunk was stored with a filter
  * skipped (read it through HDF5), -1 on an error (message in err). */
-static int read_chunk(chunk_reader *cr, chunk_slot *k, hid_t ds, const char *what, char *err, size_t errlen) {
+static int read_chunk(chunk_reader *cr, chunk_slot *k, hid_t ds, const char *what, boost_status *err) {
   hsize_t stored = 0;
   haddr_t addr = HADDR_UNDEF;
   unsigned filters = 0;
   if (H5Dget_chunk_info_by_coord(ds, k->off, &filters, &addr, &stored) < 0) {
-    ckpt_h5_error(err, errlen, what);
+    ckpt_h5_fail(err, what);
     return -1;
   }
   k->stored = addr == HADDR_UNDEF ? 0 : stored;
@@ -376,7 +375,7 @@ static int read_chunk(chunk_reader *cr, chunk_slot *k, hid_t ds, const char *wha
     k->packed = boost_try_calloc((size_t)stored, 1);
     k->cap = k->packed ? (size_t)stored : 0;
     if (!k->packed) {
-      boost_msgf(err, errlen, "%s: out of memory (a stored chunk of %llu bytes)", what, (unsigned long long)stored);
+      boost_err(err, "%s: out of memory (a stored chunk of %llu bytes)", what, (unsigned long long)stored);
       return -1;
     }
   }
@@ -388,7 +387,7 @@ static int read_chunk(chunk_reader *cr, chunk_slot *k, hid_t ds, const char *wha
   }
   uint32_t mask = 0;
   if (H5Dread_chunk(ds, H5P_DEFAULT, k->off, &mask, k->packed) < 0) {
-    ckpt_h5_error(err, errlen, what);
+    ckpt_h5_fail(err, what);
     return -1;
   }
   return mask == 0 ? 1 : 0;
@@ -433,7 +432,7 @@ static void end_slab(chunk_reader *cr, int b, int complete) {
 
 /* Reads every chunk meeting slab b, in row-major order of the chunk grid,
  * handing each to the decoders. Returns read_chunk's 1, 0 or -1. */
-static int read_slab(chunk_reader *cr, int b, hid_t ds, char *err, size_t errlen) {
+static int read_slab(chunk_reader *cr, int b, hid_t ds, boost_status *err) {
   const slab_job *j = &cr->slab[b];
   hsize_t off[TENSOR_MAX_DIMS], first[TENSOR_MAX_DIMS];
   for (int d = 0; d < j->ndim; d++) off[d] = first[d] = j->st[d] / j->cd[d] * j->cd[d];
@@ -442,7 +441,7 @@ static int read_slab(chunk_reader *cr, int b, hid_t ds, char *err, size_t errlen
     chunk_slot *k = &cr->slot[s];
     memcpy(k->off, off, sizeof off);
     k->slab = b;
-    const int rc = read_chunk(cr, k, ds, j->what, err, errlen);
+    const int rc = read_chunk(cr, k, ds, j->what, err);
     pthread_mutex_lock(&cr->mu);
     if (rc > 0) {
       cr->slab[b].pending++;
@@ -464,16 +463,15 @@ static int read_slab(chunk_reader *cr, int b, hid_t ds, char *err, size_t errlen
 }
 
 int ckpt_read_slab_chunks_async(ckpt_chunk_reader *cr, hid_t ds, int ndim, const int64_t *gshape, const hsize_t *st,
-                                const hsize_t *ct, float *dst, uint64_t *sum, const char *what, char *err,
-                                size_t errlen) {
+                                const hsize_t *ct, float *dst, uint64_t *sum, const char *what, boost_status *err) {
   hsize_t cd[TENSOR_MAX_DIMS];
   if (ndim < 1 || ndim > TENSOR_MAX_DIMS || !direct_readable(ds, ndim, cd)) return 0;
   size_t ce = 1;
   for (int d = 0; d < ndim; d++) ce *= (size_t)cd[d];
-  if (reader_ready(cr, ce, err, errlen) != 0) return -1;
+  if (reader_ready(cr, ce, err) != 0) return -1;
   pthread_mutex_lock(&cr->mu);
   const int failed = cr->failed[0] != 0;
-  if (failed) boost_msgf(err, errlen, "%s", cr->failed);
+  if (failed) boost_err(err, "%s", cr->failed);
   cr->failed[0] = 0; /* reported */
   pthread_mutex_unlock(&cr->mu);
   if (failed) return -1;
@@ -489,19 +487,18 @@ int ckpt_read_slab_chunks_async(ckpt_chunk_reader *cr, hid_t ds, int ndim, const
   for (int d = 0; d < ndim; d++) j->gshape[d] = gshape[d], j->st[d] = st[d], j->ct[d] = ct[d], j->cd[d] = cd[d];
   boost_msgf(j->what, sizeof j->what, "%s", what);
   cr->ra.fd = file_fd(ds, &cr->ra.base);
-  const int rc = read_slab(cr, b, ds, err, errlen);
+  const int rc = read_slab(cr, b, ds, err);
   if (rc <= 0) { /* nothing of this slab may still be written into dst: the caller reads it otherwise */
-    char ignored[8];
-    drain_keep(cr, ignored, sizeof ignored, 0);
+    drain_keep(cr, NULL, 0);
   }
   end_slab(cr, b, rc > 0);
   return rc;
 }
 
 int ckpt_read_slab_chunks(ckpt_chunk_reader *cr, hid_t ds, int ndim, const int64_t *gshape, const hsize_t *st,
-                          const hsize_t *ct, float *dst, uint64_t *sum, const char *what, char *err, size_t errlen) {
-  const int rc = ckpt_read_slab_chunks_async(cr, ds, ndim, gshape, st, ct, dst, sum, what, err, errlen);
-  return rc <= 0 ? rc : drain(cr, err, errlen) == 0 ? 1 : -1;
+                          const hsize_t *ct, float *dst, uint64_t *sum, const char *what, boost_status *err) {
+  const int rc = ckpt_read_slab_chunks_async(cr, ds, ndim, gshape, st, ct, dst, sum, what, err);
+  return rc <= 0 ? rc : drain(cr, err) == 0 ? 1 : -1;
 }
 
 int ckpt_read_slab_hdf5(hid_t ds, hid_t space, int ndim, const int64_t *gshape, const hsize_t *st, const hsize_t *ct,

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "status.h"
+
 /* Stored chunks read with H5Dread_chunk (one thread: HDF5)
  * and decoded on `threads` threads (zstd, unshuffle, checksum terms). For
  * the hyperslab [st, st + ct) of dataset ds (global shape gshape): its
@@ -19,7 +21,7 @@ typedef struct ckpt_chunk_reader ckpt_chunk_reader;
 ckpt_chunk_reader *ckpt_chunk_reader_new(int threads);
 void ckpt_chunk_reader_free(ckpt_chunk_reader *cr);
 int ckpt_read_slab_chunks(ckpt_chunk_reader *cr, hid_t ds, int ndim, const int64_t *gshape, const hsize_t *st,
-                          const hsize_t *ct, float *dst, uint64_t *sum, const char *what, char *err, size_t errlen);
+                          const hsize_t *ct, float *dst, uint64_t *sum, const char *what, boost_status *err);
 /* The same without waiting for the decoding: returns once the slab's
  * chunks are read (1), so the caller can read the next slab meanwhile;
  * dst and *sum (sum may be NULL) are written by the decoders until
@@ -27,9 +29,8 @@ int ckpt_read_slab_chunks(ckpt_chunk_reader *cr, hid_t ds, int ndim, const int64
  * decode (-1 with err; 0 when all did). A failure is reported once, by
  * the next call of either (the slabs after it start afresh). */
 int ckpt_read_slab_chunks_async(ckpt_chunk_reader *cr, hid_t ds, int ndim, const int64_t *gshape, const hsize_t *st,
-                                const hsize_t *ct, float *dst, uint64_t *sum, const char *what, char *err,
-                                size_t errlen);
-int ckpt_chunk_reader_wait(ckpt_chunk_reader *cr, char *err, size_t errlen);
+                                const hsize_t *ct, float *dst, uint64_t *sum, const char *what, boost_status *err);
+int ckpt_chunk_reader_wait(ckpt_chunk_reader *cr, boost_status *err);
 /* The slab through HDF5's filter pipeline (one thread) into dst, and its
  * checksum terms: the path for what the chunk reader does not take. 0, or
  * -1 with the reason on HDF5's error stack (ckpt_h5_error). ndim at most

@@ -81,7 +81,7 @@ struct ckpt_direct {
   MPI_Comm comm;
   int fd, level, verdict; /* verdict: every rank was fine at the last placement */
   size_t pending_most;    /* encoded bytes since the last placement on the busiest rank, at most */
-  char why[512];          /* this rank's first failure */
+  boost_status why;       /* this rank's first failure */
   flusher flush;
 };
 
@@ -138,14 +138,14 @@ static void wait_batch(ckpt_direct *dx, const batch *b) {
   pthread_mutex_unlock(&dx->flush.mu);
 }
 
-static int finish_writes(ckpt_direct *dx, char *err, size_t errlen) {
+static int finish_writes(ckpt_direct *dx, boost_status *err) {
   wait_batch(dx, &dx->b[0]);
   wait_batch(dx, &dx->b[1]);
   pthread_mutex_lock(&dx->flush.mu);
   const int e = dx->flush.err;
   dx->flush.err = 0;
   pthread_mutex_unlock(&dx->flush.mu);
-  if (e) boost_msgf(err, errlen, "writing chunks: %s", strerror(e));
+  if (e) boost_err(err, "writing chunks: %s", strerror(e));
   return e == 0;
 }
 
@@ -345,7 +345,7 @@ static int encode_chunks(ckpt_direct *dx, batch *b, int which, const slab_grid *
 
 /* Rank 0: the gathered chunks [0, total) into the file's index, each write
  * of its bytes dropped; their addresses into dx->place.addr. */
-static int place_chunks(ckpt_direct *dx, int64_t total, char *err, size_t errlen) {
+static int place_chunks(ckpt_direct *dx, int64_t total, boost_status *err) {
   int ok = 1;
   for (int64_t r = 0; r < total; r++) {
     dx->place.addr[r] = HADDR_UNDEF;
@@ -353,7 +353,7 @@ static int place_chunks(ckpt_direct *dx, int64_t total, char *err, size_t errlen
     const uint64_t which = dx->place.all[3 * r], size = dx->place.all[3 * r + 2];
     uint64_t idx = dx->place.all[3 * r + 1];
     if (which >= (uint64_t)dx->nitems || dx->items[which].dset < 0) {
-      boost_msgf(err, errlen, "a chunk of a dataset that is not open");
+      boost_err(err, "a chunk of a dataset that is not open");
       ok = 0;
       continue;
     }
@@ -364,7 +364,7 @@ static int place_chunks(ckpt_direct *dx, int64_t total, char *err, size_t errlen
       idx /= (uint64_t)it->grid[d];
     }
     if (size == 0 || size > dx->place.dummy_cap) {
-      boost_msgf(err, errlen, "a chunk failed to compress");
+      boost_err(err, "a chunk failed to compress");
       ok = 0;
       continue;
     }
@@ -372,7 +372,7 @@ static int place_chunks(ckpt_direct *dx, int64_t total, char *err, size_t errlen
     haddr_t at = HADDR_UNDEF;
     if (H5Dwrite_chunk(it->dset, H5P_DEFAULT, 0, off, (size_t)size, dx->place.dummy) < 0) {
       ckpt_vfd_dropped(&at);
-      ckpt_h5_error(err, errlen, "H5Dwrite_chunk");
+      ckpt_h5_fail(err, "H5Dwrite_chunk");
       ok = 0;
       continue;
     }
@@ -382,7 +382,7 @@ static int place_chunks(ckpt_direct *dx, int64_t total, char *err, size_t errlen
     if (!ckpt_vfd_dropped(&at) || H5Dget_chunk_info_by_coord(it->dset, off, &mask, &addr, &got) < 0 || addr != at ||
         got != size || mask != 0) {
       H5Eclear2(H5E_DEFAULT);
-      boost_msgf(err, errlen, "HDF5 did not place a chunk where the driver saw it written");
+      boost_err(err, "HDF5 did not place a chunk where the driver saw it written");
       ok = 0;
       continue;
     }
@@ -393,13 +393,13 @@ static int place_chunks(ckpt_direct *dx, int64_t total, char *err, size_t errlen
 }
 
 /* Rank 0: closes the datasets whose every chunk is placed. */
-static int close_placed(ckpt_direct *dx, char *err, size_t errlen) {
+static int close_placed(ckpt_direct *dx, boost_status *err) {
   int ok = 1;
   for (int k = 0; k < dx->nitems; k++) {
     item *it = &dx->items[k];
     if (!it->added || it->dset < 0) continue;
     if (H5Dclose(it->dset) < 0 && ok) {
-      ckpt_h5_error(err, errlen, "H5Dclose");
+      ckpt_h5_fail(err, "H5Dclose");
       ok = 0;
     }
     it->dset = -1;
@@ -408,7 +408,7 @@ static int close_placed(ckpt_direct *dx, char *err, size_t errlen) {
 }
 
 static void say(ckpt_direct *dx, const char *why) {
-  if (!dx->why[0]) boost_msgf(dx->why, sizeof dx->why, "%s", why);
+  if (!dx->why.failed) boost_err(&dx->why, "%s", why);
 }
 
 /* A placement, collective over the file's ranks: every rank's chunk sizes
@@ -420,7 +420,7 @@ static void place(ckpt_direct *dx, int ok) {
   MPI_Comm_rank(dx->comm, &rank);
   MPI_Comm_size(dx->comm, &nranks);
   batch *b = &dx->b[dx->cur];
-  int mine[2] = {(int)(3 * b->n), ok && !dx->why[0]}, *got = NULL, *counts = NULL, *displs = NULL;
+  int mine[2] = {(int)(3 * b->n), ok && !dx->why.failed}, *got = NULL, *counts = NULL, *displs = NULL;
   int64_t total = 0;
   if (rank == 0) {
     got = boost_calloc(2 * (size_t)nranks, sizeof *got);
@@ -447,9 +447,9 @@ static void place(ckpt_direct *dx, int ok) {
   MPI_Gatherv(b->rec, mine[0], MPI_UINT64_T, dx->place.all, counts, displs, MPI_UINT64_T, 0, dx->comm);
   haddr_t *send = NULL;
   if (rank == 0) {
-    char why[512] = "";
-    if (verdict && !place_chunks(dx, total / 3, why, sizeof why)) say(dx, why), verdict = 0;
-    if (!close_placed(dx, why, sizeof why)) say(dx, why), verdict = 0;
+    boost_status why = {0};
+    if (verdict && !place_chunks(dx, total / 3, &why)) say(dx, why.msg), verdict = 0;
+    if (!close_placed(dx, &why)) say(dx, why.msg), verdict = 0;
     /* per rank: the verdict, then the addresses of its chunks */
     send = boost_calloc((size_t)(total / 3) + (size_t)nranks, sizeof *send);
     for (int r = 0, at = 0; r < nranks; r++) {
@@ -506,7 +506,7 @@ int ckpt_direct_begin(ckpt_direct *dx, MPI_Comm comm, int level, int n, const ck
   dx->comm = comm;
   dx->fd = -1;
   dx->level = level;
-  dx->why[0] = 0;
+  dx->why = (boost_status){0};
   dx->verdict = 1;
   dx->pending_most = 0;
   dx->cur = 0;
@@ -586,16 +586,16 @@ int ckpt_direct_add(ckpt_direct *dx, int k, int fd, hid_t dset, const void *buf,
       if (!dx->verdict) break;
     }
     dx->pending_most += piece_bytes;
-    const int64_t n_mine = has && ok && !dx->why[0] && k0 < it->nloc
+    const int64_t n_mine = has && ok && !dx->why.failed && k0 < it->nloc
                                ? (it->nloc - k0 < it->per_piece ? it->nloc - k0 : it->per_piece)
                                : 0;
     pthread_mutex_lock(&dx->flush.mu);
     const int werr = dx->flush.err; /* a write failed: report it now, encode no more */
     pthread_mutex_unlock(&dx->flush.mu);
     if (werr) {
-      char why[160];
-      boost_msgf(why, sizeof why, "writing chunks: %s", strerror(werr));
-      say(dx, why);
+      boost_status why = {0};
+      boost_err(&why, "writing chunks: %s", strerror(werr));
+      say(dx, why.msg);
     } else if (n_mine > 0 && encode_chunks(dx, &dx->b[dx->cur], k, &g, k0, n_mine, threads, it->bound) < 0) {
       say(dx, "zstd failed on a chunk");
     }
@@ -604,18 +604,18 @@ int ckpt_direct_add(ckpt_direct *dx, int k, int fd, hid_t dset, const void *buf,
   return dx->verdict;
 }
 
-int ckpt_direct_end(ckpt_direct *dx, int ok, char *err, size_t errlen) {
+int ckpt_direct_end(ckpt_direct *dx, int ok, boost_status *err) {
   if (dx->verdict) place(dx, ok);
   int rank;
   MPI_Comm_rank(dx->comm, &rank);
   if (rank == 0) {
-    char why[512] = "";
+    boost_status why = {0};
     for (int k = 0; k < dx->nitems; k++) dx->items[k].added = 1;
-    if (!close_placed(dx, why, sizeof why)) say(dx, why);
+    if (!close_placed(dx, &why)) say(dx, why.msg);
   }
-  char werr[256] = "";
-  if (!finish_writes(dx, werr, sizeof werr)) say(dx, werr);
-  if (dx->why[0]) boost_msgf(err, errlen, "%s", dx->why);
-  else if (!dx->verdict) boost_msgf(err, errlen, "another rank failed");
-  return !dx->why[0] && dx->verdict;
+  boost_status werr = {0};
+  if (!finish_writes(dx, &werr)) say(dx, werr.msg);
+  if (dx->why.failed) boost_status_take(err, &dx->why);
+  else if (!dx->verdict) boost_err(err, "another rank failed");
+  return !dx->why.failed && dx->verdict;
 }

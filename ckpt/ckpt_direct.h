@@ -24,6 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "status.h"
+
 typedef struct ckpt_direct ckpt_direct; /* scratch kept across saves */
 
 ckpt_direct *ckpt_direct_new(void);
@@ -77,6 +79,6 @@ int ckpt_direct_add(ckpt_direct *dx, int k, int fd, hid_t dset, const void *buf,
  * written. Returns 1 when every rank's chunks are in the file; else 0 with
  * this rank's reason (or "another rank failed") in err. Before the file's
  * descriptor is closed. */
-int ckpt_direct_end(ckpt_direct *dx, int ok, char *err, size_t errlen);
+int ckpt_direct_end(ckpt_direct *dx, int ok, boost_status *err);
 
 #endif

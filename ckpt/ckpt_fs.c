@@ -17,9 +17,9 @@
 
 #include "ckpt_h5.h"
 
-static int fail(char *err, size_t errlen, const char *what, const char *path) {
+static int fail(boost_status *err, const char *what, const char *path) {
   int e = errno;
-  if (err && errlen) snprintf(err, errlen, "%s %s: %s", what, path, strerror(e));
+  boost_err(err, "%s %s: %s", what, path, strerror(e));
   errno = e;
   return -1;
 }
@@ -31,26 +31,26 @@ static void append(char *out, size_t outlen, const char *fmt, const char *a) {
   snprintf(out + used, outlen - used, fmt, a);
 }
 
-int ckpt_fs_mkdirs(const char *dir, char *err, size_t errlen) {
+int ckpt_fs_mkdirs(const char *dir, boost_status *err) {
   char p[PATH_MAX];
   if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p) {
     errno = ENAMETOOLONG;
-    return fail(err, errlen, "checkpoint directory", dir);
+    return fail(err, "checkpoint directory", dir);
   }
   for (char *s = p + 1; *s; s++) {
     if (*s != '/') continue;
     *s = 0;
-    if (mkdir(p, 0777) != 0 && errno != EEXIST) return fail(err, errlen, "cannot create", p);
+    if (mkdir(p, 0777) != 0 && errno != EEXIST) return fail(err, "cannot create", p);
     *s = '/';
   }
-  if (mkdir(p, 0777) != 0 && errno != EEXIST) return fail(err, errlen, "cannot create", p);
+  if (mkdir(p, 0777) != 0 && errno != EEXIST) return fail(err, "cannot create", p);
   struct stat st;
-  if (stat(p, &st) != 0) return fail(err, errlen, "cannot stat", p);
+  if (stat(p, &st) != 0) return fail(err, "cannot stat", p);
   if (!S_ISDIR(st.st_mode)) {
     errno = ENOTDIR;
-    return fail(err, errlen, "checkpoint directory", p);
+    return fail(err, "checkpoint directory", p);
   }
-  if (access(p, W_OK | X_OK) != 0) return fail(err, errlen, "cannot write to", p);
+  if (access(p, W_OK | X_OK) != 0) return fail(err, "cannot write to", p);
   return 0;
 }
 
@@ -59,11 +59,11 @@ static int cmp_desc(const void *a, const void *b) {
   return x < y ? 1 : x > y ? -1 : 0;
 }
 
-int ckpt_fs_list(const char *dir, int64_t **steps, int *n, char *err, size_t errlen) {
+int ckpt_fs_list(const char *dir, int64_t **steps, int *n, boost_status *err) {
   *steps = NULL;
   *n = 0;
   DIR *d = opendir(dir);
-  if (!d) return fail(err, errlen, "cannot list", dir);
+  if (!d) return fail(err, "cannot list", dir);
   int cap = 0;
   struct dirent *e;
   while ((e = readdir(d))) {
@@ -78,7 +78,7 @@ int ckpt_fs_list(const char *dir, int64_t **steps, int *n, char *err, size_t err
         *steps = NULL;
         *n = 0;
         errno = ENOMEM;
-        return fail(err, errlen, "listing", dir);
+        return fail(err, "listing", dir);
       }
       *steps = p;
     }
@@ -116,11 +116,11 @@ static void describe_holder(const char *line, char *out, size_t outlen) {
   snprintf(out, outlen, "%.*s since %s, %s", (int)(since - line), line, iso, age);
 }
 
-int ckpt_fs_lock(const char *dir, char *err, size_t errlen) {
+int ckpt_fs_lock(const char *dir, boost_status *err) {
   char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/" CKPT_LOCK, dir);
   int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-  if (fd < 0) return fail(err, errlen, "cannot open the lock file", path);
+  if (fd < 0) return fail(err, "cannot open the lock file", path);
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int e = errno;
     char holder[256] = "";
@@ -131,12 +131,12 @@ int ckpt_fs_lock(const char *dir, char *err, size_t errlen) {
     if (e == EWOULDBLOCK) {
       char who[320];
       describe_holder(holder, who, sizeof who);
-      snprintf(err, errlen, "ckpt.dir %s is in use by another job (%s): two jobs must not share a checkpoint directory",
+      boost_err(err, "ckpt.dir %s is in use by another job (%s): two jobs must not share a checkpoint directory",
                dir, who[0] ? who : "holder unknown");
       return -1;
     }
     errno = e;
-    return fail(err, errlen, "cannot lock", path);
+    return fail(err, "cannot lock", path);
   }
   char host[128] = "?", line[256], iso[32] = "?";
   gethostname(host, sizeof host - 1);
@@ -175,14 +175,14 @@ int ckpt_fs_clean_temporaries(const char *dir, char *removed, size_t removedlen)
   return count;
 }
 
-int ckpt_fs_fsync(const char *path, char *err, size_t errlen) {
-  return boost_fsync_path(path) == 0 ? 0 : fail(err, errlen, "fsync", path);
+int ckpt_fs_fsync(const char *path, boost_status *err) {
+  return boost_fsync_path(path) == 0 ? 0 : fail(err, "fsync", path);
 }
 
-int ckpt_fs_reserve(const char *path, uint64_t bytes, char *err, size_t errlen) {
+int ckpt_fs_reserve(const char *path, uint64_t bytes, boost_status *err) {
   const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path; /* short enough for a log line */
   int fd = open(path, O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return fail(err, errlen, "cannot open to reserve space", path);
+  if (fd < 0) return fail(err, "cannot open to reserve space", path);
   int rc = 0;
   if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)bytes) != 0) {
     if (errno == EOPNOTSUPP || errno == ENOSYS) {
@@ -195,12 +195,12 @@ int ckpt_fs_reserve(const char *path, uint64_t bytes, char *err, size_t errlen) 
         char what[96];
         snprintf(what, sizeof what, "only %.1f MiB free, %.1f MiB needed for", (double)v.f_bavail * (double)v.f_frsize / (1 << 20),
                  (double)bytes / (1 << 20));
-        rc = fail(err, errlen, what, base);
+        rc = fail(err, what, base);
       }
     } else {
       char what[64];
       snprintf(what, sizeof what, "cannot reserve %.1f MiB for", (double)bytes / (1 << 20));
-      rc = fail(err, errlen, what, base);
+      rc = fail(err, what, base);
     }
   }
   int e = errno;
@@ -216,7 +216,7 @@ int ckpt_fs_trim(const char *path) {
   return truncate(path, st.st_size);
 }
 
-int ckpt_fs_commit(const char *dir, const char *tmp_name, const char *final_name, char *err, size_t errlen) {
+int ckpt_fs_commit(const char *dir, const char *tmp_name, const char *final_name, boost_status *err) {
   char a[PATH_MAX], b[PATH_MAX];
   snprintf(a, sizeof a, "%s/%s", dir, tmp_name);
   snprintf(b, sizeof b, "%s/%s", dir, final_name);
@@ -224,18 +224,18 @@ int ckpt_fs_commit(const char *dir, const char *tmp_name, const char *final_name
   if (stat(b, &st) == 0) { /* the same step of an abandoned run (ckpt.resume=none): set aside, not replaced */
     char c[PATH_MAX + 16];
     snprintf(c, sizeof c, "%s" CKPT_SUPERSEDED_SUFFIX, b);
-    if (rename(b, c) != 0) return fail(err, errlen, "cannot set aside the older", b);
+    if (rename(b, c) != 0) return fail(err, "cannot set aside the older", b);
   }
-  if (rename(a, b) != 0) return fail(err, errlen, "cannot rename to", b);
-  return ckpt_fs_fsync(dir, err, errlen) == 0 ? 0 : 1; /* renamed: committed, not yet durable */
+  if (rename(a, b) != 0) return fail(err, "cannot rename to", b);
+  return ckpt_fs_fsync(dir, err) == 0 ? 0 : 1; /* renamed: committed, not yet durable */
 }
 
-int ckpt_fs_write_latest(const char *dir, const char *name, char *err, size_t errlen) {
+int ckpt_fs_write_latest(const char *dir, const char *name, boost_status *err) {
   char tmp[PATH_MAX], fin[PATH_MAX];
   snprintf(tmp, sizeof tmp, "%s/" CKPT_LATEST CKPT_TMP_SUFFIX, dir);
   snprintf(fin, sizeof fin, "%s/" CKPT_LATEST, dir);
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) return fail(err, errlen, "cannot create", tmp);
+  if (fd < 0) return fail(err, "cannot create", tmp);
   char line[PATH_MAX];
   int n = snprintf(line, sizeof line, "%s\n", name);
   if (write(fd, line, (size_t)n) != n || fsync(fd) != 0) {
@@ -243,19 +243,19 @@ int ckpt_fs_write_latest(const char *dir, const char *name, char *err, size_t er
     close(fd);
     unlink(tmp);
     errno = e;
-    return fail(err, errlen, "cannot write", tmp);
+    return fail(err, "cannot write", tmp);
   }
   if (close(fd) != 0) {
     unlink(tmp);
-    return fail(err, errlen, "cannot close", tmp);
+    return fail(err, "cannot close", tmp);
   }
   if (rename(tmp, fin) != 0) {
     int e = errno;
     unlink(tmp);
     errno = e;
-    return fail(err, errlen, "cannot rename to", fin);
+    return fail(err, "cannot rename to", fin);
   }
-  return ckpt_fs_fsync(dir, err, errlen);
+  return ckpt_fs_fsync(dir, err);
 }
 
 int ckpt_fs_read_latest(const char *dir, char *name, size_t namelen) {
@@ -274,7 +274,7 @@ int ckpt_fs_retain(const char *dir, int64_t step, int keep_last, int keep_every,
   if (report && reportlen) report[0] = 0;
   int64_t *steps;
   int n;
-  if (ckpt_fs_list(dir, &steps, &n, NULL, 0) != 0) return -1;
+  if (ckpt_fs_list(dir, &steps, &n, NULL) != 0) return -1;
   int touched = 0, kept = 0;
   char name[64], path[PATH_MAX], to[PATH_MAX + 16], latest[PATH_MAX] = "";
   if (ckpt_fs_read_latest(dir, latest, sizeof latest) != 0) latest[0] = 0;

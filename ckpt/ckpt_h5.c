@@ -43,6 +43,16 @@ void ckpt_h5_error(char *out, size_t outlen, const char *what) {
   H5Eclear2(H5E_DEFAULT);
 }
 
+int ckpt_h5_fail(boost_status *err, const char *what) {
+  if (err) {
+    ckpt_h5_error(err->msg, sizeof err->msg, what);
+    err->failed = 1;
+  } else {
+    H5Eclear2(H5E_DEFAULT);
+  }
+  return -1;
+}
+
 static int put_scalar(hid_t obj, const char *name, hid_t file_type, hid_t mem_type, const void *v) {
   hid_t space = H5Screate(H5S_SCALAR);
   if (space < 0) return -1;
@@ -210,8 +220,7 @@ void ckpt_round_bf16(float *v, size_t n) {
 
 typedef struct {
   const char *group;
-  char *why;
-  size_t whylen;
+  boost_status *why;
   int bad;
 } group_check;
 
@@ -232,7 +241,7 @@ static herr_t check_one_dataset(hid_t g, const char *name, const H5L_info_t *inf
   if (!ok && !a->bad) {
     char what[512];
     snprintf(what, sizeof what, "%s/%s: unreadable or checksum mismatch", a->group, name);
-    ckpt_h5_error(a->why, a->whylen, what);
+    ckpt_h5_fail(a->why, what);
   }
   a->bad |= !ok;
   free(buf);
@@ -242,8 +251,8 @@ static herr_t check_one_dataset(hid_t g, const char *name, const H5L_info_t *inf
   return 0;
 }
 
-int ckpt_check_group(hid_t file, const char *group, char *why, size_t whylen) {
-  group_check a = {.group = group, .why = why, .whylen = whylen};
+int ckpt_check_group(hid_t file, const char *group, boost_status *why) {
+  group_check a = {.group = group, .why = why};
   hid_t g = H5Gopen2(file, group, H5P_DEFAULT);
   H5O_info_t info;
   if (g < 0 || H5Oget_info2(g, &info, H5O_INFO_ALL) < 0 ||
@@ -251,7 +260,7 @@ int ckpt_check_group(hid_t file, const char *group, char *why, size_t whylen) {
     if (!a.bad) {
       char what[512];
       snprintf(what, sizeof what, "%s: group unreadable", group);
-      ckpt_h5_error(why, whylen, what);
+      ckpt_h5_fail(why, what);
     }
     a.bad = 1;
   }
@@ -276,11 +285,11 @@ int64_t ckpt_parse_file_name(const char *name) {
   return v;
 }
 
-int ckpt_check_file_step(const char *path, int64_t step, char *why, size_t whylen) {
+int ckpt_check_file_step(const char *path, int64_t step, boost_status *why) {
   const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
   const int64_t named = ckpt_parse_file_name(base);
   if (named < 0 || named == step) return 0;
-  snprintf(why, whylen, "its name says step %lld but it holds step %lld (a renamed copy?)", (long long)named,
+  boost_err(why, "its name says step %lld but it holds step %lld (a renamed copy?)", (long long)named,
            (long long)step);
   return -1;
 }

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "status.h"
+
 #define CKPT_FORMAT_NAME "boost-checkpoint"
 #define CKPT_FORMAT_VERSION 1
 #define CKPT_CHECKSUM_ALGORITHM "xxh3-64-elemsum-v1"
@@ -30,6 +32,8 @@ void ckpt_h5_quiet(void);
 /* One line "what: <innermost HDF5 error> (<function>) <- <next>" from the
  * current HDF5 error stack, which it then clears. */
 void ckpt_h5_error(char *out, size_t outlen, const char *what);
+/* The same line into err (marked failed); returns -1. */
+int ckpt_h5_fail(boost_status *err, const char *what);
 
 /* Attributes on an object (file, group or dataset). Writers create the
  * attribute (replacing none: the object must not have it). Return 0 / -1. */
@@ -78,7 +82,7 @@ void ckpt_round_bf16(float *v, size_t n);
  * and its CKPT_ATTR_CHECKSUM recomputed (4-byte elements with the 32-bit
  * rule, 8-byte with the 64-bit one). 0 when all agree, else -1 with the
  * first problem in why. */
-int ckpt_check_group(hid_t file, const char *group, char *why, size_t whylen);
+int ckpt_check_group(hid_t file, const char *group, boost_status *why);
 
 /* "step_00000040.h5" for a step. */
 void ckpt_file_name(char *out, size_t outlen, int64_t step);
@@ -87,6 +91,6 @@ int64_t ckpt_parse_file_name(const char *name);
 /* 0 when the last component of path is not a checkpoint file name or names
  * `step`; -1 with why when it names another step (a renamed copy: a resume
  * must not take it for that step). */
-int ckpt_check_file_step(const char *path, int64_t step, char *why, size_t whylen);
+int ckpt_check_file_step(const char *path, int64_t step, boost_status *why);
 
 #endif

@@ -26,7 +26,6 @@ uint64_t ckpt_state_hash(int k, const ckpt_series *set);
  * *stored and the computed one into *sum. A set the file lacks is empty (0,
  * sums 0) unless a resume needs it (CKPT_META_RESUME). -1 with err: missing,
  * misshapen or unreadable. */
-int ckpt_state_read(hid_t f, hid_t dxpl, int k, ckpt_series *out, uint64_t *stored, uint64_t *sum, char *err,
-                    size_t errlen);
+int ckpt_state_read(hid_t f, hid_t dxpl, int k, ckpt_series *out, uint64_t *stored, uint64_t *sum, boost_status *err);
 
 #endif

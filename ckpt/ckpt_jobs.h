@@ -43,7 +43,7 @@ typedef struct {
 typedef struct {
   int64_t step;
   int ok, valid;
-  char reason[REASON_MAX];
+  boost_status reason; /* why it failed (the writer thread's, handed over with the result) */
   double write_s, write_cpu_s, stall_s, wait_prev_s, update_wait_s;
   /* write_s by phase: checksums + shuffle/zstd + HDF5/MPI-IO writes into the
    * file system; fsync; the read-back verification; rename and retention */

@@ -32,7 +32,7 @@ void ckpt_journal_result(FILE *log, const save_result *r, const process_grid *gr
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "step", (double)r->step);
   cJSON_AddBoolToObject(o, "committed", r->ok);
-  if (!r->ok) cJSON_AddStringToObject(o, "reason", r->reason);
+  if (!r->ok) cJSON_AddStringToObject(o, "reason", r->reason.msg);
   cJSON_AddNumberToObject(o, "stall_s", r->stall_s);
   cJSON_AddNumberToObject(o, "update_wait_s", r->update_wait_s);
   cJSON_AddNumberToObject(o, "wait_prev_s", r->wait_prev_s);

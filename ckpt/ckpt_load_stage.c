@@ -38,8 +38,8 @@ void ckpt_load_end(ckpt_stager *st) {
   st->lring.n = 0;
 }
 
-int ckpt_load_flush(ckpt_stager *st, ckpt_chunk_reader *cr, char *err, size_t errlen) {
-  if (ckpt_chunk_reader_wait(cr, err, errlen) != 0) return -1;
+int ckpt_load_flush(ckpt_stager *st, ckpt_chunk_reader *cr, boost_status *err) {
+  if (ckpt_chunk_reader_wait(cr, err) != 0) return -1;
   boost_backend *be = st->store->be;
   for (int k = 0; k < st->lring.n; k++) {
     const ckpt_entry *e = &st->plan->ents[st->lring.key[k] / CKPT_NUM_CATEGORIES];
@@ -52,14 +52,14 @@ int ckpt_load_flush(ckpt_stager *st, ckpt_chunk_reader *cr, char *err, size_t er
   return 0;
 }
 
-float *ckpt_load_dst(ckpt_stager *st, ckpt_chunk_reader *cr, int i, int c, char *err, size_t errlen) {
+float *ckpt_load_dst(ckpt_stager *st, ckpt_chunk_reader *cr, int i, int c, boost_status *err) {
   const ckpt_entry *e = &st->plan->ents[i];
   if (!st->load_streamed) return st->stage + e->load_off[c];
   boost_backend *be = st->store->be;
   float *rows = ckpt_arena_rows(st->store, e, c, e->r0[c]);
   if (st->load_host) return be->mem->host_view(be, rows);
   const size_t n = ckpt_band_rows_floats(e, st->reg, c);
-  if (st->lring.used + n > st->stage_floats && ckpt_load_flush(st, cr, err, errlen) != 0) return NULL;
+  if (st->lring.used + n > st->stage_floats && ckpt_load_flush(st, cr, err) != 0) return NULL;
   BOOST_ASSERT(n <= st->stage_floats); /* ckpt_stager_init sized it */
   st->lring.key[st->lring.n] = i * CKPT_NUM_CATEGORIES + c;
   st->lring.at[st->lring.n++] = st->lring.used;

@@ -56,7 +56,7 @@ static void default_dir(const char *ckpt_dir, char *out, size_t outlen) {
 /* Room on this node for two copies (the newest committed and the one being
  * written) of every one of its ranks' state; what the rank already holds
  * there is counted as free (it is replaced). */
-static int check_room(ckpt_local *L, double state_bytes, char *err, size_t errlen) {
+static int check_room(ckpt_local *L, double state_bytes, boost_status *err) {
   const int copies = L->partner.on ? 4 : 2; /* its own and its partner's, each newest + being written */
   const double mine = copies * state_bytes,
                held = ckpt_local_held_bytes(L->mine) + (L->partner.on ? ckpt_local_held_bytes(L->partner.held_dir) : 0);
@@ -64,11 +64,11 @@ static int check_room(ckpt_local *L, double state_bytes, char *err, size_t errle
   MPI_Allreduce(&mine, &need, 1, MPI_DOUBLE, MPI_SUM, L->node.comm);
   MPI_Allreduce(&held, &held_node, 1, MPI_DOUBLE, MPI_SUM, L->node.comm);
   struct statvfs v;
-  char why[512] = "";
+  boost_status why = {0};
   int ok = 1;
   if (statvfs(L->root, &v) != 0) {
     ok = 0;
-    boost_msgf(why, sizeof why, "ckpt.local_dir %s: %s", L->root, strerror(errno));
+    boost_err(&why, "ckpt.local_dir %s: %s", L->root, strerror(errno));
   } else {
     const double have = (double)v.f_bavail * (double)v.f_frsize + held_node;
     if (have < need) {
@@ -77,7 +77,7 @@ static int check_room(ckpt_local *L, double state_bytes, char *err, size_t errle
       ckpt_format_bytes(need, n, sizeof n);
       ckpt_format_bytes(have, h, sizeof h);
       ckpt_format_bytes(state_bytes, e, sizeof e);
-      boost_msgf(why, sizeof why,
+      boost_err(&why,
                  "ckpt.local_dir %s has %s free on the node of rank %d but the local level needs %s there (%d copies "
                  "of %s for each of its %d ranks%s): make room (a larger /dev/shm, another ckpt.local_dir) or set "
                  "ckpt.local_every=0",
@@ -85,9 +85,9 @@ static int check_room(ckpt_local *L, double state_bytes, char *err, size_t errle
                  L->partner.on ? ": its own and a partner's, the newest and one being written" : "");
     }
   }
-  char out[1024];
-  if (ckpt_agree(&L->team, ok, why, out, sizeof out)) return 0;
-  return boost_err(err, errlen, "%s", out);
+  boost_status out = {0};
+  if (ckpt_agree(&L->team, ok, why.msg, &out)) return 0;
+  return boost_err(err, "%s", out.msg);
 }
 
 /* Whether the settings turn the local level on (a step count or auto, and
@@ -108,18 +108,20 @@ int ckpt_local_peek(const ckpt_settings *cfg, ckpt_meta *meta, char *where, size
   root_dir(cfg, root, sizeof root);
   boost_msgf(mine, sizeof mine, "%s/rank_%05d", root, 0);
   int64_t steps[LOCAL_LIST_MAX];
-  const int n = ckpt_local_list(mine, 0, NULL, steps, LOCAL_LIST_MAX, NULL, 0);
+  const int n = ckpt_local_list(mine, 0, NULL, steps, LOCAL_LIST_MAX, NULL);
   for (int i = 0; i < n; i++) {
-    char dir[PATH_MAX], path[PATH_MAX + 16], err[512];
+    char dir[PATH_MAX];
+    char path[PATH_MAX + 16];
+    boost_status err = {0};
     ckpt_local_step_path(dir, sizeof dir, mine, steps[i], 0);
     ckpt_local_manifest man;
     unsigned char *blob = NULL;
     ckpt_state st;
     boost_msgf(path, sizeof path, "%s/%s.bin", dir, ckpt_local_part_names[LOCAL_STATE]);
-    if (ckpt_local_read_manifest(dir, &man, err, sizeof err) != 0 ||
-        ckpt_local_read_small(path, man.bytes[LOCAL_STATE], man.sum[LOCAL_STATE], &blob, err, sizeof err) != 0)
+    if (ckpt_local_read_manifest(dir, &man, &err) != 0 ||
+        ckpt_local_read_small(path, man.bytes[LOCAL_STATE], man.sum[LOCAL_STATE], &blob, &err) != 0)
       continue;
-    const int ok = ckpt_local_unpack(blob, (size_t)man.bytes[LOCAL_STATE], meta, &st, err, sizeof err) == 0;
+    const int ok = ckpt_local_unpack(blob, (size_t)man.bytes[LOCAL_STATE], meta, &st, &err) == 0;
     free(blob);
     if (!ok) continue;
     ckpt_state_free(&st);
@@ -167,7 +169,7 @@ static uint64_t tensors_sum(const tensor_registry *reg) {
 }
 
 ckpt_local *ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, tensor_store *store, char *note,
-                            size_t notelen, char *err, size_t errlen) {
+                            size_t notelen, boost_status *err) {
   if (note && notelen) note[0] = 0;
   if (!level_on(cfg)) return NULL;
   ckpt_local *L = boost_calloc(1, sizeof *L);
@@ -190,22 +192,23 @@ ckpt_local *ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, 
   ckpt_partner_plan(L->team.comm, &L->node, L->root, &L->partner, partner_note, sizeof partner_note);
   L->shape = (ckpt_local_shape){grid->rank, grid->world_size, grid->dp, grid->tp, grid->pp, store->mom_shards,
                                 store->reg->numel, store->mom_begin, store->mom_end, tensors_sum(store->reg)};
-  char why[768] = "", out[1024];
-  int ok = ckpt_fs_mkdirs(L->mine, why, sizeof why) == 0 &&
-           (!L->partner.on || ckpt_fs_mkdirs(L->partner.held_dir, why, sizeof why) == 0);
-  if (!ok) boost_msgf(out, sizeof out, "ckpt.local_dir: %s", why), boost_msgf(why, sizeof why, "%s", out);
+  boost_status why = {0};
+  boost_status out = {0};
+  int ok = ckpt_fs_mkdirs(L->mine, &why) == 0 &&
+           (!L->partner.on || ckpt_fs_mkdirs(L->partner.held_dir, &why) == 0);
+  if (!ok) boost_err(&out, "ckpt.local_dir: %s", why.msg), boost_err(&why, "%s", out.msg);
   if (ok && !store->be->mem->host_view(store->be, store->arena[TENSOR_PARAMS])) {
     L->bounce = store->be->mem->host_alloc(store->be, LOCAL_BOUNCE_BYTES);
-    if (!L->bounce) ok = 0, boost_msgf(why, sizeof why, "no host memory for the local level's copies");
+    if (!L->bounce) ok = 0, boost_err(&why, "no host memory for the local level's copies");
   }
-  if (!ckpt_agree(&L->team, ok, why, out, sizeof out)) {
-    boost_err(err, errlen, "%s", out);
+  if (!ckpt_agree(&L->team, ok, why.msg, &out)) {
+    boost_err(err, "%s", out.msg);
     local_free(L);
     return NULL;
   }
   double state = 1 << 20; /* the state part: the histories, well under this for most runs */
   for (int k = 0; k < LOCAL_STATE; k++) state += (double)part_bytes(L, k);
-  if (check_room(L, state, err, errlen) != 0) {
+  if (check_room(L, state, err) != 0) {
     local_free(L);
     return NULL;
   }
@@ -215,7 +218,7 @@ ckpt_local *ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, 
   int async = !L->bounce && !cfg_sync_mode();
   async = async && pthread_create(&L->saver.thread, NULL, local_writer_main, L) == 0;
   L->saver.thread_started = async;
-  L->saver.async = ckpt_agree(&L->team, async, "no local writer thread", NULL, 0);
+  L->saver.async = ckpt_agree(&L->team, async, "no local writer thread", NULL);
   if (async && !L->saver.async) { /* another rank has none: all go inline */
     pthread_mutex_lock(&L->saver.mu);
     L->saver.quit = 1;
@@ -270,9 +273,9 @@ static void arenas_released(ckpt_local *L) {
 }
 
 /* This rank's parts of the job's step into its temporary directory. */
-static int write_parts(ckpt_local *L, const char *tmp, char *why, size_t whylen) {
+static int write_parts(ckpt_local *L, const char *tmp, boost_status *why) {
   ckpt_local_remove_tree(tmp); /* a crashed save's */
-  if (mkdir(tmp, 0700) != 0) return boost_err(why, whylen, "%s: %s", tmp, strerror(errno));
+  if (mkdir(tmp, 0700) != 0) return boost_err(why, "%s: %s", tmp, strerror(errno));
   ckpt_local_manifest man;
   memset(&man, 0, sizeof man);
   man.step = L->saver.job_step;
@@ -283,15 +286,15 @@ static int write_parts(ckpt_local *L, const char *tmp, char *why, size_t whylen)
     boost_msgf(path, sizeof path, "%s/%s.bin", tmp, ckpt_local_part_names[k]);
     man.bytes[k] = part_bytes(L, k);
     rc = ckpt_local_write_part(path, L->store->be, part_arena(L, k), (size_t)man.bytes[k], L->bounce,
-                               LOCAL_BOUNCE_BYTES, &man.sum[k], why, whylen);
+                               LOCAL_BOUNCE_BYTES, &man.sum[k], why);
   }
   arenas_released(L);
   if (rc != 0) return -1;
   boost_msgf(path, sizeof path, "%s/%s.bin", tmp, ckpt_local_part_names[LOCAL_STATE]);
   man.bytes[LOCAL_STATE] = L->saver.job_len;
-  rc = ckpt_local_write_small(path, L->saver.job_blob, L->saver.job_len, &man.sum[LOCAL_STATE], why, whylen);
-  if (rc != 0 || ckpt_local_write_manifest(tmp, &man, why, whylen) != 0) return -1;
-  return ckpt_fs_fsync(tmp, why, whylen);
+  rc = ckpt_local_write_small(path, L->saver.job_blob, L->saver.job_len, &man.sum[LOCAL_STATE], why);
+  if (rc != 0 || ckpt_local_write_manifest(tmp, &man, why) != 0) return -1;
+  return ckpt_fs_fsync(tmp, why);
 }
 
 /* The commit protocol of the job's step (collective over the team): its
@@ -299,40 +302,42 @@ static int write_parts(ckpt_local *L, const char *tmp, char *why, size_t whylen)
 static void save_job(ckpt_local *L) {
   const double t0 = boost_now_s();
   const int64_t step = L->saver.job_step;
-  char tmp[PATH_MAX], fin[PATH_MAX], why[1024] = "", out[1024] = "";
+  char tmp[PATH_MAX];
+  char fin[PATH_MAX];
+  boost_status why = {0};
+  boost_status out = {0};
   ckpt_local_step_path(tmp, sizeof tmp, L->mine, step, 1);
   ckpt_local_step_path(fin, sizeof fin, L->mine, step, 0);
-  int ok = write_parts(L, tmp, why, sizeof why) == 0;
+  int ok = write_parts(L, tmp, &why) == 0;
   char held_tmp[PATH_MAX] = "", held_fin[PATH_MAX] = "";
   if (L->partner.on) { /* every rank takes part in the exchange, whatever it wrote */
     ckpt_local_step_path(held_tmp, sizeof held_tmp, L->partner.held_dir, step, 1);
     ckpt_local_step_path(held_fin, sizeof held_fin, L->partner.held_dir, step, 0);
     ckpt_local_remove_tree(held_tmp);
-    char pwhy[768] = "";
+    boost_status pwhy = {0};
     int pok = mkdir(held_tmp, 0700) == 0;
-    if (!pok) boost_msgf(pwhy, sizeof pwhy, "%s: %s", held_tmp, strerror(errno));
+    if (!pok) boost_err(&pwhy, "%s: %s", held_tmp, strerror(errno));
     const ckpt_partner_sink sink = {.dir = held_tmp}; /* no directory: its files fail to open, it is dropped */
-    char xwhy[768] = "";
-    if (ckpt_partner_exchange(L->team.comm, ok ? tmp : NULL, L->partner.holder, &sink, L->partner.held, xwhy,
-                              sizeof xwhy) != 0 && pok)
-      pok = 0, boost_msgf(pwhy, sizeof pwhy, "%s", xwhy);
-    if (ok && !pok) ok = 0, boost_msgf(why, sizeof why, "partner copy: %s", pwhy);
+    boost_status xwhy = {0};
+    if (ckpt_partner_exchange(L->team.comm, ok ? tmp : NULL, L->partner.holder, &sink, L->partner.held, &xwhy) != 0 && pok)
+      pok = 0, boost_err(&pwhy, "%s", xwhy.msg);
+    if (ok && !pok) ok = 0, boost_err(&why, "partner copy: %s", pwhy.msg);
   }
-  if (ckpt_agree(&L->team, ok, why, out, sizeof out)) {
+  if (ckpt_agree(&L->team, ok, why.msg, &out)) {
     /* Every rank wrote its parts: rename. A rank that dies before the
      * second agreement leaves the previous step the newest that every rank
      * holds, which is why nothing older is removed before it. */
     ckpt_local_remove_tree(fin); /* the same step of an abandoned branch */
     ok = rename(tmp, fin) == 0;
-    if (!ok) boost_msgf(why, sizeof why, "rename %s: %s", tmp, strerror(errno));
-    else ckpt_fs_fsync(L->mine, NULL, 0);
+    if (!ok) boost_err(&why, "rename %s: %s", tmp, strerror(errno));
+    else ckpt_fs_fsync(L->mine, NULL);
     if (ok && L->partner.on) {
       ckpt_local_remove_tree(held_fin);
       ok = rename(held_tmp, held_fin) == 0;
-      if (!ok) boost_msgf(why, sizeof why, "rename %s: %s", held_tmp, strerror(errno));
-      else ckpt_fs_fsync(L->partner.held_dir, NULL, 0);
+      if (!ok) boost_err(&why, "rename %s: %s", held_tmp, strerror(errno));
+      else ckpt_fs_fsync(L->partner.held_dir, NULL);
     }
-    if (ckpt_agree(&L->team, ok, why, out, sizeof out)) {
+    if (ckpt_agree(&L->team, ok, why.msg, &out)) {
       ckpt_local_remove_steps(L->mine, step, 0);
       if (L->partner.on) ckpt_local_remove_steps(L->partner.held_dir, step, 0);
       L->saver.res_ok = 1;
@@ -344,7 +349,7 @@ static void save_job(ckpt_local *L) {
   if (held_tmp[0]) ckpt_local_remove_tree(held_tmp);
   L->saver.res_ok = 0;
   L->saver.res_s = boost_now_s() - t0;
-  boost_msgf(L->saver.res_why, sizeof L->saver.res_why, "%s", out);
+  boost_msgf(L->saver.res_why, sizeof L->saver.res_why, "%s", out.msg);
 }
 
 static void *local_writer_main(void *arg) {

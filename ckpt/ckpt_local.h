@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "ckpt.h"
+#include "status.h"
 
 typedef struct ckpt_local ckpt_local;
 
@@ -36,7 +37,7 @@ int ckpt_node_split(MPI_Comm world, ckpt_node *out);
  * state (err gives the size needed). note: what it holds and uses, for the
  * start's log. */
 ckpt_local *ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, tensor_store *store, char *note,
-                            size_t notelen, char *err, size_t errlen);
+                            size_t notelen, boost_status *err);
 void ckpt_local_close(ckpt_local *L);
 
 /* Before the model is built (rank 0 alone, no MPI): the metadata block of

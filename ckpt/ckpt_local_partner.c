@@ -79,7 +79,7 @@ static void take_chunk(receiver *rc, int k, uint64_t at, const void *buf, size_t
 }
 
 /* Opens where part k of rm goes; 0 or -1 with why. */
-static int open_part(receiver *rc, int k, const ckpt_local_manifest *rm, int from, char *why, size_t whylen) {
+static int open_part(receiver *rc, int k, const ckpt_local_manifest *rm, int from, boost_status *why) {
   const ckpt_partner_sink *s = rc->sink;
   rc->fd = -1;
   XXH3_64bits_reset(rc->h);
@@ -87,10 +87,10 @@ static int open_part(receiver *rc, int k, const ckpt_local_manifest *rm, int fro
     char path[PATH_MAX];
     boost_msgf(path, sizeof path, "%s/%s.bin", s->dir, ckpt_local_part_names[k]);
     rc->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (rc->fd < 0) return boost_err(why, whylen, "%s: %s", path, strerror(errno));
+    if (rc->fd < 0) return boost_err(why, "%s: %s", path, strerror(errno));
   } else if (k < LOCAL_STATE) {
     if (rm->bytes[k] != s->want_bytes[k])
-      return boost_err(why, whylen, "the copy rank %d holds has %llu bytes of %s, this layout %llu", from,
+      return boost_err(why, "the copy rank %d holds has %llu bytes of %s, this layout %llu", from,
                        (unsigned long long)rm->bytes[k], ckpt_local_part_names[k],
                        (unsigned long long)s->want_bytes[k]);
   } else {
@@ -101,7 +101,7 @@ static int open_part(receiver *rc, int k, const ckpt_local_manifest *rm, int fro
   return 0;
 }
 
-static int close_part(receiver *rc, int k, const ckpt_local_manifest *rm, int from, char *why, size_t whylen) {
+static int close_part(receiver *rc, int k, const ckpt_local_manifest *rm, int from, boost_status *why) {
   int ok = rc->ok;
   if (rc->fd >= 0) {
     ok = ok && fsync(rc->fd) == 0;
@@ -109,19 +109,19 @@ static int close_part(receiver *rc, int k, const ckpt_local_manifest *rm, int fr
     rc->fd = -1;
   }
   if (ok && XXH3_64bits_digest(rc->h) != rm->sum[k])
-    return boost_err(why, whylen, "the %s part rank %d sent does not match its checksum", ckpt_local_part_names[k],
+    return boost_err(why, "the %s part rank %d sent does not match its checksum", ckpt_local_part_names[k],
                      from);
-  return ok ? 0 : boost_err(why, whylen, "the %s part from rank %d could not be kept", ckpt_local_part_names[k], from);
+  return ok ? 0 : boost_err(why, "the %s part from rank %d could not be kept", ckpt_local_part_names[k], from);
 }
 
 int ckpt_partner_exchange(MPI_Comm comm, const char *send_dir, int to, const ckpt_partner_sink *sink, int from,
-                          char *why, size_t whylen) {
+                          boost_status *why) {
   ckpt_local_manifest sm, rm;
   memset(&sm, 0, sizeof sm);
   memset(&rm, 0, sizeof rm);
   int ok = 1;
-  char swhy[512] = "";
-  if (send_dir && ckpt_local_read_manifest(send_dir, &sm, swhy, sizeof swhy) != 0) {
+  boost_status swhy = {0};
+  if (send_dir && ckpt_local_read_manifest(send_dir, &sm, &swhy) != 0) {
     ok = 0;
     memset(&sm, 0, sizeof sm); /* nothing follows: the receiver sees no manifest */
   }
@@ -129,9 +129,9 @@ int ckpt_partner_exchange(MPI_Comm comm, const char *send_dir, int to, const ckp
                MPI_STATUS_IGNORE);
   receiver rc = {sink, -1, XXH3_createState(), 1};
   if (!rc.h) boost_fail("out of memory for a checksum state");
-  char rwhy[512] = "";
+  boost_status rwhy = {0};
   int rok = from == MPI_PROC_NULL || ckpt_local_manifest_ok(&rm);
-  if (!rok) boost_msgf(rwhy, sizeof rwhy, "rank %d has no whole copy to send", from);
+  if (!rok) boost_err(&rwhy, "rank %d has no whole copy to send", from);
   if (!sink) rok = 0; /* received and dropped */
   char *sbuf = malloc(PARTNER_CHUNK), *rbuf = malloc(PARTNER_CHUNK);
   if (!sbuf || !rbuf) boost_fail("out of memory for the partner copy's buffers");
@@ -143,17 +143,17 @@ int ckpt_partner_exchange(MPI_Comm comm, const char *send_dir, int to, const ckp
       char path[PATH_MAX];
       boost_msgf(path, sizeof path, "%s/%s.bin", send_dir, ckpt_local_part_names[k]);
       fd = open(path, O_RDONLY | O_CLOEXEC);
-      if (fd < 0 && ok) ok = 0, boost_msgf(swhy, sizeof swhy, "%s: %s", path, strerror(errno));
+      if (fd < 0 && ok) ok = 0, boost_err(&swhy, "%s: %s", path, strerror(errno));
     }
     rc.ok = rok;
-    if (rok && open_part(&rc, k, &rm, from, rwhy, sizeof rwhy) != 0) rok = rc.ok = 0;
+    if (rok && open_part(&rc, k, &rm, from, &rwhy) != 0) rok = rc.ok = 0;
     for (uint64_t s_at = 0, r_at = 0; s_at < S || r_at < R;) {
       const size_t ns = S - s_at < PARTNER_CHUNK ? (size_t)(S - s_at) : PARTNER_CHUNK;
       const size_t nr = R - r_at < PARTNER_CHUNK ? (size_t)(R - r_at) : PARTNER_CHUNK;
       if (ns) { /* a short read sends what was read and zeros: the receiver's checksum fails */
         ssize_t got = fd >= 0 ? pread(fd, sbuf, ns, (off_t)s_at) : -1;
         if (got != (ssize_t)ns) {
-          if (ok) ok = 0, boost_msgf(swhy, sizeof swhy, "%s part: short read", ckpt_local_part_names[k]);
+          if (ok) ok = 0, boost_err(&swhy, "%s part: short read", ckpt_local_part_names[k]);
           memset(sbuf, 0, ns);
         }
       }
@@ -163,21 +163,21 @@ int ckpt_partner_exchange(MPI_Comm comm, const char *send_dir, int to, const ckp
       s_at += ns, r_at += nr;
     }
     if (fd >= 0) close(fd);
-    if (rok && close_part(&rc, k, &rm, from, rwhy, sizeof rwhy) != 0) rok = 0;
+    if (rok && close_part(&rc, k, &rm, from, &rwhy) != 0) rok = 0;
     else if (rc.fd >= 0) close(rc.fd);
   }
   free(sbuf);
   free(rbuf);
   XXH3_freeState(rc.h);
   if (rok && sink && sink->dir) {
-    char e[256];
-    if (ckpt_local_write_manifest(sink->dir, &rm, e, sizeof e) != 0) rok = 0, boost_msgf(rwhy, sizeof rwhy, "%s", e);
+    boost_status e = {0};
+    if (ckpt_local_write_manifest(sink->dir, &rm, &e) != 0) rok = 0, boost_err(&rwhy, "%s", e.msg);
   }
   if (!rok && sink && !sink->dir && *sink->blob) {
     free(*sink->blob);
     *sink->blob = NULL;
   }
-  if (!ok) return boost_err(why, whylen, "sending to rank %d: %s", to, swhy);
-  if (!rok && sink) return boost_err(why, whylen, "%s", rwhy);
+  if (!ok) return boost_err(why, "sending to rank %d: %s", to, swhy.msg);
+  if (!rok && sink) return boost_err(why, "%s", rwhy.msg);
   return 0;
 }

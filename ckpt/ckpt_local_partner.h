@@ -53,6 +53,6 @@ typedef struct {
  * Returns 0, or -1 with why (what this rank sent or received is then not
  * to be trusted; the peers finish the exchange regardless). */
 int ckpt_partner_exchange(MPI_Comm comm, const char *send_dir, int to, const ckpt_partner_sink *sink, int from,
-                          char *why, size_t whylen);
+                          boost_status *why);
 
 #endif

@@ -48,23 +48,23 @@ static int64_t newest_restorable(const local_census *c, int64_t below, int64_t *
 }
 
 /* This rank's parts of step s into the arenas, each checked. */
-static int load_parts(ckpt_local *L, int64_t s, unsigned char **blob, size_t *bloblen, char *why, size_t whylen) {
+static int load_parts(ckpt_local *L, int64_t s, unsigned char **blob, size_t *bloblen, boost_status *why) {
   char dir[PATH_MAX], path[PATH_MAX];
   ckpt_local_step_path(dir, sizeof dir, L->mine, s, 0);
   ckpt_local_manifest man;
-  if (ckpt_local_read_manifest(dir, &man, why, whylen) != 0) return -1;
+  if (ckpt_local_read_manifest(dir, &man, why) != 0) return -1;
   for (int k = 0; k < LOCAL_STATE; k++) {
     boost_msgf(path, sizeof path, "%s/%s.bin", dir, ckpt_local_part_names[k]);
     if (man.bytes[k] != part_bytes(L, k))
-      return boost_err(why, whylen, "%s: %llu bytes, this layout holds %llu", path,
+      return boost_err(why, "%s: %llu bytes, this layout holds %llu", path,
                        (unsigned long long)man.bytes[k], (unsigned long long)part_bytes(L, k));
     if (ckpt_local_read_part(path, L->store->be, part_arena(L, k), man.bytes[k], man.sum[k], L->bounce,
-                             LOCAL_BOUNCE_BYTES, why, whylen) != 0)
+                             LOCAL_BOUNCE_BYTES, why) != 0)
       return -1;
   }
   boost_msgf(path, sizeof path, "%s/%s.bin", dir, ckpt_local_part_names[LOCAL_STATE]);
   *bloblen = (size_t)man.bytes[LOCAL_STATE];
-  return ckpt_local_read_small(path, man.bytes[LOCAL_STATE], man.sum[LOCAL_STATE], blob, why, whylen);
+  return ckpt_local_read_small(path, man.bytes[LOCAL_STATE], man.sum[LOCAL_STATE], blob, why);
 }
 
 static void zero_arenas(ckpt_local *L) {
@@ -77,21 +77,24 @@ static void zero_arenas(ckpt_local *L) {
  * when every rank has it, with *blob (rank 0's state part, on every rank)
  * and *from_partner the ranks served by partners; 0 with why. */
 static int restore_step(ckpt_local *L, int64_t s, const int64_t *own, unsigned char **blob, size_t *bloblen,
-                        int *from_partner, char *note, size_t notelen, char *why, size_t whylen) {
+                        int *from_partner, char *note, size_t notelen, boost_status *why) {
   const int ranks = L->team.size;
-  char mine_why[768] = "";
+  boost_status mine_why = {0};
   int ok1 = 0;
   *blob = NULL;
-  if (!listed(own, s)) boost_msgf(mine_why, sizeof mine_why, "no copy of step %lld in %s", (long long)s, L->mine);
-  else ok1 = load_parts(L, s, blob, bloblen, mine_why, sizeof mine_why) == 0;
+  if (!listed(own, s)) boost_err(&mine_why, "no copy of step %lld in %s", (long long)s, L->mine);
+  else ok1 = load_parts(L, s, blob, bloblen, &mine_why) == 0;
   int *oks = boost_calloc((size_t)ranks, sizeof *oks);
   MPI_Allgather(&ok1, 1, MPI_INT, oks, 1, MPI_INT, L->team.comm);
   *from_partner = 0;
   for (int q = 0; q < ranks; q++) *from_partner += !oks[q];
-  if (*from_partner) /* the lowest rank without its own copy, for the log */
-    ckpt_agree(&L->team, ok1, mine_why, note, notelen);
+  if (*from_partner) { /* the lowest rank without its own copy, for the log */
+    boost_status first = {0};
+    ckpt_agree(&L->team, ok1, mine_why.msg, &first);
+    boost_msgf(note, notelen, "%s", first.msg);
+  }
   int ok = ok1;
-  char xwhy[768] = "";
+  boost_status xwhy = {0};
   if (*from_partner && L->partner.on) {
     const int send = !oks[L->partner.held], recv = !ok1;
     char sdir[PATH_MAX];
@@ -100,19 +103,18 @@ static int restore_step(ckpt_local *L, int64_t s, const int64_t *own, unsigned c
     for (int k = 0; k < LOCAL_STATE; k++) sink.arena[k] = part_arena(L, k), sink.want_bytes[k] = part_bytes(L, k);
     if (recv) free(*blob), *blob = NULL;
     const int rc = ckpt_partner_exchange(L->team.comm, send ? sdir : NULL, send ? L->partner.held : MPI_PROC_NULL,
-                                         recv ? &sink : NULL, recv ? L->partner.holder : MPI_PROC_NULL, xwhy,
-                                         sizeof xwhy);
+                                         recv ? &sink : NULL, recv ? L->partner.holder : MPI_PROC_NULL, &xwhy);
     if (recv) ok = rc == 0;
   } else if (!ok1) {
-    boost_msgf(xwhy, sizeof xwhy, "%s, and no partner copies are kept", mine_why);
+    boost_err(&xwhy, "%s, and no partner copies are kept", mine_why.msg);
   }
   free(oks);
-  if (!ok && !xwhy[0]) boost_msgf(xwhy, sizeof xwhy, "%s", mine_why);
-  char out[1024];
-  if (ckpt_agree(&L->team, ok, xwhy, out, sizeof out)) return 1;
+  if (!ok && !xwhy.failed) boost_err(&xwhy, "%s", mine_why.msg);
+  boost_status out = {0};
+  if (ckpt_agree(&L->team, ok, xwhy.msg, &out)) return 1;
   free(*blob);
   *blob = NULL;
-  boost_msgf(why, whylen, "%s", out);
+  boost_err(why, "%s", out.msg);
   return 0;
 }
 
@@ -124,16 +126,16 @@ int ckpt_local_restore(ckpt_local *L, int64_t file_step, ckpt_meta *meta, ckpt_s
   const int ranks = L->team.size;
   int64_t own[LOCAL_LIST_MAX], held[LOCAL_LIST_MAX];
   for (int i = 0; i < LOCAL_LIST_MAX; i++) own[i] = held[i] = -1;
-  char passed[600] = "";
-  ckpt_local_list(L->mine, L->team.rank, &L->shape, own, LOCAL_LIST_MAX, passed, sizeof passed);
-  if (L->partner.on) ckpt_local_list(L->partner.held_dir, L->partner.held, NULL, held, LOCAL_LIST_MAX, NULL, 0);
+  boost_status passed = {0};
+  ckpt_local_list(L->mine, L->team.rank, &L->shape, own, LOCAL_LIST_MAX, &passed);
+  if (L->partner.on) ckpt_local_list(L->partner.held_dir, L->partner.held, NULL, held, LOCAL_LIST_MAX, NULL);
   local_census c = {ranks, L->partner.on, boost_calloc((size_t)ranks * LOCAL_LIST_MAX, sizeof(int64_t)),
                     boost_calloc((size_t)ranks * LOCAL_LIST_MAX, sizeof(int64_t)),
                     boost_calloc((size_t)ranks, sizeof(int))};
   MPI_Allgather(own, LOCAL_LIST_MAX, MPI_INT64_T, c.own, LOCAL_LIST_MAX, MPI_INT64_T, L->team.comm);
   MPI_Allgather(held, LOCAL_LIST_MAX, MPI_INT64_T, c.held, LOCAL_LIST_MAX, MPI_INT64_T, L->team.comm);
   MPI_Allgather(&L->partner.holder, 1, MPI_INT, c.holder, 1, MPI_INT, L->team.comm);
-  int have_passed = passed[0] != 0;
+  int have_passed = passed.failed;
   MPI_Allreduce(MPI_IN_PLACE, &have_passed, 1, MPI_INT, MPI_MAX, L->team.comm);
   char damaged[1024] = "", note[1024] = "";
   int64_t below = INT64_MAX, newest_seen = -1;
@@ -146,10 +148,10 @@ int ckpt_local_restore(ckpt_local *L, int64_t file_step, ckpt_meta *meta, ckpt_s
     below = s;
     unsigned char *blob = NULL;
     size_t len = 0;
-    char why[1024] = "";
+    boost_status why = {0};
     note[0] = 0;
-    if (!restore_step(L, s, own, &blob, &len, &from_partner, note, sizeof note, why, sizeof why)) {
-      if (!damaged[0]) boost_msgf(damaged, sizeof damaged, "local step %lld is damaged: %s", (long long)s, why);
+    if (!restore_step(L, s, own, &blob, &len, &from_partner, note, sizeof note, &why)) {
+      if (!damaged[0]) boost_msgf(damaged, sizeof damaged, "local step %lld is damaged: %s", (long long)s, why.msg);
       zero_arenas(L);
       continue;
     }
@@ -162,11 +164,11 @@ int ckpt_local_restore(ckpt_local *L, int64_t file_step, ckpt_meta *meta, ckpt_s
       if (!blob) boost_fail("out of memory for a local checkpoint's state part");
     }
     MPI_Bcast(blob, (int)n, MPI_BYTE, 0, L->team.comm);
-    char uerr[256] = "";
-    const int uok = ckpt_local_unpack(blob, (size_t)n, meta, state, uerr, sizeof uerr) == 0;
+    boost_status uerr = {0};
+    const int uok = ckpt_local_unpack(blob, (size_t)n, meta, state, &uerr) == 0;
     free(blob);
     if (!uok) { /* the same bytes everywhere: the same verdict */
-      if (!damaged[0]) boost_msgf(damaged, sizeof damaged, "local step %lld: rank 0's %s", (long long)s, uerr);
+      if (!damaged[0]) boost_msgf(damaged, sizeof damaged, "local step %lld: rank 0's %s", (long long)s, uerr.msg);
       zero_arenas(L);
       continue;
     }

@@ -74,7 +74,7 @@ static int take(bytes_in *b, void *v, size_t n) {
   return 0;
 }
 
-int ckpt_local_unpack(const unsigned char *buf, size_t len, ckpt_meta *m, ckpt_state *st, char *err, size_t errlen) {
+int ckpt_local_unpack(const unsigned char *buf, size_t len, ckpt_meta *m, ckpt_state *st, boost_status *err) {
   bytes_in b = {buf, len, 0};
   ckpt_meta_init(m);
   memset(st, 0, sizeof *st);
@@ -113,7 +113,7 @@ int ckpt_local_unpack(const unsigned char *buf, size_t len, ckpt_meta *m, ckpt_s
 bad:
   ckpt_meta_free(m);
   ckpt_state_free(st);
-  return boost_err(err, errlen, "state part is malformed (%zu bytes)", len);
+  return boost_err(err, "state part is malformed (%zu bytes)", len);
 }
 
 /* ---- paths, manifests, listing --------------------------------------------- */
@@ -126,30 +126,30 @@ static uint64_t manifest_sum(const ckpt_local_manifest *m) {
   return XXH3_64bits(m, offsetof(ckpt_local_manifest, self_sum));
 }
 
-int ckpt_local_write_manifest(const char *stepdir, ckpt_local_manifest *m, char *err, size_t errlen) {
+int ckpt_local_write_manifest(const char *stepdir, ckpt_local_manifest *m, boost_status *err) {
   memset(m->magic, 0, sizeof m->magic);
   memcpy(m->magic, LOCAL_MAGIC, sizeof LOCAL_MAGIC);
   m->self_sum = manifest_sum(m);
   char path[PATH_MAX];
   boost_msgf(path, sizeof path, "%s/manifest.bin", stepdir);
   uint64_t unused;
-  return ckpt_local_write_small(path, m, sizeof *m, &unused, err, errlen);
+  return ckpt_local_write_small(path, m, sizeof *m, &unused, err);
 }
 
 int ckpt_local_manifest_ok(const ckpt_local_manifest *m) {
   return memcmp(m->magic, LOCAL_MAGIC, sizeof LOCAL_MAGIC) == 0 && manifest_sum(m) == m->self_sum;
 }
 
-int ckpt_local_read_manifest(const char *stepdir, ckpt_local_manifest *m, char *err, size_t errlen) {
+int ckpt_local_read_manifest(const char *stepdir, ckpt_local_manifest *m, boost_status *err) {
   char path[PATH_MAX];
   boost_msgf(path, sizeof path, "%s/manifest.bin", stepdir);
   FILE *f = fopen(path, "rb");
-  if (!f) return boost_err(err, errlen, "%s: %s", path, strerror(errno));
+  if (!f) return boost_err(err, "%s: %s", path, strerror(errno));
   const size_t got = fread(m, 1, sizeof *m, f);
   const int extra = fgetc(f) != EOF;
   fclose(f);
-  if (got != sizeof *m || extra) return boost_err(err, errlen, "%s: %zu bytes, not a manifest", path, got);
-  if (!ckpt_local_manifest_ok(m)) return boost_err(err, errlen, "%s: not a boost local-level manifest, or damaged", path);
+  if (got != sizeof *m || extra) return boost_err(err, "%s: %zu bytes, not a manifest", path, got);
+  if (!ckpt_local_manifest_ok(m)) return boost_err(err, "%s: not a boost local-level manifest, or damaged", path);
   return 0;
 }
 
@@ -170,9 +170,8 @@ static int cmp_desc(const void *a, const void *b) {
   return x < y ? 1 : x > y ? -1 : 0;
 }
 
-int ckpt_local_list(const char *dir, int owner, const ckpt_local_shape *want, int64_t *steps, int max, char *why,
-                    size_t whylen) {
-  if (why && whylen) why[0] = 0;
+int ckpt_local_list(const char *dir, int owner, const ckpt_local_shape *want, int64_t *steps, int max, boost_status *why) {
+  if (why) *why = (boost_status){0};
   DIR *d = opendir(dir);
   if (!d) return 0;
   int64_t all[256];
@@ -186,18 +185,19 @@ int ckpt_local_list(const char *dir, int owner, const ckpt_local_shape *want, in
   qsort(all, (size_t)n, sizeof all[0], cmp_desc);
   int got = 0;
   for (int i = 0; i < n && got < max; i++) {
-    char path[PATH_MAX], err[512];
+    char path[PATH_MAX];
+    boost_status err = {0};
     ckpt_local_manifest m;
     ckpt_local_step_path(path, sizeof path, dir, all[i], 0);
-    int ok = ckpt_local_read_manifest(path, &m, err, sizeof err) == 0;
+    int ok = ckpt_local_read_manifest(path, &m, &err) == 0;
     if (ok && (m.step != all[i] || m.shape.owner_rank != owner || (want && memcmp(&m.shape, want, sizeof *want) != 0))) {
       ok = 0;
-      boost_msgf(err, sizeof err, "%s was written by another layout (world %d dp %d tp %d pp %d, %llu floats%s)", path,
-                 m.shape.world_size, m.shape.dp, m.shape.tp, m.shape.pp, (unsigned long long)m.shape.numel,
-                 want && m.shape.tensors_sum != want->tensors_sum ? ", tensors placed otherwise in the arenas" : "");
+      boost_err(&err, "%s was written by another layout (world %d dp %d tp %d pp %d, %llu floats%s)", path,
+                m.shape.world_size, m.shape.dp, m.shape.tp, m.shape.pp, (unsigned long long)m.shape.numel,
+                want && m.shape.tensors_sum != want->tensors_sum ? ", tensors placed otherwise in the arenas" : "");
     }
     if (ok) steps[got++] = all[i];
-    else if (why && whylen && !why[0]) boost_msgf(why, whylen, "%s", err);
+    else if (why && !why->failed) boost_status_take(why, &err);
   }
   return got;
 }
@@ -277,21 +277,21 @@ static int read_all(int fd, void *p, size_t n, size_t *got) {
   return 0;
 }
 
-static int finish_write(int fd, const char *path, int ok, char *err, size_t errlen) {
+static int finish_write(int fd, const char *path, int ok, boost_status *err) {
   if (ok && fsync(fd) != 0) ok = 0;
   const int e = errno;
   if (close(fd) != 0 && ok) ok = 0;
   if (!ok) {
     unlink(path);
-    return boost_err(err, errlen, "%s: %s", path, strerror(e ? e : errno));
+    return boost_err(err, "%s: %s", path, strerror(e ? e : errno));
   }
   return 0;
 }
 
 int ckpt_local_write_part(const char *path, boost_backend *be, const void *src, size_t bytes, void *bounce,
-                          size_t bounce_bytes, uint64_t *sum, char *err, size_t errlen) {
+                          size_t bounce_bytes, uint64_t *sum, boost_status *err) {
   const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return boost_err(err, errlen, "%s: %s", path, strerror(errno));
+  if (fd < 0) return boost_err(err, "%s: %s", path, strerror(errno));
   XXH3_state_t *h = XXH3_createState();
   if (!h) boost_fail("out of memory for a checksum state");
   XXH3_64bits_reset(h);
@@ -311,33 +311,33 @@ int ckpt_local_write_part(const char *path, boost_backend *be, const void *src, 
   }
   *sum = XXH3_64bits_digest(h);
   XXH3_freeState(h);
-  return finish_write(fd, path, ok, err, errlen);
+  return finish_write(fd, path, ok, err);
 }
 
-int ckpt_local_write_small(const char *path, const void *buf, size_t len, uint64_t *sum, char *err, size_t errlen) {
+int ckpt_local_write_small(const char *path, const void *buf, size_t len, uint64_t *sum, boost_status *err) {
   const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return boost_err(err, errlen, "%s: %s", path, strerror(errno));
+  if (fd < 0) return boost_err(err, "%s: %s", path, strerror(errno));
   errno = 0;
   *sum = XXH3_64bits(buf, len);
-  return finish_write(fd, path, ckpt_local_write_all(fd, buf, len) == 0, err, errlen);
+  return finish_write(fd, path, ckpt_local_write_all(fd, buf, len) == 0, err);
 }
 
 /* Opens path and checks its size. */
-static int open_sized(const char *path, uint64_t want_bytes, char *err, size_t errlen) {
+static int open_sized(const char *path, uint64_t want_bytes, boost_status *err) {
   const int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return boost_err(err, errlen, "%s: %s", path, strerror(errno));
+  if (fd < 0) return boost_err(err, "%s: %s", path, strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != want_bytes) {
     close(fd);
-    return boost_err(err, errlen, "%s: %lld bytes, the manifest says %llu (damaged)", path, (long long)st.st_size,
+    return boost_err(err, "%s: %lld bytes, the manifest says %llu (damaged)", path, (long long)st.st_size,
                      (unsigned long long)want_bytes);
   }
   return fd;
 }
 
 int ckpt_local_read_part(const char *path, boost_backend *be, void *dst, uint64_t want_bytes, uint64_t want_sum,
-                         void *bounce, size_t bounce_bytes, char *err, size_t errlen) {
-  const int fd = open_sized(path, want_bytes, err, errlen);
+                         void *bounce, size_t bounce_bytes, boost_status *err) {
+  const int fd = open_sized(path, want_bytes, err);
   if (fd < 0) return -1;
   XXH3_state_t *h = XXH3_createState();
   if (!h) boost_fail("out of memory for a checksum state");
@@ -356,15 +356,14 @@ int ckpt_local_read_part(const char *path, boost_backend *be, void *dst, uint64_
   const uint64_t sum = XXH3_64bits_digest(h);
   XXH3_freeState(h);
   close(fd);
-  if (!ok) return boost_err(err, errlen, "%s: read failed", path);
-  if (sum != want_sum) return boost_err(err, errlen, "%s: checksum mismatch (damaged)", path);
+  if (!ok) return boost_err(err, "%s: read failed", path);
+  if (sum != want_sum) return boost_err(err, "%s: checksum mismatch (damaged)", path);
   return 0;
 }
 
-int ckpt_local_read_small(const char *path, uint64_t want_bytes, uint64_t want_sum, unsigned char **buf, char *err,
-                          size_t errlen) {
+int ckpt_local_read_small(const char *path, uint64_t want_bytes, uint64_t want_sum, unsigned char **buf, boost_status *err) {
   *buf = NULL;
-  const int fd = open_sized(path, want_bytes, err, errlen);
+  const int fd = open_sized(path, want_bytes, err);
   if (fd < 0) return -1;
   unsigned char *b = malloc(want_bytes ? (size_t)want_bytes : 1);
   if (!b) boost_fail("out of memory for a local checkpoint's state part");
@@ -373,7 +372,7 @@ int ckpt_local_read_small(const char *path, uint64_t want_bytes, uint64_t want_s
   close(fd);
   if (!ok || XXH3_64bits(b, (size_t)want_bytes) != want_sum) {
     free(b);
-    return boost_err(err, errlen, "%s: %s", path, ok ? "checksum mismatch (damaged)" : "read failed");
+    return boost_err(err, "%s: %s", path, ok ? "checksum mismatch (damaged)" : "read failed");
   }
   *buf = b;
   return 0;

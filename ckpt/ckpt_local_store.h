@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "ckpt_meta.h"
+#include "status.h"
 #include "tensor.h"
 
 enum { LOCAL_PARAMS = 0, LOCAL_ADAM_M, LOCAL_ADAM_V, LOCAL_STATE, LOCAL_NPARTS };
@@ -47,7 +48,7 @@ typedef struct {
  * and back (meta and state owned by the caller: ckpt_meta_free,
  * ckpt_state_free). -1 with err on a malformed buffer. */
 int ckpt_local_pack(const ckpt_meta *m, const ckpt_state *st, unsigned char **buf, size_t *len);
-int ckpt_local_unpack(const unsigned char *buf, size_t len, ckpt_meta *m, ckpt_state *st, char *err, size_t errlen);
+int ckpt_local_unpack(const unsigned char *buf, size_t len, ckpt_meta *m, ckpt_state *st, boost_status *err);
 
 /* dir/step_SSSSSSSS (committed) or with .tmp. */
 void ckpt_local_step_path(char *out, size_t outlen, const char *dir, int64_t step, int tmp);
@@ -55,14 +56,13 @@ void ckpt_local_step_path(char *out, size_t outlen, const char *dir, int64_t ste
 /* The committed steps of dir whose manifest reads and matches `want` (NULL:
  * only its owner_rank is checked, against `owner`), newest first, at most
  * max; *why gets the first one passed over and why. Returns how many. */
-int ckpt_local_list(const char *dir, int owner, const ckpt_local_shape *want, int64_t *steps, int max, char *why,
-                    size_t whylen);
+int ckpt_local_list(const char *dir, int owner, const ckpt_local_shape *want, int64_t *steps, int max, boost_status *why);
 
 /* Whether a manifest is one (magic, own checksum). */
 int ckpt_local_manifest_ok(const ckpt_local_manifest *m);
 /* Reads and checks the manifest of a step directory (magic, own checksum). */
-int ckpt_local_read_manifest(const char *stepdir, ckpt_local_manifest *m, char *err, size_t errlen);
-int ckpt_local_write_manifest(const char *stepdir, ckpt_local_manifest *m, char *err, size_t errlen);
+int ckpt_local_read_manifest(const char *stepdir, ckpt_local_manifest *m, boost_status *err);
+int ckpt_local_write_manifest(const char *stepdir, ckpt_local_manifest *m, boost_status *err);
 
 /* Removes the step directories of dir (committed and temporaries) other than
  * `keep` (-1: all); with only_newer, only those newer than keep. Returns how
@@ -78,17 +78,16 @@ double ckpt_local_held_bytes(const char *dir);
  * bounce buffer of bounce_bytes unless the backend's memory is host
  * memory) written to path, fsynced; *sum its checksum. */
 int ckpt_local_write_part(const char *path, boost_backend *be, const void *src, size_t bytes, void *bounce,
-                          size_t bounce_bytes, uint64_t *sum, char *err, size_t errlen);
+                          size_t bounce_bytes, uint64_t *sum, boost_status *err);
 /* A part read into arena memory dst (NULL: only checked), its size and
  * checksum checked against want_bytes / want_sum. */
 int ckpt_local_read_part(const char *path, boost_backend *be, void *dst, uint64_t want_bytes, uint64_t want_sum,
-                         void *bounce, size_t bounce_bytes, char *err, size_t errlen);
+                         void *bounce, size_t bounce_bytes, boost_status *err);
 /* A whole small file (the state part) into *buf (malloc'd), checked. */
-int ckpt_local_read_small(const char *path, uint64_t want_bytes, uint64_t want_sum, unsigned char **buf, char *err,
-                          size_t errlen);
+int ckpt_local_read_small(const char *path, uint64_t want_bytes, uint64_t want_sum, unsigned char **buf, boost_status *err);
 /* write(2) until all n bytes are out (EINTR retried); -1 on an error. */
 int ckpt_local_write_all(int fd, const void *p, size_t n);
 /* A buffer written to path, fsynced; *sum its checksum. */
-int ckpt_local_write_small(const char *path, const void *buf, size_t len, uint64_t *sum, char *err, size_t errlen);
+int ckpt_local_write_small(const char *path, const void *buf, size_t len, uint64_t *sum, boost_status *err);
 
 #endif

@@ -58,7 +58,7 @@ const char *ckpt_meta_str(const ckpt_meta *m, int field) {
   return v ? v : ckpt_meta_fields[field].absent;
 }
 
-int ckpt_meta_write(hid_t obj, const ckpt_meta *m, char *why, size_t whylen) {
+int ckpt_meta_write(hid_t obj, const ckpt_meta *m, boost_status *why) {
   for (int f = 0; f < CKPT_META_NFIELDS; f++) {
     if (!ckpt_meta_has(m, f)) continue;
     const ckpt_meta_field *d = &ckpt_meta_fields[f];
@@ -68,14 +68,14 @@ int ckpt_meta_write(hid_t obj, const ckpt_meta *m, char *why, size_t whylen) {
     if (rc != 0) {
       char what[96];
       snprintf(what, sizeof what, "root attribute %s", d->name);
-      ckpt_h5_error(why, whylen, what);
+      ckpt_h5_fail(why, what);
       return -1;
     }
   }
   return 0;
 }
 
-int ckpt_meta_read(hid_t obj, ckpt_meta *m, char *why, size_t whylen) {
+int ckpt_meta_read(hid_t obj, ckpt_meta *m, boost_status *why) {
   ckpt_meta_init(m);
   for (int f = 0; f < CKPT_META_NFIELDS; f++) {
     const ckpt_meta_field *d = &ckpt_meta_fields[f];
@@ -90,15 +90,15 @@ int ckpt_meta_read(hid_t obj, ckpt_meta *m, char *why, size_t whylen) {
   }
   H5Eclear2(H5E_DEFAULT);
   if (!m->package.format || strcmp(m->package.format, CKPT_FORMAT_NAME) != 0) {
-    snprintf(why, whylen, "not a boost checkpoint (no root attribute format=\"%s\")", CKPT_FORMAT_NAME);
+    boost_err(why, "not a boost checkpoint (no root attribute format=\"%s\")", CKPT_FORMAT_NAME);
     return -1;
   }
   if (!ckpt_meta_has(m, CKPT_META_F_format_version)) {
-    snprintf(why, whylen, "format_version attribute missing or unreadable");
+    boost_err(why, "format_version attribute missing or unreadable");
     return -1;
   }
   if (m->package.format_version < 1 || m->package.format_version > CKPT_FORMAT_VERSION) {
-    snprintf(why, whylen, "unknown checkpoint format version %lld (this boost reads versions 1 to %d)",
+    boost_err(why, "unknown checkpoint format version %lld (this boost reads versions 1 to %d)",
              (long long)m->package.format_version, CKPT_FORMAT_VERSION);
     return -1;
   }

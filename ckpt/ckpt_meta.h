@@ -130,12 +130,12 @@ const char *ckpt_meta_str(const ckpt_meta *m, int field);
 
 /* Every present field as an attribute of obj (the file's root), in table
  * order. Returns 0, or -1 naming the attribute in why. */
-int ckpt_meta_write(hid_t obj, const ckpt_meta *m, char *why, size_t whylen);
+int ckpt_meta_write(hid_t obj, const ckpt_meta *m, boost_status *why);
 /* Every attribute of the table that obj holds, into m (initialised first);
  * attributes of another type are marked unreadable. Then the format's
  * identity: returns 0 for a boost checkpoint of a version this build
  * reads (1 to CKPT_FORMAT_VERSION), -1 with why otherwise (m holds what was read either way). */
-int ckpt_meta_read(hid_t obj, ckpt_meta *m, char *why, size_t whylen);
+int ckpt_meta_read(hid_t obj, ckpt_meta *m, boost_status *why);
 /* The first field with all of `flags` that m lacks (NULL: none). */
 const char *ckpt_meta_missing(const ckpt_meta *m, unsigned flags);
 

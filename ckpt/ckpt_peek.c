@@ -10,19 +10,19 @@
 #include "ckpt_h5.h"
 
 /* Root attributes of one file into out; -1 with why. */
-static int read_root(const char *path, ckpt_peek_info *out, char *why, size_t whylen) {
+static int read_root(const char *path, ckpt_peek_info *out, boost_status *why) {
   ckpt_h5_quiet();
   hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
   if (f < 0) {
-    ckpt_h5_error(why, whylen, "cannot open as HDF5");
+    ckpt_h5_fail(why, "cannot open as HDF5");
     return -1;
   }
-  int rc = ckpt_meta_read(f, &out->meta, why, whylen);
+  int rc = ckpt_meta_read(f, &out->meta, why);
   const char *missing = rc == 0 ? ckpt_meta_missing(&out->meta, CKPT_META_RESUME) : NULL;
-  if (missing) rc = -1, snprintf(why, whylen, "%s attribute missing or unreadable", missing);
-  if (rc == 0 && ckpt_check_file_step(path, out->meta.run.step, why, whylen) != 0) rc = -1;
+  if (missing) rc = -1, boost_err(why, "%s attribute missing or unreadable", missing);
+  if (rc == 0 && ckpt_check_file_step(path, out->meta.run.step, why) != 0) rc = -1;
   if (rc == 0 && ckpt_layout_parse(out->meta.run.layout, &out->layout) != 0)
-    rc = -1, snprintf(why, whylen, "layout attribute malformed");
+    rc = -1, boost_err(why, "layout attribute malformed");
   H5Fclose(f);
   H5Eclear2(H5E_DEFAULT);
   if (rc != 0) ckpt_meta_free(&out->meta);
@@ -30,21 +30,21 @@ static int read_root(const char *path, ckpt_peek_info *out, char *why, size_t wh
   return rc;
 }
 
-int ckpt_peek(const char *dir, const ckpt_from *from, ckpt_peek_info *out, char *err, size_t errlen) {
+int ckpt_peek(const char *dir, const ckpt_from *from, ckpt_peek_info *out, boost_status *err) {
   memset(out, 0, sizeof *out);
   ckpt_meta_init(&out->meta);
-  char why[512];
+  boost_status why = {0};
   const char *search = dir;
   if (from->kind == CKPT_FROM_NONE) return 0;
   if (from->kind == CKPT_FROM_PATH) {
     struct stat st;
     if (stat(from->path, &st) != 0) {
-      snprintf(err, errlen, "%s: no such file or directory", from->path);
+      boost_err(err, "%s: no such file or directory", from->path);
       return -1;
     }
     if (!S_ISDIR(st.st_mode)) {
-      if (read_root(from->path, out, why, sizeof why) == 0) return 1;
-      snprintf(err, errlen, "%s: %s", from->path, why);
+      if (read_root(from->path, out, &why) == 0) return 1;
+      boost_err(err, "%s: %s", from->path, why.msg);
       return -1;
     }
     search = from->path;
@@ -52,17 +52,17 @@ int ckpt_peek(const char *dir, const ckpt_from *from, ckpt_peek_info *out, char 
   if (!search || !search[0]) return 0;
   int64_t *steps = NULL;
   int n = 0;
-  if (ckpt_fs_list(search, &steps, &n, why, sizeof why) != 0) return 0; /* no directory yet: nothing to resume */
+  if (ckpt_fs_list(search, &steps, &n, &why) != 0) return 0; /* no directory yet: nothing to resume */
   for (int k = 0; k < n; k++) {
     char name[64], path[PATH_MAX + 64];
     ckpt_file_name(name, sizeof name, steps[k]);
     snprintf(path, sizeof path, "%s/%s", search, name);
-    if (read_root(path, out, why, sizeof why) == 0) {
+    if (read_root(path, out, &why) == 0) {
       free(steps);
       return 1;
     }
     size_t used = strlen(out->skipped);
-    snprintf(out->skipped + used, sizeof out->skipped - used, "%s%s (%s)", used ? ", " : "", name, why);
+    snprintf(out->skipped + used, sizeof out->skipped - used, "%s%s (%.511s)", used ? ", " : "", name, why.msg);
   }
   free(steps);
   return 0;

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "ckpt_meta.h"
+#include "status.h"
 
 #define CKPT_PATH_MAX PATH_MAX
 
@@ -36,7 +37,7 @@ typedef struct {
  * when there is nothing to resume (none, an empty or missing directory:
  * out->skipped says whether unreadable files were passed over), -1 with err
  * (naming the path) when a named PATH cannot be used. */
-int ckpt_peek(const char *dir, const ckpt_from *from, ckpt_peek_info *out, char *err, size_t errlen);
+int ckpt_peek(const char *dir, const ckpt_from *from, ckpt_peek_info *out, boost_status *err);
 void ckpt_peek_free(ckpt_peek_info *p);
 
 #endif

@@ -36,7 +36,7 @@ typedef struct {
   uint64_t *stored, *sums;
   size_t nsum;
   int ok;
-  char err[REASON_MAX];
+  boost_status err;
   double needed, decoded; /* bytes of this rank's bands, and of the chunks they touch */
 } reader;
 
@@ -71,24 +71,24 @@ static int path_exists(hid_t f, const char *path) {
   }
 }
 
-static int open_file(const ckpt_team *team, const char *path, hid_t *f, char *why, size_t whylen) {
-  char err[REASON_MAX] = "";
+static int open_file(const ckpt_team *team, const char *path, hid_t *f, boost_status *why) {
+  boost_status err = {0};
   int ok = 1;
   struct stat stt;
   if (stat(path, &stt) != 0) {
-    boost_msgf(err, sizeof err, "cannot stat %s: %s", path, strerror(errno));
+    boost_err(&err, "cannot stat %s: %s", path, strerror(errno));
     ok = 0;
   }
-  if (!ckpt_agree(team, ok, err, why, whylen)) return -1;
+  if (!ckpt_agree(team, ok, err.msg, why)) return -1;
   /* Each rank on its own, read-only through the POSIX driver: every read is
    * independent, and parallel HDF5 refuses the raw chunk reads of
    * ckpt_read_slab_chunks through MPI-IO. */
   *f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
   if (*f < 0) { /* before any other HDF5 call: each one clears the error stack */
-    ckpt_h5_error(err, sizeof err, "cannot open (truncated or not an HDF5 file)");
+    ckpt_h5_fail(&err, "cannot open (truncated or not an HDF5 file)");
     ok = 0;
   }
-  if (ckpt_agree(team, ok, err, why, whylen)) return 0;
+  if (ckpt_agree(team, ok, err.msg, why)) return 0;
   if (*f >= 0) H5Fclose(*f);
   return -1;
 }
@@ -99,19 +99,19 @@ static void read_root_attrs(reader *r, const char *path) {
   const ckpt_reader *rd = r->rd;
   load_result *lr = r->lr;
   ckpt_meta_free(&lr->meta);
-  char why[512];
+  boost_status why = {0};
   const char *missing = NULL;
-  if (ckpt_meta_read(r->f, &lr->meta, why, sizeof why) != 0) {
-    boost_msgf(r->err, sizeof r->err, "%s", why);
+  if (ckpt_meta_read(r->f, &lr->meta, &why) != 0) {
+    boost_err(&r->err, "%s", why.msg);
     r->ok = 0;
   } else if ((missing = ckpt_meta_missing(&lr->meta, CKPT_META_RESUME))) {
-    boost_msgf(r->err, sizeof r->err, "training state attribute %s missing or unreadable", missing);
+    boost_err(&r->err, "training state attribute %s missing or unreadable", missing);
     r->ok = 0;
-  } else if (ckpt_check_file_step(path, lr->meta.run.step, why, sizeof why) != 0) {
-    boost_msgf(r->err, sizeof r->err, "%s", why);
+  } else if (ckpt_check_file_step(path, lr->meta.run.step, &why) != 0) {
+    boost_err(&r->err, "%s", why.msg);
     r->ok = 0;
   } else if (!strcmp(ckpt_meta_str(&lr->meta, CKPT_META_F_optimizer_state), "absent")) {
-    boost_msgf(r->err, sizeof r->err,
+    boost_err(&r->err,
                "has no optimizer state (an export written by boost-reshard --no-optimizer): training cannot resume "
                "from it");
     r->ok = 0;
@@ -132,7 +132,7 @@ static void check_group_headers(reader *r) {
     if (H5Oget_info_by_name2(r->f, groups[i], &info, H5O_INFO_ALL, H5P_DEFAULT) < 0) {
       char what[64];
       boost_msgf(what, sizeof what, "group %s: object header unreadable", groups[i]);
-      ckpt_h5_error(r->err, sizeof r->err, what);
+      ckpt_h5_fail(&r->err, what);
       r->ok = 0;
     }
   }
@@ -148,7 +148,7 @@ static int check_shape(reader *r, hid_t space, const ckpt_entry *e, const char *
   char want[96] = "";
   for (int k = 0; k < e->ndim; k++)
     boost_msgf(want + strlen(want), sizeof want - strlen(want), "%s%lld", k ? "x" : "", (long long)e->shape[k]);
-  boost_msgf(r->err, sizeof r->err, "tensor %s: stored shape differs from %s (damaged file?)", dpath, want);
+  boost_err(&r->err, "tensor %s: stored shape differs from %s (damaged file?)", dpath, want);
   r->ok = 0;
   return 0;
 }
@@ -163,7 +163,7 @@ static void read_band(reader *r, hid_t d, hid_t space, int i, int c, const char 
   ckpt_band_slab(t, e->r0[c], e->r1[c], start, count);
   hsize_t st[TENSOR_MAX_DIMS], ct[TENSOR_MAX_DIMS];
   for (int k = 0; k < t->ndim; k++) st[k] = (hsize_t)start[k], ct[k] = (hsize_t)count[k];
-  float *dst = ckpt_load_dst(rd->parts.st, r->cr, i, c, r->err, sizeof r->err);
+  float *dst = ckpt_load_dst(rd->parts.st, r->cr, i, c, &r->err);
   if (!dst) {
     r->ok = 0;
     return;
@@ -174,7 +174,7 @@ static void read_band(reader *r, hid_t d, hid_t space, int i, int c, const char 
   /* decoded while the next tensors are opened and read; the sum lands when it is */
   const int direct = ckpt_read_slab_chunks_async(r->cr, d, t->ndim, t->shape, st, ct, dst,
                                                  hashes ? &r->sums[(size_t)i * CKPT_NUM_CATEGORIES + c] : NULL, what,
-                                                 r->err, sizeof r->err);
+                                                 &r->err);
   if (direct < 0) {
     r->ok = 0;
   } else if (direct == 0) { /* another pipeline: through HDF5's filters */
@@ -182,7 +182,7 @@ static void read_band(reader *r, hid_t d, hid_t space, int i, int c, const char 
     H5Sselect_hyperslab(space, H5S_SELECT_SET, st, NULL, ct, NULL);
     if (H5Dread(d, H5T_NATIVE_FLOAT, mem, space, r->dxpl, dst) < 0) {
       boost_msgf(what, sizeof what, "tensor %s: read failed (corrupt data?)", dpath);
-      ckpt_h5_error(r->err, sizeof r->err, what);
+      ckpt_h5_fail(&r->err, what);
       r->ok = 0;
     } else if (hashes) {
       r->sums[(size_t)i * CKPT_NUM_CATEGORIES + c] = ckpt_hash_slab32(dst, t->ndim, t->shape, start, count);
@@ -201,8 +201,8 @@ static void read_tensor(reader *r, int i, int c) {
   boost_msgf(dpath, sizeof dpath, "%s/%s", ckpt_category_group[c], e->name);
   const int exists = path_exists(r->f, dpath);
   if (exists <= 0) {
-    if (exists < 0) ckpt_h5_error(r->err, sizeof r->err, dpath);
-    else boost_msgf(r->err, sizeof r->err, "tensor %s is missing (damaged file?)", dpath);
+    if (exists < 0) ckpt_h5_fail(&r->err, dpath);
+    else boost_err(&r->err, "tensor %s is missing (damaged file?)", dpath);
     r->ok = 0;
     return;
   }
@@ -210,12 +210,12 @@ static void read_tensor(reader *r, int i, int c) {
   hid_t space = d >= 0 ? H5Dget_space(d) : -1;
   H5O_info_t info; /* the whole object header, as boost-inspect verify reads it */
   if (d < 0 || space < 0 || H5Oget_info2(d, &info, H5O_INFO_ALL) < 0) {
-    ckpt_h5_error(r->err, sizeof r->err, dpath);
+    ckpt_h5_fail(&r->err, dpath);
     r->ok = 0;
   } else if (check_shape(r, space, e, dpath)) {
     if (ckpt_attr_get_u64(d, CKPT_ATTR_CHECKSUM, &r->stored[(size_t)i * CKPT_NUM_CATEGORIES + c]) < 0) {
-      ckpt_h5_error(r->err, sizeof r->err, dpath);
-      boost_msgf(r->err + strlen(r->err), sizeof r->err - strlen(r->err), " (checksum attribute)");
+      ckpt_h5_fail(&r->err, dpath);
+      boost_status_append(&r->err, " (checksum attribute)");
       r->ok = 0;
     } else if (e->local >= 0 && e->r1[c] > e->r0[c]) {
       read_band(r, d, space, i, c, dpath);
@@ -232,7 +232,7 @@ static void read_state(reader *r) {
   const size_t base = r->nsum - CKPT_STATE_NSETS;
   for (int k = 0; k < CKPT_STATE_NSETS && r->ok; k++) {
     uint64_t sum = 0;
-    if (ckpt_state_read(r->f, r->dxpl, k, &r->lr->state.set[k], &r->stored[base + k], &sum, r->err, sizeof r->err))
+    if (ckpt_state_read(r->f, r->dxpl, k, &r->lr->state.set[k], &r->stored[base + k], &sum, &r->err))
       r->ok = 0;
     if (r->rd->parts.team->rank == 0) r->sums[base + k] = sum;
   }
@@ -247,17 +247,17 @@ static void check_stored_acts(reader *r, const char *path) {
     H5Eclear2(H5E_DEFAULT);
     return;
   }
-  char what[REASON_MAX];
-  if (ckpt_check_group(r->f, CKPT_GROUP_ACTS, what, sizeof what) != 0)
+  boost_status what = {0};
+  if (ckpt_check_group(r->f, CKPT_GROUP_ACTS, &what) != 0)
     fprintf(stderr,
             "boost: warning: %s: stored activations damaged (%s); training does not use them, so it resumes from "
             "this file\n",
-            path, what);
+            path, what.msg);
 }
 
 /* Every element was hashed by exactly one rank: the sums over ranks are the
  * layout-independent checksums. Returns 1, or 0 naming the first mismatch. */
-static int verify_checksums(reader *r, char *why, size_t whylen) {
+static int verify_checksums(reader *r, boost_status *why) {
   const ckpt_file_plan *p = r->rd->parts.plan;
   comm_control(r->rd->parts.team->comm, COMM_WORLD, "checkpoint checksums", r->sums, (int)r->nsum, MPI_UINT64_T, MPI_SUM);
   const size_t ntensor = (size_t)p->nent * CKPT_NUM_CATEGORIES;
@@ -265,7 +265,7 @@ static int verify_checksums(reader *r, char *why, size_t whylen) {
     if (r->sums[k] == r->stored[k]) continue;
     const char *nm = k < ntensor ? p->ents[k / CKPT_NUM_CATEGORIES].name : ckpt_state_sets[k - ntensor].name;
     const char *grp = k < ntensor ? ckpt_category_group[k % CKPT_NUM_CATEGORIES] : CKPT_GROUP_STATE;
-    boost_msgf(why, whylen, "tensor %s/%s: checksum mismatch (stored %016llx, computed %016llx)", grp, nm,
+    boost_err(why, "tensor %s/%s: checksum mismatch (stored %016llx, computed %016llx)", grp, nm,
                (unsigned long long)r->stored[k], (unsigned long long)r->sums[k]);
     return 0;
   }
@@ -274,14 +274,14 @@ static int verify_checksums(reader *r, char *why, size_t whylen) {
 
 /* Reads one candidate (into the arenas, or host staging) and verifies it. Returns 1
  * ok, 0 unusable (reason in why). Collective. */
-static int try_load(ckpt_reader *rd, const char *path, char *why, size_t whylen) {
+static int try_load(ckpt_reader *rd, const char *path, boost_status *why) {
   load_result *lr = &rd->res;
   const ckpt_team *team = rd->parts.team;
   reader r = {.rd = rd, .lr = lr, .ok = 1};
-  if (open_file(team, path, &r.f, why, whylen) != 0) return 0;
+  if (open_file(team, path, &r.f, why) != 0) return 0;
   read_root_attrs(&r, path);
   if (r.ok) check_group_headers(&r);
-  if (!ckpt_agree(team, r.ok, r.err, why, whylen)) {
+  if (!ckpt_agree(team, r.ok, r.err.msg, why)) {
     H5Fclose(r.f);
     return 0;
   }
@@ -293,17 +293,17 @@ static int try_load(ckpt_reader *rd, const char *path, char *why, size_t whylen)
   ckpt_load_begin(rd->parts.st);
   for (int i = 0; i < rd->parts.plan->nent && r.ok; i++)
     for (int c = 0; c < CKPT_NUM_CATEGORIES && r.ok; c++) read_tensor(&r, i, c);
-  if (r.ok && ckpt_load_flush(rd->parts.st, r.cr, r.err, sizeof r.err) != 0) r.ok = 0; /* the last bands decoded (and uploaded) */
+  if (r.ok && ckpt_load_flush(rd->parts.st, r.cr, &r.err) != 0) r.ok = 0; /* the last bands decoded (and uploaded) */
   ckpt_chunk_reader_free(r.cr);
   ckpt_state_free(&lr->state);
   if (r.ok) read_state(&r);
   if (r.ok) check_stored_acts(&r, path);
   H5Pclose(r.dxpl);
   if (H5Fclose(r.f) < 0 && r.ok) {
-    ckpt_h5_error(r.err, sizeof r.err, "H5Fclose");
+    ckpt_h5_fail(&r.err, "H5Fclose");
     r.ok = 0;
   }
-  int rc = ckpt_agree(team, r.ok, r.err, why, whylen) && verify_checksums(&r, why, whylen);
+  int rc = ckpt_agree(team, r.ok, r.err.msg, why) && verify_checksums(&r, why);
   boost_free(r.stored);
   boost_free(r.sums);
   double io[2] = {r.needed, r.decoded};
@@ -317,8 +317,8 @@ static int try_load(ckpt_reader *rd, const char *path, char *why, size_t whylen)
 static int list_candidates(const ckpt_team *team, const char *dir, int64_t **steps) {
   int n = 0;
   *steps = NULL;
-  char err[512];
-  if (team->rank == 0 && ckpt_fs_list(dir, steps, &n, err, sizeof err) != 0) n = 0;
+  boost_status err = {0};
+  if (team->rank == 0 && ckpt_fs_list(dir, steps, &n, &err) != 0) n = 0;
   comm_control_bcast(team->comm, COMM_WORLD, "checkpoint agreement", &n, (int)sizeof n, 0);
   if (team->rank != 0) *steps = n ? boost_calloc((size_t)n, sizeof **steps) : NULL;
   if (n) comm_control_bcast(team->comm, COMM_WORLD, "checkpoint agreement", *steps, n * (int)sizeof **steps, 0);
@@ -354,7 +354,8 @@ void ckpt_do_load(ckpt_reader *rd) {
   }
   int64_t *steps = NULL;
   const int n = single[0] ? 1 : list_candidates(rd->parts.team, dir, &steps);
-  char *skipped = lr->skipped, why[REASON_MAX], *path = lr->path;
+  char *skipped = lr->skipped, *path = lr->path;
+  boost_status why = {0};
   const size_t pathlen = sizeof lr->path, skippedlen = sizeof lr->skipped;
   skipped[0] = 0;
   lr->status = 0;
@@ -363,22 +364,22 @@ void ckpt_do_load(ckpt_reader *rd) {
     ckpt_file_name(name, sizeof name, single[0] ? 0 : steps[k]);
     boost_msgf(path, pathlen, "%s", single[0] ? single : dir);
     if (!single[0]) boost_msgf(path + strlen(path), pathlen - strlen(path), "/%s", name);
-    why[0] = 0;
-    if (try_load(rd, path, why, sizeof why)) {
+    why = (boost_status){0};
+    if (try_load(rd, path, &why)) {
       lr->status = 1; /* ckpt_load_report says so once the arenas hold it */
       break;
     }
     if (rd->parts.team->rank == 0 && !single[0] && k + 1 < n) {
-      fprintf(stderr, "boost: checkpoint %s is unusable: %s; trying the previous one\n", path, why);
+      fprintf(stderr, "boost: checkpoint %s is unusable: %s; trying the previous one\n", path, why.msg);
       fflush(stderr);
     }
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     const size_t used = strlen(skipped);
-    boost_msgf(skipped + used, skippedlen - used, "%s%s (%.200s)", used ? ", " : "", base, why);
+    boost_msgf(skipped + used, skippedlen - used, "%s%s (%.200s)", used ? ", " : "", base, why.msg);
   }
   if (lr->status == 0 && single[0]) {
     lr->status = -1;
-    boost_msgf(lr->msg, sizeof lr->msg, "cannot resume from %s: %s", single, why);
+    boost_msgf(lr->msg, sizeof lr->msg, "cannot resume from %s: %s", single, why.msg);
   } else if (lr->status == 0 && n > 0) { /* never a silent fresh start over checkpoints that exist */
     lr->status = -1;
     boost_msgf(lr->msg, sizeof lr->msg,

@@ -27,10 +27,10 @@
 #include "util.h"
 
 int ckpt_readback(const ckpt_team *team, const ckpt_file_plan *p, ckpt_stager *stager, int threads, const char *path,
-                  const uint64_t *sums, char *err, size_t errlen) {
+                  const uint64_t *sums, boost_status *err) {
   hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
   int ok = f >= 0;
-  if (!ok) ckpt_h5_error(err, errlen, "read-back: cannot open the written file");
+  if (!ok) ckpt_h5_fail(err, "read-back: cannot open the written file");
   /* Into the staging buffer: its contents are written and hashed, and the
    * writer owns it until this job ends. A fresh buffer of that size cost
    * more in first-touch page faults (~1.2 s for cola-60m's 513 MB) than
@@ -39,7 +39,7 @@ int ckpt_readback(const ckpt_team *team, const ckpt_file_plan *p, ckpt_stager *s
   const size_t n = (size_t)p->nent * CKPT_NUM_CATEGORIES;
   uint64_t *got = boost_try_calloc(n ? n : 1, sizeof *got);
   if (!got && ok) {
-    boost_msgf(err, errlen, "read-back: out of memory (%zu checksums)", n);
+    boost_err(err, "read-back: out of memory (%zu checksums)", n);
     ok = 0;
   }
   ckpt_chunk_reader *cr = ckpt_chunk_reader_new(threads);
@@ -52,7 +52,7 @@ int ckpt_readback(const ckpt_team *team, const ckpt_file_plan *p, ckpt_stager *s
     boost_msgf(dpath, sizeof dpath, "read-back of %s/%s", ckpt_category_group[c], e->name);
     hid_t ds = H5Dopen2(f, dpath + strlen("read-back of "), H5P_DEFAULT), space = ds >= 0 ? H5Dget_space(ds) : -1;
     if (space < 0 && ok) {
-      ckpt_h5_error(err, errlen, dpath);
+      ckpt_h5_fail(err, dpath);
       ok = 0;
     }
     if (ok && e->stage_off[c] != CKPT_NO_STAGE) {
@@ -62,22 +62,22 @@ int ckpt_readback(const ckpt_team *team, const ckpt_file_plan *p, ckpt_stager *s
       ckpt_band_slab(t, e->r0[c], e->r1[c], start, count);
       for (int d = 0; d < t->ndim; d++) st[d] = (hsize_t)start[d], ct[d] = (hsize_t)count[d];
       int rc = !ckpt_test_hooks_now()->readback_hdf5 && H5Sget_simple_extent_ndims(space) == t->ndim
-                   ? ckpt_read_slab_chunks_async(cr, ds, t->ndim, t->shape, st, ct, NULL, &got[k], dpath, err, errlen)
+                   ? ckpt_read_slab_chunks_async(cr, ds, t->ndim, t->shape, st, ct, NULL, &got[k], dpath, err)
                    : 0;
       if (rc == 0) { /* another pipeline: through HDF5, into the staging buffer (a ring: each band at its start) */
         float *dst = ckpt_stager_bounded(stager) ? buf : buf + e->stage_off[c];
         rc = ckpt_read_slab_hdf5(ds, space, t->ndim, t->shape, st, ct, dst, &got[k]) == 0 ? 1 : -1;
-        if (rc < 0) ckpt_h5_error(err, errlen, dpath);
+        if (rc < 0) ckpt_h5_fail(err, dpath);
       }
       ok = rc > 0;
     }
     if (space >= 0) H5Sclose(space);
     if (ds >= 0) H5Dclose(ds);
   }
-  if (ok && ckpt_chunk_reader_wait(cr, err, errlen) != 0) ok = 0; /* the last slabs' decoding */
+  if (ok && ckpt_chunk_reader_wait(cr, err) != 0) ok = 0; /* the last slabs' decoding */
   ckpt_chunk_reader_free(cr);
   if (f >= 0 && H5Fclose(f) < 0 && ok) {
-    ckpt_h5_error(err, errlen, "read-back: closing the written file");
+    ckpt_h5_fail(err, "read-back: closing the written file");
     ok = 0;
   }
   int all_ok = ckpt_all_true(team, ok);
@@ -85,7 +85,7 @@ int ckpt_readback(const ckpt_team *team, const ckpt_file_plan *p, ckpt_stager *s
     MPI_Allreduce(MPI_IN_PLACE, got, (int)(n ? n : 1), MPI_UINT64_T, MPI_SUM, team->comm);
     for (size_t k = 0; k < n && all_ok; k++)
       if (got[k] != sums[k]) {
-        boost_msgf(err, errlen, "read-back: %s/%s does not match what was written", ckpt_category_group[k % CKPT_NUM_CATEGORIES],
+        boost_err(err, "read-back: %s/%s does not match what was written", ckpt_category_group[k % CKPT_NUM_CATEGORIES],
                    p->ents[k / CKPT_NUM_CATEGORIES].name);
         ok = all_ok = 0;
       }

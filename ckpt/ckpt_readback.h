@@ -8,11 +8,12 @@
 #include "ckpt_agree.h"
 #include "ckpt_plan.h"
 #include "ckpt_stage.h"
+#include "status.h"
 
 /* Every rank reads back, decodes (on `threads` threads) and hashes the
  * bands it wrote to the closed file at path and compares the sums with
  * `sums` (collective). Returns this rank's ok; err says what failed. */
 int ckpt_readback(const ckpt_team *team, const ckpt_file_plan *p, ckpt_stager *st, int threads, const char *path,
-                  const uint64_t *sums, char *err, size_t errlen);
+                  const uint64_t *sums, boost_status *err);
 
 #endif

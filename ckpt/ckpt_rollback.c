@@ -15,10 +15,10 @@
 
 #include <unistd.h>
 
-int ckpt_set_aside_newer(const char *dir, int64_t max_step, char *err, size_t errlen) {
+int ckpt_set_aside_newer(const char *dir, int64_t max_step, boost_status *err) {
   int64_t *steps = NULL;
   int n = 0;
-  if (ckpt_fs_list(dir, &steps, &n, err, errlen) != 0) return -1;
+  if (ckpt_fs_list(dir, &steps, &n, err) != 0) return -1;
   int rc = 0;
   const char *keep = NULL;
   char name[64], keep_name[64] = "", from[PATH_MAX], to[PATH_MAX + 16];
@@ -30,13 +30,13 @@ int ckpt_set_aside_newer(const char *dir, int64_t max_step, char *err, size_t er
     }
     boost_msgf(from, sizeof from, "%s/%s", dir, name);
     boost_msgf(to, sizeof to, "%s" CKPT_SUPERSEDED_SUFFIX, from);
-    if (rename(from, to) != 0) rc = boost_err(err, errlen, "cannot rename %s aside: %s", from, strerror(errno));
+    if (rename(from, to) != 0) rc = boost_err(err, "cannot rename %s aside: %s", from, strerror(errno));
   }
   free(steps);
-  if (rc == 0 && keep) rc = ckpt_fs_write_latest(dir, keep, err, errlen);
+  if (rc == 0 && keep) rc = ckpt_fs_write_latest(dir, keep, err);
   if (rc == 0 && !keep) {
     boost_msgf(from, sizeof from, "%s/" CKPT_LATEST, dir);
-    if (unlink(from) != 0 && errno != ENOENT) rc = boost_err(err, errlen, "cannot remove %s: %s", from, strerror(errno));
+    if (unlink(from) != 0 && errno != ENOENT) rc = boost_err(err, "cannot remove %s: %s", from, strerror(errno));
   }
-  return rc == 0 ? ckpt_fs_fsync(dir, err, errlen) : rc;
+  return rc == 0 ? ckpt_fs_fsync(dir, err) : rc;
 }

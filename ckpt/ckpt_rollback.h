@@ -5,9 +5,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "status.h"
+
 /* Rank 0: the committed checkpoints of dir newer than max_step renamed
  * *.superseded (never deleted: a person may still want them), `latest`
  * pointed at the newest left, or removed when none is. 0, or -1 with err. */
-int ckpt_set_aside_newer(const char *dir, int64_t max_step, char *err, size_t errlen);
+int ckpt_set_aside_newer(const char *dir, int64_t max_step, boost_status *err);
 
 #endif

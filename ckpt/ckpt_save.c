@@ -64,21 +64,21 @@ static void flip_middle_byte(const char *path) {
 static int commit(const ckpt_writer *w, const save_job *j, int ok, const char *tmp_name, const char *name,
                   const char *path, save_result *r) {
   int committed = 0;
-  char cerr[REASON_MAX] = "";
+  boost_status cerr = {0};
   const ckpt_settings *cfg = w->parts.cfg;
   if (w->parts.team->rank == 0) {
     if (ok) {
       struct stat stt;
       if (stat(path, &stt) == 0) r->file_bytes = (double)stt.st_size;
-      int rc = ckpt_fs_commit(cfg->dir, tmp_name, name, cerr, sizeof cerr);
+      int rc = ckpt_fs_commit(cfg->dir, tmp_name, name, &cerr);
       if (rc == 0 && ckpt_test_hooks_now()->dirsync_fail_step == j->step) { /* test hook: the rename happened, its fsync "failed" */
-        boost_msgf(cerr, sizeof cerr, "fsync %s: %s (injected, BOOST_CKPT_TEST_DIRSYNC_FAIL)", cfg->dir, strerror(EIO));
+        boost_err(&cerr, "fsync %s: %s (injected, BOOST_CKPT_TEST_DIRSYNC_FAIL)", cfg->dir, strerror(EIO));
         rc = 1;
       }
       committed = rc >= 0;
       if (rc > 0) /* renamed: the file is there and will be loaded, even if the directory fsync failed */
-        fprintf(stderr, "boost: warning: checkpoint %s committed, but %s\n", name, cerr);
-      if (committed) r->latest_ok = ckpt_fs_write_latest(cfg->dir, name, cerr, sizeof cerr) == 0;
+        fprintf(stderr, "boost: warning: checkpoint %s committed, but %s\n", name, cerr.msg);
+      if (committed) r->latest_ok = ckpt_fs_write_latest(cfg->dir, name, &cerr) == 0;
       /* Retention only behind a good `latest`: it never deletes what `latest` names. */
       if (committed && r->latest_ok)
         ckpt_fs_retain(cfg->dir, j->step, cfg->keep_last, cfg->keep_every, r->retention,
@@ -91,8 +91,8 @@ static int commit(const ckpt_writer *w, const save_job *j, int ok, const char *t
   committed = meta[0] != 0.0;
   r->file_bytes = meta[1];
   if (ok && !committed) {
-    comm_control_bcast(w->parts.team->comm, COMM_WORLD, "checkpoint agreement", cerr, (int)sizeof cerr, 0);
-    boost_msgf(r->reason, sizeof r->reason, "rank 0: %s", cerr);
+    comm_control_bcast(w->parts.team->comm, COMM_WORLD, "checkpoint agreement", &cerr, (int)sizeof cerr, 0);
+    boost_err(&r->reason, "rank 0: %s", cerr.msg);
   }
   return committed;
 }
@@ -119,31 +119,34 @@ void ckpt_do_save(ckpt_writer *w) {
   ckpt_ring_begin(w->parts.st, j->deferred); /* the deferred copy training waits for, or the first bands of a ring */
   size_t nsum;
   uint64_t *sums = checksums(w, j, &nsum);
-  char name[64], tmp_name[80], path[PATH_MAX + 96], err[REASON_MAX] = "";
+  char name[64];
+  char tmp_name[80];
+  char path[PATH_MAX + 96];
+  boost_status err = {0};
   ckpt_file_name(name, sizeof name, j->step);
   boost_msgf(tmp_name, sizeof tmp_name, "%s" CKPT_TMP_SUFFIX, name);
   boost_msgf(path, sizeof path, "%s/%s", w->parts.cfg->dir, tmp_name);
   int ok = !j->acts.failed && !j->oom;
   if (!ok)
-    boost_msgf(err, sizeof err, "out of memory staging the %s", j->oom ? "metadata and training state" : "activations");
+    boost_err(&err, "out of memory staging the %s", j->oom ? "metadata and training state" : "activations");
   const ckpt_write_setup ws = {team, w->parts.plan, w->parts.st, w->parts.pace, w->dx, w->parts.cfg->level, w->direct_write,
                                ckpt_test_hooks_now()->no_reserve ? 0 : expected_file_bytes(w, j)};
-  ok = ckpt_agree(team, ok, err, r->reason, sizeof r->reason) && ckpt_write_file(&ws, j, path, sums, r, err, sizeof err);
+  ok = ckpt_agree(team, ok, err.msg, &r->reason) && ckpt_write_file(&ws, j, path, sums, r, &err);
   if (ok && team->rank == 0) ckpt_fs_trim(path);
   const double t_enc = boost_now_s();
   r->encode_s = t_enc - t0;
-  if (ok && ckpt_fs_fsync(path, err, sizeof err) != 0) ok = 0;
+  if (ok && ckpt_fs_fsync(path, &err) != 0) ok = 0;
   const double t_sync = boost_now_s();
   r->fsync_s = t_sync - t_enc;
   if (ok && ckpt_test_fails(j->step, team->rank)) {
-    boost_msgf(err, sizeof err, "injected I/O error (BOOST_CKPT_TEST_FAIL): %s", strerror(EIO));
+    boost_err(&err, "injected I/O error (BOOST_CKPT_TEST_FAIL): %s", strerror(EIO));
     ok = 0;
   }
-  ok = ckpt_agree(team, ok, err, r->reason, sizeof r->reason);
+  ok = ckpt_agree(team, ok, err.msg, &r->reason);
   if (ok && ckpt_test_hooks_now()->flip_step == j->step && team->rank == 0) flip_middle_byte(path);
   if (ok)
-    ok = ckpt_agree(team, ckpt_readback(team, w->parts.plan, w->parts.st, ckpt_worker_threads(w->parts.pace), path, sums, err, sizeof err),
-                    err, r->reason, sizeof r->reason);
+    ok = ckpt_agree(team, ckpt_readback(team, w->parts.plan, w->parts.st, ckpt_worker_threads(w->parts.pace), path, sums, &err),
+                    err.msg, &r->reason);
   boost_free(sums);
   const double t_ver = boost_now_s();
   r->verify_s = t_ver - t_sync;

@@ -133,16 +133,16 @@ static void read_env(ckpt_env *set) {
 
 /* Rank 0 prepares the directory; every rank gets the verdict, and must see
  * the directory (MPI-IO needs a shared file system). */
-static int open_dir(ckpt_session *s, char *err, size_t errlen) {
+static int open_dir(ckpt_session *s, boost_status *err) {
   const process_grid *grid = s->grid;
-  char msg[1024] = "";
+  boost_status msg = {0};
   int ok = 1;
   if (s->team.rank == 0) {
-    char why[768];
-    if (ckpt_fs_mkdirs(s->cfg.dir, why, sizeof why) != 0) {
-      boost_msgf(msg, sizeof msg, "ckpt.dir: %s", why);
+    boost_status why = {0};
+    if (ckpt_fs_mkdirs(s->cfg.dir, &why) != 0) {
+      boost_err(&msg, "ckpt.dir: %s", why.msg);
       ok = 0;
-    } else if ((s->lock_fd = ckpt_fs_lock(s->cfg.dir, msg, sizeof msg)) < 0) {
+    } else if ((s->lock_fd = ckpt_fs_lock(s->cfg.dir, &msg)) < 0) {
       ok = 0;
     } else { /* ours alone now: temporaries here are a crashed run's, not a live job's */
       char removed[400];
@@ -153,13 +153,13 @@ static int open_dir(ckpt_session *s, char *err, size_t errlen) {
     }
   }
   comm_control_bcast(grid->world, COMM_WORLD, "checkpoint agreement", &ok, (int)sizeof ok, 0);
-  comm_control_bcast(grid->world, COMM_WORLD, "checkpoint agreement", msg, (int)sizeof msg, 0);
-  if (!ok) return boost_err(err, errlen, "%s", msg);
+  comm_control_bcast(grid->world, COMM_WORLD, "checkpoint agreement", &msg, (int)sizeof msg, 0);
+  if (!ok) return boost_err(err, "%s", msg.msg);
   struct stat st;
   ok = stat(s->cfg.dir, &st) == 0 && S_ISDIR(st.st_mode);
   ok = comm_control_all(grid->world, COMM_WORLD, "checkpoint agreement", ok);
   if (!ok)
-    return boost_err(err, errlen, "ckpt.dir %s is not visible on every rank (checkpoints need a shared file system)",
+    return boost_err(err, "ckpt.dir %s is not visible on every rank (checkpoints need a shared file system)",
                      s->cfg.dir);
   return 0;
 }
@@ -173,7 +173,7 @@ static void warn_disk_space(ckpt_session *s) {
   double held = 0; /* existing checkpoints free their space as retention removes them */
   int64_t *steps = NULL;
   int n = 0;
-  if (ckpt_fs_list(s->cfg.dir, &steps, &n, NULL, 0) == 0)
+  if (ckpt_fs_list(s->cfg.dir, &steps, &n, NULL) == 0)
     for (int i = 0; i < n; i++) {
       char name[64], path[PATH_MAX + 64];
       struct stat st;
@@ -208,8 +208,8 @@ static void free_parts(ckpt_session *s) {
 }
 
 ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tensor_store *store,
-                        const ckpt_hooks *hooks, char *err, size_t errlen) {
-  if (err && errlen) err[0] = 0;
+                        const ckpt_hooks *hooks, boost_status *err) {
+  if (err) *err = (boost_status){0};
   if (!cfg->dir[0] && cfg->resume.kind != CKPT_FROM_PATH) return NULL;
   for (int c = 0; c < CKPT_NUM_CATEGORIES; c++)
     BOOST_ASSERT(store->arena[ckpt_category_arena[c]] != NULL); /* the caller allocates the moments */
@@ -228,22 +228,21 @@ ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tens
   s->out.last_committed_step = -1;
   s->read_only = !cfg->dir[0]; /* resume from a PATH, write nothing */
   s->lock_fd = -1;
-  int bad = (!s->read_only && open_dir(s, err, errlen) != 0) || ckpt_file_plan_build(&s->plan, grid, store->reg, err, errlen) != 0;
+  int bad = (!s->read_only && open_dir(s, err) != 0) || ckpt_file_plan_build(&s->plan, grid, store->reg, err) != 0;
   if (!bad) { /* every rank has its staging memory, or none goes on */
-    char why[256] = "";
+    boost_status why = {0};
     const int ok = comm_control_all(grid->world, COMM_WORLD, "checkpoint agreement",
-                                    ckpt_stager_init(&s->stager, &s->plan, store, grid, &s->cfg, &s->worker, why,
-                                                     sizeof why) == 0);
+                                    ckpt_stager_init(&s->stager, &s->plan, store, grid, &s->cfg, &s->worker, &why) == 0);
     if (!ok)
-      bad = boost_err(err, errlen, "%s",
-                      why[0] ? why
+      bad = boost_err(err, "%s",
+                      why.msg[0] ? why.msg
                              : "another rank cannot have its checkpoint staging (host memory, or ckpt.staging_limit "
                                "below its largest tensor band)");
   }
   if (!bad && !s->read_only) {
     char note[512];
-    s->local = ckpt_local_open(cfg, grid, store, note, sizeof note, err, errlen);
-    bad = !s->local && err && err[0];
+    s->local = ckpt_local_open(cfg, grid, store, note, sizeof note, err);
+    bad = !s->local && err && err->failed;
     if (s->local && s->team.rank == 0) {
       printf("checkpoint: %s\n", note);
       fflush(stdout);
@@ -278,7 +277,7 @@ ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tens
   if (started && s->cfg.timeout > 0) watchdog_deadline(job_overdue, s);
   if (!ckpt_all_true(&s->team, started)) {
     ckpt_close(s);
-    boost_err(err, errlen, "cannot start the checkpoint writer thread on every rank");
+    boost_err(err, "cannot start the checkpoint writer thread on every rank");
     return NULL;
   }
   return s;
@@ -297,8 +296,8 @@ static int64_t newest_file_step(ckpt_session *s) {
   if (s->team.rank == 0) {
     ckpt_peek_info info;
     memset(&info, 0, sizeof info);
-    char why[256];
-    if (ckpt_peek(s->cfg.dir, &s->cfg.resume, &info, why, sizeof why) == 1) step = info.meta.run.step;
+    boost_status why = {0};
+    if (ckpt_peek(s->cfg.dir, &s->cfg.resume, &info, &why) == 1) step = info.meta.run.step;
     ckpt_peek_free(&info);
   }
   comm_control_bcast(s->grid->world, COMM_WORLD, "checkpoint agreement", &step, (int)sizeof step, 0);
@@ -347,7 +346,7 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
     int64_t *steps = NULL;
     int n = 0;
     char held[256] = "";
-    if (!s->read_only && ckpt_fs_list(s->cfg.dir, &steps, &n, NULL, 0) == 0 && n > 0)
+    if (!s->read_only && ckpt_fs_list(s->cfg.dir, &steps, &n, NULL) == 0 && n > 0)
       boost_msgf(held, sizeof held,
                  "; %s holds %d checkpoint%s (newest step %lld): kept; those at or after the steps this run commits are "
                  "renamed *.h5.superseded then, nothing is deleted",
@@ -434,7 +433,7 @@ static void collect(ckpt_session *s, char *out, size_t outlen, int print) {
     boost_msgf(out, outlen, "step %lld committed %.2f s %s %.2fx stall %.0f ms", (long long)r.step, r.write_s, b,
              ts > 0 ? tr / ts : 0.0, r.stall_s * 1e3);
   else if (out)
-    boost_msgf(out, outlen, "step %lld FAILED: %s", (long long)r.step, r.reason);
+    boost_msgf(out, outlen, "step %lld FAILED: %s", (long long)r.step, r.reason.msg);
   if (s->team.rank == 0) {
     if (s->log) ckpt_journal_result(s->log, &r, s->grid, s->set.sync_mode);
     if (!r.ok) {
@@ -443,7 +442,7 @@ static void collect(ckpt_session *s, char *out, size_t outlen, int print) {
         boost_msgf(latest, sizeof latest, "step %lld remains the latest", (long long)s->out.last_committed_step);
       /* one write: a line cut by the step log would be unreadable */
       fprintf(stderr, "boost: checkpoint of step %lld FAILED, nothing committed (training continues; %s): %s\n",
-              (long long)r.step, latest, r.reason);
+              (long long)r.step, latest, r.reason.msg);
       fflush(stderr);
     } else if (r.ok && !r.latest_ok) {
       fprintf(stderr, "boost: checkpoint of step %lld committed but the `latest` pointer was not updated\n", (long long)r.step);
@@ -560,12 +559,12 @@ int ckpt_rollback(ckpt_session *s, int64_t max_step, ckpt_meta *meta, ckpt_state
   }
   ckpt_wait(s);
   ckpt_local_drop_newer(s->local, max_step); /* the abandoned branch is never resumed from node memory either */
-  char err[1024] = "";
-  int ok = s->grid->rank != 0 || ckpt_set_aside_newer(s->cfg.dir, max_step, err, sizeof err) == 0;
+  boost_status err = {0};
+  int ok = s->grid->rank != 0 || ckpt_set_aside_newer(s->cfg.dir, max_step, &err) == 0;
   MPI_Bcast(&ok, 1, MPI_INT, 0, s->grid->world);
   if (!ok) {
     boost_msgf(msg, msglen, "rollback in %s: %s", s->cfg.dir,
-               s->grid->rank == 0 ? err : "the directory could not be updated");
+               s->grid->rank == 0 ? err.msg : "the directory could not be updated");
     return -1;
   }
   const ckpt_from resume = s->cfg.resume;

@@ -40,26 +40,25 @@ void ckpt_slab_reader_free(ckpt_slab_reader *r) {
 
 /* The slab through HDF5's filter pipeline (one thread), then hashed. */
 static int read_hdf5(ckpt_slab_reader *r, hid_t ds, hid_t space, int ndim, const int64_t *gshape, const hsize_t *st,
-                     const hsize_t *ct, size_t n, float *dst, uint64_t *sum, const char *what, char *err,
-                     size_t errlen) {
+                     const hsize_t *ct, size_t n, float *dst, uint64_t *sum, const char *what, boost_status *err) {
   if (!dst && n > r->scratch_cap) {
     boost_free(r->scratch);
     r->scratch = boost_try_calloc(n, sizeof *r->scratch);
     r->scratch_cap = r->scratch ? n : 0;
-    if (!r->scratch) return boost_err(err, errlen, "%s: out of memory (%.1f MiB)", what, 4.0 * (double)n / (1 << 20));
+    if (!r->scratch) return boost_err(err, "%s: out of memory (%.1f MiB)", what, 4.0 * (double)n / (1 << 20));
   }
   float *buf = dst ? dst : r->scratch;
   if (ckpt_read_slab_hdf5(ds, space, ndim, gshape, st, ct, buf, sum) != 0) {
     char w[640];
     boost_msgf(w, sizeof w, "%s: read failed (corrupt data?)", what);
-    ckpt_h5_error(err, errlen, w);
+    ckpt_h5_fail(err, w);
     return -1;
   }
   return 0;
 }
 
 int ckpt_slab_read(ckpt_slab_reader *r, hid_t ds, const hsize_t *start, const hsize_t *count, float *dst,
-                   uint64_t *sum, const char *what, char *err, size_t errlen) {
+                   uint64_t *sum, const char *what, boost_status *err) {
   *sum = 0;
   hid_t space = H5Dget_space(ds);
   const int ndim = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
@@ -68,7 +67,7 @@ int ckpt_slab_read(ckpt_slab_reader *r, hid_t ds, const hsize_t *start, const hs
     if (space >= 0) H5Sclose(space);
     char w[640];
     boost_msgf(w, sizeof w, "%s: unreadable dataspace or not 1 to %d dimensions", what, CKPT_HASH_MAX_DIMS);
-    ckpt_h5_error(err, errlen, w);
+    ckpt_h5_fail(err, w);
     return -1;
   }
   int64_t gshape[CKPT_HASH_MAX_DIMS];
@@ -77,7 +76,7 @@ int ckpt_slab_read(ckpt_slab_reader *r, hid_t ds, const hsize_t *start, const hs
   for (int d = 0; d < ndim; d++) elems *= (double)(start ? count[d] : dims[d]);
   if (elems * 4 > 64e9) {
     H5Sclose(space);
-    return boost_err(err, errlen, "%s: implausible size (%.0f elements)", what, elems);
+    return boost_err(err, "%s: implausible size (%.0f elements)", what, elems);
   }
   for (int d = 0; d < ndim; d++) {
     gshape[d] = (int64_t)dims[d];
@@ -85,15 +84,15 @@ int ckpt_slab_read(ckpt_slab_reader *r, hid_t ds, const hsize_t *start, const hs
     ct[d] = start ? count[d] : dims[d];
     if (st[d] + ct[d] > dims[d] || st[d] + ct[d] < st[d]) {
       H5Sclose(space);
-      return boost_err(err, errlen, "%s: hyperslab outside the dataset's shape", what);
+      return boost_err(err, "%s: hyperslab outside the dataset's shape", what);
     }
     n *= (size_t)ct[d];
   }
   int rc = 0;
   if (n > 0) {
     if (ndim <= TENSOR_MAX_DIMS && !r->hdf5_only)
-      rc = ckpt_read_slab_chunks(r->cr, ds, ndim, gshape, st, ct, dst, sum, what, err, errlen);
-    if (rc == 0) rc = read_hdf5(r, ds, space, ndim, gshape, st, ct, n, dst, sum, what, err, errlen) == 0 ? 1 : -1;
+      rc = ckpt_read_slab_chunks(r->cr, ds, ndim, gshape, st, ct, dst, sum, what, err);
+    if (rc == 0) rc = read_hdf5(r, ds, space, ndim, gshape, st, ct, n, dst, sum, what, err) == 0 ? 1 : -1;
   }
   H5Sclose(space);
   return rc < 0 ? -1 : 0;

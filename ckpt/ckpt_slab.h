@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "status.h"
+
 typedef struct ckpt_slab_reader ckpt_slab_reader;
 
 /* A reader decoding on `threads` threads (<= 0: omp_get_max_threads()).
@@ -35,6 +37,6 @@ void ckpt_slab_reader_free(ckpt_slab_reader *r);
  * indices) into *sum: for the whole dataset, what its checksum attribute
  * holds. Returns 0, or -1 with one line in err starting with `what`. */
 int ckpt_slab_read(ckpt_slab_reader *r, hid_t ds, const hsize_t *start, const hsize_t *count, float *dst,
-                   uint64_t *sum, const char *what, char *err, size_t errlen);
+                   uint64_t *sum, const char *what, boost_status *err);
 
 #endif

@@ -43,7 +43,7 @@ static void least_text(const double *need, char *out, size_t n) {
  * and the least limit that works) when it cannot hold some rank's largest
  * band, or the moments are ZeRO-1 chunks. Collective over the world: every
  * rank refuses the same limit with the same least value. */
-static int size_ring(ckpt_stager *st, const ckpt_settings *cfg, char *err, size_t errlen) {
+static int size_ring(ckpt_stager *st, const ckpt_settings *cfg, boost_status *err) {
   const ckpt_file_plan *p = st->plan;
   int big;
   const size_t most = ckpt_file_plan_largest_save(p, st->reg, &big), all_floats = p->save_floats;
@@ -63,26 +63,26 @@ static int size_ring(ckpt_stager *st, const ckpt_settings *cfg, char *err, size_
   least_text(need, least_txt, sizeof least_txt);
   ckpt_format_bytes(4.0 * (double)all_floats, all, sizeof all);
   if (st->ring.bounded && store_moments_sharded(st->store))
-    return boost_err(err, errlen,
+    return boost_err(err,
                      "ckpt.staging_limit=%s is below the %s this rank writes, and bounded staging does not take ZeRO-1 "
                      "moment chunks (parallel.zero) yet: set ckpt.staging_limit=100%% or parallel.zero=false",
                      lim, all);
   if (short_here) {
     ckpt_format_bytes(4.0 * (double)most, need_txt, sizeof need_txt);
-    return boost_err(err, errlen,
+    return boost_err(err,
                      "ckpt.staging_limit=%s is too small: the largest tensor band this rank writes (%s/%s) takes %s "
                      "(%.1f%% of the %s it writes); %s",
                      lim, ckpt_category_group[big % CKPT_NUM_CATEGORIES], p->ents[big / CKPT_NUM_CATEGORIES].name,
                      need_txt, 100.0 * (double)most / (double)all_floats, all, least_txt);
   }
   if (need[2] > 0)
-    return boost_err(err, errlen, "ckpt.staging_limit=%s is too small for another rank's largest tensor band; %s", lim,
+    return boost_err(err, "ckpt.staging_limit=%s is too small for another rank's largest tensor band; %s", lim,
                      least_txt);
   return 0;
 }
 
 int ckpt_stager_init(ckpt_stager *st, const ckpt_file_plan *p, tensor_store *store, const process_grid *grid,
-                     const ckpt_settings *cfg, ckpt_worker *notify, char *err, size_t errlen) {
+                     const ckpt_settings *cfg, ckpt_worker *notify, boost_status *err) {
   memset(st, 0, sizeof *st);
   st->plan = p;
   st->store = store;
@@ -95,7 +95,7 @@ int ckpt_stager_init(ckpt_stager *st, const ckpt_file_plan *p, tensor_store *sto
   st->ring.item_sum = boost_calloc(nkeys ? nkeys : 1, sizeof *st->ring.item_sum);
   for (size_t k = 0; k < nkeys; k++) /* not bounded: the plan's offsets, always */
     st->ring.slot[k] = p->ents[k / CKPT_NUM_CATEGORIES].stage_off[k % CKPT_NUM_CATEGORIES];
-  if (size_ring(st, cfg, err, errlen) != 0) return -1;
+  if (size_ring(st, cfg, err) != 0) return -1;
   /* A load streams into the arenas unless the moments are ZeRO-1 chunks
    * (ckpt_load_stage.c): through the ring only where the decoders cannot
    * write backend memory, which then holds at least the largest band. */
@@ -117,7 +117,7 @@ int ckpt_stager_init(ckpt_stager *st, const ckpt_file_plan *p, tensor_store *sto
   st->xbuf = st->xbuf_floats ? be->mem->host_alloc(be, st->xbuf_floats * sizeof(float)) : NULL;
   st->mchunk = mchunk_floats ? be->mem->host_alloc(be, mchunk_floats * sizeof(float)) : NULL;
   if ((st->stage_floats && !st->stage) || (st->xbuf_floats && !st->xbuf) || (mchunk_floats && !st->mchunk))
-    return boost_err(err, errlen, "out of host memory for checkpoint staging (%.1f MiB)",
+    return boost_err(err, "out of host memory for checkpoint staging (%.1f MiB)",
                      4.0 * (double)(st->stage_floats + st->xbuf_floats + mchunk_floats) / (1 << 20));
   return 0;
 }

@@ -21,6 +21,7 @@
 #include "ckpt_plan.h"
 #include "ckpt_worker.h"
 #include "comm.h"
+#include "status.h"
 
 /* The save ring. Not bounded: the staging buffer holds every band this
  * rank writes at its plan offset. Bounded: a ring of `floats`; the writer
@@ -69,7 +70,7 @@ typedef struct {
  * memory cannot be had or ckpt.staging_limit cannot work (collective over
  * the world: every rank refuses the same limit). */
 int ckpt_stager_init(ckpt_stager *st, const ckpt_file_plan *p, tensor_store *store, const process_grid *grid,
-                     const ckpt_settings *cfg, ckpt_worker *notify, char *err, size_t errlen);
+                     const ckpt_settings *cfg, ckpt_worker *notify, boost_status *err);
 /* The data plane over the writer thread's duplicates of the world and
  * data-parallel communicators. */
 void ckpt_stager_connect(ckpt_stager *st, MPI_Comm world, MPI_Comm dp);
@@ -109,7 +110,7 @@ void ckpt_upload_loaded(ckpt_stager *st);
  * the decoders are done (-1 with err: a chunk did not decode). */
 void ckpt_load_begin(ckpt_stager *st);
 void ckpt_load_end(ckpt_stager *st);
-float *ckpt_load_dst(ckpt_stager *st, ckpt_chunk_reader *cr, int i, int c, char *err, size_t errlen);
-int ckpt_load_flush(ckpt_stager *st, ckpt_chunk_reader *cr, char *err, size_t errlen);
+float *ckpt_load_dst(ckpt_stager *st, ckpt_chunk_reader *cr, int i, int c, boost_status *err);
+int ckpt_load_flush(ckpt_stager *st, ckpt_chunk_reader *cr, boost_status *err);
 
 #endif

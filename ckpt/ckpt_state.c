@@ -24,8 +24,7 @@ static int set_exists(hid_t f, const char *path) {
   return e > 0 ? 1 : e == 0 ? 0 : -1;
 }
 
-int ckpt_state_read(hid_t f, hid_t dxpl, int k, ckpt_series *out, uint64_t *stored, uint64_t *sum, char *err,
-                    size_t errlen) {
+int ckpt_state_read(hid_t f, hid_t dxpl, int k, ckpt_series *out, uint64_t *stored, uint64_t *sum, boost_status *err) {
   const ckpt_state_desc *desc = &ckpt_state_sets[k];
   char path[96];
   boost_msgf(path, sizeof path, CKPT_GROUP_STATE "/%s", desc->name);
@@ -33,8 +32,8 @@ int ckpt_state_read(hid_t f, hid_t dxpl, int k, ckpt_series *out, uint64_t *stor
   *stored = *sum = 0;
   const int exists = set_exists(f, path);
   if (exists == 0 && !(desc->flags & CKPT_META_RESUME)) return 0; /* a file older than the set */
-  if (exists == 0) return boost_err(err, errlen, "%s: missing", path);
-  if (exists < 0) return boost_err(err, errlen, "%s: cannot be looked up (damaged group index)", path);
+  if (exists == 0) return boost_err(err, "%s: missing", path);
+  if (exists < 0) return boost_err(err, "%s: cannot be looked up (damaged group index)", path);
   hid_t d = H5Dopen2(f, path, H5P_DEFAULT);
   hid_t space = d >= 0 ? H5Dget_space(d) : -1;
   hsize_t dims[2] = {0, 0};
@@ -42,19 +41,19 @@ int ckpt_state_read(hid_t f, hid_t dxpl, int k, ckpt_series *out, uint64_t *stor
   int rc = 0;
   if (ndim < 0 || ndim > 2 || H5Sget_simple_extent_dims(space, dims, NULL) < 0 ||
       ckpt_attr_get_u64(d, CKPT_ATTR_CHECKSUM, stored) < 0) {
-    ckpt_h5_error(err, errlen, path);
+    ckpt_h5_fail(err, path);
     rc = -1;
   } else if (ndim != (desc->cols > 0 ? 2 : 1) || (desc->cols > 0 && dims[1] != (hsize_t)desc->cols)) {
-    rc = desc->cols > 0 ? boost_err(err, errlen, "%s: shape is not [n, %d]", path, desc->cols)
-                        : boost_err(err, errlen, "%s: shape is not [n]", path);
+    rc = desc->cols > 0 ? boost_err(err, "%s: shape is not [n, %d]", path, desc->cols)
+                        : boost_err(err, "%s: shape is not [n]", path);
   } else {
     out->rows = (int64_t)dims[0];
     const size_t n = (size_t)dims[0] * (size_t)ckpt_state_width(k);
     out->data = malloc(n * ckpt_state_esize(k) + 8);
     const hid_t mem = desc->type == CKPT_META_T_F32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE;
     if (!out->data || (n > 0 && H5Dread(d, mem, H5S_ALL, H5S_ALL, dxpl, out->data) < 0)) {
-      ckpt_h5_error(err, errlen, path);
-      boost_msgf(err + strlen(err), errlen - strlen(err), " (read failed: corrupt data?)");
+      ckpt_h5_fail(err, path);
+      boost_status_append(err, " (read failed: corrupt data?)");
       rc = -1;
     } else {
       *sum = ckpt_state_hash(k, out);

@@ -18,14 +18,13 @@ typedef struct {
 
 /* Every stage's tensors (pp = 1: just ours) as one list of global tensors
  * in stage order; a tensor two stages hold (tied embeddings) once. */
-static int gather_union(ckpt_file_plan *p, const process_grid *g, const tensor_registry *reg, char *err,
-                        size_t errlen) {
+static int gather_union(ckpt_file_plan *p, const process_grid *g, const tensor_registry *reg, boost_status *err) {
   int bad_name = 0;
   packed_desc *mine = boost_calloc((size_t)(reg->count ? reg->count : 1), sizeof *mine);
   for (int i = 0; i < reg->count; i++) {
     const tensor_desc *t = &reg->tensors[i];
     if (strchr(t->name, '/')) /* reported after the collectives, which every rank must join */
-      bad_name = boost_err(err, errlen, "tensor name '%s' contains '/' (not allowed in a checkpoint)", t->name);
+      bad_name = boost_err(err, "tensor name '%s' contains '/' (not allowed in a checkpoint)", t->name);
     memcpy(mine[i].name, t->name, sizeof mine[i].name);
     mine[i].ndim = t->ndim;
     mine[i].stage = g->pp_rank;
@@ -55,7 +54,7 @@ static int gather_union(ckpt_file_plan *p, const process_grid *g, const tensor_r
     if (dup >= 0) { /* a tensor two stages hold (tied embeddings): same shape */
       for (int d = 0; d < all[i].ndim; d++)
         if (all[i].shape[d] != p->ents[dup].shape[d])
-          bad = bad ? bad : boost_err(err, errlen, "tensor %s has different shapes on two pipeline stages", all[i].name);
+          bad = bad ? bad : boost_err(err, "tensor %s has different shapes on two pipeline stages", all[i].name);
       continue;
     }
     ckpt_entry *e = &p->ents[p->nent++];
@@ -75,8 +74,7 @@ static int gather_union(ckpt_file_plan *p, const process_grid *g, const tensor_r
 /* Replication inside the tensor-parallel group (split_dim -1, or any
  * hyperslab two tp ranks share): only the lowest tp rank holding a given
  * hyperslab writes and hashes it. */
-static int mark_primary(ckpt_file_plan *p, const process_grid *g, const tensor_registry *reg, char *err,
-                        size_t errlen) {
+static int mark_primary(ckpt_file_plan *p, const process_grid *g, const tensor_registry *reg, boost_status *err) {
   {
     int tpn = 1;
     MPI_Comm_size(g->tp_comm, &tpn);
@@ -84,7 +82,7 @@ static int mark_primary(ckpt_file_plan *p, const process_grid *g, const tensor_r
     MPI_Allreduce(&cnt, &cmin, 1, MPI_INT, MPI_MIN, g->tp_comm);
     MPI_Allreduce(&cnt, &cmax, 1, MPI_INT, MPI_MAX, g->tp_comm);
     if (cmin != cmax)
-      return boost_err(err, errlen, "tensor-parallel ranks of one stage hold different tensor lists (%d vs %d)", cmin, cmax);
+      return boost_err(err, "tensor-parallel ranks of one stage hold different tensor lists (%d vs %d)", cmin, cmax);
     const size_t per = (size_t)(cnt ? cnt : 1) * TENSOR_MAX_DIMS;
     int64_t *offs = boost_calloc(per * (size_t)tpn, sizeof *offs);
     for (int i = 0; i < cnt; i++)
@@ -137,15 +135,14 @@ static void gather_cuts(ckpt_file_plan *p, const process_grid *g, const tensor_r
   boost_free(cut);
 }
 
-int ckpt_file_plan_build(ckpt_file_plan *p, const process_grid *g, const tensor_registry *reg, char *err,
-                         size_t errlen) {
+int ckpt_file_plan_build(ckpt_file_plan *p, const process_grid *g, const tensor_registry *reg, boost_status *err) {
   memset(p, 0, sizeof *p);
-  int rc = gather_union(p, g, reg, err, errlen);
-  if (rc == 0) rc = mark_primary(p, g, reg, err, errlen);
+  int rc = gather_union(p, g, reg, err);
+  if (rc == 0) rc = mark_primary(p, g, reg, err);
   gather_cuts(p, g, reg); /* collective: every rank, whatever rc */
   for (int i = 0; rc == 0 && i < reg->count; i++)
     if ((size_t)reg->tensors[i].numel > (size_t)INT_MAX) /* MPI counts of one tensor's exchange on load */
-      rc = boost_err(err, errlen, "tensor %s has %zu elements on one rank, more than checkpoints handle (2^31 - 1): "
+      rc = boost_err(err, "tensor %s has %zu elements on one rank, more than checkpoints handle (2^31 - 1): "
                      "use more tensor-parallel ranks", reg->tensors[i].name, reg->tensors[i].numel);
   if (rc != 0) return -1;
   p->dp = g->dp;

@@ -10,12 +10,12 @@
 
 #include "ckpt_plan.h"
 #include "grid.h"
+#include "status.h"
 
 /* The plan from every rank's registry (collective over the grid). Returns
  * -1 with err when the registries disagree; the plan is then to be freed
  * all the same (ckpt_file_plan_free). */
-int ckpt_file_plan_build(ckpt_file_plan *p, const process_grid *grid, const tensor_registry *reg, char *err,
-                         size_t errlen);
+int ckpt_file_plan_build(ckpt_file_plan *p, const process_grid *grid, const tensor_registry *reg, boost_status *err);
 /* v[i] = the gcd of every rank's v[i] (0 counts as none). */
 void ckpt_allreduce_gcd(int64_t *v, int n, MPI_Comm comm);
 

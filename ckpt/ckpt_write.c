@@ -49,10 +49,10 @@ static void write_root_attrs(ckpt_file_writer *w, const save_job *j) {
   rc |= ckpt_meta_set_str(&m, CKPT_META_F_checksum_algorithm, CKPT_CHECKSUM_ALGORITHM);
   CKPT_META_SET(&m, package, format_version, CKPT_FORMAT_VERSION);
   CKPT_META_SET(&m, package, n_tensors, w->ws->plan->nent);
-  char why[REASON_MAX];
+  boost_status why = {0};
   if (rc != 0) ckpt_wfail(w, "root attributes of %s: out of memory", "the checkpoint");
-  else if (ckpt_meta_write(w->file, &m, why, sizeof why) != 0 && w->ok) {
-    boost_msgf(w->err, sizeof w->err, "%s", why);
+  else if (ckpt_meta_write(w->file, &m, &why) != 0 && w->ok) {
+    boost_err(&w->err, "%s", why.msg);
     w->ok = 0;
   }
   ckpt_meta_free(&m);
@@ -189,7 +189,7 @@ static int write_tensors(ckpt_file_writer *w, const hid_t *groups) {
 }
 
 int ckpt_write_file(const ckpt_write_setup *ws, save_job *j, const char *path, uint64_t *sums, save_result *r,
-                    char *err, size_t errlen) {
+                    boost_status *err) {
   ckpt_file_writer w = {.ws = ws, .file = -1, .dxpl = -1, .ok = 1, .r = r, .fd = -1, .placed_ok = 1};
   const ckpt_team *team = ws->team;
   const size_t ntensor = (size_t)ws->plan->nent * CKPT_NUM_CATEGORIES;
@@ -197,7 +197,7 @@ int ckpt_write_file(const ckpt_write_setup *ws, save_job *j, const char *path, u
   w.how = ckpt_write_direct.prepare(&w, j) ? &ckpt_write_direct : &ckpt_write_collective;
   r->direct = w.how == &ckpt_write_direct;
   w.how->create(&w, path);
-  if (!ckpt_agree(team, w.ok, w.err, err, errlen)) {
+  if (!ckpt_agree(team, w.ok, w.err.msg, err)) {
     if (w.dxpl >= 0) H5Pclose(w.dxpl);
     if (w.file >= 0) H5Fclose(w.file);
     if (w.fd >= 0) close(w.fd);
@@ -206,13 +206,13 @@ int ckpt_write_file(const ckpt_write_setup *ws, save_job *j, const char *path, u
   /* Reserve the file's expected size so that a full disk fails here, on
    * every rank at once, not in the middle of collective writes. */
   if (team->rank == 0 && ws->reserve_bytes > 0) {
-    char rerr[512];
-    if (ckpt_fs_reserve(path, (uint64_t)ws->reserve_bytes, rerr, sizeof rerr) < 0) {
-      boost_msgf(w.err, sizeof w.err, "%s", rerr);
+    boost_status rerr = {0};
+    if (ckpt_fs_reserve(path, (uint64_t)ws->reserve_bytes, &rerr) < 0) {
+      boost_err(&w.err, "%s", rerr.msg);
       w.ok = 0;
     }
   }
-  int go = ckpt_agree(team, w.ok, w.err, err, errlen);
+  int go = ckpt_agree(team, w.ok, w.err.msg, err);
   if (go) {
     write_root_attrs(&w, j);
     hid_t groups[CKPT_NUM_CATEGORIES];
@@ -227,6 +227,6 @@ int ckpt_write_file(const ckpt_write_setup *ws, save_job *j, const char *path, u
   }
   H5Pclose(w.dxpl);
   w.how->finish(&w, path, go);
-  if (!w.ok) boost_msgf(err, errlen, "%s", w.err);
+  if (!w.ok) boost_err(err, "%s", w.err.msg);
   return w.ok;
 }

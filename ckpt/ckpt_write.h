@@ -6,6 +6,7 @@
 
 #include "ckpt_jobs.h"
 #include "ckpt_write_path.h"
+#include "status.h"
 
 /* The raw (uncompressed) bytes of a checkpoint (j NULL: no activations or
  * history), with room for its metadata. */
@@ -16,6 +17,6 @@ double ckpt_raw_bytes(const ckpt_file_plan *p, const save_job *j);
  * the stager as their bands were staged, then all are summed over the ranks
  * (what the read-back compares with). */
 int ckpt_write_file(const ckpt_write_setup *ws, save_job *j, const char *path, uint64_t *sums, save_result *r,
-                    char *err, size_t errlen);
+                    boost_status *err);
 
 #endif

@@ -89,13 +89,13 @@ static void direct_create(ckpt_file_writer *w, const char *path) {
     if (fapl >= 0) H5Pclose(fapl);
     if (w->file < 0) ckpt_wfail(w, "H5Fcreate %s", path);
   }
-  if (!ckpt_agree(team, w->ok, w->err, NULL, 0)) {
+  if (!ckpt_agree(team, w->ok, w->err.msg, NULL)) {
     w->ok = 0; /* the caller's agreement names the failing rank */
     return;
   }
   w->fd = open(path, O_WRONLY | O_CLOEXEC);
   if (w->fd < 0) {
-    boost_msgf(w->err, sizeof w->err, "cannot open %s for writing: %s", path, strerror(errno));
+    boost_err(&w->err, "cannot open %s for writing: %s", path, strerror(errno));
     w->ok = 0;
   }
 }
@@ -152,19 +152,19 @@ static int direct_go_on(ckpt_file_writer *w) { return w->placed_ok; }
 static void vfd_failure(ckpt_file_writer *w, const char *path) {
   const int e = w->file >= 0 ? ckpt_vfd_failed() : 0;
   if (!e || !w->ok) return;
-  boost_msgf(w->err, sizeof w->err, "%s: writing the file's metadata: %s", path, strerror(e));
+  boost_err(&w->err, "%s: writing the file's metadata: %s", path, strerror(e));
   w->ok = 0;
 }
 
 static void direct_finish(ckpt_file_writer *w, const char *path, int go) {
   (void)go;
-  char why[512];
-  if (!ckpt_direct_end(w->ws->dx, w->ok, why, sizeof why) && w->ok) {
-    boost_msgf(w->err, sizeof w->err, "%s: %s", path, why);
+  boost_status why = {0};
+  if (!ckpt_direct_end(w->ws->dx, w->ok, &why) && w->ok) {
+    boost_err(&w->err, "%s: %s", path, why.msg);
     w->ok = 0;
   }
   if (w->fd >= 0 && close(w->fd) != 0) {
-    boost_msgf(w->err, sizeof w->err, "closing %s: %s", path, strerror(errno));
+    boost_err(&w->err, "closing %s: %s", path, strerror(errno));
     w->ok = 0;
   }
   w->fd = -1;

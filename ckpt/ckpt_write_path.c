@@ -12,7 +12,7 @@ void ckpt_wfail(ckpt_file_writer *w, const char *fmt, const char *arg) {
   if (!w->ok) return;
   char what[512];
   boost_msgf(what, sizeof what, fmt, arg);
-  ckpt_h5_error(w->err, sizeof w->err, what);
+  ckpt_h5_fail(&w->err, what);
   w->ok = 0;
 }
 

@@ -61,7 +61,7 @@ typedef struct {
   int holds_file; /* this rank makes the HDF5 calls of groups, attributes and small datasets */
   hid_t file, dxpl;
   int ok; /* this rank has not failed yet */
-  char err[REASON_MAX];
+  boost_status err; /* the first failure of this rank, handed to the caller at the end */
   save_result *r;
   int fd;        /* direct: this rank's descriptor of the file */
   int next_item; /* direct: the next dataset of prepare's list */

@@ -18,10 +18,10 @@ size_t boost_dtype_size(boost_dtype t) {
 
 /* Each backend's constructor (cpu/cpu_backend.c, guarded_backend.c,
  * cuda/cuda_backend.cu). */
-boost_backend *cpu_backend_create(boost_dtype act_dtype, int threads, char *err, size_t errlen);
-boost_backend *guarded_backend_create(boost_backend *inner, char *err, size_t errlen);
+boost_backend *cpu_backend_create(boost_dtype act_dtype, int threads, boost_status *err);
+boost_backend *guarded_backend_create(boost_backend *inner, boost_status *err);
 #ifdef BOOST_HAVE_CUDA
-boost_backend *cuda_backend_create(boost_dtype act_dtype, int device, char *err, size_t errlen);
+boost_backend *cuda_backend_create(boost_dtype act_dtype, int device, boost_status *err);
 #endif
 
 #define BOOST_OP_NAME(cpu, ret, name, params, args) #name,
@@ -33,12 +33,12 @@ const char *const boost_op_names[BOOST_OP_COUNT] = {BOOST_OP_LIST(BOOST_OP_NAME)
   X(alloc) X(free) X(host_alloc) X(host_free) X(zero) X(copy) X(copy2d) X(upload) X(download) X(mark)               \
       X(download_async) X(copy_sync) X(sync) X(host_view)
 
-int boost_backend_check(const boost_backend *be, char *err, size_t errlen) {
+int boost_backend_check(const boost_backend *be, boost_status *err) {
 #define BOOST_OP_PRESENT(cpu, ret, op, params, args)                                                                  \
   if (!be->ops->op)                                                                                                  \
-    return boost_err(err, errlen, "backend %s (%s) has no op %s", be->name, boost_dtype_names[be->act_dtype], #op);
+    return boost_err(err, "backend %s (%s) has no op %s", be->name, boost_dtype_names[be->act_dtype], #op);
 #define BOOST_MEM_PRESENT(op) \
-  if (!be->mem->op) return boost_err(err, errlen, "backend %s has no memory operation %s", be->name, #op);
+  if (!be->mem->op) return boost_err(err, "backend %s has no memory operation %s", be->name, #op);
   BOOST_OP_LIST(BOOST_OP_PRESENT)
   BOOST_MEM_LIST(BOOST_MEM_PRESENT)
 #undef BOOST_OP_PRESENT
@@ -47,8 +47,8 @@ int boost_backend_check(const boost_backend *be, char *err, size_t errlen) {
 }
 
 /* A backend made by its constructor, refused when an entry is missing. */
-static boost_backend *checked(boost_backend *be, char *err, size_t errlen) {
-  if (be && boost_backend_check(be, err, errlen) != 0) {
+static boost_backend *checked(boost_backend *be, boost_status *err) {
+  if (be && boost_backend_check(be, err) != 0) {
     boost_backend_destroy(be);
     return NULL;
   }
@@ -63,35 +63,35 @@ int boost_backend_built(const char *name) {
   return 0;
 }
 
-static boost_backend *create(const char *name, boost_dtype act_dtype, int threads, int device, char *err,
-                             size_t errlen) {
+static boost_backend *create(const char *name, boost_dtype act_dtype, int threads, int device, boost_status *err) {
   (void)device;
   if (act_dtype != BOOST_F32 && act_dtype != BOOST_BF16) {
-    boost_err(err, errlen, "backend %s: activations cannot be %s (f32 or bf16)", name, boost_dtype_names[act_dtype]);
+    boost_err(err, "backend %s: activations cannot be %s (f32 or bf16)", name, boost_dtype_names[act_dtype]);
     return NULL;
   }
-  if (!strcmp(name, "cpu")) return cpu_backend_create(act_dtype, threads, err, errlen);
+  if (!strcmp(name, "cpu")) return cpu_backend_create(act_dtype, threads, err);
   if (!strcmp(name, "guarded")) {
-    boost_backend *inner = cpu_backend_create(act_dtype, threads, err, errlen);
-    boost_backend *be = inner ? guarded_backend_create(inner, err, errlen) : NULL;
+    boost_backend *inner = cpu_backend_create(act_dtype, threads, err);
+    boost_backend *be = inner ? guarded_backend_create(inner, err) : NULL;
     if (inner && !be) boost_backend_destroy(inner);
     return be;
   }
   if (!strcmp(name, "cuda")) {
 #ifdef BOOST_HAVE_CUDA
-    return cuda_backend_create(act_dtype, device, err, errlen);
+    return cuda_backend_create(act_dtype, device, err);
 #else
-    boost_err(err, errlen, "train.device = cuda: this boost was built without CUDA (no nvcc at configure time)");
+    boost_err(err, "train.device = cuda: this boost was built without CUDA (no nvcc at configure time)");
     return NULL;
 #endif
   }
-  boost_err(err, errlen, "unknown backend '%s' (cpu, guarded or cuda)", name);
+  boost_err(err, "unknown backend '%s' (cpu, guarded or cuda)", name);
   return NULL;
 }
 
-boost_backend *boost_backend_create(const char *name, boost_dtype act_dtype, int threads, int device, char *err,
-                                    size_t errlen) {
-  return checked(create(name, act_dtype, threads, device, err, errlen), err, errlen);
+int boost_backend_create(const char *name, boost_dtype act_dtype, int threads, int device, boost_backend **out,
+                         boost_status *err) {
+  *out = checked(create(name, act_dtype, threads, device, err), err);
+  return *out ? 0 : -1;
 }
 
 void boost_backend_destroy(boost_backend *be) {
@@ -100,7 +100,7 @@ void boost_backend_destroy(boost_backend *be) {
 
 boost_backend *boost_backend_default(void) {
   static boost_backend *cpu;
-  if (!cpu) cpu = cpu_backend_create(BOOST_F32, 0, NULL, 0);
+  if (!cpu) cpu = cpu_backend_create(BOOST_F32, 0, NULL);
   BOOST_ASSERT(cpu);
   return cpu;
 }

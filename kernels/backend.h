@@ -107,6 +107,7 @@ typedef const boost_act cact;                   /* shorthand for the op list */
 typedef boost_optim_plan *boost_optim_plan_ptr; /* a return type of one token (op_list.h) */
 
 #include "op_list.h"
+#include "status.h"
 
 /* The op table: one entry per line of BOOST_OP_LIST (kernels/op_list.h,
  * where each op's contract is written). */
@@ -135,11 +136,11 @@ struct boost_backend {
 /* The backend `name` ("cpu", "guarded": the CPU kernels behind memory the
  * host cannot touch, for tests; "cuda": kernels/cuda, when built) with act
  * type act_dtype and `threads` host threads (0: the OpenMP default) on
- * `device` (GPU index; ignored by the CPU backends). NULL with a one-line
- * message when it cannot be created (unknown name, no GPU, no build support,
- * a precision the backend does not run). */
-boost_backend *boost_backend_create(const char *name, boost_dtype act_dtype, int threads, int device, char *err,
-                                    size_t errlen);
+ * `device` (GPU index; ignored by the CPU backends), into *out. -1 (and
+ * *out NULL) with a one-line message when it cannot be created (unknown
+ * name, no GPU, no build support, a precision the backend does not run). */
+int boost_backend_create(const char *name, boost_dtype act_dtype, int threads, int device, boost_backend **out,
+                         boost_status *err);
 void boost_backend_destroy(boost_backend *be);
 /* The process's shared CPU backend with float activations and the threads
  * OpenMP was given (tools and tests that build a model without choosing). */
@@ -149,7 +150,7 @@ int boost_backend_built(const char *name);
 /* Whether every op and memory operation of be is there: 0, or -1 with the
  * first missing one named (boost_backend_create checks every backend it
  * makes). */
-int boost_backend_check(const boost_backend *be, char *err, size_t errlen);
+int boost_backend_check(const boost_backend *be, boost_status *err);
 
 /* An offset of n elements into act_dtype memory. */
 static inline boost_act *boost_act_at(const boost_backend *be, const boost_act *p, size_t n) {

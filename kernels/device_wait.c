@@ -29,21 +29,21 @@ static void failed(const boost_wait_hooks *h, const char *what, const char *err)
 }
 
 void boost_device_wait(const char *what, boost_ready_fn ready, void *ctx) {
-  char err[512] = "";
-  int r = ready(ctx, err, sizeof err);
+  boost_status err = {0};
+  int r = ready(ctx, &err);
   if (r == 1) return;
   const boost_wait_hooks *h = atomic_load(&hooks);
   if (h && h->begin) h->begin(h->ctx, what); /* a failure too is named with its wait */
-  if (r < 0) failed(h, what, err);
+  if (r < 0) failed(h, what, err.msg);
   const double t0 = boost_now_s();
   double polled = t0;
   for (;;) {
-    r = ready(ctx, err, sizeof err);
+    r = ready(ctx, &err);
     if (r != 0) break;
     const double now = boost_now_s();
     if (h && h->poll && now - polled >= POLL_EVERY_S) {
       polled = now;
-      if (h->poll(h->ctx, err, sizeof err) != 0) {
+      if (h->poll(h->ctx, &err) != 0) {
         r = -1;
         break;
       }
@@ -53,6 +53,6 @@ void boost_device_wait(const char *what, boost_ready_fn ready, void *ctx) {
     else
       nanosleep(&(struct timespec){0, SLEEP_NS}, NULL);
   }
-  if (r < 0) failed(h, what, err);
+  if (r < 0) failed(h, what, err.msg);
   if (h && h->end) h->end(h->ctx);
 }

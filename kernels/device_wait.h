@@ -18,9 +18,11 @@
 
 #include <stddef.h>
 
+#include "status.h"
+
 /* 1: the work waited for is complete; 0: not yet; -1: it failed (a
  * one-line reason in err). */
-typedef int (*boost_ready_fn)(void *ctx, char *err, size_t errlen);
+typedef int (*boost_ready_fn)(void *ctx, boost_status *err);
 
 typedef struct {
   void *ctx;
@@ -30,7 +32,7 @@ typedef struct {
   void (*end)(void *ctx);
   /* Between two queries: 0, or -1 with a one-line reason (an error the
    * communication reported while the device waits for it). */
-  int (*poll)(void *ctx, char *err, size_t errlen);
+  int (*poll)(void *ctx, boost_status *err);
   /* The wait failed (the device's error, or poll's): ends the job (does
    * not return). */
   void (*fail)(void *ctx, const char *what, const char *err);

@@ -67,10 +67,10 @@ static void g_upload(boost_backend *be, void *dst, const void *src, size_t bytes
  * goes through the device-wait poll loop the CUDA backend uses, so the CPU
  * tests run it (and its test hook, boost_wait_test_stick, can make the
  * wait never complete). */
-static int g_ready(void *ctx, char *err, size_t errlen) {
+static int g_ready(void *ctx, boost_status *err) {
   (void)ctx;
   const int mode = boost_wait_test_stuck();
-  if (mode == BOOST_WAIT_TEST_ERROR) return boost_err(err, errlen, "the device reports an error (test hook)");
+  if (mode == BOOST_WAIT_TEST_ERROR) return boost_err(err, "the device reports an error (test hook)");
   return mode != BOOST_WAIT_TEST_STUCK;
 }
 static void g_download(boost_backend *be, void *dst, const void *src, size_t bytes) {
@@ -136,9 +136,9 @@ static void guarded_destroy(boost_backend *be) {
   boost_free(be);
 }
 
-boost_backend *guarded_backend_create(boost_backend *inner, char *err, size_t errlen) {
+boost_backend *guarded_backend_create(boost_backend *inner, boost_status *err) {
   if ((uintptr_t)&guarded_ops & GUARD_TAG) {
-    boost_err(err, errlen, "the guarded backend needs addresses below bit 62");
+    boost_err(err, "the guarded backend needs addresses below bit 62");
     return NULL;
   }
   boost_backend *be = boost_calloc(1, sizeof *be);

@@ -1,15 +1,12 @@
 /* Small helpers every part of boost shares (one copy each): one-line error
- * messages into a caller's buffer, clocks, durable renames. */
+ * messages (status.h), clocks, durable renames. */
 #ifndef BOOST_UTIL_H
 #define BOOST_UTIL_H
 
 #include <stddef.h>
 #include <string.h>
 
-/* Formats a one-line message into err (truncating, never overrunning);
- * returns -1, so `return boost_err(err, errlen, "...", ...);` reports an
- * error in one statement. err may be NULL. */
-int boost_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#include "status.h"
 
 /* snprintf into a bounded buffer whose truncation is intended. */
 void boost_msgf(char *out, size_t outlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -37,6 +34,6 @@ int boost_fsync_parent(const char *path);
  * FIFO, a directory) or the same file as one of the n_inputs inputs (NULL
  * entries are skipped). Returns 0, or -1 with a one-line message naming the
  * path and the reason. */
-int boost_check_output(const char *path, const char *const *inputs, int n_inputs, char *err, size_t errlen);
+int boost_check_output(const char *path, const char *const *inputs, int n_inputs, boost_status *err);
 
 #endif

@@ -196,11 +196,11 @@ static bool blank(const uint8_t *b, size_t n) {
 }
 
 static void add_doc(stats *s, const uint8_t *b, size_t n) {
-  char err[1024];
-  if (data_writer_add_document(s->w, b, n, err, sizeof err) != 0) {
+  boost_status err = {0};
+  if (data_writer_add_document(s->w, b, n, &err) != 0) {
     tool_tmp_disarm();
     data_writer_abort(s->w);
-    die(1, "%s", err);
+    die(1, "%s", err.msg);
   }
   s->docs++;
 }
@@ -259,8 +259,8 @@ static int add_file_tokens(stats *s, input_list *l, const char *path, int split_
 
 static int do_info(const char *path, bool json) {
   data_shard_info in;
-  char err[1024];
-  if (data_shard_info_read(path, &in, err, sizeof err) != 0) die(1, "%s", err);
+  boost_status err = {0};
+  if (data_shard_info_read(path, &in, &err) != 0) die(1, "%s", err.msg);
   bool boost = in.format == DATA_FORMAT_BOOST;
   char sum[32];
   snprintf(sum, sizeof sum, "%016" PRIx64, in.checksum);
@@ -384,12 +384,12 @@ static void gather_inputs(input_list *l, const data_args *a) {
   }
   sort_dedupe(l);
   if (l->n == 0) die(1, "no input files found (all %d inputs empty or skipped)", a->ninputs);
-  char err[1024];
+  boost_status err = {0};
   const char **paths = boost_calloc(l->n, sizeof *paths);
   for (size_t i = 0; i < l->n; i++) paths[i] = l->v[i].path;
-  const int out_ok = boost_check_output(a->out, paths, (int)l->n, err, sizeof err) == 0;
+  const int out_ok = boost_check_output(a->out, paths, (int)l->n, &err) == 0;
   boost_free(paths);
-  if (!out_ok) die(1, "%s", err);
+  if (!out_ok) die(1, "%s", err.msg);
 }
 
 static void tokenize_all(stats *s, input_list *l, const data_args *a, double t0) {
@@ -413,7 +413,7 @@ static void tokenize_all(stats *s, input_list *l, const data_args *a, double t0)
 /* Renames the temp file into place; the stop-signal handler must not unlink
  * a temp name that the finish is renaming, so stop signals wait. */
 static uint64_t finish_output(stats *s) {
-  char err[1024];
+  boost_status err = {0};
   uint64_t checksum = 0;
   sigset_t block, old;
   sigemptyset(&block);
@@ -421,10 +421,10 @@ static uint64_t finish_output(stats *s) {
   sigaddset(&block, SIGTERM);
   sigaddset(&block, SIGHUP);
   sigprocmask(SIG_BLOCK, &block, &old);
-  int rc = data_writer_finish(s->w, &checksum, err, sizeof err);
+  int rc = data_writer_finish(s->w, &checksum, &err);
   tool_tmp_disarm();
   sigprocmask(SIG_SETMASK, &old, NULL);
-  if (rc != 0) die(1, "%s", err);
+  if (rc != 0) die(1, "%s", err.msg);
   return checksum;
 }
 
@@ -473,10 +473,10 @@ int main(int argc, char **argv) {
   double t0 = boost_now_s();
   input_list l = {0};
   gather_inputs(&l, &a);
-  char err[1024];
+  boost_status err = {0};
   stats s = {0};
-  s.w = data_writer_open(a.out, 2, DATA_BYTE_VOCAB, DATA_BYTE_TOKENIZER, DATA_BYTE_EOT, err, sizeof err);
-  if (!s.w) die(1, "%s", err);
+  s.w = data_writer_open(a.out, 2, DATA_BYTE_VOCAB, DATA_BYTE_TOKENIZER, DATA_BYTE_EOT, &err);
+  if (!s.w) die(1, "%s", err.msg);
   tool_tmp_arm(data_writer_tmp_path(s.w));
   tokenize_all(&s, &l, &a, t0);
   uint64_t skipped = l.skip_ext + l.skip_link + l.skip_hidden + l.skip_other + l.skip_binary + l.skip_empty +

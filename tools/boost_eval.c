@@ -72,17 +72,17 @@ static int usage(FILE *f, int status) {
   return status;
 }
 
-static int parse_int(const char *opt, const char *v, long lo, long hi, long *out, char *err, size_t errlen) {
+static int parse_int(const char *opt, const char *v, long lo, long hi, long *out, boost_status *err) {
   char *end;
   errno = 0;
   const long x = v ? strtol(v, &end, 10) : 0;
   if (!v || !*v || *end || errno || x < lo || x > hi)
-    return boost_err(err, errlen, "%s wants a whole number from %ld to %ld, got '%s'", opt, lo, hi, v ? v : "");
+    return boost_err(err, "%s wants a whole number from %ld to %ld, got '%s'", opt, lo, hi, v ? v : "");
   *out = x;
   return 0;
 }
 
-static int parse_args(int argc, char **argv, eval_opts *o, char *err, size_t errlen) {
+static int parse_args(int argc, char **argv, eval_opts *o, boost_status *err) {
   memset(o, 0, sizeof *o);
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -91,11 +91,11 @@ static int parse_args(int argc, char **argv, eval_opts *o, char *err, size_t err
                      : !strcmp(a, "--tokenizer") ? &o->tokenizer : !strcmp(a, "--device") ? &o->device
                      : !strcmp(a, "--precision") ? &o->precision : NULL;
     if (str) {
-      if (!v) return boost_err(err, errlen, "%s wants a value", a);
-      if (*str) return boost_err(err, errlen, "%s given twice", a);
+      if (!v) return boost_err(err, "%s wants a value", a);
+      if (*str) return boost_err(err, "%s given twice", a);
       *str = v, i++;
     } else if (!strcmp(a, "--batches") || !strcmp(a, "--batch-size") || !strcmp(a, "--seq-len") || !strcmp(a, "--threads")) {
-      if (parse_int(a, v, 1, 1L << 30, &x, err, errlen) != 0) return -1;
+      if (parse_int(a, v, 1, 1L << 30, &x, err) != 0) return -1;
       if (a[2] == 'b' && a[7] == 'e') o->batches = x;
       else if (a[2] == 'b') o->B = (int)x;
       else if (a[2] == 's') o->T = (int)x;
@@ -105,17 +105,17 @@ static int parse_args(int argc, char **argv, eval_opts *o, char *err, size_t err
     else if (!strcmp(a, "--stored-batch")) o->stored = 1;
     else if (!strcmp(a, "--json")) o->json = 1;
     else if (!strcmp(a, "--quiet")) o->quiet = 1;
-    else if (a[0] == '-') return boost_err(err, errlen, "unknown option '%s' (see --help)", a);
+    else if (a[0] == '-') return boost_err(err, "unknown option '%s' (see --help)", a);
     else if (!o->ckpt) o->ckpt = a;
-    else return boost_err(err, errlen, "unexpected argument '%s' (see --help)", a);
+    else return boost_err(err, "unexpected argument '%s' (see --help)", a);
   }
   const int modes = (o->data && !o->val) + o->val + (o->choice != NULL) + o->stored;
-  if (!o->ckpt) return boost_err(err, errlen, "no checkpoint given (see --help)");
-  if (modes != 1) return boost_err(err, errlen, "give one of --data FILE, --val, --choice FILE, --stored-batch (see --help)");
+  if (!o->ckpt) return boost_err(err, "no checkpoint given (see --help)");
+  if (modes != 1) return boost_err(err, "give one of --data FILE, --val, --choice FILE, --stored-batch (see --help)");
   if ((o->choice || o->stored) && (o->batches || o->B || o->T))
-    return boost_err(err, errlen, "--batches, --batch-size and --seq-len go with --data or --val");
+    return boost_err(err, "--batches, --batch-size and --seq-len go with --data or --val");
   if (o->choice && o->tokenizer)
-    return boost_err(err, errlen, "--choice tokenizes text with the byte tokenizer only: llm.c's tokenizer file decodes, it cannot encode");
+    return boost_err(err, "--choice tokenizes text with the byte tokenizer only: llm.c's tokenizer file decodes, it cannot encode");
   return 0;
 }
 
@@ -154,14 +154,14 @@ static void gather_int(const eval_opts *o, int *v, int64_t n) {
  * the end-of-text token counts as one), the summed loss over the bytes the
  * targets decode to with --tokenizer, NaN when neither is known. */
 static int bits_per_byte(const eval_data *d, const int *len, int vocab, const eval_batches *p, double loss, double *bpb,
-                         char *err, size_t errlen) {
+                         boost_status *err) {
   *bpb = NAN;
   if (!len) {
     if (!strcmp(d->tokenizer, DATA_BYTE_TOKENIZER)) *bpb = loss / log(2.0);
     return 0;
   }
   int64_t bytes = 0, tokens = 0;
-  const int rc = eval_target_bytes(p, len, vocab, &bytes, &tokens, err, errlen);
+  const int rc = eval_target_bytes(p, len, vocab, &bytes, &tokens, err);
   if (rc == 0 && bytes > 0) *bpb = loss * (double)tokens / log(2.0) / (double)bytes;
   return rc;
 }
@@ -173,15 +173,15 @@ typedef struct {
   char text[2048];
 } result;
 
-static int run_loss(const eval_opts *o, ckpt_model *cm, result *res, char *err, size_t errlen) {
+static int run_loss(const eval_opts *o, ckpt_model *cm, result *res, boost_status *err) {
   cJSON *out = res->json;
   const train_config *cfg = &cm->cfg;
   eval_batches p = {.B = o->B ? o->B : cfg->train.batch_size, .T = o->T ? o->T : cfg->model.seq_len};
-  if (p.T > cfg->model.seq_len) return boost_err(err, errlen, "--seq-len %d exceeds the model's %d", p.T, cfg->model.seq_len);
+  if (p.T > cfg->model.seq_len) return boost_err(err, "--seq-len %d exceeds the model's %d", p.T, cfg->model.seq_len);
   int *len = NULL, vocab = 0; /* bytes per token (--tokenizer), read before the work */
-  if (o->tokenizer && eval_token_bytes(o->tokenizer, &len, &vocab, err, errlen) != 0) return -1;
+  if (o->tokenizer && eval_token_bytes(o->tokenizer, &len, &vocab, err) != 0) return -1;
   eval_data d;
-  if (eval_data_open(o->data, o->val, cfg, p.T, cfg->model.vocab, &d, err, errlen) != 0) {
+  if (eval_data_open(o->data, o->val, cfg, p.T, cfg->model.vocab, &d, err) != 0) {
     boost_free(len);
     return -1;
   }
@@ -192,7 +192,7 @@ static int run_loss(const eval_opts *o, ckpt_model *cm, result *res, char *err, 
   if (p.batches <= 0) {
     boost_free(len);
     eval_data_close(&d);
-    return boost_err(err, errlen, "the run evaluated no batches (train.val_batches = 0): give --batches N");
+    return boost_err(err, "the run evaluated no batches (train.val_batches = 0): give --batches N");
   }
   double *mean = boost_calloc((size_t)p.batches, sizeof *mean), *weight = boost_calloc((size_t)p.batches, sizeof *weight);
   progress pr = {o, 0, p.batches, boost_now_s(), 0, "batches"};
@@ -207,7 +207,7 @@ static int run_loss(const eval_opts *o, ckpt_model *cm, result *res, char *err, 
     for (int64_t b = 0; b < p.batches; b++) wsum += weight[b];
     const int64_t tokens = (int64_t)llround(wsum * p.B) * p.T;
     double bpb = NAN;
-    rc = bits_per_byte(&d, len, vocab, &p, loss, &bpb, err, errlen);
+    rc = bits_per_byte(&d, len, vocab, &p, loss, &bpb, err);
     cJSON_AddNumberToObject(out, "loss", loss);
     cJSON_AddNumberToObject(out, "perplexity", ppl);
     if (isnan(bpb)) cJSON_AddNullToObject(out, "bits_per_byte");
@@ -232,15 +232,15 @@ static int run_loss(const eval_opts *o, ckpt_model *cm, result *res, char *err, 
   return rc;
 }
 
-static int run_choice(const eval_opts *o, ckpt_model *cm, result *res, char *err, size_t errlen) {
+static int run_choice(const eval_opts *o, ckpt_model *cm, result *res, boost_status *err) {
   cJSON *out = res->json;
   char tok[DATA_TOKENIZER_MAX + 8];
   eval_shard_tokenizer(cm->cfg.data.train, tok, sizeof tok);
   if (tok[0] && strcmp(tok, DATA_BYTE_TOKENIZER))
-    return boost_err(err, errlen, "the model was trained on %s tokens (%s); --choice tokenizes text with the byte tokenizer only",
+    return boost_err(err, "the model was trained on %s tokens (%s); --choice tokenizes text with the byte tokenizer only",
                      tok, cm->cfg.data.train);
   eval_choice_set set;
-  if (eval_choice_load(o->choice, cm->cfg.model.vocab, cm->cfg.model.seq_len, &set, err, errlen) != 0) return -1;
+  if (eval_choice_load(o->choice, cm->cfg.model.vocab, cm->cfg.model.seq_len, &set, err) != 0) return -1;
   int *pred = boost_calloc((size_t)set.n, sizeof *pred), *pred_norm = boost_calloc((size_t)set.n, sizeof *pred_norm);
   progress pr = {o, 0, set.n, boost_now_s(), 0, "examples"};
   eval_choice_run(&cm->m, &cm->run, &set, o->rank, o->nranks, pred, pred_norm, tick, &pr);
@@ -268,12 +268,12 @@ static int run_choice(const eval_opts *o, ckpt_model *cm, result *res, char *err
   return 0;
 }
 
-static int run_stored(const eval_opts *o, const ins_ckpt *c, ckpt_model *cm, result *res, char *err, size_t errlen) {
+static int run_stored(const eval_opts *o, const ins_ckpt *c, ckpt_model *cm, result *res, boost_status *err) {
   cJSON *out = res->json;
   if (o->rank != 0) return 0; /* one batch: rank 0 alone */
   double loss = 0;
   int64_t tokens = 0;
-  if (eval_stored_batch(c, &cm->m, &cm->run, &loss, &tokens, err, errlen) != 0) return -1;
+  if (eval_stored_batch(c, &cm->m, &cm->run, &loss, &tokens, err) != 0) return -1;
   cJSON_AddNumberToObject(out, "loss", loss);
   cJSON_AddNumberToObject(out, "perplexity", exp(loss));
   cJSON_AddNumberToObject(out, "tokens", (double)tokens);
@@ -282,20 +282,20 @@ static int run_stored(const eval_opts *o, const ins_ckpt *c, ckpt_model *cm, res
   return 0;
 }
 
-static int run(const eval_opts *o, char *err, size_t errlen) {
+static int run(const eval_opts *o, boost_status *err) {
   ins_ckpt c;
-  if (!tool_agree(o->nranks, ins_open(o->ckpt, &c, err, errlen) == 0, err, errlen)) return -1;
+  if (!tool_agree(o->nranks, ins_open(o->ckpt, &c, err) == 0, err)) return -1;
   ckpt_model cm;
   const ckpt_model_options mo = {.device = o->device, .precision = o->precision, .threads = o->threads};
-  int rc = tool_agree(o->nranks, ckpt_model_load(&c, &mo, &cm, err, errlen) == 0, err, errlen) ? 0 : -1;
+  int rc = tool_agree(o->nranks, ckpt_model_load(&c, &mo, &cm, err) == 0, err) ? 0 : -1;
   if (rc == 0) {
     result res = {cJSON_CreateObject(), ""};
     cJSON_AddStringToObject(res.json, "checkpoint", c.path);
     cJSON_AddNumberToObject(res.json, "step", (double)c.meta.run.step);
-    rc = o->stored ? run_stored(o, &c, &cm, &res, err, errlen)
-       : o->choice ? run_choice(o, &cm, &res, err, errlen)
-                   : run_loss(o, &cm, &res, err, errlen);
-    if (!tool_agree(o->nranks, rc == 0, err, errlen)) rc = -1;
+    rc = o->stored ? run_stored(o, &c, &cm, &res, err)
+       : o->choice ? run_choice(o, &cm, &res, err)
+                   : run_loss(o, &cm, &res, err);
+    if (!tool_agree(o->nranks, rc == 0, err)) rc = -1;
     if (rc == 0 && o->rank == 0 && !o->json)
       printf("checkpoint %s (step %lld, %s)\n%s", c.path, (long long)c.meta.run.step, cm.be->info, res.text);
     if (rc == 0 && o->rank == 0 && o->json) ins_print_json(res.json); /* and deletes it */
@@ -312,12 +312,12 @@ int main(int argc, char **argv) {
   int rank, nranks;
   const int mpi = tool_mpi_start(&argc, &argv, &rank, &nranks);
   eval_opts o;
-  char err[2048] = "";
-  int rc = parse_args(argc, argv, &o, err, sizeof err) != 0 ? 2 : 0;
+  boost_status err = {0};
+  int rc = parse_args(argc, argv, &o, &err) != 0 ? 2 : 0;
   o.rank = rank, o.nranks = nranks;
   ckpt_h5_quiet();
-  if (rc == 0) rc = run(&o, err, sizeof err) == 0 ? 0 : 1;
-  if (rc != 0 && rank == 0) fprintf(stderr, "boost-eval: %s\n", err);
+  if (rc == 0) rc = run(&o, &err) == 0 ? 0 : 1;
+  if (rc != 0 && rank == 0) fprintf(stderr, "boost-eval: %s\n", err.msg);
   if (mpi) MPI_Finalize();
   return rc;
 }

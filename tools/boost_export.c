@@ -81,50 +81,50 @@ static int parse_size(const char *s, uint64_t *out) {
 
 /* The tokenizer, from --tokenizer or the header of the training shard the
  * stored config names (when it is still there). */
-static int pick_tokenizer(const options *o, const train_config *cfg, exp_plan *p, char *err, size_t errlen) {
+static int pick_tokenizer(const options *o, const train_config *cfg, exp_plan *p, boost_status *err) {
   const char *t = o->tokenizer;
   p->tokenizer = TOK_NONE;
   p->eot = -1;
   if (!strcmp(t, "auto")) {
     data_shard_info info;
-    char e[512];
-    if (data_shard_info_read(cfg->data.train, &info, e, sizeof e) != 0) return 0;
+    boost_status e = {0};
+    if (data_shard_info_read(cfg->data.train, &info, &e) != 0) return 0;
     if (info.format == DATA_FORMAT_LLMC) t = "gpt2";
     else if (!strcmp(info.tokenizer, "byte-v1")) t = "byte";
     else return 0;
   }
   if (!strcmp(t, "byte")) p->tokenizer = TOK_BYTE, p->eot = 256;
   else if (!strcmp(t, "gpt2")) p->tokenizer = TOK_GPT2, p->eot = 50256;
-  else if (strcmp(t, "none")) return boost_err(err, errlen, "--tokenizer %s: expected auto, byte, gpt2 or none", t);
+  else if (strcmp(t, "none")) return boost_err(err, "--tokenizer %s: expected auto, byte, gpt2 or none", t);
   if (p->eot >= p->m.vocab)
-    return boost_err(err, errlen, "--tokenizer %s: its end-of-text id %d is beyond the model's vocab %d", t, p->eot, p->m.vocab);
+    return boost_err(err, "--tokenizer %s: its end-of-text id %d is beyond the model's vocab %d", t, p->eot, p->m.vocab);
   return 0;
 }
 
 /* Everything decided before the first byte is written: the model, dtype,
  * tokenizer and the tensors, checked against the file. */
-static int make_plan(const options *o, const ins_ckpt *c, exp_plan *p, char *err, size_t errlen) {
+static int make_plan(const options *o, const ins_ckpt *c, exp_plan *p, boost_status *err) {
   const char *json = ckpt_meta_str(&c->meta, CKPT_META_F_config);
   const char *wd = ckpt_meta_str(&c->meta, CKPT_META_F_weights_dtype);
   const int bf16_weights = wd && !strcmp(wd, "bf16");
   train_config cfg;
   ins_tensor *expected = NULL;
-  char e[EXP_ERR];
-  if (ins_expected_tensors(json, &expected, &cfg, e, sizeof e) < 0)
-    return boost_err(err, errlen, "%s: stored config: %s", c->path, e);
+  boost_status e = {0};
+  if (ins_expected_tensors(json, &expected, &cfg, &e) < 0)
+    return boost_err(err, "%s: stored config: %s", c->path, e.msg);
   free(expected);
-  if (exp_plan_build(p, &cfg.model, err, errlen) != 0) return -1;
+  if (exp_plan_build(p, &cfg.model, err) != 0) return -1;
   p->dtype = bf16_weights ? EXP_BF16 : EXP_F32;
   if (o->dtype && !strcmp(o->dtype, "bf16")) p->dtype = EXP_BF16;
   else if (o->dtype && !strcmp(o->dtype, "fp32")) {
     if (bf16_weights)
-      return boost_err(err, errlen, "%s holds bfloat16 weights (a boost-reshard --bf16 export): fp32 would only widen "
+      return boost_err(err, "%s holds bfloat16 weights (a boost-reshard --bf16 export): fp32 would only widen "
                        "them; export with --dtype bf16, or from the fp32 checkpoint", c->path);
     p->dtype = EXP_F32;
-  } else if (o->dtype) return boost_err(err, errlen, "--dtype %s: expected fp32 or bf16", o->dtype);
+  } else if (o->dtype) return boost_err(err, "--dtype %s: expected fp32 or bf16", o->dtype);
   if (parse_size(o->shard_size, &p->max_shard_bytes) != 0)
-    return boost_err(err, errlen, "--max-shard-size %s: expected a size such as 2GB, 500MB or 1000000", o->shard_size);
-  if (pick_tokenizer(o, &cfg, p, err, errlen) != 0 || exp_plan_check(p, c, err, errlen) != 0) return -1;
+    return boost_err(err, "--max-shard-size %s: expected a size such as 2GB, 500MB or 1000000", o->shard_size);
+  if (pick_tokenizer(o, &cfg, p, err) != 0 || exp_plan_check(p, c, err) != 0) return -1;
   exp_plan_layout(p);
   return 0;
 }
@@ -162,20 +162,21 @@ int main(int argc, char **argv) {
   const double t0 = boost_now_s();
   ins_ckpt c;
   exp_plan p = {0};
-  char err[EXP_ERR + 4300], tmp[4200];
-  int rc = ins_open(o.ckpt, &c, err, sizeof err);
+  boost_status err = {0};
+  char tmp[4200];
+  int rc = ins_open(o.ckpt, &c, &err);
   if (rc == 0 && c.walk_failed)
-    rc = boost_err(err, sizeof err, "%s: damaged (the dataset list is incomplete): %s", c.path, c.walk_error);
-  if (rc == 0) rc = make_plan(&o, &c, &p, err, sizeof err);
-  if (rc == 0) rc = exp_dir_begin(o.dir, tmp, sizeof tmp, err, sizeof err);
+    rc = boost_err(&err, "%s: damaged (the dataset list is incomplete): %s", c.path, c.walk_error);
+  if (rc == 0) rc = make_plan(&o, &c, &p, &err);
+  if (rc == 0) rc = exp_dir_begin(o.dir, tmp, sizeof tmp, &err);
   if (rc == 0) {
-    rc = exp_write_tensors(&p, &c, tmp, o.quiet, err, sizeof err);
-    if (rc == 0) rc = exp_write_files(&p, &c, tmp, err, sizeof err);
-    if (rc == 0) rc = exp_dir_commit(tmp, o.dir, err, sizeof err);
+    rc = exp_write_tensors(&p, &c, tmp, o.quiet, &err);
+    if (rc == 0) rc = exp_write_files(&p, &c, tmp, &err);
+    if (rc == 0) rc = exp_dir_commit(tmp, o.dir, &err);
     if (rc != 0) exp_dir_abort(tmp);
   }
   if (rc == 0) print_summary(&o, &p, &c, boost_now_s() - t0);
-  else fprintf(stderr, "boost-export: %s\n", err);
+  else fprintf(stderr, "boost-export: %s\n", err.msg);
   exp_plan_free(&p);
   ins_close(&c);
   return rc == 0 ? 0 : 1;

@@ -162,13 +162,13 @@ static int32_t *prompt_tokens(const gen_options *o, const gen_tokenizer *tok, in
 int main(int argc, char **argv) {
   gen_options o;
   if (parse_args(argc, argv, &o) != 0) return 2;
-  char err[1200];
+  boost_status err = {0};
   ins_ckpt c;
   if (ins_open_or_say(o.ckpt, &c, 1) != 0) return 1;
   ckpt_model cm;
   const ckpt_model_options mo = {.device = o.device, .precision = o.precision, .threads = o.threads};
-  if (ckpt_model_load(&c, &mo, &cm, err, sizeof err) != 0) {
-    fprintf(stderr, "boost-generate: %s\n", err);
+  if (ckpt_model_load(&c, &mo, &cm, &err) != 0) {
+    fprintf(stderr, "boost-generate: %s\n", err.msg);
     ins_close(&c);
     return 1;
   }
@@ -176,8 +176,8 @@ int main(int argc, char **argv) {
   const int vocab = cm.cfg.model.vocab;
   gen_tokenizer tok;
   if (o.tokenizer) {
-    if (gen_tok_gpt2(&tok, o.tokenizer, vocab, err, sizeof err) != 0) {
-      fprintf(stderr, "boost-generate: %s\n", err);
+    if (gen_tok_gpt2(&tok, o.tokenizer, vocab, &err) != 0) {
+      fprintf(stderr, "boost-generate: %s\n", err.msg);
       ckpt_model_free(&cm);
       return 1;
     }

@@ -99,7 +99,7 @@ typedef struct {
   const rank_change *ranks; /* --rank: the tensors it converts (NULL: none) */
   const char *config;       /* --rank: OUT's stored config (the new ranks) */
   ckpt_slab_reader *sr;     /* IN's tensors, decoded on this rank's cores */
-  char err[1024];
+  boost_status err;
 } rewrite;
 
 /* Space for OUT, reserved on rank 0 right after it is created, so that a
@@ -107,9 +107,9 @@ typedef struct {
  * HDF5's writes, which crash or, under MPI-IO, hang the other ranks. */
 static int reserve_out(rewrite *r, const char *tmp) {
   if (r->o->rank != 0 || r->reserve_bytes == 0) return 0;
-  char why[512];
-  if (ckpt_fs_reserve(tmp, r->reserve_bytes, why, sizeof why) >= 0) return 0;
-  boost_msgf(r->err, sizeof r->err, "%s (OUT %s)", why, r->o->out);
+  boost_status why = {0};
+  if (ckpt_fs_reserve(tmp, r->reserve_bytes, &why) >= 0) return 0;
+  boost_err(&r->err, "%s (OUT %s)", why.msg, r->o->out);
   return -1;
 }
 
@@ -161,7 +161,7 @@ static int copy_tensor(rewrite *r, const char *path, const char *name, int bf16)
   hid_t d = H5Dopen2(r->in, path, H5P_DEFAULT), space = d >= 0 ? H5Dget_space(d) : -1;
   int ndim = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
   if (ndim < 1 || ndim > TENSOR_MAX_DIMS) {
-    ckpt_h5_error(r->err, sizeof r->err, path);
+    ckpt_h5_fail(&r->err, path);
     return -1;
   }
   hsize_t dims[TENSOR_MAX_DIMS], chunk[TENSOR_MAX_DIMS];
@@ -172,15 +172,15 @@ static int copy_tensor(rewrite *r, const char *path, const char *name, int bf16)
   float *buf = malloc((n ? n : 1) * sizeof *buf);
   uint64_t sum = 0, got = 0;
   int ok = buf && ckpt_attr_get_u64(d, CKPT_ATTR_CHECKSUM, &sum) == 0;
-  if (!ok) ckpt_h5_error(r->err, sizeof r->err, path);
-  else ok = ckpt_slab_read(r->sr, d, NULL, NULL, buf, &got, path, r->err, sizeof r->err) == 0;
+  if (!ok) ckpt_h5_fail(&r->err, path);
+  else ok = ckpt_slab_read(r->sr, d, NULL, NULL, buf, &got, path, &r->err) == 0;
   if (ok && got != sum) {
-    snprintf(r->err, sizeof r->err, "%s: checksum mismatch in IN (damaged checkpoint)", path);
+    boost_err(&r->err, "%s: checksum mismatch in IN (damaged checkpoint)", path);
     ok = 0;
   }
   /* --rank: the tensor in its new shape, and a checksum of what OUT holds */
   const size_t n_in = n;
-  if (ok && reshard_rank_tensor(r->ranks, path_group(path), name, &buf, &n, ndim, dims, r->err, sizeof r->err) != 0) ok = 0;
+  if (ok && reshard_rank_tensor(r->ranks, path_group(path), name, &buf, &n, ndim, dims, &r->err) != 0) ok = 0;
   if (ok && n != n_in) {
     sum = ckpt_hash_run32(buf, n, 0);
     H5Sclose(space);
@@ -204,7 +204,7 @@ static int copy_tensor(rewrite *r, const char *path, const char *name, int bf16)
          (o = H5Dcreate2(r->out, path, ftype, space, lcpl, dcpl, H5P_DEFAULT)) >= 0 &&
          H5Dwrite(o, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0 &&
          ckpt_attr_put_u64(o, CKPT_ATTR_CHECKSUM, sum) == 0;
-    if (!ok) ckpt_h5_error(r->err, sizeof r->err, path);
+    if (!ok) ckpt_h5_fail(&r->err, path);
     if (o >= 0) H5Dclose(o);
     H5Pclose(lcpl);
     H5Pclose(dcpl);
@@ -221,14 +221,14 @@ static int copy_group_tensors(rewrite *r, const char *group, int bf16) {
   hid_t g = H5Gopen2(r->in, group, H5P_DEFAULT);
   H5G_info_t info;
   if (g < 0 || H5Gget_info(g, &info) < 0) {
-    ckpt_h5_error(r->err, sizeof r->err, group);
+    ckpt_h5_fail(&r->err, group);
     return -1;
   }
   int rc = 0;
   for (hsize_t i = 0; rc == 0 && i < info.nlinks; i++) {
     char name[TENSOR_NAME_MAX], path[TENSOR_NAME_MAX + 32];
     if (H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name, H5P_DEFAULT) < 0) {
-      ckpt_h5_error(r->err, sizeof r->err, group);
+      ckpt_h5_fail(&r->err, group);
       rc = -1;
       break;
     }
@@ -245,8 +245,8 @@ static int copy_group_tensors(rewrite *r, const char *group, int bf16) {
 static int write_root(rewrite *r, tp_mode mode) {
   const options *o = r->o;
   ckpt_meta m;
-  char why[512];
-  int ok = ckpt_meta_read(r->in, &m, why, sizeof why) == 0 && m.run.layout; /* ckpt_peek checked both */
+  boost_status why = {0};
+  int ok = ckpt_meta_read(r->in, &m, &why) == 0 && m.run.layout; /* ckpt_peek checked both */
   ok = ok && H5Aiterate2(r->in, H5_INDEX_NAME, H5_ITER_INC, NULL, copy_unknown_attr, &r->out) >= 0;
   ckpt_layout lay = {o->dp * o->tp * o->pp, o->dp, o->tp, o->pp, 0, ""};
   snprintf(lay.tp_mode, sizeof lay.tp_mode, "%s", tp_mode_names[mode]);
@@ -260,8 +260,8 @@ static int write_root(rewrite *r, tp_mode mode) {
    * recorded from the layout that ran IN's config when IN is older. */
   if (ok && !ckpt_meta_has(&m, CKPT_META_F_global_batch) && r->global_batch > 0)
     CKPT_META_SET(&m, run, global_batch, r->global_batch);
-  if (!ok) ckpt_h5_error(r->err, sizeof r->err, "root attributes");
-  else if (ckpt_meta_write(r->out, &m, r->err, sizeof r->err) != 0) ok = 0;
+  if (!ok) ckpt_h5_fail(&r->err, "root attributes");
+  else if (ckpt_meta_write(r->out, &m, &r->err) != 0) ok = 0;
   free(target);
   ckpt_meta_free(&m);
   return ok ? 0 : -1;
@@ -276,7 +276,7 @@ static int write_out(rewrite *r, const char *tmp, tp_mode mode) {
   r->out = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
   H5Pclose(fapl);
   if (r->out < 0) {
-    ckpt_h5_error(r->err, sizeof r->err, "cannot create the temporary OUT");
+    ckpt_h5_fail(&r->err, "cannot create the temporary OUT");
     return -1;
   }
   if (reserve_out(r, tmp) != 0) {
@@ -288,13 +288,13 @@ static int write_out(rewrite *r, const char *tmp, tp_mode mode) {
   if (rc == 0 && !r->o->no_optim) rc = copy_group_tensors(r, CKPT_GROUP_ADAM_M, 0);
   if (rc == 0 && !r->o->no_optim) rc = copy_group_tensors(r, CKPT_GROUP_ADAM_V, 0);
   for (const char *g = CKPT_GROUP_STATE; rc == 0 && g; g = strcmp(g, CKPT_GROUP_STATE) ? NULL : CKPT_GROUP_ACTS)
-    if (r->ranks && !strcmp(g, CKPT_GROUP_ACTS)) rc = reshard_rank_copy_acts(r->in, r->out, r->err, sizeof r->err);
+    if (r->ranks && !strcmp(g, CKPT_GROUP_ACTS)) rc = reshard_rank_copy_acts(r->in, r->out, &r->err);
     else if (H5Lexists(r->in, g, H5P_DEFAULT) > 0 && H5Ocopy(r->in, g, r->out, g, H5P_DEFAULT, H5P_DEFAULT) < 0) {
-      ckpt_h5_error(r->err, sizeof r->err, g);
+      ckpt_h5_fail(&r->err, g);
       rc = -1;
     }
   if (H5Fclose(r->out) < 0 && rc == 0) {
-    ckpt_h5_error(r->err, sizeof r->err, "closing OUT");
+    ckpt_h5_fail(&r->err, "closing OUT");
     rc = -1;
   }
   return rc;
@@ -329,8 +329,8 @@ static int copy_tensor_band(rewrite *r, hid_t in_rd, const char *path, const cha
     buf = malloc((n ? n : 1) * sizeof *buf);
   }
   uint64_t sums[3] = {0, 0, 0}; /* IN's values, what OUT will hold, the ranks whose read failed */
-  if (!ok || !buf) ckpt_h5_error(r->err, sizeof r->err, path);
-  else if (n) ok = ckpt_slab_read(r->sr, d, start, count, buf, &sums[0], path, r->err, sizeof r->err) == 0;
+  if (!ok || !buf) ckpt_h5_fail(&r->err, path);
+  else if (n) ok = ckpt_slab_read(r->sr, d, start, count, buf, &sums[0], path, &r->err) == 0;
   ok = ok && buf;
   sums[2] = !ok;
   if (ok) {
@@ -339,10 +339,10 @@ static int copy_tensor_band(rewrite *r, hid_t in_rd, const char *path, const cha
   }
   MPI_Allreduce(MPI_IN_PLACE, sums, 3, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
   if (ok && sums[2] == 0 && sums[0] != stored) { /* a failed read is reported by its rank */
-    snprintf(r->err, sizeof r->err, "%s: checksum mismatch in IN (damaged checkpoint)", path);
+    boost_err(&r->err, "%s: checksum mismatch in IN (damaged checkpoint)", path);
     ok = 0;
   }
-  if (tool_agree(o->nranks, ok, r->err, sizeof r->err)) {
+  if (tool_agree(o->nranks, ok, &r->err)) {
     hid_t ftype = bf16 ? ckpt_bf16_type() : H5Tcopy(H5T_IEEE_F32LE);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE), lcpl = H5Pcreate(H5P_LINK_CREATE);
     H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
@@ -366,9 +366,9 @@ static int copy_tensor_band(rewrite *r, hid_t in_rd, const char *path, const cha
     if (ok && H5Dwrite(od, bf16 ? ftype : H5T_NATIVE_FLOAT, mem, ospace, dxpl, n ? (void *)buf : (void *)dummy) < 0) ok = 0;
     if (ok && ckpt_attr_put_u64(od, CKPT_ATTR_CHECKSUM, sums[1]) != 0) ok = 0;
     if (od >= 0 && H5Dclose(od) < 0) ok = 0;
-    if (!ok) ckpt_h5_error(r->err, sizeof r->err, path);
+    if (!ok) ckpt_h5_fail(&r->err, path);
     H5Sclose(mem), H5Sclose(ospace), H5Pclose(lcpl), H5Pclose(dcpl), H5Tclose(ftype);
-    ok = tool_agree(o->nranks, ok, r->err, sizeof r->err);
+    ok = tool_agree(o->nranks, ok, &r->err);
   } else ok = 0;
   free(buf);
   if (space >= 0) H5Sclose(space);
@@ -378,20 +378,20 @@ static int copy_tensor_band(rewrite *r, hid_t in_rd, const char *path, const cha
 }
 
 /* The tensors' names of one group of IN, as every rank lists them. */
-static int group_names(hid_t in, const char *group, char (**names)[TENSOR_NAME_MAX], int *count, char *err, size_t errlen) {
+static int group_names(hid_t in, const char *group, char (**names)[TENSOR_NAME_MAX], int *count, boost_status *err) {
   hid_t g = H5Gopen2(in, group, H5P_DEFAULT);
   H5G_info_t info;
   *names = NULL, *count = 0;
   if (g < 0 || H5Gget_info(g, &info) < 0) {
     if (g >= 0) H5Gclose(g);
-    ckpt_h5_error(err, errlen, group);
+    ckpt_h5_fail(err, group);
     return -1;
   }
   *names = calloc(info.nlinks ? info.nlinks : 1, sizeof **names);
   int rc = *names ? 0 : -1;
   for (hsize_t i = 0; rc == 0 && i < info.nlinks; i++)
     if (H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, (*names)[i], TENSOR_NAME_MAX, H5P_DEFAULT) < 0) {
-      ckpt_h5_error(err, errlen, group);
+      ckpt_h5_fail(err, group);
       rc = -1;
     }
   *count = (int)info.nlinks;
@@ -406,19 +406,19 @@ static int write_out_parallel(rewrite *r, const char *tmp, tp_mode mode) {
   H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, MPI_INFO_NULL);
   r->out = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
   H5Pclose(fapl);
-  if (r->out < 0) ckpt_h5_error(r->err, sizeof r->err, "cannot create the temporary OUT");
-  if (!tool_agree(o->nranks, r->out >= 0 && reserve_out(r, tmp) == 0, r->err, sizeof r->err)) {
+  if (r->out < 0) ckpt_h5_fail(&r->err, "cannot create the temporary OUT");
+  if (!tool_agree(o->nranks, r->out >= 0 && reserve_out(r, tmp) == 0, &r->err)) {
     if (r->out >= 0) H5Fclose(r->out);
     return -1;
   }
-  int ok = tool_agree(o->nranks, write_root(r, mode) == 0, r->err, sizeof r->err);
+  int ok = tool_agree(o->nranks, write_root(r, mode) == 0, &r->err);
   hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
   H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
   const char *groups[3] = {CKPT_GROUP_MODEL, CKPT_GROUP_ADAM_M, CKPT_GROUP_ADAM_V};
   for (int g = 0; ok && g < (o->no_optim ? 1 : 3); g++) {
     char(*names)[TENSOR_NAME_MAX] = NULL;
     int count = 0;
-    ok = tool_agree(o->nranks, group_names(r->in, groups[g], &names, &count, r->err, sizeof r->err) == 0, r->err, sizeof r->err);
+    ok = tool_agree(o->nranks, group_names(r->in, groups[g], &names, &count, &r->err) == 0, &r->err);
     for (int i = 0; ok && i < count; i++) {
       char path[TENSOR_NAME_MAX + 32];
       snprintf(path, sizeof path, "%s/%s", groups[g], names[i]);
@@ -428,10 +428,10 @@ static int write_out_parallel(rewrite *r, const char *tmp, tp_mode mode) {
   }
   H5Pclose(dxpl);
   if (H5Fclose(r->out) < 0 && ok) {
-    ckpt_h5_error(r->err, sizeof r->err, "closing OUT");
+    ckpt_h5_fail(&r->err, "closing OUT");
     ok = 0;
   }
-  ok = tool_agree(o->nranks, ok, r->err, sizeof r->err);
+  ok = tool_agree(o->nranks, ok, &r->err);
   /* The training state and activations as they are: rank 0, serially. */
   if (ok && o->rank == 0) {
     hid_t out = H5Fopen(tmp, H5F_ACC_RDWR, H5P_DEFAULT);
@@ -439,17 +439,17 @@ static int write_out_parallel(rewrite *r, const char *tmp, tp_mode mode) {
     for (const char *g = CKPT_GROUP_STATE; ok && g; g = strcmp(g, CKPT_GROUP_STATE) ? NULL : CKPT_GROUP_ACTS)
       if (H5Lexists(r->in, g, H5P_DEFAULT) > 0 && H5Ocopy(r->in, g, out, g, H5P_DEFAULT, H5P_DEFAULT) < 0) ok = 0;
     if (out >= 0 && H5Fclose(out) < 0) ok = 0;
-    if (!ok) ckpt_h5_error(r->err, sizeof r->err, "copying the training state and activations");
+    if (!ok) ckpt_h5_fail(&r->err, "copying the training state and activations");
   }
-  return tool_agree(o->nranks, ok, r->err, sizeof r->err) ? 0 : -1;
+  return tool_agree(o->nranks, ok, &r->err) ? 0 : -1;
 }
 
 /* Every tensor of OUT decoded and checked against its checksum (under
  * mpirun each rank checks every nranks-th tensor). */
-static int verify_out(const char *path, const options *o, ckpt_slab_reader *sr, char *err, size_t errlen) {
+static int verify_out(const char *path, const options *o, ckpt_slab_reader *sr, boost_status *err) {
   hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
   if (f < 0) {
-    ckpt_h5_error(err, errlen, "re-opening OUT");
+    ckpt_h5_fail(err, "re-opening OUT");
     return -1;
   }
   int rc = 0;
@@ -458,49 +458,49 @@ static int verify_out(const char *path, const options *o, ckpt_slab_reader *sr, 
     if (H5Lexists(f, groups[k] + 1, H5P_DEFAULT) <= 0 && k > 0) continue;
     hid_t g = H5Gopen2(f, groups[k], H5P_DEFAULT);
     H5G_info_t info;
-    if (g < 0 || H5Gget_info(g, &info) < 0) rc = boost_err(err, errlen, "OUT: group %s unreadable", groups[k]);
+    if (g < 0 || H5Gget_info(g, &info) < 0) rc = boost_err(err, "OUT: group %s unreadable", groups[k]);
     for (hsize_t i = 0; rc == 0 && i < info.nlinks; i++) {
       if ((int)(i % (hsize_t)o->nranks) != o->rank) continue;
       char name[TENSOR_NAME_MAX];
       H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name, H5P_DEFAULT);
       hid_t d = H5Dopen2(g, name, H5P_DEFAULT);
       uint64_t sum = 0, got = 0;
-      char why[1024];
-      if (d < 0 || ckpt_slab_read(sr, d, NULL, NULL, NULL, &got, name, why, sizeof why) != 0 ||
+      boost_status why = {0};
+      if (d < 0 || ckpt_slab_read(sr, d, NULL, NULL, NULL, &got, name, &why) != 0 ||
           ckpt_attr_get_u64(d, CKPT_ATTR_CHECKSUM, &sum) != 0 || got != sum)
-        rc = boost_err(err, errlen, "OUT: %s/%s does not verify", groups[k], name);
+        rc = boost_err(err, "OUT: %s/%s does not verify", groups[k], name);
       if (d >= 0) H5Dclose(d);
     }
     if (g >= 0) H5Gclose(g);
   }
   /* The training state and activations were copied as they are: damage in
    * IN there would be damage in OUT. */
-  char why[768];
+  boost_status why = {0};
   for (const char *g = CKPT_GROUP_STATE; rc == 0 && o->rank == 0 && g; g = strcmp(g, CKPT_GROUP_STATE) ? NULL : CKPT_GROUP_ACTS)
-    if (H5Lexists(f, g, H5P_DEFAULT) > 0 && ckpt_check_group(f, g, why, sizeof why) != 0)
-      rc = boost_err(err, errlen, "%s (copied from IN as it is: IN is damaged there)", why);
+    if (H5Lexists(f, g, H5P_DEFAULT) > 0 && ckpt_check_group(f, g, &why) != 0)
+      rc = boost_err(err, "%s (copied from IN as it is: IN is damaged there)", why.msg);
   H5Fclose(f);
   return rc;
 }
 
 /* ---- main ---------------------------------------------------------------------- */
 
-static int run(const options *o_in, char *err, size_t errlen) {
+static int run(const options *o_in, boost_status *err) {
   const options *o = o_in;
   ckpt_peek_info info;
   ckpt_from from = {CKPT_FROM_PATH, ""};
   boost_msgf(from.path, sizeof from.path, "%s", o->in);
-  const int found = ckpt_peek("", &from, &info, err, errlen) == 1;
-  if (!found && !err[0]) boost_err(err, errlen, "%s: no committed checkpoint there", o->in);
-  if (o->nranks > 1 ? !tool_agree(o->nranks, found, err, errlen) : !found) {
+  const int found = ckpt_peek("", &from, &info, err) == 1;
+  if (!found && !err->failed) boost_err(err, "%s: no committed checkpoint there", o->in);
+  if (o->nranks > 1 ? !tool_agree(o->nranks, found, err) : !found) {
     if (found) ckpt_peek_free(&info);
     return -1;
   }
   train_config cfg;
   config_defaults(&cfg);
-  int rc = config_from_json(&cfg, info.meta.run.config, NULL, err, errlen);
+  int rc = config_from_json(&cfg, info.meta.run.config, NULL, err);
   hid_t in = rc == 0 ? H5Fopen(info.path, H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
-  if (rc == 0 && in < 0) rc = boost_err(err, errlen, "%s: cannot open", info.path);
+  if (rc == 0 && in < 0) rc = boost_err(err, "%s: cannot open", info.path);
   options eff = *o; /* a checkpoint without moments stays without them */
   if (!strcmp(ckpt_meta_str(&info.meta, CKPT_META_F_optimizer_state), "absent")) eff.no_optim = 1;
   /* and bf16 weights stay bf16: float32 would only pretend to more precision */
@@ -517,20 +517,21 @@ static int run(const options *o_in, char *err, size_t errlen) {
   rank_change *ranks = NULL;
   char *out_config = NULL;
   if (rc == 0 && (o->rank_attn || o->rank_mlp)) {
-    if (!(ranks = reshard_rank_plan(in, &cfg_in, o, &cfg, err, errlen))) rc = -1;
+    if (reshard_rank_plan(in, &cfg_in, o, &cfg, &ranks, err) != 0) rc = -1;
     else out_config = config_to_json(&cfg);
   }
-  if (rc == 0 && o->plan) rc = reshard_plan(in, &cfg, o, err, errlen);
-  if (o->nranks > 1 && !tool_agree(o->nranks, rc == 0, err, errlen)) rc = -1;
+  if (rc == 0 && o->plan) rc = reshard_plan(in, &cfg, o, err);
+  if (o->nranks > 1 && !tool_agree(o->nranks, rc == 0, err)) rc = -1;
   if (rc == 0 && !o->plan) {
     const char *inputs[] = {info.path, o->in};
-    if (o->rank == 0 && boost_check_output(o->out, inputs, 2, err, errlen) != 0) rc = -1;
-    if (o->nranks > 1 && !tool_agree(o->nranks, rc == 0, err, errlen)) rc = -1;
+    boost_status out_err = {0};
+    if (o->rank == 0 && boost_check_output(o->out, inputs, 2, &out_err) != 0) rc = boost_err(err, "%s", out_err.msg);
+    if (o->nranks > 1 && !tool_agree(o->nranks, rc == 0, err)) rc = -1;
   }
   if (rc == 0 && !o->plan) {
     model m;
     tp_mode mode;
-    rc = reshard_target_registry(&cfg, o, &m, &mode, err, errlen);
+    rc = reshard_target_registry(&cfg, o, &m, &mode, err);
     if (rc == 0) {
       char tmp[PATH_MAX + 8];
       snprintf(tmp, sizeof tmp, "%s.tmp", o->out);
@@ -539,19 +540,19 @@ static int run(const options *o_in, char *err, size_t errlen) {
                    .sr = ckpt_slab_reader_new(tool_threads_per_rank(o->nranks))};
       r.total = (size_t)m.reg.count * (o->no_optim ? 1 : 3);
       if (o->rank == 0) tool_tmp_arm(tmp);
-      if (!r.sr) rc = boost_err(r.err, sizeof r.err, "out of memory (the chunk reader)");
-      if (o->nranks > 1 && !tool_agree(o->nranks, rc == 0, r.err, sizeof r.err)) rc = -1;
+      if (!r.sr) rc = boost_err(&r.err, "out of memory (the chunk reader)");
+      if (o->nranks > 1 && !tool_agree(o->nranks, rc == 0, &r.err)) rc = -1;
       if (rc == 0) rc = o->nranks > 1 ? write_out_parallel(&r, tmp, mode) : write_out(&r, tmp, mode);
-      if (rc != 0) boost_err(err, errlen, "%s", r.err);
-      if (rc == 0 && ranks) rc = reshard_rank_finish(ranks, info.path, tmp, o, err, errlen);
-      if (rc == 0) rc = verify_out(tmp, o, r.sr, err, errlen);
+      if (rc != 0) boost_err(err, "%s", r.err.msg);
+      if (rc == 0 && ranks) rc = reshard_rank_finish(ranks, info.path, tmp, o, err);
+      if (rc == 0) rc = verify_out(tmp, o, r.sr, err);
       ckpt_slab_reader_free(r.sr);
-      if (o->nranks > 1 && !tool_agree(o->nranks, rc == 0, err, errlen)) rc = -1;
+      if (o->nranks > 1 && !tool_agree(o->nranks, rc == 0, err)) rc = -1;
       if (rc == 0 && o->rank == 0) ckpt_fs_trim(tmp); /* the reservation's blocks past the end */
       if (rc == 0 && o->rank == 0 && (boost_fsync_path(tmp) != 0 || rename(tmp, o->out) != 0))
-        rc = boost_err(err, errlen, "cannot commit %s: %s", o->out, strerror(errno));
+        rc = boost_err(err, "cannot commit %s: %s", o->out, strerror(errno));
       if (rc == 0 && o->rank == 0) boost_fsync_parent(o->out);
-      if (o->nranks > 1 && !tool_agree(o->nranks, rc == 0, err, errlen)) rc = -1;
+      if (o->nranks > 1 && !tool_agree(o->nranks, rc == 0, err)) rc = -1;
       if (rc != 0 && o->rank == 0) unlink(tmp);
       tool_tmp_disarm();
       if (rc == 0 && !o->quiet && o->rank == 0)
@@ -573,19 +574,19 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return reshard_usage(stdout, 0);
   options o;
-  char err[1536] = "";
+  boost_status err = {0};
   int rank, nranks;
   const int mpi = tool_mpi_start(&argc, &argv, &rank, &nranks);
-  int rc = reshard_parse_args(argc, argv, &o, err, sizeof err) != 0 ? 2 : 0;
+  int rc = reshard_parse_args(argc, argv, &o, &err) != 0 ? 2 : 0;
   o.rank = rank, o.nranks = nranks;
   if (rc == 0 && nranks > 1 && (o.plan || o.rank_attn || o.rank_mlp)) o.nranks = 1; /* --plan prints, --rank runs a model: rank 0 alone */
   ckpt_h5_quiet();
   if (rc == 0 && h5z_zstd_register() < 0) {
-    boost_err(err, sizeof err, "cannot register the zstd HDF5 filter");
+    boost_err(&err, "cannot register the zstd HDF5 filter");
     rc = 1;
   }
-  if (rc == 0 && (o.nranks > 1 || rank == 0)) rc = run(&o, err, sizeof err) == 0 ? 0 : 1;
-  if (rc != 0 && rank == 0) fprintf(stderr, "boost-reshard: %s\n", err);
+  if (rc == 0 && (o.nranks > 1 || rank == 0)) rc = run(&o, &err) == 0 ? 0 : 1;
+  if (rc != 0 && rank == 0) fprintf(stderr, "boost-reshard: %s\n", err.msg);
   if (mpi) MPI_Finalize();
   return rc;
 }

@@ -7,7 +7,7 @@
 
 #include "ckpt_h5.h"
 
-static int want_bf16(const ins_ckpt *c, const char *precision, int *bf16, char *err, size_t errlen) {
+static int want_bf16(const ins_ckpt *c, const char *precision, int *bf16, boost_status *err) {
   if (!precision || !strcmp(precision, "auto")) {
     *bf16 = ins_is_bf16(c);
     return 0;
@@ -16,35 +16,36 @@ static int want_bf16(const ins_ckpt *c, const char *precision, int *bf16, char *
     *bf16 = !strcmp(precision, "bf16");
     return 0;
   }
-  snprintf(err, errlen, "precision '%s' is not one of fp32, bf16, auto", precision);
+  boost_err(err, "precision '%s' is not one of fp32, bf16, auto", precision);
   return -1;
 }
 
-int ckpt_model_build(const ins_ckpt *c, const ckpt_model_options *opt, ckpt_model *cm, char *err, size_t errlen) {
+int ckpt_model_build(const ins_ckpt *c, const ckpt_model_options *opt, ckpt_model *cm, boost_status *err) {
   memset(cm, 0, sizeof *cm);
   const ckpt_model_options none = {0};
   if (!opt) opt = &none;
   if (!c->meta.run.config) {
-    snprintf(err, errlen, "%s: no stored config (root attribute `config`)", c->path);
+    boost_err(err, "%s: no stored config (root attribute `config`)", c->path);
     return -1;
   }
   ins_tensor *t = NULL;
-  char e[INS_ERR];
-  if (ins_expected_tensors(c->meta.run.config, &t, &cm->cfg, e, sizeof e) < 0) {
-    snprintf(err, errlen, "%s: the stored config does not describe a model: %.800s", c->path, e);
+  boost_status e = {0};
+  if (ins_expected_tensors(c->meta.run.config, &t, &cm->cfg, &e) < 0) {
+    boost_err(err, "%s: the stored config does not describe a model: %.800s", c->path, e.msg);
     return -1;
   }
   free(t);
-  if (model_check_layout(&cm->cfg.model, cm->cfg.parallel.tp_mode, 1, &cm->mode, e, sizeof e) != 0) {
-    snprintf(err, errlen, "%s: the stored model does not build on one process: %.800s", c->path, e);
+  if (model_check_layout(&cm->cfg.model, cm->cfg.parallel.tp_mode, 1, &cm->mode, BOOST_STATUS_TEXT(&e)) != 0) {
+    boost_err(err, "%s: the stored model does not build on one process: %.800s", c->path, e.msg);
     return -1;
   }
   int bf16 = 0;
-  if (want_bf16(c, opt->precision, &bf16, err, errlen) != 0) return -1;
+  if (want_bf16(c, opt->precision, &bf16, err) != 0) return -1;
   const char *device = opt->device ? opt->device : "cpu";
-  cm->be = boost_backend_create(device, bf16 ? BOOST_BF16 : BOOST_F32, opt->threads, 0, e, sizeof e);
+  boost_status be_err = {0};
+  boost_backend_create(device, bf16 ? BOOST_BF16 : BOOST_F32, opt->threads, 0, &cm->be, &be_err);
   if (!cm->be) {
-    snprintf(err, errlen, "backend %s (%s): %.800s", device, bf16 ? "bf16" : "fp32", e);
+    boost_err(err, "backend %s (%s): %.800s", device, bf16 ? "bf16" : "fp32", be_err.msg);
     return -1;
   }
   cm->bf16_weights = !strcmp(ckpt_meta_str(&c->meta, CKPT_META_F_weights_dtype), "bf16");
@@ -53,19 +54,20 @@ int ckpt_model_build(const ins_ckpt *c, const ckpt_model_options *opt, ckpt_mode
   return 0;
 }
 
-int ckpt_model_read_weights(const ins_ckpt *c, model *m, char *err, size_t errlen) {
-  char e[INS_ERR], path[160];
+int ckpt_model_read_weights(const ins_ckpt *c, model *m, boost_status *err) {
+  boost_status e = {0};
+  char path[160];
   const char *dtype = !strcmp(ckpt_meta_str(&c->meta, CKPT_META_F_weights_dtype), "bf16") ? "bfloat16" : "float32";
   for (int i = 0; i < m->reg.count; i++) {
     const tensor_desc *t = &m->reg.tensors[i];
     snprintf(path, sizeof path, CKPT_GROUP_MODEL "/%s", t->name);
     const ins_dset *d = ins_find(c, path);
     size_t n = 0, esz = 0;
-    e[0] = 0;
-    float *v = d && !strcmp(d->dtype, dtype) ? ins_read(c, d, &n, &esz, e, sizeof e) : NULL;
+    e = (boost_status){0};
+    float *v = d && !strcmp(d->dtype, dtype) ? ins_read(c, d, &n, &esz, &e) : NULL;
     if (!v || esz != sizeof(float) || n != t->numel) {
-      snprintf(err, errlen, "%s: cannot be read as the model's %s tensor of %zu values%s%.600s", path, dtype,
-               t->numel, e[0] ? ": " : "", e);
+      boost_err(err, "%s: cannot be read as the model's %s tensor of %zu values%s%.600s", path, dtype,
+               t->numel, e.failed ? ": " : "", e.msg);
       free(v);
       return -1;
     }
@@ -76,9 +78,9 @@ int ckpt_model_read_weights(const ins_ckpt *c, model *m, char *err, size_t errle
   return 0;
 }
 
-int ckpt_model_load(const ins_ckpt *c, const ckpt_model_options *opt, ckpt_model *cm, char *err, size_t errlen) {
-  if (ckpt_model_build(c, opt, cm, err, errlen) != 0) return -1;
-  if (ckpt_model_read_weights(c, &cm->m, err, errlen) != 0) {
+int ckpt_model_load(const ins_ckpt *c, const ckpt_model_options *opt, ckpt_model *cm, boost_status *err) {
+  if (ckpt_model_build(c, opt, cm, err) != 0) return -1;
+  if (ckpt_model_read_weights(c, &cm->m, err) != 0) {
     ckpt_model_free(cm);
     return -1;
   }

@@ -34,31 +34,31 @@ static int label_of(const cJSON *l, int *label) {
 }
 
 /* One line's object into an item; -1 with what is wrong in err. */
-static int parse_item(const char *line, int vocab, int seq_len, eval_choice_item *it, char *err, size_t errlen) {
+static int parse_item(const char *line, int vocab, int seq_len, eval_choice_item *it, boost_status *err) {
   memset(it, 0, sizeof *it);
   cJSON *o = cJSON_Parse(line);
   if (!o || !cJSON_IsObject(o)) {
     cJSON_Delete(o);
-    return boost_err(err, errlen, "not a JSON object");
+    return boost_err(err, "not a JSON object");
   }
   const cJSON *ctx = cJSON_GetObjectItemCaseSensitive(o, "ctx");
   if (!ctx) ctx = cJSON_GetObjectItemCaseSensitive(o, "context");
   const cJSON *ends = cJSON_GetObjectItemCaseSensitive(o, "endings");
   const cJSON *lab = cJSON_GetObjectItemCaseSensitive(o, "label");
   int rc = 0;
-  if (!cJSON_IsString(ctx)) rc = boost_err(err, errlen, "no string `ctx` (or `context`)");
+  if (!cJSON_IsString(ctx)) rc = boost_err(err, "no string `ctx` (or `context`)");
   else if (!cJSON_IsArray(ends) || cJSON_GetArraySize(ends) < 2 || cJSON_GetArraySize(ends) > EVAL_CHOICE_MAX)
-    rc = boost_err(err, errlen, "`endings` is not a list of 2 to %d strings", EVAL_CHOICE_MAX);
-  else if (!lab || label_of(lab, &it->label) != 0) rc = boost_err(err, errlen, "`label` is not a whole number");
+    rc = boost_err(err, "`endings` is not a list of 2 to %d strings", EVAL_CHOICE_MAX);
+  else if (!lab || label_of(lab, &it->label) != 0) rc = boost_err(err, "`label` is not a whole number");
   else if (it->label >= cJSON_GetArraySize(ends))
-    rc = boost_err(err, errlen, "`label` %d is not an index of the %d endings", it->label, cJSON_GetArraySize(ends));
+    rc = boost_err(err, "`label` %d is not an index of the %d endings", it->label, cJSON_GetArraySize(ends));
   size_t total = rc == 0 ? strlen(ctx->valuestring) + 1 : 0;
   const cJSON *e;
   cJSON_ArrayForEach(e, ends) {
-    if (rc == 0 && (!cJSON_IsString(e) || !e->valuestring[0])) rc = boost_err(err, errlen, "an ending is not a non-empty string");
+    if (rc == 0 && (!cJSON_IsString(e) || !e->valuestring[0])) rc = boost_err(err, "an ending is not a non-empty string");
     if (rc == 0) total += strlen(e->valuestring) + 1;
   }
-  if (rc == 0 && (DATA_BYTE_EOT >= vocab)) rc = boost_err(err, errlen, "the model's vocabulary (%d) does not hold the byte tokenizer's 257 tokens", vocab);
+  if (rc == 0 && (DATA_BYTE_EOT >= vocab)) rc = boost_err(err, "the model's vocabulary (%d) does not hold the byte tokenizer's 257 tokens", vocab);
   if (rc == 0) {
     it->n_endings = cJSON_GetArraySize(ends);
     it->end_len = boost_calloc((size_t)it->n_endings, sizeof *it->end_len);
@@ -72,7 +72,7 @@ static int parse_item(const char *line, int vocab, int seq_len, eval_choice_item
       q = put_bytes(q, e->valuestring);
       it->end_len[k] = (int)(q - p);
       if (it->end_len[k++] > seq_len && rc == 0)
-        rc = boost_err(err, errlen, "an ending of %d tokens does not fit the model's %d positions", (int)(q - p), seq_len);
+        rc = boost_err(err, "an ending of %d tokens does not fit the model's %d positions", (int)(q - p), seq_len);
       p = q;
     }
   }
@@ -80,11 +80,12 @@ static int parse_item(const char *line, int vocab, int seq_len, eval_choice_item
   return rc;
 }
 
-int eval_choice_load(const char *path, int vocab, int seq_len, eval_choice_set *set, char *err, size_t errlen) {
+int eval_choice_load(const char *path, int vocab, int seq_len, eval_choice_set *set, boost_status *err) {
   memset(set, 0, sizeof *set);
   FILE *f = fopen(path, "r");
-  if (!f) return boost_err(err, errlen, "%s: %s", path, strerror(errno));
-  char *line = NULL, why[512];
+  if (!f) return boost_err(err, "%s: %s", path, strerror(errno));
+  char *line = NULL;
+  boost_status why = {0};
   size_t cap = 0, have = 0;
   ssize_t len;
   int rc = 0;
@@ -92,7 +93,7 @@ int eval_choice_load(const char *path, int vocab, int seq_len, eval_choice_set *
     while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
     if (strspn(line, " \t") == (size_t)len) continue;
     if ((size_t)len != strlen(line)) {
-      rc = boost_err(err, errlen, "%s line %ld: holds a NUL byte (not JSONL text)", path, lineno);
+      rc = boost_err(err, "%s line %ld: holds a NUL byte (not JSONL text)", path, lineno);
       break;
     }
     if (set->n == (int64_t)have) {
@@ -100,14 +101,14 @@ int eval_choice_load(const char *path, int vocab, int seq_len, eval_choice_set *
       set->items = realloc(set->items, have * sizeof *set->items);
       BOOST_ASSERT(set->items);
     }
-    if (parse_item(line, vocab, seq_len, &set->items[set->n], why, sizeof why) != 0) {
+    if (parse_item(line, vocab, seq_len, &set->items[set->n], &why) != 0) {
       free(set->items[set->n].tokens);
       free(set->items[set->n].end_len);
-      rc = boost_err(err, errlen, "%s line %ld: %s", path, lineno, why);
+      rc = boost_err(err, "%s line %ld: %s", path, lineno, why.msg);
     } else set->n++;
   }
-  if (rc == 0 && ferror(f)) rc = boost_err(err, errlen, "%s: read error", path);
-  if (rc == 0 && set->n == 0) rc = boost_err(err, errlen, "%s: no examples (expected one JSON object per line)", path);
+  if (rc == 0 && ferror(f)) rc = boost_err(err, "%s: read error", path);
+  if (rc == 0 && set->n == 0) rc = boost_err(err, "%s: no examples (expected one JSON object per line)", path);
   free(line);
   fclose(f);
   if (rc != 0) eval_choice_free(set);

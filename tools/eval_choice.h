@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "model.h"
+#include "status.h"
 
 #define EVAL_CHOICE_MAX 64 /* endings per example */
 
@@ -38,7 +39,7 @@ typedef struct {
 /* Reads and tokenizes every line of path (blank lines skipped) for a model
  * of vocab tokens and seq_len positions. Returns 0,
  * or -1 with one line naming the line and what is wrong. */
-int eval_choice_load(const char *path, int vocab, int seq_len, eval_choice_set *set, char *err, size_t errlen);
+int eval_choice_load(const char *path, int vocab, int seq_len, eval_choice_set *set, boost_status *err);
 void eval_choice_free(eval_choice_set *set);
 
 /* Scores item i = first, first + stride, ...: pred[i] (acc) and

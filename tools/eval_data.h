@@ -11,6 +11,7 @@
 #include "config.h"
 #include "data.h"
 #include "eval_loss.h"
+#include "status.h"
 
 typedef struct {
   data_source *src;
@@ -24,8 +25,7 @@ typedef struct {
  * last data.val_fraction of data.train; `path` (may be NULL) replaces the
  * file the config names. Checks the data's tokens against vocab. Returns 0,
  * or -1 with one line. */
-int eval_data_open(const char *path, int val, const train_config *cfg, int T, int vocab, eval_data *d, char *err,
-                   size_t errlen);
+int eval_data_open(const char *path, int val, const train_config *cfg, int T, int vocab, eval_data *d, boost_status *err);
 void eval_data_close(eval_data *d);
 
 /* The tokenizer a single shard file's header names ("byte-v1"; "gpt2" or
@@ -36,12 +36,11 @@ void eval_shard_tokenizer(const char *path, char *out, size_t outlen);
  * (gpt2_tokenizer.bin: magic 20240328, versions 1 and 2): *len[vocab],
  * 0 for the end-of-text token
  * (malloc'd). Returns 0, or -1 with one line. */
-int eval_token_bytes(const char *path, int **len, int *vocab, char *err, size_t errlen);
+int eval_token_bytes(const char *path, int **len, int *vocab, boost_status *err);
 
 /* The bytes the scored targets of the batches stand for (len from
  * eval_token_bytes), and the targets counted. Returns -1 with err when a
  * target is outside len's vocabulary. */
-int eval_target_bytes(const eval_batches *p, const int *len, int vocab, int64_t *bytes, int64_t *tokens, char *err,
-                      size_t errlen);
+int eval_target_bytes(const eval_batches *p, const int *len, int vocab, int64_t *bytes, int64_t *tokens, boost_status *err);
 
 #endif

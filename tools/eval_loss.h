@@ -18,6 +18,7 @@
 #include "data.h"
 #include "inspect.h"
 #include "model.h"
+#include "status.h"
 
 /* Which windows of a split make the batches: batch b holds windows
  * b*B .. b*B+B-1. With wrap (the trainer's validation rule) every batch is
@@ -48,6 +49,7 @@ void eval_token_losses(const model *m, const model_run *r, float *out, size_t n)
  * stored, so each position's target is the next stored token of its
  * sequence (T-1 targets per sequence, the last position is not scored).
  * Returns 0 with *loss and *tokens (targets scored), or -1 with one line. */
-int eval_stored_batch(const ins_ckpt *c, const model *m, model_run *r, double *loss, int64_t *tokens, char *err, size_t errlen);
+int eval_stored_batch(const ins_ckpt *c, const model *m, model_run *r, double *loss, int64_t *tokens,
+                      boost_status *err);
 
 #endif

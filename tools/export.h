@@ -11,6 +11,7 @@
 
 #include "config.h"
 #include "inspect.h"
+#include "status.h"
 
 #define EXP_ERR 1024
 
@@ -47,10 +48,10 @@ typedef struct {
 } exp_plan;
 
 /* The tensors of the model cfg describes, in file order (export_plan.c). */
-int exp_plan_build(exp_plan *p, const model_config *m, char *err, size_t errlen);
+int exp_plan_build(exp_plan *p, const model_config *m, boost_status *err);
 /* Every source the plan reads exists in the checkpoint with the shape the
  * config implies (one line naming the first that does not). */
-int exp_plan_check(const exp_plan *p, const ins_ckpt *c, char *err, size_t errlen);
+int exp_plan_check(const exp_plan *p, const ins_ckpt *c, boost_status *err);
 /* Assigns shards and byte offsets under p->max_shard_bytes. */
 void exp_plan_layout(exp_plan *p);
 void exp_plan_free(exp_plan *p);
@@ -60,22 +61,22 @@ void exp_shard_name(const exp_plan *p, int shard, char *out, size_t outlen);
 
 /* Writes every shard (and the index when sharded) into dir, reading each
  * source dataset once; progress on stderr unless quiet (export_st.c). */
-int exp_write_tensors(const exp_plan *p, const ins_ckpt *c, const char *dir, int quiet, char *err, size_t errlen);
+int exp_write_tensors(const exp_plan *p, const ins_ckpt *c, const char *dir, int quiet, boost_status *err);
 
 /* config.json, generation_config.json, the tokenizer files, the remote
  * code (CoLA) and a README.md (export_files.c). */
-int exp_write_files(const exp_plan *p, const ins_ckpt *c, const char *dir, char *err, size_t errlen);
+int exp_write_files(const exp_plan *p, const ins_ckpt *c, const char *dir, boost_status *err);
 /* n bytes to fd (EINTR retried); errors name file. */
-int exp_write_all(int fd, const void *buf, size_t n, const char *file, char *err, size_t errlen);
+int exp_write_all(int fd, const void *buf, size_t n, const char *file, boost_status *err);
 /* A whole file written into dir (created new, synced). */
-int exp_write_file(const char *dir, const char *name, const void *buf, size_t n, char *err, size_t errlen);
+int exp_write_file(const char *dir, const char *name, const void *buf, size_t n, boost_status *err);
 
 /* The output folder (export_dir.c): DIR must not exist; everything is
  * written into a temporary sibling that a stop signal or a failure
  * removes, and renamed to DIR at the end (never replacing anything). */
-int exp_dir_begin(const char *dir, char *tmp, size_t tmplen, char *err, size_t errlen);
+int exp_dir_begin(const char *dir, char *tmp, size_t tmplen, boost_status *err);
 int exp_dir_track(const char *name); /* a file created in the temporary folder */
-int exp_dir_commit(const char *tmp, const char *dir, char *err, size_t errlen);
+int exp_dir_commit(const char *tmp, const char *dir, boost_status *err);
 void exp_dir_abort(const char *tmp);
 
 /* The CoLA remote code, embedded at build time from tools/hf/ (generated

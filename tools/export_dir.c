@@ -53,25 +53,25 @@ static int sync_dir(const char *dir) {
   return rc;
 }
 
-int exp_dir_begin(const char *dir, char *tmp, size_t tmplen, char *err, size_t errlen) {
+int exp_dir_begin(const char *dir, char *tmp, size_t tmplen, boost_status *err) {
   struct stat st;
-  if (!*dir) return boost_err(err, errlen, "--hf: empty folder name");
+  if (!*dir) return boost_err(err, "--hf: empty folder name");
   if (lstat(dir, &st) == 0)
-    return boost_err(err, errlen, "%s exists (boost-export writes a new folder and never replaces one)", dir);
-  if (errno != ENOENT) return boost_err(err, errlen, "%s: %s", dir, strerror(errno));
+    return boost_err(err, "%s exists (boost-export writes a new folder and never replaces one)", dir);
+  if (errno != ENOENT) return boost_err(err, "%s: %s", dir, strerror(errno));
   char copy[4200];
   snprintf(copy, sizeof copy, "%s", dir);
   const char *parent = dirname(copy);
   if (stat(parent, &st) != 0 || !S_ISDIR(st.st_mode))
-    return boost_err(err, errlen, "%s: parent folder %s does not exist", dir, parent);
+    return boost_err(err, "%s: parent folder %s does not exist", dir, parent);
   if (snprintf(tmp, tmplen, "%s.tmp-XXXXXX", dir) >= (int)tmplen || strlen(tmp) >= sizeof g_tmp)
-    return boost_err(err, errlen, "%s: path too long", dir);
-  if (!mkdtemp(tmp)) return boost_err(err, errlen, "%s: cannot create a temporary folder: %s", tmp, strerror(errno));
+    return boost_err(err, "%s: path too long", dir);
+  if (!mkdtemp(tmp)) return boost_err(err, "%s: cannot create a temporary folder: %s", tmp, strerror(errno));
   const mode_t mask = umask(0); /* mkdtemp made it 0700: give it the mode mkdir would */
   umask(mask);
   if (chmod(tmp, 0777 & ~mask) != 0) {
     rmdir(tmp);
-    return boost_err(err, errlen, "%s: chmod failed: %s", tmp, strerror(errno));
+    return boost_err(err, "%s: chmod failed: %s", tmp, strerror(errno));
   }
   snprintf(g_tmp, sizeof g_tmp, "%s", tmp);
   g_nfiles = 0;
@@ -80,10 +80,10 @@ int exp_dir_begin(const char *dir, char *tmp, size_t tmplen, char *err, size_t e
   return 0;
 }
 
-int exp_dir_commit(const char *tmp, const char *dir, char *err, size_t errlen) {
-  if (sync_dir(tmp) != 0) return boost_err(err, errlen, "%s: fsync failed: %s", tmp, strerror(errno));
+int exp_dir_commit(const char *tmp, const char *dir, boost_status *err) {
+  if (sync_dir(tmp) != 0) return boost_err(err, "%s: fsync failed: %s", tmp, strerror(errno));
   if (renameat2(AT_FDCWD, tmp, AT_FDCWD, dir, RENAME_NOREPLACE) != 0)
-    return boost_err(err, errlen, "%s: cannot rename the finished export into place: %s", dir, strerror(errno));
+    return boost_err(err, "%s: cannot rename the finished export into place: %s", dir, strerror(errno));
   g_armed = 0;
   char copy[4200];
   snprintf(copy, sizeof copy, "%s", dir);
@@ -97,30 +97,30 @@ void exp_dir_abort(const char *tmp) {
   g_armed = 0;
 }
 
-int exp_write_all(int fd, const void *buf, size_t n, const char *file, char *err, size_t errlen) {
+int exp_write_all(int fd, const void *buf, size_t n, const char *file, boost_status *err) {
   const char *b = buf;
   while (n > 0) {
     const ssize_t k = write(fd, b, n);
     if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return boost_err(err, errlen, "%s: write failed: %s", file, k < 0 ? strerror(errno) : "no progress");
+    if (k <= 0) return boost_err(err, "%s: write failed: %s", file, k < 0 ? strerror(errno) : "no progress");
     b += k;
     n -= (size_t)k;
   }
   return 0;
 }
 
-int exp_write_file(const char *dir, const char *name, const void *buf, size_t n, char *err, size_t errlen) {
+int exp_write_file(const char *dir, const char *name, const void *buf, size_t n, boost_status *err) {
   char path[4400];
   snprintf(path, sizeof path, "%s/%s", dir, name);
   const int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return boost_err(err, errlen, "%s: cannot create: %s", path, strerror(errno));
+  if (fd < 0) return boost_err(err, "%s: cannot create: %s", path, strerror(errno));
   if (exp_dir_track(name) != 0) {
     close(fd);
     unlink(path);
-    return boost_err(err, errlen, "%s: too many files", path);
+    return boost_err(err, "%s: too many files", path);
   }
-  int rc = exp_write_all(fd, buf, n, path, err, errlen);
-  if (rc == 0 && fsync(fd) != 0) rc = boost_err(err, errlen, "%s: fsync failed: %s", path, strerror(errno));
-  if (close(fd) != 0 && rc == 0) rc = boost_err(err, errlen, "%s: close failed: %s", path, strerror(errno));
+  int rc = exp_write_all(fd, buf, n, path, err);
+  if (rc == 0 && fsync(fd) != 0) rc = boost_err(err, "%s: fsync failed: %s", path, strerror(errno));
+  if (close(fd) != 0 && rc == 0) rc = boost_err(err, "%s: close failed: %s", path, strerror(errno));
   return rc;
 }

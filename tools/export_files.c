@@ -25,19 +25,19 @@ static double short_float(float f) {
   return strtod(buf, NULL);
 }
 
-static int write_json(const char *dir, const char *name, cJSON *o, char *err, size_t errlen) {
+static int write_json(const char *dir, const char *name, cJSON *o, boost_status *err) {
   char *text = o ? cJSON_Print(o) : NULL;
   cJSON_Delete(o);
-  if (!text) return boost_err(err, errlen, "out of memory");
+  if (!text) return boost_err(err, "out of memory");
   const size_t n = strlen(text);
   char *nl = realloc(text, n + 2);
   if (!nl) {
     free(text);
-    return boost_err(err, errlen, "out of memory");
+    return boost_err(err, "out of memory");
   }
   nl[n] = '\n';
   nl[n + 1] = 0;
-  const int rc = exp_write_file(dir, name, nl, n + 1, err, errlen);
+  const int rc = exp_write_file(dir, name, nl, n + 1, err);
   free(nl);
   return rc;
 }
@@ -126,7 +126,7 @@ static cJSON *byte_level(void) {
 }
 
 /* byte-v1 (docs/DATA_FORMAT.md): token = byte value, EOT = 256. */
-static int write_byte_tokenizer(const exp_plan *p, const char *dir, char *err, size_t errlen) {
+static int write_byte_tokenizer(const exp_plan *p, const char *dir, boost_status *err) {
   cJSON *o = cJSON_CreateObject(), *added = cJSON_AddArrayToObject(o, "added_tokens"), *t = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "version", "1.0");
   cJSON_AddNullToObject(o, "truncation");
@@ -156,14 +156,14 @@ static int write_byte_tokenizer(const exp_plan *p, const char *dir, char *err, s
   }
   cJSON_AddNumberToObject(vocab, EOT_TEXT, p->eot);
   cJSON_AddArrayToObject(model, "merges");
-  if (write_json(dir, "tokenizer.json", o, err, errlen) != 0) return -1;
+  if (write_json(dir, "tokenizer.json", o, err) != 0) return -1;
   cJSON *tc = cJSON_CreateObject();
   cJSON_AddStringToObject(tc, "tokenizer_class", "PreTrainedTokenizerFast");
   cJSON_AddStringToObject(tc, "bos_token", EOT_TEXT);
   cJSON_AddStringToObject(tc, "eos_token", EOT_TEXT);
   cJSON_AddNumberToObject(tc, "model_max_length", p->m.seq_len);
   cJSON_AddBoolToObject(tc, "clean_up_tokenization_spaces", 0);
-  return write_json(dir, "tokenizer_config.json", tc, err, errlen);
+  return write_json(dir, "tokenizer_config.json", tc, err);
 }
 
 static const char *tokenizer_note(const exp_plan *p) {
@@ -177,7 +177,7 @@ static const char *tokenizer_note(const exp_plan *p) {
   }
 }
 
-static int write_readme(const exp_plan *p, const ins_ckpt *c, const char *dir, char *err, size_t errlen) {
+static int write_readme(const exp_plan *p, const ins_ckpt *c, const char *dir, boost_status *err) {
   char text[8192];
   const int cola = p->kind == EXP_COLA;
   snprintf(text, sizeof text,
@@ -196,17 +196,17 @@ static int write_readme(const exp_plan *p, const ins_ckpt *c, const char *dir, c
                 : "LlamaForCausalLM (q and k rows permuted from boost's interleaved RoPE to rotate-half)",
            p->dtype == EXP_BF16 ? "bfloat16" : "float32", p->n, p->parameters, tokenizer_note(p),
            cola ? ", trust_remote_code=True" : "");
-  return exp_write_file(dir, "README.md", text, strlen(text), err, errlen);
+  return exp_write_file(dir, "README.md", text, strlen(text), err);
 }
 
-int exp_write_files(const exp_plan *p, const ins_ckpt *c, const char *dir, char *err, size_t errlen) {
-  if (write_json(dir, "config.json", model_config_json(p, c), err, errlen) != 0) return -1;
+int exp_write_files(const exp_plan *p, const ins_ckpt *c, const char *dir, boost_status *err) {
+  if (write_json(dir, "config.json", model_config_json(p, c), err) != 0) return -1;
   cJSON *g = cJSON_CreateObject();
   add_token_ids(p, g);
-  if (write_json(dir, "generation_config.json", g, err, errlen) != 0) return -1;
-  if (p->tokenizer == TOK_BYTE && write_byte_tokenizer(p, dir, err, errlen) != 0) return -1;
+  if (write_json(dir, "generation_config.json", g, err) != 0) return -1;
+  if (p->tokenizer == TOK_BYTE && write_byte_tokenizer(p, dir, err) != 0) return -1;
   for (int i = 0; p->kind == EXP_COLA && i < exp_hf_nfiles; i++)
-    if (exp_write_file(dir, exp_hf_files[i].name, exp_hf_files[i].data, exp_hf_files[i].size, err, errlen) != 0)
+    if (exp_write_file(dir, exp_hf_files[i].name, exp_hf_files[i].data, exp_hf_files[i].size, err) != 0)
       return -1;
-  return write_readme(p, c, dir, err, errlen);
+  return write_readme(p, c, dir, err);
 }

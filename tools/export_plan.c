@@ -78,11 +78,11 @@ static int add_projection(exp_plan *p, int layer, proj_kind k) {
   return push(p, name, src, slice, out, r) ? 0 : -1;
 }
 
-int exp_plan_build(exp_plan *p, const model_config *m, char *err, size_t errlen) {
+int exp_plan_build(exp_plan *p, const model_config *m, boost_status *err) {
   p->m = *m;
   p->kind = m->lowrank_mask ? EXP_COLA : EXP_LLAMA;
   if (m->n_heads <= 0 || m->d_model % m->n_heads || (m->d_model / m->n_heads) % 2)
-    return boost_err(err, errlen, "model: d_model %d over %d heads has no even head dimension", m->d_model, m->n_heads);
+    return boost_err(err, "model: d_model %d over %d heads has no even head dimension", m->d_model, m->n_heads);
   int ok = push(p, "model.embed_tokens.weight", "embed.weight", -1, m->vocab, m->d_model) != NULL;
   for (int l = 0; ok && l < m->n_layers; l++) {
     char name[128], src[96];
@@ -100,7 +100,7 @@ int exp_plan_build(exp_plan *p, const model_config *m, char *err, size_t errlen)
   }
   ok = ok && push(p, "model.norm.weight", "final_norm", -1, m->d_model, 0);
   if (ok && !m->tie_embeddings) ok = push(p, "lm_head.weight", "lm_head.weight", -1, m->vocab, m->d_model) != NULL;
-  if (!ok) return boost_err(err, errlen, "out of memory");
+  if (!ok) return boost_err(err, "out of memory");
   return 0;
 }
 
@@ -113,18 +113,18 @@ static int source_shape_ok(const exp_tensor *t, const ins_dset *d) {
   return 1;
 }
 
-int exp_plan_check(const exp_plan *p, const ins_ckpt *c, char *err, size_t errlen) {
+int exp_plan_check(const exp_plan *p, const ins_ckpt *c, boost_status *err) {
   for (int i = 0; i < p->n; i++) {
     char path[128];
     snprintf(path, sizeof path, "/model/%s", p->t[i].src);
     const ins_dset *d = ins_find(c, path);
-    if (!d) return boost_err(err, errlen, "tensor %s is missing (the stored config implies it)", path);
+    if (!d) return boost_err(err, "tensor %s is missing (the stored config implies it)", path);
     if (strcmp(d->dtype, "float32") && strcmp(d->dtype, "bfloat16"))
-      return boost_err(err, errlen, "tensor %s: dtype %s, expected float32 or bfloat16", path, d->dtype);
+      return boost_err(err, "tensor %s: dtype %s, expected float32 or bfloat16", path, d->dtype);
     if (!source_shape_ok(&p->t[i], d)) {
       char shape[128];
       ins_shape_str(d, shape, sizeof shape);
-      return boost_err(err, errlen, "tensor %s has shape %s, not what the stored config implies", path, shape);
+      return boost_err(err, "tensor %s has shape %s, not what the stored config implies", path, shape);
     }
   }
   return 0;

@@ -65,7 +65,7 @@ static void progress(writer *w) {
 }
 
 /* Makes /model/<src> the dataset in w->buf (read once, checksum verified). */
-static int load_source(writer *w, const char *src, char *err, size_t errlen) {
+static int load_source(writer *w, const char *src, boost_status *err) {
   if (w->buf && !strcmp(w->src, src)) return 0;
   free(w->buf);
   w->buf = NULL;
@@ -73,13 +73,13 @@ static int load_source(writer *w, const char *src, char *err, size_t errlen) {
   snprintf(path, sizeof path, "/model/%s", src);
   const ins_dset *d = ins_find(w->c, path);
   size_t esz;
-  if (!d) return boost_err(err, errlen, "tensor %s is missing", path);
-  w->buf = ins_read(w->c, d, &w->n, &esz, err, errlen);
+  if (!d) return boost_err(err, "tensor %s is missing", path);
+  w->buf = ins_read(w->c, d, &w->n, &esz, err);
   if (!w->buf) return -1;
   if (d->has_checksum) {
     const uint64_t sum = ckpt_hash_run32(w->buf, w->n, 0);
     if (sum != d->checksum)
-      return boost_err(err, errlen, "tensor %s: checksum mismatch (stored %016llx, computed %016llx)", path,
+      return boost_err(err, "tensor %s: checksum mismatch (stored %016llx, computed %016llx)", path,
                        (unsigned long long)d->checksum, (unsigned long long)sum);
   }
   snprintf(w->src, sizeof w->src, "%s", src);
@@ -96,11 +96,11 @@ static int64_t source_row(const exp_tensor *t, int64_t j) {
   return h * hd + 2 * (w % half) + w / half;
 }
 
-static int write_tensor(writer *w, int fd, const exp_tensor *t, const char *file, char *err, size_t errlen) {
-  if (load_source(w, t->src, err, errlen) != 0) return -1;
+static int write_tensor(writer *w, int fd, const exp_tensor *t, const char *file, boost_status *err) {
+  if (load_source(w, t->src, err) != 0) return -1;
   const int64_t rows = t->ndim == 2 ? t->shape[0] : 1, cols = t->ndim == 2 ? t->shape[1] : t->shape[0];
   const float *base = w->buf + (t->slice >= 0 ? (size_t)t->slice * (size_t)(rows * cols) : 0);
-  if ((size_t)((base - w->buf) + rows * cols) > w->n) return boost_err(err, errlen, "tensor /model/%s: short read", t->src);
+  if ((size_t)((base - w->buf) + rows * cols) > w->n) return boost_err(err, "tensor /model/%s: short read", t->src);
   const int64_t per_block = (int64_t)w->block_floats / cols;
   for (int64_t r0 = 0; r0 < rows; r0 += per_block) {
     const int64_t nr = rows - r0 < per_block ? rows - r0 : per_block;
@@ -117,7 +117,7 @@ static int write_tensor(writer *w, int fd, const exp_tensor *t, const char *file
       }
       bytes = n * 2;
     }
-    if (exp_write_all(fd, w->block, bytes, file, err, errlen) != 0) return -1;
+    if (exp_write_all(fd, w->block, bytes, file, err) != 0) return -1;
     w->done += bytes;
     progress(w);
   }
@@ -153,29 +153,29 @@ static char *shard_header(const exp_plan *p, int shard, size_t *len) {
   return out;
 }
 
-static int write_shard(writer *w, const char *dir, int shard, char *err, size_t errlen) {
+static int write_shard(writer *w, const char *dir, int shard, boost_status *err) {
   char name[64], path[4400];
   exp_shard_name(w->p, shard, name, sizeof name);
   snprintf(path, sizeof path, "%s/%s", dir, name);
   size_t hlen;
   char *header = shard_header(w->p, shard, &hlen);
-  if (!header) return boost_err(err, errlen, "out of memory");
+  if (!header) return boost_err(err, "out of memory");
   const int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  int rc = fd < 0 ? boost_err(err, errlen, "%s: cannot create: %s", path, strerror(errno)) : exp_dir_track(name) ? boost_err(err, errlen, "%s: too many files", path) : 0;
+  int rc = fd < 0 ? boost_err(err, "%s: cannot create: %s", path, strerror(errno)) : exp_dir_track(name) ? boost_err(err, "%s: too many files", path) : 0;
   unsigned char len8[8];
   for (int k = 0; k < 8; k++) len8[k] = (unsigned char)((uint64_t)hlen >> (8 * k));
-  if (rc == 0) rc = exp_write_all(fd, len8, 8, path, err, errlen);
-  if (rc == 0) rc = exp_write_all(fd, header, hlen, path, err, errlen);
+  if (rc == 0) rc = exp_write_all(fd, len8, 8, path, err);
+  if (rc == 0) rc = exp_write_all(fd, header, hlen, path, err);
   for (int i = 0; rc == 0 && i < w->p->n; i++)
-    if (w->p->t[i].shard == shard) rc = write_tensor(w, fd, &w->p->t[i], path, err, errlen);
-  if (rc == 0 && fsync(fd) != 0) rc = boost_err(err, errlen, "%s: fsync failed: %s", path, strerror(errno));
-  if (fd >= 0 && close(fd) != 0 && rc == 0) rc = boost_err(err, errlen, "%s: close failed: %s", path, strerror(errno));
+    if (w->p->t[i].shard == shard) rc = write_tensor(w, fd, &w->p->t[i], path, err);
+  if (rc == 0 && fsync(fd) != 0) rc = boost_err(err, "%s: fsync failed: %s", path, strerror(errno));
+  if (fd >= 0 && close(fd) != 0 && rc == 0) rc = boost_err(err, "%s: close failed: %s", path, strerror(errno));
   free(header);
   return rc;
 }
 
 /* model.safetensors.index.json: the total size and each tensor's file. */
-static int write_index(const exp_plan *p, const char *dir, char *err, size_t errlen) {
+static int write_index(const exp_plan *p, const char *dir, boost_status *err) {
   cJSON *o = cJSON_CreateObject(), *meta = cJSON_AddObjectToObject(o, "metadata"), *map = cJSON_AddObjectToObject(o, "weight_map");
   cJSON_AddNumberToObject(meta, "total_size", (double)p->total_bytes);
   for (int i = 0; i < p->n; i++) {
@@ -185,13 +185,13 @@ static int write_index(const exp_plan *p, const char *dir, char *err, size_t err
   }
   char *text = cJSON_Print(o);
   cJSON_Delete(o);
-  if (!text) return boost_err(err, errlen, "out of memory");
-  const int rc = exp_write_file(dir, "model.safetensors.index.json", text, strlen(text), err, errlen);
+  if (!text) return boost_err(err, "out of memory");
+  const int rc = exp_write_file(dir, "model.safetensors.index.json", text, strlen(text), err);
   free(text);
   return rc;
 }
 
-int exp_write_tensors(const exp_plan *p, const ins_ckpt *c, const char *dir, int quiet, char *err, size_t errlen) {
+int exp_write_tensors(const exp_plan *p, const ins_ckpt *c, const char *dir, int quiet, boost_status *err) {
   writer w = {.p = p, .c = c, .quiet = quiet, .t0 = boost_now_s(), .last_pct = -1};
   size_t widest = 1;
   for (int i = 0; i < p->n; i++) {
@@ -200,9 +200,9 @@ int exp_write_tensors(const exp_plan *p, const ins_ckpt *c, const char *dir, int
   }
   w.block_floats = BLOCK_BYTES / sizeof(float) > widest ? BLOCK_BYTES / sizeof(float) : widest;
   w.block = malloc(w.block_floats * sizeof(float));
-  int rc = w.block ? 0 : boost_err(err, errlen, "out of memory");
-  for (int s = 0; rc == 0 && s < p->shards; s++) rc = write_shard(&w, dir, s, err, errlen);
-  if (rc == 0 && p->shards > 1) rc = write_index(p, dir, err, errlen);
+  int rc = w.block ? 0 : boost_err(err, "out of memory");
+  for (int s = 0; rc == 0 && s < p->shards; s++) rc = write_shard(&w, dir, s, err);
+  if (rc == 0 && p->shards > 1) rc = write_index(p, dir, err);
   if (rc != 0 && !quiet && isatty(STDERR_FILENO)) fputc('\n', stderr);
   free(w.buf);
   free(w.block);

@@ -111,10 +111,10 @@ int gen_run(const gen_options *o, ckpt_model *cm, const gen_tokenizer *tok, cons
   }
   gen_result r = {.np = np, .n = np};
   r.max_T = np + o->max_new < seq_len ? np + o->max_new : seq_len;
-  char err[512];
+  boost_status err = {0};
   model_kv_cache kv;
-  if (model_kv_cache_init(&kv, &cm->m, 1, r.max_T, err, sizeof err) != 0) {
-    fprintf(stderr, "boost-generate: %s\n", err);
+  if (model_kv_cache_init(&kv, &cm->m, 1, r.max_T, BOOST_STATUS_TEXT(&err)) != 0) {
+    fprintf(stderr, "boost-generate: %s\n", err.msg);
     return 1;
   }
   r.seq = boost_calloc((size_t)r.max_T + 1, sizeof *r.seq);

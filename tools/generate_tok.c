@@ -26,15 +26,15 @@ void gen_tok_ids(gen_tokenizer *t, int model_vocab) {
  * one length byte and that many bytes. */
 #define GPT2_TOK_MAGIC 20240328u
 
-int gen_tok_gpt2(gen_tokenizer *t, const char *path, int model_vocab, char *err, size_t errlen) {
+int gen_tok_gpt2(gen_tokenizer *t, const char *path, int model_vocab, boost_status *err) {
   memset(t, 0, sizeof *t);
   FILE *f = fopen(path, "rb");
-  if (!f) return boost_err(err, errlen, "--tokenizer %s: cannot be opened", path);
+  if (!f) return boost_err(err, "--tokenizer %s: cannot be opened", path);
   uint32_t h[256];
   if (fread(h, sizeof h, 1, f) != 1 || h[0] != GPT2_TOK_MAGIC || (h[1] != 1 && h[1] != 2) || h[2] == 0 ||
       h[2] > (1u << 24)) {
     fclose(f);
-    return boost_err(err, errlen, "--tokenizer %s: not an llm.c tokenizer file (gpt2_tokenizer.bin: magic %u, "
+    return boost_err(err, "--tokenizer %s: not an llm.c tokenizer file (gpt2_tokenizer.bin: magic %u, "
                                   "version 1 or 2)", path, GPT2_TOK_MAGIC);
   }
   const int n = (int)h[2];
@@ -56,14 +56,14 @@ int gen_tok_gpt2(gen_tokenizer *t, const char *path, int model_vocab, char *err,
   if (t->eot >= n) t->eot = -1;
   if (t->vocab > model_vocab) {
     gen_tok_free(t);
-    return boost_err(err, errlen, "--tokenizer %s: %d tokens, more than the model's vocabulary of %d", path, n,
+    return boost_err(err, "--tokenizer %s: %d tokens, more than the model's vocabulary of %d", path, n,
                      model_vocab);
   }
   return 0;
 bad:
   fclose(f);
   gen_tok_free(t);
-  return boost_err(err, errlen, "--tokenizer %s: truncated or malformed after its header (expected %d tokens, each "
+  return boost_err(err, "--tokenizer %s: truncated or malformed after its header (expected %d tokens, each "
                                 "a length byte and its bytes)", path, n);
 }
 

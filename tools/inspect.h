@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "ckpt_meta.h"
+#include "status.h"
 
 #define INS_ERR 1024
 
@@ -38,9 +39,9 @@ typedef struct {
 /* Opens PATH (a file, or a directory: its `latest`, else newest step_*.h5),
  * checks that it is a boost checkpoint of a known format version and lists
  * its datasets. Returns 0, or -1 with one line in err. */
-int ins_open(const char *arg, ins_ckpt *c, char *err, size_t errlen);
+int ins_open(const char *arg, ins_ckpt *c, boost_status *err);
 /* The same on an in-memory file image (fuzzing); buf must outlive c. */
-int ins_open_image(const void *buf, size_t len, ins_ckpt *c, char *err, size_t errlen);
+int ins_open_image(const void *buf, size_t len, ins_ckpt *c, boost_status *err);
 void ins_close(ins_ckpt *c);
 /* ins_open, printing its error (one line on stderr). With need_complete, a
  * file whose group walk failed is refused as well: every subcommand but
@@ -52,9 +53,9 @@ int ins_open_or_say(const char *arg, ins_ckpt *c, int need_complete);
 const ins_dset *ins_find(const ins_ckpt *c, const char *name);
 /* Whole dataset in its own element type (4 or 8 bytes per element); every
  * chunk is decoded. NULL with err on failure. Caller frees. */
-void *ins_read(const ins_ckpt *c, const ins_dset *d, size_t *nelem, size_t *esz, char *err, size_t errlen);
+void *ins_read(const ins_ckpt *c, const ins_dset *d, size_t *nelem, size_t *esz, boost_status *err);
 /* Reads a float dataset (float32 or float64) as doubles. */
-double *ins_read_f64(const ins_ckpt *c, const ins_dset *d, size_t *nelem, char *err, size_t errlen);
+double *ins_read_f64(const ins_ckpt *c, const ins_dset *d, size_t *nelem, boost_status *err);
 double ins_numel(const ins_dset *d);
 
 /* Verification (docs/INSPECT.md). Problems are collected as lines
@@ -95,7 +96,7 @@ typedef struct {
 } ins_state;
 /* Every set the file holds, read whole; -1 with err (and s empty) when one
  * does not have the schema's dtype and shape or cannot be read. */
-int ins_state_read(const ins_ckpt *c, ins_state *s, char *err, size_t errlen);
+int ins_state_read(const ins_ckpt *c, ins_state *s, boost_status *err);
 void ins_state_free(ins_state *s);
 /* verify: the sets present with their shapes, the loss history of `step`
  * values, validations in order, the starts a consistent history ending on
@@ -122,7 +123,7 @@ typedef struct {
  * tensors it implies (names under /model without the group). Returns the
  * count, or -1 with err. *out is malloc'd. cfg_out (may be NULL) receives
  * the train_config (opaque here: a struct train_config *). */
-int ins_expected_tensors(const char *config_json, ins_tensor **out, void *cfg_out, char *err, size_t errlen);
+int ins_expected_tensors(const char *config_json, ins_tensor **out, void *cfg_out, boost_status *err);
 
 /* An output file written safely: OUT is checked first (boost_check_output:
  * not a device, FIFO, directory or one of the inputs), the bytes go to
@@ -133,21 +134,21 @@ typedef struct {
   int fd;
   char path[PATH_MAX], tmp[PATH_MAX + 8];
 } ins_out;
-int ins_out_open(ins_out *o, const char *path, const char *const *inputs, int n_inputs, char *err, size_t errlen);
-int ins_out_write(ins_out *o, const void *buf, size_t n, char *err, size_t errlen);
-int ins_out_commit(ins_out *o, char *err, size_t errlen); /* 0, or -1 (aborted) */
+int ins_out_open(ins_out *o, const char *path, const char *const *inputs, int n_inputs, boost_status *err);
+int ins_out_write(ins_out *o, const void *buf, size_t n, boost_status *err);
+int ins_out_commit(ins_out *o, boost_status *err); /* 0, or -1 (aborted) */
 void ins_out_abort(ins_out *o);
 
 /* inspect_gnuplot.c. A fresh directory under $TMPDIR (or /tmp); a directory
  * and the files in it removed. */
-int ins_tmp_dir(char *dir, size_t dirlen, char *err, size_t errlen);
+int ins_tmp_dir(char *dir, size_t dirlen, boost_status *err);
 void ins_remove_dir(const char *dir);
 /* gnuplot plot.gp run in dir (its working directory; output into
  * dir/gnuplot.log), fork and exec, no shell. 0, or -1 with one line in err:
  * gnuplot not installed, or its first error. */
-int ins_run_gnuplot(const char *dir, char *err, size_t errlen);
+int ins_run_gnuplot(const char *dir, boost_status *err);
 /* dir/plot.png through ins_out into outp (inputs: what it may not be). */
-int ins_copy_png(const char *dir, const char *outp, const char *const *inputs, int ninputs, char *err, size_t errlen);
+int ins_copy_png(const char *dir, const char *outp, const char *const *inputs, int ninputs, boost_status *err);
 
 /* Output helpers. */
 void ins_print_json(cJSON *o);

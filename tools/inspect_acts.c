@@ -37,9 +37,9 @@ static void check_tokens(const ins_ckpt *c, ins_report *r, const train_config *c
   if (cfg->ckpt.activations == ACTS_SAMPLE && *nseq != B) ins_report_add(r, tok->path, "%lld sequences, mode sample stores micro_batch = %lld", (long long)*nseq, (long long)B);
   if (!si || si->ndim != 1 || strcmp(si->dtype, "int64") || (int64_t)si->dims[0] != *nseq)
     ins_report_add(r, CKPT_GROUP_ACTS "/sample_index", "missing or not int64 [%lld]", (long long)*nseq);
-  char err[INS_ERR];
+  boost_status err = {0};
   size_t n;
-  double *v = ins_read_f64(c, tok, &n, err, sizeof err);
+  double *v = ins_read_f64(c, tok, &n, &err);
   for (size_t i = 0; v && i < n; i++)
     if (v[i] < 0 || v[i] >= cfg->model.vocab) {
       ins_report_add(r, tok->path, "token %.0f at %zu outside the vocabulary [0, %d)", v[i], i, cfg->model.vocab);

@@ -86,12 +86,12 @@ static herr_t visit_cb(hid_t root, const char *name, const H5L_info_t *info, voi
 static int by_path(const void *a, const void *b) { return strcmp(((const ins_dset *)a)->path, ((const ins_dset *)b)->path); }
 
 /* After H5Fopen: format checks, attributes, dataset walk. */
-static int finish_open(ins_ckpt *c, char *err, size_t errlen) {
+static int finish_open(ins_ckpt *c, boost_status *err) {
   if (c->f < 0) {
-    ckpt_h5_error(err, errlen, "cannot open (not an HDF5 file, or truncated or damaged)");
+    ckpt_h5_fail(err, "cannot open (not an HDF5 file, or truncated or damaged)");
     return -1;
   }
-  if (ckpt_meta_read(c->f, &c->meta, err, errlen) != 0) return -1; /* not a boost checkpoint of a known version */
+  if (ckpt_meta_read(c->f, &c->meta, err) != 0) return -1; /* not a boost checkpoint of a known version */
   /* H5_ITER_NATIVE: with another order HDF5 1.10 first copies a group's links
    * into a table and, when the link index is damaged, frees the table's
    * uninitialised entries (H5G__dense_build_table / H5G__link_release_table:
@@ -105,22 +105,22 @@ static int finish_open(ins_ckpt *c, char *err, size_t errlen) {
   return 0;
 }
 
-static int init_h5(char *err, size_t errlen) {
+static int init_h5(boost_status *err) {
   static int done = 0;
   if (done) return 0;
   ckpt_h5_quiet();
   if (h5z_zstd_register() < 0) {
-    snprintf(err, errlen, "cannot register the zstd filter");
+    boost_err(err, "cannot register the zstd filter");
     return -1;
   }
   done = 1;
   return 0;
 }
 
-static int resolve_path(const char *arg, char *out, size_t outlen, char *err, size_t errlen) {
+static int resolve_path(const char *arg, char *out, size_t outlen, boost_status *err) {
   struct stat st;
   if (stat(arg, &st) != 0) {
-    snprintf(err, errlen, "%s: %s", arg, strerror(errno));
+    boost_err(err, "%s: %s", arg, strerror(errno));
     return -1;
   }
   if (!S_ISDIR(st.st_mode)) {
@@ -134,9 +134,8 @@ static int resolve_path(const char *arg, char *out, size_t outlen, char *err, si
   }
   int64_t *steps = NULL;
   int n = 0;
-  char e[512];
-  if (ckpt_fs_list(arg, &steps, &n, e, sizeof e) != 0 || n == 0) {
-    snprintf(err, errlen, "%s: no checkpoint in this directory", arg);
+  if (ckpt_fs_list(arg, &steps, &n, NULL) != 0 || n == 0) {
+    boost_err(err, "%s: no checkpoint in this directory", arg);
     free(steps);
     return -1;
   }
@@ -146,45 +145,45 @@ static int resolve_path(const char *arg, char *out, size_t outlen, char *err, si
   return 0;
 }
 
-int ins_open(const char *arg, ins_ckpt *c, char *err, size_t errlen) {
+int ins_open(const char *arg, ins_ckpt *c, boost_status *err) {
   memset(c, 0, sizeof *c);
   ckpt_meta_init(&c->meta);
   c->f = c->fapl = -1;
-  char e[INS_ERR];
-  if (init_h5(err, errlen) != 0) return -1;
-  if (resolve_path(arg, c->path, sizeof c->path, err, errlen) != 0) return -1;
+  boost_status e = {0};
+  if (init_h5(err) != 0) return -1;
+  if (resolve_path(arg, c->path, sizeof c->path, err) != 0) return -1;
   struct stat st;
   if (stat(c->path, &st) != 0 || !S_ISREG(st.st_mode)) {
-    snprintf(err, errlen, "%s: not a regular file", c->path);
+    boost_err(err, "%s: not a regular file", c->path);
     return -1;
   }
   c->f = H5Fopen(c->path, H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (finish_open(c, e, sizeof e) != 0) {
-    snprintf(err, errlen, "%.2000s: %.1000s", c->path, e);
+  if (finish_open(c, &e) != 0) {
+    boost_err(err, "%.2000s: %.1000s", c->path, e.msg);
     return -1;
   }
   return 0;
 }
 
-int ins_open_image(const void *buf, size_t len, ins_ckpt *c, char *err, size_t errlen) {
+int ins_open_image(const void *buf, size_t len, ins_ckpt *c, boost_status *err) {
   memset(c, 0, sizeof *c);
   ckpt_meta_init(&c->meta);
   c->f = c->fapl = -1;
   snprintf(c->path, sizeof c->path, "<image>");
-  if (init_h5(err, errlen) != 0) return -1;
+  if (init_h5(err) != 0) return -1;
   c->fapl = H5Pcreate(H5P_FILE_ACCESS);
   if (c->fapl < 0 || H5Pset_fapl_core(c->fapl, 1 << 16, 0) < 0 || H5Pset_file_image(c->fapl, (void *)buf, len) < 0) {
-    ckpt_h5_error(err, errlen, "cannot set up an in-memory file");
+    ckpt_h5_fail(err, "cannot set up an in-memory file");
     return -1;
   }
   c->f = H5Fopen("inspect-image.h5", H5F_ACC_RDONLY, c->fapl);
-  return finish_open(c, err, errlen);
+  return finish_open(c, err);
 }
 
 int ins_open_or_say(const char *arg, ins_ckpt *c, int need_complete) {
-  char err[INS_ERR + 4300];
-  if (ins_open(arg, c, err, sizeof err) != 0) {
-    fprintf(stderr, "boost-inspect: %s\n", err);
+  boost_status err = {0};
+  if (ins_open(arg, c, &err) != 0) {
+    fprintf(stderr, "boost-inspect: %s\n", err.msg);
     ins_close(c);
     return 1;
   }
@@ -230,29 +229,29 @@ static hid_t mem_type_of(const char *dtype) {
   return -1;
 }
 
-void *ins_read(const ins_ckpt *c, const ins_dset *d, size_t *nelem, size_t *esz, char *err, size_t errlen) {
+void *ins_read(const ins_ckpt *c, const ins_dset *d, size_t *nelem, size_t *esz, boost_status *err) {
   hid_t mt = mem_type_of(d->dtype);
   if (mt < 0 || d->ndim < 0) {
-    snprintf(err, errlen, "%s: unsupported dtype or shape", d->path);
+    boost_err(err, "%s: unsupported dtype or shape", d->path);
     return NULL;
   }
   double n = ins_numel(d);
   *esz = strstr(d->dtype, "64") ? 8 : 4;
   if (n * (double)*esz > 64e9) {
-    snprintf(err, errlen, "%s: implausible size (%.0f elements)", d->path, n);
+    boost_err(err, "%s: implausible size (%.0f elements)", d->path, n);
     return NULL;
   }
   *nelem = (size_t)n;
   void *buf = malloc(*nelem * *esz + 8);
   if (!buf) {
-    snprintf(err, errlen, "%s: out of memory", d->path);
+    boost_err(err, "%s: out of memory", d->path);
     return NULL;
   }
   hid_t ds = H5Dopen2(c->f, d->path, H5P_DEFAULT);
   if (ds < 0 || (*nelem > 0 && H5Dread(ds, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)) {
     char what[600];
     snprintf(what, sizeof what, "%s: read failed (corrupt data?)", d->path);
-    ckpt_h5_error(err, errlen, what);
+    ckpt_h5_fail(err, what);
     free(buf);
     buf = NULL;
   }
@@ -260,14 +259,14 @@ void *ins_read(const ins_ckpt *c, const ins_dset *d, size_t *nelem, size_t *esz,
   return buf;
 }
 
-double *ins_read_f64(const ins_ckpt *c, const ins_dset *d, size_t *nelem, char *err, size_t errlen) {
+double *ins_read_f64(const ins_ckpt *c, const ins_dset *d, size_t *nelem, boost_status *err) {
   size_t esz;
-  void *raw = ins_read(c, d, nelem, &esz, err, errlen);
+  void *raw = ins_read(c, d, nelem, &esz, err);
   if (!raw) return NULL;
   double *v = malloc((*nelem + 1) * sizeof *v);
   if (!v) {
     free(raw);
-    snprintf(err, errlen, "out of memory");
+    boost_err(err, "out of memory");
     return NULL;
   }
   for (size_t i = 0; i < *nelem; i++) {

@@ -46,9 +46,9 @@ static cJSON *tensor_json(const ins_dset *d) {
 /* The state datasets (none stored: empty); -1 with the one-line message
  * printed when one is stored but cannot be read. */
 static int state_info(const ins_ckpt *c, ins_state *s) {
-  char err[INS_ERR];
-  if (ins_state_read(c, s, err, sizeof err) == 0) return 0;
-  fprintf(stderr, "boost-inspect: %s: %s\n", c->path, err);
+  boost_status err = {0};
+  if (ins_state_read(c, s, &err) == 0) return 0;
+  fprintf(stderr, "boost-inspect: %s: %s\n", c->path, err.msg);
   return -1;
 }
 
@@ -353,14 +353,14 @@ int cmd_verify(int argc, char **argv) {
   int p = ins_parse(argc, argv, extra, 1, 1, VERIFY_HELP, &a);
   if (p) return p > 0 ? 0 : 2;
   ins_ckpt c;
-  char err[INS_ERR + 4300];
-  if (ins_open(a.pos[0], &c, err, sizeof err) != 0) {
-    fprintf(stderr, "boost-inspect: %s\n", err);
+  boost_status err = {0};
+  if (ins_open(a.pos[0], &c, &err) != 0) {
+    fprintf(stderr, "boost-inspect: %s\n", err.msg);
     if (a.json) {
       cJSON *o = cJSON_CreateObject();
       cJSON_AddStringToObject(o, "path", a.pos[0]);
       cJSON_AddBoolToObject(o, "verified", 0);
-      cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "problems"), cJSON_CreateString(err));
+      cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "problems"), cJSON_CreateString(err.msg));
       ins_print_json(o);
     }
     ins_close(&c);
@@ -415,14 +415,15 @@ int cmd_list(int argc, char **argv) {
   if (p) return p > 0 ? 0 : 2;
   int64_t *steps = NULL;
   int n = 0;
-  char err[512], latest[PATH_MAX] = "";
+  boost_status err = {0};
+  char latest[PATH_MAX] = "";
   struct stat st;
   if (stat(a.pos[0], &st) != 0 || !S_ISDIR(st.st_mode)) {
     fprintf(stderr, "boost-inspect: %s: %s\n", a.pos[0], access(a.pos[0], F_OK) != 0 ? strerror(errno) : "not a directory");
     return 1;
   }
-  if (ckpt_fs_list(a.pos[0], &steps, &n, err, sizeof err) != 0) {
-    fprintf(stderr, "boost-inspect: %s\n", err);
+  if (ckpt_fs_list(a.pos[0], &steps, &n, &err) != 0) {
+    fprintf(stderr, "boost-inspect: %s\n", err.msg);
     return 1;
   }
   ckpt_fs_read_latest(a.pos[0], latest, sizeof latest);

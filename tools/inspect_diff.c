@@ -63,7 +63,7 @@ int cmd_diff(int argc, char **argv) {
   int p = ins_parse(argc, argv, NULL, 2, 2, DIFF_HELP, &a);
   if (p) return p > 0 ? 0 : 2;
   ins_ckpt x, y;
-  char err[INS_ERR + 4300];
+  boost_status err = {0};
   if (ins_open_or_say(a.pos[0], &x, 1)) return 1;
   if (ins_open_or_say(a.pos[1], &y, 1)) {
     ins_close(&x);
@@ -82,9 +82,9 @@ int cmd_diff(int argc, char **argv) {
     for (int k = 0; same && k < d->ndim; k++) same = d->dims[k] == e->dims[k];
     if (!same) { add_row(arr, a.json, d->path, "shapes differ", 0, 0, 0); differ++; continue; }
     size_t n, m, nd;
-    double *u = ins_read_f64(&x, d, &n, err, sizeof err), *v = u ? ins_read_f64(&y, e, &m, err, sizeof err) : NULL;
+    double *u = ins_read_f64(&x, d, &n, &err), *v = u ? ins_read_f64(&y, e, &m, &err) : NULL;
     if (!u || !v) {
-      fprintf(stderr, "boost-inspect: %s\n", err);
+      fprintf(stderr, "boost-inspect: %s\n", err.msg);
       rc = 1;
     } else {
       double ma, mr;

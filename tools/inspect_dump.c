@@ -24,11 +24,12 @@ static const char *const DUMP_HELP =
     "written as OUT.tmp and renamed over OUT when complete: on any error OUT keeps\n"
     "its old content. OUT may not be the checkpoint, a directory, a device or FIFO.\n";
 
-int ins_out_open(ins_out *o, const char *path, const char *const *inputs, int n_inputs, char *err, size_t errlen) {
+int ins_out_open(ins_out *o, const char *path, const char *const *inputs, int n_inputs, boost_status *err) {
   o->fd = -1;
   o->path[0] = o->tmp[0] = 0;
-  if (boost_check_output(path, inputs, n_inputs, err, errlen) != 0) return -1;
-  if (strlen(path) + 5 > sizeof o->path) return boost_err(err, errlen, "cannot write %s: the name is too long", path);
+  boost_status out_err = {0};
+  if (boost_check_output(path, inputs, n_inputs, &out_err) != 0) return boost_err(err, "%s", out_err.msg);
+  if (strlen(path) + 5 > sizeof o->path) return boost_err(err, "cannot write %s: the name is too long", path);
   snprintf(o->path, sizeof o->path, "%s", path);
   snprintf(o->tmp, sizeof o->tmp, "%s.tmp", path);
   /* A stale OUT.tmp (a run killed midway) is replaced: boost_check_output
@@ -36,14 +37,14 @@ int ins_out_open(ins_out *o, const char *path, const char *const *inputs, int n_
    * through a link someone put there since. */
   if (unlink(o->tmp) != 0 && errno != ENOENT) {
     int e = errno;
-    boost_msgf(err, errlen, "cannot replace the stale %s: %s", o->tmp, strerror(e));
+    boost_err(err, "cannot replace the stale %s: %s", o->tmp, strerror(e));
     o->tmp[0] = 0;
     return -1;
   }
   o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (o->fd < 0) {
     int e = errno;
-    boost_msgf(err, errlen, "cannot create %s: %s", o->tmp, strerror(e));
+    boost_err(err, "cannot create %s: %s", o->tmp, strerror(e));
     o->tmp[0] = 0;
     return -1;
   }
@@ -57,14 +58,14 @@ void ins_out_abort(ins_out *o) {
   o->tmp[0] = 0;
 }
 
-int ins_out_write(ins_out *o, const void *buf, size_t n, char *err, size_t errlen) {
+int ins_out_write(ins_out *o, const void *buf, size_t n, boost_status *err) {
   const char *p = buf;
   while (n > 0) {
     ssize_t w = write(o->fd, p, n > (1u << 30) ? (1u << 30) : n);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
       int e = w < 0 ? errno : EIO;
-      boost_msgf(err, errlen, "cannot write %s (through %s): %s", o->path, o->tmp, strerror(e));
+      boost_err(err, "cannot write %s (through %s): %s", o->path, o->tmp, strerror(e));
       ins_out_abort(o);
       return -1;
     }
@@ -73,54 +74,54 @@ int ins_out_write(ins_out *o, const void *buf, size_t n, char *err, size_t errle
   return 0;
 }
 
-int ins_out_commit(ins_out *o, char *err, size_t errlen) {
+int ins_out_commit(ins_out *o, boost_status *err) {
   int e = 0;
   const char *what = "";
   if (fsync(o->fd) != 0) e = errno, what = "fsync of ";
   if (close(o->fd) != 0 && !e) e = errno, what = "close of ";
   o->fd = -1;
   if (e) {
-    boost_msgf(err, errlen, "cannot write %s (%s%s): %s", o->path, what, o->tmp, strerror(e));
+    boost_err(err, "cannot write %s (%s%s): %s", o->path, what, o->tmp, strerror(e));
     ins_out_abort(o);
     return -1;
   }
   if (rename(o->tmp, o->path) != 0) {
     e = errno;
-    boost_msgf(err, errlen, "cannot rename %s to %s: %s", o->tmp, o->path, strerror(e));
+    boost_err(err, "cannot rename %s to %s: %s", o->tmp, o->path, strerror(e));
     ins_out_abort(o);
     return -1;
   }
   o->tmp[0] = 0;
   if (boost_fsync_parent(o->path) != 0 && errno != EINVAL)
-    return boost_err(err, errlen, "wrote %s, but cannot fsync its directory: %s", o->path, strerror(errno));
+    return boost_err(err, "wrote %s, but cannot fsync its directory: %s", o->path, strerror(errno));
   return 0;
 }
 
 /* The datasets list[0..n) concatenated into outp; 0, or 1 with one line printed. */
 static int dump_into(const ins_ckpt *c, const ins_dset *const *list, int n, const char *outp, const char *const *inputs) {
-  char err[INS_ERR + 2 * PATH_MAX];
+  boost_status err = {0};
   ins_out o;
-  if (ins_out_open(&o, outp, inputs, 2, err, sizeof err) != 0) {
-    fprintf(stderr, "boost-inspect: %s\n", err);
+  if (ins_out_open(&o, outp, inputs, 2, &err) != 0) {
+    fprintf(stderr, "boost-inspect: %s\n", err.msg);
     return 1;
   }
   for (int i = 0; i < n; i++) {
     size_t ne, esz;
-    void *buf = ins_read(c, list[i], &ne, &esz, err, sizeof err);
+    void *buf = ins_read(c, list[i], &ne, &esz, &err);
     if (!buf) {
       ins_out_abort(&o);
-      fprintf(stderr, "boost-inspect: %s: %s (%s left as it was)\n", c->path, err, outp);
+      fprintf(stderr, "boost-inspect: %s: %s (%s left as it was)\n", c->path, err.msg, outp);
       return 1;
     }
-    int w = ins_out_write(&o, buf, ne * esz, err, sizeof err);
+    int w = ins_out_write(&o, buf, ne * esz, &err);
     free(buf);
     if (w != 0) {
-      fprintf(stderr, "boost-inspect: %s\n", err);
+      fprintf(stderr, "boost-inspect: %s\n", err.msg);
       return 1;
     }
   }
-  if (ins_out_commit(&o, err, sizeof err) != 0) {
-    fprintf(stderr, "boost-inspect: %s\n", err);
+  if (ins_out_commit(&o, &err) != 0) {
+    fprintf(stderr, "boost-inspect: %s\n", err.msg);
     return 1;
   }
   return 0;

@@ -61,24 +61,24 @@ static void add_slot(tlist *l, const model_config *m, const char *prefix, const 
 /* The stored config, read as the trainer's resume does (config_from_json:
  * keys this version does not know, from older or newer writers, are
  * skipped), then validated. */
-static int parse_config(const char *json, train_config *cfg, char *err, size_t errlen) {
+static int parse_config(const char *json, train_config *cfg, boost_status *err) {
   if (!json) {
-    snprintf(err, errlen, "missing or unreadable");
+    boost_err(err, "missing or unreadable");
     return -1;
   }
   config_defaults(cfg);
-  char e[1024];
-  if (config_from_json(cfg, json, NULL, e, sizeof e) != 0 || config_validate(cfg, e, sizeof e) != 0) {
-    snprintf(err, errlen, "%.900s", e);
+  boost_status e = {0};
+  if (config_from_json(cfg, json, NULL, &e) != 0 || config_validate(cfg, &e) != 0) {
+    boost_err(err, "%.900s", e.msg);
     return -1;
   }
   return 0;
 }
 
-int ins_expected_tensors(const char *config_json, ins_tensor **out, void *cfg_out, char *err, size_t errlen) {
+int ins_expected_tensors(const char *config_json, ins_tensor **out, void *cfg_out, boost_status *err) {
   train_config cfg;
   *out = NULL;
-  if (parse_config(config_json, &cfg, err, errlen) != 0) return -1;
+  if (parse_config(config_json, &cfg, err) != 0) return -1;
   const model_config *m = &cfg.model;
   tlist l = {0};
   push(&l, "embed.weight", 2, m->vocab, m->d_model, 0);

@@ -16,11 +16,11 @@
 #include "inspect.h"
 #include "util.h"
 
-int ins_tmp_dir(char *dir, size_t dirlen, char *err, size_t errlen) {
+int ins_tmp_dir(char *dir, size_t dirlen, boost_status *err) {
   const char *td = getenv("TMPDIR");
   if (!td || !*td || strlen(td) + 40 > dirlen) td = "/tmp";
   snprintf(dir, dirlen, "%s/boost_inspect_plot.XXXXXX", td);
-  if (!mkdtemp(dir)) return boost_err(err, errlen, "cannot create a temporary directory in %s: %s", td, strerror(errno));
+  if (!mkdtemp(dir)) return boost_err(err, "cannot create a temporary directory in %s: %s", td, strerror(errno));
   return 0;
 }
 
@@ -60,9 +60,9 @@ static void first_error_line(const char *log, char *out, size_t outlen) {
   boost_msgf(out, outlen, "%.300s", pick ? pick : "(no message)");
 }
 
-int ins_run_gnuplot(const char *dir, char *err, size_t errlen) {
+int ins_run_gnuplot(const char *dir, boost_status *err) {
   int pfd[2];
-  if (pipe(pfd) != 0) return boost_err(err, errlen, "cannot run gnuplot: pipe: %s", strerror(errno));
+  if (pipe(pfd) != 0) return boost_err(err, "cannot run gnuplot: pipe: %s", strerror(errno));
   fcntl(pfd[1], F_SETFD, FD_CLOEXEC);
   fflush(stdout);
   fflush(stderr);
@@ -70,7 +70,7 @@ int ins_run_gnuplot(const char *dir, char *err, size_t errlen) {
   if (pid < 0) {
     int e = errno;
     close(pfd[0]), close(pfd[1]);
-    return boost_err(err, errlen, "cannot run gnuplot: fork: %s", strerror(e));
+    return boost_err(err, "cannot run gnuplot: fork: %s", strerror(e));
   }
   if (pid == 0) {
     /* Child: tell the parent through the close-on-exec pipe why exec did not happen. */
@@ -94,23 +94,23 @@ int ins_run_gnuplot(const char *dir, char *err, size_t errlen) {
   while ((r = read(pfd[0], why, sizeof why)) < 0 && errno == EINTR) {}
   close(pfd[0]);
   while (waitpid(pid, &st, 0) < 0)
-    if (errno != EINTR) return boost_err(err, errlen, "cannot run gnuplot: waitpid: %s", strerror(errno));
+    if (errno != EINTR) return boost_err(err, "cannot run gnuplot: waitpid: %s", strerror(errno));
   if (r == (ssize_t)sizeof why && why[0] == 3 && why[1] == ENOENT)
-    return boost_err(err, errlen, "gnuplot is not installed (not found in PATH; scripts/install-deps.sh installs gnuplot-nox)");
+    return boost_err(err, "gnuplot is not installed (not found in PATH; scripts/install-deps.sh installs gnuplot-nox)");
   if (r == (ssize_t)sizeof why)
-    return boost_err(err, errlen, "cannot run gnuplot: %s: %s", why[0] == 1 ? "chdir" : why[0] == 2 ? "gnuplot.log" : "exec",
+    return boost_err(err, "cannot run gnuplot: %s: %s", why[0] == 1 ? "chdir" : why[0] == 2 ? "gnuplot.log" : "exec",
                      strerror(why[1]));
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
     char log[PATH_MAX + 16], line[400];
     snprintf(log, sizeof log, "%s/gnuplot.log", dir);
     first_error_line(log, line, sizeof line);
-    if (WIFEXITED(st)) return boost_err(err, errlen, "gnuplot failed (exit %d): %s", WEXITSTATUS(st), line);
-    return boost_err(err, errlen, "gnuplot failed (signal %d): %s", WTERMSIG(st), line);
+    if (WIFEXITED(st)) return boost_err(err, "gnuplot failed (exit %d): %s", WEXITSTATUS(st), line);
+    return boost_err(err, "gnuplot failed (signal %d): %s", WTERMSIG(st), line);
   }
   return 0;
 }
 
-int ins_copy_png(const char *dir, const char *outp, const char *const *inputs, int ninputs, char *err, size_t errlen) {
+int ins_copy_png(const char *dir, const char *outp, const char *const *inputs, int ninputs, boost_status *err) {
   char png[PATH_MAX + 16], log[PATH_MAX + 16], line[400];
   snprintf(png, sizeof png, "%s/plot.png", dir);
   snprintf(log, sizeof log, "%s/gnuplot.log", dir);
@@ -119,19 +119,19 @@ int ins_copy_png(const char *dir, const char *outp, const char *const *inputs, i
   if (!f || fstat(fileno(f), &st) != 0 || st.st_size == 0) {
     if (f) fclose(f);
     first_error_line(log, line, sizeof line);
-    return boost_err(err, errlen, "gnuplot wrote no PNG: %s", line);
+    return boost_err(err, "gnuplot wrote no PNG: %s", line);
   }
   ins_out o;
-  if (ins_out_open(&o, outp, inputs, ninputs, err, errlen) != 0) return fclose(f), -1;
+  if (ins_out_open(&o, outp, inputs, ninputs, err) != 0) return fclose(f), -1;
   char buf[1 << 16];
   size_t n;
   while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-    if (ins_out_write(&o, buf, n, err, errlen) != 0) return fclose(f), -1;
+    if (ins_out_write(&o, buf, n, err) != 0) return fclose(f), -1;
   int rerr = ferror(f);
   fclose(f);
   if (rerr) {
     ins_out_abort(&o);
-    return boost_err(err, errlen, "cannot read gnuplot's %s", png);
+    return boost_err(err, "cannot read gnuplot's %s", png);
   }
-  return ins_out_commit(&o, err, errlen);
+  return ins_out_commit(&o, err);
 }

@@ -53,11 +53,11 @@ int cmd_stats(int argc, char **argv) {
   for (int i = 0; i < c.n; i++) {
     const ins_dset *d = &c.d[i];
     if (only && d != ins_find(&c, only)) continue;
-    char err[INS_ERR];
+    boost_status err = {0};
     size_t n;
-    double *v = ins_read_f64(&c, d, &n, err, sizeof err);
+    double *v = ins_read_f64(&c, d, &n, &err);
     if (!v) {
-      fprintf(stderr, "boost-inspect: %s\n", err);
+      fprintf(stderr, "boost-inspect: %s\n", err.msg);
       rc = 1;
       continue;
     }
@@ -181,7 +181,8 @@ int cmd_spectrum(int argc, char **argv) {
     const ins_dset *A = &c.d[i];
     size_t L = strlen(A->path);
     if (strncmp(A->path, "/model/", 7) || L < 3 || strcmp(A->path + L - 2, ".A")) continue;
-    char bname[600], err[INS_ERR];
+    char bname[600];
+    boost_status err = {0};
     snprintf(bname, sizeof bname, "%.*s.B", (int)(L - 2), A->path);
     const ins_dset *B = ins_find(&c, bname);
     const int o = A->ndim - 2;
@@ -192,7 +193,7 @@ int cmd_spectrum(int argc, char **argv) {
     }
     const int g = o ? (int)A->dims[0] : 1, r = (int)A->dims[o], in = (int)A->dims[o + 1], out = (int)B->dims[o];
     size_t na, nb;
-    double *av = ins_read_f64(&c, A, &na, err, sizeof err), *bv = av ? ins_read_f64(&c, B, &nb, err, sizeof err) : NULL;
+    double *av = ins_read_f64(&c, A, &na, &err), *bv = av ? ins_read_f64(&c, B, &nb, &err) : NULL;
     double *s = malloc((size_t)r * sizeof *s + 8);
     /* LAPACK on NaN or Inf prints "** On entry to DLASCL ..." on stdout and
      * returns garbage: refuse the factor instead, naming it. */
@@ -211,7 +212,7 @@ int cmd_spectrum(int argc, char **argv) {
       }
       spectrum_one(A->path + 7, k, s, r, out, in, a.json, arr);
     }
-    if (!av || !bv) fprintf(stderr, "boost-inspect: %s\n", err), rc = 1;
+    if (!av || !bv) fprintf(stderr, "boost-inspect: %s\n", err.msg), rc = 1;
     groups++;
     free(av), free(bv), free(s);
   }

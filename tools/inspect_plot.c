@@ -141,12 +141,12 @@ static void config_metrics(const ins_ckpt *c, char *out, size_t outlen) {
 /* Throughput, stalls and committed checkpoints from the run's files. The
  * metrics file named by --metrics must be readable; the config's is used
  * when it is there. */
-static int read_run_files(plot_run *r, const ins_ckpt *c, const char *metrics, char *err, size_t errlen) {
+static int read_run_files(plot_run *r, const ins_ckpt *c, const char *metrics, boost_status *err) {
   const size_t n = (size_t)r->step + 1;
   r->tput = malloc(n * sizeof *r->tput);
   r->stall = malloc(n * sizeof *r->stall);
   r->committed = calloc(n, 1);
-  if (!r->tput || !r->stall || !r->committed) return boost_err(err, errlen, "out of memory");
+  if (!r->tput || !r->stall || !r->committed) return boost_err(err, "out of memory");
   for (size_t i = 0; i < n; i++) r->tput[i] = r->stall[i] = NAN;
   char dir[PATH_MAX], p[PATH_MAX + 32];
   dir_of(c->path, dir, sizeof dir);
@@ -155,7 +155,7 @@ static int read_run_files(plot_run *r, const ins_ckpt *c, const char *metrics, c
   if (!r->has_log) { /* the committed files the directory still holds */
     int64_t *steps = NULL;
     int ns = 0;
-    if (ckpt_fs_list(dir, &steps, &ns, NULL, 0) == 0)
+    if (ckpt_fs_list(dir, &steps, &ns, NULL) == 0)
       for (int i = 0; i < ns; i++)
         if (steps[i] >= 1 && steps[i] <= r->step) r->committed[steps[i]] = 1;
     free(steps);
@@ -164,30 +164,30 @@ static int read_run_files(plot_run *r, const ins_ckpt *c, const char *metrics, c
   if (metrics) snprintf(r->metrics, sizeof r->metrics, "%s", metrics);
   else config_metrics(c, r->metrics, sizeof r->metrics);
   if (r->metrics[0] && each_json_line(r->metrics, metrics_line, r) != 0) {
-    if (metrics) return boost_err(err, errlen, "--metrics %s: %s", metrics, strerror(errno));
+    if (metrics) return boost_err(err, "--metrics %s: %s", metrics, strerror(errno));
     r->metrics[0] = 0; /* the config's file is not here: no throughput */
   }
   return 0;
 }
 
-int plot_load_run(const char *arg, const char *metrics, plot_run *r, char *err, size_t errlen) {
+int plot_load_run(const char *arg, const char *metrics, plot_run *r, boost_status *err) {
   memset(r, 0, sizeof *r);
   ins_ckpt c;
-  if (ins_open(arg, &c, err, errlen) != 0) return ins_close(&c), -1;
+  if (ins_open(arg, &c, err) != 0) return ins_close(&c), -1;
   int rc = -1;
   snprintf(r->path, sizeof r->path, "%s", c.path);
   plot_sanitize(arg, r->label, sizeof r->label);
   r->step = c.meta.run.step;
   r->tokens_seen = c.meta.run.tokens_seen;
-  char why[INS_ERR];
-  if (c.walk_failed) boost_err(err, errlen, "%s: damaged (the dataset list is incomplete): %s", c.path, c.walk_error);
-  else if (ins_state_read(&c, &r->st, why, sizeof why) != 0) boost_err(err, errlen, "%s: %s", c.path, why);
+  boost_status why = {0};
+  if (c.walk_failed) boost_err(err, "%s: damaged (the dataset list is incomplete): %s", c.path, c.walk_error);
+  else if (ins_state_read(&c, &r->st, &why) != 0) boost_err(err, "%s: %s", c.path, why.msg);
   else if (!r->st.has[CKPT_STATE_loss_history] || r->st.rows[CKPT_STATE_loss_history] == 0)
-    boost_err(err, errlen, "%s: no loss history to plot%s", c.path, r->st.has[CKPT_STATE_loss_history] ? " (it is empty)" : "");
+    boost_err(err, "%s: no loss history to plot%s", c.path, r->st.has[CKPT_STATE_loss_history] ? " (it is empty)" : "");
   else if (r->step < 1 || (int64_t)r->st.rows[CKPT_STATE_loss_history] != r->step)
-    boost_err(err, errlen, "%s: the loss history holds %zu values, the checkpoint is of step %lld", c.path,
+    boost_err(err, "%s: the loss history holds %zu values, the checkpoint is of step %lld", c.path,
               r->st.rows[CKPT_STATE_loss_history], (long long)r->step);
-  else rc = read_run_files(r, &c, metrics, err, errlen);
+  else rc = read_run_files(r, &c, metrics, err);
   ins_close(&c);
   return rc;
 }
@@ -240,14 +240,14 @@ static int parse(int argc, char **argv, plot_opts *o) {
 }
 
 /* dir for the data: DIR, made when it does not exist, or an empty one. */
-static int make_data_dir(const char *dir, char *err, size_t errlen) {
+static int make_data_dir(const char *dir, boost_status *err) {
   if (mkdir(dir, 0777) == 0) return 0;
-  if (errno != EEXIST) return boost_err(err, errlen, "--data-dir %s: %s", dir, strerror(errno));
+  if (errno != EEXIST) return boost_err(err, "--data-dir %s: %s", dir, strerror(errno));
   struct stat st;
-  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return boost_err(err, errlen, "--data-dir %s: not a directory", dir);
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return boost_err(err, "--data-dir %s: not a directory", dir);
   char probe[PATH_MAX + 16];
   snprintf(probe, sizeof probe, "%s/plot.gp", dir);
-  if (access(probe, F_OK) == 0) return boost_err(err, errlen, "--data-dir %s already holds a plot (plot.gp): give a new directory", dir);
+  if (access(probe, F_OK) == 0) return boost_err(err, "--data-dir %s already holds a plot (plot.gp): give a new directory", dir);
   return 0;
 }
 
@@ -291,24 +291,27 @@ int cmd_plot(int argc, char **argv) {
   plot_opts o;
   int rc = parse(argc, argv, &o);
   if (rc >= 0) return rc;
-  char err[INS_ERR + 3 * PATH_MAX] = "", dir[PATH_MAX];
+  boost_status err = {0};
+  char dir[PATH_MAX];
   const char *inputs[2 * INS_MAX_ARGS];
   plot_run runs[INS_MAX_ARGS];
+  boost_status out_err = {0};
   int n = 0;
   rc = 1;
   for (; n < o.nruns; n++)
-    if (plot_load_run(o.runs[n], o.metrics, &runs[n], err, sizeof err) != 0) break;
+    if (plot_load_run(o.runs[n], o.metrics, &runs[n], &err) != 0) break;
   for (int i = 0; i < n; i++) inputs[2 * i] = runs[i].path, inputs[2 * i + 1] = o.runs[i];
   if (n < o.nruns) { /* err says which */
-  } else if (o.png && boost_check_output(o.png, inputs, 2 * n, err, sizeof err) != 0) {
-  } else if (o.data_dir ? make_data_dir(o.data_dir, err, sizeof err) : ins_tmp_dir(dir, sizeof dir, err, sizeof err)) {
+  } else if (o.png && boost_check_output(o.png, inputs, 2 * n, &out_err) != 0) {
+    boost_err(&err, "%s", out_err.msg);
+  } else if (o.data_dir ? make_data_dir(o.data_dir, &err) : ins_tmp_dir(dir, sizeof dir, &err)) {
   } else {
     if (o.data_dir) snprintf(dir, sizeof dir, "%s", o.data_dir);
-    rc = plot_write(dir, runs, n, o.tokens, o.compare, err, sizeof err) != 0 ||
-         (o.png && (ins_run_gnuplot(dir, err, sizeof err) != 0 || ins_copy_png(dir, o.png, inputs, 2 * n, err, sizeof err) != 0));
+    rc = plot_write(dir, runs, n, o.tokens, o.compare, &err) != 0 ||
+         (o.png && (ins_run_gnuplot(dir, &err) != 0 || ins_copy_png(dir, o.png, inputs, 2 * n, &err) != 0));
     if (!o.data_dir) ins_remove_dir(dir);
   }
-  if (rc) fprintf(stderr, "boost-inspect: %s\n", err);
+  if (rc) fprintf(stderr, "boost-inspect: %s\n", err.msg);
   else report(&o, runs, n);
   for (int i = 0; i < n; i++) plot_run_free(&runs[i]);
   return rc;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "inspect.h"
+#include "status.h"
 
 /* One run, as its checkpoint and directory tell it. Arrays by step
  * (index 1..step; NAN / 0 where nothing is known). */
@@ -26,7 +27,7 @@ typedef struct {
 /* arg (a checkpoint file or directory) and its files into r; metrics: the
  * metrics file to read (NULL: the stored config's, when it exists). 0, or
  * -1 with one line in err. */
-int plot_load_run(const char *arg, const char *metrics, plot_run *r, char *err, size_t errlen);
+int plot_load_run(const char *arg, const char *metrics, plot_run *r, boost_status *err);
 void plot_run_free(plot_run *r);
 /* Tokens seen after `step` steps (each start's global batch and sequence
  * length from its step on; else the checkpoint's mean per step). */
@@ -49,6 +50,6 @@ void plot_count(const plot_run *r, plot_counts *k);
 /* The data files and plot.gp (which writes plot.png) into dir: one run in
  * two panels (the second when it has tokens/s or stalls), or the runs
  * overlaid (compare). x: tokens instead of steps. 0, or -1 with err. */
-int plot_write(const char *dir, const plot_run *runs, int n, int tokens, int compare, char *err, size_t errlen);
+int plot_write(const char *dir, const plot_run *runs, int n, int tokens, int compare, boost_status *err);
 
 #endif

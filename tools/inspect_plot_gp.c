@@ -30,8 +30,7 @@ void plot_count(const plot_run *r, plot_counts *k) {
 
 typedef struct {
   const char *dir;
-  char *err;
-  size_t errlen;
+  boost_status *err;
   int bad;
 } out_ctx;
 
@@ -39,14 +38,14 @@ static FILE *open_data(out_ctx *o, const char *name, int run, const char *header
   char p[PATH_MAX + 64];
   snprintf(p, sizeof p, "%s/%s_%d.dat", o->dir, name, run);
   FILE *f = fopen(p, "w");
-  if (!f) o->bad = boost_err(o->err, o->errlen, "cannot write %s: %s", p, strerror(errno));
+  if (!f) o->bad = boost_err(o->err, "cannot write %s: %s", p, strerror(errno));
   else fprintf(f, "# step tokens %s\n", header);
   return f;
 }
 
 static void close_data(out_ctx *o, FILE *f, const char *name, int run) {
   if (f && (ferror(f) | fclose(f)) && !o->bad)
-    o->bad = boost_err(o->err, o->errlen, "cannot write %s/%s_%d.dat: %s", o->dir, name, run, strerror(errno));
+    o->bad = boost_err(o->err, "cannot write %s/%s_%d.dat: %s", o->dir, name, run, strerror(errno));
 }
 
 /* Half the window of the smoothed loss: a 20th of the run, 1 to 101 steps. */
@@ -204,7 +203,7 @@ static void write_script(out_ctx *o, const plot_run *runs, int n, int tokens, in
   snprintf(p, sizeof p, "%s/plot.gp", o->dir);
   FILE *gp = fopen(p, "w");
   if (!gp) {
-    o->bad = boost_err(o->err, o->errlen, "cannot write %s: %s", p, strerror(errno));
+    o->bad = boost_err(o->err, "cannot write %s: %s", p, strerror(errno));
     return;
   }
   plot_counts k;
@@ -224,11 +223,11 @@ static void write_script(out_ctx *o, const plot_run *runs, int n, int tokens, in
     speed_panel(gp, &k, tokens);
     fprintf(gp, "unset multiplot\n");
   }
-  if ((ferror(gp) | fclose(gp)) && !o->bad) o->bad = boost_err(o->err, o->errlen, "cannot write %s: %s", p, strerror(errno));
+  if ((ferror(gp) | fclose(gp)) && !o->bad) o->bad = boost_err(o->err, "cannot write %s: %s", p, strerror(errno));
 }
 
-int plot_write(const char *dir, const plot_run *runs, int n, int tokens, int compare, char *err, size_t errlen) {
-  out_ctx o = {dir, err, errlen, 0};
+int plot_write(const char *dir, const plot_run *runs, int n, int tokens, int compare, boost_status *err) {
+  out_ctx o = {dir, err, 0};
   for (int i = 0; i < n && !o.bad; i++) {
     plot_counts k;
     plot_count(&runs[i], &k);

@@ -65,9 +65,9 @@ static int compare(const ins_ckpt *c, ins_report *r, const char *path, const mod
     return 1;
   }
   download_as_float(m->be, mine, dev, n);
-  char err[INS_ERR];
+  boost_status err = {0};
   size_t got = 0, esz = 0;
-  float *v = !strcmp(d->dtype, ins_acts_dtype(c)) ? ins_read(c, d, &got, &esz, err, sizeof err) : NULL;
+  float *v = !strcmp(d->dtype, ins_acts_dtype(c)) ? ins_read(c, d, &got, &esz, &err) : NULL;
   if (!v || esz != sizeof(float) || got != n) {
     ins_report_add(r, path, "%zu values stored, the model computes %zu", v ? got : (size_t)0, n);
     out->mismatched++;
@@ -117,18 +117,19 @@ static void compare_layers(const ins_ckpt *c, ins_report *r, const model *m, con
  * precision, on the stored tokens; every stored activation compared. */
 static void recompute(const ins_ckpt *c, ins_report *r, const train_config *cfg, tp_mode mode, const int32_t *tokens,
                       int B, int T, ins_acts_check *out) {
-  char err[INS_ERR];
-  boost_backend *be = boost_backend_create("cpu", out->bf16 ? BOOST_BF16 : BOOST_F32, 0, -1, err, sizeof err);
+  boost_status be_err = {0};
+  boost_backend *be = NULL;
+  boost_backend_create("cpu", out->bf16 ? BOOST_BF16 : BOOST_F32, 0, -1, &be, &be_err);
   if (!be) {
-    snprintf(out->skipped, sizeof out->skipped, "no %s CPU backend: %.120s", out->bf16 ? "bf16" : "fp32", err);
+    snprintf(out->skipped, sizeof out->skipped, "no %s CPU backend: %.120s", out->bf16 ? "bf16" : "fp32", be_err.msg);
     return;
   }
   model m;
   model_run run = {0};
   model_init(&m, &cfg->model, mode, &(model_options){.backend = be});
-  char werr[INS_ERR];
-  if (ckpt_model_read_weights(c, &m, werr, sizeof werr) != 0) {
-    ins_report_add(r, CKPT_GROUP_MODEL, "%s: activations not recomputed", werr);
+  boost_status werr = {0};
+  if (ckpt_model_read_weights(c, &m, &werr) != 0) {
+    ins_report_add(r, CKPT_GROUP_MODEL, "%s: activations not recomputed", werr.msg);
   } else {
     model_alloc_acts(&m, &run, B, T, 1, RECOMPUTE_NONE);
     model_use_acts(&run, 0);
@@ -155,15 +156,15 @@ void ins_recompute_activations(const ins_ckpt *c, ins_report *r, const train_con
     return;
   }
   const ins_dset *tok = ins_find(c, CKPT_GROUP_ACTS "/tokens");
-  char err[INS_ERR];
+  boost_status err = {0};
   tp_mode mode;
-  if (!tok || tok->ndim != 2 || model_check_layout(&cfg->model, cfg->parallel.tp_mode, 1, &mode, err, sizeof err) != 0) {
+  if (!tok || tok->ndim != 2 || model_check_layout(&cfg->model, cfg->parallel.tp_mode, 1, &mode, BOOST_STATUS_TEXT(&err)) != 0) {
     snprintf(out->skipped, sizeof out->skipped, "the stored config does not build a model on one process");
     return;
   }
   const int B = (int)tok->dims[0], T = (int)tok->dims[1];
   size_t ntok = 0, esz = 0;
-  int32_t *tokens = ins_read(c, tok, &ntok, &esz, err, sizeof err);
+  int32_t *tokens = ins_read(c, tok, &ntok, &esz, &err);
   if (!tokens || esz != sizeof(int32_t) || ntok != (size_t)B * (size_t)T) {
     ins_report_add(r, tok->path, "unreadable: activations not recomputed");
     free(tokens);

@@ -31,7 +31,7 @@ static void expected(int k, char *out, size_t outlen) {
   else snprintf(out, outlen, "%s [n, %d]", dtype, t->cols);
 }
 
-int ins_state_read(const ins_ckpt *c, ins_state *s, char *err, size_t errlen) {
+int ins_state_read(const ins_ckpt *c, ins_state *s, boost_status *err) {
   memset(s, 0, sizeof *s);
   for (int k = 0; k < CKPT_STATE_NSETS; k++) {
     char path[96], want[48];
@@ -41,8 +41,8 @@ int ins_state_read(const ins_ckpt *c, ins_state *s, char *err, size_t errlen) {
     size_t n;
     expected(k, want, sizeof want);
     if (shape_ok(k, d) != 0) {
-      snprintf(err, errlen, "%s: expected %s", path, want);
-    } else if ((s->v[k] = ins_read_f64(c, d, &n, err, errlen))) {
+      boost_err(err, "%s: expected %s", path, want);
+    } else if ((s->v[k] = ins_read_f64(c, d, &n, err))) {
       s->has[k] = 1;
       s->rows[k] = n / (size_t)ckpt_state_width(k);
       continue;
@@ -144,7 +144,7 @@ static void check_starts(const ins_ckpt *c, const ins_state *s, ins_report *r) {
 
 void ins_check_state(const ins_ckpt *c, ins_report *r) {
   ins_state s;
-  char err[INS_ERR];
+  boost_status err = {0};
   for (int k = 0; k < CKPT_STATE_NSETS; k++) { /* presence and shape, each reported */
     char path[96], want[48];
     snprintf(path, sizeof path, CKPT_GROUP_STATE "/%s", ckpt_state_sets[k].name);
@@ -155,7 +155,7 @@ void ins_check_state(const ins_ckpt *c, ins_report *r) {
     else if (d && k == CKPT_STATE_loss_history && c->meta.run.step >= 0 && (int64_t)d->dims[0] != c->meta.run.step)
       ins_report_add(r, path, "expected float32 [step = %lld]", (long long)c->meta.run.step);
   }
-  if (ins_state_read(c, &s, err, sizeof err) != 0) return; /* reported above, or by the content check */
+  if (ins_state_read(c, &s, &err) != 0) return; /* reported above, or by the content check */
   if (s.has[CKPT_STATE_val_loss_history]) check_val(c, &s, r);
   if (s.has[CKPT_STATE_run_starts]) check_starts(c, &s, r);
   ins_state_free(&s);

@@ -97,8 +97,8 @@ static void check_root(const ins_ckpt *c, ins_report *r, const train_config *cfg
   if (!m->package.checksum_algorithm || strcmp(m->package.checksum_algorithm, CKPT_CHECKSUM_ALGORITHM) != 0)
     ins_report_add(r, "attribute checksum_algorithm", "'%s', expected '%s'", m->package.checksum_algorithm ? m->package.checksum_algorithm : "(missing)", CKPT_CHECKSUM_ALGORITHM);
   if (m->run.step < 0) ins_report_add(r, "attribute step", "missing, unreadable or negative");
-  char why[256];
-  if (m->run.step >= 0 && ckpt_check_file_step(c->path, m->run.step, why, sizeof why) != 0) ins_report_add(r, "file name", "%s", why);
+  boost_status why = {0};
+  if (m->run.step >= 0 && ckpt_check_file_step(c->path, m->run.step, &why) != 0) ins_report_add(r, "file name", "%s", why.msg);
   if (m->run.lr_schedule_step != m->run.step) ins_report_add(r, "attribute lr_schedule_step", "%lld differs from step %lld", (long long)m->run.lr_schedule_step, (long long)m->run.step);
   if (m->run.adam_t != m->run.step) ins_report_add(r, "attribute adam_t", "%lld differs from step %lld", (long long)m->run.adam_t, (long long)m->run.step);
   if (m->run.data_cursor < 0) ins_report_add(r, "attribute data_cursor", "missing, unreadable or negative");
@@ -178,22 +178,21 @@ static void check_tensor_set(const ins_ckpt *c, ins_report *r, const ins_tensor 
 /* A dataset's checksum as recomputed from its content: float32 and
  * bfloat16 tensors through the slab reader (their stored chunks decoded on
  * r->threads threads), the rest read whole. -1 with err. */
-static int content_hash(const ins_ckpt *c, const ins_dset *d, ckpt_slab_reader *sr, uint64_t *h, char *err,
-                        size_t errlen) {
+static int content_hash(const ins_ckpt *c, const ins_dset *d, ckpt_slab_reader *sr, uint64_t *h, boost_status *err) {
   if (sr && d->ndim >= 1 && (!strcmp(d->dtype, "float32") || !strcmp(d->dtype, "bfloat16"))) {
     hid_t ds = H5Dopen2(c->f, d->path, H5P_DEFAULT);
     if (ds < 0) {
       char what[600];
       snprintf(what, sizeof what, "%s: read failed (corrupt data?)", d->path);
-      ckpt_h5_error(err, errlen, what);
+      ckpt_h5_fail(err, what);
       return -1;
     }
-    const int rc = ckpt_slab_read(sr, ds, NULL, NULL, NULL, h, d->path, err, errlen);
+    const int rc = ckpt_slab_read(sr, ds, NULL, NULL, NULL, h, d->path, err);
     H5Dclose(ds);
     return rc;
   }
   size_t n, esz;
-  void *buf = ins_read(c, d, &n, &esz, err, errlen);
+  void *buf = ins_read(c, d, &n, &esz, err);
   if (!buf) return -1;
   *h = esz == 8 ? ckpt_hash_run64(buf, n, 0) : ckpt_hash_run32(buf, n, 0);
   free(buf);
@@ -202,7 +201,7 @@ static int content_hash(const ins_ckpt *c, const ins_dset *d, ckpt_slab_reader *
 
 /* Decodes every dataset and recomputes its checksum. */
 static void check_contents(const ins_ckpt *c, ins_report *r) {
-  char err[INS_ERR];
+  boost_status err = {0};
   ckpt_slab_reader *sr = ckpt_slab_reader_new(r->threads);
   for (int i = 0; i < c->n; i++) {
     const ins_dset *d = &c->d[i];
@@ -213,8 +212,8 @@ static void check_contents(const ins_ckpt *c, ins_report *r) {
     }
     if (!d->has_checksum) ins_report_add(r, d->path, "no readable %s attribute", CKPT_ATTR_CHECKSUM);
     uint64_t h = 0;
-    if (content_hash(c, d, sr, &h, err, sizeof err) != 0) {
-      ins_report_add(r, d->path, "%s", strchr(err, ':') && !strncmp(err, d->path, strlen(d->path)) ? err + strlen(d->path) + 2 : err);
+    if (content_hash(c, d, sr, &h, &err) != 0) {
+      ins_report_add(r, d->path, "%s", strchr(err.msg, ':') && !strncmp(err.msg, d->path, strlen(d->path)) ? err.msg + strlen(d->path) + 2 : err.msg);
       continue;
     }
     r->checked++;
@@ -265,11 +264,11 @@ static void check_name_lookups(ins_ckpt *c, ins_report *r) {
 }
 
 int ins_verify(ins_ckpt *c, ins_report *r) {
-  char err[INS_ERR];
+  boost_status err = {0};
   train_config cfg;
   ins_tensor *t = NULL;
-  int nt = ins_expected_tensors(c->meta.run.config, &t, &cfg, err, sizeof err);
-  if (nt < 0) ins_report_add(r, "attribute config", "%s", err);
+  int nt = ins_expected_tensors(c->meta.run.config, &t, &cfg, &err);
+  if (nt < 0) ins_report_add(r, "attribute config", "%s", err.msg);
   if (c->walk_failed) ins_report_add(r, "file structure", "%s", c->walk_error);
   check_root(c, r, &cfg, nt >= 0);
   if (nt >= 0) {
@@ -296,9 +295,9 @@ int ins_verify(ins_ckpt *c, ins_report *r) {
 
 int ins_verify_image(const void *buf, size_t len, uint64_t *digest) {
   ins_ckpt c;
-  char err[INS_ERR];
+  boost_status err = {0};
   int rc = 1;
-  if (ins_open_image(buf, len, &c, err, sizeof err) == 0) {
+  if (ins_open_image(buf, len, &c, &err) == 0) {
     ins_report r = {.threads = 1}; /* the flip sweep forks: no OpenMP thread pool in the parent */
     rc = ins_verify(&c, &r) ? 1 : 0;
     if (digest) *digest = r.digest;

@@ -61,9 +61,9 @@ static int verify_path(const char *path) {
  * reason printed) when the file does not open. */
 static int mark_raw(const char *path, unsigned char *mask, size_t len) {
   ins_ckpt c;
-  char err[INS_ERR + 4300];
-  if (ins_open(path, &c, err, sizeof err) != 0) {
-    fprintf(stderr, "%s\n", err);
+  boost_status err = {0};
+  if (ins_open(path, &c, &err) != 0) {
+    fprintf(stderr, "%s\n", err.msg);
     return -1;
   }
   for (int i = 0; i < c.n; i++) {

@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "model.h"
+#include "status.h"
 
 typedef struct {
   const char *in, *out;
@@ -24,15 +25,15 @@ typedef struct {
 /* reshard_args.c: the usage text (returns status) and the command line
  * into o; -1 with a one-line err on a usage error. */
 int reshard_usage(FILE *f, int status);
-int reshard_parse_args(int argc, char **argv, options *o, char *err, size_t errlen);
+int reshard_parse_args(int argc, char **argv, options *o, boost_status *err);
 
 /* The target layout's tensor registry (tp rank 0, whole model, no arenas)
  * and its tp mode. Returns -1 with err when the layout does not fit. */
-int reshard_target_registry(const train_config *cfg, const options *o, model *m, tp_mode *mode, char *err, size_t errlen);
+int reshard_target_registry(const train_config *cfg, const options *o, model *m, tp_mode *mode, boost_status *err);
 
 /* --plan: what every tensor-parallel rank and stage of the target layout
  * would read of IN as it is (bytes needed vs chunk bytes decoded), printed
  * (--json: one document). Returns -1 with err. */
-int reshard_plan(hid_t in, const train_config *cfg, const options *o, char *err, size_t errlen);
+int reshard_plan(hid_t in, const train_config *cfg, const options *o, boost_status *err);
 
 #endif

@@ -10,10 +10,11 @@
 
 /* The target layout's tensor registry for tp rank 0 of the whole model:
  * names, global shapes and the tensor-parallel split of every tensor. */
-int reshard_target_registry(const train_config *cfg, const options *o, model *m, tp_mode *mode, char *err, size_t errlen) {
-  if (model_check_layout(&cfg->model, o->mode, o->tp, mode, err, errlen) != 0) return -1;
+int reshard_target_registry(const train_config *cfg, const options *o, model *m, tp_mode *mode, boost_status *err) {
+  if (boost_status_took(err, model_check_layout(&cfg->model, o->mode, o->tp, mode, BOOST_STATUS_TEXT(err))) != 0) return -1;
   int *per_stage = boost_calloc((size_t)o->pp, sizeof *per_stage);
-  const int rc = model_plan_stages(&cfg->model, o->pp, cfg->parallel.stages, cfg->model.seq_len, per_stage, err, errlen);
+  const int rc = boost_status_took(
+      err, model_plan_stages(&cfg->model, o->pp, cfg->parallel.stages, cfg->model.seq_len, per_stage, BOOST_STATUS_TEXT(err)));
   boost_free(per_stage);
   if (rc != 0) return -1;
   comm_ctx comm;
@@ -40,13 +41,13 @@ static double touched_bytes(hid_t in, const char *path, const tensor_desc *t) {
   return d >= 0 ? bytes : -1.0;
 }
 
-int reshard_plan(hid_t in, const train_config *cfg, const options *o, char *err, size_t errlen) {
+int reshard_plan(hid_t in, const train_config *cfg, const options *o, boost_status *err) {
   tp_mode mode;
   model probe;
-  if (reshard_target_registry(cfg, o, &probe, &mode, err, errlen) != 0) return -1;
+  if (reshard_target_registry(cfg, o, &probe, &mode, err) != 0) return -1;
   model_free(&probe);
   int *per_stage = boost_calloc((size_t)o->pp, sizeof *per_stage);
-  model_plan_stages(&cfg->model, o->pp, cfg->parallel.stages, cfg->model.seq_len, per_stage, err, errlen);
+  model_plan_stages(&cfg->model, o->pp, cfg->parallel.stages, cfg->model.seq_len, per_stage, BOOST_STATUS_TEXT(err));
   double need_all = 0, read_all = 0;
   if (o->json) printf("{\"layout\":{\"dp\":%d,\"tp\":%d,\"pp\":%d,\"tp_mode\":\"%s\"},\"ranks\":[", o->dp, o->tp, o->pp, tp_mode_names[mode]);
   else printf("plan: reading %s on dp=%d tp=%d pp=%d (%s); per tensor-parallel rank and stage:\n", o->in, o->dp, o->tp, o->pp, tp_mode_names[mode]);
@@ -70,7 +71,7 @@ int reshard_plan(hid_t in, const train_config *cfg, const options *o, char *err,
           snprintf(path, sizeof path, "%s/%s", grp[c], td->name);
           const double b = touched_bytes(in, path, td);
           if (b < 0) {
-            rc = boost_err(err, errlen, "%s: %s is not in the checkpoint (another model?)", o->in, path);
+            rc = boost_err(err, "%s: %s is not in the checkpoint (another model?)", o->in, path);
             break;
           }
           need += 4.0 * (double)td->numel;

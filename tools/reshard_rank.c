@@ -32,7 +32,7 @@ struct rank_change {
   rank_group *groups;
 };
 
-static float *read_whole(hid_t in, const char *group, const char *name, size_t n, char *err, size_t errlen) {
+static float *read_whole(hid_t in, const char *group, const char *name, size_t n, boost_status *err) {
   char path[TENSOR_NAME_MAX + 32];
   snprintf(path, sizeof path, "%s/%s", group, name);
   hid_t d = H5Dopen2(in, path, H5P_DEFAULT), space = d >= 0 ? H5Dget_space(d) : -1;
@@ -40,8 +40,8 @@ static float *read_whole(hid_t in, const char *group, const char *name, size_t n
   ckpt_slab_reader *sr = ckpt_slab_reader_new(0);
   uint64_t sum = 0;
   int ok = sr && space >= 0 && (size_t)H5Sget_simple_extent_npoints(space) == n;
-  if (!ok) ckpt_h5_error(err, errlen, path);
-  else ok = ckpt_slab_read(sr, d, NULL, NULL, v, &sum, path, err, errlen) == 0;
+  if (!ok) ckpt_h5_fail(err, path);
+  else ok = ckpt_slab_read(sr, d, NULL, NULL, v, &sum, path, err) == 0;
   ckpt_slab_reader_free(sr);
   if (space >= 0) H5Sclose(space);
   if (d >= 0) H5Dclose(d);
@@ -63,15 +63,15 @@ static int ascending(const void *a, const void *b) { return *(const int *)a - *(
 
 /* The channels a group keeps: all of them and new ones when it grows; the
  * r_new largest ||B[:,i]||*||A[i,:]|| of each projection when it shrinks. */
-static int choose_channels(hid_t in, rank_group *p, char *err, size_t errlen) {
+static int choose_channels(hid_t in, rank_group *p, boost_status *err) {
   p->keep = boost_calloc((size_t)p->g * p->r_new, sizeof *p->keep);
   if (p->r_new > p->r_old) {
     for (int k = 0; k < p->g; k++)
       for (int j = 0; j < p->r_new; j++) p->keep[k * p->r_new + j] = j < p->r_old ? j : -1;
     return 0;
   }
-  float *A = read_whole(in, CKPT_GROUP_MODEL, p->A, (size_t)p->g * p->r_old * p->din, err, errlen);
-  float *B = A ? read_whole(in, CKPT_GROUP_MODEL, p->B, (size_t)p->g * p->dout * p->r_old, err, errlen) : NULL;
+  float *A = read_whole(in, CKPT_GROUP_MODEL, p->A, (size_t)p->g * p->r_old * p->din, err);
+  float *B = A ? read_whole(in, CKPT_GROUP_MODEL, p->B, (size_t)p->g * p->dout * p->r_old, err) : NULL;
   channel *ch = boost_calloc((size_t)p->r_old, sizeof *ch);
   for (int k = 0; A && B && k < p->g; k++) {
     for (int i = 0; i < p->r_old; i++) {
@@ -92,44 +92,43 @@ static int choose_channels(hid_t in, rank_group *p, char *err, size_t errlen) {
 }
 
 /* A layout-only registry of a config at tp = 1. */
-static int registry_of(const train_config *cfg, model *m, char *err, size_t errlen) {
+static int registry_of(const train_config *cfg, model *m, boost_status *err) {
   tp_mode mode;
-  if (model_check_layout(&cfg->model, TP_AUTO, 1, &mode, err, errlen) != 0) return -1;
+  if (boost_status_took(err, model_check_layout(&cfg->model, TP_AUTO, 1, &mode, BOOST_STATUS_TEXT(err))) != 0) return -1;
   model_init(m, &cfg->model, mode, &(model_options){.layout_only = 1});
   return 0;
 }
 
-static int new_ranks(const train_config *from, const options *o, train_config *to, char *err, size_t errlen) {
+static int new_ranks(const train_config *from, const options *o, train_config *to, boost_status *err) {
   *to = *from;
   const unsigned attn = (1u << PROJ_Q) | (1u << PROJ_K) | (1u << PROJ_V) | (1u << PROJ_O);
   if (!from->model.lowrank_mask)
-    return boost_err(err, errlen, "--rank: the model has no low-rank projection (model.lowrank = %s)", from->model.lowrank);
+    return boost_err(err, "--rank: the model has no low-rank projection (model.lowrank = %s)", from->model.lowrank);
   if (o->rank_attn && !o->rank_all && !(from->model.lowrank_mask & attn))
-    return boost_err(err, errlen, "--rank: the model has no low-rank attention projection (model.lowrank = %s)", from->model.lowrank);
+    return boost_err(err, "--rank: the model has no low-rank attention projection (model.lowrank = %s)", from->model.lowrank);
   if (o->rank_mlp && !o->rank_all && !(from->model.lowrank_mask & ~attn))
-    return boost_err(err, errlen, "--rank: the model has no low-rank MLP projection (model.lowrank = %s)", from->model.lowrank);
+    return boost_err(err, "--rank: the model has no low-rank MLP projection (model.lowrank = %s)", from->model.lowrank);
   if (o->rank_attn && (from->model.lowrank_mask & attn)) to->model.rank_attn = o->rank_attn;
   if (o->rank_mlp && (from->model.lowrank_mask & ~attn)) to->model.rank_mlp = o->rank_mlp;
-  char e[512];
+  boost_status e = {0};
   tp_mode mode;
-  if (config_validate(to, e, sizeof e) != 0) return boost_err(err, errlen, "--rank: %s", e);
-  if (model_check_layout(&to->model, o->mode, o->tp, &mode, e, sizeof e) != 0)
-    return boost_err(err, errlen, "--rank: ranks attn %d / mlp %d on the target layout (tp=%d): %s", to->model.rank_attn,
-                     to->model.rank_mlp, o->tp, e);
+  if (config_validate(to, &e) != 0) return boost_err(err, "--rank: %s", e.msg);
+  if (model_check_layout(&to->model, o->mode, o->tp, &mode, BOOST_STATUS_TEXT(&e)) != 0)
+    return boost_err(err, "--rank: ranks attn %d / mlp %d on the target layout (tp=%d): %s", to->model.rank_attn,
+                     to->model.rank_mlp, o->tp, e.msg);
   return 0;
 }
 
-rank_change *reshard_rank_plan(hid_t in, const train_config *from, const options *o, train_config *to, char *err,
-                               size_t errlen) {
-  if (new_ranks(from, o, to, err, errlen) != 0) return NULL;
+static rank_change *plan_ranks(hid_t in, const train_config *from, const options *o, train_config *to, boost_status *err) {
+  if (new_ranks(from, o, to, err) != 0) return NULL;
   rank_change *rc = boost_calloc(1, sizeof *rc);
   rc->from = *from, rc->to = *to;
   model src;
-  if (registry_of(from, &src, err, errlen) != 0) {
+  if (registry_of(from, &src, err) != 0) {
     boost_free(rc);
     return NULL;
   }
-  if (registry_of(to, &rc->target, err, errlen) != 0) {
+  if (registry_of(to, &rc->target, err) != 0) {
     model_free(&src);
     boost_free(rc);
     return NULL;
@@ -145,7 +144,7 @@ rank_change *reshard_rank_plan(hid_t in, const train_config *from, const options
       *p = (rank_group){.g = pg->nproj, .r_old = pg->r, .r_new = r_new, .din = pg->in, .dout = pg->out};
       snprintf(p->A, sizeof p->A, "%s", src.reg.tensors[pg->A].name);
       snprintf(p->B, sizeof p->B, "%s", src.reg.tensors[pg->B].name);
-      ok = choose_channels(in, p, err, errlen) == 0;
+      ok = choose_channels(in, p, err) == 0;
     }
   model_free(&src);
   if (!ok) {
@@ -153,6 +152,12 @@ rank_change *reshard_rank_plan(hid_t in, const train_config *from, const options
     return NULL;
   }
   return rc;
+}
+
+int reshard_rank_plan(hid_t in, const train_config *from, const options *o, train_config *to, rank_change **out,
+                      boost_status *err) {
+  *out = plan_ranks(in, from, o, to, err);
+  return *out ? 0 : -1;
 }
 
 void reshard_rank_free(rank_change *rc) {
@@ -174,7 +179,7 @@ static float *initial_values(const rank_change *rc, const char *name) {
 }
 
 int reshard_rank_tensor(const rank_change *rc, const char *group, const char *name, float **buf, size_t *n, int ndim,
-                        hsize_t *dims, char *err, size_t errlen) {
+                        hsize_t *dims, boost_status *err) {
   const rank_group *p = NULL;
   int is_a = 0;
   for (int i = 0; rc && i < rc->n && !p; i++)
@@ -182,7 +187,7 @@ int reshard_rank_tensor(const rank_change *rc, const char *group, const char *na
   if (!p) return 0;
   const size_t g = (size_t)p->g, rows = is_a ? (size_t)p->r_old : (size_t)p->dout, cols = is_a ? (size_t)p->din : (size_t)p->r_old;
   if (*n != g * rows * cols || ndim < 2 || dims[ndim - 2] != rows || dims[ndim - 1] != cols)
-    return boost_err(err, errlen, "%s/%s: shape does not match the stored config's rank %d", group, name, p->r_old);
+    return boost_err(err, "%s/%s: shape does not match the stored config's rank %d", group, name, p->r_old);
   const size_t n_new = g * p->r_new * (is_a ? p->din : p->dout);
   float *out = boost_calloc(n_new, sizeof *out), *init = NULL;
   if (is_a && !strcmp(group, CKPT_GROUP_MODEL) && p->r_new > p->r_old) init = initial_values(rc, name);
@@ -221,7 +226,7 @@ static herr_t copy_attr(hid_t loc, const char *name, const H5A_info_t *info, voi
   return rc;
 }
 
-int reshard_rank_copy_acts(hid_t in, hid_t out, char *err, size_t errlen) {
+int reshard_rank_copy_acts(hid_t in, hid_t out, boost_status *err) {
   if (H5Lexists(in, CKPT_GROUP_ACTS, H5P_DEFAULT) <= 0) return 0;
   hid_t gi = H5Gopen2(in, CKPT_GROUP_ACTS, H5P_DEFAULT), go = gi >= 0 ? H5Gcreate2(out, CKPT_GROUP_ACTS, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT) : -1;
   int ok = go >= 0 && H5Aiterate2(gi, H5_INDEX_NAME, H5_ITER_INC, NULL, copy_attr, &go) >= 0;
@@ -230,7 +235,7 @@ int reshard_rank_copy_acts(hid_t in, hid_t out, char *err, size_t errlen) {
     if (H5Lexists(in, keep[i], H5P_DEFAULT) > 0 && H5Ocopy(in, keep[i], out, keep[i], H5P_DEFAULT, H5P_DEFAULT) < 0) ok = 0;
   if (go >= 0) H5Gclose(go);
   if (gi >= 0) H5Gclose(gi);
-  if (!ok) ckpt_h5_error(err, errlen, CKPT_GROUP_ACTS);
+  if (!ok) ckpt_h5_fail(err, CKPT_GROUP_ACTS);
   return ok ? 0 : -1;
 }
 
@@ -297,17 +302,16 @@ typedef struct {
 
 /* The converted model on the stored batch: its loss, and every layer
  * activation IN stores, recomputed (full sequences, as the run stored them). */
-static int converted_model(const ins_ckpt *in, const char *tmp, double *loss, act_values *acts, int *nacts, char *err,
-                           size_t errlen) {
+static int converted_model(const ins_ckpt *in, const char *tmp, double *loss, act_values *acts, int *nacts, boost_status *err) {
   ins_ckpt c;
   ckpt_model cm;
-  if (ins_open(tmp, &c, err, errlen) != 0) return -1;
+  if (ins_open(tmp, &c, err) != 0) return -1;
   int64_t ntok = 0;
-  int rc = ckpt_model_load(&c, NULL, &cm, err, errlen);
-  if (rc == 0) rc = eval_stored_batch(&c, &cm.m, &cm.run, loss, &ntok, err, errlen);
+  int rc = ckpt_model_load(&c, NULL, &cm, err);
+  if (rc == 0) rc = eval_stored_batch(&c, &cm.m, &cm.run, loss, &ntok, err);
   const ins_dset *td = ins_find(&c, CKPT_GROUP_ACTS "/tokens");
   size_t n = 0, esz = 0;
-  int32_t *tok = rc == 0 ? ins_read(&c, td, &n, &esz, err, errlen) : NULL;
+  int32_t *tok = rc == 0 ? ins_read(&c, td, &n, &esz, err) : NULL;
   if (rc == 0 && !tok) rc = -1;
   if (rc == 0) {
     const int nseq = (int)td->dims[0], T = (int)td->dims[1];
@@ -318,7 +322,7 @@ static int converted_model(const ins_ckpt *in, const char *tmp, double *loss, ac
       if (strncmp(d->path, CKPT_GROUP_ACTS "/layers.", strlen(CKPT_GROUP_ACTS "/layers."))) continue;
       act_values *a = &acts[*nacts];
       if (!(a->v = layer_values(&cm.m, &cm.run, d, (size_t)nseq * T, &a->ndim, a->dims))) {
-        rc = boost_err(err, errlen, "%s: not an activation the converted model computes", d->path);
+        rc = boost_err(err, "%s: not an activation the converted model computes", d->path);
         break;
       }
       snprintf(a->path, sizeof a->path, "%s", d->path);
@@ -331,38 +335,37 @@ static int converted_model(const ins_ckpt *in, const char *tmp, double *loss, ac
   return rc;
 }
 
-static double stored_loss(const ins_ckpt *c, char *err, size_t errlen) {
+static double stored_loss(const ins_ckpt *c, boost_status *err) {
   ckpt_model cm;
   double loss = NAN;
   int64_t ntok = 0;
-  if (ckpt_model_load(c, NULL, &cm, err, errlen) != 0) return NAN;
-  if (eval_stored_batch(c, &cm.m, &cm.run, &loss, &ntok, err, errlen) != 0) loss = NAN;
+  if (ckpt_model_load(c, NULL, &cm, err) != 0) return NAN;
+  if (eval_stored_batch(c, &cm.m, &cm.run, &loss, &ntok, err) != 0) loss = NAN;
   ckpt_model_free(&cm);
   return loss;
 }
 
-int reshard_rank_finish(const rank_change *rc, const char *in_path, const char *tmp, const options *o, char *err,
-                        size_t errlen) {
+int reshard_rank_finish(const rank_change *rc, const char *in_path, const char *tmp, const options *o, boost_status *err) {
   ins_ckpt in;
-  if (ins_open(in_path, &in, err, errlen) != 0) return -1;
+  if (ins_open(in_path, &in, err) != 0) return -1;
   const int have = ins_find(&in, CKPT_GROUP_ACTS "/tokens") != NULL, bf16 = ins_is_bf16(&in);
   double before = NAN, after = NAN;
   act_values *acts = boost_calloc((size_t)in.n + 1, sizeof *acts);
   int nacts = 0, status = 0;
   if (have) {
-    before = stored_loss(&in, err, errlen);
-    status = isnan(before) ? -1 : converted_model(&in, tmp, &after, acts, &nacts, err, errlen);
+    before = stored_loss(&in, err);
+    status = isnan(before) ? -1 : converted_model(&in, tmp, &after, acts, &nacts, err);
   }
   ins_close(&in);
   hid_t f = status == 0 && nacts > 0 ? H5Fopen(tmp, H5F_ACC_RDWR, H5P_DEFAULT) : -1;
-  if (status == 0 && nacts > 0 && f < 0) status = boost_err(err, errlen, "%s: cannot reopen to write the activations", tmp);
+  if (status == 0 && nacts > 0 && f < 0) status = boost_err(err, "%s: cannot reopen to write the activations", tmp);
   for (int i = 0; i < nacts; i++) {
     if (status == 0 && write_dataset(f, acts[i].path, acts[i].ndim, acts[i].dims, acts[i].v, bf16, rc->to.ckpt.level) != 0)
-      status = boost_err(err, errlen, "%s: cannot write the recomputed activation", acts[i].path);
+      status = boost_err(err, "%s: cannot write the recomputed activation", acts[i].path);
     boost_free(acts[i].v);
   }
   boost_free(acts);
-  if (f >= 0 && H5Fclose(f) < 0 && status == 0) status = boost_err(err, errlen, "%s: cannot close", tmp);
+  if (f >= 0 && H5Fclose(f) < 0 && status == 0) status = boost_err(err, "%s: cannot close", tmp);
   if (status != 0 || o->quiet) return status;
   printf("ranks attn %d -> %d, mlp %d -> %d", rc->from.model.rank_attn, rc->to.model.rank_attn, rc->from.model.rank_mlp,
          rc->to.model.rank_mlp);

@@ -7,6 +7,8 @@
 
 #include <stddef.h>
 
+#include "status.h"
+
 /* Whether a launcher (Open MPI's mpirun, a PMI/PMIx one) started this
  * process: the tools that run serially or under mpirun start MPI only then
  * (a plain run stays a plain process, without an MPI singleton). */
@@ -21,7 +23,7 @@ void tool_on_stop_signals(void (*handler)(int));
 /* Under mpirun (nranks > 1): whether every rank's ok is set; when not, the
  * first failing rank's err reaches every rank's err. Collective over
  * MPI_COMM_WORLD; with one rank, ok. */
-int tool_agree(int nranks, int ok, char *err, size_t errlen);
+int tool_agree(int nranks, int ok, boost_status *err);
 /* Threads for this rank's decoding: OpenMP's count (OMP_NUM_THREADS, else
  * every core) shared among the ranks on this node (collective over
  * MPI_COMM_WORLD when nranks > 1), at least 1. */

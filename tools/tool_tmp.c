@@ -9,6 +9,7 @@
 #include "tool.h"
 
 #include "comm.h"
+#include "util.h"
 
 static volatile sig_atomic_t g_armed;
 static char g_tmp[4200];
@@ -53,12 +54,12 @@ int tool_mpi_start(int *argc, char ***argv, int *rank, int *nranks) {
   return 1;
 }
 
-int tool_agree(int nranks, int ok, char *err, size_t errlen) {
+int tool_agree(int nranks, int ok, boost_status *err) {
   if (nranks <= 1) return ok;
   char msg[1024];
-  snprintf(msg, sizeof msg, "%s", ok ? "" : err);
+  boost_msgf(msg, sizeof msg, "%s", ok || !err ? "" : err->msg);
   if (comm_control_first_failure(MPI_COMM_WORLD, COMM_WORLD, "tool agreement", ok, msg, (int)sizeof msg) < 0) return 1;
-  snprintf(err, errlen, "%s", msg);
+  boost_err(err, "%s", msg);
   return 0;
 }
 

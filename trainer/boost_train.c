@@ -75,8 +75,8 @@ int main(int argc, char **argv) {
 
   test_sleep_ms(test_delay_ms("BOOST_TRAIN_TEST_START_DELAY_MS"));
   train_config cfg;
-  char err[1024];
-  const int resolved = config_resolve(&cfg, config_path, nsets, sets, err, sizeof err) == 0;
+  boost_status err = {0};
+  const int resolved = config_resolve(&cfg, config_path, nsets, sets, &err) == 0;
   int provided, rank;
   preempt_block(1); /* MPI's helper threads, and the watchdog, inherit the stop signals blocked */
   if (resolved && !print_only) watchdog_start(cfg.parallel.timeout, cfg.ckpt.timeout); /* MPI start-up is watched */
@@ -90,7 +90,7 @@ int main(int argc, char **argv) {
     if (rank == 0) fprintf(stderr, "boost-train: the MPI library does not provide MPI_THREAD_MULTIPLE\n");
     status = 1;
   } else if (!resolved) {
-    if (rank == 0) fprintf(stderr, "boost-train: %s\n", err);
+    if (rank == 0) fprintf(stderr, "boost-train: %s\n", err.msg);
     status = 1;
   } else {
     if (rank == 0) {
@@ -103,8 +103,8 @@ int main(int argc, char **argv) {
     char note[4096];
     if (print_only) {
       status = 0;
-    } else if (resume_plan(&cfg, MPI_COMM_WORLD, note, sizeof note, err, sizeof err) != 0) {
-      if (rank == 0) fprintf(stderr, "boost-train: %s\n", err);
+    } else if (resume_plan(&cfg, MPI_COMM_WORLD, note, sizeof note, &err) != 0) {
+      if (rank == 0) fprintf(stderr, "boost-train: %s\n", err.msg);
       status = 1;
     } else {
       if (rank == 0 && note[0]) printf("resume plan: %s\n", note);

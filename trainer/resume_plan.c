@@ -8,6 +8,7 @@
 #include "ckpt_local.h"
 #include "ckpt_peek.h"
 #include "comm.h"
+#include "util.h"
 
 int config_dp_degree(const train_config *cfg, int world_size) {
   const int dp = cfg->parallel.dp, tp = cfg->parallel.tp, pp = cfg->parallel.pp;
@@ -67,9 +68,9 @@ static char *peek_everywhere(const train_config *cfg, MPI_Comm world, peek_resul
   if (rank == 0) {
     ckpt_settings set;
     trainer_ckpt_settings(cfg, &set);
-    char why[sizeof r->msg - 32];
-    r->found = ckpt_peek(cfg->ckpt.dir, &set.resume, &info, why, sizeof why);
-    if (r->found < 0) snprintf(r->msg, sizeof r->msg, "ckpt.resume=%s", why);
+    boost_status why = {0};
+    r->found = ckpt_peek(cfg->ckpt.dir, &set.resume, &info, &why);
+    if (r->found < 0) boost_msgf(r->msg, sizeof r->msg, "ckpt.resume=%s", why.msg);
     if (r->found >= 0 && set.resume.kind == CKPT_FROM_AUTO) peek_local(&set, r, &info);
     if (r->found == 1) {
       r->step = info.meta.run.step;
@@ -124,8 +125,7 @@ long resume_global_batch(const ckpt_meta *m, const train_config *stored) {
   return global_batch_of(ckpt_meta_has(m, CKPT_META_F_global_batch), m->run.global_batch, ckpt_meta_config_dp(m), stored);
 }
 
-static int keep_global_batch(train_config *cfg, long was, int dp, char *note, size_t notelen, char *err,
-                             size_t errlen) {
+static int keep_global_batch(train_config *cfg, long was, int dp, char *note, size_t notelen, boost_status *err) {
   const long now = (long)cfg->train.batch_size * cfg->train.grad_accum * dp;
   size_t used = strlen(note);
   if (was == now) return 0;
@@ -135,7 +135,7 @@ static int keep_global_batch(train_config *cfg, long was, int dp, char *note, si
   }
   int nb, na;
   if (split_global_batch(was, dp, cfg->train.batch_size, cfg->train.grad_accum, &nb, &na) != 0) {
-    snprintf(err, errlen,
+    boost_err(err,
              "cannot keep the checkpoint's global batch of %ld sequences over parallel.dp=%d (not a multiple); "
              "choose another layout or set ckpt.resume_batch=config to train with a global batch of %ld",
              was, dp, now);
@@ -152,7 +152,7 @@ static int is_training_key(const train_config *cfg, const char *key) {
   return !config_is_model_key(cfg, key) && strcmp(key, "model.preset") != 0 && strcmp(key, "model.init_std") != 0;
 }
 
-int resume_plan(train_config *cfg, MPI_Comm world, char *note, size_t notelen, char *err, size_t errlen) {
+int resume_plan(train_config *cfg, MPI_Comm world, char *note, size_t notelen, boost_status *err) {
   note[0] = '\0';
   if (cfg->ckpt.resume.kind == RESUME_NONE || (!cfg->ckpt.dir[0] && cfg->ckpt.resume.kind == RESUME_AUTO)) return 0;
   int world_size;
@@ -160,20 +160,20 @@ int resume_plan(train_config *cfg, MPI_Comm world, char *note, size_t notelen, c
   peek_result r;
   char *json = peek_everywhere(cfg, world, &r);
   if (r.found < 0) {
-    snprintf(err, errlen, "%s", r.msg);
+    boost_err(err, "%s", r.msg);
     return -1;
   }
   if (r.found == 0) return 0;
   train_config stored = *cfg;
-  int rc = config_from_json(&stored, json, NULL, err, errlen);
+  int rc = config_from_json(&stored, json, NULL, err);
   free(json);
   if (rc != 0) {
-    snprintf(err + strlen(err), errlen - strlen(err), " (in %s)", r.path);
+    boost_status_append(err, " (in %s)", r.path);
     return -1;
   }
   char diff[2048];
   if (config_diff(&stored, cfg, config_is_model_key, diff, sizeof diff) > 0) {
-    snprintf(err, errlen, "%s holds a different model: %s (set ckpt.resume=none to start a new run elsewhere)", r.path,
+    boost_err(err, "%s holds a different model: %s (set ckpt.resume=none to start a new run elsewhere)", r.path,
              diff);
     return -1;
   }
@@ -184,14 +184,14 @@ int resume_plan(train_config *cfg, MPI_Comm world, char *note, size_t notelen, c
   const long was = global_batch_of(r.has_global_batch, r.global_batch, r.config_dp, &stored);
   if (was < 0) {
     if (r.has_global_batch)
-      snprintf(err, errlen, "%s: global_batch attribute %lld is not a positive number of sequences (damaged file?)",
+      boost_err(err, "%s: global_batch attribute %lld is not a positive number of sequences (damaged file?)",
                r.path, (long long)r.global_batch);
     else
-      snprintf(err, errlen, "%s: its global batch cannot be told: no global_batch attribute and a malformed "
+      boost_err(err, "%s: its global batch cannot be told: no global_batch attribute and a malformed "
                "resharded_from layout record (damaged file?)", r.path);
     return -1;
   }
-  if (keep_global_batch(cfg, was, dp, note, notelen, err, errlen) != 0) return -1;
+  if (keep_global_batch(cfg, was, dp, note, notelen, err) != 0) return -1;
   if (config_diff(&stored, cfg, is_training_key, diff, sizeof diff) > 0)
     snprintf(note + strlen(note), notelen - strlen(note), "; settings changed since the checkpoint: %s", diff);
   return 0;

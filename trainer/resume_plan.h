@@ -20,11 +20,12 @@
 
 #include "ckpt_meta.h"
 #include "config.h"
+#include "status.h"
 
 /* May change cfg->train.batch_size and cfg->train.grad_accum. Returns 0 with
  * a one-line account in note (empty when there is nothing to resume), or -1
  * with err (the same on every rank). */
-int resume_plan(train_config *cfg, MPI_Comm world, char *note, size_t notelen, char *err, size_t errlen);
+int resume_plan(train_config *cfg, MPI_Comm world, char *note, size_t notelen, boost_status *err);
 
 /* The global batch (sequences per optimizer step) of the run that wrote a
  * checkpoint with root attributes m and stored config `stored`: its

@@ -23,9 +23,9 @@ void train_sample_print(const model *m, FILE *f) {
   const int V = m->cfg.vocab, bytes = V < 1024, eot = V > 256 ? 256 : 0;
   const int max_T = m->cfg.seq_len < TRAIN_SAMPLE_TOKENS + 1 ? m->cfg.seq_len : TRAIN_SAMPLE_TOKENS + 1;
   model_kv_cache kv;
-  char err[256];
-  if (model_kv_cache_init(&kv, m, 1, max_T, err, sizeof err) != 0) {
-    fprintf(f, "sample: none (%s)\n", err);
+  boost_status err = {0};
+  if (model_kv_cache_init(&kv, m, 1, max_T, BOOST_STATUS_TEXT(&err)) != 0) {
+    fprintf(f, "sample: none (%s)\n", err.msg);
     return;
   }
   float *logits = boost_calloc((size_t)V, sizeof *logits);

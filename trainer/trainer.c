@@ -46,26 +46,26 @@ int fail_all(const process_grid *g, const char *msg) {
 }
 
 
-static int open_data(run *r, char *err, size_t errlen) {
+static int open_data(run *r, boost_status *err) {
   const train_config *cfg = r->cfg;
   if (!cfg->data.train[0]) {
-    snprintf(err, errlen, "data.train is not set: give a token shard made by boost-data");
+    boost_err(err, "data.train is not set: give a token shard made by boost-data");
     return -1;
   }
-  if (!(r->train_src = data_open(cfg->data.train, err, errlen))) return -1;
+  if (data_open(cfg->data.train, &r->train_src, err) != 0) return -1;
   memset(&r->val, 0, sizeof r->val);
   if (cfg->data.val[0]) {
-    if (!(r->val_src = data_open(cfg->data.val, err, errlen))) return -1;
-    if (data_split_make(r->train_src, 0.0, r->T, &r->train, NULL, err, errlen) != 0) return -1;
-    if (data_split_make(r->val_src, 0.0, r->T, &r->val, NULL, err, errlen) != 0) return -1;
+    if (data_open(cfg->data.val, &r->val_src, err) != 0) return -1;
+    if (data_split_make(r->train_src, 0.0, r->T, &r->train, NULL, err) != 0) return -1;
+    if (data_split_make(r->val_src, 0.0, r->T, &r->val, NULL, err) != 0) return -1;
   } else if (data_split_make(r->train_src, cfg->data.val_fraction, r->T, &r->train,
-                             cfg->data.val_fraction > 0 ? &r->val : NULL, err, errlen) != 0) {
+                             cfg->data.val_fraction > 0 ? &r->val : NULL, err) != 0) {
     return -1;
   }
   int vocab = data_vocab_size(r->train_src);
   if (r->val_src && data_vocab_size(r->val_src) > vocab) vocab = data_vocab_size(r->val_src);
   if (vocab > cfg->model.vocab) {
-    snprintf(err, errlen, "the data's vocabulary (%d) exceeds model.vocab (%d)", vocab, cfg->model.vocab);
+    boost_err(err, "the data's vocabulary (%d) exceeds model.vocab (%d)", vocab, cfg->model.vocab);
     return -1;
   }
   return 0;
@@ -224,21 +224,20 @@ static int gpu_index(MPI_Comm world) {
  * (comm_init_nccl agrees, and the config is the same everywhere). The
  * context is the run's: the watchdog watches its device waits and aborts
  * it when it ends the job. */
-static int init_comm(run *r, char *err, size_t errlen) {
+static int init_comm(run *r, boost_status *err) {
   const process_grid *g = &r->grid;
   const train_config *cfg = r->cfg;
   const int cuda = cfg->train.device == DEVICE_CUDA, want = cfg->parallel.comm;
 #ifdef BOOST_HAVE_NCCL
   if (cuda && want != COMM_CFG_MPI) {
-    if (comm_init_nccl(&r->comm, r->be, g->tp_comm, g->dp_comm, g->pp_comm, g->world, cfg->parallel.nccl_single, err,
-                       errlen) != 0)
+    if (comm_init_nccl(&r->comm, r->be, g->tp_comm, g->dp_comm, g->pp_comm, g->world, cfg->parallel.nccl_single, err) != 0)
       return -1;
     comm_attach_watchdog(&r->comm);
     return 0;
   }
 #endif
   if (want == COMM_CFG_NCCL || cfg->parallel.nccl_single)
-    return boost_err(err, errlen, "%s needs train.device=cuda%s",
+    return boost_err(err, "%s needs train.device=cuda%s",
                      want == COMM_CFG_NCCL ? "parallel.comm=nccl" : "parallel.nccl_single",
                      !cuda ? "" : want == COMM_CFG_MPI ? " and parallel.comm auto or nccl"
                                                        : " and a build with NCCL (this one communicates through MPI)");
@@ -249,7 +248,7 @@ static int init_comm(run *r, char *err, size_t errlen) {
 
 /* init_weights 0: the weights are left to a resume (open_and_resume draws
  * them only for a fresh start). */
-static trainer *trainer_build(const train_config *cfg, MPI_Comm world, int init_weights, char *err, size_t errlen) {
+static trainer *trainer_build(const train_config *cfg, MPI_Comm world, int init_weights, boost_status *err) {
   run *r = boost_calloc(1, sizeof *r);
   r->cfg = cfg;
   r->B = cfg->train.batch_size;
@@ -259,7 +258,7 @@ static trainer *trainer_build(const train_config *cfg, MPI_Comm world, int init_
   MPI_Comm_size(world, &world_size);
   const int dp = config_dp_degree(cfg, world_size), tp = cfg->parallel.tp, pp = cfg->parallel.pp;
   /* Every rank checks the same inputs, so all fail together. */
-  if (grid_init(&r->grid, world, dp, tp, pp, err, errlen) != 0) {
+  if (grid_init(&r->grid, world, dp, tp, pp, err) != 0) {
     boost_free(r);
     return NULL;
   }
@@ -269,10 +268,12 @@ static trainer *trainer_build(const train_config *cfg, MPI_Comm world, int init_
       : (cfg->train.sample_every > 0 && (tp > 1 || pp > 1))
           ? "train.sample_every needs the whole model on rank 0 (parallel.tp = parallel.pp = 1; set it to 0)"
           : NULL;
-  if (unsupported) snprintf(err, errlen, "%s", unsupported);
-  if (unsupported || model_check_layout(&cfg->model, cfg->parallel.tp_mode, tp, &r->mode, err, errlen) != 0 ||
-      model_plan_stages(&cfg->model, pp, cfg->parallel.stages, r->T, r->layers_per_stage, err, errlen) != 0 ||
-      open_data(r, err, errlen) != 0) {
+  if (unsupported) boost_err(err, "%s", unsupported);
+  if (unsupported || boost_status_took(err, model_check_layout(&cfg->model, cfg->parallel.tp_mode, tp, &r->mode,
+                                                               BOOST_STATUS_TEXT(err))) != 0 ||
+      boost_status_took(err, model_plan_stages(&cfg->model, pp, cfg->parallel.stages, r->T, r->layers_per_stage,
+                                               BOOST_STATUS_TEXT(err))) != 0 ||
+      open_data(r, err) != 0) {
     trainer_destroy(r);
     return NULL;
   }
@@ -291,18 +292,17 @@ static trainer *trainer_build(const train_config *cfg, MPI_Comm world, int init_
     r->threads = (int)(cores / world_size) > 0 ? (int)(cores / world_size) : 1;
   }
   /* The backend on every rank, or a refusal on every rank. */
-  char be_err[512] = "";
+  boost_status be_err = {0};
   const boost_dtype act = cfg->train.precision == PRECISION_BF16 ? BOOST_BF16 : BOOST_F32;
-  r->be = boost_backend_create(device_names[cfg->train.device], act, r->threads, gpu_index(world), be_err,
-                               sizeof be_err);
+  boost_backend_create(device_names[cfg->train.device], act, r->threads, gpu_index(world), &r->be, &be_err);
   const int have_be = comm_control_all(world, COMM_WORLD, "start-up agreement", r->be != NULL); /* every rank or none */
   watchdog_phase("start-up: model build", WATCH_WORK); /* local work: not a wait */
   if (!have_be) {
-    snprintf(err, errlen, "%s", be_err[0] ? be_err : "the backend could not be created on every rank");
+    boost_err(err, "%s", be_err.failed ? be_err.msg : "the backend could not be created on every rank");
     trainer_destroy(r);
     return NULL;
   }
-  if (init_comm(r, err, errlen) != 0) {
+  if (init_comm(r, err) != 0) {
     trainer_destroy(r);
     return NULL;
   }
@@ -325,8 +325,8 @@ static trainer *trainer_build(const train_config *cfg, MPI_Comm world, int init_
   return r;
 }
 
-trainer *trainer_create(const train_config *cfg, MPI_Comm world, char *err, size_t errlen) {
-  return trainer_build(cfg, world, 1, err, errlen);
+trainer *trainer_create(const train_config *cfg, MPI_Comm world, boost_status *err) {
+  return trainer_build(cfg, world, 1, err);
 }
 
 void trainer_destroy(trainer *r) {
@@ -431,27 +431,27 @@ static int stopped_before_training(const run *t, const char *when) {
  * is past the end it asks for, not "done"), train.metrics that cannot be
  * opened. Only then is train.metrics opened (appended to: a resumed run
  * continues it), so a refused start leaves no file. Collective; 0 to train. */
-static int accept_start(run *t, char *err, size_t errlen) {
+static int accept_start(run *t, boost_status *err) {
   const train_state *st = &t->st;
   char when[96];
   snprintf(when, sizeof when, "during start-up, before training from step %lld", (long long)st->step);
   if (stopped_before_training(t, when)) return BOOST_EXIT_PREEMPTED;
   if (st->step > t->cfg->train.steps) {
-    snprintf(err, errlen,
+    boost_err(err,
              "train.steps=%d is below the resumed checkpoint's step %lld: nothing to train (set train.steps above "
              "%lld to continue this run; ckpt.resume=none starts a new one)",
              t->cfg->train.steps, (long long)st->step, (long long)st->step);
-    return fail_all(&t->grid, err);
+    return fail_all(&t->grid, err->msg);
   }
   int ok = 1;
   if (t->grid.rank == 0 && t->cfg->train.metrics[0]) {
     t->metrics = fopen(t->cfg->train.metrics, "a");
     ok = t->metrics != NULL;
-    if (!ok) snprintf(err, errlen, "cannot open train.metrics %s: %s", t->cfg->train.metrics, strerror(errno));
+    if (!ok) boost_err(err, "cannot open train.metrics %s: %s", t->cfg->train.metrics, strerror(errno));
   }
   /* every rank stops, not rank 0 alone */
   comm_control_bcast(t->grid.world, COMM_WORLD, "start agreement", &ok, (int)sizeof ok, 0);
-  return ok ? 0 : fail_all(&t->grid, err);
+  return ok ? 0 : fail_all(&t->grid, err->msg);
 }
 
 /* The checkpoint session (t->ck, NULL without ckpt.dir), the resume into
@@ -459,18 +459,18 @@ static int accept_start(run *t, char *err, size_t errlen) {
  * train; else the exit status, said on every rank. */
 static int open_and_resume(run *t, char *msg, size_t msglen) {
   const train_config *cfg = t->cfg;
-  char err[1024] = "";
+  boost_status err = {0};
   trainer_ckpt_ctx_init(&t->hooks_ctx, cfg, &t->grid, &t->comm, &t->m, &t->pipe, &t->st, t->mode);
   const ckpt_hooks hooks = trainer_ckpt_hooks(&t->hooks_ctx);
   ckpt_settings ck_set;
   trainer_ckpt_settings(cfg, &ck_set);
   ck_set.threads = t->threads; /* train.threads=0 resolved: a save or load training waits for uses them all */
   watchdog_phase("start-up: checkpoint directory", WATCH_WAIT);
-  t->ck = ckpt_open(&ck_set, &t->grid, &t->mt.store, &hooks, err, sizeof err);
+  t->ck = ckpt_open(&ck_set, &t->grid, &t->mt.store, &hooks, &err);
   watchdog_phase("start-up: checkpoint load", WATCH_CKPT);
   int resumed = -1;
-  if ((!t->ck && err[0]) || (resumed = trainer_ckpt_resume(t->ck, &t->st, msg, msglen)) < 0)
-    return fail_all(&t->grid, t->ck ? msg : err);
+  if ((!t->ck && err.failed) || (resumed = trainer_ckpt_resume(t->ck, &t->st, msg, msglen)) < 0)
+    return fail_all(&t->grid, t->ck ? msg : err.msg);
   /* Drawn only for a fresh start: a resume overwrites every weight, and
    * drawing them first (Box-Muller over the whole model) was a large part
    * of a resume's start-up. A fresh start happens only where no checkpoint
@@ -478,17 +478,17 @@ static int open_and_resume(run *t, char *msg, size_t msglen) {
   if (resumed == 0) model_init_params(&t->m, (uint64_t)cfg->train.seed);
   if (ckpt_staging_bounded(t->ck)) optim_parts_init(&t->parts, &t->m, &t->mt, 16);
   watchdog_phase("start-up: start agreement", WATCH_WAIT);
-  return accept_start(t, err, sizeof err);
+  return accept_start(t, &err);
 }
 
 int trainer_run(const train_config *cfg, MPI_Comm world) {
-  char err[1024];
+  boost_status err = {0};
   watchdog_phase("start-up: process grid, data and backend", WATCH_WAIT);
-  run *t = trainer_build(cfg, world, 0, err, sizeof err);
+  run *t = trainer_build(cfg, world, 0, &err);
   if (!t) {
     int rank;
     MPI_Comm_rank(world, &rank);
-    if (rank == 0) fprintf(stderr, "boost-train: %s\n", err);
+    if (rank == 0) fprintf(stderr, "boost-train: %s\n", err.msg);
     return 1;
   }
   if (stopped_before_training(t, "during start-up")) {

@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include "config.h"
+#include "status.h"
 
 #include "comm.h"
 #include "grid.h"
@@ -16,7 +17,7 @@
  * and where it stands. Collective over world; NULL with a one-line message
  * (the same on every rank) when the config, layout or data are bad. */
 typedef struct trainer trainer;
-trainer *trainer_create(const train_config *cfg, MPI_Comm world, char *err, size_t errlen);
+trainer *trainer_create(const train_config *cfg, MPI_Comm world, boost_status *err);
 void trainer_destroy(trainer *t);
 /* One optimizer step over the global batch; returns its mean loss (on every
  * rank) and the pre-clip global gradient norm; advances the state. */

@@ -214,10 +214,10 @@ static void cpu_destroy(boost_backend *be) {
   boost_free(be);
 }
 
-boost_backend *cpu_backend_create(boost_dtype act_dtype, int threads, char *err, size_t errlen) {
+boost_backend *cpu_backend_create(boost_dtype act_dtype, int threads, boost_status *err) {
   const boost_ops *ops = act_dtype == BOOST_F32 ? &cpu_f32_ops : cpu_bf16_ops();
   if (!ops) {
-    boost_err(err, errlen, "the CPU backend has no %s kernels in this build", boost_dtype_names[act_dtype]);
+    boost_err(err, "the CPU backend has no %s kernels in this build", boost_dtype_names[act_dtype]);
     return NULL;
   }
   if (threads > 0) {

@@ -41,19 +41,19 @@ void *cuda_scratch(cuda_be *c, size_t bytes) {
  * calls that do block (docs/CUDA.md lists them) run only when both streams
  * have been polled idle. */
 
-extern "C" int cuda_stream_ready(void *ctx, char *err, size_t errlen) {
+extern "C" int cuda_stream_ready(void *ctx, boost_status *err) {
   const cudaError_t e = cudaStreamQuery((cudaStream_t)ctx);
   if (e == cudaSuccess) return 1;
   if (e == cudaErrorNotReady) return 0;
-  boost_err(err, errlen, "CUDA error on the stream: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+  boost_err(err, "CUDA error on the stream: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
   return -1;
 }
 
-static int event_ready(void *ctx, char *err, size_t errlen) {
+static int event_ready(void *ctx, boost_status *err) {
   const cudaError_t e = cudaEventQuery((cudaEvent_t)ctx);
   if (e == cudaSuccess) return 1;
   if (e == cudaErrorNotReady) return 0;
-  boost_err(err, errlen, "CUDA error on the stream: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+  boost_err(err, "CUDA error on the stream: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
   return -1;
 }
 
@@ -313,27 +313,27 @@ int cuda_device_count(void) {
 }
 
 /* Whether `device` can run this backend; a one-line reason when not. */
-static int device_usable(int device, cudaDeviceProp *prop, char *err, size_t errlen) {
+static int device_usable(int device, cudaDeviceProp *prop, boost_status *err) {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
   (void)cudaGetLastError();
   if (e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice || (e == cudaSuccess && n == 0))
-    return boost_err(err, errlen, "train.device = cuda: no CUDA GPU is usable here (%s)",
+    return boost_err(err, "train.device = cuda: no CUDA GPU is usable here (%s)",
                      e == cudaErrorInsufficientDriver ? "no NVIDIA driver, or one older than this build's CUDA runtime"
                                                       : "no CUDA device is visible");
   if (e != cudaSuccess)
-    return boost_err(err, errlen, "train.device = cuda: the CUDA runtime cannot start: %s", cudaGetErrorString(e));
+    return boost_err(err, "train.device = cuda: the CUDA runtime cannot start: %s", cudaGetErrorString(e));
   if (device < 0 || device >= n)
-    return boost_err(err, errlen, "train.device = cuda: device %d does not exist (%d visible)", device, n);
+    return boost_err(err, "train.device = cuda: device %d does not exist (%d visible)", device, n);
   cudaCheck(cudaGetDeviceProperties(prop, device));
   if (prop->major < 8)
-    return boost_err(err, errlen, "train.device = cuda: %s is sm_%d%d; the CUDA backend needs sm_80 or newer (bf16)",
+    return boost_err(err, "train.device = cuda: %s is sm_%d%d; the CUDA backend needs sm_80 or newer (bf16)",
                      prop->name, prop->major, prop->minor);
   cudaCheck(cudaSetDevice(device));
   cudaFuncAttributes fa;
   if (cudaFuncGetAttributes(&fa, probe_kernel) != cudaSuccess) {
     (void)cudaGetLastError();
-    return boost_err(err, errlen,
+    return boost_err(err,
                      "train.device = cuda: this build has no kernels for %s (sm_%d%d): rebuild with "
                      "-DBOOST_CUDA_ARCHITECTURES=%d%d",
                      prop->name, prop->major, prop->minor, prop->major, prop->minor);
@@ -341,11 +341,11 @@ static int device_usable(int device, cudaDeviceProp *prop, char *err, size_t err
   return 0;
 }
 
-extern "C" boost_backend *cuda_backend_create(boost_dtype act_dtype, int device, char *err, size_t errlen) {
+extern "C" boost_backend *cuda_backend_create(boost_dtype act_dtype, int device, boost_status *err) {
   cudaDeviceProp prop;
-  if (device_usable(device, &prop, err, errlen) != 0) return NULL;
+  if (device_usable(device, &prop, err) != 0) return NULL;
   if (act_dtype != BOOST_F32 && act_dtype != BOOST_BF16) {
-    boost_err(err, errlen, "the CUDA backend runs f32 or bf16 activations, not %s", boost_dtype_names[act_dtype]);
+    boost_err(err, "the CUDA backend runs f32 or bf16 activations, not %s", boost_dtype_names[act_dtype]);
     return NULL;
   }
   cuda_be *c = (cuda_be *)boost_calloc(1, sizeof *c);

@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 
 #include "backend.h"
+#include "status.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -24,7 +25,7 @@ cudaStream_t cuda_backend_stream(boost_backend *be);
 int cuda_backend_device(boost_backend *be);
 /* A device_wait.h ready function for a cudaStream_t (ctx): 1 when the
  * stream's work is done, 0 while it runs, -1 with the CUDA error. */
-int cuda_stream_ready(void *ctx, char *err, size_t errlen);
+int cuda_stream_ready(void *ctx, boost_status *err);
 /* One line: "NVIDIA H200 (sm_90, 132 SMs, 139.8 GiB), device 0". */
 void cuda_backend_describe(boost_backend *be, char *out, size_t len);
 

@@ -77,16 +77,18 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nt; i++) printf("backend %s %s\n", t[i].name, boost_dtype_names[t[i].act]);
     return 0;
   }
-  char err[512];
-  boost_backend *ref = boost_backend_create("cpu", BOOST_F32, 0, 0, err, sizeof err);
-  if (!ref) return fprintf(stderr, "test-backend-ops: the reference: %s\n", err), 1;
+  boost_status err = {0};
+  boost_backend *ref = NULL;
+  boost_backend_create("cpu", BOOST_F32, 0, 0, &ref, &err);
+  if (!ref) return fprintf(stderr, "test-backend-ops: the reference: %s\n", err.msg), 1;
   printf("test-backend-ops: %d ops, seed %llu%s\n", BOOST_OP_COUNT, seed, small ? ", small shapes" : "");
   int runs = 0;
   for (int i = 0; i < nt; i++) {
-    boost_backend *be = boost_backend_create(t[i].name, t[i].act, 0, 0, err, sizeof err);
+    boost_backend *be = NULL;
+    boost_backend_create(t[i].name, t[i].act, 0, 0, &be, &err);
     if (!be) {
       /* a backend this build has but this machine cannot run (cuda without a GPU) */
-      printf("note: %s %s not run: %s\n", t[i].name, boost_dtype_names[t[i].act], err);
+      printf("note: %s %s not run: %s\n", t[i].name, boost_dtype_names[t[i].act], err.msg);
       continue;
     }
     g_seed(seed);

@@ -111,11 +111,12 @@ static void check_memory(gcheck *g) {
 
 /* backend: "cuda", or "guarded" for --self-test; -1 when it cannot start */
 static int run_act(const char *backend, boost_dtype act, int device, int small, boost_backend *cpu) {
-  char err[512] = "", desc[256] = "";
+  boost_status err = {0};
+  char desc[256] = "";
   gcheck g = {.ref = cpu, .bf16 = act == BOOST_BF16, .small = small};
-  g.be = boost_backend_create(backend, act, 0, device, err, sizeof err);
+  boost_backend_create(backend, act, 0, device, &g.be, &err);
   if (!g.be) {
-    printf("FAIL %s\n", err);
+    printf("FAIL %s\n", err.msg);
     return -1;
   }
   cuda_backend_describe(g.be, desc, sizeof desc);
@@ -150,17 +151,19 @@ int main(int argc, char **argv) {
   }
   const char *dev = getenv("BOOST_GPU_DEVICE");
   const int device = dev ? atoi(dev) : 0;
-  char err[512];
+  boost_status err = {0};
   if (probe) { /* is a GPU usable: the backend starts, or says why not */
-    boost_backend *be = boost_backend_create("cuda", BOOST_BF16, 0, device, err, sizeof err);
-    if (!be) return printf("%s\n", err), 77;
-    cuda_backend_describe(be, err, sizeof err);
-    printf("%s\n", err);
+    boost_backend *be = NULL;
+    boost_backend_create("cuda", BOOST_BF16, 0, device, &be, &err);
+    if (!be) return printf("%s\n", err.msg), 77;
+    cuda_backend_describe(be, err.msg, sizeof err.msg);
+    printf("%s\n", err.msg);
     boost_backend_destroy(be);
     return 0;
   }
-  boost_backend *cpu = boost_backend_create("cpu", BOOST_F32, 0, 0, err, sizeof err);
-  if (!cpu) return fprintf(stderr, "boost-gpu-check: %s\n", err), 1;
+  boost_backend *cpu = NULL;
+  boost_backend_create("cpu", BOOST_F32, 0, 0, &cpu, &err);
+  if (!cpu) return fprintf(stderr, "boost-gpu-check: %s\n", err.msg), 1;
   const char *backend = self ? "guarded" : "cuda";
   if ((acts & 1) && run_act(backend, BOOST_F32, device, small, cpu) < 0) return 1;
   if ((acts & 2) && run_act(backend, BOOST_BF16, device, small, cpu) < 0) return 1;
@@ -169,7 +172,7 @@ int main(int argc, char **argv) {
   printf("gpu_check: %d checks, %d failed\n", n_checks, n_failed);
   if (bench && !small) {
     gcheck g = {.ref = cpu, .bf16 = 1};
-    g.be = boost_backend_create("cuda", BOOST_BF16, 0, device, err, sizeof err);
+    boost_backend_create("cuda", BOOST_BF16, 0, device, &g.be, &err);
     if (g.be) gpu_bench(&g);
     boost_backend_destroy(g.be);
   }

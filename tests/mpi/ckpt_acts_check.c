@@ -65,21 +65,21 @@ int main(int argc, char **argv) {
   for (int i = 2; i + 1 < argc; i += 2)
     if (!strcmp(argv[i], "--set")) sets[nsets++] = argv[i + 1];
   train_config cfg;
-  char err[1024];
-  if (config_resolve(&cfg, NULL, nsets, sets, err, sizeof err) != 0) boost_fail("%s", err);
+  boost_status err = {0};
+  if (config_resolve(&cfg, NULL, nsets, sets, &err) != 0) boost_fail("%s", err.msg);
   free(sets);
   cfg.parallel.dp = cfg.parallel.tp = cfg.parallel.pp = 1;
   snprintf(cfg.ckpt.dir, sizeof cfg.ckpt.dir, "%s", path);
   char *slash = strrchr(cfg.ckpt.dir, '/');
   if (slash) *slash = 0;
   else snprintf(cfg.ckpt.dir, sizeof cfg.ckpt.dir, ".");
-  if (config_set(&cfg, "ckpt.resume", path, err, sizeof err) != 0) boost_fail("%s", err);
+  if (config_set(&cfg, "ckpt.resume", path, &err) != 0) boost_fail("%s", err.msg);
   cfg.ckpt.activations = ACTS_NONE;
 
   process_grid g;
-  if (grid_init(&g, MPI_COMM_WORLD, 1, 1, 1, err, sizeof err) != 0) boost_fail("%s", err);
+  if (grid_init(&g, MPI_COMM_WORLD, 1, 1, 1, &err) != 0) boost_fail("%s", err.msg);
   tp_mode mode;
-  if (model_check_layout(&cfg.model, cfg.parallel.tp_mode, 1, &mode, err, sizeof err) != 0) boost_fail("%s", err);
+  if (model_check_layout(&cfg.model, cfg.parallel.tp_mode, 1, &mode, BOOST_STATUS_TEXT(&err)) != 0) boost_fail("%s", err.msg);
   model m;
   model_run run = {0};
   model_train ts;
@@ -89,8 +89,8 @@ int main(int argc, char **argv) {
   train_state_init(&st);
   ckpt_settings set;
   trainer_ckpt_settings(&cfg, &set);
-  ckpt_session *s = ckpt_open(&set, &g, &ts.store, NULL, err, sizeof err);
-  if (!s) boost_fail("ckpt_open: %s", err);
+  ckpt_session *s = ckpt_open(&set, &g, &ts.store, NULL, &err);
+  if (!s) boost_fail("ckpt_open: %s", err.msg);
   char msg[1024];
   if (trainer_ckpt_resume(s, &st, msg, sizeof msg) <= 0) boost_fail("did not load %s: %s", path, msg);
   ckpt_close(s); /* the writer thread is gone: this thread may call HDF5 now */

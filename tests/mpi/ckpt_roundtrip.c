@@ -108,8 +108,8 @@ int main(int argc, char **argv) {
   const int64_t step = atoll(argv[6]);
   if (provided < MPI_THREAD_MULTIPLE) boost_fail("MPI_THREAD_MULTIPLE not provided");
   process_grid g;
-  char err[512];
-  if (grid_init(&g, MPI_COMM_WORLD, dp, tp, pp, err, sizeof err) != 0) boost_fail("%s", err);
+  boost_status err = {0};
+  if (grid_init(&g, MPI_COMM_WORLD, dp, tp, pp, &err) != 0) boost_fail("%s", err.msg);
 
   tensor_registry reg;
   registry_init(&reg, g.tp_rank, g.tp);
@@ -126,7 +126,7 @@ int main(int argc, char **argv) {
   train_config cfg;
   config_defaults(&cfg);
   snprintf(cfg.ckpt.dir, sizeof cfg.ckpt.dir, "%s", argv[2]);
-  config_set(&cfg, "ckpt.resume", "auto", err, sizeof err);
+  config_set(&cfg, "ckpt.resume", "auto", &err);
   cfg.ckpt.keep_last = 100;
   cfg.parallel.dp = dp, cfg.parallel.tp = tp, cfg.parallel.pp = pp;
 
@@ -149,8 +149,8 @@ int main(int argc, char **argv) {
     st.data_cursor = step * 100 + 7;
     st.tokens_seen = (double)step * 6400.5;
     for (int64_t i = 0; i < step; i++) train_state_push_loss(&st, 10.0f / (float)(i + 1));
-    ckpt_session *s = ckpt_open(&set, &g, &store, NULL, err, sizeof err);
-    if (!s) boost_fail("ckpt_open: %s", err);
+    ckpt_session *s = ckpt_open(&set, &g, &store, NULL, &err);
+    if (!s) boost_fail("ckpt_open: %s", err.msg);
     char status[256];
     trainer_ckpt_after_step(&ctx, s, &st, 1, status, sizeof status);
     if (ckpt_wait(s) != 0) {
@@ -162,8 +162,8 @@ int main(int argc, char **argv) {
     ckpt_close(s);
     if (rank == 0 && !bad) printf("ok save step %lld on dp=%d tp=%d pp=%d\n", (long long)step, dp, tp, pp);
   } else {
-    ckpt_session *s = ckpt_open(&set, &g, &store, NULL, err, sizeof err);
-    if (!s) boost_fail("ckpt_open: %s", err);
+    ckpt_session *s = ckpt_open(&set, &g, &store, NULL, &err);
+    if (!s) boost_fail("ckpt_open: %s", err.msg);
     char msg[1024];
     int resumed = trainer_ckpt_resume(s, &st, msg, sizeof msg) > 0;
     if (rank == 0) printf("resume: %s\n", msg);

@@ -196,9 +196,10 @@ static int exists(const char *dir, const char *name) {
 Test(ckpt_fs, temporaries_latest_retention) {
   char dir[] = "/tmp/test_ckpt_fs.XXXXXX";
   cr_assert(mkdtemp(dir));
-  char sub[600], err[512];
+  char sub[600];
+  boost_status err = {0};
   snprintf(sub, sizeof sub, "%s/a/b", dir);
-  cr_assert_eq(ckpt_fs_mkdirs(sub, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(ckpt_fs_mkdirs(sub, &err), 0, "%s", err.msg);
   for (int s = 2; s <= 12; s += 2) {
     char n[64];
     ckpt_file_name(n, sizeof n, s);
@@ -212,22 +213,22 @@ Test(ckpt_fs, temporaries_latest_retention) {
   cr_assert(!exists(sub, "step_00000014.h5.tmp") && !exists(sub, "latest.tmp") && exists(sub, "notes.txt"));
   int64_t *steps;
   int n;
-  cr_assert_eq(ckpt_fs_list(sub, &steps, &n, err, sizeof err), 0);
+  cr_assert_eq(ckpt_fs_list(sub, &steps, &n, &err), 0);
   cr_assert_eq(n, 6);
   cr_assert(steps[0] == 12 && steps[5] == 2);
   free(steps);
-  cr_assert_eq(ckpt_fs_write_latest(sub, "step_00000012.h5", err, sizeof err), 0, "%s", err);
+  cr_assert_eq(ckpt_fs_write_latest(sub, "step_00000012.h5", &err), 0, "%s", err.msg);
   char latest[64];
   cr_assert_eq(ckpt_fs_read_latest(sub, latest, sizeof latest), 0);
   cr_assert_str_eq(latest, "step_00000012.h5");
   /* committed 8 after a resume from 6: 10 and 12 belong to an abandoned run.
    * `latest` names step 2 here (say its update to 8 failed): that file is
    * kept although retention would delete it. */
-  cr_assert_eq(ckpt_fs_write_latest(sub, "step_00000002.h5", err, sizeof err), 0, "%s", err);
+  cr_assert_eq(ckpt_fs_write_latest(sub, "step_00000002.h5", &err), 0, "%s", err.msg);
   char report[512];
   ckpt_fs_retain(sub, 8, 2, 4, report, sizeof report);
   cr_assert(exists(sub, "step_00000002.h5"), "the file latest names was removed: %s", report);
-  cr_assert_eq(ckpt_fs_write_latest(sub, "step_00000008.h5", err, sizeof err), 0, "%s", err);
+  cr_assert_eq(ckpt_fs_write_latest(sub, "step_00000008.h5", &err), 0, "%s", err.msg);
   ckpt_fs_retain(sub, 8, 2, 4, report, sizeof report);
   cr_assert(exists(sub, "step_00000008.h5") && exists(sub, "step_00000006.h5"), "%s", report);
   cr_assert(exists(sub, "step_00000004.h5"), "keep_every 4: %s", report);

@@ -73,15 +73,15 @@ static void check_slab(int threads, int async) {
   enum { N = sizeof slabs / sizeof slabs[0] };
   float *got[N];
   uint64_t sum[N];
-  char err[512] = "";
+  boost_status err = {0};
   for (int k = 0; k < N; k++) {
     const hsize_t st[2] = {slabs[k][0], slabs[k][1]}, ct[2] = {slabs[k][2], slabs[k][3]};
     got[k] = calloc(ct[0] * ct[1], sizeof(float));
-    const int rc = async ? ckpt_read_slab_chunks_async(cr, d, 2, gshape, st, ct, got[k], &sum[k], "x", err, sizeof err)
-                         : ckpt_read_slab_chunks(cr, d, 2, gshape, st, ct, got[k], &sum[k], "x", err, sizeof err);
-    cr_assert_eq(rc, 1, "slab %d: rc %d (%s)", k, rc, err);
+    const int rc = async ? ckpt_read_slab_chunks_async(cr, d, 2, gshape, st, ct, got[k], &sum[k], "x", &err)
+                         : ckpt_read_slab_chunks(cr, d, 2, gshape, st, ct, got[k], &sum[k], "x", &err);
+    cr_assert_eq(rc, 1, "slab %d: rc %d (%s)", k, rc, err.msg);
   }
-  if (async) cr_assert_eq(ckpt_chunk_reader_wait(cr, err, sizeof err), 0, "%s", err);
+  if (async) cr_assert_eq(ckpt_chunk_reader_wait(cr, &err), 0, "%s", err.msg);
   for (int k = 0; k < N; k++) {
     const hsize_t st[2] = {slabs[k][0], slabs[k][1]}, ct[2] = {slabs[k][2], slabs[k][3]};
     const int64_t off[2] = {(int64_t)st[0], (int64_t)st[1]}, cnt[2] = {(int64_t)ct[0], (int64_t)ct[1]};
@@ -120,13 +120,13 @@ Test(ckpt_chunks, damaged_chunk_fails_its_slab_only) {
   ckpt_chunk_reader *cr = ckpt_chunk_reader_new(2);
   float *buf = calloc(R * C, sizeof *buf);
   uint64_t sum = 0;
-  char err[512] = "";
+  boost_status err = {0};
   const hsize_t st[2] = {0, 0};
-  cr_assert_eq(ckpt_read_slab_chunks(cr, x, 2, gshape, st, dims, buf, &sum, "tensor x", err, sizeof err), -1);
-  cr_assert(strstr(err, "tensor x: a stored chunk does not decode"), "error: %s", err);
-  err[0] = 0;
-  cr_assert_eq(ckpt_read_slab_chunks(cr, y, 2, gshape, st, dims, buf, &sum, "tensor y", err, sizeof err), 1,
-               "the slab after a damaged one: %s", err);
+  cr_assert_eq(ckpt_read_slab_chunks(cr, x, 2, gshape, st, dims, buf, &sum, "tensor x", &err), -1);
+  cr_assert(strstr(err.msg, "tensor x: a stored chunk does not decode"), "error: %s", err.msg);
+  err = (boost_status){0};
+  cr_assert_eq(ckpt_read_slab_chunks(cr, y, 2, gshape, st, dims, buf, &sum, "tensor y", &err), 1,
+               "the slab after a damaged one: %s", err.msg);
   cr_assert(memcmp(buf, values, sizeof values) == 0);
   free(buf);
   ckpt_chunk_reader_free(cr);

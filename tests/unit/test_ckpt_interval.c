@@ -37,10 +37,10 @@ Test(ckpt_interval, mtbf_from_starts) {
 static train_config cfg_with(const char *every, const char *mtbf, const char *seconds) {
   train_config c;
   config_defaults(&c);
-  char err[256];
-  cr_assert(config_set(&c, "ckpt.every", every, err, sizeof err) == 0, "%s", err);
-  if (mtbf) cr_assert(config_set(&c, "ckpt.mtbf", mtbf, err, sizeof err) == 0, "%s", err);
-  if (seconds) cr_assert(config_set(&c, "ckpt.every_seconds", seconds, err, sizeof err) == 0, "%s", err);
+  boost_status err = {0};
+  cr_assert(config_set(&c, "ckpt.every", every, &err) == 0, "%s", err.msg);
+  if (mtbf) cr_assert(config_set(&c, "ckpt.mtbf", mtbf, &err) == 0, "%s", err.msg);
+  if (seconds) cr_assert(config_set(&c, "ckpt.every_seconds", seconds, &err) == 0, "%s", err.msg);
   return c;
 }
 
@@ -113,13 +113,13 @@ Test(ckpt_interval, bad_values_name_the_key) {
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     train_config c;
     config_defaults(&c);
-    char err[256] = "";
-    cr_assert(config_set(&c, bad[i][0], bad[i][1], err, sizeof err) != 0, "%s=%s accepted", bad[i][0], bad[i][1]);
-    cr_assert(strstr(err, bad[i][0]), "%s=%s: '%s' does not name the key", bad[i][0], bad[i][1], err);
+    boost_status err = {0};
+    cr_assert(config_set(&c, bad[i][0], bad[i][1], &err) != 0, "%s=%s accepted", bad[i][0], bad[i][1]);
+    cr_assert(strstr(err.msg, bad[i][0]), "%s=%s: '%s' does not name the key", bad[i][0], bad[i][1], err.msg);
   }
   train_config c = cfg_with("auto", NULL, "10");
-  char err[256] = "";
-  cr_assert(config_validate(&c, err, sizeof err) != 0 && strstr(err, "ckpt.every_seconds"), "%s", err);
+  boost_status err = {0};
+  cr_assert(config_validate(&c, &err) != 0 && strstr(err.msg, "ckpt.every_seconds"), "%s", err.msg);
 }
 
 Test(ckpt_interval, stored_config_round_trip) {
@@ -127,12 +127,12 @@ Test(ckpt_interval, stored_config_round_trip) {
   train_config c = cfg_with("auto", "90m", NULL), d;
   char *json = config_to_json(&c);
   config_defaults(&d);
-  char err[256];
-  cr_assert(config_from_json(&d, json, NULL, err, sizeof err) == 0, "%s", err);
+  boost_status err = {0};
+  cr_assert(config_from_json(&d, json, NULL, &err) == 0, "%s", err.msg);
   cr_assert(d.ckpt.every_auto && fabs(d.ckpt.mtbf_s - 5400) < 1e-9);
   free(json);
   config_defaults(&d);
-  cr_assert(config_from_json(&d, "{\"ckpt.every\": 40}", NULL, err, sizeof err) == 0, "%s", err);
+  cr_assert(config_from_json(&d, "{\"ckpt.every\": 40}", NULL, &err) == 0, "%s", err.msg);
   cr_assert(d.ckpt.every == 40 && !d.ckpt.every_auto);
 }
 
@@ -141,8 +141,8 @@ Test(ckpt_interval, local_level_clock_of_its_own) {
    * own cost; the file level keeps counting steps */
   unsetenv("BOOST_CKPT_TEST_DELTA_S");
   train_config c = cfg_with("40", "1h", "10");
-  char err[256];
-  cr_assert(config_set(&c, "ckpt.local_every", "auto", err, sizeof err) == 0, "%s", err);
+  boost_status err = {0};
+  cr_assert(config_set(&c, "ckpt.local_every", "auto", &err) == 0, "%s", err.msg);
   cr_assert(c.ckpt.local_every_auto && c.ckpt.local_every == 0 && c.ckpt.every == 40 && !c.ckpt.every_auto);
   ckpt_interval file, local;
   ckpt_interval_init(&file, &c, 0, NULL, 0);
@@ -161,11 +161,11 @@ Test(ckpt_interval, local_level_clock_of_its_own) {
   config_defaults(&d);
   cr_assert(!d.ckpt.local_every_auto && d.ckpt.local_every == 0);
   char *json = config_to_json(&c);
-  cr_assert(config_from_json(&d, json, NULL, err, sizeof err) == 0, "%s", err);
+  cr_assert(config_from_json(&d, json, NULL, &err) == 0, "%s", err.msg);
   cr_assert(d.ckpt.local_every_auto);
   free(json);
   config_defaults(&d);
-  cr_assert(config_from_json(&d, "{\"ckpt.local_every\": 3}", NULL, err, sizeof err) == 0, "%s", err);
+  cr_assert(config_from_json(&d, "{\"ckpt.local_every\": 3}", NULL, &err) == 0, "%s", err.msg);
   cr_assert(d.ckpt.local_every == 3 && !d.ckpt.local_every_auto);
-  cr_assert(config_set(&d, "ckpt.local_every", "-2", err, sizeof err) != 0 && strstr(err, "ckpt.local_every"), "%s", err);
+  cr_assert(config_set(&d, "ckpt.local_every", "-2", &err) != 0 && strstr(err.msg, "ckpt.local_every"), "%s", err.msg);
 }

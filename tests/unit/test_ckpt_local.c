@@ -49,8 +49,8 @@ Test(ckpt_local, state_part_round_trips_and_refuses_truncation) {
   cr_assert_eq(ckpt_local_pack(&m, &st, &buf, &len), 0);
   ckpt_meta m2;
   ckpt_state st2;
-  char err[256] = "";
-  cr_assert_eq(ckpt_local_unpack(buf, len, &m2, &st2, err, sizeof err), 0, "%s", err);
+  boost_status err = {0};
+  cr_assert_eq(ckpt_local_unpack(buf, len, &m2, &st2, &err), 0, "%s", err.msg);
   cr_expect_eq(m2.present, m.present);
   cr_expect_eq(m2.run.step, 42);
   cr_expect_eq(m2.run.tokens_seen, 1234.5);
@@ -62,8 +62,8 @@ Test(ckpt_local, state_part_round_trips_and_refuses_truncation) {
   cr_expect_eq(st2.set[CKPT_STATE_run_starts].rows, 0);
   ckpt_meta_free(&m2);
   ckpt_state_free(&st2);
-  cr_expect_eq(ckpt_local_unpack(buf, len - 1, &m2, &st2, err, sizeof err), -1);
-  cr_expect(strstr(err, "state part is malformed") != NULL, "%s", err);
+  cr_expect_eq(ckpt_local_unpack(buf, len - 1, &m2, &st2, &err), -1);
+  cr_expect(strstr(err.msg, "state part is malformed") != NULL, "%s", err.msg);
   free(buf);
   ckpt_meta_free(&m);
 }
@@ -75,24 +75,25 @@ Test(ckpt_local, a_flipped_byte_is_caught) {
   char data[5000];
   for (size_t i = 0; i < sizeof data; i++) data[i] = (char)(i * 7);
   uint64_t sum;
-  char err[512] = "";
-  cr_assert_eq(ckpt_local_write_small(path, data, sizeof data, &sum, err, sizeof err), 0, "%s", err);
+  boost_status err = {0};
+  cr_assert_eq(ckpt_local_write_small(path, data, sizeof data, &sum, &err), 0, "%s", err.msg);
   unsigned char *back;
-  cr_assert_eq(ckpt_local_read_small(path, sizeof data, sum, &back, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(ckpt_local_read_small(path, sizeof data, sum, &back, &err), 0, "%s", err.msg);
   cr_expect_eq(memcmp(back, data, sizeof data), 0);
   free(back);
   flip_byte(path, 2500);
-  cr_expect_eq(ckpt_local_read_small(path, sizeof data, sum, &back, err, sizeof err), -1);
-  cr_expect(strstr(err, "checksum mismatch") != NULL && strstr(err, path) != NULL, "%s", err);
-  cr_expect_eq(ckpt_local_read_small(path, sizeof data + 1, sum, &back, err, sizeof err), -1);
-  cr_expect(strstr(err, "the manifest says") != NULL, "%s", err);
+  cr_expect_eq(ckpt_local_read_small(path, sizeof data, sum, &back, &err), -1);
+  cr_expect(strstr(err.msg, "checksum mismatch") != NULL && strstr(err.msg, path) != NULL, "%s", err.msg);
+  cr_expect_eq(ckpt_local_read_small(path, sizeof data + 1, sum, &back, &err), -1);
+  cr_expect(strstr(err.msg, "the manifest says") != NULL, "%s", err.msg);
   ckpt_local_remove_tree(path);
   rmdir(dir);
 }
 
 /* A committed step directory with a manifest of owner `owner`. */
 static void step_dir(int64_t step, int owner, int tmp, const ckpt_local_shape *shape) {
-  char p[256], err[256];
+  char p[256];
+  boost_status err = {0};
   ckpt_local_step_path(p, sizeof p, dir, step, tmp);
   cr_assert_eq(mkdir(p, 0700), 0);
   ckpt_local_manifest man;
@@ -100,7 +101,7 @@ static void step_dir(int64_t step, int owner, int tmp, const ckpt_local_shape *s
   man.step = step;
   man.shape = *shape;
   man.shape.owner_rank = owner;
-  cr_assert_eq(ckpt_local_write_manifest(p, &man, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(ckpt_local_write_manifest(p, &man, &err), 0, "%s", err.msg);
 }
 
 Test(ckpt_local, listing_keeps_committed_steps_of_this_rank_and_layout) {
@@ -117,28 +118,28 @@ Test(ckpt_local, listing_keeps_committed_steps_of_this_rank_and_layout) {
   moved.tensors_sum = 78;
   step_dir(10, 3, 0, &moved); /* the same sizes, tensors at other offsets (a build that rounds them otherwise) */
   int64_t steps[8];
-  char why[512] = "";
-  const int n = ckpt_local_list(dir, 3, &shape, steps, 8, why, sizeof why);
-  cr_assert_eq(n, 2, "%d: %s", n, why);
+  boost_status why = {0};
+  const int n = ckpt_local_list(dir, 3, &shape, steps, 8, &why);
+  cr_assert_eq(n, 2, "%d: %s", n, why.msg);
   cr_expect_eq(steps[0], 12);
   cr_expect_eq(steps[1], 5);
-  cr_expect(strstr(why, "step_00000011 was written by another layout") != NULL, "%s", why);
-  why[0] = 0;
-  cr_expect_eq(ckpt_local_list(dir, 3, &moved, steps, 8, why, sizeof why), 1);
+  cr_expect(strstr(why.msg, "step_00000011 was written by another layout") != NULL, "%s", why.msg);
+  why = (boost_status){0};
+  cr_expect_eq(ckpt_local_list(dir, 3, &moved, steps, 8, &why), 1);
   cr_expect_eq(steps[0], 10);
-  cr_expect(strstr(why, "step_00000012 was written by another layout (world 4 dp 2 tp 2 pp 1, 1000 floats, tensors placed "
-                        "otherwise in the arenas)") != NULL,
-            "%s", why);
+  cr_expect(strstr(why.msg, "step_00000012 was written by another layout (world 4 dp 2 tp 2 pp 1, 1000 floats, tensors "
+                            "placed otherwise in the arenas)") != NULL,
+            "%s", why.msg);
   /* a damaged manifest: passed over */
   char p[256];
   snprintf(p, sizeof p, "%s/step_00000012/manifest.bin", dir);
   flip_byte(p, 20);
-  cr_expect_eq(ckpt_local_list(dir, 3, &shape, steps, 8, NULL, 0), 1);
+  cr_expect_eq(ckpt_local_list(dir, 3, &shape, steps, 8, NULL), 1);
   cr_expect_eq(steps[0], 5);
   /* only what is older than a kept step goes, temporaries included */
   cr_expect_eq(ckpt_local_remove_steps(dir, 11, 1), 2); /* 12 and 13.tmp */
   cr_expect_eq(ckpt_local_remove_steps(dir, 5, 0), 3);  /* 9, 10 and 11 */
-  cr_expect_eq(ckpt_local_list(dir, 3, &shape, steps, 8, NULL, 0), 1);
+  cr_expect_eq(ckpt_local_list(dir, 3, &shape, steps, 8, NULL), 1);
   ckpt_local_remove_steps(dir, -1, 0);
   cr_expect_eq(rmdir(dir), 0);
 }

@@ -36,9 +36,10 @@ static void run_decode_kernel(decode_ctx *c, int B) {
 /* T steps of B sequences of H heads of hd: the kernel's phases and the CPU
  * op, each on its own caches, from the same q, k, v. */
 static void decode_case(int B, int T, int H, int hd, int bf16) {
-  char err[256];
-  boost_backend *be = boost_backend_create("cpu", bf16 ? BOOST_BF16 : BOOST_F32, 2, 0, err, sizeof err);
-  cr_assert_not_null(be, "cpu backend: %s", err);
+  boost_status err = {0};
+  boost_backend *be = NULL;
+  boost_backend_create("cpu", bf16 ? BOOST_BF16 : BOOST_F32, 2, 0, &be, &err);
+  cr_assert_not_null(be, "cpu backend: %s", err.msg);
   rng_seed(700 + (uint64_t)(T * 31 + H * 7 + hd + bf16));
   const int C = H * hd;
   const size_t step = (size_t)B * C, cache = (size_t)B * T * C, es = bf16 ? 2 : 4;

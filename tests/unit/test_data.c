@@ -14,7 +14,8 @@
 #include "data.h"
 
 static char g_dir[256];
-static char g_err[1024];
+static boost_status g_status;
+static const char *const g_err = g_status.msg;
 
 static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw) {
   (void)st, (void)flag, (void)ftw;
@@ -43,10 +44,10 @@ static uint32_t lcg(uint64_t *s) {
 
 /* Write a shard through the public writer. */
 static void write_shard(const char *path, uint32_t width, uint32_t vocab, const int32_t *tok, size_t n) {
-  data_writer *w = data_writer_open(path, width, vocab, "test-v1", DATA_NO_EOT, g_err, sizeof g_err);
+  data_writer *w = data_writer_open(path, width, vocab, "test-v1", DATA_NO_EOT, &g_status);
   cr_assert_not_null(w, "%s", g_err);
-  cr_assert_eq(data_writer_add(w, tok, n, g_err, sizeof g_err), 0, "%s", g_err);
-  cr_assert_eq(data_writer_finish(w, NULL, g_err, sizeof g_err), 0, "%s", g_err);
+  cr_assert_eq(data_writer_add(w, tok, n, &g_status), 0, "%s", g_err);
+  cr_assert_eq(data_writer_finish(w, NULL, &g_status), 0, "%s", g_err);
 }
 
 /* Write a boost shard byte by byte from docs/DATA_FORMAT.md (no library code),
@@ -118,9 +119,11 @@ static void flip_byte(const char *path, long off) {
 }
 
 static void expect_open_fails(const char *path, const char *what) {
-  g_err[0] = '\0';
-  data_source *src = data_open(path, g_err, sizeof g_err);
-  cr_assert_null(src, "data_open(%s) should fail with \"%s\"", path, what);
+  g_status = (boost_status){0};
+  data_source *src = NULL;
+  cr_assert_eq(data_open(path, &src, &g_status), -1, "data_open(%s) should fail with \"%s\"", path, what);
+  cr_assert_null(src);
+  cr_assert(g_status.failed);
   cr_assert(strstr(g_err, what), "err \"%s\" lacks \"%s\"", g_err, what);
   cr_assert(strstr(g_err, path), "err \"%s\" does not name %s", g_err, path);
   cr_assert_null(strchr(g_err, '\n'), "err must be one line");
@@ -137,7 +140,8 @@ static void roundtrip(uint32_t width, uint32_t vocab, size_t n) {
   write_shard(p, width, vocab, tok, n);
   cr_assert_eq(access(tpath("a.tok.tmp"), F_OK), -1, "temp file left behind");
 
-  data_source *src = data_open(p, g_err, sizeof g_err);
+  data_source *src = NULL;
+  data_open(p, &src, &g_status);
   cr_assert_not_null(src, "%s", g_err);
   cr_assert_eq(data_num_tokens(src), (int64_t)n);
   cr_assert_eq(data_vocab_size(src), (int)vocab);
@@ -150,7 +154,7 @@ static void roundtrip(uint32_t width, uint32_t vocab, size_t n) {
   data_close(src);
 
   data_shard_info in;
-  cr_assert_eq(data_shard_info_read(p, &in, g_err, sizeof g_err), 0, "%s", g_err);
+  cr_assert_eq(data_shard_info_read(p, &in, &g_status), 0, "%s", g_err);
   cr_assert_eq(in.format, DATA_FORMAT_BOOST);
   cr_assert_eq(in.version, 1);
   cr_assert_eq(in.header_bytes, 256);
@@ -179,13 +183,13 @@ Test(data, writer_matches_documented_layout) {
   uint32_t raw[6] = {256, 'h', 'i', 256, '!', '\n'};
   write_raw(tpath("raw.tok"), 1, 2, 257, raw, 6, "byte-v1", 256, 2);
   data_writer *w = data_writer_open(tpath("lib.tok"), 2, DATA_BYTE_VOCAB, DATA_BYTE_TOKENIZER, DATA_BYTE_EOT,
-                                    g_err, sizeof g_err);
+                                    &g_status);
   cr_assert_not_null(w, "%s", g_err);
-  cr_assert_eq(data_writer_add_document(w, "hi", 2, g_err, sizeof g_err), 0);
-  cr_assert_eq(data_writer_add_document(w, "!\n", 2, g_err, sizeof g_err), 0);
+  cr_assert_eq(data_writer_add_document(w, "hi", 2, &g_status), 0);
+  cr_assert_eq(data_writer_add_document(w, "!\n", 2, &g_status), 0);
   cr_assert_eq(data_writer_num_documents(w), 2);
   cr_assert_eq(data_writer_num_tokens(w), 6);
-  cr_assert_eq(data_writer_finish(w, NULL, g_err, sizeof g_err), 0, "%s", g_err);
+  cr_assert_eq(data_writer_finish(w, NULL, &g_status), 0, "%s", g_err);
   uint8_t a[300], b[300];
   FILE *fa = fopen(tpath("raw.tok"), "rb"), *fb = fopen(tpath("lib.tok"), "rb");
   size_t na = fread(a, 1, sizeof a, fa), nb = fread(b, 1, sizeof b, fb);
@@ -196,7 +200,7 @@ Test(data, writer_matches_documented_layout) {
   cr_assert_arr_eq(a, b, na, "writer output differs from the documented layout");
 
   data_shard_info in;
-  cr_assert_eq(data_shard_info_read(tpath("lib.tok"), &in, g_err, sizeof g_err), 0, "%s", g_err);
+  cr_assert_eq(data_shard_info_read(tpath("lib.tok"), &in, &g_status), 0, "%s", g_err);
   cr_assert_eq(in.num_documents, 2);
   cr_assert_eq(in.eot_token, 256);
   cr_assert_str_eq(in.tokenizer, "byte-v1");
@@ -208,7 +212,8 @@ Test(data, llmc_roundtrip) {
   for (int i = 0; i < 1000; i++) tok[i] = lcg(&s) % 50000;
   tok[10] = 50256;
   write_llmc(tpath("gpt2.bin"), LLMC_MAGIC_GPT2, 1, tok, 1000, 2);
-  data_source *src = data_open(tpath("gpt2.bin"), g_err, sizeof g_err);
+  data_source *src = NULL;
+  data_open(tpath("gpt2.bin"), &src, &g_status);
   cr_assert_not_null(src, "%s", g_err);
   cr_assert_eq(data_num_tokens(src), 1000);
   cr_assert_eq(data_vocab_size(src), 50257, "llm.c vocab = max token + 1");
@@ -218,7 +223,7 @@ Test(data, llmc_roundtrip) {
   data_close(src);
 
   data_shard_info in;
-  cr_assert_eq(data_shard_info_read(tpath("gpt2.bin"), &in, g_err, sizeof g_err), 0, "%s", g_err);
+  cr_assert_eq(data_shard_info_read(tpath("gpt2.bin"), &in, &g_status), 0, "%s", g_err);
   cr_assert_eq(in.format, DATA_FORMAT_LLMC);
   cr_assert_eq(in.vocab_size, 0);
   cr_assert_eq(in.token_bytes, 2);
@@ -226,7 +231,7 @@ Test(data, llmc_roundtrip) {
 
   tok[3] = 128255;
   write_llmc(tpath("llama3.bin"), LLMC_MAGIC_LLAMA3, 7, tok, 1000, 4);
-  src = data_open(tpath("llama3.bin"), g_err, sizeof g_err);
+  data_open(tpath("llama3.bin"), &src, &g_status);
   cr_assert_not_null(src, "%s", g_err);
   cr_assert_eq(data_vocab_size(src), 128256);
   data_read_tokens(src, 0, 1000, back);
@@ -248,7 +253,8 @@ Test(data, several_shards_list_and_directory) {
   fputs("notes\n", f);
   fclose(f);
 
-  data_source *src = data_open(tpath("shards"), g_err, sizeof g_err);
+  data_source *src = NULL;
+  data_open(tpath("shards"), &src, &g_status);
   cr_assert_not_null(src, "%s", g_err);
   cr_assert_eq(data_num_shards(src), 3);
   cr_assert_eq(data_num_tokens(src), 180);
@@ -265,7 +271,7 @@ Test(data, several_shards_list_and_directory) {
 
   char list[1600];
   snprintf(list, sizeof list, "%s,%s", tpath("shards/02.tok"), tpath("shards/01.tok"));
-  src = data_open(list, g_err, sizeof g_err);
+  data_open(list, &src, &g_status);
   cr_assert_not_null(src, "%s", g_err);
   cr_assert_eq(data_num_tokens(src), 150);
   data_read_tokens(src, 0, 1, x);
@@ -317,7 +323,8 @@ static data_source *seq_source(int64_t n) {
   for (int64_t i = 0; i < n; i++) tok[i] = (int32_t)(i % 60000);
   write_shard(tpath("seq.tok"), 2, 60000, tok, (size_t)n);
   free(tok);
-  data_source *src = data_open(tpath("seq.tok"), g_err, sizeof g_err);
+  data_source *src = NULL;
+  data_open(tpath("seq.tok"), &src, &g_status);
   cr_assert_not_null(src, "%s", g_err);
   return src;
 }
@@ -325,33 +332,33 @@ static data_source *seq_source(int64_t n) {
 Test(data, split_sizes) {
   data_source *src = seq_source(1001);
   data_split tr, va;
-  cr_assert_eq(data_split_make(src, 0.1, 10, &tr, &va, g_err, sizeof g_err), 0, "%s", g_err);
+  cr_assert_eq(data_split_make(src, 0.1, 10, &tr, &va, &g_status), 0, "%s", g_err);
   cr_assert_eq(va.num_tokens, 100);
   cr_assert_eq(tr.num_tokens, 901);
   cr_assert_eq(va.start, 901);
   cr_assert_eq(data_split_num_samples(&tr), 90);
   cr_assert_eq(data_split_num_samples(&va), 9);
 
-  cr_assert_eq(data_split_make(src, 0.0001, 10, &tr, &va, g_err, sizeof g_err), 0, "%s", g_err);
+  cr_assert_eq(data_split_make(src, 0.0001, 10, &tr, &va, &g_status), 0, "%s", g_err);
   cr_assert_eq(va.num_tokens, 11, "at least one validation sample");
   cr_assert_eq(data_split_num_samples(&va), 1);
   cr_assert_eq(tr.num_tokens, 990);
   cr_assert_eq(data_split_num_samples(&tr), 98);
 
-  cr_assert_eq(data_split_make(src, 0.0, 10, &tr, &va, g_err, sizeof g_err), 0, "%s", g_err);
+  cr_assert_eq(data_split_make(src, 0.0, 10, &tr, &va, &g_status), 0, "%s", g_err);
   cr_assert_eq(data_split_num_samples(&va), 0);
   cr_assert_eq(data_split_num_samples(&tr), 100);
-  cr_assert_eq(data_split_make(src, 0.0, 1000, &tr, NULL, g_err, sizeof g_err), 0, "%s", g_err);
+  cr_assert_eq(data_split_make(src, 0.0, 1000, &tr, NULL, &g_status), 0, "%s", g_err);
   cr_assert_eq(data_split_num_samples(&tr), 1);
 
-  cr_assert_eq(data_split_make(src, 0.0, 1001, &tr, &va, g_err, sizeof g_err), -1);
+  cr_assert_eq(data_split_make(src, 0.0, 1001, &tr, &va, &g_status), -1);
   cr_assert(strstr(g_err, "too few tokens"), "%s", g_err);
   cr_assert(strstr(g_err, tpath("seq.tok")), "%s", g_err);
-  cr_assert_eq(data_split_make(src, 0.5, 600, &tr, &va, g_err, sizeof g_err), -1);
+  cr_assert_eq(data_split_make(src, 0.5, 600, &tr, &va, &g_status), -1);
   cr_assert(strstr(g_err, "too few tokens"), "%s", g_err);
-  cr_assert_eq(data_split_make(src, 1.0, 10, &tr, &va, g_err, sizeof g_err), -1);
+  cr_assert_eq(data_split_make(src, 1.0, 10, &tr, &va, &g_status), -1);
   cr_assert(strstr(g_err, "fraction"), "%s", g_err);
-  cr_assert_eq(data_split_make(src, 0.1, 0, &tr, &va, g_err, sizeof g_err), -1);
+  cr_assert_eq(data_split_make(src, 0.1, 0, &tr, &va, &g_status), -1);
   cr_assert(strstr(g_err, "seq_len"), "%s", g_err);
   data_close(src);
 }
@@ -359,7 +366,7 @@ Test(data, split_sizes) {
 Test(data, samples_are_windows_and_deterministic) {
   data_source *src = seq_source(5000);
   data_split tr, va;
-  cr_assert_eq(data_split_make(src, 0.05, 16, &tr, &va, g_err, sizeof g_err), 0, "%s", g_err);
+  cr_assert_eq(data_split_make(src, 0.05, 16, &tr, &va, &g_status), 0, "%s", g_err);
   int64_t n = data_split_num_samples(&tr);
   cr_assert_eq(n, (tr.num_tokens - 1) / 16);
   int32_t in[16], tg[16], in2[16], tg2[16];
@@ -378,9 +385,10 @@ Test(data, samples_are_windows_and_deterministic) {
 
   /* Same (seed, i) -> same tokens, from a freshly opened source too (another
    * rank), in any order of reads. */
-  data_source *src2 = data_open(tpath("seq.tok"), g_err, sizeof g_err);
+  data_source *src2 = NULL;
+  data_open(tpath("seq.tok"), &src2, &g_status);
   data_split tr2, va2;
-  cr_assert_eq(data_split_make(src2, 0.05, 16, &tr2, &va2, g_err, sizeof g_err), 0);
+  cr_assert_eq(data_split_make(src2, 0.05, 16, &tr2, &va2, &g_status), 0);
   for (int64_t i = 5 * n + 3; i >= 0; i -= 7) {
     data_get_sample(&tr, 9, i, in, tg);
     data_get_sample(&tr2, 9, i, in2, tg2);
@@ -422,10 +430,12 @@ Test(data, missing_file) {
   data_source *ok = seq_source(100);
   data_close(ok);
   snprintf(list, sizeof list, "%s,%s", tpath("seq.tok"), tpath("gone.bin"));
-  g_err[0] = 0;
-  cr_assert_null(data_open(list, g_err, sizeof g_err));
+  g_status = (boost_status){0};
+  data_source *none = NULL;
+  cr_assert_eq(data_open(list, &none, &g_status), -1);
+  cr_assert_null(none);
   cr_assert(strstr(g_err, "gone.bin") && strstr(g_err, "No such file"), "%s", g_err);
-  cr_assert_null(data_open("", g_err, sizeof g_err));
+  cr_assert_eq(data_open("", &none, &g_status), -1);
   cr_assert(strstr(g_err, "empty"), "%s", g_err);
 }
 
@@ -500,9 +510,9 @@ Test(data, token_out_of_vocab) {
   expect_open_fails(tpath("w3.tok"), "token width 3");
 
   int32_t bad = 257;
-  data_writer *w = data_writer_open(tpath("w.tok"), 2, 257, "byte-v1", 256, g_err, sizeof g_err);
+  data_writer *w = data_writer_open(tpath("w.tok"), 2, 257, "byte-v1", 256, &g_status);
   cr_assert_not_null(w);
-  cr_assert_eq(data_writer_add(w, &bad, 1, g_err, sizeof g_err), -1);
+  cr_assert_eq(data_writer_add(w, &bad, 1, &g_status), -1);
   cr_assert(strstr(g_err, "out of range"), "%s", g_err);
   data_writer_abort(w);
   cr_assert_eq(access(tpath("w.tok.tmp"), F_OK), -1);
@@ -510,11 +520,11 @@ Test(data, token_out_of_vocab) {
 }
 
 Test(data, writer_bad_arguments) {
-  cr_assert_null(data_writer_open(tpath("x.tok"), 2, 70000, "t", DATA_NO_EOT, g_err, sizeof g_err));
+  cr_assert_null(data_writer_open(tpath("x.tok"), 2, 70000, "t", DATA_NO_EOT, &g_status));
   cr_assert(strstr(g_err, "vocab size 70000"), "%s", g_err);
-  cr_assert_null(data_writer_open(tpath("x.tok"), 8, 100, "t", DATA_NO_EOT, g_err, sizeof g_err));
-  cr_assert_null(data_writer_open(tpath("x.tok"), 2, 100, "t", 100, g_err, sizeof g_err));
+  cr_assert_null(data_writer_open(tpath("x.tok"), 8, 100, "t", DATA_NO_EOT, &g_status));
+  cr_assert_null(data_writer_open(tpath("x.tok"), 2, 100, "t", 100, &g_status));
   cr_assert(strstr(g_err, "EOT"), "%s", g_err);
-  cr_assert_null(data_writer_open(tpath("no/such/dir/x.tok"), 2, 100, "t", DATA_NO_EOT, g_err, sizeof g_err));
+  cr_assert_null(data_writer_open(tpath("no/such/dir/x.tok"), 2, 100, "t", DATA_NO_EOT, &g_status));
   cr_assert(strstr(g_err, "cannot create"), "%s", g_err);
 }

@@ -16,9 +16,10 @@
 #include "rng.h"
 
 static boost_backend *backend_or_skip(const char *name, boost_dtype dt) {
-  char err[256];
-  boost_backend *be = boost_backend_create(name, dt, 2, 0, err, sizeof err);
-  if (!be) cr_skip_test("%s backend: %s", name, err);
+  boost_status err = {0};
+  boost_backend *be = NULL;
+  boost_backend_create(name, dt, 2, 0, &be, &err);
+  if (!be) cr_skip_test("%s backend: %s", name, err.msg);
   return be;
 }
 
@@ -120,9 +121,9 @@ static model_config tiny(const char *lowrank) {
   m.seq_len = 16;
   m.init_std = 0.5f; /* logits far from uniform: greedy tokens are decided by clear margins */
   snprintf(m.lowrank, sizeof m.lowrank, "%s", lowrank);
-  char err[256];
+  boost_status err = {0};
   c.model = m;
-  cr_assert_eq(config_validate(&c, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(config_validate(&c, &err), 0, "%s", err.msg);
   return c.model;
 }
 
@@ -146,10 +147,10 @@ static void model_case(const char *lowrank, tp_mode mode, boost_dtype dt, float 
   model_init(&g, &cfg, mode, &(model_options){.backend = gb});
   model_init_params(&m, 3);
   model_init_params(&g, 3);
-  char err[256];
+  boost_status err = {0};
   model_kv_cache kv, kg;
-  cr_assert_eq(model_kv_cache_init(&kv, &m, 1, cfg.seq_len, err, sizeof err), 0, "%s", err);
-  cr_assert_eq(model_kv_cache_init(&kg, &g, 1, cfg.seq_len, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(model_kv_cache_init(&kv, &m, 1, cfg.seq_len, BOOST_STATUS_TEXT(&err)), 0, "%s", err.msg);
+  cr_assert_eq(model_kv_cache_init(&kg, &g, 1, cfg.seq_len, BOOST_STATUS_TEXT(&err)), 0, "%s", err.msg);
   int32_t seq[16] = {1, 7, 30};
   float a[41], b[41], c[41];
   for (int n = 3; n < 15; n++) {
@@ -198,8 +199,8 @@ Test(decode_model, refuses_a_stage) {
   const model_stage st = {0, 1, 1, 0};
   model_init(&m, &cfg, TP_NONE, &(model_options){.stage = &st});
   model_kv_cache kv;
-  char err[256];
-  cr_assert_eq(model_kv_cache_init(&kv, &m, 1, 8, err, sizeof err), -1);
-  cr_assert(strstr(err, "whole model"), "%s", err);
+  boost_status err = {0};
+  cr_assert_eq(model_kv_cache_init(&kv, &m, 1, 8, BOOST_STATUS_TEXT(&err)), -1);
+  cr_assert(strstr(err.msg, "whole model"), "%s", err.msg);
   model_free(&m);
 }

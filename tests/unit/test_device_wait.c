@@ -13,7 +13,8 @@
 typedef struct {
   int begins, ends, polls, fails;
   int poll_error_at; /* the poll call that reports an error (0: never) */
-  char what[64], err[128];
+  char what[64];
+  char err[128];
   jmp_buf out;       /* fail's way out (it must not return to the loop) */
 } seen;
 
@@ -21,12 +22,11 @@ typedef struct {
   int queries, ready_at, error_at; /* the query that completes / fails (0: never) */
 } device;
 
-static int ready(void *ctx, char *err, size_t errlen) {
+static int ready(void *ctx, boost_status *err) {
   device *d = ctx;
   d->queries++;
   if (d->error_at && d->queries >= d->error_at) {
-    boost_msgf(err, errlen, "an illegal address");
-    return -1;
+    return boost_err(err, "an illegal address");
   }
   return d->ready_at && d->queries >= d->ready_at;
 }
@@ -37,12 +37,11 @@ static void h_begin(void *ctx, const char *what) {
   boost_msgf(s->what, sizeof s->what, "%s", what);
 }
 static void h_end(void *ctx) { ((seen *)ctx)->ends++; }
-static int h_poll(void *ctx, char *err, size_t errlen) {
+static int h_poll(void *ctx, boost_status *err) {
   seen *s = ctx;
   s->polls++;
   if (s->poll_error_at && s->polls >= s->poll_error_at) {
-    boost_msgf(err, errlen, "NCCL reports an error on the dp communicator");
-    return -1;
+    return boost_err(err, "NCCL reports an error on the dp communicator");
   }
   return 0;
 }
@@ -74,8 +73,8 @@ Test(device_wait, complete_at_once_calls_no_hook) {
 
 /* A device whose work ends at a time: 20 ms, past the loop's spin and into
  * its sleeps. */
-static int ready_at_time(void *ctx, char *err, size_t errlen) {
-  (void)err, (void)errlen;
+static int ready_at_time(void *ctx, boost_status *err) {
+  (void)err;
   return boost_now_s() >= *(const double *)ctx;
 }
 

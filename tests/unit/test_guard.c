@@ -7,11 +7,11 @@
 #include "config.h"
 #include "guard.h"
 
-static char err[512];
+static boost_status err = {0};
 
 static void setup_cfg(train_config *c) {
   char *sets[] = {"train.guard_window=10", "train.guard_warmup=5"};
-  cr_assert_eq(config_resolve(c, NULL, 2, sets, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(config_resolve(c, NULL, 2, sets, &err), 0, "%s", err.msg);
 }
 
 /* n accepted steps of loss around 3 and gradient norm around 1 (+-1 %). */
@@ -79,7 +79,7 @@ Test(guard, the_window_is_the_last_accepted_steps) {
 Test(guard, ledger_ranges_clusters_and_skips) {
   train_config c;
   char *sets[] = {"train.skip_batches=3-4,9"};
-  cr_assert_eq(config_resolve(&c, NULL, 1, sets, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(config_resolve(&c, NULL, 1, sets, &err), 0, "%s", err.msg);
   train_state st;
   train_state_init(&st);
   int64_t last;
@@ -113,14 +113,14 @@ Test(guard, ledger_ranges_clusters_and_skips) {
 Test(guard, skip_batches_parse) {
   train_config c;
   config_defaults(&c);
-  cr_assert_eq(config_set(&c, "train.skip_batches", "5, 10-20,21", err, sizeof err), 0, "%s", err);
+  cr_assert_eq(config_set(&c, "train.skip_batches", "5, 10-20,21", &err), 0, "%s", err.msg);
   cr_expect_eq(c.train.n_skip_ranges, 3);
   cr_expect(c.train.skip_ranges[1][0] == 10 && c.train.skip_ranges[1][1] == 20);
-  cr_assert_eq(config_set(&c, "train.skip_batches", "", err, sizeof err), 0, "%s", err);
+  cr_assert_eq(config_set(&c, "train.skip_batches", "", &err), 0, "%s", err.msg);
   cr_expect_eq(c.train.n_skip_ranges, 0);
   const char *bad[] = {"7-3", "1-5,4-9", "9,2", "a", "-1", "1,", "2--3"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-    cr_expect_eq(config_set(&c, "train.skip_batches", bad[i], err, sizeof err), -1, "'%s' accepted", bad[i]);
-    cr_expect(strstr(err, "train.skip_batches") != NULL, "'%s': %s", bad[i], err);
+    cr_expect_eq(config_set(&c, "train.skip_batches", bad[i], &err), -1, "'%s' accepted", bad[i]);
+    cr_expect(strstr(err.msg, "train.skip_batches") != NULL, "'%s': %s", bad[i], err.msg);
   }
 }

@@ -29,9 +29,9 @@ static model_config small_config(const char *lowrank) {
    * embeddings are tiny and RMSNorm makes the loss strongly curved in them. */
   m.init_std = 0.25f;
   snprintf(m.lowrank, sizeof m.lowrank, "%s", lowrank);
-  char err[256];
+  boost_status err = {0};
   c.model = m;
-  cr_assert_eq(config_validate(&c, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(config_validate(&c, &err), 0, "%s", err.msg);
   return c.model;
 }
 

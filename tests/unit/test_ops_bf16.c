@@ -25,10 +25,10 @@ static float urand(float lo, float hi) {
 }
 
 static void setup(void) {
-  char err[256];
-  f32 = boost_backend_create("cpu", BOOST_F32, 2, 0, err, sizeof err);
-  b16 = boost_backend_create("cpu", BOOST_BF16, 2, 0, err, sizeof err);
-  cr_assert(f32 && b16, "%s", err);
+  boost_status err = {0};
+  boost_backend_create("cpu", BOOST_F32, 2, 0, &f32, &err);
+  boost_backend_create("cpu", BOOST_BF16, 2, 0, &b16, &err);
+  cr_assert(f32 && b16, "%s", err.msg);
 }
 static void teardown(void) {
   boost_backend_destroy(f32);

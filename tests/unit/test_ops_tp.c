@@ -184,9 +184,10 @@ Test(ops_tp, vocab_parallel_crossentropy_equals_the_fused_kernel) {
 Test(ops_tp, backend_tables_are_complete) {
   const char *names[] = {"cpu", "guarded"};
   for (int b = 0; b < 2; b++) {
-    char err[256];
-    boost_backend *be = boost_backend_create(names[b], BOOST_F32, 0, 0, err, sizeof err);
-    cr_assert_not_null(be, "%s: %s", names[b], err);
+    boost_status err = {0};
+    boost_backend *be = NULL;
+    boost_backend_create(names[b], BOOST_F32, 0, 0, &be, &err);
+    cr_assert_not_null(be, "%s: %s", names[b], err.msg);
     const void *const *fn = (const void *const *)be->ops;
     for (size_t i = 0; i < sizeof(boost_ops) / sizeof(void *); i++)
       cr_expect_not_null(fn[i], "%s ops entry %zu is NULL", names[b], i);

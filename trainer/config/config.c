@@ -243,10 +243,10 @@ void config_defaults(train_config *cfg) {
   cfg->parallel.recompute = RECOMPUTE_NONE;
   cfg->parallel.timeout = 600; /* docs/PARALLELISM.md, "The collective watchdog" */
   cfg->parallel.dp_bucket_mb = 4; /* docs/PERFORMANCE.md, "Overlapped gradient reduction" */
-  config_set(cfg, "ckpt.resume", "auto", NULL, 0);
-  config_set(cfg, "ckpt.every", "0", NULL, 0);
-  config_set(cfg, "ckpt.local_every", "0", NULL, 0);
-  config_set(cfg, "ckpt.staging_limit", "100%", NULL, 0); /* the default: docs/PERFORMANCE.md, "Bounded staging" */
+  config_set(cfg, "ckpt.resume", "auto", NULL);
+  config_set(cfg, "ckpt.every", "0", NULL);
+  config_set(cfg, "ckpt.local_every", "0", NULL);
+  config_set(cfg, "ckpt.staging_limit", "100%", NULL); /* the default: docs/PERFORMANCE.md, "Bounded staging" */
   cfg->ckpt.activations = ACTS_NONE;
   cfg->ckpt.keep_last = 3;
   cfg->ckpt.level = 1; /* as small as level 3 on shuffled fp32, 1.2-1.8x faster (docs/PERFORMANCE.md) */
@@ -276,26 +276,26 @@ static const char *choice_name(const key_spec *k, int value) {
   return "?";
 }
 
-int config_set(train_config *cfg, const char *key, const char *value, char *err, size_t errlen) {
+int config_set(train_config *cfg, const char *key, const char *value, boost_status *err) {
   const key_spec *k = find_key(key);
-  if (!k) return boost_err(err, errlen, "unknown config key '%s' (see boost-train --help)", key);
+  if (!k) return boost_err(err, "unknown config key '%s' (see boost-train --help)", key);
   char *base = (char *)cfg + k->offset;
   char *end = NULL;
   errno = 0;
   switch (k->type) {
   case K_STR:
-    if (strlen(value) >= k->size) return boost_err(err, errlen, "value of %s is too long (%zu characters max)", key, k->size - 1);
+    if (strlen(value) >= k->size) return boost_err(err, "value of %s is too long (%zu characters max)", key, k->size - 1);
     snprintf(base, k->size, "%s", value);
     if (strcmp(key, "ckpt.every") == 0 || strcmp(key, "ckpt.mtbf") == 0 || strcmp(key, "ckpt.local_every") == 0)
-      return config_parse_interval(cfg, key, value, err, errlen);
+      return config_parse_interval(cfg, key, value, err);
     if (strcmp(key, "ckpt.resume") == 0) /* the tagged value, parsed here once */
       cfg->ckpt.resume.kind = !strcmp(value, "auto") ? RESUME_AUTO : !strcmp(value, "none") || !value[0] ? RESUME_NONE : RESUME_PATH;
-    if (strcmp(key, "ckpt.staging_limit") == 0 && config_parse_staging_limit(cfg, value, err, errlen) != 0) return -1;
-    if (strcmp(key, "train.skip_batches") == 0 && config_parse_skip_batches(cfg, value, err, errlen) != 0) return -1;
+    if (strcmp(key, "ckpt.staging_limit") == 0 && config_parse_staging_limit(cfg, value, err) != 0) return -1;
+    if (strcmp(key, "train.skip_batches") == 0 && config_parse_skip_batches(cfg, value, err) != 0) return -1;
     if (strcmp(key, "model.preset") == 0 && config_apply_preset(&cfg->model, value) != 0) {
       char names[512];
       config_preset_names(names, sizeof names);
-      return boost_err(err, errlen, "unknown model.preset '%s' (known: %s)", value, names);
+      return boost_err(err, "unknown model.preset '%s' (known: %s)", value, names);
     }
     return 0;
   case K_BOOL:
@@ -304,15 +304,15 @@ int config_set(train_config *cfg, const char *key, const char *value, char *err,
     else if (!strcasecmp(value, "0") || !strcasecmp(value, "false") || !strcasecmp(value, "no") || !strcasecmp(value, "off"))
       *(int *)base = 0;
     else
-      return boost_err(err, errlen, "bad value '%s' for %s: expected true or false", value, key);
+      return boost_err(err, "bad value '%s' for %s: expected true or false", value, key);
     return 0;
   case K_INT:
   case K_I64: {
     long long v = strtoll(value, &end, 10);
     if (end == value || *end != '\0' || errno == ERANGE)
-      return boost_err(err, errlen, "bad value '%s' for %s: expected an integer", value, key);
+      return boost_err(err, "bad value '%s' for %s: expected an integer", value, key);
     if ((double)v < k->min || (double)v > k->max)
-      return boost_err(err, errlen, "value %lld for %s is out of range [%.0f, %.0f]", v, key, k->min, k->max);
+      return boost_err(err, "value %lld for %s is out of range [%.0f, %.0f]", v, key, k->min, k->max);
     if (k->type == K_INT)
       *(int *)base = (int)v;
     else
@@ -328,19 +328,19 @@ int config_set(train_config *cfg, const char *key, const char *value, char *err,
     {
       char names[256];
       choices_list(k, names, sizeof names);
-      return boost_err(err, errlen, "bad value '%s' for %s: expected %s", value, key, names);
+      return boost_err(err, "bad value '%s' for %s: expected %s", value, key, names);
     }
   case K_FLOAT: {
     double v = strtod(value, &end);
     if (end == value || *end != '\0' || errno == ERANGE || !isfinite(v))
-      return boost_err(err, errlen, "bad value '%s' for %s: expected a number", value, key);
+      return boost_err(err, "bad value '%s' for %s: expected a number", value, key);
     if (v < k->min || v > k->max)
-      return boost_err(err, errlen, "value %g for %s is out of range [%g, %g]", v, key, k->min, k->max);
+      return boost_err(err, "value %g for %s is out of range [%g, %g]", v, key, k->min, k->max);
     *(float *)base = (float)v;
     return 0;
   }
   }
-  return boost_err(err, errlen, "internal: key %s has no type", key);
+  return boost_err(err, "internal: key %s has no type", key);
 }
 
 /* INI loading: the preset must win over nothing and lose to everything, so
@@ -348,8 +348,7 @@ int config_set(train_config *cfg, const char *key, const char *value, char *err,
 typedef struct {
   train_config *cfg;
   int preset_pass;
-  char *err;
-  size_t errlen;
+  boost_status *err;
   int failed;
   const char *path;
 } ini_ctx;
@@ -361,9 +360,9 @@ static int config_ini_handler(void *user, const char *section, const char *name,
   snprintf(key, sizeof key, "%s.%s", section, name);
   int is_preset = strcmp(key, "model.preset") == 0;
   if (is_preset != c->preset_pass) return 1;
-  char msg[512];
-  if (config_set(c->cfg, key, value, msg, sizeof msg) != 0) {
-    snprintf(c->err, c->errlen, "%s: %s", c->path, msg);
+  boost_status msg = {0};
+  if (config_set(c->cfg, key, value, &msg) != 0) {
+    boost_err(c->err, "%s: %s", c->path, msg.msg);
     c->failed = 1;
     return 0;
   }
@@ -371,31 +370,31 @@ static int config_ini_handler(void *user, const char *section, const char *name,
 }
 
 /* skip_preset: the caller already applied a preset that outranks the file's. */
-static int load_ini(train_config *cfg, const char *path, int skip_preset, char *err, size_t errlen) {
+static int load_ini(train_config *cfg, const char *path, int skip_preset, boost_status *err) {
   FILE *f = fopen(path, "r");
-  if (!f) return boost_err(err, errlen, "cannot open config file %s: %s", path, strerror(errno));
+  if (!f) return boost_err(err, "cannot open config file %s: %s", path, strerror(errno));
   for (int pass = skip_preset ? 0 : 1; pass >= 0; pass--) {
-    ini_ctx c = {cfg, pass, err, errlen, 0, path};
+    ini_ctx c = {cfg, pass, err, 0, path};
     rewind(f);
     int rc = ini_parse_file(f, config_ini_handler, &c);
     if (c.failed || rc != 0) {
       fclose(f);
-      return c.failed ? -1 : boost_err(err, errlen, "%s:%d: malformed line in config file", path, rc);
+      return c.failed ? -1 : boost_err(err, "%s:%d: malformed line in config file", path, rc);
     }
   }
   fclose(f);
   return 0;
 }
 
-int config_load_file(train_config *cfg, const char *path, char *err, size_t errlen) {
-  return load_ini(cfg, path, 0, err, errlen);
+int config_load_file(train_config *cfg, const char *path, boost_status *err) {
+  return load_ini(cfg, path, 0, err);
 }
 
-static int split_set(const char *set, char *key, size_t keylen, const char **value, char *err, size_t errlen) {
+static int split_set(const char *set, char *key, size_t keylen, const char **value, boost_status *err) {
   const char *eq = strchr(set, '=');
-  if (!eq || eq == set) return boost_err(err, errlen, "bad --set '%s': expected section.key=value", set);
+  if (!eq || eq == set) return boost_err(err, "bad --set '%s': expected section.key=value", set);
   size_t n = (size_t)(eq - set);
-  if (n >= keylen) return boost_err(err, errlen, "bad --set '%s': key too long", set);
+  if (n >= keylen) return boost_err(err, "bad --set '%s': key too long", set);
   memcpy(key, set, n);
   key[n] = '\0';
   *value = eq + 1;
@@ -404,28 +403,27 @@ static int split_set(const char *set, char *key, size_t keylen, const char **val
 
 /* Precedence, lowest first: defaults, the preset (from --set, else from the
  * file), the file's other keys, the other --set keys. */
-int config_resolve(train_config *cfg, const char *config_path, int nsets, char *const *sets, char *err,
-                   size_t errlen) {
+int config_resolve(train_config *cfg, const char *config_path, int nsets, char *const *sets, boost_status *err) {
   config_defaults(cfg);
   char key[256];
   const char *value = NULL;
   int preset_from_cli = 0;
   for (int i = 0; i < nsets; i++) {
-    if (split_set(sets[i], key, sizeof key, &value, err, errlen) != 0) return -1;
+    if (split_set(sets[i], key, sizeof key, &value, err) != 0) return -1;
     if (strcmp(key, "model.preset") == 0) {
-      if (config_set(cfg, key, value, err, errlen) != 0) return -1;
+      if (config_set(cfg, key, value, err) != 0) return -1;
       preset_from_cli = 1;
     }
   }
-  if (config_path && load_ini(cfg, config_path, preset_from_cli, err, errlen) != 0) return -1;
+  if (config_path && load_ini(cfg, config_path, preset_from_cli, err) != 0) return -1;
   for (int i = 0; i < nsets; i++) {
-    split_set(sets[i], key, sizeof key, &value, err, errlen);
-    if (strcmp(key, "model.preset") != 0 && config_set(cfg, key, value, err, errlen) != 0) return -1;
+    split_set(sets[i], key, sizeof key, &value, err);
+    if (strcmp(key, "model.preset") != 0 && config_set(cfg, key, value, err) != 0) return -1;
   }
-  return config_validate(cfg, err, errlen);
+  return config_validate(cfg, err);
 }
 
-static int parse_lowrank(model_config *m, char *err, size_t errlen) {
+static int parse_lowrank(model_config *m, boost_status *err) {
   if (!strcmp(m->lowrank, "all")) {
     m->lowrank_mask = (1u << PROJ_COUNT) - 1;
     return 0;
@@ -443,45 +441,45 @@ static int parse_lowrank(model_config *m, char *err, size_t errlen) {
     for (int p = 0; p < PROJ_COUNT; p++)
       if (!strcmp(tok, proj_names[p])) found = p;
     if (found < 0)
-      return boost_err(err, errlen, "bad model.lowrank entry '%s': expected all, none or q,k,v,o,gate,up,down", tok);
+      return boost_err(err, "bad model.lowrank entry '%s': expected all, none or q,k,v,o,gate,up,down", tok);
     mask |= 1u << found;
   }
   m->lowrank_mask = mask;
   return 0;
 }
 
-int config_validate(train_config *cfg, char *err, size_t errlen) {
+int config_validate(train_config *cfg, boost_status *err) {
   model_config *m = &cfg->model;
-  if (parse_lowrank(m, err, errlen) != 0) return -1;
+  if (parse_lowrank(m, err) != 0) return -1;
   if (cfg->ckpt.every_auto && cfg->ckpt.every_seconds > 0)
-    return boost_err(err, errlen, "ckpt.every = auto chooses the interval itself: unset ckpt.every_seconds (%g)",
+    return boost_err(err, "ckpt.every = auto chooses the interval itself: unset ckpt.every_seconds (%g)",
                      cfg->ckpt.every_seconds);
   if ((cfg->ckpt.local_every > 0 || cfg->ckpt.local_every_auto) && !cfg->ckpt.dir[0])
-    return boost_err(err, errlen, "ckpt.local_every=%s needs ckpt.dir: the local level sits in front of the "
+    return boost_err(err, "ckpt.local_every=%s needs ckpt.dir: the local level sits in front of the "
                      "checkpoint files, which stay the durable level", cfg->ckpt.local_every_text);
   if (cfg->ckpt.local_dir[0] && cfg->ckpt.local_dir[0] != '/')
-    return boost_err(err, errlen, "ckpt.local_dir '%s' must be an absolute path (node-local storage, e.g. /dev/shm/...)",
+    return boost_err(err, "ckpt.local_dir '%s' must be an absolute path (node-local storage, e.g. /dev/shm/...)",
                      cfg->ckpt.local_dir);
   if (cfg->train.guard_warmup > cfg->train.guard_window)
-    return boost_err(err, errlen, "train.guard_warmup %d exceeds train.guard_window %d: the z-scores need that many steps in the window",
+    return boost_err(err, "train.guard_warmup %d exceeds train.guard_window %d: the z-scores need that many steps in the window",
                      cfg->train.guard_warmup, cfg->train.guard_window);
   if (cfg->train.replay_every > 0 && cfg->train.guard == GUARD_OFF)
-    return boost_err(err, errlen, "train.replay_every=%d needs the step guard, which train.guard=off turns off: set "
+    return boost_err(err, "train.replay_every=%d needs the step guard, which train.guard=off turns off: set "
                      "train.guard to skip or rollback, or train.replay_every to 0", cfg->train.replay_every);
   if (cfg->train.replay_every > 0 && cfg->train.device == DEVICE_CUDA)
-    return boost_err(err, errlen, "train.replay_every needs bit-deterministic steps, which train.device=cuda does not "
+    return boost_err(err, "train.replay_every needs bit-deterministic steps, which train.device=cuda does not "
                      "promise (docs/GUARD.md): set it to 0");
   if (m->d_model % m->n_heads != 0)
-    return boost_err(err, errlen, "model.d_model %d is not divisible by model.n_heads %d", m->d_model, m->n_heads);
+    return boost_err(err, "model.d_model %d is not divisible by model.n_heads %d", m->d_model, m->n_heads);
   int hd = m->d_model / m->n_heads;
-  if (hd % 2 != 0) return boost_err(err, errlen, "head dimension %d (d_model/n_heads) must be even for RoPE", hd);
+  if (hd % 2 != 0) return boost_err(err, "head dimension %d (d_model/n_heads) must be even for RoPE", hd);
   for (int p = 0; p < PROJ_COUNT; p++) {
     if (!model_is_lowrank(m, p)) continue;
     int r = model_rank(m, p);
     int in = (p == PROJ_DOWN) ? m->ffn : m->d_model;
     int out = (p == PROJ_GATE || p == PROJ_UP) ? m->ffn : m->d_model;
     if (r > in || r > out)
-      return boost_err(err, errlen, "model.%s %d exceeds the %s projection's dimensions (%d -> %d)",
+      return boost_err(err, "model.%s %d exceeds the %s projection's dimensions (%d -> %d)",
                   p <= PROJ_O ? "rank_attn" : "rank_mlp", r, proj_names[p], in, out);
   }
   return 0;
@@ -526,11 +524,11 @@ char *config_to_json(const train_config *cfg) {
   return s;
 }
 
-int config_from_json(train_config *cfg, const char *json, int *unknown, char *err, size_t errlen) {
+int config_from_json(train_config *cfg, const char *json, int *unknown, boost_status *err) {
   cJSON *root = cJSON_Parse(json);
   if (!cJSON_IsObject(root)) {
     cJSON_Delete(root);
-    return boost_err(err, errlen, "stored config is not a JSON object");
+    return boost_err(err, "stored config is not a JSON object");
   }
   if (unknown) *unknown = 0;
   char value[CONFIG_STR];
@@ -547,18 +545,18 @@ int config_from_json(train_config *cfg, const char *json, int *unknown, char *er
     else if (cJSON_IsNumber(item)) snprintf(value, sizeof value, "%.17g", item->valuedouble);
     else {
       cJSON_Delete(root);
-      return boost_err(err, errlen, "stored config: %s has a value of the wrong type", k->name);
+      return boost_err(err, "stored config: %s has a value of the wrong type", k->name);
     }
-    char msg[512];
-    if (config_set(cfg, k->name, value, msg, sizeof msg) != 0) {
+    boost_status msg = {0};
+    if (config_set(cfg, k->name, value, &msg) != 0) {
       cJSON_Delete(root);
-      return boost_err(err, errlen, "stored config: %s", msg);
+      return boost_err(err, "stored config: %s", msg.msg);
     }
   }
   const cJSON *preset = cJSON_GetObjectItemCaseSensitive(root, "model.preset");
   if (cJSON_IsString(preset)) snprintf(cfg->model.preset, sizeof cfg->model.preset, "%s", preset->valuestring);
   cJSON_Delete(root);
-  return parse_lowrank(&cfg->model, err, errlen);
+  return parse_lowrank(&cfg->model, err);
 }
 
 int config_is_model_key(const train_config *cfg, const char *key) {

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "data.h" /* data_order */
+#include "status.h"
 
 #define CONFIG_STR 512
 
@@ -141,18 +142,17 @@ void config_preset_names(char *out, size_t outlen);
 
 /* Set one "section.key" to a string value. Returns 0, or -1 with a one-line
  * message in err naming the key and what is wrong. */
-int config_set(train_config *cfg, const char *key, const char *value, char *err, size_t errlen);
+int config_set(train_config *cfg, const char *key, const char *value, boost_status *err);
 
 /* Load an INI file (sections = key prefixes). Same error contract. */
-int config_load_file(train_config *cfg, const char *path, char *err, size_t errlen);
+int config_load_file(train_config *cfg, const char *path, boost_status *err);
 
 /* Resolve a command line: --config FILE (at most one) then every --set
  * key=value, with model.preset applied before any other key. Validates. */
-int config_resolve(train_config *cfg, const char *config_path, int nsets, char *const *sets, char *err,
-                   size_t errlen);
+int config_resolve(train_config *cfg, const char *config_path, int nsets, char *const *sets, boost_status *err);
 
 /* Check the whole config (positivity, divisibility, known enums). */
-int config_validate(train_config *cfg, char *err, size_t errlen);
+int config_validate(train_config *cfg, boost_status *err);
 
 /* Print "section.key = value" lines. */
 void config_print(const train_config *cfg, const char *prefix);
@@ -163,7 +163,7 @@ char *config_to_json(const train_config *cfg);
 /* Parses a config stored as JSON (config_to_json) over cfg's current
  * values. Keys this version does not know are ignored and counted in
  * *unknown (may be NULL). Does not validate. */
-int config_from_json(train_config *cfg, const char *json, int *unknown, char *err, size_t errlen);
+int config_from_json(train_config *cfg, const char *json, int *unknown, boost_status *err);
 
 /* Keys that define the model's parameters: a checkpoint whose values differ
  * holds a different model. (Not seq_len: weights do not depend on it.) */

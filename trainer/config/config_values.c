@@ -13,7 +13,7 @@
 #include "util.h"
 
 /* A step count 0..1000000000 or auto (ckpt.every, ckpt.local_every). */
-static int parse_steps_or_auto(const char *key, const char *value, int *steps, int *is_auto, char *err, size_t errlen) {
+static int parse_steps_or_auto(const char *key, const char *value, int *steps, int *is_auto, boost_status *err) {
   char *end = NULL;
   errno = 0;
   *is_auto = strcmp(value, "auto") == 0;
@@ -23,7 +23,7 @@ static int parse_steps_or_auto(const char *key, const char *value, int *steps, i
   }
   const long long v = strtoll(value, &end, 10);
   if (end == value || *end != '\0' || errno == ERANGE || v < 0 || v > 1000000000)
-    return boost_err(err, errlen, "bad value '%s' for %s: expected a step count 0..1000000000 or auto", value, key);
+    return boost_err(err, "bad value '%s' for %s: expected a step count 0..1000000000 or auto", value, key);
   *steps = (int)v;
   return 0;
 }
@@ -31,11 +31,11 @@ static int parse_steps_or_auto(const char *key, const char *value, int *steps, i
 /* ckpt.every and ckpt.local_every (a step count or auto) and ckpt.mtbf (a
  * duration with an optional s/m/h/d suffix), tagged values parsed here
  * once. */
-int config_parse_interval(train_config *cfg, const char *key, const char *value, char *err, size_t errlen) {
+int config_parse_interval(train_config *cfg, const char *key, const char *value, boost_status *err) {
   if (strcmp(key, "ckpt.every") == 0)
-    return parse_steps_or_auto(key, value, &cfg->ckpt.every, &cfg->ckpt.every_auto, err, errlen);
+    return parse_steps_or_auto(key, value, &cfg->ckpt.every, &cfg->ckpt.every_auto, err);
   if (strcmp(key, "ckpt.local_every") == 0)
-    return parse_steps_or_auto(key, value, &cfg->ckpt.local_every, &cfg->ckpt.local_every_auto, err, errlen);
+    return parse_steps_or_auto(key, value, &cfg->ckpt.local_every, &cfg->ckpt.local_every_auto, err);
   char *end = NULL;
   errno = 0;
   if (!value[0]) {
@@ -45,7 +45,7 @@ int config_parse_interval(train_config *cfg, const char *key, const char *value,
   double v = strtod(value, &end), unit = 1;
   if (end != value && *end && !end[1]) unit = *end == 's' ? 1 : *end == 'm' ? 60 : *end == 'h' ? 3600 : *end == 'd' ? 86400 : 0, end++;
   if (end == value || *end != '\0' || errno == ERANGE || unit == 0 || !(v > 0) || !isfinite(v * unit))
-    return boost_err(err, errlen,
+    return boost_err(err,
                      "bad value '%s' for ckpt.mtbf: expected a positive duration in seconds, or with s/m/h/d (e.g. 24h)",
                      value);
   cfg->ckpt.mtbf_s = v * unit;
@@ -54,7 +54,7 @@ int config_parse_interval(train_config *cfg, const char *key, const char *value,
 
 /* ckpt.staging_limit: "25%", or bytes with an optional K/M/G/T suffix
  * (powers of 1024; "KiB", "KB" and "K" alike). */
-int config_parse_staging_limit(train_config *cfg, const char *value, char *err, size_t errlen) {
+int config_parse_staging_limit(train_config *cfg, const char *value, boost_status *err) {
   static const char *const units = "KMGT";
   char *end = NULL;
   errno = 0;
@@ -77,7 +77,7 @@ int config_parse_staging_limit(train_config *cfg, const char *value, char *err, 
     }
   }
   if (bytes <= 0 && percent <= 0)
-    return boost_err(err, errlen,
+    return boost_err(err,
                      "bad value '%s' for ckpt.staging_limit: expected a positive size (512M, 2G, 1.5GiB, bytes) or "
                      "percentage of the rank's checkpointed state (25%%)",
                      value);
@@ -105,7 +105,7 @@ static int parse_range(const char *tok, int64_t r[2]) {
   return 0;
 }
 
-int config_parse_skip_batches(train_config *cfg, const char *value, char *err, size_t errlen) {
+int config_parse_skip_batches(train_config *cfg, const char *value, boost_status *err) {
   char buf[CONFIG_STR];
   snprintf(buf, sizeof buf, "%s", value);
   int n = 0;
@@ -118,16 +118,16 @@ int config_parse_skip_batches(train_config *cfg, const char *value, char *err, s
     for (char *e = tok + strlen(tok); e > tok && e[-1] == ' ';) *--e = '\0';
     int64_t r[2];
     if (parse_range(tok, r) != 0)
-      return boost_err(err, errlen, "bad train.skip_batches entry '%s': expected a batch index N or a range A-B", tok);
+      return boost_err(err, "bad train.skip_batches entry '%s': expected a batch index N or a range A-B", tok);
     if (r[1] < r[0])
-      return boost_err(err, errlen, "train.skip_batches range %s runs backwards (write %lld-%lld)", tok, (long long)r[1],
+      return boost_err(err, "train.skip_batches range %s runs backwards (write %lld-%lld)", tok, (long long)r[1],
                        (long long)r[0]);
     if (n > 0 && r[0] <= cfg->train.skip_ranges[n - 1][1])
-      return boost_err(err, errlen, "train.skip_batches range %s %s the range before it (%lld-%lld): give ascending, "
+      return boost_err(err, "train.skip_batches range %s %s the range before it (%lld-%lld): give ascending, "
                        "disjoint ranges", tok, r[1] >= cfg->train.skip_ranges[n - 1][0] ? "overlaps" : "comes before",
                        (long long)cfg->train.skip_ranges[n - 1][0], (long long)cfg->train.skip_ranges[n - 1][1]);
     if (n == CONFIG_MAX_SKIP_RANGES)
-      return boost_err(err, errlen, "train.skip_batches holds more than %d ranges", CONFIG_MAX_SKIP_RANGES);
+      return boost_err(err, "train.skip_batches holds more than %d ranges", CONFIG_MAX_SKIP_RANGES);
     cfg->train.skip_ranges[n][0] = r[0];
     cfg->train.skip_ranges[n][1] = r[1];
     n++;

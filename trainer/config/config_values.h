@@ -9,12 +9,13 @@
 #include <stddef.h>
 
 #include "config.h"
+#include "status.h"
 
 /* key: "ckpt.every", "ckpt.local_every" or "ckpt.mtbf" */
-int config_parse_interval(train_config *cfg, const char *key, const char *value, char *err, size_t errlen);
+int config_parse_interval(train_config *cfg, const char *key, const char *value, boost_status *err);
 /* train.skip_batches: "a-b,c,..." into cfg->train.skip_ranges (ascending,
  * disjoint; empty: none). */
-int config_parse_skip_batches(train_config *cfg, const char *value, char *err, size_t errlen);
-int config_parse_staging_limit(train_config *cfg, const char *value, char *err, size_t errlen);
+int config_parse_skip_batches(train_config *cfg, const char *value, boost_status *err);
+int config_parse_staging_limit(train_config *cfg, const char *value, boost_status *err);
 
 #endif

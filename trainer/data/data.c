@@ -72,28 +72,28 @@ static uint32_t scan_max(const uint8_t *tok, uint64_t n, uint32_t width, uint32_
 
 /* Parse the header in hdr (have bytes of it, file size fsize) into info. */
 static int parse_header(const char *path, const uint8_t *hdr, size_t have, uint64_t fsize, data_shard_info *info,
-                        char *err, size_t errlen) {
+                        boost_status *err) {
   memset(info, 0, sizeof *info);
   if (fsize >= 8 && memcmp(hdr, DATA_MAGIC, 8) == 0) {
     info->format = DATA_FORMAT_BOOST;
     if (fsize < H_VERSION + 4) {
-      boost_msgf(err, errlen, "%s: truncated boost token shard header (%" PRIu64 " bytes)", path, fsize);
+      boost_err(err, "%s: truncated boost token shard header (%" PRIu64 " bytes)", path, fsize);
       return -1;
     }
     info->version = rd32(hdr + H_VERSION);
     if (info->version != DATA_VERSION) {
-      boost_msgf(err, errlen, "%s: unsupported boost token shard version %" PRIu32 " (this build reads version %u)",
+      boost_err(err, "%s: unsupported boost token shard version %" PRIu32 " (this build reads version %u)",
              path, info->version, DATA_VERSION);
       return -1;
     }
     if (fsize < DATA_HEADER_BYTES || have < H_END) {
-      boost_msgf(err, errlen, "%s: truncated boost token shard header (%" PRIu64 " of %u bytes)", path, fsize,
+      boost_err(err, "%s: truncated boost token shard header (%" PRIu64 " of %u bytes)", path, fsize,
              DATA_HEADER_BYTES);
       return -1;
     }
     uint64_t hsum = XXH3_64bits(hdr, H_HEADER_SUM);
     if (hsum != rd64(hdr + H_HEADER_SUM)) {
-      boost_msgf(err, errlen, "%s: header checksum mismatch (stored %016" PRIx64 ", computed %016" PRIx64 ")", path,
+      boost_err(err, "%s: header checksum mismatch (stored %016" PRIx64 ", computed %016" PRIx64 ")", path,
              rd64(hdr + H_HEADER_SUM), hsum);
       return -1;
     }
@@ -107,18 +107,18 @@ static int parse_header(const char *path, const uint8_t *hdr, size_t have, uint6
     memcpy(info->tokenizer, hdr + H_TOKENIZER, DATA_TOKENIZER_MAX);
     info->tokenizer[DATA_TOKENIZER_MAX] = '\0';
     if (info->header_bytes < DATA_HEADER_BYTES) {
-      boost_msgf(err, errlen, "%s: malformed header: header_bytes %" PRIu32 " < %u", path, info->header_bytes,
+      boost_err(err, "%s: malformed header: header_bytes %" PRIu32 " < %u", path, info->header_bytes,
              DATA_HEADER_BYTES);
       return -1;
     }
     if (info->token_bytes != 2 && info->token_bytes != 4) {
-      boost_msgf(err, errlen, "%s: malformed header: token width %" PRIu32 " bytes (must be 2 or 4)", path,
+      boost_err(err, "%s: malformed header: token width %" PRIu32 " bytes (must be 2 or 4)", path,
              info->token_bytes);
       return -1;
     }
     uint64_t maxvocab = info->token_bytes == 2 ? 65536u : (uint64_t)INT32_MAX;
     if (info->vocab_size == 0 || info->vocab_size > maxvocab) {
-      boost_msgf(err, errlen, "%s: malformed header: vocab size %" PRIu32 " (must be 1..%" PRIu64 ")", path,
+      boost_err(err, "%s: malformed header: vocab size %" PRIu32 " (must be 1..%" PRIu64 ")", path,
              info->vocab_size, maxvocab);
       return -1;
     }
@@ -126,20 +126,20 @@ static int parse_header(const char *path, const uint8_t *hdr, size_t have, uint6
     info->format = DATA_FORMAT_LLMC;
     uint32_t magic = rd32(hdr);
     if (fsize < LLMC_HEADER_BYTES || have < 12) {
-      boost_msgf(err, errlen, "%s: truncated llm.c shard header (%" PRIu64 " of %u bytes)", path, fsize,
+      boost_err(err, "%s: truncated llm.c shard header (%" PRIu64 " of %u bytes)", path, fsize,
              LLMC_HEADER_BYTES);
       return -1;
     }
     info->version = rd32(hdr + 4);
     uint32_t want = magic == LLMC_MAGIC_GPT2 ? 1 : 7;
     if (info->version != want) {
-      boost_msgf(err, errlen, "%s: unsupported llm.c shard version %" PRIu32 " for magic %" PRIu32 " (expected %" PRIu32 ")",
+      boost_err(err, "%s: unsupported llm.c shard version %" PRIu32 " for magic %" PRIu32 " (expected %" PRIu32 ")",
              path, info->version, magic, want);
       return -1;
     }
     int32_t count = (int32_t)rd32(hdr + 8);
     if (count < 0) {
-      boost_msgf(err, errlen, "%s: malformed llm.c header: negative token count %" PRId32, path, count);
+      boost_err(err, "%s: malformed llm.c header: negative token count %" PRId32, path, count);
       return -1;
     }
     info->header_bytes = LLMC_HEADER_BYTES;
@@ -148,24 +148,24 @@ static int parse_header(const char *path, const uint8_t *hdr, size_t have, uint6
     info->vocab_size = 0;
     info->eot_token = DATA_NO_EOT;
   } else {
-    boost_msgf(err, errlen,
+    boost_err(err,
            "%s: bad magic: not a boost token shard (\"BOOSTTOK\") nor an llm.c .bin (20240520/20240801)", path);
     return -1;
   }
   if (info->num_tokens > (UINT64_MAX - info->header_bytes) / info->token_bytes ||
       info->num_tokens > (uint64_t)INT64_MAX / 8) {
-    boost_msgf(err, errlen, "%s: malformed header: token count %" PRIu64 " is impossible", path, info->num_tokens);
+    boost_err(err, "%s: malformed header: token count %" PRIu64 " is impossible", path, info->num_tokens);
     return -1;
   }
   uint64_t want = info->header_bytes + info->num_tokens * info->token_bytes;
   if (fsize < want) {
-    boost_msgf(err, errlen,
+    boost_err(err,
            "%s: truncated: header says %" PRIu64 " tokens (%" PRIu64 " bytes) but the file has %" PRIu64 " bytes",
            path, info->num_tokens, want, fsize);
     return -1;
   }
   if (fsize > want) {
-    boost_msgf(err, errlen,
+    boost_err(err,
            "%s: size mismatch: header says %" PRIu64 " tokens (%" PRIu64 " bytes) but the file has %" PRIu64
            " bytes",
            path, info->num_tokens, want, fsize);
@@ -175,27 +175,27 @@ static int parse_header(const char *path, const uint8_t *hdr, size_t have, uint6
 }
 
 /* Open, map and fully validate one shard. */
-static int shard_open(const char *path, shard *s, char *err, size_t errlen) {
+static int shard_open(const char *path, shard *s, boost_status *err) {
   memset(s, 0, sizeof *s);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    boost_msgf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    boost_err(err, "%s: cannot open: %s", path, strerror(errno));
     return -1;
   }
   struct stat st;
   if (fstat(fd, &st) != 0) {
-    boost_msgf(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+    boost_err(err, "%s: cannot stat: %s", path, strerror(errno));
     close(fd);
     return -1;
   }
   if (!S_ISREG(st.st_mode)) {
-    boost_msgf(err, errlen, "%s: not a regular file", path);
+    boost_err(err, "%s: not a regular file", path);
     close(fd);
     return -1;
   }
   uint64_t fsize = (uint64_t)st.st_size;
   if (fsize < 8) {
-    boost_msgf(err, errlen, "%s: too small to be a token shard (%" PRIu64 " bytes)", path, fsize);
+    boost_err(err, "%s: too small to be a token shard (%" PRIu64 " bytes)", path, fsize);
     close(fd);
     return -1;
   }
@@ -203,11 +203,11 @@ static int shard_open(const char *path, shard *s, char *err, size_t errlen) {
   size_t want = fsize < sizeof hdr ? (size_t)fsize : sizeof hdr;
   ssize_t got = pread(fd, hdr, want, 0);
   if (got < 0 || (size_t)got != want) {
-    boost_msgf(err, errlen, "%s: cannot read header: %s", path, got < 0 ? strerror(errno) : "short read");
+    boost_err(err, "%s: cannot read header: %s", path, got < 0 ? strerror(errno) : "short read");
     close(fd);
     return -1;
   }
-  if (parse_header(path, hdr, want, fsize, &s->info, err, errlen) != 0) {
+  if (parse_header(path, hdr, want, fsize, &s->info, err) != 0) {
     close(fd);
     return -1;
   }
@@ -215,7 +215,7 @@ static int shard_open(const char *path, shard *s, char *err, size_t errlen) {
   int map_errno = errno;
   close(fd);
   if (map == MAP_FAILED) {
-    boost_msgf(err, errlen, "%s: cannot mmap %" PRIu64 " bytes: %s", path, fsize, strerror(map_errno));
+    boost_err(err, "%s: cannot mmap %" PRIu64 " bytes: %s", path, fsize, strerror(map_errno));
     return -1;
   }
   s->map = map;
@@ -227,7 +227,7 @@ static int shard_open(const char *path, shard *s, char *err, size_t errlen) {
   if (in->format == DATA_FORMAT_BOOST) {
     uint64_t sum = XXH3_64bits(s->tokens, payload);
     if (sum != in->checksum) {
-      boost_msgf(err, errlen,
+      boost_err(err,
              "%s: checksum mismatch: header %016" PRIx64 ", payload %016" PRIx64 " (token data is corrupted)", path,
              in->checksum, sum);
       shard_unmap(s);
@@ -241,19 +241,19 @@ static int shard_open(const char *path, shard *s, char *err, size_t errlen) {
     uint32_t t = in->token_bytes == 2 ? (uint32_t)((const uint16_t *)(const void *)s->tokens)[bad_at]
                                       : ((const uint32_t *)(const void *)s->tokens)[bad_at];
     if (in->format == DATA_FORMAT_BOOST)
-      boost_msgf(err, errlen, "%s: token %" PRIu32 " at index %" PRIu64 " >= vocab size %" PRIu32, path, t, bad_at,
+      boost_err(err, "%s: token %" PRIu32 " at index %" PRIu64 " >= vocab size %" PRIu32, path, t, bad_at,
              in->vocab_size);
     else
-      boost_msgf(err, errlen, "%s: token %" PRIu32 " at index %" PRIu64 " does not fit int32", path, t, bad_at);
+      boost_err(err, "%s: token %" PRIu32 " at index %" PRIu64 " does not fit int32", path, t, bad_at);
     shard_unmap(s);
     return -1;
   }
   return 0;
 }
 
-int data_shard_info_read(const char *path, data_shard_info *info, char *err, size_t errlen) {
+int data_shard_info_read(const char *path, data_shard_info *info, boost_status *err) {
   shard s;
-  if (shard_open(path, &s, err, errlen) != 0) return -1;
+  if (shard_open(path, &s, err) != 0) return -1;
   *info = s.info;
   shard_unmap(&s);
   return 0;
@@ -296,10 +296,10 @@ static void sl_free(strlist *l) {
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* Add the shards named by one element of the path list. */
-static int collect(const char *elem, strlist *out, char *err, size_t errlen) {
+static int collect(const char *elem, strlist *out, boost_status *err) {
   struct stat st;
   if (stat(elem, &st) != 0) {
-    boost_msgf(err, errlen, "%s: %s", elem, strerror(errno));
+    boost_err(err, "%s: %s", elem, strerror(errno));
     return -1;
   }
   if (!S_ISDIR(st.st_mode)) {
@@ -308,7 +308,7 @@ static int collect(const char *elem, strlist *out, char *err, size_t errlen) {
   }
   DIR *d = opendir(elem);
   if (!d) {
-    boost_msgf(err, errlen, "%s: cannot read directory: %s", elem, strerror(errno));
+    boost_err(err, "%s: cannot read directory: %s", elem, strerror(errno));
     return -1;
   }
   strlist found = {0};
@@ -325,7 +325,7 @@ static int collect(const char *elem, strlist *out, char *err, size_t errlen) {
   }
   closedir(d);
   if (found.n == 0) {
-    boost_msgf(err, errlen, "%s: no *.tok or *.bin shards in directory", elem);
+    boost_err(err, "%s: no *.tok or *.bin shards in directory", elem);
     sl_free(&found);
     return -1;
   }
@@ -335,9 +335,9 @@ static int collect(const char *elem, strlist *out, char *err, size_t errlen) {
   return 0;
 }
 
-data_source *data_open(const char *path, char *err, size_t errlen) {
+static data_source *open_source(const char *path, boost_status *err) {
   if (!path || !*path) {
-    boost_msgf(err, errlen, "empty data path");
+    boost_err(err, "empty data path");
     return NULL;
   }
   strlist files = {0};
@@ -347,11 +347,11 @@ data_source *data_open(const char *path, char *err, size_t errlen) {
     char *comma = strchr(p, ',');
     if (comma) *comma = '\0';
     if (!*p) {
-      boost_msgf(err, errlen, "%s: empty element in comma-separated data path", path);
+      boost_err(err, "%s: empty element in comma-separated data path", path);
       rc = -1;
       break;
     }
-    if (collect(p, &files, err, errlen) != 0) {
+    if (collect(p, &files, err) != 0) {
       rc = -1;
       break;
     }
@@ -368,7 +368,7 @@ data_source *data_open(const char *path, char *err, size_t errlen) {
   src->shards = boost_calloc((size_t)files.n, sizeof *src->shards);
   for (int i = 0; i < files.n; i++) {
     shard *s = &src->shards[i];
-    if (shard_open(files.v[i], s, err, errlen) != 0) {
+    if (shard_open(files.v[i], s, err) != 0) {
       sl_free(&files);
       data_close(src);
       return NULL;
@@ -382,6 +382,11 @@ data_source *data_open(const char *path, char *err, size_t errlen) {
   }
   sl_free(&files);
   return src;
+}
+
+int data_open(const char *path, data_source **out, boost_status *err) {
+  *out = open_source(path, err);
+  return *out ? 0 : -1;
 }
 
 void data_close(data_source *src) {
@@ -439,18 +444,18 @@ static void split_init(data_split *sp, const data_source *src, int64_t start, in
 }
 
 int data_split_make(const data_source *src, double val_fraction, int seq_len, data_split *train, data_split *val,
-                    char *err, size_t errlen) {
+                    boost_status *err) {
   const char *name = src->path;
   if (seq_len < 1) {
-    boost_msgf(err, errlen, "%s: seq_len %d must be >= 1", name, seq_len);
+    boost_err(err, "%s: seq_len %d must be >= 1", name, seq_len);
     return -1;
   }
   if (!(val_fraction >= 0.0 && val_fraction < 1.0)) {
-    boost_msgf(err, errlen, "%s: validation fraction %g must be in [0, 1)", name, val_fraction);
+    boost_err(err, "%s: validation fraction %g must be in [0, 1)", name, val_fraction);
     return -1;
   }
   if (val_fraction > 0.0 && !val) {
-    boost_msgf(err, errlen, "%s: validation fraction %g given but no validation split requested", name, val_fraction);
+    boost_err(err, "%s: validation fraction %g given but no validation split requested", name, val_fraction);
     return -1;
   }
   int64_t n = src->num_tokens, need = (int64_t)seq_len + 1;
@@ -461,12 +466,12 @@ int data_split_make(const data_source *src, double val_fraction, int seq_len, da
   }
   if (n - nval < need) {
     if (nval)
-      boost_msgf(err, errlen,
+      boost_err(err,
              "%s: too few tokens: %" PRId64 " tokens, but seq_len %d needs %" PRId64
              " for one training sample plus %" PRId64 " for validation",
              name, n, seq_len, need, nval);
     else
-      boost_msgf(err, errlen, "%s: too few tokens: %" PRId64 " tokens, but one sample of seq_len %d needs %" PRId64,
+      boost_err(err, "%s: too few tokens: %" PRId64 " tokens, but one sample of seq_len %d needs %" PRId64,
              name, n, seq_len, need);
     return -1;
   }

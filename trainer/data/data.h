@@ -34,6 +34,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "status.h"
+
 #define DATA_MAGIC "BOOSTTOK"       /* 8 bytes, no terminator in the file */
 #define DATA_VERSION 1u             /* the only version this reader knows */
 #define DATA_HEADER_BYTES 256u      /* header size written by v1 */
@@ -66,15 +68,17 @@ typedef struct {
 } data_shard_info;
 
 /* Open, fully validate and describe one shard file (either format). */
-int data_shard_info_read(const char *path, data_shard_info *info, char *err, size_t errlen);
+int data_shard_info_read(const char *path, data_shard_info *info, boost_status *err);
 
 /* ---- loader ---- */
 
 typedef struct data_source data_source;
 
 /* path: one shard file, a comma-separated list of files/directories, or a
- * directory (its *.tok and *.bin files, not recursive, in sorted order). */
-data_source *data_open(const char *path, char *err, size_t errlen);
+ * directory (its *.tok and *.bin files, not recursive, in sorted order).
+ * Into *out; -1 (and *out NULL) with a one-line message when a shard is
+ * missing or malformed. */
+int data_open(const char *path, data_source **out, boost_status *err);
 void data_close(data_source *src);
 int64_t data_num_tokens(const data_source *src);
 /* Max over shards of the header vocab (boost) or max token + 1 (llm.c). */
@@ -100,7 +104,7 @@ typedef struct {
  * one sample of seq_len + 1 tokens. val is left empty (0 samples) when
  * val_fraction == 0; val may be NULL then. */
 int data_split_make(const data_source *src, double val_fraction, int seq_len, data_split *train,
-                    data_split *val, char *err, size_t errlen);
+                    data_split *val, boost_status *err);
 int64_t data_split_num_samples(const data_split *split);
 
 /* The order training reads windows in (config key data.order). */
@@ -139,18 +143,17 @@ typedef struct data_writer data_writer;
  * token_bytes 2 or 4; vocab_size >= 1 and must fit token_bytes; eot_token may
  * be DATA_NO_EOT. */
 data_writer *data_writer_open(const char *path, uint32_t token_bytes, uint32_t vocab_size,
-                              const char *tokenizer, uint32_t eot_token, char *err, size_t errlen);
+                              const char *tokenizer, uint32_t eot_token, boost_status *err);
 /* Append tokens (each < vocab_size). */
-int data_writer_add(data_writer *w, const int32_t *tokens, size_t count, char *err, size_t errlen);
+int data_writer_add(data_writer *w, const int32_t *tokens, size_t count, boost_status *err);
 /* Byte tokenizer: append EOT (if the writer has one) then one token per byte.
  * Counts one document. */
-int data_writer_add_document(data_writer *w, const void *bytes, size_t len, char *err,
-                             size_t errlen);
+int data_writer_add_document(data_writer *w, const void *bytes, size_t len, boost_status *err);
 uint64_t data_writer_num_tokens(const data_writer *w);
 uint64_t data_writer_num_documents(const data_writer *w);
 /* Write the header, fsync, rename to path, fsync the directory, free w. On
  * failure the temp file is removed. Optionally returns the payload checksum. */
-int data_writer_finish(data_writer *w, uint64_t *checksum, char *err, size_t errlen);
+int data_writer_finish(data_writer *w, uint64_t *checksum, boost_status *err);
 /* Remove the temp file and free w. */
 void data_writer_abort(data_writer *w);
 /* The temp path ("<path>.tmp") for signal handlers that must unlink it. */

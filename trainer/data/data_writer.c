@@ -46,11 +46,11 @@ static int write_all(int fd, const void *p, size_t n) {
   return 0;
 }
 
-static int writer_flush(data_writer *w, char *err, size_t errlen) {
+static int writer_flush(data_writer *w, boost_status *err) {
   if (w->used == 0) return 0;
   XXH3_64bits_update(w->hash, w->buf, w->used);
   if (write_all(w->fd, w->buf, w->used) != 0) {
-    boost_msgf(err, errlen, "%s: write failed: %s", w->tmp, strerror(errno));
+    boost_err(err, "%s: write failed: %s", w->tmp, strerror(errno));
     return -1;
   }
   w->used = 0;
@@ -67,24 +67,24 @@ static void writer_free(data_writer *w) {
 }
 
 data_writer *data_writer_open(const char *path, uint32_t token_bytes, uint32_t vocab_size, const char *tokenizer,
-                              uint32_t eot_token, char *err, size_t errlen) {
+                              uint32_t eot_token, boost_status *err) {
   if (token_bytes != 2 && token_bytes != 4) {
-    boost_msgf(err, errlen, "%s: token width %" PRIu32 " bytes (must be 2 or 4)", path, token_bytes);
+    boost_err(err, "%s: token width %" PRIu32 " bytes (must be 2 or 4)", path, token_bytes);
     return NULL;
   }
   uint64_t maxvocab = token_bytes == 2 ? 65536u : (uint64_t)INT32_MAX;
   if (vocab_size == 0 || vocab_size > maxvocab) {
-    boost_msgf(err, errlen, "%s: vocab size %" PRIu32 " does not fit %" PRIu32 "-byte tokens", path, vocab_size,
+    boost_err(err, "%s: vocab size %" PRIu32 " does not fit %" PRIu32 "-byte tokens", path, vocab_size,
            token_bytes);
     return NULL;
   }
   if (eot_token != DATA_NO_EOT && eot_token >= vocab_size) {
-    boost_msgf(err, errlen, "%s: EOT token %" PRIu32 " >= vocab size %" PRIu32, path, eot_token, vocab_size);
+    boost_err(err, "%s: EOT token %" PRIu32 " >= vocab size %" PRIu32, path, eot_token, vocab_size);
     return NULL;
   }
   if (!tokenizer) tokenizer = "";
   if (strlen(tokenizer) > DATA_TOKENIZER_MAX) {
-    boost_msgf(err, errlen, "%s: tokenizer name longer than %d bytes", path, DATA_TOKENIZER_MAX);
+    boost_err(err, "%s: tokenizer name longer than %d bytes", path, DATA_TOKENIZER_MAX);
     return NULL;
   }
   data_writer *w = boost_calloc(1, sizeof *w);
@@ -99,7 +99,7 @@ data_writer *data_writer_open(const char *path, uint32_t token_bytes, uint32_t v
   memcpy(w->tokenizer, tokenizer, strlen(tokenizer));
   w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (w->fd < 0) {
-    boost_msgf(err, errlen, "%s: cannot create: %s", w->tmp, strerror(errno));
+    boost_err(err, "%s: cannot create: %s", w->tmp, strerror(errno));
     writer_free(w);
     return NULL;
   }
@@ -109,15 +109,15 @@ data_writer *data_writer_open(const char *path, uint32_t token_bytes, uint32_t v
   w->buf = boost_calloc(WRITER_BUF, 1);
   uint8_t zero[DATA_HEADER_BYTES] = {0};
   if (write_all(w->fd, zero, sizeof zero) != 0) {
-    boost_msgf(err, errlen, "%s: write failed: %s", w->tmp, strerror(errno));
+    boost_err(err, "%s: write failed: %s", w->tmp, strerror(errno));
     data_writer_abort(w);
     return NULL;
   }
   return w;
 }
 
-static int writer_put(data_writer *w, uint32_t t, char *err, size_t errlen) {
-  if (w->used + w->width > WRITER_BUF && writer_flush(w, err, errlen) != 0) return -1;
+static int writer_put(data_writer *w, uint32_t t, boost_status *err) {
+  if (w->used + w->width > WRITER_BUF && writer_flush(w, err) != 0) return -1;
   if (w->width == 2) {
     uint16_t v = (uint16_t)t;
     memcpy(w->buf + w->used, &v, 2);
@@ -129,26 +129,26 @@ static int writer_put(data_writer *w, uint32_t t, char *err, size_t errlen) {
   return 0;
 }
 
-int data_writer_add(data_writer *w, const int32_t *tokens, size_t count, char *err, size_t errlen) {
+int data_writer_add(data_writer *w, const int32_t *tokens, size_t count, boost_status *err) {
   for (size_t i = 0; i < count; i++) {
     if (tokens[i] < 0 || (uint32_t)tokens[i] >= w->vocab) {
-      boost_msgf(err, errlen, "%s: token %" PRId32 " out of range [0, %" PRIu32 ")", w->path, tokens[i], w->vocab);
+      boost_err(err, "%s: token %" PRId32 " out of range [0, %" PRIu32 ")", w->path, tokens[i], w->vocab);
       return -1;
     }
-    if (writer_put(w, (uint32_t)tokens[i], err, errlen) != 0) return -1;
+    if (writer_put(w, (uint32_t)tokens[i], err) != 0) return -1;
   }
   return 0;
 }
 
-int data_writer_add_document(data_writer *w, const void *bytes, size_t len, char *err, size_t errlen) {
+int data_writer_add_document(data_writer *w, const void *bytes, size_t len, boost_status *err) {
   if (w->vocab < 256) {
-    boost_msgf(err, errlen, "%s: byte tokenizer needs vocab >= 256, shard has %" PRIu32, w->path, w->vocab);
+    boost_err(err, "%s: byte tokenizer needs vocab >= 256, shard has %" PRIu32, w->path, w->vocab);
     return -1;
   }
-  if (w->eot != DATA_NO_EOT && writer_put(w, w->eot, err, errlen) != 0) return -1;
+  if (w->eot != DATA_NO_EOT && writer_put(w, w->eot, err) != 0) return -1;
   const uint8_t *b = bytes;
   while (len > 0) {
-    if (w->used + w->width > WRITER_BUF && writer_flush(w, err, errlen) != 0) return -1;
+    if (w->used + w->width > WRITER_BUF && writer_flush(w, err) != 0) return -1;
     size_t take = (WRITER_BUF - w->used) / w->width;
     if (take > len) take = len;
     uint8_t *dst = w->buf + w->used;
@@ -178,8 +178,8 @@ void data_writer_abort(data_writer *w) {
 }
 
 
-int data_writer_finish(data_writer *w, uint64_t *checksum, char *err, size_t errlen) {
-  if (writer_flush(w, err, errlen) != 0) {
+int data_writer_finish(data_writer *w, uint64_t *checksum, boost_status *err) {
+  if (writer_flush(w, err) != 0) {
     data_writer_abort(w);
     return -1;
   }
@@ -199,24 +199,24 @@ int data_writer_finish(data_writer *w, uint64_t *checksum, char *err, size_t err
   wr64(h + H_HEADER_SUM, XXH3_64bits(h, H_HEADER_SUM));
   ssize_t k = pwrite(w->fd, h, sizeof h, 0);
   if (k != (ssize_t)sizeof h) {
-    boost_msgf(err, errlen, "%s: header write failed: %s", w->tmp, k < 0 ? strerror(errno) : "short write");
+    boost_err(err, "%s: header write failed: %s", w->tmp, k < 0 ? strerror(errno) : "short write");
     data_writer_abort(w);
     return -1;
   }
   if (fsync(w->fd) != 0) {
-    boost_msgf(err, errlen, "%s: fsync failed: %s", w->tmp, strerror(errno));
+    boost_err(err, "%s: fsync failed: %s", w->tmp, strerror(errno));
     data_writer_abort(w);
     return -1;
   }
   int rc = close(w->fd);
   w->fd = -1;
   if (rc != 0) {
-    boost_msgf(err, errlen, "%s: close failed: %s", w->tmp, strerror(errno));
+    boost_err(err, "%s: close failed: %s", w->tmp, strerror(errno));
     data_writer_abort(w);
     return -1;
   }
   if (rename(w->tmp, w->path) != 0) {
-    boost_msgf(err, errlen, "%s: cannot rename to %s: %s", w->tmp, w->path, strerror(errno));
+    boost_err(err, "%s: cannot rename to %s: %s", w->tmp, w->path, strerror(errno));
     data_writer_abort(w);
     return -1;
   }

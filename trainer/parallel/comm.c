@@ -58,7 +58,7 @@ static void check_rc(comm_ctx *c, int rc, const char *what) {
   char why[640];
   abort_hook(c);
   boost_msgf(why, sizeof why, "the %s backend failed in %s: %s", c->ops->name, what,
-             c->err[0] ? c->err : "no reason given");
+             c->err.failed ? c->err.msg : "no reason given");
   watchdog_fail(why);
 }
 
@@ -295,11 +295,10 @@ static void dw_end(void *ctx) {
   c->device_wait_recorded = 0;
   watch_done();
 }
-static int dw_poll(void *ctx, char *err, size_t errlen) {
+static int dw_poll(void *ctx, boost_status *err) {
   comm_ctx *c = ctx;
   if (!c->ops->poll || c->ops->poll(c) == 0) return 0;
-  boost_msgf(err, errlen, "%s", c->err);
-  return -1;
+  return boost_err(err, "%s", c->err.msg);
 }
 static void dw_fail(void *ctx, const char *what, const char *err) {
   comm_ctx *c = ctx;

@@ -40,6 +40,7 @@
 
 #include "backend.h"
 #include "device_wait.h"
+#include "status.h"
 
 typedef enum { COMM_TP = 0, COMM_DP, COMM_PP, COMM_WORLD, COMM_NUM_GROUPS } comm_group;
 typedef enum { COMM_ALLREDUCE = 0, COMM_ALLGATHER, COMM_REDUCE_SCATTER, COMM_SENDRECV, COMM_ALLTOALL, COMM_NUM_KINDS } comm_kind;
@@ -119,7 +120,7 @@ struct comm_ctx {
   size_t scratch_bytes;
   int every_group;   /* collectives run in groups of one rank too (parallel.nccl_single) */
   int last_group;    /* the group of the latest collective begun: where a device wait is charged */
-  char err[512];     /* a backend's failure, for the front */
+  boost_status err;  /* a backend's failure, for the front */
   boost_wait_hooks wait_hooks; /* comm_attach_watchdog's */
   int device_wait_recorded;    /* the device wait in flight is the watch record */
 };
@@ -135,7 +136,7 @@ void comm_init_mpi(comm_ctx *c, boost_backend *be, MPI_Comm tp, MPI_Comm dp, MPI
  * communicators. Collective over world, and agreed: every rank returns 0,
  * or every rank -1 with the same line naming the first rank that failed. */
 int comm_init_nccl(comm_ctx *c, boost_backend *be, MPI_Comm tp, MPI_Comm dp, MPI_Comm pp, MPI_Comm world,
-                   int every_group, char *err, size_t errlen);
+                   int every_group, boost_status *err);
 /* The run's context (one per process; comm_free undoes it): the compute
  * backend's device waits (kernels/device_wait.h) become watched waits
  * charged to the group of the latest collective begun, polling this

@@ -52,11 +52,11 @@ typedef struct {
 static nccl_impl *impl(comm_ctx *c) { return c->impl; }
 
 static int nccl_failed(comm_ctx *c, ncclResult_t r, const char *what) {
-  return boost_err(c->err, sizeof c->err, "NCCL: %s: %s (%s)", what, ncclGetErrorString(r),
+  return boost_err(&c->err, "NCCL: %s: %s (%s)", what, ncclGetErrorString(r),
                    ncclGetLastError(NULL) ? ncclGetLastError(NULL) : "");
 }
 static int cuda_failed(comm_ctx *c, cudaError_t e, const char *what) {
-  return boost_err(c->err, sizeof c->err, "CUDA: %s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+  return boost_err(&c->err, "CUDA: %s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
 }
 /* In a function returning int: a failure returns -1 with the reason in c->err. */
 #define NCCL(call)                                                                                                     \
@@ -146,7 +146,7 @@ static int n_alltoallv(comm_ctx *c, comm_group g, const void *send, const size_t
 static ncclComm_t link_comm(comm_ctx *c, comm_group g, int peer, int dir) {
   const int me = c->rank[g], lo = me < peer ? me : peer;
   if (g != COMM_PP || (peer != me + 1 && peer != me - 1)) {
-    boost_err(c->err, sizeof c->err,
+    boost_err(&c->err,
               "NCCL backend: point-to-point only between neighbouring pipeline stages (group %s, %d -> %d)",
               comm_group_names[g], me, peer);
     return NULL;
@@ -279,7 +279,7 @@ static int n_poll(comm_ctx *c) {
     const ncclResult_t r = ncclCommGetAsyncError(*cm, &async);
     if (r != ncclSuccess) async = r;
     if (async != ncclSuccess && async != ncclInProgress)
-      rc = boost_err(c->err, sizeof c->err, "NCCL reports an error on the %s communicator: %s", slot_name(i),
+      rc = boost_err(&c->err, "NCCL reports an error on the %s communicator: %s", slot_name(i),
                      ncclGetErrorString(async));
   }
   pthread_mutex_unlock(&m->mu);
@@ -356,7 +356,7 @@ static int comm_over(comm_ctx *c, MPI_Comm mc, comm_group g, ncclComm_t *out) {
   const int ok = comm_control_all(mc, g, "NCCL set-up agreement", r == ncclSuccess);
   if (r != ncclSuccess) return nccl_failed(c, r, "ncclGetUniqueId");
   if (!ok)
-    return boost_err(c->err, sizeof c->err, "the %s group's rank 0 could not make an NCCL id", comm_group_names[g]);
+    return boost_err(&c->err, "the %s group's rank 0 could not make an NCCL id", comm_group_names[g]);
   comm_control_bcast(mc, g, "NCCL set-up agreement", &id, (int)sizeof id, 0);
   NCCL(ncclCommInitRank(out, size, id, rank));
   return 0;
@@ -364,17 +364,17 @@ static int comm_over(comm_ctx *c, MPI_Comm mc, comm_group g, ncclComm_t *out) {
 
 /* Every rank learns whether set-up step `what` worked everywhere: 0, or -1
  * on every rank with one line naming the first rank that failed. */
-static int agree(comm_ctx *c, MPI_Comm world, int rc, const char *what, char *err, size_t errlen) {
-  char msg[sizeof c->err];
-  boost_msgf(msg, sizeof msg, "%s", rc == 0 ? "" : c->err);
+static int agree(comm_ctx *c, MPI_Comm world, int rc, const char *what, boost_status *err) {
+  char msg[512];
+  boost_msgf(msg, sizeof msg, "%s", rc == 0 ? "" : c->err.msg);
   const int first =
       comm_control_first_failure(world, COMM_WORLD, "NCCL set-up agreement", rc == 0, msg, (int)sizeof msg);
   if (first < 0) return 0;
-  return boost_err(err, errlen, "NCCL could not start on rank %d (%s): %s", first, what, msg);
+  return boost_err(err, "NCCL could not start on rank %d (%s): %s", first, what, msg);
 }
 
 /* Streams and communicators, each step agreed over world. */
-static int set_up(comm_ctx *c, const MPI_Comm *groups, int every_group, char *err, size_t errlen) {
+static int set_up(comm_ctx *c, const MPI_Comm *groups, int every_group, boost_status *err) {
   nccl_impl *m = impl(c);
   const MPI_Comm world = groups[COMM_WORLD];
   const cudaError_t dev = cudaSetDevice(cuda_backend_device(c->be));
@@ -383,27 +383,27 @@ static int set_up(comm_ctx *c, const MPI_Comm *groups, int every_group, char *er
     const cudaError_t e = cudaStreamCreateWithFlags(&m->send[d], cudaStreamNonBlocking);
     if (e != cudaSuccess) rc = cuda_failed(c, e, "cudaStreamCreateWithFlags");
   }
-  if (agree(c, world, rc, "the device and its streams", err, errlen) != 0) return -1;
+  if (agree(c, world, rc, "the device and its streams", err) != 0) return -1;
   for (int g = 0; g < COMM_NUM_GROUPS; g++) {
     rc = c->size[g] > 1 || every_group ? comm_over(c, groups[g], (comm_group)g, &m->comm[g]) : 0;
     char what[64];
     boost_msgf(what, sizeof what, "the %s communicator", comm_group_names[g]);
-    if (agree(c, world, rc, what, err, errlen) != 0) return -1;
+    if (agree(c, world, rc, what, err) != 0) return -1;
   }
   for (int p = 0; p < 2 && c->size[COMM_PP] > 1; p++)
     for (int d = 0; d < 2; d++) {
       rc = comm_over(c, groups[COMM_PP], COMM_PP, &m->p2p[p][d]);
-      if (agree(c, world, rc, "a pipeline link's communicator", err, errlen) != 0) return -1;
+      if (agree(c, world, rc, "a pipeline link's communicator", err) != 0) return -1;
     }
   return 0;
 }
 
 int comm_init_nccl(comm_ctx *c, boost_backend *be, MPI_Comm tp, MPI_Comm dp, MPI_Comm pp, MPI_Comm world,
-                   int every_group, char *err, size_t errlen) {
+                   int every_group, boost_status *err) {
   memset(c, 0, sizeof *c);
   const cudaStream_t stream = cuda_backend_stream(be);
   /* every rank runs the same backend (agreed before): all refuse together */
-  if (!stream) return boost_err(err, errlen, "the NCCL backend needs the cuda backend, not %s", be->name);
+  if (!stream) return boost_err(err, "the NCCL backend needs the cuda backend, not %s", be->name);
   c->ops = &nccl_backend;
   c->be = be;
   c->every_group = every_group;
@@ -418,7 +418,7 @@ int comm_init_nccl(comm_ctx *c, boost_backend *be, MPI_Comm tp, MPI_Comm dp, MPI
     MPI_Comm_size(groups[g], &c->size[g]);
     MPI_Comm_rank(groups[g], &c->rank[g]);
   }
-  if (set_up(c, groups, every_group, err, errlen) != 0) {
+  if (set_up(c, groups, every_group, err) != 0) {
     n_abort(c); /* never used: abandoned, not destroyed (that could wait for peers) */
     n_destroy(c);
     memset(c, 0, sizeof *c);

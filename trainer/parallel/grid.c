@@ -12,13 +12,13 @@ void grid_coords(int rank, int dp, int tp, int pp, int *dp_rank, int *tp_rank, i
 
 int grid_rank_of(int dp_rank, int tp_rank, int pp_rank, int dp, int tp) { return tp_rank + tp * dp_rank + tp * dp * pp_rank; }
 
-int grid_init(process_grid *g, MPI_Comm world, int dp, int tp, int pp, char *err, size_t errlen) {
+int grid_init(process_grid *g, MPI_Comm world, int dp, int tp, int pp, boost_status *err) {
   memset(g, 0, sizeof *g);
   int size, rank;
   MPI_Comm_size(world, &size);
   MPI_Comm_rank(world, &rank);
   if (dp < 1 || tp < 1 || pp < 1 || (long)dp * tp * pp != size) {
-    snprintf(err, errlen, "layout parallel.dp*tp*pp = %d*%d*%d = %ld does not match the %d MPI ranks", dp, tp, pp,
+    boost_err(err, "layout parallel.dp*tp*pp = %d*%d*%d = %ld does not match the %d MPI ranks", dp, tp, pp,
              (long)dp * tp * pp, size);
     return -1;
   }

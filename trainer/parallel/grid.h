@@ -6,6 +6,8 @@
 
 #include <mpi.h>
 
+#include "status.h"
+
 typedef struct {
   int dp, tp, pp;
   int rank, world_size;
@@ -23,7 +25,7 @@ int grid_rank_of(int dp_rank, int tp_rank, int pp_rank, int dp, int tp);
 
 /* Collective over world. Returns 0, or -1 with a message when
  * dp * tp * pp differs from the size of world. */
-int grid_init(process_grid *g, MPI_Comm world, int dp, int tp, int pp, char *err, size_t errlen);
+int grid_init(process_grid *g, MPI_Comm world, int dp, int tp, int pp, boost_status *err);
 void grid_free(process_grid *g);
 
 #endif

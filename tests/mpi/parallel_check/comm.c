@@ -43,7 +43,8 @@ typedef struct {
 static void check_comm_case(const options *o, const char *preset, const char *mode, const char *recompute,
                             comm_record *rec) {
   train_config *cfg = calloc(1, sizeof *cfg);
-  char err[1024], what[160];
+  boost_status err = {0};
+  char what[160];
   const int rc = strcmp(recompute, "none") != 0;
   snprintf(what, sizeof what, "comm %s mode=%s%s%s tp=%d b=%d s=%d", preset, mode, rc ? " recompute=" : "",
            rc ? recompute : "", g_size, o->b, o->s);
@@ -57,9 +58,9 @@ static void check_comm_case(const options *o, const char *preset, const char *mo
   l.tp = g_size;
   snprintf(l.mode, sizeof l.mode, "%s", mode);
   snprintf(l.recompute, sizeof l.recompute, "%s", recompute);
-  if (make_config(&oo, preset, &l, o->b, 1, cfg, err, sizeof err) != 0 ||
-      !(t = trainer_create(cfg, MPI_COMM_WORLD, err, sizeof err))) {
-    verdict(0, "%s: cannot start: %s", what, err);
+  if (make_config(&oo, preset, &l, o->b, 1, cfg, &err) != 0 ||
+      !(t = trainer_create(cfg, MPI_COMM_WORLD, &err))) {
+    verdict(0, "%s: cannot start: %s", what, err.msg);
     free(cfg);
     return;
   }

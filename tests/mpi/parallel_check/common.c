@@ -110,7 +110,7 @@ void format_layout(const layout *l, char *out, size_t n) {
 
 /* Build the config of one run: user sets, then what the check fixes. */
 int make_config(const options *o, const char *preset, const layout *l, int batch, int steps, train_config *cfg,
-                       char *err, size_t errlen) {
+                       boost_status *err) {
   char fixed[14][CONFIG_STR + 64];
   int nf = 0;
   snprintf(fixed[nf++], sizeof fixed[0], "model.preset=%s", preset);
@@ -130,18 +130,18 @@ int make_config(const options *o, const char *preset, const layout *l, int batch
   sets[n++] = fixed[0]; /* preset first; user keys override the preset, fixed keys override the user */
   for (int i = 0; i < o->nsets; i++) sets[n++] = o->sets[i];
   for (int i = 1; i < nf; i++) sets[n++] = fixed[i];
-  return config_resolve(cfg, NULL, n, sets, err, errlen);
+  return config_resolve(cfg, NULL, n, sets, err);
 }
 
 /* Train `steps` steps on comm; NULL (message on rank 0 of comm) on error. */
 run *train(const options *o, MPI_Comm comm, const layout *l, int batch) {
   run *r = calloc(1, sizeof *r);
-  char err[1024];
+  boost_status err = {0};
   int crank;
   MPI_Comm_rank(comm, &crank);
-  if (make_config(o, o->preset, l, batch, o->steps, &r->cfg, err, sizeof err) != 0 ||
-      !(r->t = trainer_create(&r->cfg, comm, err, sizeof err))) {
-    if (crank == 0) fprintf(stderr, "parallel_check: %s\n", err);
+  if (make_config(o, o->preset, l, batch, o->steps, &r->cfg, &err) != 0 ||
+      !(r->t = trainer_create(&r->cfg, comm, &err))) {
+    if (crank == 0) fprintf(stderr, "parallel_check: %s\n", err.msg);
     free(r);
     return NULL;
   }

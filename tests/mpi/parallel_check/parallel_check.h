@@ -12,6 +12,7 @@
 
 #include "comm.h"
 #include "config.h"
+#include "status.h"
 #include "trainer.h"
 
 #define MAX_SETS 64
@@ -66,7 +67,7 @@ void format_layout(const layout *l, char *out, size_t n);
 MPI_Comm first_ranks(int n);
 
 int make_config(const options *o, const char *preset, const layout *l, int batch, int steps, train_config *cfg,
-                char *err, size_t errlen);
+                boost_status *err);
 run *train(const options *o, MPI_Comm comm, const layout *l, int batch);
 void run_free(run *r);
 
