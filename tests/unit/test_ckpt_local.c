@@ -150,7 +150,8 @@ Test(ckpt_local, listing_keeps_committed_steps_of_this_rank_and_layout) {
  * through the file. */
 Test(ckpt_local, a_manifest_of_the_previous_version_is_passed_over) {
   make_dir();
-  char p[256], why[512] = "";
+  char p[256];
+  boost_status why = {0};
   ckpt_local_step_path(p, sizeof p, dir, 7, 0);
   cr_assert_eq(mkdir(p, 0700), 0);
   unsigned char v1[sizeof(ckpt_local_manifest) - sizeof(uint64_t)];
@@ -163,8 +164,8 @@ Test(ckpt_local, a_manifest_of_the_previous_version_is_passed_over) {
   cr_assert_eq(fwrite(v1, 1, sizeof v1, f), sizeof v1);
   fclose(f);
   int64_t steps[2];
-  cr_expect_eq(ckpt_local_list(dir, 0, NULL, steps, 2, why, sizeof why), 0);
-  cr_expect(strstr(why, "not a manifest") != NULL, "%s", why);
+  cr_expect_eq(ckpt_local_list(dir, 0, NULL, steps, 2, &why), 0);
+  cr_expect(strstr(why.msg, "not a manifest") != NULL, "%s", why.msg);
   ckpt_local_remove_steps(dir, -1, 0);
   cr_expect_eq(rmdir(dir), 0);
 }
