@@ -49,27 +49,11 @@ void boost_status_append(boost_status *err, const char *fmt, ...) __attribute__(
  * returns -1, or returns 0 when from has not failed. */
 int boost_status_take(boost_status *err, const boost_status *from);
 
-/* The character-buffer form that trainer/model/ still uses until it takes a
- * boost_status: formats into err (may be NULL) and returns -1. */
-int boost_err_text(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-/* For calling trainer/model/'s character-buffer functions from code that
- * holds a boost_status: pass BOOST_STATUS_TEXT(err) for their (err, errlen)
- * and wrap the call in boost_status_took(err, rc), which marks err failed
- * when rc is not 0 and returns rc. */
-static inline char *boost_status_buf(boost_status *err) { return err ? err->msg : NULL; }
-static inline size_t boost_status_buflen(const boost_status *err) { return err ? sizeof err->msg : 0; }
-#define BOOST_STATUS_TEXT(err) boost_status_buf(err), boost_status_buflen(err)
-int boost_status_took(boost_status *err, int rc);
-
 #ifdef __cplusplus
 }
-#define boost_err boost_status_fail
-#else
-/* boost_err(err, fmt, ...) with a boost_status; the (char *, size_t, fmt,
- * ...) form stays for trainer/model/ until it is converted. */
-#define boost_err(err, ...) \
-  _Generic((err), char *: boost_err_text, default: boost_status_fail)((err), __VA_ARGS__)
 #endif
+
+/* The one-statement report: return boost_err(err, "...", ...); */
+#define boost_err boost_status_fail
 
 #endif

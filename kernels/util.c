@@ -10,16 +10,6 @@
 #include <time.h>
 #include <unistd.h>
 
-int boost_err_text(char *err, size_t errlen, const char *fmt, ...) {
-  if (err && errlen) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-  }
-  return -1;
-}
-
 int boost_status_fail(boost_status *err, const char *fmt, ...) {
   if (err) {
     va_list ap;
@@ -45,11 +35,6 @@ int boost_status_take(boost_status *err, const boost_status *from) {
   if (!from || !from->failed) return 0;
   if (err && err != from) *err = *from;
   return -1;
-}
-
-int boost_status_took(boost_status *err, int rc) {
-  if (rc != 0 && err) err->failed = 1;
-  return rc;
 }
 
 void boost_msgf(char *out, size_t outlen, const char *fmt, ...) {

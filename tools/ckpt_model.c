@@ -35,7 +35,7 @@ int ckpt_model_build(const ins_ckpt *c, const ckpt_model_options *opt, ckpt_mode
     return -1;
   }
   free(t);
-  if (model_check_layout(&cm->cfg.model, cm->cfg.parallel.tp_mode, 1, &cm->mode, BOOST_STATUS_TEXT(&e)) != 0) {
+  if (model_check_layout(&cm->cfg.model, cm->cfg.parallel.tp_mode, 1, &cm->mode, &e) != 0) {
     boost_err(err, "%s: the stored model does not build on one process: %.800s", c->path, e.msg);
     return -1;
   }

@@ -113,7 +113,7 @@ int gen_run(const gen_options *o, ckpt_model *cm, const gen_tokenizer *tok, cons
   r.max_T = np + o->max_new < seq_len ? np + o->max_new : seq_len;
   boost_status err = {0};
   model_kv_cache kv;
-  if (model_kv_cache_init(&kv, &cm->m, 1, r.max_T, BOOST_STATUS_TEXT(&err)) != 0) {
+  if (model_kv_cache_init(&kv, &cm->m, 1, r.max_T, &err) != 0) {
     fprintf(stderr, "boost-generate: %s\n", err.msg);
     return 1;
   }

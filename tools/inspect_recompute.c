@@ -158,7 +158,7 @@ void ins_recompute_activations(const ins_ckpt *c, ins_report *r, const train_con
   const ins_dset *tok = ins_find(c, CKPT_GROUP_ACTS "/tokens");
   boost_status err = {0};
   tp_mode mode;
-  if (!tok || tok->ndim != 2 || model_check_layout(&cfg->model, cfg->parallel.tp_mode, 1, &mode, BOOST_STATUS_TEXT(&err)) != 0) {
+  if (!tok || tok->ndim != 2 || model_check_layout(&cfg->model, cfg->parallel.tp_mode, 1, &mode, &err) != 0) {
     snprintf(out->skipped, sizeof out->skipped, "the stored config does not build a model on one process");
     return;
   }

@@ -11,10 +11,9 @@
 /* The target layout's tensor registry for tp rank 0 of the whole model:
  * names, global shapes and the tensor-parallel split of every tensor. */
 int reshard_target_registry(const train_config *cfg, const options *o, model *m, tp_mode *mode, boost_status *err) {
-  if (boost_status_took(err, model_check_layout(&cfg->model, o->mode, o->tp, mode, BOOST_STATUS_TEXT(err))) != 0) return -1;
+  if (model_check_layout(&cfg->model, o->mode, o->tp, mode, err) != 0) return -1;
   int *per_stage = boost_calloc((size_t)o->pp, sizeof *per_stage);
-  const int rc = boost_status_took(
-      err, model_plan_stages(&cfg->model, o->pp, cfg->parallel.stages, cfg->model.seq_len, per_stage, BOOST_STATUS_TEXT(err)));
+  const int rc = model_plan_stages(&cfg->model, o->pp, cfg->parallel.stages, cfg->model.seq_len, per_stage, err);
   boost_free(per_stage);
   if (rc != 0) return -1;
   comm_ctx comm;
@@ -47,7 +46,7 @@ int reshard_plan(hid_t in, const train_config *cfg, const options *o, boost_stat
   if (reshard_target_registry(cfg, o, &probe, &mode, err) != 0) return -1;
   model_free(&probe);
   int *per_stage = boost_calloc((size_t)o->pp, sizeof *per_stage);
-  model_plan_stages(&cfg->model, o->pp, cfg->parallel.stages, cfg->model.seq_len, per_stage, BOOST_STATUS_TEXT(err));
+  model_plan_stages(&cfg->model, o->pp, cfg->parallel.stages, cfg->model.seq_len, per_stage, err);
   double need_all = 0, read_all = 0;
   if (o->json) printf("{\"layout\":{\"dp\":%d,\"tp\":%d,\"pp\":%d,\"tp_mode\":\"%s\"},\"ranks\":[", o->dp, o->tp, o->pp, tp_mode_names[mode]);
   else printf("plan: reading %s on dp=%d tp=%d pp=%d (%s); per tensor-parallel rank and stage:\n", o->in, o->dp, o->tp, o->pp, tp_mode_names[mode]);

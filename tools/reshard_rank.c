@@ -94,7 +94,7 @@ static int choose_channels(hid_t in, rank_group *p, boost_status *err) {
 /* A layout-only registry of a config at tp = 1. */
 static int registry_of(const train_config *cfg, model *m, boost_status *err) {
   tp_mode mode;
-  if (boost_status_took(err, model_check_layout(&cfg->model, TP_AUTO, 1, &mode, BOOST_STATUS_TEXT(err))) != 0) return -1;
+  if (model_check_layout(&cfg->model, TP_AUTO, 1, &mode, err) != 0) return -1;
   model_init(m, &cfg->model, mode, &(model_options){.layout_only = 1});
   return 0;
 }
@@ -113,7 +113,7 @@ static int new_ranks(const train_config *from, const options *o, train_config *t
   boost_status e = {0};
   tp_mode mode;
   if (config_validate(to, &e) != 0) return boost_err(err, "--rank: %s", e.msg);
-  if (model_check_layout(&to->model, o->mode, o->tp, &mode, BOOST_STATUS_TEXT(&e)) != 0)
+  if (model_check_layout(&to->model, o->mode, o->tp, &mode, &e) != 0)
     return boost_err(err, "--rank: ranks attn %d / mlp %d on the target layout (tp=%d): %s", to->model.rank_attn,
                      to->model.rank_mlp, o->tp, e.msg);
   return 0;

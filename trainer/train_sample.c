@@ -24,7 +24,7 @@ void train_sample_print(const model *m, FILE *f) {
   const int max_T = m->cfg.seq_len < TRAIN_SAMPLE_TOKENS + 1 ? m->cfg.seq_len : TRAIN_SAMPLE_TOKENS + 1;
   model_kv_cache kv;
   boost_status err = {0};
-  if (model_kv_cache_init(&kv, m, 1, max_T, BOOST_STATUS_TEXT(&err)) != 0) {
+  if (model_kv_cache_init(&kv, m, 1, max_T, &err) != 0) {
     fprintf(f, "sample: none (%s)\n", err.msg);
     return;
   }

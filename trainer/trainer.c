@@ -269,10 +269,8 @@ static trainer *trainer_build(const train_config *cfg, MPI_Comm world, int init_
           ? "train.sample_every needs the whole model on rank 0 (parallel.tp = parallel.pp = 1; set it to 0)"
           : NULL;
   if (unsupported) boost_err(err, "%s", unsupported);
-  if (unsupported || boost_status_took(err, model_check_layout(&cfg->model, cfg->parallel.tp_mode, tp, &r->mode,
-                                                               BOOST_STATUS_TEXT(err))) != 0 ||
-      boost_status_took(err, model_plan_stages(&cfg->model, pp, cfg->parallel.stages, r->T, r->layers_per_stage,
-                                               BOOST_STATUS_TEXT(err))) != 0 ||
+  if (unsupported || model_check_layout(&cfg->model, cfg->parallel.tp_mode, tp, &r->mode, err) != 0 ||
+      model_plan_stages(&cfg->model, pp, cfg->parallel.stages, r->T, r->layers_per_stage, err) != 0 ||
       open_data(r, err) != 0) {
     trainer_destroy(r);
     return NULL;

@@ -3,10 +3,7 @@
 # through a boost_status (kernels/status.h) and never ends the process.
 #
 #   1. No library header (kernels/, ckpt/, trainer/, tools/) declares the old
-#      message-buffer pair `char *err, size_t errlen`, except the headers
-#      listed in ALLOWED below with how many they may still hold (a list that
-#      only shrinks: a count above it fails, and so does one below it, so the
-#      list is kept exact as headers are converted).
+#      message-buffer pair `char *err, size_t errlen`.
 #   2. No exit(), _exit(), _Exit(), quick_exit(), abort() or MPI_Abort() in
 #      library code: every .c/.cu/.cuh/.h file of those folders except
 #      kernels/job_abort.c (the one module that ends a job) and programs (a
@@ -18,13 +15,6 @@ SRC=${1:-${BOOST_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}}
 /usr/bin/python3 - "$SRC" <<'PY'
 import os, re, sys
 src = sys.argv[1]
-# Headers that still take (char *err, size_t errlen): trainer/model/ until
-# it is converted; status.h's one is the bridge to that form (boost_err_text).
-ALLOWED = {
-    "kernels/status.h": 1,
-    "trainer/model/model.h": 2,
-    "trainer/model/model_decode.h": 1,
-}
 JOB_END_MODULE = "kernels/job_abort.c"
 pair = re.compile(r"char\s*\*\s*err\s*,\s*size_t\s+errlen\b")
 ends = re.compile(r"(?<![\w.>])(exit|_exit|_Exit|quick_exit|abort|MPI_Abort)\s*\(")
@@ -35,7 +25,7 @@ token = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*
 def code_of(text):
     return token.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
 
-bad, held = [], {}
+bad = []
 for top in ("kernels", "ckpt", "trainer", "tools"):
     for root, _, names in os.walk(os.path.join(src, top)):
         for n in sorted(names):
@@ -46,26 +36,18 @@ for top in ("kernels", "ckpt", "trainer", "tools"):
             with open(path, errors="replace") as f:
                 code = code_of(f.read())
             if n.endswith((".h", ".cuh")):
-                count = len(pair.findall(code))
-                if count or rel in ALLOWED:
-                    held[rel] = count
+                for m in pair.finditer(code):
+                    line = code.count("\n", 0, m.start()) + 1
+                    bad.append(f"{rel}:{line}: a `char *err, size_t errlen` parameter: take a boost_status *err")
             if rel == JOB_END_MODULE or defines_main.search(code):
                 continue
             for m in ends.finditer(code):
                 line = code.count("\n", 0, m.start()) + 1
                 bad.append(f"{rel}:{line}: {m.group(1)}() in library code: return a boost_status "
                            f"(or end the job through job_abort.h)")
-for rel, count in sorted(held.items()):
-    allowed = ALLOWED.get(rel, 0)
-    if count > allowed:
-        bad.append(f"{rel}: {count} `char *err, size_t errlen` parameter(s), {allowed} allowed: take a boost_status *err")
-    elif count < allowed:
-        bad.append(f"{rel}: {count} `char *err, size_t errlen` parameter(s) where ALLOWED says {allowed}: lower it in tests/cli/one_way_to_fail.sh")
-for rel in sorted(set(ALLOWED) - set(held)):
-    bad.append(f"{rel}: listed in ALLOWED but missing: remove it from the list")
 for b in bad:
     print("FAIL: " + b)
 if bad:
     sys.exit(1)
-print(f"one way to fail: no exit in library code; {sum(held.values())} old error pair(s) left, all in ALLOWED")
+print("one way to fail: no exit in library code, no old error pair in a library header")
 PY

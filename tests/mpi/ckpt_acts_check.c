@@ -79,7 +79,7 @@ int main(int argc, char **argv) {
   process_grid g;
   if (grid_init(&g, MPI_COMM_WORLD, 1, 1, 1, &err) != 0) boost_fail("%s", err.msg);
   tp_mode mode;
-  if (model_check_layout(&cfg.model, cfg.parallel.tp_mode, 1, &mode, BOOST_STATUS_TEXT(&err)) != 0) boost_fail("%s", err.msg);
+  if (model_check_layout(&cfg.model, cfg.parallel.tp_mode, 1, &mode, &err) != 0) boost_fail("%s", err.msg);
   model m;
   model_run run = {0};
   model_train ts;

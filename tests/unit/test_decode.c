@@ -149,8 +149,8 @@ static void model_case(const char *lowrank, tp_mode mode, boost_dtype dt, float 
   model_init_params(&g, 3);
   boost_status err = {0};
   model_kv_cache kv, kg;
-  cr_assert_eq(model_kv_cache_init(&kv, &m, 1, cfg.seq_len, BOOST_STATUS_TEXT(&err)), 0, "%s", err.msg);
-  cr_assert_eq(model_kv_cache_init(&kg, &g, 1, cfg.seq_len, BOOST_STATUS_TEXT(&err)), 0, "%s", err.msg);
+  cr_assert_eq(model_kv_cache_init(&kv, &m, 1, cfg.seq_len, &err), 0, "%s", err.msg);
+  cr_assert_eq(model_kv_cache_init(&kg, &g, 1, cfg.seq_len, &err), 0, "%s", err.msg);
   int32_t seq[16] = {1, 7, 30};
   float a[41], b[41], c[41];
   for (int n = 3; n < 15; n++) {
@@ -200,7 +200,7 @@ Test(decode_model, refuses_a_stage) {
   model_init(&m, &cfg, TP_NONE, &(model_options){.stage = &st});
   model_kv_cache kv;
   boost_status err = {0};
-  cr_assert_eq(model_kv_cache_init(&kv, &m, 1, 8, BOOST_STATUS_TEXT(&err)), -1);
+  cr_assert_eq(model_kv_cache_init(&kv, &m, 1, 8, &err), -1);
   cr_assert(strstr(err.msg, "whole model"), "%s", err.msg);
   model_free(&m);
 }

@@ -116,15 +116,3 @@ Test(status, take_moves_only_failures) {
   cr_assert(mine.failed);
   cr_assert_str_eq(mine.msg, "writer: disk full");
 }
-
-/* The character-buffer form trainer/model/ still calls, through the same name. */
-Test(status, text_form_and_bridge) {
-  char buf[16];
-  cr_assert_eq(boost_err(buf, sizeof buf, "%s", "too long for the buffer"), -1);
-  cr_assert_str_eq(buf, "too long for th");
-  boost_status st = {0};
-  cr_assert_eq(boost_status_took(&st, boost_err_text(BOOST_STATUS_TEXT(&st), "model says %d", 3)), -1);
-  cr_assert(st.failed);
-  cr_assert_str_eq(st.msg, "model says 3");
-  cr_assert_eq(boost_status_took(&st, 0), 0);
-}

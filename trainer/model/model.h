@@ -168,7 +168,7 @@ typedef struct {
 /* Resolve parallel.tp_mode for a config ("auto": btp when every projection
  * is low-rank, megatron when none is). Returns -1 with a message when the
  * mode does not fit the model or the dims do not divide over tp. */
-int model_check_layout(const model_config *cfg, tp_mode requested, int tp, tp_mode *mode, char *err, size_t errlen);
+int model_check_layout(const model_config *cfg, tp_mode requested, int tp, tp_mode *mode, boost_status *err);
 
 /* The configuration, layout and (unless opt->layout_only) the weights, zeroed. */
 void model_init(model *m, const model_config *cfg, tp_mode mode, const model_options *opt);
@@ -208,8 +208,8 @@ const char *model_group_name(const proj_group *g);
 /* Contiguous balanced split of n_layers over pp stages by FLOPs, counting the
  * embedding on the first and the LM head on the last; or `spec` ("3,5": layers
  * per stage). Returns -1 with a message when it cannot be done. */
-int model_plan_stages(const model_config *cfg, int pp, const char *spec, int T, int *layers_per_stage, char *err,
-                      size_t errlen);
+int model_plan_stages(const model_config *cfg, int pp, const char *spec, int T, int *layers_per_stage,
+                      boost_status *err);
 
 /* r's current set's micro-batch: tokens and (NULL: none) targets, [B*T]
  * each, checked against the vocabulary on the host and uploaded. */

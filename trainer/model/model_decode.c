@@ -7,16 +7,16 @@
 #include "model_internal.h"
 #include "util.h"
 
-int model_kv_cache_init(model_kv_cache *kv, const model *m, int B, int max_T, char *err, size_t errlen) {
+int model_kv_cache_init(model_kv_cache *kv, const model *m, int B, int max_T, boost_status *err) {
   memset(kv, 0, sizeof *kv);
   if (m->tp != 1 || !m->stage.has_embed || !m->stage.has_head || m->nl != m->cfg.n_layers)
-    return boost_err(err, errlen, "decoding needs the whole model on one process (tp = 1, pp = 1), not tp=%d with "
+    return boost_err(err, "decoding needs the whole model on one process (tp = 1, pp = 1), not tp=%d with "
                                   "layers %d..%d of %d", m->tp, m->stage.first_layer,
                      m->stage.first_layer + m->nl - 1, m->cfg.n_layers);
   if (max_T < 1 || max_T > m->cfg.seq_len)
-    return boost_err(err, errlen, "%d positions do not fit the model's context of %d (model.seq_len)", max_T,
+    return boost_err(err, "%d positions do not fit the model's context of %d (model.seq_len)", max_T,
                      m->cfg.seq_len);
-  if (B < 1) return boost_err(err, errlen, "decoding needs at least one sequence, not %d", B);
+  if (B < 1) return boost_err(err, "decoding needs at least one sequence, not %d", B);
   boost_backend *be = m->be;
   const int hd = m->cfg.d_model / m->cfg.n_heads;
   const size_t cache = boost_act_bytes(be, (size_t)m->nl * B * max_T * m->d_qkv);

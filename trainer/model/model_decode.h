@@ -31,7 +31,7 @@ typedef struct {
 /* Whether m can decode: tp = 1 and every layer, the embedding and the head
  * on this process. Returns -1 with one line in err otherwise, or when
  * max_T is outside [1, model.seq_len]. */
-int model_kv_cache_init(model_kv_cache *kv, const model *m, int B, int max_T, char *err, size_t errlen);
+int model_kv_cache_init(model_kv_cache *kv, const model *m, int B, int max_T, boost_status *err);
 void model_kv_cache_free(model_kv_cache *kv);
 /* Forget every cached position (the next step is position 0). */
 static inline void model_kv_cache_reset(model_kv_cache *kv) { kv->pos = 0; }

@@ -13,7 +13,7 @@
 #include "util.h"
 
 
-int model_check_layout(const model_config *c, tp_mode requested, int tp, tp_mode *mode, char *err, size_t errlen) {
+int model_check_layout(const model_config *c, tp_mode requested, int tp, tp_mode *mode, boost_status *err) {
   const unsigned all = (1u << PROJ_COUNT) - 1;
   const int all_low = c->lowrank_mask == all, none_low = c->lowrank_mask == 0;
   switch (requested) {
@@ -23,32 +23,32 @@ int model_check_layout(const model_config *c, tp_mode requested, int tp, tp_mode
     else if (all_low) *mode = TP_BTP;
     else if (none_low) *mode = TP_MEGATRON;
     else
-      return boost_err(err, errlen, "model.lowrank=%s mixes low-rank and full-rank projections: tensor parallelism needs all or none",
+      return boost_err(err, "model.lowrank=%s mixes low-rank and full-rank projections: tensor parallelism needs all or none",
                   c->lowrank);
     break;
   case TP_BTP:
   case TP_VANILLA:
     if (!all_low)
-      return boost_err(err, errlen, "parallel.tp_mode=%s needs every projection low-rank (model.lowrank=all), not '%s'",
+      return boost_err(err, "parallel.tp_mode=%s needs every projection low-rank (model.lowrank=all), not '%s'",
                   tp_mode_names[requested], c->lowrank);
     *mode = requested;
     break;
   case TP_MEGATRON:
     if (!none_low)
-      return boost_err(err, errlen, "parallel.tp_mode=megatron needs a full-rank model (model.lowrank=none), not '%s'", c->lowrank);
+      return boost_err(err, "parallel.tp_mode=megatron needs a full-rank model (model.lowrank=none), not '%s'", c->lowrank);
     *mode = TP_MEGATRON;
     break;
-  default: return boost_err(err, errlen, "bad parallel.tp_mode %d", (int)requested);
+  default: return boost_err(err, "bad parallel.tp_mode %d", (int)requested);
   }
   if (tp == 1) return 0;
-  if (c->n_heads % tp) return boost_err(err, errlen, "model.n_heads %d is not divisible by parallel.tp %d", c->n_heads, tp);
-  if (c->d_model % tp) return boost_err(err, errlen, "model.d_model %d is not divisible by parallel.tp %d", c->d_model, tp);
-  if (c->ffn % tp) return boost_err(err, errlen, "model.ffn %d is not divisible by parallel.tp %d", c->ffn, tp);
-  if (c->vocab % tp) return boost_err(err, errlen, "model.vocab %d is not divisible by parallel.tp %d", c->vocab, tp);
+  if (c->n_heads % tp) return boost_err(err, "model.n_heads %d is not divisible by parallel.tp %d", c->n_heads, tp);
+  if (c->d_model % tp) return boost_err(err, "model.d_model %d is not divisible by parallel.tp %d", c->d_model, tp);
+  if (c->ffn % tp) return boost_err(err, "model.ffn %d is not divisible by parallel.tp %d", c->ffn, tp);
+  if (c->vocab % tp) return boost_err(err, "model.vocab %d is not divisible by parallel.tp %d", c->vocab, tp);
   if (*mode == TP_VANILLA && (c->rank_attn % tp || c->rank_mlp % tp))
-    return boost_err(err, errlen, "model.rank_attn %d / rank_mlp %d are not divisible by parallel.tp %d (vanilla shards r)",
+    return boost_err(err, "model.rank_attn %d / rank_mlp %d are not divisible by parallel.tp %d (vanilla shards r)",
                 c->rank_attn, c->rank_mlp, tp);
-  if (c->tie_embeddings) return boost_err(err, errlen, "model.tie_embeddings is not supported with parallel.tp > 1");
+  if (c->tie_embeddings) return boost_err(err, "model.tie_embeddings is not supported with parallel.tp > 1");
   return 0;
 }
 
@@ -230,9 +230,9 @@ double model_flops_per_token(const model_config *c, int T) {
 
 /* ---- pipeline stages ----------------------------------------------------- */
 
-int model_plan_stages(const model_config *c, int pp, const char *spec, int T, int *per_stage, char *err, size_t errlen) {
+int model_plan_stages(const model_config *c, int pp, const char *spec, int T, int *per_stage, boost_status *err) {
   const int L = c->n_layers;
-  if (pp > L) return boost_err(err, errlen, "parallel.pp %d exceeds model.n_layers %d: every stage needs a layer", pp, L);
+  if (pp > L) return boost_err(err, "parallel.pp %d exceeds model.n_layers %d: every stage needs a layer", pp, L);
   if (spec && spec[0]) {
     int n = 0, sum = 0;
     const char *p = spec;
@@ -240,14 +240,14 @@ int model_plan_stages(const model_config *c, int pp, const char *spec, int T, in
       char *end;
       long v = strtol(p, &end, 10);
       if (end == p || v < 1 || n >= pp)
-        return boost_err(err, errlen, "bad parallel.stages '%s': expected %d positive layer counts like 3,5", spec, pp);
+        return boost_err(err, "bad parallel.stages '%s': expected %d positive layer counts like 3,5", spec, pp);
       per_stage[n++] = (int)v;
       sum += (int)v;
       p = *end == ',' ? end + 1 : end;
-      if (*end && *end != ',') return boost_err(err, errlen, "bad parallel.stages '%s': expected numbers separated by commas", spec);
+      if (*end && *end != ',') return boost_err(err, "bad parallel.stages '%s': expected numbers separated by commas", spec);
     }
     if (n != pp || sum != L)
-      return boost_err(err, errlen, "parallel.stages '%s' must give %d stages summing to model.n_layers %d", spec, pp, L);
+      return boost_err(err, "parallel.stages '%s' must give %d stages summing to model.n_layers %d", spec, pp, L);
     return 0;
   }
   /* Minimise the largest stage cost (FLOPs per token): exact over contiguous
