@@ -3,8 +3,8 @@
  * retention, and resume. See docs/CHECKPOINT_FORMAT.md.
  *
  * The run calls, on every rank:
- *   s = ckpt_open(&settings, grid, reg, &hooks, err)
- *                                            (NULL when nothing is written or read)
+ *   ckpt_open(&settings, grid, store, &hooks, &s, err)
+ *                                            (s NULL when nothing is written or read)
  *   ckpt_resume(s, &meta, &state, msg, msglen)
  *                                            once, before the first step
  *   ckpt_before_update(s)                    in every step, before the optimizer
@@ -100,14 +100,15 @@ typedef struct {
   void (*activations)(void *ctx, ckpt_acts_sink *sink);
 } ckpt_hooks;
 
-/* Removes temporaries a crash left in set->dir, starts the writer thread.
- * store: the tensors to save and load (parameters and both AdamW moment
- * arenas allocated, in store->be's memory: a training state's store). Returns NULL when no checkpoint
- * is written or read (no dir and no resume PATH; with a PATH and no dir the
- * session reads only); on an unusable directory or too little host memory
- * for staging returns NULL with *err set, the same on every rank. */
-ckpt_session *ckpt_open(const ckpt_settings *set, const process_grid *grid, tensor_store *store,
-                        const ckpt_hooks *hooks, boost_status *err);
+/* Removes temporaries a crash left in set->dir, starts the writer thread;
+ * the session into *out. store: the tensors to save and load (parameters
+ * and both AdamW moment arenas allocated, in store->be's memory: a training
+ * state's store). 0 with *out NULL when no checkpoint is written or read
+ * (no dir and no resume PATH; with a PATH and no dir the session reads
+ * only); -1 with err, the same on every rank, on an unusable directory or
+ * too little host memory for staging. */
+int ckpt_open(const ckpt_settings *set, const process_grid *grid, tensor_store *store, const ckpt_hooks *hooks,
+              ckpt_session **out, boost_status *err);
 
 /* Applies set->resume (auto | none | PATH). With auto and the local level
  * on, first the newest local step every rank holds whole (ckpt_local.h)

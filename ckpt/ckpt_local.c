@@ -168,10 +168,11 @@ static uint64_t tensors_sum(const tensor_registry *reg) {
   return sum;
 }
 
-ckpt_local *ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, tensor_store *store, char *note,
-                            size_t notelen, boost_status *err) {
+int ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, tensor_store *store, char *note,
+                    size_t notelen, ckpt_local **out, boost_status *err) {
+  *out = NULL;
   if (note && notelen) note[0] = 0;
-  if (!level_on(cfg)) return NULL;
+  if (!level_on(cfg)) return 0;
   ckpt_local *L = boost_calloc(1, sizeof *L);
   L->every = cfg->local_auto ? 0 : cfg->local_every;
   L->cost.step = -1;
@@ -192,25 +193,24 @@ ckpt_local *ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, 
   ckpt_partner_plan(L->team.comm, &L->node, L->root, &L->partner, partner_note, sizeof partner_note);
   L->shape = (ckpt_local_shape){grid->rank, grid->world_size, grid->dp, grid->tp, grid->pp, store->mom_shards,
                                 store->reg->numel, store->mom_begin, store->mom_end, tensors_sum(store->reg)};
-  boost_status why = {0};
-  boost_status out = {0};
+  boost_status why = {0}, verdict = {0};
   int ok = ckpt_fs_mkdirs(L->mine, &why) == 0 &&
            (!L->partner.on || ckpt_fs_mkdirs(L->partner.held_dir, &why) == 0);
-  if (!ok) boost_err(&out, "ckpt.local_dir: %s", why.msg), boost_err(&why, "%s", out.msg);
+  if (!ok) boost_err(&verdict, "ckpt.local_dir: %s", why.msg), boost_err(&why, "%s", verdict.msg);
   if (ok && !store->be->mem->host_view(store->be, store->arena[TENSOR_PARAMS])) {
     L->bounce = store->be->mem->host_alloc(store->be, LOCAL_BOUNCE_BYTES);
     if (!L->bounce) ok = 0, boost_err(&why, "no host memory for the local level's copies");
   }
-  if (!ckpt_agree(&L->team, ok, why.msg, &out)) {
-    boost_err(err, "%s", out.msg);
+  if (!ckpt_agree(&L->team, ok, why.msg, &verdict)) {
+    boost_err(err, "%s", verdict.msg);
     local_free(L);
-    return NULL;
+    return -1;
   }
   double state = 1 << 20; /* the state part: the histories, well under this for most runs */
   for (int k = 0; k < LOCAL_STATE; k++) state += (double)part_bytes(L, k);
   if (check_room(L, state, err) != 0) {
     local_free(L);
-    return NULL;
+    return -1;
   }
   /* A thread of its own where the arenas are host memory (and saves are not
    * synchronous by request): every rank the same, or the agreements of a
@@ -244,7 +244,8 @@ ckpt_local *ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, 
                cadence, L->root, each, node, L->node.size, L->node.size == 1 ? "" : "s",
                L->partner.on ? "its own copies and its partners'" : "its own copies", partner);
   }
-  return L;
+  *out = L;
+  return 0;
 }
 
 void ckpt_local_close(ckpt_local *L) { local_free(L); }

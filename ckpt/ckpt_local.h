@@ -31,13 +31,13 @@ typedef struct {
 } ckpt_node;
 int ckpt_node_split(MPI_Comm world, ckpt_node *out);
 
-/* NULL without an error when the level is off (ckpt.local_every 0, or no
- * ckpt.dir); NULL with err, the same on every rank, when ckpt.local_dir
- * cannot be made or the node has no room for two copies of its ranks'
- * state (err gives the size needed). note: what it holds and uses, for the
- * start's log. */
-ckpt_local *ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, tensor_store *store, char *note,
-                            size_t notelen, boost_status *err);
+/* The local level into *out: 0 with *out NULL when the level is off
+ * (ckpt.local_every 0, or no ckpt.dir); -1 with err, the same on every
+ * rank, when ckpt.local_dir cannot be made or the node has no room for two
+ * copies of its ranks' state (err gives the size needed). note: what it
+ * holds and uses, for the start's log. */
+int ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, tensor_store *store, char *note,
+                    size_t notelen, ckpt_local **out, boost_status *err);
 void ckpt_local_close(ckpt_local *L);
 
 /* Before the model is built (rank 0 alone, no MPI): the metadata block of

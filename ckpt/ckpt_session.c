@@ -207,10 +207,10 @@ static void free_parts(ckpt_session *s) {
   free(s);
 }
 
-ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tensor_store *store,
-                        const ckpt_hooks *hooks, boost_status *err) {
-  if (err) *err = (boost_status){0};
-  if (!cfg->dir[0] && cfg->resume.kind != CKPT_FROM_PATH) return NULL;
+int ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tensor_store *store, const ckpt_hooks *hooks,
+              ckpt_session **out, boost_status *err) {
+  *out = NULL;
+  if (!cfg->dir[0] && cfg->resume.kind != CKPT_FROM_PATH) return 0;
   for (int c = 0; c < CKPT_NUM_CATEGORIES; c++)
     BOOST_ASSERT(store->arena[ckpt_category_arena[c]] != NULL); /* the caller allocates the moments */
   ckpt_session *s = boost_calloc(1, sizeof *s);
@@ -241,8 +241,7 @@ ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tens
   }
   if (!bad && !s->read_only) {
     char note[512];
-    s->local = ckpt_local_open(cfg, grid, store, note, sizeof note, err);
-    bad = !s->local && err && err->failed;
+    bad = ckpt_local_open(cfg, grid, store, note, sizeof note, &s->local, err) != 0;
     if (s->local && s->team.rank == 0) {
       printf("checkpoint: %s\n", note);
       fflush(stdout);
@@ -250,7 +249,7 @@ ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tens
   }
   if (bad) {
     free_parts(s);
-    return NULL;
+    return -1;
   }
   warn_disk_space(s);
   if (ckpt_stager_bounded(&s->stager) && s->team.rank == 0 && !s->read_only) {
@@ -277,10 +276,10 @@ ckpt_session *ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tens
   if (started && s->cfg.timeout > 0) watchdog_deadline(job_overdue, s);
   if (!ckpt_all_true(&s->team, started)) {
     ckpt_close(s);
-    boost_err(err, "cannot start the checkpoint writer thread on every rank");
-    return NULL;
+    return boost_err(err, "cannot start the checkpoint writer thread on every rank");
   }
-  return s;
+  *out = s;
+  return 0;
 }
 
 /* With the local level on, rank 0 records in checkpoints.jsonl which level

@@ -4,8 +4,11 @@
  * the system, another rank) takes `boost_status *err` as its last argument.
  * On failure it fills err with one line saying what went wrong and returns
  * -1; on success it returns 0 and leaves err alone. A constructor hands its
- * object back through an out-parameter (data_open, boost_backend_create);
- * those not converted yet return NULL instead. Reporting is one statement:
+ * object back through an out-parameter (data_open, boost_backend_create,
+ * trainer_create, ckpt_open: 0 with the object, or NULL where there is
+ * nothing to make, -1 with err). Calls that read and return a buffer or a
+ * place (ins_read, ckpt_load_dst) return it, NULL with err filled when they
+ * fail. Reporting is one statement:
  *
  *     if (fd < 0) return boost_err(err, "cannot open %s: %s", path, strerror(errno));
  *

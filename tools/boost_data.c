@@ -475,8 +475,8 @@ int main(int argc, char **argv) {
   gather_inputs(&l, &a);
   boost_status err = {0};
   stats s = {0};
-  s.w = data_writer_open(a.out, 2, DATA_BYTE_VOCAB, DATA_BYTE_TOKENIZER, DATA_BYTE_EOT, &err);
-  if (!s.w) die(1, "%s", err.msg);
+  if (data_writer_open(a.out, 2, DATA_BYTE_VOCAB, DATA_BYTE_TOKENIZER, DATA_BYTE_EOT, &s.w, &err) != 0)
+    die(1, "%s", err.msg);
   tool_tmp_arm(data_writer_tmp_path(s.w));
   tokenize_all(&s, &l, &a, t0);
   uint64_t skipped = l.skip_ext + l.skip_link + l.skip_hidden + l.skip_other + l.skip_binary + l.skip_empty +

@@ -248,7 +248,8 @@ static int init_comm(run *r, boost_status *err) {
 
 /* init_weights 0: the weights are left to a resume (open_and_resume draws
  * them only for a fresh start). */
-static trainer *trainer_build(const train_config *cfg, MPI_Comm world, int init_weights, boost_status *err) {
+static int trainer_build(const train_config *cfg, MPI_Comm world, int init_weights, trainer **out, boost_status *err) {
+  *out = NULL;
   run *r = boost_calloc(1, sizeof *r);
   r->cfg = cfg;
   r->B = cfg->train.batch_size;
@@ -260,7 +261,7 @@ static trainer *trainer_build(const train_config *cfg, MPI_Comm world, int init_
   /* Every rank checks the same inputs, so all fail together. */
   if (grid_init(&r->grid, world, dp, tp, pp, err) != 0) {
     boost_free(r);
-    return NULL;
+    return -1;
   }
   r->layers_per_stage = boost_calloc((size_t)pp, sizeof *r->layers_per_stage);
   const char *unsupported =
@@ -273,7 +274,7 @@ static trainer *trainer_build(const train_config *cfg, MPI_Comm world, int init_
       model_plan_stages(&cfg->model, pp, cfg->parallel.stages, r->T, r->layers_per_stage, err) != 0 ||
       open_data(r, err) != 0) {
     trainer_destroy(r);
-    return NULL;
+    return -1;
   }
   const recompute_mode recompute = cfg->parallel.recompute;
   const int s = r->grid.pp_rank;
@@ -298,11 +299,11 @@ static trainer *trainer_build(const train_config *cfg, MPI_Comm world, int init_
   if (!have_be) {
     boost_err(err, "%s", be_err.failed ? be_err.msg : "the backend could not be created on every rank");
     trainer_destroy(r);
-    return NULL;
+    return -1;
   }
   if (init_comm(r, err) != 0) {
     trainer_destroy(r);
-    return NULL;
+    return -1;
   }
   r->global_batch = (int64_t)r->B * cfg->train.grad_accum * r->grid.dp;
   /* Arenas split evenly over dp ranks (ZeRO-1 chunks): pad to a multiple. */
@@ -320,11 +321,12 @@ static trainer *trainer_build(const train_config *cfg, MPI_Comm world, int init_
   r->fault_at = r->nan_at = SIZE_MAX;
   replay_hash_open(r);
   grad_buckets_set_local(&r->buckets, test_faults_local_grads, r);
-  return r;
+  *out = r;
+  return 0;
 }
 
-trainer *trainer_create(const train_config *cfg, MPI_Comm world, boost_status *err) {
-  return trainer_build(cfg, world, 1, err);
+int trainer_create(const train_config *cfg, MPI_Comm world, trainer **out, boost_status *err) {
+  return trainer_build(cfg, world, 1, out, err);
 }
 
 void trainer_destroy(trainer *r) {
@@ -464,11 +466,11 @@ static int open_and_resume(run *t, char *msg, size_t msglen) {
   trainer_ckpt_settings(cfg, &ck_set);
   ck_set.threads = t->threads; /* train.threads=0 resolved: a save or load training waits for uses them all */
   watchdog_phase("start-up: checkpoint directory", WATCH_WAIT);
-  t->ck = ckpt_open(&ck_set, &t->grid, &t->mt.store, &hooks, &err);
+  const int opened = ckpt_open(&ck_set, &t->grid, &t->mt.store, &hooks, &t->ck, &err);
   watchdog_phase("start-up: checkpoint load", WATCH_CKPT);
   int resumed = -1;
-  if ((!t->ck && err.failed) || (resumed = trainer_ckpt_resume(t->ck, &t->st, msg, msglen)) < 0)
-    return fail_all(&t->grid, t->ck ? msg : err.msg);
+  if (opened != 0 || (resumed = trainer_ckpt_resume(t->ck, &t->st, msg, msglen)) < 0)
+    return fail_all(&t->grid, opened != 0 ? err.msg : msg);
   /* Drawn only for a fresh start: a resume overwrites every weight, and
    * drawing them first (Box-Muller over the whole model) was a large part
    * of a resume's start-up. A fresh start happens only where no checkpoint
@@ -482,8 +484,8 @@ static int open_and_resume(run *t, char *msg, size_t msglen) {
 int trainer_run(const train_config *cfg, MPI_Comm world) {
   boost_status err = {0};
   watchdog_phase("start-up: process grid, data and backend", WATCH_WAIT);
-  run *t = trainer_build(cfg, world, 0, &err);
-  if (!t) {
+  run *t = NULL;
+  if (trainer_build(cfg, world, 0, &t, &err) != 0) {
     int rank;
     MPI_Comm_rank(world, &rank);
     if (rank == 0) fprintf(stderr, "boost-train: %s\n", err.msg);

@@ -14,10 +14,10 @@
 #include "train_state.h"
 
 /* A training run's live parts: grid, comm, data, model with optimizer state,
- * and where it stands. Collective over world; NULL with a one-line message
- * (the same on every rank) when the config, layout or data are bad. */
+ * and where it stands, into *out. Collective over world; -1 with a one-line
+ * message (the same on every rank) when the config, layout or data are bad. */
 typedef struct trainer trainer;
-trainer *trainer_create(const train_config *cfg, MPI_Comm world, boost_status *err);
+int trainer_create(const train_config *cfg, MPI_Comm world, trainer **out, boost_status *err);
 void trainer_destroy(trainer *t);
 /* One optimizer step over the global batch; returns its mean loss (on every
  * rank) and the pre-clip global gradient norm; advances the state. */

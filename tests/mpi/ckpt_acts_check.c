@@ -89,8 +89,8 @@ int main(int argc, char **argv) {
   train_state_init(&st);
   ckpt_settings set;
   trainer_ckpt_settings(&cfg, &set);
-  ckpt_session *s = ckpt_open(&set, &g, &ts.store, NULL, &err);
-  if (!s) boost_fail("ckpt_open: %s", err.msg);
+  ckpt_session *s = NULL;
+  if (ckpt_open(&set, &g, &ts.store, NULL, &s, &err) != 0 || !s) boost_fail("ckpt_open: %s", err.msg);
   char msg[1024];
   if (trainer_ckpt_resume(s, &st, msg, sizeof msg) <= 0) boost_fail("did not load %s: %s", path, msg);
   ckpt_close(s); /* the writer thread is gone: this thread may call HDF5 now */

@@ -149,8 +149,8 @@ int main(int argc, char **argv) {
     st.data_cursor = step * 100 + 7;
     st.tokens_seen = (double)step * 6400.5;
     for (int64_t i = 0; i < step; i++) train_state_push_loss(&st, 10.0f / (float)(i + 1));
-    ckpt_session *s = ckpt_open(&set, &g, &store, NULL, &err);
-    if (!s) boost_fail("ckpt_open: %s", err.msg);
+    ckpt_session *s = NULL;
+    if (ckpt_open(&set, &g, &store, NULL, &s, &err) != 0 || !s) boost_fail("ckpt_open: %s", err.msg);
     char status[256];
     trainer_ckpt_after_step(&ctx, s, &st, 1, status, sizeof status);
     if (ckpt_wait(s) != 0) {
@@ -162,8 +162,8 @@ int main(int argc, char **argv) {
     ckpt_close(s);
     if (rank == 0 && !bad) printf("ok save step %lld on dp=%d tp=%d pp=%d\n", (long long)step, dp, tp, pp);
   } else {
-    ckpt_session *s = ckpt_open(&set, &g, &store, NULL, &err);
-    if (!s) boost_fail("ckpt_open: %s", err.msg);
+    ckpt_session *s = NULL;
+    if (ckpt_open(&set, &g, &store, NULL, &s, &err) != 0 || !s) boost_fail("ckpt_open: %s", err.msg);
     char msg[1024];
     int resumed = trainer_ckpt_resume(s, &st, msg, sizeof msg) > 0;
     if (rank == 0) printf("resume: %s\n", msg);

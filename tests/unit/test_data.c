@@ -44,8 +44,8 @@ static uint32_t lcg(uint64_t *s) {
 
 /* Write a shard through the public writer. */
 static void write_shard(const char *path, uint32_t width, uint32_t vocab, const int32_t *tok, size_t n) {
-  data_writer *w = data_writer_open(path, width, vocab, "test-v1", DATA_NO_EOT, &g_status);
-  cr_assert_not_null(w, "%s", g_err);
+  data_writer *w = NULL;
+  cr_assert_eq(data_writer_open(path, width, vocab, "test-v1", DATA_NO_EOT, &w, &g_status), 0, "%s", g_err);
   cr_assert_eq(data_writer_add(w, tok, n, &g_status), 0, "%s", g_err);
   cr_assert_eq(data_writer_finish(w, NULL, &g_status), 0, "%s", g_err);
 }
@@ -182,9 +182,9 @@ Test(data, roundtrip_uint32) { roundtrip(4, 100000, 4099); }
 Test(data, writer_matches_documented_layout) {
   uint32_t raw[6] = {256, 'h', 'i', 256, '!', '\n'};
   write_raw(tpath("raw.tok"), 1, 2, 257, raw, 6, "byte-v1", 256, 2);
-  data_writer *w = data_writer_open(tpath("lib.tok"), 2, DATA_BYTE_VOCAB, DATA_BYTE_TOKENIZER, DATA_BYTE_EOT,
-                                    &g_status);
-  cr_assert_not_null(w, "%s", g_err);
+  data_writer *w = NULL;
+  cr_assert_eq(data_writer_open(tpath("lib.tok"), 2, DATA_BYTE_VOCAB, DATA_BYTE_TOKENIZER, DATA_BYTE_EOT, &w, &g_status),
+               0, "%s", g_err);
   cr_assert_eq(data_writer_add_document(w, "hi", 2, &g_status), 0);
   cr_assert_eq(data_writer_add_document(w, "!\n", 2, &g_status), 0);
   cr_assert_eq(data_writer_num_documents(w), 2);
@@ -510,7 +510,8 @@ Test(data, token_out_of_vocab) {
   expect_open_fails(tpath("w3.tok"), "token width 3");
 
   int32_t bad = 257;
-  data_writer *w = data_writer_open(tpath("w.tok"), 2, 257, "byte-v1", 256, &g_status);
+  data_writer *w = NULL;
+  cr_assert_eq(data_writer_open(tpath("w.tok"), 2, 257, "byte-v1", 256, &w, &g_status), 0);
   cr_assert_not_null(w);
   cr_assert_eq(data_writer_add(w, &bad, 1, &g_status), -1);
   cr_assert(strstr(g_err, "out of range"), "%s", g_err);
@@ -520,11 +521,16 @@ Test(data, token_out_of_vocab) {
 }
 
 Test(data, writer_bad_arguments) {
-  cr_assert_null(data_writer_open(tpath("x.tok"), 2, 70000, "t", DATA_NO_EOT, &g_status));
+  data_writer *nw = NULL;
+  cr_assert_eq(data_writer_open(tpath("x.tok"), 2, 70000, "t", DATA_NO_EOT, &nw, &g_status), -1);
+  cr_assert_null(nw);
   cr_assert(strstr(g_err, "vocab size 70000"), "%s", g_err);
-  cr_assert_null(data_writer_open(tpath("x.tok"), 8, 100, "t", DATA_NO_EOT, &g_status));
-  cr_assert_null(data_writer_open(tpath("x.tok"), 2, 100, "t", 100, &g_status));
+  cr_assert_eq(data_writer_open(tpath("x.tok"), 8, 100, "t", DATA_NO_EOT, &nw, &g_status), -1);
+  cr_assert_null(nw);
+  cr_assert_eq(data_writer_open(tpath("x.tok"), 2, 100, "t", 100, &nw, &g_status), -1);
+  cr_assert_null(nw);
   cr_assert(strstr(g_err, "EOT"), "%s", g_err);
-  cr_assert_null(data_writer_open(tpath("no/such/dir/x.tok"), 2, 100, "t", DATA_NO_EOT, &g_status));
+  cr_assert_eq(data_writer_open(tpath("no/such/dir/x.tok"), 2, 100, "t", DATA_NO_EOT, &nw, &g_status), -1);
+  cr_assert_null(nw);
   cr_assert(strstr(g_err, "cannot create"), "%s", g_err);
 }

@@ -139,11 +139,11 @@ int64_t data_permute(int64_t n, uint64_t seed, uint64_t epoch, int64_t i);
 
 typedef struct data_writer data_writer;
 
-/* Creates "<path>.tmp"; nothing appears at path until data_writer_finish.
- * token_bytes 2 or 4; vocab_size >= 1 and must fit token_bytes; eot_token may
- * be DATA_NO_EOT. */
-data_writer *data_writer_open(const char *path, uint32_t token_bytes, uint32_t vocab_size,
-                              const char *tokenizer, uint32_t eot_token, boost_status *err);
+/* Creates "<path>.tmp" and the writer into *out (0, or -1 with err); nothing
+ * appears at path until data_writer_finish. token_bytes 2 or 4; vocab_size
+ * >= 1 and must fit token_bytes; eot_token may be DATA_NO_EOT. */
+int data_writer_open(const char *path, uint32_t token_bytes, uint32_t vocab_size, const char *tokenizer,
+                     uint32_t eot_token, data_writer **out, boost_status *err);
 /* Append tokens (each < vocab_size). */
 int data_writer_add(data_writer *w, const int32_t *tokens, size_t count, boost_status *err);
 /* Byte tokenizer: append EOT (if the writer has one) then one token per byte.

@@ -66,26 +66,23 @@ static void writer_free(data_writer *w) {
   boost_free(w);
 }
 
-data_writer *data_writer_open(const char *path, uint32_t token_bytes, uint32_t vocab_size, const char *tokenizer,
-                              uint32_t eot_token, boost_status *err) {
+int data_writer_open(const char *path, uint32_t token_bytes, uint32_t vocab_size, const char *tokenizer,
+                     uint32_t eot_token, data_writer **out, boost_status *err) {
+  *out = NULL;
   if (token_bytes != 2 && token_bytes != 4) {
-    boost_err(err, "%s: token width %" PRIu32 " bytes (must be 2 or 4)", path, token_bytes);
-    return NULL;
+    return boost_err(err, "%s: token width %" PRIu32 " bytes (must be 2 or 4)", path, token_bytes);
   }
   uint64_t maxvocab = token_bytes == 2 ? 65536u : (uint64_t)INT32_MAX;
   if (vocab_size == 0 || vocab_size > maxvocab) {
-    boost_err(err, "%s: vocab size %" PRIu32 " does not fit %" PRIu32 "-byte tokens", path, vocab_size,
+    return boost_err(err, "%s: vocab size %" PRIu32 " does not fit %" PRIu32 "-byte tokens", path, vocab_size,
            token_bytes);
-    return NULL;
   }
   if (eot_token != DATA_NO_EOT && eot_token >= vocab_size) {
-    boost_err(err, "%s: EOT token %" PRIu32 " >= vocab size %" PRIu32, path, eot_token, vocab_size);
-    return NULL;
+    return boost_err(err, "%s: EOT token %" PRIu32 " >= vocab size %" PRIu32, path, eot_token, vocab_size);
   }
   if (!tokenizer) tokenizer = "";
   if (strlen(tokenizer) > DATA_TOKENIZER_MAX) {
-    boost_err(err, "%s: tokenizer name longer than %d bytes", path, DATA_TOKENIZER_MAX);
-    return NULL;
+    return boost_err(err, "%s: tokenizer name longer than %d bytes", path, DATA_TOKENIZER_MAX);
   }
   data_writer *w = boost_calloc(1, sizeof *w);
   w->fd = -1;
@@ -101,7 +98,7 @@ data_writer *data_writer_open(const char *path, uint32_t token_bytes, uint32_t v
   if (w->fd < 0) {
     boost_err(err, "%s: cannot create: %s", w->tmp, strerror(errno));
     writer_free(w);
-    return NULL;
+    return -1;
   }
   w->hash = XXH3_createState();
   BOOST_ASSERT(w->hash);
@@ -111,9 +108,10 @@ data_writer *data_writer_open(const char *path, uint32_t token_bytes, uint32_t v
   if (write_all(w->fd, zero, sizeof zero) != 0) {
     boost_err(err, "%s: write failed: %s", w->tmp, strerror(errno));
     data_writer_abort(w);
-    return NULL;
+    return -1;
   }
-  return w;
+  *out = w;
+  return 0;
 }
 
 static int writer_put(data_writer *w, uint32_t t, boost_status *err) {

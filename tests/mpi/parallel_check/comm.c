@@ -59,7 +59,7 @@ static void check_comm_case(const options *o, const char *preset, const char *mo
   snprintf(l.mode, sizeof l.mode, "%s", mode);
   snprintf(l.recompute, sizeof l.recompute, "%s", recompute);
   if (make_config(&oo, preset, &l, o->b, 1, cfg, &err) != 0 ||
-      !(t = trainer_create(cfg, MPI_COMM_WORLD, &err))) {
+      trainer_create(cfg, MPI_COMM_WORLD, &t, &err) != 0) {
     verdict(0, "%s: cannot start: %s", what, err.msg);
     free(cfg);
     return;

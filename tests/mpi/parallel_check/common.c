@@ -140,7 +140,7 @@ run *train(const options *o, MPI_Comm comm, const layout *l, int batch) {
   int crank;
   MPI_Comm_rank(comm, &crank);
   if (make_config(o, o->preset, l, batch, o->steps, &r->cfg, &err) != 0 ||
-      !(r->t = trainer_create(&r->cfg, comm, &err))) {
+      trainer_create(&r->cfg, comm, &r->t, &err) != 0) {
     if (crank == 0) fprintf(stderr, "parallel_check: %s\n", err.msg);
     free(r);
     return NULL;
