@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The Python packages tests/cli/export_hf.sh checks boost-export's folders
-# with (docs/EXPORT.md): Debian's CPU-only PyTorch (python3-torch 1.13, via
-# apt: 755 MB installed, no CUDA libraries) and, in a virtual environment
-# on top of it (.cache/pyenv, git-ignored; BOOST_PYENV overrides), the
-# transformers release tested with it and safetensors from PyPI (159 MB).
+# The Python packages the tests check boost's outputs with: boost-export's
+# folders (docs/EXPORT.md) need Debian's CPU-only PyTorch (python3-torch
+# 1.13, via apt: 755 MB installed, no CUDA libraries) and, in a virtual
+# environment on top of it (.cache/pyenv, git-ignored; BOOST_PYENV
+# overrides), the transformers release tested with it and safetensors from
+# PyPI (159 MB); the tokenizer tests compare with tiktoken and the
+# TensorBoard tests read boost's event files with tensorboard's own reader.
 # PyPI's default torch wheel would bring several GB of CUDA libraries.
 #
 # Never fails: where a package cannot be installed (no network, no root)
@@ -13,9 +15,9 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 env=${BOOST_PYENV:-$root/.cache/pyenv}
 py=/usr/bin/python3 # Debian's python3-torch, -h5py and -numpy belong to this interpreter
-pins=(transformers==4.44.2 safetensors==0.8.0)
-probe='import torch, transformers, safetensors, h5py, numpy'
-give_up() { echo "setup-pyenv: $* (tests/cli/export_hf.sh will skip)"; exit 0; }
+pins=(transformers==4.44.2 safetensors==0.8.0 tiktoken==0.14.0 tensorboard==2.21.0)
+probe='import torch, transformers, safetensors, h5py, numpy, tiktoken, tensorboard'
+give_up() { echo "setup-pyenv: $* (the tests that need it will skip)"; exit 0; }
 
 if [ -x "$env/bin/python" ] && "$env/bin/python" -c "$probe" 2>/dev/null; then
   echo "setup-pyenv: $env ready"
