@@ -17,6 +17,7 @@
 #include "ckpt_local_internal.h"
 #include "ckpt_local_partner.h"
 #include "ckpt_local_store.h"
+#include "ckpt_private.h"
 #include "ckpt_test_hooks.h"
 #include "util.h"
 
@@ -38,8 +39,9 @@ static int cfg_sync_mode(void) { return ckpt_env_int("BOOST_CKPT_SYNC", 0) != 0;
 static void collect(ckpt_local *L, char *status, size_t statuslen);
 static void *local_writer_main(void *arg);
 
-/* The default directory: /dev/shm/boost-local-<hash of the absolute
- * ckpt.dir>, the same for every relaunch of the run (rank 0 decides). */
+/* The default directory: /dev/shm/boost-<euid>/<hash of the absolute
+ * ckpt.dir>, the same for every relaunch of the run (rank 0 decides), in a
+ * folder of the user's own (ckpt_private.h). */
 static void default_dir(const char *ckpt_dir, char *out, size_t outlen) {
   char abs[2 * PATH_MAX] = "";
   if (ckpt_dir[0] == '/') boost_msgf(abs, sizeof abs, "%s", ckpt_dir);
@@ -50,7 +52,7 @@ static void default_dir(const char *ckpt_dir, char *out, size_t outlen) {
   }
   size_t n = strlen(abs);
   while (n > 1 && abs[n - 1] == '/') abs[--n] = 0;
-  boost_msgf(out, outlen, "/dev/shm/boost-local-%016llx", (unsigned long long)XXH3_64bits(abs, n));
+  ckpt_private_default_root((unsigned long long)XXH3_64bits(abs, n), out, outlen);
 }
 
 /* Room on this node for two copies (the newest committed and the one being
@@ -106,6 +108,8 @@ int ckpt_local_peek(const ckpt_settings *cfg, ckpt_meta *meta, char *where, size
   if (!level_on(cfg)) return 0;
   char root[CKPT_PATH_MAX], mine[CKPT_PATH_MAX + 16];
   root_dir(cfg, root, sizeof root);
+  boost_status refused = {0};
+  if (ckpt_private_root(root, !cfg->local_dir[0], 0, &refused) != 0) return 0; /* ckpt_local_open says why */
   boost_msgf(mine, sizeof mine, "%s/rank_%05d", root, 0);
   int64_t steps[LOCAL_LIST_MAX];
   const int n = ckpt_local_list(mine, 0, NULL, steps, LOCAL_LIST_MAX, NULL);
@@ -129,6 +133,17 @@ int ckpt_local_peek(const ckpt_settings *cfg, ckpt_meta *meta, char *where, size
     return 1;
   }
   return 0;
+}
+
+/* A rank's folder (its own, or the partner copies it keeps) made or
+ * checked, and every step folder in it checked: anything there that is not
+ * a private folder of this user refuses the start (never repaired, never
+ * used). */
+static int private_dir(const char *dir, boost_status *why) {
+  const int fd = ckpt_private_open(dir, 1, why);
+  if (fd < 0) return -1;
+  close(fd);
+  return ckpt_private_check_entries(dir, "step_", why);
 }
 
 static void local_free(ckpt_local *L) {
@@ -194,9 +209,8 @@ int ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, tensor_s
   L->shape = (ckpt_local_shape){grid->rank, grid->world_size, grid->dp, grid->tp, grid->pp, store->mom_shards,
                                 store->reg->numel, store->mom_begin, store->mom_end, tensors_sum(store->reg)};
   boost_status why = {0}, verdict = {0};
-  int ok = ckpt_fs_mkdirs(L->mine, &why) == 0 &&
-           (!L->partner.on || ckpt_fs_mkdirs(L->partner.held_dir, &why) == 0);
-  if (!ok) boost_err(&verdict, "ckpt.local_dir: %s", why.msg), boost_err(&why, "%s", verdict.msg);
+  int ok = ckpt_private_root(L->root, !cfg->local_dir[0], 1, &why) == 0 && private_dir(L->mine, &why) == 0 &&
+           (!L->partner.on || private_dir(L->partner.held_dir, &why) == 0);
   if (ok && !store->be->mem->host_view(store->be, store->arena[TENSOR_PARAMS])) {
     L->bounce = store->be->mem->host_alloc(store->be, LOCAL_BOUNCE_BYTES);
     if (!L->bounce) ok = 0, boost_err(&why, "no host memory for the local level's copies");
@@ -275,8 +289,7 @@ static void arenas_released(ckpt_local *L) {
 
 /* This rank's parts of the job's step into its temporary directory. */
 static int write_parts(ckpt_local *L, const char *tmp, boost_status *why) {
-  ckpt_local_remove_tree(tmp); /* a crashed save's */
-  if (mkdir(tmp, 0700) != 0) return boost_err(why, "%s: %s", tmp, strerror(errno));
+  if (ckpt_private_mkdir(tmp, why) != 0) return -1; /* a crashed save's removed first */
   ckpt_local_manifest man;
   memset(&man, 0, sizeof man);
   man.step = L->saver.job_step;
@@ -295,7 +308,14 @@ static int write_parts(ckpt_local *L, const char *tmp, boost_status *why) {
   man.bytes[LOCAL_STATE] = L->saver.job_len;
   rc = ckpt_local_write_small(path, L->saver.job_blob, L->saver.job_len, &man.sum[LOCAL_STATE], why);
   if (rc != 0 || ckpt_local_write_manifest(tmp, &man, why) != 0) return -1;
-  return ckpt_fs_fsync(tmp, why);
+  return ckpt_private_fsync_dir(tmp, why);
+}
+
+/* step_S.tmp renamed to step_S in dir (the same step of an abandoned
+ * branch removed first), inside the checked folder. */
+static int commit_step(const char *dir, const char *tmp, const char *fin, boost_status *why) {
+  ckpt_local_remove_tree(fin);
+  return ckpt_private_rename(dir, strrchr(tmp, '/') + 1, strrchr(fin, '/') + 1, why);
 }
 
 /* The commit protocol of the job's step (collective over the team): its
@@ -314,10 +334,8 @@ static void save_job(ckpt_local *L) {
   if (L->partner.on) { /* every rank takes part in the exchange, whatever it wrote */
     ckpt_local_step_path(held_tmp, sizeof held_tmp, L->partner.held_dir, step, 1);
     ckpt_local_step_path(held_fin, sizeof held_fin, L->partner.held_dir, step, 0);
-    ckpt_local_remove_tree(held_tmp);
     boost_status pwhy = {0};
-    int pok = mkdir(held_tmp, 0700) == 0;
-    if (!pok) boost_err(&pwhy, "%s: %s", held_tmp, strerror(errno));
+    int pok = ckpt_private_mkdir(held_tmp, &pwhy) == 0;
     const ckpt_partner_sink sink = {.dir = held_tmp}; /* no directory: its files fail to open, it is dropped */
     boost_status xwhy = {0};
     if (ckpt_partner_exchange(L->team.comm, ok ? tmp : NULL, L->partner.holder, &sink, L->partner.held, &xwhy) != 0 && pok)
@@ -328,16 +346,8 @@ static void save_job(ckpt_local *L) {
     /* Every rank wrote its parts: rename. A rank that dies before the
      * second agreement leaves the previous step the newest that every rank
      * holds, which is why nothing older is removed before it. */
-    ckpt_local_remove_tree(fin); /* the same step of an abandoned branch */
-    ok = rename(tmp, fin) == 0;
-    if (!ok) boost_err(&why, "rename %s: %s", tmp, strerror(errno));
-    else ckpt_fs_fsync(L->mine, NULL);
-    if (ok && L->partner.on) {
-      ckpt_local_remove_tree(held_fin);
-      ok = rename(held_tmp, held_fin) == 0;
-      if (!ok) boost_err(&why, "rename %s: %s", held_tmp, strerror(errno));
-      else ckpt_fs_fsync(L->partner.held_dir, NULL);
-    }
+    ok = commit_step(L->mine, tmp, fin, &why) == 0;
+    if (ok && L->partner.on) ok = commit_step(L->partner.held_dir, held_tmp, held_fin, &why) == 0;
     if (ckpt_agree(&L->team, ok, why.msg, &out)) {
       ckpt_local_remove_steps(L->mine, step, 0);
       if (L->partner.on) ckpt_local_remove_steps(L->partner.held_dir, step, 0);

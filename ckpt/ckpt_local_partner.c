@@ -9,6 +9,7 @@
 #include <xxhash.h>
 
 #include "check.h"
+#include "ckpt_private.h"
 #include "util.h"
 
 #define PARTNER_TAG 0x6c63
@@ -59,6 +60,7 @@ void ckpt_partner_plan(MPI_Comm world, const ckpt_node *node, const char *root, 
 /* What the receiving side does with each chunk of part k. */
 typedef struct {
   const ckpt_partner_sink *sink;
+  ckpt_private_file file; /* a directory sink's part being written */
   int fd;
   XXH3_state_t *h;
   int ok;
@@ -86,8 +88,8 @@ static int open_part(receiver *rc, int k, const ckpt_local_manifest *rm, int fro
   if (s->dir) {
     char path[PATH_MAX];
     boost_msgf(path, sizeof path, "%s/%s.bin", s->dir, ckpt_local_part_names[k]);
-    rc->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (rc->fd < 0) return boost_err(why, "%s: %s", path, strerror(errno));
+    if (ckpt_private_create(&rc->file, path, why) != 0) return -1;
+    rc->fd = rc->file.fd;
   } else if (k < LOCAL_STATE) {
     if (rm->bytes[k] != s->want_bytes[k])
       return boost_err(why, "the copy rank %d holds has %llu bytes of %s, this layout %llu", from,
@@ -102,13 +104,15 @@ static int open_part(receiver *rc, int k, const ckpt_local_manifest *rm, int fro
 }
 
 static int close_part(receiver *rc, int k, const ckpt_local_manifest *rm, int from, boost_status *why) {
+  const int sum_ok = XXH3_64bits_digest(rc->h) == rm->sum[k];
   int ok = rc->ok;
-  if (rc->fd >= 0) {
-    ok = ok && fsync(rc->fd) == 0;
-    ok = close(rc->fd) == 0 && ok;
+  if (rc->fd >= 0) { /* kept (renamed into place) only when whole and matching */
+    boost_status e = {0};
+    const int kept = ckpt_private_finish(&rc->file, ok && sum_ok, &e) == 0;
+    if (sum_ok) ok = ok && kept;
     rc->fd = -1;
   }
-  if (ok && XXH3_64bits_digest(rc->h) != rm->sum[k])
+  if (ok && !sum_ok)
     return boost_err(why, "the %s part rank %d sent does not match its checksum", ckpt_local_part_names[k],
                      from);
   return ok ? 0 : boost_err(why, "the %s part from rank %d could not be kept", ckpt_local_part_names[k], from);
@@ -127,7 +131,7 @@ int ckpt_partner_exchange(MPI_Comm comm, const char *send_dir, int to, const ckp
   }
   MPI_Sendrecv(&sm, (int)sizeof sm, MPI_BYTE, to, PARTNER_TAG, &rm, (int)sizeof rm, MPI_BYTE, from, PARTNER_TAG, comm,
                MPI_STATUS_IGNORE);
-  receiver rc = {sink, -1, XXH3_createState(), 1};
+  receiver rc = {.sink = sink, .fd = -1, .h = XXH3_createState(), .ok = 1};
   if (!rc.h) boost_fail("out of memory for a checksum state");
   boost_status rwhy = {0};
   int rok = from == MPI_PROC_NULL || ckpt_local_manifest_ok(&rm);
@@ -142,8 +146,9 @@ int ckpt_partner_exchange(MPI_Comm comm, const char *send_dir, int to, const ckp
     if (S) {
       char path[PATH_MAX];
       boost_msgf(path, sizeof path, "%s/%s.bin", send_dir, ckpt_local_part_names[k]);
-      fd = open(path, O_RDONLY | O_CLOEXEC);
-      if (fd < 0 && ok) ok = 0, boost_err(&swhy, "%s: %s", path, strerror(errno));
+      boost_status e = {0};
+      fd = ckpt_private_read_open(path, &e);
+      if (fd < 0 && ok) ok = 0, boost_err(&swhy, "%s", e.msg);
     }
     rc.ok = rok;
     if (rok && open_part(&rc, k, &rm, from, &rwhy) != 0) rok = rc.ok = 0;
@@ -164,7 +169,7 @@ int ckpt_partner_exchange(MPI_Comm comm, const char *send_dir, int to, const ckp
     }
     if (fd >= 0) close(fd);
     if (rok && close_part(&rc, k, &rm, from, &rwhy) != 0) rok = 0;
-    else if (rc.fd >= 0) close(rc.fd);
+    else if (rc.fd >= 0) ckpt_private_finish(&rc.file, 0, &(boost_status){0}), rc.fd = -1; /* the temporary removed */
   }
   free(sbuf);
   free(rbuf);

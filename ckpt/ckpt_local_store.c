@@ -13,6 +13,7 @@
 
 #include "check.h"
 #include "ckpt_fs.h"
+#include "ckpt_private.h"
 #include "util.h"
 
 const char *const ckpt_local_part_names[LOCAL_NPARTS] = {"params", "adam_m", "adam_v", "state"};
@@ -118,6 +119,8 @@ bad:
 
 /* ---- paths, manifests, listing --------------------------------------------- */
 
+static int read_all(int fd, void *p, size_t n, size_t *got);
+
 void ckpt_local_step_path(char *out, size_t outlen, const char *dir, int64_t step, int tmp) {
   boost_msgf(out, outlen, "%s/step_%08lld%s", dir, (long long)step, tmp ? ".tmp" : "");
 }
@@ -143,12 +146,13 @@ int ckpt_local_manifest_ok(const ckpt_local_manifest *m) {
 int ckpt_local_read_manifest(const char *stepdir, ckpt_local_manifest *m, boost_status *err) {
   char path[PATH_MAX];
   boost_msgf(path, sizeof path, "%s/manifest.bin", stepdir);
-  FILE *f = fopen(path, "rb");
-  if (!f) return boost_err(err, "%s: %s", path, strerror(errno));
-  const size_t got = fread(m, 1, sizeof *m, f);
-  const int extra = fgetc(f) != EOF;
-  fclose(f);
-  if (got != sizeof *m || extra) return boost_err(err, "%s: %zu bytes, not a manifest", path, got);
+  const int fd = ckpt_private_read_open(path, err);
+  if (fd < 0) return -1;
+  size_t got = 0, more = 0;
+  char extra;
+  const int rok = read_all(fd, m, sizeof *m, &got) == 0 && read_all(fd, &extra, 1, &more) == 0;
+  close(fd);
+  if (!rok || got != sizeof *m || more) return boost_err(err, "%s: %zu bytes, not a manifest", path, got);
   if (!ckpt_local_manifest_ok(m)) return boost_err(err, "%s: not a boost local-level manifest, or damaged", path);
   return 0;
 }
@@ -165,6 +169,16 @@ static int64_t parse_step_name(const char *name, int *tmp) {
   return v;
 }
 
+/* A checked private folder for listing (NULL: missing or refused). */
+static DIR *open_private_dir(const char *dir) {
+  boost_status why = {0};
+  const int fd = ckpt_private_open(dir, 0, &why);
+  if (fd < 0) return NULL;
+  DIR *d = fdopendir(fd);
+  if (!d) close(fd);
+  return d;
+}
+
 static int cmp_desc(const void *a, const void *b) {
   const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
   return x < y ? 1 : x > y ? -1 : 0;
@@ -172,19 +186,26 @@ static int cmp_desc(const void *a, const void *b) {
 
 int ckpt_local_list(const char *dir, int owner, const ckpt_local_shape *want, int64_t *steps, int max, boost_status *why) {
   if (why) *why = (boost_status){0};
-  DIR *d = opendir(dir);
+  DIR *d = open_private_dir(dir);
   if (!d) return 0;
-  int64_t all[256];
-  int n = 0;
+  int64_t *all = NULL; /* every committed step: a folder may hold any number */
+  size_t n = 0, cap = 0;
   for (struct dirent *e; (e = readdir(d)) != NULL;) {
     int tmp;
     const int64_t s = parse_step_name(e->d_name, &tmp);
-    if (s >= 0 && !tmp && n < (int)(sizeof all / sizeof all[0])) all[n++] = s;
+    if (s < 0 || tmp) continue;
+    if (n == cap) {
+      cap = cap ? 2 * cap : 64;
+      int64_t *more = realloc(all, cap * sizeof *all);
+      if (!more) boost_fail("out of memory listing %s", dir);
+      all = more;
+    }
+    all[n++] = s;
   }
   closedir(d);
-  qsort(all, (size_t)n, sizeof all[0], cmp_desc);
+  if (n) qsort(all, n, sizeof all[0], cmp_desc);
   int got = 0;
-  for (int i = 0; i < n && got < max; i++) {
+  for (size_t i = 0; i < n && got < max; i++) {
     char path[PATH_MAX];
     boost_status err = {0};
     ckpt_local_manifest m;
@@ -199,26 +220,14 @@ int ckpt_local_list(const char *dir, int owner, const ckpt_local_shape *want, in
     if (ok) steps[got++] = all[i];
     else if (why && !why->failed) boost_status_take(why, &err);
   }
+  free(all);
   return got;
 }
 
-int ckpt_local_remove_tree(const char *path) {
-  DIR *d = opendir(path);
-  if (!d) return unlink(path) == 0 || errno == ENOENT ? 0 : -1;
-  int rc = 0;
-  for (struct dirent *e; (e = readdir(d)) != NULL;) {
-    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-    char p[PATH_MAX];
-    boost_msgf(p, sizeof p, "%s/%s", path, e->d_name);
-    if (unlink(p) != 0 && errno != ENOENT) rc = -1;
-  }
-  closedir(d);
-  if (rmdir(path) != 0 && errno != ENOENT) rc = -1;
-  return rc;
-}
+int ckpt_local_remove_tree(const char *path) { return ckpt_private_remove(path); }
 
 int ckpt_local_remove_steps(const char *dir, int64_t keep, int only_newer) {
-  DIR *d = opendir(dir);
+  DIR *d = open_private_dir(dir);
   if (!d) return 0;
   int removed = 0;
   for (struct dirent *e; (e = readdir(d)) != NULL;) {
@@ -227,25 +236,31 @@ int ckpt_local_remove_steps(const char *dir, int64_t keep, int only_newer) {
     if (s < 0 || (s == keep && !tmp) || (only_newer && s <= keep)) continue;
     char p[PATH_MAX];
     boost_msgf(p, sizeof p, "%s/%s", dir, e->d_name);
-    if (ckpt_local_remove_tree(p) == 0) removed++;
+    if (ckpt_private_remove_at(dirfd(d), e->d_name, p) == 0) removed++;
   }
   closedir(d);
   return removed;
 }
 
 double ckpt_local_held_bytes(const char *dir) {
-  DIR *d = opendir(dir);
+  DIR *d = open_private_dir(dir);
   if (!d) return 0;
   double held = 0;
   for (struct dirent *e; (e = readdir(d)) != NULL;) {
     int tmp;
     if (parse_step_name(e->d_name, &tmp) < 0) continue;
+    char p[PATH_MAX];
+    boost_status why = {0};
+    boost_msgf(p, sizeof p, "%s/%s", dir, e->d_name);
+    const int step = ckpt_private_openat(dirfd(d), e->d_name, p, 0, &why);
+    if (step < 0) continue; /* not a folder of ours: nothing of the level's */
     for (int k = 0; k < LOCAL_NPARTS; k++) {
-      char p[PATH_MAX];
+      char name[32];
       struct stat st;
-      boost_msgf(p, sizeof p, "%s/%s/%s.bin", dir, e->d_name, ckpt_local_part_names[k]);
-      if (stat(p, &st) == 0) held += (double)st.st_size;
+      boost_msgf(name, sizeof name, "%s.bin", ckpt_local_part_names[k]);
+      if (fstatat(step, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) held += (double)st.st_size;
     }
+    close(step);
   }
   closedir(d);
   return held;
@@ -277,21 +292,11 @@ static int read_all(int fd, void *p, size_t n, size_t *got) {
   return 0;
 }
 
-static int finish_write(int fd, const char *path, int ok, boost_status *err) {
-  if (ok && fsync(fd) != 0) ok = 0;
-  const int e = errno;
-  if (close(fd) != 0 && ok) ok = 0;
-  if (!ok) {
-    unlink(path);
-    return boost_err(err, "%s: %s", path, strerror(e ? e : errno));
-  }
-  return 0;
-}
-
 int ckpt_local_write_part(const char *path, boost_backend *be, const void *src, size_t bytes, void *bounce,
                           size_t bounce_bytes, uint64_t *sum, boost_status *err) {
-  const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return boost_err(err, "%s: %s", path, strerror(errno));
+  ckpt_private_file out;
+  if (ckpt_private_create(&out, path, err) != 0) return -1;
+  const int fd = out.fd;
   XXH3_state_t *h = XXH3_createState();
   if (!h) boost_fail("out of memory for a checksum state");
   XXH3_64bits_reset(h);
@@ -311,21 +316,20 @@ int ckpt_local_write_part(const char *path, boost_backend *be, const void *src, 
   }
   *sum = XXH3_64bits_digest(h);
   XXH3_freeState(h);
-  return finish_write(fd, path, ok, err);
+  return ckpt_private_finish(&out, ok, err);
 }
 
 int ckpt_local_write_small(const char *path, const void *buf, size_t len, uint64_t *sum, boost_status *err) {
-  const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return boost_err(err, "%s: %s", path, strerror(errno));
-  errno = 0;
+  ckpt_private_file out;
+  if (ckpt_private_create(&out, path, err) != 0) return -1;
   *sum = XXH3_64bits(buf, len);
-  return finish_write(fd, path, ckpt_local_write_all(fd, buf, len) == 0, err);
+  return ckpt_private_finish(&out, ckpt_local_write_all(out.fd, buf, len) == 0, err);
 }
 
 /* Opens path and checks its size. */
 static int open_sized(const char *path, uint64_t want_bytes, boost_status *err) {
-  const int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return boost_err(err, "%s: %s", path, strerror(errno));
+  const int fd = ckpt_private_read_open(path, err);
+  if (fd < 0) return -1;
   struct stat st;
   if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != want_bytes) {
     close(fd);

@@ -153,7 +153,7 @@ bad "ckpt.local_every" --set ckpt.dir="$tmp/b" --set ckpt.local_every=often
 bad "ckpt.local_every=1 needs ckpt.dir" --set ckpt.local_every=1
 bad "ckpt.local_dir 'shm/x' must be an absolute path" --set ckpt.dir="$tmp/b" --set ckpt.local_every=1 --set ckpt.local_dir=shm/x
 mkdir -p "$tmp/small"
-mount -t tmpfs -o size=64k tmpfs "$tmp/small" || { echo "SKIP part: cannot mount a tmpfs"; echo "PASS: ckpt_local"; exit 0; }
+mount -t tmpfs -o size=64k,mode=0700 tmpfs "$tmp/small" || { echo "SKIP part: cannot mount a tmpfs"; echo "PASS: ckpt_local"; exit 0; }
 CLEANUP="unmount_scratch $tmp/small"
 bad "ckpt.local_dir $tmp/small has .* free .* but the local level needs .* there (2 copies of" \
   --set ckpt.dir="$tmp/b" --set ckpt.local_every=1 --set ckpt.local_dir="$tmp/small"
