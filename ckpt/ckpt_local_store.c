@@ -169,7 +169,8 @@ static int64_t parse_step_name(const char *name, int *tmp) {
   return v;
 }
 
-/* A checked private folder for listing (NULL: missing or refused). */
+/* A checked private folder for listing (NULL: missing or refused; the
+ * level's folders were checked at its start, which said why). */
 static DIR *open_private_dir(const char *dir) {
   boost_status why = {0};
   const int fd = ckpt_private_open(dir, 0, &why);

@@ -71,8 +71,10 @@ void ckpt_private_default_root(unsigned long long hash, char *out, size_t outlen
   boost_msgf(out, outlen, "/dev/shm/boost-%u/%016llx", (unsigned)geteuid(), hash);
 }
 
-int ckpt_private_root(const char *root, int is_default, int create, boost_status *err) {
-  char parent[PATH_MAX];
+int ckpt_private_root(const char *root_path, int is_default, int create, boost_status *err) {
+  char root[PATH_MAX], parent[PATH_MAX];
+  boost_msgf(root, sizeof root, "%s", root_path);
+  for (size_t n = strlen(root); n > 1 && root[n - 1] == '/';) root[--n] = 0; /* "/x/l/" is the folder l */
   boost_msgf(parent, sizeof parent, "%s", root);
   char *slash = strrchr(parent, '/');
   if (slash && slash != parent) *slash = 0;

@@ -109,6 +109,21 @@ as_other bash -c "umask 0; $(declare -f plant); canary=$canary; mkdir $shared/lv
 refused other-local-dir "ckpt.local_dir $shared/lvl: owned by uid $A, not by you (uid $V): remove it or set another ckpt.local_dir" \
   --set train.steps=4 --set ckpt.dir="$ck" --set ckpt.local_dir="$shared/lvl"
 
+# ... and on two ranks as root (the other user's folder is refused by both
+# ranks, which agree: one line).
+refused_ranks() {
+  # both ranks fail alike: the lowest one's line, with its rank
+  local want="boost-train: rank 0: ckpt.local_dir $shared/lvl: owned by uid $A, not by you (uid 0): remove it or set another ckpt.local_dir"
+  if train 2 "$tmp/ranks.log" --set ckpt.local_every=1 --set train.steps=4 --set ckpt.dir="$tmp/ck.ranks" \
+    --set ckpt.local_dir="$shared/lvl"; then fail "ranks: the run started"; fi
+  [ "$(grep -cxF -- "$want" "$tmp/ranks.log")" = 1 ] || fail "ranks: $(grep "^boost-train" "$tmp/ranks.log")"
+  [ "$(grep -c "^boost-train: " "$tmp/ranks.log")" = 1 ] || fail "ranks: more than one error: $(grep "^boost-train" "$tmp/ranks.log")"
+  [ -L "$shared/lvl/rank_00000/step_00000001" ] || fail "ranks: the planted link was removed"
+  intact ranks
+  echo "ok: two ranks: $want"
+}
+refused_ranks
+
 # 5. Links inside the victim's own private level (root plants them: no
 #    other user can get in): at the rank folder, then at a step.
 lvl=$vt/lvl

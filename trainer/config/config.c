@@ -195,7 +195,7 @@ static const key_spec KEYS[] = {
      "least work, from the local level's own measured cost and ckpt.mtbf (Young/Daly)",
      NULL},
     {"ckpt.local_dir", K_STR, F(ckpt.local_dir), 0, 0,
-     "node-local directory of the local level (empty = /dev/shm/boost-local-<hash of ckpt.dir>)", NULL},
+     "node-local directory of the local level (empty = /dev/shm/boost-<uid>/<hash of ckpt.dir>, made 0700)", NULL},
     {"ckpt.timeout", K_INT, F(ckpt.timeout), 0, 1e7,
      "seconds a checkpoint write or load may take before the job is aborted (a hung collective write); 0 = never",
      NULL},
