@@ -135,17 +135,6 @@ int ckpt_local_peek(const ckpt_settings *cfg, ckpt_meta *meta, char *where, size
   return 0;
 }
 
-/* A rank's folder (its own, or the partner copies it keeps) made or
- * checked, and every step folder in it checked: anything there that is not
- * a private folder of this user refuses the start (never repaired, never
- * used). */
-static int private_dir(const char *dir, boost_status *why) {
-  const int fd = ckpt_private_open(dir, 1, why);
-  if (fd < 0) return -1;
-  close(fd);
-  return ckpt_private_check_entries(dir, "step_", why);
-}
-
 static void local_free(ckpt_local *L) {
   if (!L) return;
   if (L->saver.thread_started) {
@@ -209,8 +198,8 @@ int ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, tensor_s
   L->shape = (ckpt_local_shape){grid->rank, grid->world_size, grid->dp, grid->tp, grid->pp, store->mom_shards,
                                 store->reg->numel, store->mom_begin, store->mom_end, tensors_sum(store->reg)};
   boost_status why = {0}, verdict = {0};
-  int ok = ckpt_private_root(L->root, !cfg->local_dir[0], 1, &why) == 0 && private_dir(L->mine, &why) == 0 &&
-           (!L->partner.on || private_dir(L->partner.held_dir, &why) == 0);
+  int ok = ckpt_private_root(L->root, !cfg->local_dir[0], 1, &why) == 0 && ckpt_private_steps_dir(L->mine, &why) == 0 &&
+           (!L->partner.on || ckpt_private_steps_dir(L->partner.held_dir, &why) == 0);
   if (ok && !store->be->mem->host_view(store->be, store->arena[TENSOR_PARAMS])) {
     L->bounce = store->be->mem->host_alloc(store->be, LOCAL_BOUNCE_BYTES);
     if (!L->bounce) ok = 0, boost_err(&why, "no host memory for the local level's copies");

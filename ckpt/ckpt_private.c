@@ -83,8 +83,9 @@ int ckpt_private_root(const char *root_path, int is_default, int create, boost_s
     const int p = ckpt_private_open(parent, create, err);
     if (p < 0) return -1;
     close(p);
-  } else if (create && ckpt_fs_mkdirs(parent, err) != 0) {
-    return -1;
+  } else if (create) {
+    boost_status why = {0};
+    if (ckpt_fs_mkdirs(parent, &why) != 0) return boost_err(err, "ckpt.local_dir %s: %s", root, why.msg);
   }
   const int fd = ckpt_private_open(root, create, err);
   if (fd < 0) return -1;
@@ -111,6 +112,13 @@ int ckpt_private_check_entries(const char *dir, const char *prefix, boost_status
   }
   closedir(d);
   return rc;
+}
+
+int ckpt_private_steps_dir(const char *dir, boost_status *err) {
+  const int fd = ckpt_private_open(dir, 1, err);
+  if (fd < 0) return -1;
+  close(fd);
+  return ckpt_private_check_entries(dir, "step_", err);
 }
 
 int ckpt_private_parent(const char *path, const char **base, boost_status *err) {

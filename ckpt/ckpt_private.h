@@ -54,6 +54,11 @@ void ckpt_private_default_root(unsigned long long hash, char *out, size_t outlen
  * checked as a private folder (a link there is refused, not followed). */
 int ckpt_private_check_entries(const char *dir, const char *prefix, boost_status *err);
 
+/* A rank's folder of steps (its own, or the partner copies it keeps) made
+ * or checked, and every step_* entry in it checked: anything there that is
+ * not a private folder of this user refuses the start. */
+int ckpt_private_steps_dir(const char *dir, boost_status *err);
+
 /* The checked folder holding path (its last component in *base). */
 int ckpt_private_parent(const char *path, const char **base, boost_status *err);
 
