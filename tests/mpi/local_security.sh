@@ -24,6 +24,8 @@ make_data
 chmod 644 "$tmp/f.tok"
 vt=$tmp/victim
 mkdir -p "$vt" && chown $V:$V "$vt"
+as_victim test -r "$tmp/f.tok" -a -x "$TRAIN" ||
+  { echo "SKIP: uid $V cannot reach $tmp or the build (a folder above them closed to other users)"; exit 77; }
 
 # The canary: a folder of the victim's with files and a subfolder.
 canary=$vt/canary
