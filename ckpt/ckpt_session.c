@@ -66,6 +66,7 @@ struct ckpt_session {
   char open_note[512];
   ckpt_local *local;     /* the local level (NULL: off) */
   int in_rollback;       /* ckpt_resume for the guard's rollback: not a start */
+  const char *start_level; /* where the start came from (ckpt_start_level) */
   /* Resumed from the local level, newer than the newest file: the next
    * step's checkpoint is forced, or, when the run ends without one, this
    * restored state's (kept here) is saved by ckpt_wait. */
@@ -285,6 +286,7 @@ int ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tensor_store *
 /* With the local level on, rank 0 records in checkpoints.jsonl which level
  * a start came from (docs/LOCAL.md); a rollback is not a start. */
 static void log_start(ckpt_session *s, const char *level, int64_t step, double load_s) {
+  if (!s->in_rollback) s->start_level = level;
   if (s->log && s->local && !s->in_rollback) ckpt_journal_start(s->log, level, step, load_s);
 }
 
@@ -381,6 +383,8 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
   boost_msgf(msg, msglen, "%s%s%s", lr->msg, note ? "; " : "", note ? note : "");
   return 1;
 }
+
+const char *ckpt_start_level(const ckpt_session *s) { return s && s->start_level ? s->start_level : "fresh"; }
 
 static void drop_catch_up(ckpt_session *s) {
   s->catch_up.pending = 0;
