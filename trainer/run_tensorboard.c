@@ -13,6 +13,11 @@ struct run_tb {
   int64_t guard_seen;    /* rows of st->guard_events already written */
   long long ckpt_seen;   /* step of the last checkpoint outcome written (-1: none) */
   int64_t local_seen;    /* step of the last local save's stall written (-1: none) */
+  int64_t flag_step;     /* the step the pending flagged batches would have been */
+  int flags;             /* flagged batches pending for it (0: none) */
+  unsigned flag_reasons; /* their reasons, or'ed */
+  int64_t rollback_to;   /* the step the last of them rolled back to (-1: none) */
+  int64_t branch_first;  /* the ledger's first row since the file opened */
 };
 
 /* restart/level's codes */
@@ -51,6 +56,8 @@ int run_tb_open(run *t, boost_status *err) {
   t->tb = boost_calloc(1, sizeof *t->tb);
   t->tb->w = w;
   t->tb->guard_seen = st->guard_events.rows; /* the resumed ledger's: an earlier file holds them */
+  t->tb->rollback_to = -1;
+  t->tb->branch_first = st->guard_events.rows;
   ckpt_stats cs;
   t->tb->ckpt_seen = ckpt_last_stats(t->ck, &cs) == 0 ? cs.step : -1;
   double stall;
@@ -63,28 +70,53 @@ int run_tb_open(run *t, boost_status *err) {
   return 0;
 }
 
+/* The flagged batches pending for one step, written once per step: the
+ * batches a step drops before it is accepted share its number. */
+static void emit_flags(run *t) {
+  struct run_tb *tb = t->tb;
+  if (!tb->flags) return;
+  scalar(t, tb->flag_step, "guard/flagged", tb->flags);
+  scalar(t, tb->flag_step, "guard/flag_reasons", tb->flag_reasons); /* the reasons' bits (trainer/guard.h) */
+  if (tb->rollback_to >= 0) scalar(t, tb->flag_step, "guard/rollback_to", (double)tb->rollback_to);
+  tb->flags = tb->flag_reasons = 0;
+  tb->rollback_to = -1;
+}
+
+/* A flagged batch of the ledger (its row): joins the pending step's, or
+ * writes that one first. */
+static void add_flag(run *t, const double *row) {
+  struct run_tb *tb = t->tb;
+  const int64_t step = (int64_t)row[0] + 1; /* the step it would have been */
+  if (tb->flags && step != tb->flag_step) emit_flags(t);
+  tb->flag_step = step;
+  tb->flags++;
+  tb->flag_reasons |= (unsigned)row[2];
+}
+
 void run_tb_poll(run *t) {
   if (!t->tb || !t->tb->w) return;
+  struct run_tb *tb = t->tb;
   const train_rows *ev = &t->st.guard_events;
-  if (ev->rows == t->tb->guard_seen) return;
-  for (int64_t i = t->tb->guard_seen; i < ev->rows; i++)
-    if ((int)ev->v[i * GUARD_EVENT_COLS + 5] == GUARD_ACT_ROLLBACK) { /* the steps after st->step are trained again */
-      tb_writer_close(t->tb->w);
-      t->tb->w = NULL;
-      boost_status err = {0};
-      if (tb_writer_open(t->cfg->train.tensorboard, t->st.step + 1, &t->tb->w, &err) != 0) {
-        stop_events(t, &err);
-        return;
-      }
-      break;
+  for (; tb->guard_seen < ev->rows; tb->guard_seen++) {
+    add_flag(t, ev->v + tb->guard_seen * GUARD_EVENT_COLS);
+    if ((int)ev->v[tb->guard_seen * GUARD_EVENT_COLS + 5] != GUARD_ACT_ROLLBACK) continue;
+    /* The steps after st->step are trained again: a new file, whose START
+     * drops this one's values from there, the flags of this branch's
+     * abandoned steps with them: they are written again into it. */
+    tb_writer_close(tb->w);
+    tb->w = NULL;
+    boost_status err = {0};
+    if (tb_writer_open(t->cfg->train.tensorboard, t->st.step + 1, &tb->w, &err) != 0) {
+      stop_events(t, &err);
+      return;
     }
-  for (int64_t i = t->tb->guard_seen; i < ev->rows; i++) {
-    const double *row = ev->v + i * GUARD_EVENT_COLS;
-    const int64_t step = (int64_t)row[0] + 1; /* the step it would have been */
-    scalar(t, step, "guard/flagged", row[2]); /* the reasons' bits (trainer/guard.h) */
-    if ((int)row[5] == GUARD_ACT_ROLLBACK) scalar(t, step, "guard/rollback_to", (double)t->st.step);
+    tb->flags = 0;
+    for (int64_t i = tb->branch_first; i <= tb->guard_seen; i++)
+      if (ev->v[i * GUARD_EVENT_COLS] + 1 > (double)t->st.step) add_flag(t, ev->v + i * GUARD_EVENT_COLS);
+    tb->rollback_to = t->st.step;
+    emit_flags(t);
+    tb->branch_first = tb->guard_seen + 1;
   }
-  t->tb->guard_seen = ev->rows;
   flush(t);
 }
 
@@ -109,6 +141,7 @@ void run_tb_ckpt(run *t, ckpt_session *ck) {
 void run_tb_step(run *t, float loss, float val_loss, float lr, double gnorm, double tok_s, double gflops, double dt) {
   if (!t->tb || !t->tb->w) return;
   const int64_t step = t->st.step;
+  if (t->tb->flags && t->tb->flag_step <= step) emit_flags(t);
   scalar(t, step, "train/loss", loss);
   if (!isnan(val_loss)) scalar(t, step, "val/loss", val_loss);
   scalar(t, step, "train/lr", lr);
@@ -126,6 +159,7 @@ void run_tb_step(run *t, float loss, float val_loss, float lr, double gnorm, dou
 void run_tb_close(run *t) {
   if (!t->tb) return;
   run_tb_poll(t);
+  if (t->tb->w) emit_flags(t);
   if (t->tb->w) flush(t);
   tb_writer_close(t->tb->w);
   boost_free(t->tb);
