@@ -44,6 +44,7 @@ typedef struct {
   int attempted, last_ok;
   int64_t last_staged_step, last_committed_step;
   save_result last_done; /* for ckpt_last_stats */
+  const char *start_level; /* where the start came from (ckpt_start_level) */
 } ckpt_outcome;
 
 struct ckpt_session {
@@ -66,7 +67,6 @@ struct ckpt_session {
   char open_note[512];
   ckpt_local *local;     /* the local level (NULL: off) */
   int in_rollback;       /* ckpt_resume for the guard's rollback: not a start */
-  const char *start_level; /* where the start came from (ckpt_start_level) */
   /* Resumed from the local level, newer than the newest file: the next
    * step's checkpoint is forced, or, when the run ends without one, this
    * restored state's (kept here) is saved by ckpt_wait. */
@@ -286,7 +286,7 @@ int ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tensor_store *
 /* With the local level on, rank 0 records in checkpoints.jsonl which level
  * a start came from (docs/LOCAL.md); a rollback is not a start. */
 static void log_start(ckpt_session *s, const char *level, int64_t step, double load_s) {
-  if (!s->in_rollback) s->start_level = level;
+  if (!s->in_rollback) s->out.start_level = level;
   if (s->log && s->local && !s->in_rollback) ckpt_journal_start(s->log, level, step, load_s);
 }
 
@@ -384,7 +384,7 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
   return 1;
 }
 
-const char *ckpt_start_level(const ckpt_session *s) { return s && s->start_level ? s->start_level : "fresh"; }
+const char *ckpt_start_level(const ckpt_session *s) { return s && s->out.start_level ? s->out.start_level : "fresh"; }
 
 static void drop_catch_up(ckpt_session *s) {
   s->catch_up.pending = 0;
