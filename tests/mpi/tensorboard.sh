@@ -8,8 +8,10 @@
 # guard's rollback; an unwritable folder refused at start with one line
 # (a file in its place, a folder another user cannot write); a disk that
 # fills during the run (a size-limited tmpfs, root only) said in one line,
-# the training going on to the end.
+# the training going on to the end. Two ranks resumed from the local level:
+# the restart's level, rank 0 alone writing.
 source "$(dirname "$0")/ckpt_common.bash"
+source "$(dirname "$0")/local_common.bash"
 TBPY=${BOOST_SOURCE_DIR:?}/.cache/pyenv/bin/python
 if ! "$TBPY" -c 'import tensorboard.backend.event_processing.event_accumulator' 2>/dev/null; then
   echo "SKIP: no tensorboard in $TBPY (scripts/setup-pyenv.sh makes the venv): the event files cannot be read back"
@@ -45,6 +47,16 @@ train 0 "$tmp/b2.log" --set train.steps=20 --set ckpt.dir="$tmp/b.ck" --set ckpt
   --set train.metrics="$tmp/b.jsonl" --set train.tensorboard="$tmp/b.tb" || fail "the resumed run: $(tail -3 "$tmp/b2.log")"
 grep -q "^checkpoints: resumed .*step_00000010.h5" "$tmp/b2.log" || fail "not resumed from step 10: $(grep ^checkpoints "$tmp/b2.log")"
 check resumed "$tmp/b.tb" "$tmp/b.jsonl" 20 || fail "the resumed run's events"
+
+# ---- two ranks killed and resumed from the local level ----------------------
+LOCAL=(--set ckpt.local_every=1 --set train.steps=10)
+logged=$(run_and_kill 2 e 5 --set ckpt.dir="$tmp/e.ck" --set ckpt.local_dir="$tmp/e.shm" --set train.metrics="$tmp/e.jsonl" \
+  --set train.tensorboard="$tmp/e.tb")
+train 2 "$tmp/e.2.log" "${LOCAL[@]}" --set ckpt.every=4 --set ckpt.dir="$tmp/e.ck" --set ckpt.local_dir="$tmp/e.shm" \
+  --set train.metrics="$tmp/e.jsonl" --set train.tensorboard="$tmp/e.tb" || fail "run e's relaunch: $(tail -3 "$tmp/e.2.log")"
+got=$(resumed_local_step "$tmp/e.2.log")
+[ -n "$got" ] || fail "run e did not resume from the local level: $(grep checkpoints: "$tmp/e.2.log")"
+check local "$tmp/e.tb" "$tmp/e.jsonl" 10 "$got" || fail "run e's events (killed after step $logged)"
 
 # ---- the guard's rollback (tests/mpi/guard_exact.sh's faults: batches 7, 9, 10) ---------------
 BOOST_TRAIN_TEST_FAULT=loss-spike@7,loss-spike@9,loss-spike@10 train 0 "$tmp/c.log" --set train.steps=16 \

@@ -4,6 +4,7 @@ it against what the run logged elsewhere (tests/mpi/tensorboard.sh).
   tensorboard_check.py same DIR METRICS JOURNAL LOG   every scalar = the metrics JSONL,
                                                       checkpoints.jsonl and the step lines
   tensorboard_check.py resumed DIR METRICS STEPS      a killed and resumed run
+  tensorboard_check.py local DIR METRICS STEPS FROM   two ranks resumed from the local level at FROM
   tensorboard_check.py rollback DIR METRICS STEPS     a run the guard rolled back
 Exit 0 when it holds; an AssertionError names what does not."""
 import glob
@@ -122,6 +123,19 @@ def resumed(d, metrics_path, steps):
           f"steps {start2}-{first_run} from the resumed run")
 
 
+def local(d, metrics_path, steps, resumed_from):
+    steps, r = int(steps), int(resumed_from)
+    tb, rows = steps_once(d, metrics_path, steps)
+    per_file = files(d)
+    assert len(per_file) == 2 and per_file[1][1] == r + 1, f"files start at {[f[1] for f in per_file]}, resumed from {r}"
+    assert by_step(tb["restart/level"], "l") == {1: 0.0, r + 1: 1.0}, tb["restart/level"]  # fresh, then the local level
+    stalls = by_step(tb["ckpt/local_stall_s"], "s")
+    # every save of the resumed run (the killed run's last one may not have been known when it died)
+    assert set(range(r + 1, steps + 1)) <= set(stalls) and all(1 <= s <= steps and v >= 0 for s, v in stalls.items()), stalls
+    print(f"ok: two ranks, resumed from the local level at step {r}: steps 1-{steps} once each, "
+          f"{len(stalls)} local saves' stalls")
+
+
 def rollback(d, metrics_path, steps):
     steps = int(steps)
     tb, rows = steps_once(d, metrics_path, steps)
@@ -137,4 +151,4 @@ def rollback(d, metrics_path, steps):
 
 
 if __name__ == "__main__":
-    {"same": same, "resumed": resumed, "rollback": rollback}[sys.argv[1]](*sys.argv[2:])
+    {"same": same, "resumed": resumed, "local": local, "rollback": rollback}[sys.argv[1]](*sys.argv[2:])
