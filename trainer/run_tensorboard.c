@@ -2,6 +2,7 @@
 #include "run_tensorboard.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -16,8 +17,6 @@ struct run_tb {
   int64_t flag_step;     /* the step the pending flagged batches would have been */
   int flags;             /* flagged batches pending for it (0: none) */
   unsigned flag_reasons; /* their reasons, or'ed */
-  int64_t rollback_to;   /* the step the last of them rolled back to (-1: none) */
-  int64_t branch_first;  /* the ledger's first row since the file opened */
 };
 
 /* restart/level's codes */
@@ -38,6 +37,8 @@ static void stop_events(run *t, const boost_status *err) {
   t->tb->w = NULL;
 }
 
+static void rewrite_flags(run *t, int64_t upto);
+
 static void scalar(run *t, int64_t step, const char *tag, double value) {
   boost_status err = {0};
   if (t->tb->w && tb_writer_scalar(t->tb->w, step, tag, value, &err) != 0) stop_events(t, &err);
@@ -56,8 +57,6 @@ int run_tb_open(run *t, boost_status *err) {
   t->tb = boost_calloc(1, sizeof *t->tb);
   t->tb->w = w;
   t->tb->guard_seen = st->guard_events.rows; /* the resumed ledger's: an earlier file holds them */
-  t->tb->rollback_to = -1;
-  t->tb->branch_first = st->guard_events.rows;
   ckpt_stats cs;
   t->tb->ckpt_seen = ckpt_last_stats(t->ck, &cs) == 0 ? cs.step : -1;
   double stall;
@@ -66,31 +65,64 @@ int run_tb_open(run *t, boost_status *err) {
    * checkpoint replaces it (the file's START purges from that step). */
   scalar(t, st->step + 1, "restart/level", level_code(ckpt_start_level(t->ck)));
   scalar(t, st->step + 1, "restart/from_step", (double)st->step);
+  /* a resumed ledger may hold flagged steps past the checkpoint (a
+   * rollback's abandoned branch): the file's START drops them elsewhere */
+  rewrite_flags(t, st->guard_events.rows - 1);
   flush(t);
   return 0;
 }
 
 /* The flagged batches pending for one step, written once per step: the
- * batches a step drops before it is accepted share its number. */
-static void emit_flags(run *t) {
+ * batches a step drops before it is accepted share its number. rollback_to:
+ * the step one of them rolled back to (-1: none). */
+static void emit_flags(run *t, int64_t rollback_to) {
   struct run_tb *tb = t->tb;
   if (!tb->flags) return;
   scalar(t, tb->flag_step, "guard/flagged", tb->flags);
   scalar(t, tb->flag_step, "guard/flag_reasons", tb->flag_reasons); /* the reasons' bits (trainer/guard.h) */
-  if (tb->rollback_to >= 0) scalar(t, tb->flag_step, "guard/rollback_to", (double)tb->rollback_to);
+  if (rollback_to >= 0) scalar(t, tb->flag_step, "guard/rollback_to", (double)rollback_to);
   tb->flags = tb->flag_reasons = 0;
-  tb->rollback_to = -1;
 }
 
-/* A flagged batch of the ledger (its row): joins the pending step's, or
- * writes that one first. */
-static void add_flag(run *t, const double *row) {
+/* The step rollback event `row` of the ledger rolled back to: the k-th
+ * rollback's window of skipped batches notes it (-1: not found). */
+static int64_t rollback_target(const train_state *st, int64_t row) {
+  int64_t k = 0;
+  for (int64_t i = 0; i < row; i++) k += (int)st->guard_events.v[i * GUARD_EVENT_COLS + 5] == GUARD_ACT_ROLLBACK;
+  for (int64_t i = 0; i < st->skipped.rows; i++) {
+    const double *r = st->skipped.v + i * GUARD_SKIP_COLS;
+    if ((int)r[2] == GUARD_SKIP_ROLLBACK && k-- == 0) return (int64_t)r[3];
+  }
+  return -1;
+}
+
+/* Into a new file (after a rollback or a resume): every flagged step after
+ * st->step, the step it trains from (ledger rows [0, upto]), in step order,
+ * each once, with the rollbacks among them -- the file's START drops them
+ * from the older files with the rest of the steps trained again. */
+static void rewrite_flags(run *t, int64_t upto) {
   struct run_tb *tb = t->tb;
-  const int64_t step = (int64_t)row[0] + 1; /* the step it would have been */
-  if (tb->flags && step != tb->flag_step) emit_flags(t);
-  tb->flag_step = step;
-  tb->flags++;
-  tb->flag_reasons |= (unsigned)row[2];
+  const train_rows *ev = &t->st.guard_events;
+  for (int64_t prev = t->st.step;;) {
+    int64_t step = INT64_MAX, rollback_to = -1;
+    for (int64_t i = 0; i <= upto; i++) {
+      const int64_t s = (int64_t)ev->v[i * GUARD_EVENT_COLS] + 1;
+      if (s > prev && s < step) step = s;
+    }
+    if (step == INT64_MAX) return;
+    tb->flag_step = step;
+    tb->flags = 0;
+    tb->flag_reasons = 0;
+    for (int64_t i = 0; i <= upto; i++) {
+      const double *row = ev->v + i * GUARD_EVENT_COLS;
+      if ((int64_t)row[0] + 1 != step) continue;
+      tb->flags++;
+      tb->flag_reasons |= (unsigned)row[2];
+      if ((int)row[5] == GUARD_ACT_ROLLBACK) rollback_to = rollback_target(&t->st, i);
+    }
+    emit_flags(t, rollback_to);
+    prev = step;
+  }
 }
 
 void run_tb_poll(run *t) {
@@ -98,11 +130,14 @@ void run_tb_poll(run *t) {
   struct run_tb *tb = t->tb;
   const train_rows *ev = &t->st.guard_events;
   for (; tb->guard_seen < ev->rows; tb->guard_seen++) {
-    add_flag(t, ev->v + tb->guard_seen * GUARD_EVENT_COLS);
-    if ((int)ev->v[tb->guard_seen * GUARD_EVENT_COLS + 5] != GUARD_ACT_ROLLBACK) continue;
-    /* The steps after st->step are trained again: a new file, whose START
-     * drops this one's values from there, the flags of this branch's
-     * abandoned steps with them: they are written again into it. */
+    const double *row = ev->v + tb->guard_seen * GUARD_EVENT_COLS;
+    const int64_t step = (int64_t)row[0] + 1; /* the step it would have been */
+    if (tb->flags && step != tb->flag_step) emit_flags(t, -1);
+    tb->flag_step = step;
+    tb->flags++;
+    tb->flag_reasons |= (unsigned)row[2];
+    if ((int)row[5] != GUARD_ACT_ROLLBACK) continue;
+    /* the steps after st->step are trained again: a new file */
     tb_writer_close(tb->w);
     tb->w = NULL;
     boost_status err = {0};
@@ -110,12 +145,7 @@ void run_tb_poll(run *t) {
       stop_events(t, &err);
       return;
     }
-    tb->flags = 0;
-    for (int64_t i = tb->branch_first; i <= tb->guard_seen; i++)
-      if (ev->v[i * GUARD_EVENT_COLS] + 1 > (double)t->st.step) add_flag(t, ev->v + i * GUARD_EVENT_COLS);
-    tb->rollback_to = t->st.step;
-    emit_flags(t);
-    tb->branch_first = tb->guard_seen + 1;
+    rewrite_flags(t, tb->guard_seen);
   }
   flush(t);
 }
@@ -141,7 +171,7 @@ void run_tb_ckpt(run *t, ckpt_session *ck) {
 void run_tb_step(run *t, float loss, float val_loss, float lr, double gnorm, double tok_s, double gflops, double dt) {
   if (!t->tb || !t->tb->w) return;
   const int64_t step = t->st.step;
-  if (t->tb->flags && t->tb->flag_step <= step) emit_flags(t);
+  if (t->tb->flags && t->tb->flag_step <= step) emit_flags(t, -1);
   scalar(t, step, "train/loss", loss);
   if (!isnan(val_loss)) scalar(t, step, "val/loss", val_loss);
   scalar(t, step, "train/lr", lr);
@@ -159,7 +189,7 @@ void run_tb_step(run *t, float loss, float val_loss, float lr, double gnorm, dou
 void run_tb_close(run *t) {
   if (!t->tb) return;
   run_tb_poll(t);
-  if (t->tb->w) emit_flags(t);
+  if (t->tb->w) emit_flags(t, -1);
   if (t->tb->w) flush(t);
   tb_writer_close(t->tb->w);
   boost_free(t->tb);

@@ -5,7 +5,7 @@
 # step lines say; a run killed (kill -9) and resumed from an older
 # checkpoint shows every step once, the resumed run's values where it
 # trained a step again, each file's steps increasing; the same after the
-# guard's rollback; an unwritable folder refused at start with one line
+# guard's rollbacks, every flagged step kept; an unwritable folder refused at start with one line
 # (a file in its place, a folder another user cannot write); a disk that
 # fills during the run (a size-limited tmpfs, root only) said in one line,
 # the training going on to the end. Two ranks resumed from the local level:
@@ -62,13 +62,23 @@ got=$(resumed_local_step "$tmp/e.2.log")
 [ -n "$got" ] || fail "run e did not resume from the local level: $(grep checkpoints: "$tmp/e.2.log")"
 check local "$tmp/e.tb" "$tmp/e.jsonl" 10 "$got" || fail "run e's events (killed after step $logged)"
 
-# ---- the guard's rollback (tests/mpi/guard_exact.sh's faults: batches 7, 9, 10) ---------------
-BOOST_TRAIN_TEST_FAULT=loss-spike@7,loss-spike@9,loss-spike@10 train 0 "$tmp/c.log" --set train.steps=16 \
+# ---- the guard's rollbacks (tests/mpi/guard_exact.sh's faults, twice) ------
+# Batches 7, 9, 10 flagged: back to step 4, batches 4-10 skipped; then
+# batches 13, 15, 16 flagged on the way: back to step 4 again.
+BOOST_TRAIN_TEST_FAULT=loss-spike@7,loss-spike@9,loss-spike@10,loss-spike@13,loss-spike@15,loss-spike@16 \
+  train 0 "$tmp/c.log" --set train.steps=16 \
   --set train.min_lr_ratio=1 --set ckpt.every=4 --set train.guard=rollback --set train.guard_cluster=3 \
   --set train.guard_cluster_window=6 --set train.guard_skip_batches=3 --set ckpt.dir="$tmp/c.ck" \
   --set train.metrics="$tmp/c.jsonl" --set train.tensorboard="$tmp/c.tb" || fail "run c: $(tail -3 "$tmp/c.log")"
-grep -q "^guard: rollback 1 of 3 to step 4" "$tmp/c.log" || fail "run c did not roll back to step 4"
-check rollback "$tmp/c.tb" "$tmp/c.jsonl" 16 || fail "the rolled-back run's events"
+grep -q "^guard: rollback 1 of 3 to step 4" "$tmp/c.log" && grep -q "^guard: rollback 2 of 3 to step 4" "$tmp/c.log" ||
+  fail "run c did not roll back to step 4 twice: $(grep ^guard: "$tmp/c.log")"
+check rollback "$tmp/c.tb" "$tmp/c.jsonl" 16 1,5,5 || fail "the rolled-back run's events"
+# Resumed from its checkpoint of step 8, whose ledger holds the flagged
+# step 9 of the first branch: the new file (from step 9) writes it again.
+train 0 "$tmp/c2.log" --set train.steps=16 --set train.min_lr_ratio=1 --set ckpt.every=4 --set train.guard=rollback \
+  --set ckpt.dir="$tmp/c.ck" --set ckpt.resume="$tmp/c.ck/step_00000008.h5" --set train.metrics="$tmp/c.jsonl" \
+  --set train.tensorboard="$tmp/c.tb" || fail "run c resumed from step 8: $(tail -3 "$tmp/c2.log")"
+check rollback "$tmp/c.tb" "$tmp/c.jsonl" 16 1,5,5,9 || fail "the events after a resume past a rollback's flagged steps"
 
 # ---- refused at start: one line, non-zero, nothing trained, no metrics --------
 refused() { # NEEDLE RUNNER... boost-train args follow

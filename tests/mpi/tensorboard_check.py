@@ -5,7 +5,7 @@ it against what the run logged elsewhere (tests/mpi/tensorboard.sh).
                                                       checkpoints.jsonl and the step lines
   tensorboard_check.py resumed DIR METRICS STEPS      a killed and resumed run
   tensorboard_check.py local DIR METRICS STEPS FROM   two ranks resumed from the local level at FROM
-  tensorboard_check.py rollback DIR METRICS STEPS     a run the guard rolled back
+  tensorboard_check.py rollback DIR METRICS STEPS STARTS   a run the guard rolled back (its files' first steps)
 Exit 0 when it holds; an AssertionError names what does not."""
 import glob
 import json
@@ -51,8 +51,9 @@ def files(d):
         for e in evs[2:]:
             for v in e.summary.value:
                 tags.setdefault(v.tag, []).append(e.step)
-        for tag, steps in tags.items():
-            assert all(a < b for a, b in zip(steps, steps[1:])), f"{p}: {tag} steps not increasing: {steps}"
+        for tag, steps in tags.items():  # the guard's: a rollback's file rewrites the abandoned steps' first
+            if not tag.startswith("guard/"):
+                assert all(a < b for a, b in zip(steps, steps[1:])), f"{p}: {tag} steps not increasing: {steps}"
         per_file.append((p, evs[1].step, tags))
     return per_file
 
@@ -136,18 +137,20 @@ def local(d, metrics_path, steps, resumed_from):
           f"{len(stalls)} local saves' stalls")
 
 
-def rollback(d, metrics_path, steps):
+def rollback(d, metrics_path, steps, starts):
     steps = int(steps)
     tb, rows = steps_once(d, metrics_path, steps)
     per_file = files(d)
-    assert len(per_file) == 2, f"{len(per_file)} event files: expected one for the start and one after the rollback"
-    assert per_file[1][1] == 5, f"the rollback's file starts at {per_file[1][1]}"
-    # batch 7 flagged (it would have been step 8), batch 8 step 8, batches 9 and 10 flagged at step 9: back to 4
-    assert by_step(tb["guard/flagged"], "g") == {8: 1.0, 9: 2.0}, tb["guard/flagged"]
-    assert by_step(tb["guard/rollback_to"], "r") == {9: 4.0}, tb["guard/rollback_to"]
+    want = [int(x) for x in starts.split(",")]
+    assert [f[1] for f in per_file] == want, f"files start at {[f[1] for f in per_file]}, not {want}: one per start and rollback"
+    # first branch: batch 7 flagged (it would have been step 8), batch 8 step 8, batches 9 and 10 flagged at
+    # step 9: back to 4; second branch: batch 13 at step 7, batches 15 and 16 at step 8: back to 4 again.
+    # Every flagged step of both abandoned branches, each step once.
+    assert by_step(tb["guard/flagged"], "g") == {7: 1.0, 8: 3.0, 9: 2.0}, tb["guard/flagged"]
+    assert by_step(tb["guard/rollback_to"], "r") == {8: 4.0, 9: 4.0}, tb["guard/rollback_to"]
     # GUARD_LOSS_RATIO (8): the spiked loss is far above the window's largest (the z-scores are still warming up)
-    assert by_step(tb["guard/flag_reasons"], "r") == {8: 8.0, 9: 8.0}, tb["guard/flag_reasons"]
-    print(f"ok: rolled back from step 9 to 4: steps 1-{steps} once each, the flagged steps kept")
+    assert by_step(tb["guard/flag_reasons"], "r") == {7: 8.0, 8: 8.0, 9: 8.0}, tb["guard/flag_reasons"]
+    print(f"ok: rolled back twice to step 4: steps 1-{steps} once each, every flagged step and rollback kept")
 
 
 if __name__ == "__main__":
