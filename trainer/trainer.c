@@ -482,6 +482,7 @@ static int open_and_resume(run *t, char *msg, size_t msglen) {
   if (resumed == 0) model_init_params(&t->m, (uint64_t)cfg->train.seed);
   if (ckpt_staging_bounded(t->ck)) optim_parts_init(&t->parts, &t->m, &t->mt, 16);
   watchdog_phase("start-up: start agreement", WATCH_WAIT);
+  measure_peak(t); /* before the last stop check: a signal during it ends the start-up, not a step */
   return accept_start(t, &err);
 }
 
@@ -510,7 +511,6 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
     return status;
   }
   model_refresh_work(&t->m); /* a resume loaded the float masters: the working copy follows */
-  measure_peak(t);
   trainer_ckpt_note_start(&t->hooks_ctx, st);
   if (t->grid.rank == 0) {
     print_start(t, st, t->threads);
