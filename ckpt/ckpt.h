@@ -128,6 +128,11 @@ int ckpt_open(const ckpt_settings *set, const process_grid *grid, tensor_store *
  * start) only where no checkpoint was read. */
 int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, size_t msglen);
 
+/* Where the session's start came from (after ckpt_resume): "fresh",
+ * "local", "partner" (the local level, some ranks from partner copies) or
+ * "file"; NULL s: "fresh". */
+const char *ckpt_start_level(const ckpt_session *s);
+
 /* The step guard's rollback (trainer/guard.h): waits for the checkpoint in
  * flight, sets aside every committed checkpoint of ckpt.dir newer than
  * max_step (renamed *.h5.superseded: the abandoned branch, kept for a

@@ -44,6 +44,7 @@ typedef struct {
   int attempted, last_ok;
   int64_t last_staged_step, last_committed_step;
   save_result last_done; /* for ckpt_last_stats */
+  const char *start_level; /* where the start came from (ckpt_start_level) */
 } ckpt_outcome;
 
 struct ckpt_session {
@@ -285,6 +286,7 @@ int ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tensor_store *
 /* With the local level on, rank 0 records in checkpoints.jsonl which level
  * a start came from (docs/LOCAL.md); a rollback is not a start. */
 static void log_start(ckpt_session *s, const char *level, int64_t step, double load_s) {
+  if (!s->in_rollback) s->out.start_level = level;
   if (s->log && s->local && !s->in_rollback) ckpt_journal_start(s->log, level, step, load_s);
 }
 
@@ -381,6 +383,8 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
   boost_msgf(msg, msglen, "%s%s%s", lr->msg, note ? "; " : "", note ? note : "");
   return 1;
 }
+
+const char *ckpt_start_level(const ckpt_session *s) { return s && s->out.start_level ? s->out.start_level : "fresh"; }
 
 static void drop_catch_up(ckpt_session *s) {
   s->catch_up.pending = 0;

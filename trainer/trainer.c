@@ -30,6 +30,7 @@
 #include "pipeline.h"
 #include "preempt.h"
 #include "resume_plan.h"
+#include "run_tensorboard.h"
 #include "run_watch.h"
 #include "test_hooks.h"
 #include "train_state.h"
@@ -331,6 +332,7 @@ int trainer_create(const train_config *cfg, MPI_Comm world, trainer **out, boost
 
 void trainer_destroy(trainer *r) {
   if (!r) return;
+  run_tb_close(r);
   train_state_free(&r->st);
   trainer_ckpt_ctx_free(&r->hooks_ctx);
   pipeline_free(&r->pipe);
@@ -384,6 +386,7 @@ float trainer_step(trainer *r, double *grad_norm) {
 static int finish(run *t, ckpt_session *ck, int status, int stop_signal, float loss, double t_start) {
   const train_state *st = &t->st;
   const int saved = ck && ckpt_wait(ck) == 0 && ckpt_last_committed(ck) == st->step;
+  run_tb_ckpt(t, ck); /* the final checkpoint's outcome */
   if (saved) preempt_set_committed(1);
   const int writes = ckpt_writes(ck);
   if (ck) ckpt_close(ck);
@@ -428,9 +431,10 @@ static int stopped_before_training(const run *t, const char *when) {
 
 /* After the resume, the last reasons not to train: a stop signal that came
  * during start-up (75), train.steps below the resumed step (refused: the run
- * is past the end it asks for, not "done"), train.metrics that cannot be
- * opened. Only then is train.metrics opened (appended to: a resumed run
- * continues it), so a refused start leaves no file. Collective; 0 to train. */
+ * is past the end it asks for, not "done"), a train.tensorboard folder or
+ * train.metrics that cannot be written. Only then are they opened
+ * (train.metrics appended to: a resumed run continues it; a new event file),
+ * so a refused start leaves no file. Collective; 0 to train. */
 static int accept_start(run *t, boost_status *err) {
   const train_state *st = &t->st;
   char when[96];
@@ -443,8 +447,8 @@ static int accept_start(run *t, boost_status *err) {
              t->cfg->train.steps, (long long)st->step, (long long)st->step);
     return fail_all(&t->grid, err->msg);
   }
-  int ok = 1;
-  if (t->grid.rank == 0 && t->cfg->train.metrics[0]) {
+  int ok = run_tb_open(t, err) == 0;
+  if (ok && t->grid.rank == 0 && t->cfg->train.metrics[0]) {
     t->metrics = fopen(t->cfg->train.metrics, "a");
     ok = t->metrics != NULL;
     if (!ok) boost_err(err, "cannot open train.metrics %s: %s", t->cfg->train.metrics, strerror(errno));
@@ -478,6 +482,7 @@ static int open_and_resume(run *t, char *msg, size_t msglen) {
   if (resumed == 0) model_init_params(&t->m, (uint64_t)cfg->train.seed);
   if (ckpt_staging_bounded(t->ck)) optim_parts_init(&t->parts, &t->m, &t->mt, 16);
   watchdog_phase("start-up: start agreement", WATCH_WAIT);
+  measure_peak(t); /* before the last stop check: a signal during it ends the start-up, not a step */
   return accept_start(t, &err);
 }
 
@@ -521,6 +526,7 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
   float loss = NAN;
   while (st->step < cfg->train.steps) {
     preempt_set_committed(0); /* from here a forced exit loses work */
+    run_tb_poll(t); /* the guard's flagged steps since the last pass */
     run_watch_step(ck, st);
     double t0 = boost_now_s(), gnorm = 0.0;
     comm_reset_counts(&t->comm);
@@ -580,6 +586,7 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
       if (st->step % cfg->train.log_every == 0 || last || !isnan(val_loss) || preempted)
         log_step(t, &step_comm, loss, val_loss, lr, gnorm, tok_s, gflops, dt, ckpt_status);
       if (t->metrics) write_metrics(t, &step_comm, st, loss, val_loss, lr, gnorm, tok_s, gflops, dt, ckpt_status);
+      run_tb_step(t, loss, val_loss, lr, gnorm, tok_s, gflops, dt);
     }
     if (cfg->train.sample_every > 0 && st->step % cfg->train.sample_every == 0 && t->grid.rank == 0)
       train_sample_print(&t->m, stdout); /* after the step's timing: not counted in tok/s */

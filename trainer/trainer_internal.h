@@ -41,6 +41,8 @@ struct trainer {
   model_stage stage;
   int *layers_per_stage; /* [pp] */
   FILE *metrics;
+  struct run_tb *tb;  /* rank 0's train.tensorboard (run_tensorboard.h; NULL: none) */
+  double peak_flops;  /* the job's peak FLOP/s, all ranks, MFU's denominator (0: unknown) */
   int32_t *val_in, *val_tg; /* validation's micro-batch: the pipeline's buffers hold the step's last one */
   ckpt_session *ck; /* trainer_run's checkpoint session (NULL: none) */
   optim_parts parts; /* the optimizer step in parts when ck's staging is bounded (n 0: whole) */
@@ -69,6 +71,13 @@ void print_start(run *r, const train_state *st, int threads);
 /* Rank 0's line for a step. */
 void log_step(const run *t, const comm_ctx *step_comm, float loss, float val_loss, float lr, double gnorm,
               double tok_s, double gflops, double dt, const char *ckpt_status);
+/* The step's model FLOP utilisation in percent of t->peak_flops (NAN: no peak). */
+double run_mfu(const run *t, double gflops);
+/* This process's peak resident memory (its RSS high-water mark), MiB. */
+double peak_rss_mib(void);
+/* The job's peak into t->peak_flops: train.peak_tflops, else every rank's
+ * backend GEMM measured at once, summed. Collective. */
+void measure_peak(run *t);
 /* The step's JSON line in train.metrics. */
 void write_metrics(run *r, const comm_ctx *comm_counts, const train_state *st, float loss, float val_loss, float lr,
                    double gnorm, double tok_s, double gflops, double dt, const char *ckpt_status);

@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
+#include "gemm_peak.h"
 #include "util.h"
 #ifdef BOOST_HAVE_CUDA
 #include "cuda_backend.h"
@@ -18,6 +20,21 @@ static void format_count(double v, char *out, size_t n) {
   else if (v >= 1e6) snprintf(out, n, "%.2fM", v / 1e6);
   else if (v >= 1e3) snprintf(out, n, "%.1fk", v / 1e3);
   else snprintf(out, n, "%.0f", v);
+}
+
+double run_mfu(const run *t, double gflops) { return t->peak_flops > 0 ? 100.0 * gflops * 1e9 / t->peak_flops : NAN; }
+
+double peak_rss_mib(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss / 1024.0; /* KiB on Linux */
+}
+
+void measure_peak(run *t) {
+  double peak = t->cfg->train.peak_tflops * 1e12;
+  if (peak <= 0) peak = gemm_peak_flops(t->be, 0, 0.15); /* every rank at once: they share the node as they train */
+  comm_control_sum_f64(&t->comm, COMM_WORLD, &peak, 1);
+  t->peak_flops = peak;
 }
 
 void write_metrics(run *r, const comm_ctx *comm_counts, const train_state *st, float loss, float val_loss, float lr, double gnorm,
@@ -31,6 +48,9 @@ void write_metrics(run *r, const comm_ctx *comm_counts, const train_state *st, f
   cJSON_AddNumberToObject(o, "grad_norm", gnorm);
   cJSON_AddNumberToObject(o, "tokens_per_s", tok_s);
   cJSON_AddNumberToObject(o, "gflops", gflops);
+  const double mfu = run_mfu(r, gflops);
+  if (!isnan(mfu)) cJSON_AddNumberToObject(o, "mfu", mfu);
+  cJSON_AddNumberToObject(o, "peak_rss_mib", peak_rss_mib());
   cJSON_AddNumberToObject(o, "step_ms", dt * 1e3);
   cJSON_AddNumberToObject(o, "tokens", st->tokens_seen);
   cJSON_AddStringToObject(o, "ckpt", ckpt_status);
@@ -79,6 +99,9 @@ void print_start(run *r, const train_state *st, int threads) {
            layers, M, (double)(P - 1) / (M + P - 1));
   }
   printf("backend: %s\n", r->be->info);
+  printf("peak for MFU: %.3f TFLOP/s over %d rank%s (%s)\n", r->peak_flops / 1e12, r->grid.world_size,
+         r->grid.world_size == 1 ? "" : "s",
+         cfg->train.peak_tflops > 0 ? "train.peak_tflops" : "each rank's backend GEMM measured at start");
 #ifdef BOOST_HAVE_CUDA
   if (cuda_backend_device(r->be) >= 0) {
     char dev[256];
@@ -99,8 +122,8 @@ void log_step(const run *t, const comm_ctx *step_comm, float loss, float val_los
                      double tok_s, double gflops, double dt, const char *ckpt_status) {
   char tok[32];
   format_count(tok_s, tok, sizeof tok);
-  printf("step %5lld/%d | loss %.4f | lr %.2e | gnorm %.3f | %s tok/s | %.1f GFLOP/s | %.0f ms", (long long)t->st.step,
-         t->cfg->train.steps, loss, lr, gnorm, tok, gflops, dt * 1e3);
+  printf("step %5lld/%d | loss %.4f | lr %.2e | gnorm %.3f | %s tok/s | %.1f GFLOP/s | MFU %.1f%% | %.0f ms",
+         (long long)t->st.step, t->cfg->train.steps, loss, lr, gnorm, tok, gflops, run_mfu(t, gflops), dt * 1e3);
   if (!isnan(val_loss)) printf(" | val %.4f", val_loss);
   if (t->grid.world_size > 1) {
     char cs[256];

@@ -107,6 +107,13 @@ static const key_spec KEYS[] = {
      PRECISION_CHOICES},
     {"train.seed", K_I64, F(train.seed), 0, BIG, "parameter init seed", NULL},
     {"train.metrics", K_STR, F(train.metrics), 0, 0, "JSON-lines metrics file, one line per step, appended to (a resumed run continues it; empty = none)", NULL},
+    {"train.tensorboard", K_STR, F(train.tensorboard), 0, 0,
+     "TensorBoard event files' folder (created if missing; rank 0 writes a new events.out.tfevents.* file per start, "
+     "steps continuing; docs/TENSORBOARD.md; empty = none)",
+     NULL},
+    {"train.peak_tflops", K_FLOAT, F(train.peak_tflops), 0, 1e9,
+     "the peak MFU is measured against, TFLOP/s per rank (0 = the backend's GEMM measured at start; docs/TENSORBOARD.md)",
+     NULL},
     {"train.guard", K_ENUM, F(train.guard), 0, 0,
      "the step guard (docs/GUARD.md): every step is judged before the optimizer applies it (non-finite loss or "
      "gradient norm, a loss or gradient-norm spike); off, skip (a flagged step applies nothing and its batch is "

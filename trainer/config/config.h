@@ -85,6 +85,8 @@ typedef struct {
     float lr, min_lr_ratio, weight_decay, beta1, beta2, eps, grad_clip;
     int64_t seed;
     char metrics[CONFIG_STR];
+    char tensorboard[CONFIG_STR]; /* TensorBoard event files' folder, rank 0 (empty: none) */
+    float peak_tflops;            /* the peak MFU is against, TFLOP/s per rank (0: measured at start) */
     /* The step guard (trainer/guard.h, docs/GUARD.md). */
     guard_policy guard;
     int guard_window, guard_warmup;     /* trailing window of accepted steps; steps before the z-scores judge */
