@@ -180,8 +180,8 @@ static const key_spec KEYS[] = {
     {"ckpt.keep_every", K_INT, F(ckpt.keep_every), 0, 1e9, "also keep every checkpoint whose step is a multiple", NULL},
     {"ckpt.keep_set_aside", K_INT, F(ckpt.keep_set_aside), 0, 1e6,
      "set-aside branches kept (*.h5.superseded.N: the checkpoints a rollback or a resume from an older one "
-     "abandoned); a new one beyond this removes the oldest; 0 = keep all. Default 3: every branch of one job's "
-     "train.guard_max_rollbacks=3 rollbacks (docs/GUARD.md)",
+     "abandoned); a new one beyond this removes the oldest; 0 = keep all. The default 3 keeps every branch "
+     "of one job's rollbacks (train.guard_max_rollbacks=3; docs/GUARD.md)",
      NULL},
     {"ckpt.resume", K_STR, F(ckpt.resume.text), 0, 0, "auto, none or a checkpoint path", NULL},
     {"ckpt.resume_batch", K_ENUM, F(ckpt.resume_batch), 0, 0,
