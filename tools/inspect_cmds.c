@@ -298,7 +298,10 @@ int cmd_summary(int argc, char **argv) {
   int p = ins_parse(argc, argv, extra, 1, 1, SUMMARY_HELP, &a);
   if (p) return p > 0 ? 0 : 2;
   ins_ckpt c;
-  if (ins_open_or_say(a.pos[0], &c, 1)) return 1;
+  if (ins_open_or_say(a.pos[0], &c, 1)) {
+    if (!a.json) ins_branches_text(a.pos[0]); /* a folder of set-aside branches only */
+    return 1;
+  }
   int rc = a.json ? summary_json(&c, a.pos[0], a.opt_set[0]) : summary_text(&c, a.pos[0]);
   ins_close(&c);
   return rc;

@@ -43,6 +43,17 @@ assert d["set_aside_pending"] is False, d' || fail "summary --json: the set-asid
 "$INSPECT" summary "$d/step_00000012.h5" | grep -q "set aside" && fail "summary of a file lists branches"
 echo "ok: two rollbacks past step 8 keep both branches (*.superseded.1, .2), listed by boost-inspect summary"
 
+# ---- a rollback past every checkpoint: back to the initial weights, the branch said -----
+BOOST_TRAIN_TEST_FAULT=loss-spike@2,loss-spike@5,loss-spike@6 train 0 "$tmp/z.log" "${GUARD[@]}" --set train.steps=5 \
+  --set ckpt.dir="$tmp/z" || fail "rollback to step 0: $(tail -3 "$tmp/z.log")"
+grep -q "^guard: rollback 1 of 3 to step 0: no checkpoint at or before step 2: back to the initial weights; set aside step_00000004.h5 as branch 1 " "$tmp/z.log" ||
+  fail "rollback to step 0: $(grep '^guard' "$tmp/z.log")"
+verify "$tmp/z/step_00000004.h5.superseded.1" "rollback to step 0"
+rm "$tmp/z"/step_*.h5 "$tmp/z/latest" # the run's checkpoints gone: a folder of a branch only
+"$INSPECT" summary "$tmp/z" >"$tmp/z.summary" 2>&1 && fail "summary of a folder without a checkpoint: exit 0"
+grep -q "^    branch 1: step 4 (1 file, " "$tmp/z.summary" || fail "summary of a folder of branches only: $(cat "$tmp/z.summary")"
+echo "ok: a rollback past every checkpoint sets the branch aside and says so"
+
 # ---- the bound: the oldest branches only ---------------------------------------------
 md5_2=$(md5 "$d/step_00000008.h5.superseded.2")
 train 0 "$tmp/b.log" "${GUARD[@]}" --set ckpt.dir="$d" --set ckpt.resume="$d/step_00000004.h5" --set ckpt.keep_set_aside=2 ||
