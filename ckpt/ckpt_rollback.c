@@ -267,7 +267,11 @@ int ckpt_set_aside_after(const char *dir, int64_t after_step, int keep, char *no
   const int moved = finish(dir, branch, after_step, note, notelen, err);
   if (moved < 0) return -1;
   const size_t used = note ? strlen(note) : 0;
-  if (ckpt_branches_bound(dir, keep, note ? note + used : NULL, note ? notelen - used : 0, err) < 0) return -1;
+  boost_status why = {0}; /* the set-aside is done: a removal that fails is said, never fails the commit or rollback */
+  if (ckpt_branches_bound(dir, keep, note ? note + used : NULL, note ? notelen - used : 0, &why) < 0 && note) {
+    const size_t at = strlen(note);
+    boost_msgf(note + at, notelen - at, "; ckpt.keep_set_aside: %s (the branch is kept; remove it by hand)", why.msg);
+  }
   return moved;
 }
 

@@ -48,8 +48,9 @@ void ckpt_branches_free(ckpt_branch *b, int n);
 /* Rank 0: every committed checkpoint of dir newer than after_step becomes
  * one new branch, `latest` names the newest checkpoint left (removed when
  * none is left), then branches beyond keep (0: no bound) are removed, oldest
- * first. note (when not NULL) says what it did in one line, "" when nothing
- * was newer. Returns the number of files set aside, or -1 with err. */
+ * first (a removal that fails is said in note, not an error). note (when not
+ * NULL) says what it did in one line, "" when nothing was newer. Returns the
+ * number of files set aside, or -1 with err. */
 int ckpt_set_aside_after(const char *dir, int64_t after_step, int keep, char *note, size_t notelen,
                          boost_status *err);
 

@@ -410,6 +410,19 @@ Test(ckpt_set_aside, bound_removes_the_oldest_only) {
   cr_assert_eq(ckpt_branches_list(dir, &b, &n, &err), 0, "%s", err.msg);
   cr_assert(n == 5 && b[0].branch == 3 && b[4].branch == 7, "%d branches", n);
   ckpt_branches_free(b, n);
+  /* an oldest branch that cannot be removed (a directory by that name): the
+   * set-aside is done and says so, never an error that would fail a commit */
+  char d3[700];
+  snprintf(d3, sizeof d3, "%s/step_00000004.h5.superseded.3", dir);
+  cr_assert_eq(unlink(d3), 0);
+  cr_assert_eq(mkdir(d3, 0700), 0);
+  put(d3, "inside", "x");
+  put(dir, "step_00000004.h5", "last");
+  cr_assert_eq(ckpt_set_aside_after(dir, 2, 2, note, sizeof note, &err), 1, "%s", err.msg);
+  cr_assert(strstr(note, "set aside step_00000004.h5 as branch 8") &&
+                strstr(note, "; ckpt.keep_set_aside: cannot remove ") && strstr(note, "remove it by hand"),
+            "%s", note);
+  cr_assert(exists(dir, "step_00000004.h5.superseded.8") && exists(dir, "step_00000004.h5.superseded.4"));
   remove_dir(dir);
 }
 
