@@ -50,6 +50,7 @@ typedef struct {
   ckpt_from resume;          /* ckpt.resume */
   int every;                 /* a checkpoint after every `every` steps (0: only forced ones) */
   int keep_last, keep_every; /* retention */
+  int keep_set_aside;        /* set-aside branches kept (ckpt_rollback.h; 0: all) */
   int level;                 /* zstd level */
   int timeout;               /* seconds a checkpoint job may run before the watchdog aborts (0: never) */
   int threads;               /* the rank's cores: a save training waits for encodes on all of them */
@@ -135,8 +136,9 @@ const char *ckpt_start_level(const ckpt_session *s);
 
 /* The step guard's rollback (trainer/guard.h): waits for the checkpoint in
  * flight, sets aside every committed checkpoint of ckpt.dir newer than
- * max_step (renamed *.h5.superseded: the abandoned branch, kept for a
- * person; `latest` then names the newest left), and loads the newest one
+ * max_step (one set-aside branch, *.h5.superseded.N, kept for a person up
+ * to ckpt.keep_set_aside branches: ckpt_rollback.h; `latest` then names the
+ * newest left; msg ends with what was set aside), and loads the newest one
  * left that verifies, as ckpt_resume with ckpt.resume=auto. Returns 1 when
  * loaded, 0 when none is left (nothing loaded: the caller starts over),
  * -1 when none that is left verifies. Collective over world. */

@@ -220,25 +220,27 @@ int ckpt_fs_commit(const char *dir, const char *tmp_name, const char *final_name
   char a[PATH_MAX], b[PATH_MAX];
   snprintf(a, sizeof a, "%s/%s", dir, tmp_name);
   snprintf(b, sizeof b, "%s/%s", dir, final_name);
-  struct stat st;
-  if (stat(b, &st) == 0) { /* the same step of an abandoned run (ckpt.resume=none): set aside, not replaced */
-    char c[PATH_MAX + 16];
-    snprintf(c, sizeof c, "%s" CKPT_SUPERSEDED_SUFFIX, b);
-    if (rename(b, c) != 0) return fail(err, "cannot set aside the older", b);
+  /* never over a file: the same step of an abandoned run is set aside before (ckpt_set_aside_after) */
+  if (renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_NOREPLACE) != 0) {
+    if (errno != EINVAL && errno != ENOSYS) return fail(err, "cannot rename to", b);
+    struct stat st; /* a file system without RENAME_NOREPLACE */
+    if (stat(b, &st) == 0) {
+      errno = EEXIST;
+      return fail(err, "cannot rename to", b);
+    }
+    if (rename(a, b) != 0) return fail(err, "cannot rename to", b);
   }
-  if (rename(a, b) != 0) return fail(err, "cannot rename to", b);
   return ckpt_fs_fsync(dir, err) == 0 ? 0 : 1; /* renamed: committed, not yet durable */
 }
 
-int ckpt_fs_write_latest(const char *dir, const char *name, boost_status *err) {
+int ckpt_fs_write_atomic(const char *dir, const char *name, const char *text, boost_status *err) {
   char tmp[PATH_MAX], fin[PATH_MAX];
-  snprintf(tmp, sizeof tmp, "%s/" CKPT_LATEST CKPT_TMP_SUFFIX, dir);
-  snprintf(fin, sizeof fin, "%s/" CKPT_LATEST, dir);
+  snprintf(tmp, sizeof tmp, "%s/%s" CKPT_TMP_SUFFIX, dir, name);
+  snprintf(fin, sizeof fin, "%s/%s", dir, name);
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (fd < 0) return fail(err, "cannot create", tmp);
-  char line[PATH_MAX];
-  int n = snprintf(line, sizeof line, "%s\n", name);
-  if (write(fd, line, (size_t)n) != n || fsync(fd) != 0) {
+  const size_t n = strlen(text);
+  if (write(fd, text, n) != (ssize_t)n || fsync(fd) != 0) {
     int e = errno ? errno : EIO;
     close(fd);
     unlink(tmp);
@@ -256,6 +258,12 @@ int ckpt_fs_write_latest(const char *dir, const char *name, boost_status *err) {
     return fail(err, "cannot rename to", fin);
   }
   return ckpt_fs_fsync(dir, err);
+}
+
+int ckpt_fs_write_latest(const char *dir, const char *name, boost_status *err) {
+  char line[PATH_MAX];
+  snprintf(line, sizeof line, "%s\n", name);
+  return ckpt_fs_write_atomic(dir, CKPT_LATEST, line, err);
 }
 
 int ckpt_fs_read_latest(const char *dir, char *name, size_t namelen) {
@@ -276,7 +284,7 @@ int ckpt_fs_retain(const char *dir, int64_t step, int keep_last, int keep_every,
   int n;
   if (ckpt_fs_list(dir, &steps, &n, NULL) != 0) return -1;
   int touched = 0, kept = 0;
-  char name[64], path[PATH_MAX], to[PATH_MAX + 16], latest[PATH_MAX] = "";
+  char name[64], path[PATH_MAX], latest[PATH_MAX] = "";
   if (ckpt_fs_read_latest(dir, latest, sizeof latest) != 0) latest[0] = 0;
   for (int i = 0; i < n; i++) { /* newest first */
     const int64_t s = steps[i];
@@ -286,14 +294,7 @@ int ckpt_fs_retain(const char *dir, int64_t step, int keep_last, int keep_every,
       kept += s <= step;
       continue;
     }
-    if (s > step) {
-      snprintf(to, sizeof to, "%s" CKPT_SUPERSEDED_SUFFIX, path);
-      if (rename(path, to) == 0) {
-        append(report, reportlen, touched ? ", superseded %s" : "superseded %s", name);
-        touched++;
-      }
-      continue;
-    }
+    if (s > step) continue; /* an abandoned branch's: set aside before the commit (ckpt_set_aside_after) */
     if (kept < keep_last || s == step) {
       kept++;
       continue;

@@ -11,7 +11,7 @@
 
 #define CKPT_LATEST "latest"
 #define CKPT_TMP_SUFFIX ".tmp"
-#define CKPT_SUPERSEDED_SUFFIX ".superseded"
+#define CKPT_SUPERSEDED_SUFFIX ".superseded" /* step_X.h5.superseded.N: set aside (ckpt_rollback.h) */
 
 /* mkdir -p. */
 /* A size for people: "812 KiB", "1.2 MiB", "3.40 GiB". */
@@ -49,10 +49,12 @@ int ckpt_fs_trim(const char *path);
 
 /* rename(tmp, final) + fsync(dir): 0, -1 (not renamed), or 1 when renamed
  * but the directory fsync failed (err says so; the file is in place). An
- * existing final file (the same step of an abandoned run) is first renamed
- * to *.superseded, never replaced. */
+ * existing final file is never replaced (-1, EEXIST): the same step of an
+ * abandoned run is set aside first (ckpt_set_aside_after, ckpt_rollback.h). */
 int ckpt_fs_commit(const char *dir, const char *tmp_name, const char *final_name, boost_status *err);
 
+/* Atomically writes dir/name with text: name.tmp, fsync, rename, fsync dir. */
+int ckpt_fs_write_atomic(const char *dir, const char *name, const char *text, boost_status *err);
 /* Atomically points `latest` at name: write latest.tmp, fsync, rename, fsync dir. */
 int ckpt_fs_write_latest(const char *dir, const char *name, boost_status *err);
 /* Reads `latest` (one line); -1 when absent or unreadable. */
@@ -61,8 +63,8 @@ int ckpt_fs_read_latest(const char *dir, char *name, size_t namelen);
 /* After committing `step`: keeps the newest keep_last checkpoints with
  * step <= `step` and those whose step is a multiple of keep_every (> 0),
  * deletes the others; checkpoints NEWER than `step` belong to an abandoned
- * run (resumed from an older one) and are renamed to *.h5.superseded. The
- * file `latest` names is never touched.
+ * run and are left alone (the writer sets them aside before the commit,
+ * ckpt_rollback.h). The file `latest` names is never touched.
  * Describes what it did in report. Returns the number of files touched. */
 int ckpt_fs_retain(const char *dir, int64_t step, int keep_last, int keep_every, char *report, size_t reportlen);
 

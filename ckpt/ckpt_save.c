@@ -11,6 +11,7 @@
 
 #include "check.h"
 #include "ckpt_fs.h"
+#include "ckpt_rollback.h"
 #include "ckpt_h5.h"
 #include "ckpt_hash.h"
 #include "ckpt_internal.h"
@@ -70,7 +71,12 @@ static int commit(const ckpt_writer *w, const save_job *j, int ok, const char *t
     if (ok) {
       struct stat stt;
       if (stat(path, &stt) == 0) r->file_bytes = (double)stt.st_size;
-      int rc = ckpt_fs_commit(cfg->dir, tmp_name, name, &cerr);
+      /* Checkpoints of an abandoned run at or after this step (resumed from
+       * an older one, ckpt.resume=none) become a set-aside branch first. */
+      char aside[sizeof r->retention];
+      int rc = ckpt_set_aside_after(cfg->dir, j->step - 1, cfg->keep_set_aside, aside, sizeof aside, &cerr) < 0
+                   ? -1
+                   : ckpt_fs_commit(cfg->dir, tmp_name, name, &cerr);
       if (rc == 0 && ckpt_test_hooks_now()->dirsync_fail_step == j->step) { /* test hook: the rename happened, its fsync "failed" */
         boost_err(&cerr, "fsync %s: %s (injected, BOOST_CKPT_TEST_DIRSYNC_FAIL)", cfg->dir, strerror(EIO));
         rc = 1;
@@ -83,6 +89,11 @@ static int commit(const ckpt_writer *w, const save_job *j, int ok, const char *t
       if (committed && r->latest_ok)
         ckpt_fs_retain(cfg->dir, j->step, cfg->keep_last, cfg->keep_every, r->retention,
                        sizeof r->retention);
+      if (committed && aside[0]) { /* one line: the set-aside first, then retention's removals */
+        char kept[sizeof r->retention];
+        boost_msgf(kept, sizeof kept, "%s", r->retention);
+        boost_msgf(r->retention, sizeof r->retention, "%s%s%s", aside, kept[0] ? "; " : "", kept);
+      }
     }
     if (!committed) unlink(path);
   }

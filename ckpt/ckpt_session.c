@@ -151,6 +151,9 @@ static int open_dir(ckpt_session *s, boost_status *err) {
       if (nrem > 0)
         boost_msgf(s->open_note, sizeof s->open_note, "removed %d temporar%s left by an interrupted run (%s)", nrem,
                    nrem == 1 ? "y" : "ies", removed);
+      char done[400], *end = s->open_note + strlen(s->open_note); /* a set-aside a crash cut: finished first */
+      if (ckpt_set_aside_recover(s->cfg.dir, done, sizeof done, &msg) < 0) ok = 0;
+      else if (done[0]) boost_msgf(end, sizeof s->open_note - (size_t)(end - s->open_note), "%s%s", nrem > 0 ? "; " : "", done);
     }
   }
   comm_control_bcast(grid->world, COMM_WORLD, "checkpoint agreement", &ok, (int)sizeof ok, 0);
@@ -350,7 +353,7 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
     if (!s->read_only && ckpt_fs_list(s->cfg.dir, &steps, &n, NULL) == 0 && n > 0)
       boost_msgf(held, sizeof held,
                  "; %s holds %d checkpoint%s (newest step %lld): kept; those at or after the steps this run commits are "
-                 "renamed *.h5.superseded then, nothing is deleted",
+                 "set aside then (*.h5.superseded.N), nothing is deleted",
                  s->cfg.dir, n, n == 1 ? "" : "s", (long long)steps[0]);
     free(steps);
     boost_msgf(msg, msglen, "fresh start (ckpt.resume=none)%s%s%s", held, note ? "; " : "", note ? note : "");
@@ -563,7 +566,8 @@ int ckpt_rollback(ckpt_session *s, int64_t max_step, ckpt_meta *meta, ckpt_state
   ckpt_wait(s);
   ckpt_local_drop_newer(s->local, max_step); /* the abandoned branch is never resumed from node memory either */
   boost_status err = {0};
-  int ok = s->grid->rank != 0 || ckpt_set_aside_newer(s->cfg.dir, max_step, &err) == 0;
+  char aside[600] = "";
+  int ok = s->grid->rank != 0 || ckpt_set_aside_after(s->cfg.dir, max_step, s->cfg.keep_set_aside, aside, sizeof aside, &err) >= 0;
   MPI_Bcast(&ok, 1, MPI_INT, 0, s->grid->world);
   if (!ok) {
     boost_msgf(msg, msglen, "rollback in %s: %s", s->cfg.dir,
@@ -576,6 +580,7 @@ int ckpt_rollback(ckpt_session *s, int64_t max_step, ckpt_meta *meta, ckpt_state
   const int rc = ckpt_resume(s, meta, state, msg, msglen);
   s->in_rollback = 0;
   s->cfg.resume = resume;
+  if (aside[0]) boost_msgf(msg + strlen(msg), msglen - strlen(msg), "; %s", aside); /* rank 0 says it */
   if (rc != 1) s->out.last_committed_step = s->out.last_staged_step = -1;
   return rc;
 }

@@ -3,12 +3,14 @@
 #include "ckpt_test_hooks.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
-static const ckpt_test_hooks all_off = {0, 0, -1, -1, -1, -1, 0, 0};
-static ckpt_test_hooks hooks = {0, 0, -1, -1, -1, -1, 0, 0};
+static const ckpt_test_hooks all_off = {0, 0, -1, -1, -1, -1, 0, 0, 0};
+static ckpt_test_hooks hooks = {0, 0, -1, -1, -1, -1, 0, 0, 0};
 
 const ckpt_test_hooks *ckpt_test_hooks_now(void) { return &hooks; }
 
@@ -30,6 +32,7 @@ void ckpt_test_hooks_from_env(void) {
   h.dirsync_fail_step = ckpt_env_int("BOOST_CKPT_TEST_DIRSYNC_FAIL", -1);
   h.readback_hdf5 = ckpt_env_int("BOOST_CKPT_TEST_READBACK_HDF5", 0) != 0;
   h.load_ring = ckpt_env_int("BOOST_CKPT_TEST_LOAD_RING", 0) != 0;
+  h.set_aside_kill = (int)ckpt_env_int("BOOST_CKPT_TEST_SET_ASIDE_KILL", 0);
   const char *fs = getenv("BOOST_CKPT_TEST_FAIL");
   if (fs && *fs) {
     long long a = -1, b = -1;
@@ -50,4 +53,8 @@ void ckpt_test_delay(void) {
   struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
   while (nanosleep(&t, &t) != 0 && errno == EINTR) {
   }
+}
+
+void ckpt_test_set_aside_point(int point) {
+  if (hooks.set_aside_kill == point) kill(getpid(), SIGKILL); /* a real kill -9: nothing runs after it */
 }

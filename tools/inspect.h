@@ -156,6 +156,10 @@ void ins_shape_str(const ins_dset *d, char *out, size_t outlen);
 
 /* Subcommands: argc/argv start after the subcommand name. Each returns the
  * exit status (0 ok, 1 checkpoint problem, 2 usage). */
+/* summary of a folder: its set-aside branches (inspect_branches.c); nothing
+ * when PATH is a file. */
+void ins_branches_text(const char *path);
+void ins_branches_json(cJSON *o, const char *path);
 int cmd_summary(int argc, char **argv);
 int cmd_tensors(int argc, char **argv);
 int cmd_stats(int argc, char **argv);

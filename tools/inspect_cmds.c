@@ -196,10 +196,13 @@ static const char *const SUMMARY_HELP =
     "and skipped batches (as a train.skip_batches value), the layout and precision\n"
     "that wrote it,\n"
     "the stored activations, the config, software and format version, bytes per\n"
-    "category. Exit 1 when PATH is not a readable boost checkpoint of a known\n"
+    "category. PATH a checkpoint folder: its newest checkpoint (`latest`), then\n"
+    "the folder's set-aside branches (step_X.h5.superseded.N: each branch's\n"
+    "number, steps, files and bytes; --json: \"set_aside\", \"set_aside_pending\").\n"
+    "Exit 1 when PATH is not a readable boost checkpoint of a known\n"
     "format version.\n";
 
-static int summary_json(const ins_ckpt *c, int with_tensors) {
+static int summary_json(const ins_ckpt *c, const char *arg, int with_tensors) {
   ins_state s;
   if (state_info(c, &s) != 0) return 1;
   double raw[3], stored[3];
@@ -213,6 +216,7 @@ static int summary_json(const ins_ckpt *c, int with_tensors) {
   starts_json(o, c, &s);
   guard_json(o, &s);
   ins_state_free(&s);
+  ins_branches_json(o, arg);
   cJSON_AddNumberToObject(o, "file_bytes", stat(c->path, &st) == 0 ? (double)st.st_size : 0);
   cJSON *cat = cJSON_AddObjectToObject(o, "categories");
   static const char *cats[3] = {"weights", "moments", "activations"};
@@ -261,7 +265,7 @@ static void state_text(const ins_ckpt *c, const ins_state *s) {
   }
 }
 
-static int summary_text(const ins_ckpt *c) {
+static int summary_text(const ins_ckpt *c, const char *arg) {
   ins_state s;
   if (state_info(c, &s) != 0) return 1;
   double raw[3], stored[3];
@@ -284,6 +288,7 @@ static int summary_text(const ins_ckpt *c) {
   printf("  config %s\n", m->run.config ? m->run.config : "(missing)");
   for (int k = 0; k < 3; k++)
     if (raw[k] > 0) printf("  %-12s %12.0f raw bytes -> %12.0f stored (%.3fx)\n", cats[k], raw[k], stored[k], stored[k] > 0 ? raw[k] / stored[k] : 0.0);
+  ins_branches_text(arg);
   return 0;
 }
 
@@ -293,8 +298,11 @@ int cmd_summary(int argc, char **argv) {
   int p = ins_parse(argc, argv, extra, 1, 1, SUMMARY_HELP, &a);
   if (p) return p > 0 ? 0 : 2;
   ins_ckpt c;
-  if (ins_open_or_say(a.pos[0], &c, 1)) return 1;
-  int rc = a.json ? summary_json(&c, a.opt_set[0]) : summary_text(&c);
+  if (ins_open_or_say(a.pos[0], &c, 1)) {
+    if (!a.json) ins_branches_text(a.pos[0]); /* a folder of set-aside branches only */
+    return 1;
+  }
+  int rc = a.json ? summary_json(&c, a.pos[0], a.opt_set[0]) : summary_text(&c, a.pos[0]);
   ins_close(&c);
   return rc;
 }

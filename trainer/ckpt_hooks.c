@@ -125,6 +125,7 @@ void trainer_ckpt_settings(const train_config *cfg, ckpt_settings *set) {
   set->every = cfg->ckpt.every;
   set->keep_last = cfg->ckpt.keep_last;
   set->keep_every = cfg->ckpt.keep_every;
+  set->keep_set_aside = cfg->ckpt.keep_set_aside;
   set->level = cfg->ckpt.level;
   set->timeout = cfg->ckpt.timeout;
   set->staging_limit_bytes = cfg->ckpt.staging_limit.bytes;

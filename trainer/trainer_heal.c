@@ -69,7 +69,11 @@ static int rollback(run *t, int64_t first_step, int64_t last_batch) {
   if (rc < 0) return fail_all(&t->grid, msg);
   if (rc == 0) {
     start_over(t);
-    snprintf(msg, sizeof msg, "no checkpoint at or before step %lld: back to the initial weights", (long long)first_step);
+    char aside[1024] = ""; /* what the rollback set aside is said either way */
+    const char *a = strstr(msg, "; set aside ");
+    if (a) snprintf(aside, sizeof aside, "%s", a);
+    snprintf(msg, sizeof msg, "no checkpoint at or before step %lld: back to the initial weights%s", (long long)first_step,
+             aside);
   }
   model_refresh_work(&t->m);
   run_watch_begin(cfg, t->grid.rank, st, t->ck); /* the watchdog's account restarts at the step rolled back to */

@@ -34,6 +34,8 @@ grep -q '^step     2/2' "$tmp/ok" || fail "a good run did not log step 2"
 expect_error "model.widht" "$bin" "${base[@]}" --set model.widht=3
 expect_error "train.lr" "$bin" "${base[@]}" --set train.lr=fast
 expect_error "out of range" "$bin" "${base[@]}" --set train.batch_size=0
+expect_error "value -1 for ckpt.keep_set_aside is out of range [0, 1000000]" "$bin" "${base[@]}" --set ckpt.keep_set_aside=-1
+expect_error "bad value 'all' for ckpt.keep_set_aside: expected an integer" "$bin" "${base[@]}" --set ckpt.keep_set_aside=all
 expect_error "nonexistent.tok" "$bin" --set data.train="$tmp/nonexistent.tok"
 # ckpt.local_every = auto: the local level's own Young/Daly interval, refused without what it needs
 expect_error "ckpt.local_every=auto needs ckpt.dir" "$bin" "${base[@]}" --set ckpt.local_every=auto

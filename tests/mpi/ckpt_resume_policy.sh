@@ -121,11 +121,11 @@ train 0 "$tmp/n1.log" "${BASE[@]}" --set train.steps=2 --set ckpt.every=2 --set 
   fail "resume=none over checkpoints: $(tail -3 "$tmp/n1.log")"
 grep -q "fresh start (ckpt.resume=none); $n holds 2 checkpoints (newest step 4): kept" "$tmp/n1.log" ||
   fail "resume=none does not say what it keeps: $(grep checkpoints: "$tmp/n1.log")"
-grep -q "checkpoint: newer checkpoints of an abandoned run set aside after step 2: superseded step_00000004.h5" "$tmp/n1.log" ||
-  fail "the superseded checkpoint is not reported"
-[ "$(md5sum <"$n/step_00000002.h5.superseded")" = "$md5_2" ] || fail "the old run's step 2 was replaced, not set aside"
-[ -f "$n/step_00000004.h5.superseded" ] && [ -f "$n/step_00000002.h5" ] || fail "resume=none left: $(ls "$n")"
-echo "ok: ckpt.resume=none keeps the old run's checkpoints (set aside as *.superseded, reported)"
+grep -q "checkpoint: newer checkpoints of an abandoned run set aside after step 2: set aside step_00000002.h5, step_00000004.h5 as branch 1 (\*.h5.superseded.1)" "$tmp/n1.log" ||
+  fail "the set-aside checkpoints are not reported: $(grep 'set aside' "$tmp/n1.log")"
+[ "$(md5sum <"$n/step_00000002.h5.superseded.1")" = "$md5_2" ] || fail "the old run's step 2 was replaced, not set aside"
+[ -f "$n/step_00000004.h5.superseded.1" ] && [ -f "$n/step_00000002.h5" ] || fail "resume=none left: $(ls "$n")"
+echo "ok: ckpt.resume=none keeps the old run's checkpoints (set aside as branch 1, *.superseded.1, reported)"
 
 # ---- a renamed copy is not taken for the step its name says ---------------------------
 # step_00000002.h5 copied to step_00000008.h5: skipped with one line, the

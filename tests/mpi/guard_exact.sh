@@ -8,7 +8,7 @@
 # steps and a cluster of 3 flagged batches within 6: batch 7 is dropped,
 # batch 8 is step 8 (its checkpoint written), batches 9 and 10 complete the
 # cluster, and the run rolls back to step 4 -- the newest checkpoint before
-# the first flagged step; step 8's is set aside (*.superseded) -- and skips
+# the first flagged step; step 8's is set aside (*.superseded.1) -- and skips
 # batches 4-10 (a constant LR: the resumed run below stops at 8 of 16). Also: a run stopped after step 8 and resumed judges as the
 # uninterrupted one (the guard's ledger is in the checkpoint); the summary
 # shows the ledger; the guard never fires on a clean run.
@@ -29,7 +29,9 @@ heal_and_compare() { # tag np fault args...
   grep -q "^guard: rollback 1 of 3 to step 4: resumed from $tmp/$tag.h/step_00000004.h5" "$tmp/$tag.h.log" ||
     fail "$tag: no rollback to step 4: $(grep -E '^(guard|step +[0-9]+/16 \| FLAG)' "$tmp/$tag.h.log")"
   [ "$(grep -c FLAGGED "$tmp/$tag.h.log")" = 3 ] || fail "$tag: expected 3 flagged steps: $(grep FLAGGED "$tmp/$tag.h.log")"
-  [ -f "$tmp/$tag.h/step_00000008.h5.superseded" ] || fail "$tag: step 8 of the abandoned branch was not set aside"
+  [ -f "$tmp/$tag.h/step_00000008.h5.superseded.1" ] || fail "$tag: step 8 of the abandoned branch was not set aside"
+  grep -q "^guard: rollback 1 of 3 to step 4: resumed from .*; set aside step_00000008.h5 as branch 1 (\*.h5.superseded.1)" "$tmp/$tag.h.log" ||
+    fail "$tag: the rollback does not say what it set aside: $(grep '^guard: rollback' "$tmp/$tag.h.log")"
   local skips
   skips=$("$INSPECT" --json --no-tensors "$tmp/$tag.h/step_00000016.h5" | "$PY" -c 'import json,sys
 g = json.load(sys.stdin)["guard"]

@@ -7,13 +7,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <xxhash.h>
 
 #include "ckpt_fs.h"
 #include "ckpt_h5.h"
 #include "ckpt_hash.h"
+#include "ckpt_rollback.h"
 #include "ckpt_test_hooks.h"
 
 static uint64_t lcg(uint64_t *s) {
@@ -175,6 +178,7 @@ Test(ckpt_h5, file_names) {
   cr_assert_eq(ckpt_parse_file_name("step_00000040.h5.tmp"), -1);
   cr_assert_eq(ckpt_parse_file_name("step_0040.h5"), -1);
   cr_assert_eq(ckpt_parse_file_name("step_00000040.h5.superseded"), -1);
+  cr_assert_eq(ckpt_parse_file_name("step_00000040.h5.superseded.3"), -1);
   cr_assert_eq(ckpt_parse_file_name("latest"), -1);
 }
 
@@ -233,8 +237,8 @@ Test(ckpt_fs, temporaries_latest_retention) {
   cr_assert(exists(sub, "step_00000008.h5") && exists(sub, "step_00000006.h5"), "%s", report);
   cr_assert(exists(sub, "step_00000004.h5"), "keep_every 4: %s", report);
   cr_assert(!exists(sub, "step_00000002.h5"), "%s", report);
-  cr_assert(!exists(sub, "step_00000010.h5") && exists(sub, "step_00000010.h5.superseded"), "%s", report);
-  cr_assert(!exists(sub, "step_00000012.h5") && exists(sub, "step_00000012.h5.superseded"), "%s", report);
+  /* newer ones are the set-aside's (before the commit), never retention's */
+  cr_assert(exists(sub, "step_00000010.h5") && exists(sub, "step_00000012.h5"), "%s", report);
   char cmd[700];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   cr_assert_eq(system(cmd), 0);
@@ -266,4 +270,229 @@ Test(ckpt_test_hooks, setter_and_env) {
   unsetenv("BOOST_CKPT_TEST_FLIP_AFTER_WRITE");
   ckpt_test_hooks_from_env();
   cr_assert(!ckpt_test_fails(5, 2), "unset again");
+}
+
+/* ---- set-aside branches (ckpt_rollback.h) ---------------------------------- */
+
+Test(ckpt_set_aside, names) {
+  char n[64];
+  int b = -1;
+  ckpt_set_aside_name(n, sizeof n, 8, 3);
+  cr_assert_str_eq(n, "step_00000008.h5.superseded.3");
+  cr_assert_eq(ckpt_parse_set_aside_name(n, &b), 8);
+  cr_assert_eq(b, 3);
+  ckpt_set_aside_name(n, sizeof n, 8, 0); /* an older boost's name: branch 0 */
+  cr_assert_str_eq(n, "step_00000008.h5.superseded");
+  cr_assert_eq(ckpt_parse_set_aside_name(n, &b), 8);
+  cr_assert_eq(b, 0);
+  cr_assert_eq(ckpt_parse_set_aside_name("step_00000012.h5.superseded.12", &b), 12);
+  cr_assert_eq(b, 12);
+  static const char *const not_aside[] = {"step_00000008.h5", "step_00000008.h5.superseded.0",
+                                          "step_00000008.h5.superseded.01", "step_00000008.h5.superseded.x",
+                                          "step_00000008.h5.superseded.1.tmp", "step_0008.h5.superseded.1",
+                                          "step_00000008.h5.superseded.", "step_00000008.h5.supersededX",
+                                          "step_00000008.h5.superseded.99999999999", "latest", "set_aside.pending"};
+  for (size_t i = 0; i < sizeof not_aside / sizeof *not_aside; i++)
+    cr_assert_eq(ckpt_parse_set_aside_name(not_aside[i], &b), -1, "%s", not_aside[i]);
+}
+
+static void put(const char *dir, const char *name, const char *text) {
+  char p[1024];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  FILE *f = fopen(p, "w");
+  cr_assert(f, "%s", p);
+  fputs(text, f);
+  fclose(f);
+}
+
+static const char *content(const char *dir, const char *name) {
+  static char buf[128];
+  char p[1024];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  FILE *f = fopen(p, "r");
+  if (!f) return "(absent)";
+  const size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  return buf;
+}
+
+static const char *latest_of(const char *dir) {
+  static char name[256];
+  return ckpt_fs_read_latest(dir, name, sizeof name) == 0 ? name : "(none)";
+}
+
+static void remove_dir(const char *dir) {
+  char cmd[700];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+/* Two rollbacks past step 8: both branches' step 8 kept, each its own. */
+Test(ckpt_set_aside, two_rollbacks_past_one_step_keep_both) {
+  char dir[] = "/tmp/test_ckpt_aside.XXXXXX";
+  cr_assert(mkdtemp(dir));
+  boost_status err = {0};
+  char note[600];
+  put(dir, "step_00000004.h5", "s4");
+  put(dir, "step_00000012.h5.superseded", "old-12"); /* an older boost's set-aside: branch 0 */
+  for (int round = 1; round <= 2; round++) {
+    char text[16];
+    snprintf(text, sizeof text, "b%d-8", round);
+    put(dir, "step_00000008.h5", text);
+    cr_assert_eq(ckpt_fs_write_latest(dir, "step_00000008.h5", &err), 0, "%s", err.msg);
+    cr_assert_eq(ckpt_set_aside_after(dir, 4, 0, note, sizeof note, &err), 1, "%s", err.msg);
+    char want[96];
+    snprintf(want, sizeof want, "set aside step_00000008.h5 as branch %d (*.h5.superseded.%d)", round, round);
+    cr_assert_str_eq(note, want);
+    cr_assert_str_eq(latest_of(dir), "step_00000004.h5");
+    cr_assert(!exists(dir, "step_00000008.h5") && !exists(dir, CKPT_SET_ASIDE_PENDING));
+  }
+  cr_assert_str_eq(content(dir, "step_00000008.h5.superseded.1"), "b1-8");
+  cr_assert_str_eq(content(dir, "step_00000008.h5.superseded.2"), "b2-8");
+  cr_assert_str_eq(content(dir, "step_00000012.h5.superseded"), "old-12");
+  ckpt_branch *b;
+  int n;
+  cr_assert_eq(ckpt_branches_list(dir, &b, &n, &err), 0, "%s", err.msg);
+  cr_assert_eq(n, 3);
+  cr_assert(b[0].branch == 0 && b[0].nsteps == 1 && b[0].steps[0] == 12 && b[0].bytes == 6);
+  cr_assert(b[1].branch == 1 && b[1].steps[0] == 8 && b[2].branch == 2 && b[2].bytes == 4);
+  ckpt_branches_free(b, n);
+  /* nothing newer: nothing set aside, `latest` untouched, no branch made */
+  cr_assert_eq(ckpt_set_aside_after(dir, 4, 1, note, sizeof note, &err), 0);
+  cr_assert(note[0] == 0 && exists(dir, "step_00000012.h5.superseded"), "no set-aside, no bound: %s", note);
+  /* every checkpoint newer: `latest` removed, the next branch numbered 3 */
+  cr_assert_eq(ckpt_set_aside_after(dir, -1, 0, note, sizeof note, &err), 1, "%s", err.msg);
+  cr_assert(exists(dir, "step_00000004.h5.superseded.3") && !exists(dir, CKPT_LATEST), "%s", note);
+  remove_dir(dir);
+}
+
+/* ckpt.keep_set_aside: a set-aside beyond the bound removes the oldest
+ * branches' files and nothing else; 0 keeps them all. */
+Test(ckpt_set_aside, bound_removes_the_oldest_only) {
+  char dir[] = "/tmp/test_ckpt_bound.XXXXXX";
+  cr_assert(mkdtemp(dir));
+  boost_status err = {0};
+  char note[600];
+  put(dir, "step_00000002.h5", "s2");
+  put(dir, "step_00000010.h5.superseded", "old-10");
+  put(dir, "step_00000004.h5.superseded.1", "b1-4");
+  put(dir, "step_00000006.h5.superseded.1", "b1-6");
+  put(dir, "step_00000004.h5.superseded.2", "b2-4");
+  put(dir, "notes.txt", "mine");
+  put(dir, "step_00000004.h5", "b3-4");
+  cr_assert_eq(ckpt_set_aside_after(dir, 2, 3, note, sizeof note, &err), 1, "%s", err.msg); /* branches 0-3: one too many */
+  cr_assert(strstr(note, "set aside step_00000004.h5 as branch 3") && strstr(note, "removed the oldest set-aside branch 0 (step_00000010.h5; 0 KiB)") &&
+                strstr(note, "ckpt.keep_set_aside=3") && !strstr(note, "branch 1 ("),
+            "%s", note);
+  cr_assert(!exists(dir, "step_00000010.h5.superseded"));
+  cr_assert_str_eq(content(dir, "step_00000004.h5.superseded.1"), "b1-4");
+  cr_assert_str_eq(content(dir, "step_00000006.h5.superseded.1"), "b1-6");
+  cr_assert_str_eq(content(dir, "step_00000004.h5.superseded.2"), "b2-4");
+  cr_assert_str_eq(content(dir, "step_00000004.h5.superseded.3"), "b3-4");
+  cr_assert(exists(dir, "notes.txt") && exists(dir, "step_00000002.h5"));
+  /* a smaller bound: every branch beyond it goes, oldest first, in one note */
+  put(dir, "step_00000004.h5", "b4-4");
+  cr_assert_eq(ckpt_set_aside_after(dir, 2, 2, note, sizeof note, &err), 1, "%s", err.msg);
+  cr_assert(strstr(note, "branch 1 (step_00000004.h5, step_00000006.h5; 0 KiB), removed the oldest set-aside branch 2"),
+            "%s", note);
+  cr_assert(!exists(dir, "step_00000004.h5.superseded.1") && !exists(dir, "step_00000006.h5.superseded.1") &&
+            !exists(dir, "step_00000004.h5.superseded.2"));
+  cr_assert(exists(dir, "step_00000004.h5.superseded.3") && exists(dir, "step_00000004.h5.superseded.4"));
+  /* 0 = keep all */
+  for (int k = 0; k < 3; k++) {
+    put(dir, "step_00000004.h5", "more");
+    cr_assert_eq(ckpt_set_aside_after(dir, 2, 0, note, sizeof note, &err), 1, "%s", err.msg);
+    cr_assert(!strstr(note, "removed"), "%s", note);
+  }
+  ckpt_branch *b;
+  int n;
+  cr_assert_eq(ckpt_branches_list(dir, &b, &n, &err), 0, "%s", err.msg);
+  cr_assert(n == 5 && b[0].branch == 3 && b[4].branch == 7, "%d branches", n);
+  ckpt_branches_free(b, n);
+  /* an oldest branch that cannot be removed (a directory by that name): the
+   * set-aside is done and says so, never an error that would fail a commit */
+  char d3[700];
+  snprintf(d3, sizeof d3, "%s/step_00000004.h5.superseded.3", dir);
+  cr_assert_eq(unlink(d3), 0);
+  cr_assert_eq(mkdir(d3, 0700), 0);
+  put(d3, "inside", "x");
+  put(dir, "step_00000004.h5", "last");
+  cr_assert_eq(ckpt_set_aside_after(dir, 2, 2, note, sizeof note, &err), 1, "%s", err.msg);
+  cr_assert(strstr(note, "set aside step_00000004.h5 as branch 8") &&
+                strstr(note, "; ckpt.keep_set_aside: cannot remove ") && strstr(note, "remove it by hand"),
+            "%s", note);
+  cr_assert(exists(dir, "step_00000004.h5.superseded.8") && exists(dir, "step_00000004.h5.superseded.4"));
+  remove_dir(dir);
+}
+
+/* A kill -9 at every point of a set-aside (the test hook kills the child
+ * there for real): the folder is consistent, and the next start's recovery
+ * finishes the set-aside -- every newer checkpoint in the new branch, none
+ * left as a checkpoint a resume would take, `latest` at the newest left,
+ * every other branch's file intact. */
+Test(ckpt_set_aside, kill_at_every_point) {
+  for (int point = 0; point <= CKPT_ASIDE_POINTS; point++) {
+    char dir[] = "/tmp/test_ckpt_kill.XXXXXX";
+    cr_assert(mkdtemp(dir));
+    boost_status err = {0};
+    put(dir, "step_00000004.h5", "s4");
+    put(dir, "step_00000008.h5", "s8");
+    put(dir, "step_00000012.h5", "s12");
+    put(dir, "step_00000008.h5.superseded", "old-8");
+    put(dir, "step_00000008.h5.superseded.1", "b1-8");
+    cr_assert_eq(ckpt_fs_write_latest(dir, "step_00000012.h5", &err), 0, "%s", err.msg);
+    fflush(NULL);
+    const pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+      ckpt_test_hooks h = *ckpt_test_hooks_now();
+      h.set_aside_kill = point;
+      ckpt_test_hooks_set(&h);
+      char note[600];
+      _exit(ckpt_set_aside_after(dir, 4, 2, note, sizeof note, &err) == 2 ? 0 : 3);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    if (point == 0) cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "no kill point: %#x", status);
+    else cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "point %d: status %#x", point, status);
+    /* as the crash left it: `latest` names a file that exists, or the intent finishes the set-aside */
+    char l[256];
+    snprintf(l, sizeof l, "%s", latest_of(dir));
+    cr_assert(exists(dir, l) || exists(dir, CKPT_SET_ASIDE_PENDING), "point %d: latest %s is gone, no intent", point, l);
+    char note[600];
+    const int rc = ckpt_set_aside_recover(dir, note, sizeof note, &err);
+    cr_assert_eq(rc, point >= 1 && point <= 4 ? 1 : 0, "point %d: %s %s", point, note, err.msg);
+    cr_assert(rc == 0 || strstr(note, "finished the set-aside of branch 2"), "point %d: %s", point, note);
+    int64_t *steps;
+    int n;
+    cr_assert_eq(ckpt_fs_list(dir, &steps, &n, &err), 0);
+    cr_assert(n == 1 && steps[0] == 4, "point %d: a resume would take step %lld", point, (long long)steps[0]);
+    free(steps);
+    cr_assert_str_eq(latest_of(dir), "step_00000004.h5", "point %d", point);
+    cr_assert(!exists(dir, CKPT_SET_ASIDE_PENDING), "point %d", point);
+    cr_assert_str_eq(content(dir, "step_00000008.h5.superseded.2"), "s8", "point %d", point);
+    cr_assert_str_eq(content(dir, "step_00000012.h5.superseded.2"), "s12", "point %d", point);
+    cr_assert_str_eq(content(dir, "step_00000008.h5.superseded.1"), "b1-8", "point %d", point);
+    /* the bound (keep 2) removes branch 0 after the intent is gone; a kill before it leaves branch 0 whole */
+    cr_assert_eq(exists(dir, "step_00000008.h5.superseded"), point >= 1 && point <= CKPT_ASIDE_AT_DONE, "point %d", point);
+    remove_dir(dir);
+  }
+}
+
+/* An intent that cannot be read stops the start with one line naming it. */
+Test(ckpt_set_aside, unreadable_intent) {
+  char dir[] = "/tmp/test_ckpt_intent.XXXXXX";
+  cr_assert(mkdtemp(dir));
+  boost_status err = {0};
+  char note[600];
+  put(dir, "step_00000008.h5", "s8");
+  put(dir, CKPT_SET_ASIDE_PENDING CKPT_TMP_SUFFIX, "branch 1 af"); /* a kill while writing the intent */
+  cr_assert_eq(ckpt_set_aside_recover(dir, note, sizeof note, &err), 0);
+  cr_assert(!exists(dir, CKPT_SET_ASIDE_PENDING CKPT_TMP_SUFFIX) && exists(dir, "step_00000008.h5"));
+  put(dir, CKPT_SET_ASIDE_PENDING, "garbage\n");
+  cr_assert_eq(ckpt_set_aside_recover(dir, note, sizeof note, &err), -1);
+  cr_assert(strstr(err.msg, "set_aside.pending is not a set-aside intent") && !strchr(err.msg, '\n'), "%s", err.msg);
+  cr_assert(exists(dir, "step_00000008.h5"), "nothing moved on a bad intent");
+  remove_dir(dir);
 }

@@ -185,6 +185,11 @@ static const key_spec KEYS[] = {
      NULL},
     {"ckpt.keep_last", K_INT, F(ckpt.keep_last), 1, 1e6, "newest checkpoints kept", NULL},
     {"ckpt.keep_every", K_INT, F(ckpt.keep_every), 0, 1e9, "also keep every checkpoint whose step is a multiple", NULL},
+    {"ckpt.keep_set_aside", K_INT, F(ckpt.keep_set_aside), 0, 1e6,
+     "set-aside branches kept (*.h5.superseded.N: the checkpoints a rollback or a resume from an older one "
+     "abandoned); a new one beyond this removes the oldest; 0 = keep all. The default 3 keeps every branch "
+     "of one job's rollbacks (train.guard_max_rollbacks=3; docs/GUARD.md)",
+     NULL},
     {"ckpt.resume", K_STR, F(ckpt.resume.text), 0, 0, "auto, none or a checkpoint path", NULL},
     {"ckpt.resume_batch", K_ENUM, F(ckpt.resume_batch), 0, 0,
      "on resume: keep the checkpoint's global batch (batch_size/grad_accum re-derived for this dp) or use the config's",
@@ -256,6 +261,7 @@ void config_defaults(train_config *cfg) {
   config_set(cfg, "ckpt.staging_limit", "100%", NULL); /* the default: docs/PERFORMANCE.md, "Bounded staging" */
   cfg->ckpt.activations = ACTS_NONE;
   cfg->ckpt.keep_last = 3;
+  cfg->ckpt.keep_set_aside = 3;
   cfg->ckpt.level = 1; /* as small as level 3 on shuffled fp32, 1.2-1.8x faster (docs/PERFORMANCE.md) */
   cfg->ckpt.timeout = 900;
 }

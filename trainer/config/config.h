@@ -117,7 +117,7 @@ typedef struct {
     } resume;
     acts_mode activations;
     resume_batch_mode resume_batch;
-    int every, keep_last, keep_every, level, timeout;
+    int every, keep_last, keep_every, keep_set_aside, level, timeout;
     char every_text[32]; /* ckpt.every as given: a step count or "auto" */
     int every_auto;      /* ckpt.every = auto: the interval from the checkpoint's cost and ckpt.mtbf (trainer/ckpt_interval.h) */
     float every_seconds; /* ckpt.every_seconds: a wall-clock interval (0: none) */
