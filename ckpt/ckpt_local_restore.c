@@ -218,8 +218,11 @@ int ckpt_local_restore(ckpt_local *L, int64_t file_step, ckpt_meta *meta, ckpt_s
     if (from_partner)
       boost_msgf(partners, sizeof partners, ", %d rank%s from partner copies (%s)", from_partner,
                  from_partner == 1 ? "" : "s", note);
-    boost_msgf(msg, msglen, "resumed from the local level: step %lld in %s, %d rank%s' parts verified%s, %.2f s",
-               (long long)s, L->root, ranks, ranks == 1 ? "" : "s", partners, boost_now_s() - t0);
+    char passed_note[1200] = ""; /* what was passed over on the way: in the same line */
+    if (damaged[0] || have_passed)
+      boost_msgf(passed_note, sizeof passed_note, "; passed over: %s", damaged[0] ? damaged : first_passed.msg);
+    boost_msgf(msg, msglen, "resumed from the local level: step %lld in %s, %d rank%s' parts verified%s, %.2f s%s",
+               (long long)s, L->root, ranks, ranks == 1 ? "" : "s", partners, boost_now_s() - t0, passed_note);
     rc = 1;
     break;
   }

@@ -199,10 +199,14 @@ static uint64_t manifest_sum(const ckpt_local_manifest *m) {
   return XXH3_64bits(m, offsetof(ckpt_local_manifest, self_sum));
 }
 
-int ckpt_local_write_manifest(const char *stepdir, ckpt_local_manifest *m, boost_status *err) {
+void ckpt_local_seal_manifest(ckpt_local_manifest *m) {
   memset(m->magic, 0, sizeof m->magic);
   memcpy(m->magic, LOCAL_MAGIC, sizeof LOCAL_MAGIC);
   m->self_sum = manifest_sum(m);
+}
+
+int ckpt_local_write_manifest(const char *stepdir, ckpt_local_manifest *m, boost_status *err) {
+  ckpt_local_seal_manifest(m);
   char path[PATH_MAX];
   boost_msgf(path, sizeof path, "%s/manifest.bin", stepdir);
   uint64_t unused;
@@ -213,16 +217,23 @@ int ckpt_local_manifest_ok(const ckpt_local_manifest *m) {
   return memcmp(m->magic, LOCAL_MAGIC, sizeof LOCAL_MAGIC) == 0 && manifest_sum(m) == m->self_sum;
 }
 
+int ckpt_local_parse_manifest(const void *buf, size_t len, ckpt_local_manifest *m, boost_status *err) {
+  if (len != sizeof *m) return boost_err(err, "%zu bytes, not a manifest", len);
+  memcpy(m, buf, sizeof *m);
+  if (!ckpt_local_manifest_ok(m)) return boost_err(err, "not a boost local-level manifest, or damaged");
+  return 0;
+}
+
 int ckpt_local_read_manifest(const char *stepdir, ckpt_local_manifest *m, boost_status *err) {
   char path[PATH_MAX];
   boost_msgf(path, sizeof path, "%s/manifest.bin", stepdir);
   FILE *f = fopen(path, "rb");
   if (!f) return boost_err(err, "%s: %s", path, strerror(errno));
-  const size_t got = fread(m, 1, sizeof *m, f);
-  const int extra = fgetc(f) != EOF;
+  unsigned char buf[sizeof *m + 1];
+  const size_t got = fread(buf, 1, sizeof buf, f);
   fclose(f);
-  if (got != sizeof *m || extra) return boost_err(err, "%s: %zu bytes, not a manifest", path, got);
-  if (!ckpt_local_manifest_ok(m)) return boost_err(err, "%s: not a boost local-level manifest, or damaged", path);
+  boost_status why = {0};
+  if (ckpt_local_parse_manifest(buf, got, m, &why) != 0) return boost_err(err, "%s: %s", path, why.msg);
   return 0;
 }
 

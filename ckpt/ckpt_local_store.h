@@ -87,9 +87,15 @@ int ckpt_local_list(const char *dir, int owner, const ckpt_local_shape *want, co
 
 /* Whether a manifest is one (magic, own checksum). */
 int ckpt_local_manifest_ok(const ckpt_local_manifest *m);
+/* A manifest from len bytes (exactly one, its magic and own checksum): 0,
+ * or -1 with err. What every reader of a manifest goes through (a file, a
+ * partner's message, the fuzz harness tools/local_fuzz.c). */
+int ckpt_local_parse_manifest(const void *buf, size_t len, ckpt_local_manifest *m, boost_status *err);
 /* Reads and checks the manifest of a step directory (magic, own checksum). */
 int ckpt_local_read_manifest(const char *stepdir, ckpt_local_manifest *m, boost_status *err);
 int ckpt_local_write_manifest(const char *stepdir, ckpt_local_manifest *m, boost_status *err);
+/* The magic and own checksum set (what ckpt_local_write_manifest writes). */
+void ckpt_local_seal_manifest(ckpt_local_manifest *m);
 
 /* Who a step directory belongs to: LOCAL_OURS (its manifest reads and
  * names run_id), LOCAL_NOBODY (no directory, or one without a manifest: a

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include "ckpt_fs.h"
+#include "comm.h"
+#include "ckpt_peek.h"
 #include "util.h"
 
 #define MARKER_PREFIX "boost-run-id "
@@ -91,6 +93,27 @@ void ckpt_run_id_expected(const char *dir, const ckpt_meta *newest, char *out) {
   if (newest && ckpt_meta_has(newest, CKPT_META_F_run_id) && ckpt_run_id_valid(newest->run.run_id))
     boost_msgf(out, CKPT_RUN_ID_HEX + 1, "%s", newest->run.run_id);
   else if (dir && dir[0]) ckpt_run_id_read_marker(dir, out);
+}
+
+int64_t ckpt_run_id_newest(MPI_Comm world, const char *dir, const ckpt_from *from, char *expect) {
+  int rank;
+  MPI_Comm_rank(world, &rank);
+  struct {
+    int64_t step;
+    char id[CKPT_RUN_ID_HEX + 1];
+  } got = {-1, ""};
+  if (rank == 0) {
+    ckpt_peek_info info;
+    memset(&info, 0, sizeof info);
+    boost_status why = {0};
+    const int found = ckpt_peek(dir, from, &info, &why) == 1;
+    if (found) got.step = info.meta.run.step;
+    ckpt_run_id_expected(dir, found ? &info.meta : NULL, got.id);
+    ckpt_peek_free(&info);
+  }
+  comm_control_bcast(world, COMM_WORLD, "checkpoint agreement", &got, (int)sizeof got, 0);
+  memcpy(expect, got.id, sizeof got.id);
+  return got.step;
 }
 
 void ckpt_run_id_adopt(MPI_Comm comm, const char *dir, const char *candidate, char *out, char *note, size_t notelen) {

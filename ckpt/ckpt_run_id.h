@@ -13,6 +13,7 @@
 #include <mpi.h>
 #include <stddef.h>
 
+#include "ckpt.h"
 #include "ckpt_meta.h"
 #include "status.h"
 
@@ -40,6 +41,12 @@ int ckpt_run_id_write_marker(const char *dir, const char *id, boost_status *err)
  * the marker's in dir; "" when neither (a fresh run, or files older than
  * the identity). */
 void ckpt_run_id_expected(const char *dir, const ckpt_meta *newest, char *out);
+
+/* Collective over world: the step of the newest committed checkpoint file
+ * in dir (-1: none; rank 0's ckpt_peek, not verified: the file level's
+ * reader verifies what it loads) and into expect (33 bytes) the identity
+ * ckpt_run_id_expected gives rank 0, on every rank. */
+int64_t ckpt_run_id_newest(MPI_Comm world, const char *dir, const ckpt_from *from, char *expect);
 
 /* Collective over comm: the run goes on with rank 0's `candidate` when it
  * is an identity, else with a new one; every rank gets it in out (33
