@@ -72,9 +72,10 @@ int ckpt_run_id_read_marker(const char *dir, char *out) {
 int ckpt_run_id_write_marker(const char *dir, const char *id, boost_status *err) {
   char path[PATH_MAX], tmp[PATH_MAX], line[64];
   boost_msgf(path, sizeof path, "%s/%s", dir, CKPT_RUN_ID_MARKER);
-  boost_msgf(tmp, sizeof tmp, "%s/.%s.%ld.tmp", dir, CKPT_RUN_ID_MARKER, (long)getpid());
+  /* one name: rank 0 writes it under the directory's lock (ckpt_fs_lock) */
+  boost_msgf(tmp, sizeof tmp, "%s/%s.tmp", dir, CKPT_RUN_ID_MARKER);
   const int n = snprintf(line, sizeof line, MARKER_PREFIX "%s\n", id);
-  unlink(tmp); /* a crashed writer's, of this pid */
+  unlink(tmp); /* a crashed writer's */
   const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return boost_err(err, "%s: %s", tmp, strerror(errno));
   int ok = write(fd, line, (size_t)n) == n && fsync(fd) == 0;

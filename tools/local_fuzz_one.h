@@ -8,6 +8,9 @@
  *   2  a partner's message: its manifest, then its state part, received as
  *      ckpt_partner_exchange does (the manifest checked before a byte of the
  *      state part is taken), then the state part checked as an own one
+ * Unless the first byte's top bit is set, the manifest's own checksum (and
+ * a partner's state part's) is recomputed first, as anyone who can write
+ * the folder can: the fuzzer then reaches the checks beyond the checksums.
  * The layout and run it checks against are fixed (local_fuzz_expected),
  * the ones tools/local_fuzz_files --make-seeds writes its seeds for.
  * Returns 0 when the input is accepted, 1 when refused (why says why). */

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Regression test over the seeds (and any corpus kept beside them) of the
-# local level's fuzz harness (tools/local_fuzz.c, tools/local_fuzz_one.h:
-# manifest, state part, partner message; docs/INSPECT.md "Fuzzing"): every
-# file of tests/fuzz/local goes through the readers in process
+# Regression test over the seeds and the corpus of the local level's fuzz
+# harness (tools/local_fuzz.c, tools/local_fuzz_one.h: manifest, state
+# part, partner message; docs/INSPECT.md "Fuzzing"): every file of
+# tests/fuzz/local (the seeds) and tests/fuzz/local-corpus (what the
+# recorded fuzzing run found, merged) goes through the readers in process
 # (tools/local_fuzz_files: any crash fails the test); the whole ones are
 # accepted, each malformed one (bad-*.bin) refused with the line that names
 # what is wrong; and the seeds are the ones --make-seeds writes today (a
@@ -12,12 +13,14 @@ set -euo pipefail
 fail() { echo "FAIL: $*" >&2; exit 1; }
 B=${BOOST_BINARY_DIR:?}
 S=$BOOST_SOURCE_DIR/tests/fuzz/local
+C=$BOOST_SOURCE_DIR/tests/fuzz/local-corpus
 RUN=$B/tools/local_fuzz_files
 [ -x "$RUN" ] || fail "$RUN not built"
 log=$(mktemp "${TMPDIR:-/tmp}/local_fuzz.XXXXXX")
 fresh=$(mktemp -d "${TMPDIR:-/tmp}/local_seeds.XXXXXX")
 trap 'rm -rf "$log" "$fresh"' EXIT
-"$RUN" "$S" >"$log" 2>&1 || fail "local_fuzz_files: $(tail -5 "$log")"
+"$RUN" "$S" "$C" >"$log" 2>&1 || fail "local_fuzz_files: $(tail -5 "$log")"
+[ "$(ls "$C" | wc -l)" -gt 0 ] || fail "empty corpus $C"
 "$RUN" --make-seeds "$fresh" || fail "--make-seeds"
 for f in "$fresh"/*; do
   cmp -s "$f" "$S/$(basename "$f")" || fail "tests/fuzz/local/$(basename "$f") is not what --make-seeds writes now: rerun it"

@@ -95,7 +95,7 @@ LOCAL=(--set ckpt.local_every=1 --set train.steps=$STEPS --set train.lr=3e-3)
 # A flipped byte in a local part: named in one line, the file used (an
 # older step), and the run still ends exact.
 ck=$tmp/dp.ck shm=$tmp/dp.shm
-logged=$(run_and_kill 2 flip 5 --set ckpt.dir="$ck.flip" --set ckpt.local_dir="$shm.flip" --set train.metrics="$ck.flip.jsonl")
+logged=$(KILL_AFTER_FILE=$ck.flip:4 run_and_kill 2 flip 5 --set ckpt.dir="$ck.flip" --set ckpt.local_dir="$shm.flip" --set train.metrics="$ck.flip.jsonl")
 newest=$(ls "$shm.flip"/rank_00001 | grep -v tmp | tail -1)
 part=$shm.flip/rank_00001/$newest/adam_v.bin
 [ -f "$part" ] || fail "flip: no $part: $(ls -R "$shm.flip")"

@@ -6,7 +6,9 @@
 #    and leaves it byte for byte; that run then resumes from it;
 #  - another run's step planted in a victim's local level (a newer step,
 #    every checksum valid) is passed over in one line and left in place,
-#    and no file checkpoint is set aside;
+#    and no file checkpoint is set aside; the files carry the run's
+#    identity, the marker too; a file older than identities resumes and the
+#    next file gets one;
 #  - a step of the run's own whose manifest says step 99999999 while its
 #    state part says another: passed over, left in place, nothing set aside;
 #  - 4 ranks (dp=4, partner copies) relaunched on 2 (dp=2, partner copies):
@@ -66,6 +68,23 @@ echo "$line" | grep -q "passed over: .*rank_00000/$ostep is another run's (ident
 no_set_aside "$vic" victim
 [ -f "$(final "$vic")" ] || fail "victim: no final checkpoint"
 echo "ok: another run's step planted (valid checksums): passed over in one line, left in place, nothing set aside"
+run_id_of() { "$INSPECT" summary --json "$1" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["run_id"])'; }
+vid=$(run_id_of "$(final "$vic")")
+[ "boost-run-id $vid" = "$(cat "$vic/run.id")" ] || fail "victim: the file's run_id '$vid' is not the marker's: $(cat "$vic/run.id")"
+[ "boost-run-id $vid" != "$(cat "$oth/run.id")" ] || fail "victim and other run share an identity"
+
+# A file older than identities (no run_id, no marker): resumed as before,
+# and the run's next file carries a new identity, the marker too.
+"$PY" -c 'import sys, h5py
+with h5py.File(sys.argv[1], "r+") as f: del f.attrs["run_id"]' "$(final "$vic")"
+rm "$vic/run.id"
+train 2 "$tmp/old.log" "${LOCAL[@]}" --set train.steps=$((STEPS + 2)) --set ckpt.every=4 --set ckpt.dir="$vic" \
+  --set ckpt.local_dir="$vic.shm" --set train.metrics="$tmp/old.jsonl" || fail "old: $(tail -5 "$tmp/old.log")"
+grep -q "^checkpoints: resumed from $(final "$vic") (step $STEPS" "$tmp/old.log" || fail "old: $(grep checkpoints: "$tmp/old.log")"
+nid=$(run_id_of "$vic/step_$(printf %08d $((STEPS + 2))).h5")
+[ "boost-run-id $nid" = "$(cat "$vic/run.id")" ] && [ "$nid" != "$vid" ] ||
+  fail "old: the next file's run_id '$nid', marker '$(cat "$vic/run.id")', before '$vid'"
+echo "ok: a file without an identity resumed as before; the next file and the marker carry a new one"
 
 # 3. The run's own step forged into step 99999999 (its manifest rewritten,
 # its checksum recomputed; the state part says the step it was).
