@@ -218,6 +218,12 @@ int ckpt_local_manifest_ok(const ckpt_local_manifest *m) {
 }
 
 int ckpt_local_parse_manifest(const void *buf, size_t len, ckpt_local_manifest *m, boost_status *err) {
+  /* another version of the record (v1, v2: other sizes) is named as such */
+  static const char family[] = "boost-local-v";
+  if (len >= sizeof m->magic && memcmp(buf, family, sizeof family - 1) == 0 &&
+      memcmp(buf, LOCAL_MAGIC, sizeof LOCAL_MAGIC) != 0)
+    return boost_err(err, "a manifest of another format (%.16s, this boost writes %s): passed over, left in place",
+                     (const char *)buf, LOCAL_MAGIC);
   if (len != sizeof *m) return boost_err(err, "%zu bytes, not a manifest", len);
   memcpy(m, buf, sizeof *m);
   if (!ckpt_local_manifest_ok(m)) return boost_err(err, "not a boost local-level manifest, or damaged");

@@ -32,7 +32,7 @@ done
 declare -A want=(
   [manifest-arena]='its adam_m part has 1099511627776 bytes where its layout holds 128'
   [manifest-run]="manifest is another run's \\(identity fe23456789abcdef0123456789abcdef, this run's 0123456789abcdef0123456789abcdef\\)"
-  [manifest-v2]='not a boost local-level manifest, or damaged'
+  [manifest-v2]='a manifest of another format \(boost-local-v2, this boost writes boost-local-v3\): passed over'
   [manifest-layout]='was written by another layout .*tensors placed otherwise'
   [state-rows]='state part is malformed'
   [state-step]='its state part is of step 11, its manifest says 7'
