@@ -200,6 +200,10 @@ int ckpt_wait(ckpt_session *s);
 /* The step of the newest checkpoint this session committed or resumed from
  * (-1: none). */
 int64_t ckpt_last_committed(const ckpt_session *s);
+/* The run's identity (32 hex digits, ckpt_run_id.h) once ckpt_resume has
+ * set it, for the root attribute run_id of every save; NULL before, or
+ * without a session. */
+const char *ckpt_run_identity(const ckpt_session *s);
 
 /* ckpt_wait, then stops the writer thread and frees the session. */
 void ckpt_close(ckpt_session *s);

@@ -102,7 +102,7 @@ static void root_dir(const ckpt_settings *cfg, char *out, size_t outlen) {
   else default_dir(cfg->dir, out, outlen);
 }
 
-int ckpt_local_peek(const ckpt_settings *cfg, ckpt_meta *meta, char *where, size_t wherelen) {
+int ckpt_local_peek(const ckpt_settings *cfg, const char *run_id, ckpt_meta *meta, char *where, size_t wherelen) {
   ckpt_meta_init(meta);
   if (where && wherelen) where[0] = 0;
   if (!level_on(cfg)) return 0;
@@ -112,7 +112,9 @@ int ckpt_local_peek(const ckpt_settings *cfg, ckpt_meta *meta, char *where, size
   if (ckpt_private_root(root, !cfg->local_dir[0], 0, &refused) != 0) return 0; /* ckpt_local_open says why */
   boost_msgf(mine, sizeof mine, "%s/rank_%05d", root, 0);
   int64_t steps[LOCAL_LIST_MAX];
-  const int n = ckpt_local_list(mine, 0, NULL, steps, LOCAL_LIST_MAX, NULL);
+  unsigned char id[CKPT_RUN_ID_BYTES];
+  ckpt_run_id_to_bytes(run_id, id);
+  const int n = ckpt_local_list(mine, 0, NULL, id, steps, LOCAL_LIST_MAX, NULL);
   for (int i = 0; i < n; i++) {
     char dir[PATH_MAX];
     char path[PATH_MAX + 16];
@@ -123,9 +125,11 @@ int ckpt_local_peek(const ckpt_settings *cfg, ckpt_meta *meta, char *where, size
     ckpt_state st;
     boost_msgf(path, sizeof path, "%s/%s.bin", dir, ckpt_local_part_names[LOCAL_STATE]);
     if (ckpt_local_read_manifest(dir, &man, &err) != 0 ||
+        ckpt_local_manifest_fits(&man, dir, steps[i], NULL, id, &err) != 0 ||
         ckpt_local_read_small(path, man.bytes[LOCAL_STATE], man.sum[LOCAL_STATE], &blob, &err) != 0)
       continue;
-    const int ok = ckpt_local_unpack(blob, (size_t)man.bytes[LOCAL_STATE], meta, &st, &err) == 0;
+    const int ok = ckpt_local_state_agrees(blob, (size_t)man.bytes[LOCAL_STATE], &man, &err) == 0 &&
+                   ckpt_local_unpack(blob, (size_t)man.bytes[LOCAL_STATE], meta, &st, &err) == 0;
     free(blob);
     if (!ok) continue;
     ckpt_state_free(&st);
@@ -197,6 +201,12 @@ int ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, tensor_s
   ckpt_partner_plan(L->team.comm, &L->node, L->root, &L->partner, partner_note, sizeof partner_note);
   L->shape = (ckpt_local_shape){grid->rank, grid->world_size, grid->dp, grid->tp, grid->pp, store->mom_shards,
                                 store->reg->numel, store->mom_begin, store->mom_end, tensors_sum(store->reg)};
+  /* The shape of the rank whose copy this rank keeps: a received or held
+   * copy is checked against it as an own copy is against this rank's. */
+  ckpt_local_shape *shapes = boost_calloc((size_t)grid->world_size, sizeof *shapes);
+  MPI_Allgather(&L->shape, (int)sizeof L->shape, MPI_BYTE, shapes, (int)sizeof L->shape, MPI_BYTE, L->team.comm);
+  if (L->partner.on) L->held_shape = shapes[L->partner.held];
+  free(shapes);
   boost_status why = {0}, verdict = {0};
   int ok = ckpt_private_root(L->root, !cfg->local_dir[0], 1, &why) == 0 && ckpt_private_steps_dir(L->mine, &why) == 0 &&
            (!L->partner.on || ckpt_private_steps_dir(L->partner.held_dir, &why) == 0);
@@ -276,11 +286,31 @@ static void arenas_released(ckpt_local *L) {
   pthread_mutex_unlock(&L->saver.mu);
 }
 
+/* Where a save is about to write (a step directory, committed or not):
+ * what a save of this run cut short or an abandoned branch of it left
+ * there is removed; another run's step is left alone and the save fails. */
+static int clear_path(const ckpt_local *L, const char *path, boost_status *why) {
+  if (ckpt_local_owner(path, L->run_id) == LOCAL_OTHER)
+    return boost_err(why, "%s holds another run's step (or one this boost cannot read): left in place, this step is "
+                     "not kept on the local level", path);
+  ckpt_local_remove_tree(path);
+  return 0;
+}
+
 /* This rank's parts of the job's step into its temporary directory. */
 static int write_parts(ckpt_local *L, const char *tmp, boost_status *why) {
-  if (ckpt_private_mkdir(tmp, why) != 0) return -1; /* a crashed save's removed first */
+  static const unsigned char none[CKPT_RUN_ID_BYTES];
+  if (!memcmp(L->run_id, none, sizeof none)) {
+    arenas_released(L);
+    return boost_err(why, "the run has no identity (ckpt_local_set_run): nothing is kept that no restart could use");
+  }
+  if (clear_path(L, tmp, why) != 0 || ckpt_private_mkdir(tmp, why) != 0) {
+    arenas_released(L);
+    return -1;
+  }
   ckpt_local_manifest man;
   memset(&man, 0, sizeof man);
+  memcpy(man.run_id, L->run_id, sizeof man.run_id);
   man.step = L->saver.job_step;
   man.shape = L->shape;
   char path[PATH_MAX];
@@ -324,8 +354,9 @@ static void save_job(ckpt_local *L) {
     ckpt_local_step_path(held_tmp, sizeof held_tmp, L->partner.held_dir, step, 1);
     ckpt_local_step_path(held_fin, sizeof held_fin, L->partner.held_dir, step, 0);
     boost_status pwhy = {0};
-    int pok = ckpt_private_mkdir(held_tmp, &pwhy) == 0;
-    const ckpt_partner_sink sink = {.dir = held_tmp}; /* no directory: its files fail to open, it is dropped */
+    int pok = clear_path(L, held_tmp, &pwhy) == 0 && ckpt_private_mkdir(held_tmp, &pwhy) == 0;
+    /* no directory: its files fail to open, it is dropped */
+    const ckpt_partner_sink sink = {.dir = held_tmp, .want_step = step, .want_shape = &L->held_shape, .run_id = L->run_id};
     boost_status xwhy = {0};
     if (ckpt_partner_exchange(L->team.comm, ok ? tmp : NULL, L->partner.holder, &sink, L->partner.held, &xwhy) != 0 && pok)
       pok = 0, boost_err(&pwhy, "%s", xwhy.msg);
@@ -335,18 +366,19 @@ static void save_job(ckpt_local *L) {
     /* Every rank wrote its parts: rename. A rank that dies before the
      * second agreement leaves the previous step the newest that every rank
      * holds, which is why nothing older is removed before it. */
-    ok = commit_step(L->mine, tmp, fin, &why) == 0;
-    if (ok && L->partner.on) ok = commit_step(L->partner.held_dir, held_tmp, held_fin, &why) == 0;
+    ok = clear_path(L, fin, &why) == 0 && commit_step(L->mine, tmp, fin, &why) == 0; /* the same step of an abandoned branch */
+    if (ok && L->partner.on)
+      ok = clear_path(L, held_fin, &why) == 0 && commit_step(L->partner.held_dir, held_tmp, held_fin, &why) == 0;
     if (ckpt_agree(&L->team, ok, why.msg, &out)) {
-      ckpt_local_remove_steps(L->mine, step, 0);
-      if (L->partner.on) ckpt_local_remove_steps(L->partner.held_dir, step, 0);
+      ckpt_local_remove_steps(L->mine, step, 0, L->run_id);
+      if (L->partner.on) ckpt_local_remove_steps(L->partner.held_dir, step, 0, L->run_id);
       L->saver.res_ok = 1;
       L->saver.res_s = boost_now_s() - t0;
       return;
     }
   }
-  ckpt_local_remove_tree(tmp);
-  if (held_tmp[0]) ckpt_local_remove_tree(held_tmp);
+  if (ckpt_local_owner(tmp, L->run_id) != LOCAL_OTHER) ckpt_local_remove_tree(tmp);
+  if (held_tmp[0] && ckpt_local_owner(held_tmp, L->run_id) != LOCAL_OTHER) ckpt_local_remove_tree(held_tmp);
   L->saver.res_ok = 0;
   L->saver.res_s = boost_now_s() - t0;
   boost_msgf(L->saver.res_why, sizeof L->saver.res_why, "%s", out.msg);
@@ -456,12 +488,16 @@ void ckpt_local_wait(ckpt_local *L, char *status, size_t statuslen) {
   else if (status && statuslen) status[0] = 0;
 }
 
+void ckpt_local_set_run(ckpt_local *L, const char *run_id) {
+  if (L) ckpt_run_id_to_bytes(run_id, L->run_id);
+}
+
 void ckpt_local_keep_only(ckpt_local *L, int64_t keep) {
   if (!L) return;
   collect(L, NULL, 0);
   L->handed = keep;
-  ckpt_local_remove_steps(L->mine, keep, 0);
-  if (L->partner.on) ckpt_local_remove_steps(L->partner.held_dir, keep, 0);
+  ckpt_local_remove_steps(L->mine, keep, 0, L->run_id);
+  if (L->partner.on) ckpt_local_remove_steps(L->partner.held_dir, keep, 0, L->run_id);
   L->last_step = keep;
 }
 
@@ -469,10 +505,10 @@ void ckpt_local_retire(ckpt_local *L, int64_t file_step) {
   if (!L) return;
   collect(L, NULL, 0);
   if (file_step < 0 || file_step < L->last_step) return;
-  ckpt_local_remove_steps(L->mine, -1, 0);
+  ckpt_local_remove_steps(L->mine, -1, 0, L->run_id); /* this run's: another run's stay, and so does the folder */
   rmdir(L->mine);
   if (L->partner.on) {
-    ckpt_local_remove_steps(L->partner.held_dir, -1, 0);
+    ckpt_local_remove_steps(L->partner.held_dir, -1, 0, L->run_id);
     rmdir(L->partner.held_dir);
   }
   MPI_Barrier(L->team.comm); /* every rank's directory gone before the root is tried */
@@ -484,7 +520,7 @@ void ckpt_local_drop_newer(ckpt_local *L, int64_t max_step) {
   if (!L) return;
   collect(L, NULL, 0);
   if (L->handed > max_step) L->handed = -1;
-  ckpt_local_remove_steps(L->mine, max_step, 1);
-  if (L->partner.on) ckpt_local_remove_steps(L->partner.held_dir, max_step, 1);
+  ckpt_local_remove_steps(L->mine, max_step, 1, L->run_id);
+  if (L->partner.on) ckpt_local_remove_steps(L->partner.held_dir, max_step, 1, L->run_id);
   if (L->last_step > max_step) L->last_step = -1;
 }

@@ -41,11 +41,18 @@ int ckpt_local_open(const ckpt_settings *cfg, const process_grid *grid, tensor_s
 void ckpt_local_close(ckpt_local *L);
 
 /* Before the model is built (rank 0 alone, no MPI): the metadata block of
- * the newest local step rank 0 holds in its own directory under the
- * settings' local directory (checked against its checksum), for the
- * resume plan's checks (docs/LOCAL.md). 1 with *meta (ckpt_meta_free),
+ * the newest local step of the run run_id (ckpt_run_id.h; "": none) rank 0
+ * holds in its own directory under the settings' local directory (checked
+ * against its checksum, its state part agreeing with its manifest), for
+ * the resume plan's checks (docs/LOCAL.md). 1 with *meta (ckpt_meta_free),
  * 0 when there is none; *where names the step's directory. */
-int ckpt_local_peek(const ckpt_settings *cfg, ckpt_meta *meta, char *where, size_t wherelen);
+int ckpt_local_peek(const ckpt_settings *cfg, const char *run_id, ckpt_meta *meta, char *where, size_t wherelen);
+
+/* The run's identity (32 hex digits, ckpt_run_id.h): written into every
+ * manifest from now on; a restore, the census and every removal take only
+ * the steps that carry it (another run's are passed over and left alone).
+ * Every rank the same, before ckpt_local_restore and the first save. */
+void ckpt_local_set_run(ckpt_local *L, const char *run_id);
 
 /* Whether a local checkpoint of `step` is due: every `local_every` steps,
  * or when asked (ckpt.local_every = auto: the caller's clock). */

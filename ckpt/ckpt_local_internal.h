@@ -12,6 +12,7 @@
 #include "ckpt_local.h"
 #include "ckpt_local_partner.h"
 #include "ckpt_local_store.h"
+#include "ckpt_run_id.h"
 
 #define LOCAL_LIST_MAX 8                /* committed steps a rank reports at a restart */
 #define LOCAL_BOUNCE_BYTES (16u << 20) /* host buffer of a device backend's copies */
@@ -26,6 +27,8 @@ struct ckpt_local {
   const process_grid *grid;
   tensor_store *store;
   ckpt_local_shape shape;
+  ckpt_local_shape held_shape; /* that of the rank whose copy this rank keeps (partner.held) */
+  unsigned char run_id[CKPT_RUN_ID_BYTES]; /* the run's identity (ckpt_local_set_run; zeros: not yet known) */
   void *bounce;
   int64_t last_step; /* the newest committed (as the training thread knows it) */
   int64_t handed;    /* the newest handed to a save */

@@ -10,10 +10,15 @@
 
 #include "check.h"
 #include "ckpt_private.h"
+#include "ckpt_test_hooks.h"
 #include "util.h"
 
 #define PARTNER_TAG 0x6c63
-#define PARTNER_CHUNK (8u << 20) /* bytes per message */
+
+size_t ckpt_local_piece_bytes(void) {
+  const int64_t n = ckpt_env_int("BOOST_CKPT_TEST_LOCAL_PIECE", 0);
+  return n > 0 && n < (8 << 20) ? (size_t)n : (size_t)(8u << 20);
+}
 
 void ckpt_partner_plan(MPI_Comm world, const ckpt_node *node, const char *root, ckpt_partner *p, char *note,
                        size_t notelen) {
@@ -136,8 +141,14 @@ int ckpt_partner_exchange(MPI_Comm comm, const char *send_dir, int to, const ckp
   boost_status rwhy = {0};
   int rok = from == MPI_PROC_NULL || ckpt_local_manifest_ok(&rm);
   if (!rok) boost_err(&rwhy, "rank %d has no whole copy to send", from);
+  if (rok && sink && from != MPI_PROC_NULL) { /* checked as an own copy is, before a byte is kept */
+    char what[64];
+    boost_msgf(what, sizeof what, "the copy rank %d sent", from);
+    rok = ckpt_local_manifest_fits(&rm, what, sink->want_step, sink->want_shape, sink->run_id, &rwhy) == 0;
+  }
   if (!sink) rok = 0; /* received and dropped */
-  char *sbuf = malloc(PARTNER_CHUNK), *rbuf = malloc(PARTNER_CHUNK);
+  const size_t piece = ckpt_local_piece_bytes();
+  char *sbuf = malloc(piece), *rbuf = malloc(piece);
   if (!sbuf || !rbuf) boost_fail("out of memory for the partner copy's buffers");
   for (int k = 0; k < LOCAL_NPARTS; k++) {
     /* a sender without a manifest sends a zeroed one and no bytes */
@@ -153,8 +164,8 @@ int ckpt_partner_exchange(MPI_Comm comm, const char *send_dir, int to, const ckp
     rc.ok = rok;
     if (rok && open_part(&rc, k, &rm, from, &rwhy) != 0) rok = rc.ok = 0;
     for (uint64_t s_at = 0, r_at = 0; s_at < S || r_at < R;) {
-      const size_t ns = S - s_at < PARTNER_CHUNK ? (size_t)(S - s_at) : PARTNER_CHUNK;
-      const size_t nr = R - r_at < PARTNER_CHUNK ? (size_t)(R - r_at) : PARTNER_CHUNK;
+      const size_t ns = S - s_at < piece ? (size_t)(S - s_at) : piece;
+      const size_t nr = R - r_at < piece ? (size_t)(R - r_at) : piece;
       if (ns) { /* a short read sends what was read and zeros: the receiver's checksum fails */
         ssize_t got = fd >= 0 ? pread(fd, sbuf, ns, (off_t)s_at) : -1;
         if (got != (ssize_t)ns) {

@@ -39,12 +39,23 @@ void ckpt_partner_plan(MPI_Comm world, const ckpt_node *node, const char *root, 
  * against `want`'s sizes) and *blob (the state part, malloc'd). */
 typedef struct {
   const char *dir;
+  /* What the received manifest must say (ckpt_local_manifest_fits): the
+   * step, the layout of the rank it belongs to, the run's identity;
+   * anything else is received and dropped, never allocated for. */
+  int64_t want_step;
+  const ckpt_local_shape *want_shape;
+  const unsigned char *run_id;
   const tensor_store *store;
   float *arena[LOCAL_STATE];
   uint64_t want_bytes[LOCAL_STATE];
   unsigned char **blob;
   size_t *bloblen;
 } ckpt_partner_sink;
+
+/* Bytes per message of a partner copy and of the state part's broadcast
+ * (8 MiB; the test hook BOOST_CKPT_TEST_LOCAL_PIECE=N makes it N, every
+ * rank the same, so that a test moves a small state part in many pieces). */
+size_t ckpt_local_piece_bytes(void);
 
 /* Sends the step in send_dir to rank `to` and receives one from rank
  * `from` into *sink; either side may be absent (MPI_PROC_NULL, the same on

@@ -47,24 +47,61 @@ static int64_t newest_restorable(const local_census *c, int64_t below, int64_t *
   return best;
 }
 
-/* This rank's parts of step s into the arenas, each checked. */
+/* The manifest step s of this rank must have (the run's identity, this
+ * rank's layout): what a received state part is checked against. */
+static ckpt_local_manifest expected(const ckpt_local *L, int64_t s) {
+  ckpt_local_manifest m;
+  memset(&m, 0, sizeof m);
+  memcpy(m.run_id, L->run_id, sizeof m.run_id);
+  m.step = s;
+  m.shape = L->shape;
+  return m;
+}
+
+/* This rank's parts of step s into the arenas, each checked: the manifest
+ * against the run and the layout (every size before anything is read),
+ * the state part against the manifest. */
 static int load_parts(ckpt_local *L, int64_t s, unsigned char **blob, size_t *bloblen, boost_status *why) {
   char dir[PATH_MAX], path[PATH_MAX];
   ckpt_local_step_path(dir, sizeof dir, L->mine, s, 0);
   ckpt_local_manifest man;
-  if (ckpt_local_read_manifest(dir, &man, why) != 0) return -1;
+  if (ckpt_local_read_manifest(dir, &man, why) != 0 || ckpt_local_manifest_fits(&man, dir, s, &L->shape, L->run_id, why) != 0)
+    return -1;
   for (int k = 0; k < LOCAL_STATE; k++) {
     boost_msgf(path, sizeof path, "%s/%s.bin", dir, ckpt_local_part_names[k]);
-    if (man.bytes[k] != part_bytes(L, k))
-      return boost_err(why, "%s: %llu bytes, this layout holds %llu", path,
-                       (unsigned long long)man.bytes[k], (unsigned long long)part_bytes(L, k));
     if (ckpt_local_read_part(path, L->store->be, part_arena(L, k), man.bytes[k], man.sum[k], L->bounce,
                              LOCAL_BOUNCE_BYTES, why) != 0)
       return -1;
   }
   boost_msgf(path, sizeof path, "%s/%s.bin", dir, ckpt_local_part_names[LOCAL_STATE]);
   *bloblen = (size_t)man.bytes[LOCAL_STATE];
-  return ckpt_local_read_small(path, man.bytes[LOCAL_STATE], man.sum[LOCAL_STATE], blob, why);
+  if (ckpt_local_read_small(path, man.bytes[LOCAL_STATE], man.sum[LOCAL_STATE], blob, why) != 0) return -1;
+  boost_status disagree = {0};
+  if (ckpt_local_state_agrees(*blob, *bloblen, &man, &disagree) == 0) return 0;
+  free(*blob);
+  *blob = NULL;
+  return boost_err(why, "%s: %s (passed over, left in place)", dir, disagree.msg);
+}
+
+/* The state part, n bytes (checked against the bound of step s on every
+ * rank), from rank 0 to every rank in pieces: no count above what an int
+ * holds, whatever its size. */
+static int bcast_state(ckpt_local *L, int64_t s, unsigned char **blob, size_t *len) {
+  uint64_t n = *len;
+  MPI_Bcast(&n, 1, MPI_UINT64_T, 0, L->team.comm);
+  if (n > ckpt_local_state_bound(s)) return -1; /* the same n everywhere: the same verdict */
+  if (L->team.rank != 0) {
+    free(*blob);
+    *blob = malloc(n ? (size_t)n : 1);
+    if (!*blob) boost_fail("out of memory for a local checkpoint's state part");
+  }
+  const size_t piece = ckpt_local_piece_bytes();
+  for (uint64_t at = 0; at < n; at += piece) {
+    const size_t k = n - at < piece ? (size_t)(n - at) : piece;
+    MPI_Bcast(*blob + at, (int)k, MPI_BYTE, 0, L->team.comm);
+  }
+  *len = (size_t)n;
+  return 0;
 }
 
 static void zero_arenas(ckpt_local *L) {
@@ -99,12 +136,17 @@ static int restore_step(ckpt_local *L, int64_t s, const int64_t *own, unsigned c
     const int send = !oks[L->partner.held], recv = !ok1;
     char sdir[PATH_MAX];
     ckpt_local_step_path(sdir, sizeof sdir, L->partner.held_dir, s, 0);
-    ckpt_partner_sink sink = {.store = L->store, .blob = blob, .bloblen = bloblen};
+    ckpt_partner_sink sink = {.want_step = s, .want_shape = &L->shape, .run_id = L->run_id, .store = L->store,
+                              .blob = blob, .bloblen = bloblen};
     for (int k = 0; k < LOCAL_STATE; k++) sink.arena[k] = part_arena(L, k), sink.want_bytes[k] = part_bytes(L, k);
     if (recv) free(*blob), *blob = NULL;
     const int rc = ckpt_partner_exchange(L->team.comm, send ? sdir : NULL, send ? L->partner.held : MPI_PROC_NULL,
                                          recv ? &sink : NULL, recv ? L->partner.holder : MPI_PROC_NULL, &xwhy);
     if (recv) ok = rc == 0;
+    if (recv && ok) { /* the state part as an own copy's: agreeing with the manifest this rank expects */
+      const ckpt_local_manifest want = expected(L, s);
+      ok = ckpt_local_state_agrees(*blob, *bloblen, &want, &xwhy) == 0;
+    }
   } else if (!ok1) {
     boost_err(&xwhy, "%s, and no partner copies are kept", mine_why.msg);
   }
@@ -127,16 +169,19 @@ int ckpt_local_restore(ckpt_local *L, int64_t file_step, ckpt_meta *meta, ckpt_s
   int64_t own[LOCAL_LIST_MAX], held[LOCAL_LIST_MAX];
   for (int i = 0; i < LOCAL_LIST_MAX; i++) own[i] = held[i] = -1;
   boost_status passed = {0};
-  ckpt_local_list(L->mine, L->team.rank, &L->shape, own, LOCAL_LIST_MAX, &passed);
-  if (L->partner.on) ckpt_local_list(L->partner.held_dir, L->partner.held, NULL, held, LOCAL_LIST_MAX, NULL);
+  ckpt_local_list(L->mine, L->team.rank, &L->shape, L->run_id, own, LOCAL_LIST_MAX, &passed);
+  boost_status held_passed = {0};
+  if (L->partner.on)
+    ckpt_local_list(L->partner.held_dir, L->partner.held, &L->held_shape, L->run_id, held, LOCAL_LIST_MAX, &held_passed);
+  if (!passed.failed && held_passed.failed) boost_status_take(&passed, &held_passed);
   local_census c = {ranks, L->partner.on, boost_calloc((size_t)ranks * LOCAL_LIST_MAX, sizeof(int64_t)),
                     boost_calloc((size_t)ranks * LOCAL_LIST_MAX, sizeof(int64_t)),
                     boost_calloc((size_t)ranks, sizeof(int))};
   MPI_Allgather(own, LOCAL_LIST_MAX, MPI_INT64_T, c.own, LOCAL_LIST_MAX, MPI_INT64_T, L->team.comm);
   MPI_Allgather(held, LOCAL_LIST_MAX, MPI_INT64_T, c.held, LOCAL_LIST_MAX, MPI_INT64_T, L->team.comm);
   MPI_Allgather(&L->partner.holder, 1, MPI_INT, c.holder, 1, MPI_INT, L->team.comm);
-  int have_passed = passed.failed;
-  MPI_Allreduce(MPI_IN_PLACE, &have_passed, 1, MPI_INT, MPI_MAX, L->team.comm);
+  boost_status first_passed = {0}; /* the lowest rank's first step passed over, for the one line */
+  const int have_passed = !ckpt_agree(&L->team, !passed.failed, passed.msg, &first_passed);
   char damaged[1024] = "", note[1024] = "";
   int64_t below = INT64_MAX, newest_seen = -1;
   int rc = 0, from_partner = 0;
@@ -156,16 +201,10 @@ int ckpt_local_restore(ckpt_local *L, int64_t file_step, ckpt_meta *meta, ckpt_s
       continue;
     }
     /* Every rank resumes with rank 0's metadata block, as from the file. */
-    uint64_t n = len;
-    MPI_Bcast(&n, 1, MPI_UINT64_T, 0, L->team.comm);
-    if (L->team.rank != 0) {
-      free(blob);
-      blob = malloc(n ? (size_t)n : 1);
-      if (!blob) boost_fail("out of memory for a local checkpoint's state part");
-    }
-    MPI_Bcast(blob, (int)n, MPI_BYTE, 0, L->team.comm);
     boost_status uerr = {0};
-    const int uok = ckpt_local_unpack(blob, (size_t)n, meta, state, &uerr) == 0;
+    int uok = bcast_state(L, s, &blob, &len) == 0;
+    if (!uok) boost_err(&uerr, "state part is larger than a step-%lld state can hold", (long long)s);
+    else uok = ckpt_local_unpack(blob, len, meta, state, &uerr) == 0;
     free(blob);
     if (!uok) { /* the same bytes everywhere: the same verdict */
       if (!damaged[0]) boost_msgf(damaged, sizeof damaged, "local step %lld: rank 0's %s", (long long)s, uerr.msg);
@@ -179,8 +218,11 @@ int ckpt_local_restore(ckpt_local *L, int64_t file_step, ckpt_meta *meta, ckpt_s
     if (from_partner)
       boost_msgf(partners, sizeof partners, ", %d rank%s from partner copies (%s)", from_partner,
                  from_partner == 1 ? "" : "s", note);
-    boost_msgf(msg, msglen, "resumed from the local level: step %lld in %s, %d rank%s' parts verified%s, %.2f s",
-               (long long)s, L->root, ranks, ranks == 1 ? "" : "s", partners, boost_now_s() - t0);
+    char passed_note[1200] = ""; /* what was passed over on the way: in the same line */
+    if (damaged[0] || have_passed)
+      boost_msgf(passed_note, sizeof passed_note, "; passed over: %s", damaged[0] ? damaged : first_passed.msg);
+    boost_msgf(msg, msglen, "resumed from the local level: step %lld in %s, %d rank%s' parts verified%s, %.2f s%s",
+               (long long)s, L->root, ranks, ranks == 1 ? "" : "s", partners, boost_now_s() - t0, passed_note);
     rc = 1;
     break;
   }
@@ -188,7 +230,8 @@ int ckpt_local_restore(ckpt_local *L, int64_t file_step, ckpt_meta *meta, ckpt_s
     const int q = newest_seen >= 0 ? first_without(&c, newest_seen) : -1;
     if (damaged[0]) boost_msgf(msg, msglen, "%s; from the file instead", damaged);
     else if (have_passed && newest_seen < 0)
-      boost_msgf(msg, msglen, "the local level in %s is another layout's: from the file", L->root);
+      boost_msgf(msg, msglen, "the local level in %s is %s: from the file (%s)", L->root,
+                 strstr(first_passed.msg, "another run's") ? "another run's" : "another layout's", first_passed.msg);
     else if (newest_seen >= file_step && q >= 0)
       boost_msgf(msg, msglen, "local step %lld: rank %d has neither its own copy nor %s: from the file",
                  (long long)newest_seen, q, L->partner.on ? "its partner's" : "a partner's (none are kept)");

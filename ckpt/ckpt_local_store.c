@@ -14,6 +14,7 @@
 #include "check.h"
 #include "ckpt_fs.h"
 #include "ckpt_private.h"
+#include "ckpt_run_id.h"
 #include "util.h"
 
 const char *const ckpt_local_part_names[LOCAL_NPARTS] = {"params", "adam_m", "adam_v", "state"};
@@ -80,14 +81,14 @@ int ckpt_local_unpack(const unsigned char *buf, size_t len, ckpt_meta *m, ckpt_s
   ckpt_meta_init(m);
   memset(st, 0, sizeof *st);
   uint32_t present = 0;
-  if (take(&b, &present, sizeof present) != 0) goto bad;
+  if (take(&b, &present, sizeof present) != 0 || (CKPT_META_NFIELDS < 32 && present >> CKPT_META_NFIELDS)) goto bad;
   for (int f = 0; f < CKPT_META_NFIELDS; f++) {
     if (!((present >> f) & 1u)) continue;
     const ckpt_meta_field *d = &ckpt_meta_fields[f];
     char *at = (char *)m + d->offset;
     if (d->type == CKPT_META_T_STR) {
       uint64_t n;
-      if (take(&b, &n, sizeof n) != 0 || n > len) goto bad;
+      if (take(&b, &n, sizeof n) != 0 || n > b.len - b.at) goto bad; /* never more than the part holds */
       char *s = boost_calloc((size_t)n + 1, 1);
       if (take(&b, s, (size_t)n) != 0) {
         boost_free(s);
@@ -103,8 +104,9 @@ int ckpt_local_unpack(const unsigned char *buf, size_t len, ckpt_meta *m, ckpt_s
   }
   for (int k = 0; k < CKPT_STATE_NSETS; k++) {
     int64_t rows;
-    if (take(&b, &rows, sizeof rows) != 0 || rows < 0 || (uint64_t)rows > len) goto bad;
+    if (take(&b, &rows, sizeof rows) != 0 || rows < 0 || (uint64_t)rows > b.len - b.at) goto bad;
     const size_t n = (size_t)rows * (size_t)ckpt_state_width(k) * ckpt_state_esize(k);
+    if (n > b.len - b.at) goto bad; /* checked before the allocation: the part holds the rows */
     st->set[k].rows = rows;
     st->set[k].data = n ? malloc(n) : NULL;
     if (n && (!st->set[k].data || take(&b, st->set[k].data, n) != 0)) goto bad;
@@ -115,6 +117,77 @@ bad:
   ckpt_meta_free(m);
   ckpt_state_free(st);
   return boost_err(err, "state part is malformed (%zu bytes)", len);
+}
+
+/* ---- what a manifest and its state part must say ------------------------- */
+
+static int run_id_set(const unsigned char *id) {
+  static const unsigned char none[CKPT_RUN_ID_BYTES];
+  return id && memcmp(id, none, sizeof none) != 0;
+}
+
+uint64_t ckpt_local_state_bound(int64_t step) {
+  /* Rows per state dataset: a few per step (a loss, a norm, a guard event;
+   * replays and rollbacks repeat steps) and a fixed allowance for the rows
+   * that do not grow with the step (starts, skipped ranges). */
+  const uint64_t s = step < 0 ? 0 : (uint64_t)step > (1ull << 40) ? (1ull << 40) : (uint64_t)step;
+  const uint64_t rows = 4 * (s + 1) + 65536;
+  uint64_t bound = sizeof(uint32_t);
+  for (int f = 0; f < CKPT_META_NFIELDS; f++)
+    bound += ckpt_meta_fields[f].type == CKPT_META_T_STR ? 8 + LOCAL_STATE_STR_MAX : 8;
+  for (int k = 0; k < CKPT_STATE_NSETS; k++) bound += 8 + rows * (uint64_t)ckpt_state_width(k) * ckpt_state_esize(k);
+  return bound;
+}
+
+int ckpt_local_manifest_fits(const ckpt_local_manifest *m, const char *path, int64_t step,
+                             const ckpt_local_shape *want, const unsigned char *run_id, boost_status *why) {
+  char mine[CKPT_RUN_ID_HEX + 1], theirs[CKPT_RUN_ID_HEX + 1];
+  if (step >= 0 && m->step != step)
+    return boost_err(why, "%s: its manifest says step %lld (passed over, left in place)", path, (long long)m->step);
+  if (!run_id_set(run_id) || memcmp(m->run_id, run_id, sizeof m->run_id) != 0) {
+    ckpt_run_id_from_bytes(m->run_id, theirs);
+    ckpt_run_id_from_bytes(run_id ? run_id : (const unsigned char[CKPT_RUN_ID_BYTES]){0}, mine);
+    return boost_err(why, "%s is another run's (identity %s, this run's %s): passed over, left in place", path,
+                     theirs[0] ? theirs : "none", mine[0] ? mine : "not yet known");
+  }
+  if (want && memcmp(&m->shape, want, sizeof *want) != 0)
+    return boost_err(why, "%s was written by another layout (world %d dp %d tp %d pp %d, %llu floats%s)", path,
+                     m->shape.world_size, m->shape.dp, m->shape.tp, m->shape.pp, (unsigned long long)m->shape.numel,
+                     m->shape.tensors_sum != want->tensors_sum ? ", tensors placed otherwise in the arenas" : "");
+  const ckpt_local_shape *sh = &m->shape;
+  const uint64_t arena[LOCAL_STATE] = {sh->numel * sizeof(float), (sh->mom_end - sh->mom_begin) * sizeof(float),
+                                       (sh->mom_end - sh->mom_begin) * sizeof(float)};
+  for (int k = 0; k < LOCAL_STATE; k++)
+    if (sh->mom_end < sh->mom_begin || sh->numel > (UINT64_MAX >> 3) || m->bytes[k] != arena[k])
+      return boost_err(why, "%s: its %s part has %llu bytes where its layout holds %llu (damaged)", path,
+                       ckpt_local_part_names[k], (unsigned long long)m->bytes[k], (unsigned long long)arena[k]);
+  if (m->bytes[LOCAL_STATE] > ckpt_local_state_bound(m->step))
+    return boost_err(why, "%s: its state part has %llu bytes, more than a step-%lld state can hold (damaged)", path,
+                     (unsigned long long)m->bytes[LOCAL_STATE], (long long)m->step);
+  return 0;
+}
+
+int ckpt_local_state_agrees(const unsigned char *blob, size_t len, const ckpt_local_manifest *m, boost_status *why) {
+  ckpt_meta meta;
+  ckpt_state st;
+  if (ckpt_local_unpack(blob, len, &meta, &st, why) != 0) return -1;
+  ckpt_state_free(&st);
+  unsigned char id[CKPT_RUN_ID_BYTES];
+  ckpt_run_id_to_bytes(ckpt_meta_has(&meta, CKPT_META_F_run_id) ? meta.run.run_id : "", id);
+  ckpt_layout lay;
+  const int has_lay = ckpt_meta_has(&meta, CKPT_META_F_layout) && ckpt_layout_parse(meta.run.layout, &lay) == 0;
+  int rc = 0;
+  if (!ckpt_meta_has(&meta, CKPT_META_F_step) || meta.run.step != m->step)
+    rc = boost_err(why, "its state part is of step %lld, its manifest says %lld", (long long)meta.run.step,
+                   (long long)m->step);
+  else if (memcmp(id, m->run_id, sizeof id) != 0)
+    rc = boost_err(why, "its state part names another run than its manifest");
+  else if (!has_lay || lay.world_size != m->shape.world_size || lay.dp != m->shape.dp || lay.tp != m->shape.tp ||
+           lay.pp != m->shape.pp)
+    rc = boost_err(why, "its state part's layout %s is not its manifest's (world %d dp %d tp %d pp %d)",
+                   has_lay ? meta.run.layout : "(none)", m->shape.world_size, m->shape.dp, m->shape.tp, m->shape.pp);
+  ckpt_meta_free(&meta);
+  return rc;
 }
 
 /* ---- paths, manifests, listing --------------------------------------------- */
@@ -129,10 +202,14 @@ static uint64_t manifest_sum(const ckpt_local_manifest *m) {
   return XXH3_64bits(m, offsetof(ckpt_local_manifest, self_sum));
 }
 
-int ckpt_local_write_manifest(const char *stepdir, ckpt_local_manifest *m, boost_status *err) {
+void ckpt_local_seal_manifest(ckpt_local_manifest *m) {
   memset(m->magic, 0, sizeof m->magic);
   memcpy(m->magic, LOCAL_MAGIC, sizeof LOCAL_MAGIC);
   m->self_sum = manifest_sum(m);
+}
+
+int ckpt_local_write_manifest(const char *stepdir, ckpt_local_manifest *m, boost_status *err) {
+  ckpt_local_seal_manifest(m);
   char path[PATH_MAX];
   boost_msgf(path, sizeof path, "%s/manifest.bin", stepdir);
   uint64_t unused;
@@ -143,17 +220,31 @@ int ckpt_local_manifest_ok(const ckpt_local_manifest *m) {
   return memcmp(m->magic, LOCAL_MAGIC, sizeof LOCAL_MAGIC) == 0 && manifest_sum(m) == m->self_sum;
 }
 
+int ckpt_local_parse_manifest(const void *buf, size_t len, ckpt_local_manifest *m, boost_status *err) {
+  /* another version of the record (v1, v2: other sizes) is named as such */
+  static const char family[] = "boost-local-v";
+  if (len >= sizeof m->magic && memcmp(buf, family, sizeof family - 1) == 0 &&
+      memcmp(buf, LOCAL_MAGIC, sizeof LOCAL_MAGIC) != 0)
+    return boost_err(err, "a manifest of another format (%.16s, this boost writes %s): passed over, left in place",
+                     (const char *)buf, LOCAL_MAGIC);
+  if (len != sizeof *m) return boost_err(err, "%zu bytes, not a manifest", len);
+  memcpy(m, buf, sizeof *m);
+  if (!ckpt_local_manifest_ok(m)) return boost_err(err, "not a boost local-level manifest, or damaged");
+  return 0;
+}
+
 int ckpt_local_read_manifest(const char *stepdir, ckpt_local_manifest *m, boost_status *err) {
   char path[PATH_MAX];
   boost_msgf(path, sizeof path, "%s/manifest.bin", stepdir);
   const int fd = ckpt_private_read_open(path, err);
   if (fd < 0) return -1;
-  size_t got = 0, more = 0;
-  char extra;
-  const int rok = read_all(fd, m, sizeof *m, &got) == 0 && read_all(fd, &extra, 1, &more) == 0;
+  unsigned char buf[sizeof *m + 1];
+  size_t got = 0;
+  const int rok = read_all(fd, buf, sizeof buf, &got) == 0;
   close(fd);
-  if (!rok || got != sizeof *m || more) return boost_err(err, "%s: %zu bytes, not a manifest", path, got);
-  if (!ckpt_local_manifest_ok(m)) return boost_err(err, "%s: not a boost local-level manifest, or damaged", path);
+  if (!rok) return boost_err(err, "%s: read failed", path);
+  boost_status why = {0};
+  if (ckpt_local_parse_manifest(buf, got, m, &why) != 0) return boost_err(err, "%s: %s", path, why.msg);
   return 0;
 }
 
@@ -185,7 +276,8 @@ static int cmp_desc(const void *a, const void *b) {
   return x < y ? 1 : x > y ? -1 : 0;
 }
 
-int ckpt_local_list(const char *dir, int owner, const ckpt_local_shape *want, int64_t *steps, int max, boost_status *why) {
+int ckpt_local_list(const char *dir, int owner, const ckpt_local_shape *want, const unsigned char *run_id,
+                    int64_t *steps, int max, boost_status *why) {
   if (why) *why = (boost_status){0};
   DIR *d = open_private_dir(dir);
   if (!d) return 0;
@@ -212,12 +304,10 @@ int ckpt_local_list(const char *dir, int owner, const ckpt_local_shape *want, in
     ckpt_local_manifest m;
     ckpt_local_step_path(path, sizeof path, dir, all[i], 0);
     int ok = ckpt_local_read_manifest(path, &m, &err) == 0;
-    if (ok && (m.step != all[i] || m.shape.owner_rank != owner || (want && memcmp(&m.shape, want, sizeof *want) != 0))) {
-      ok = 0;
-      boost_err(&err, "%s was written by another layout (world %d dp %d tp %d pp %d, %llu floats%s)", path,
-                m.shape.world_size, m.shape.dp, m.shape.tp, m.shape.pp, (unsigned long long)m.shape.numel,
-                want && m.shape.tensors_sum != want->tensors_sum ? ", tensors placed otherwise in the arenas" : "");
-    }
+    if (ok && !want && (m.step != all[i] || m.shape.owner_rank != owner))
+      ok = 0, boost_err(&err, "%s was written for rank %d, step %lld", path, m.shape.owner_rank, (long long)m.step);
+    else if (ok && want) ok = ckpt_local_manifest_fits(&m, path, all[i], want, run_id, &err) == 0;
+    else if (ok && ckpt_local_manifest_fits(&m, path, all[i], NULL, run_id, &err) != 0) ok = 0;
     if (ok) steps[got++] = all[i];
     else if (why && !why->failed) boost_status_take(why, &err);
   }
@@ -225,9 +315,31 @@ int ckpt_local_list(const char *dir, int owner, const ckpt_local_shape *want, in
   return got;
 }
 
+int ckpt_local_owner(const char *stepdir, const unsigned char *run_id) {
+  struct stat st;
+  char path[PATH_MAX];
+  boost_msgf(path, sizeof path, "%s/manifest.bin", stepdir);
+  if (lstat(path, &st) != 0 && errno == ENOENT) return LOCAL_NOBODY; /* no step there, or one cut short */
+  ckpt_local_manifest m;
+  boost_status err = {0};
+  if (ckpt_local_read_manifest(stepdir, &m, &err) != 0 || !run_id_set(run_id)) return LOCAL_OTHER;
+  if (memcmp(m.run_id, run_id, sizeof m.run_id) != 0) return LOCAL_OTHER;
+  /* A whole state part that says something else than its manifest was not
+   * written by this run's saves (they write both from one step): left
+   * alone too. One whose checksum fails is this run's, damaged. */
+  unsigned char *blob = NULL;
+  boost_msgf(path, sizeof path, "%s/%s.bin", stepdir, ckpt_local_part_names[LOCAL_STATE]);
+  if (m.bytes[LOCAL_STATE] > ckpt_local_state_bound(m.step) ||
+      ckpt_local_read_small(path, m.bytes[LOCAL_STATE], m.sum[LOCAL_STATE], &blob, &err) != 0)
+    return LOCAL_OURS;
+  const int agrees = ckpt_local_state_agrees(blob, (size_t)m.bytes[LOCAL_STATE], &m, &err) == 0;
+  free(blob);
+  return agrees ? LOCAL_OURS : LOCAL_OTHER;
+}
+
 int ckpt_local_remove_tree(const char *path) { return ckpt_private_remove(path); }
 
-int ckpt_local_remove_steps(const char *dir, int64_t keep, int only_newer) {
+int ckpt_local_remove_steps(const char *dir, int64_t keep, int only_newer, const unsigned char *run_id) {
   DIR *d = open_private_dir(dir);
   if (!d) return 0;
   int removed = 0;
@@ -237,6 +349,7 @@ int ckpt_local_remove_steps(const char *dir, int64_t keep, int only_newer) {
     if (s < 0 || (s == keep && !tmp) || (only_newer && s <= keep)) continue;
     char p[PATH_MAX];
     boost_msgf(p, sizeof p, "%s/%s", dir, e->d_name);
+    if (ckpt_local_owner(p, run_id) != LOCAL_OURS) continue; /* another run's: left alone */
     if (ckpt_private_remove_at(dirfd(d), e->d_name, p) == 0) removed++;
   }
   closedir(d);

@@ -21,6 +21,7 @@
 #include "ckpt_local.h"
 #include "ckpt_read.h"
 #include "ckpt_rollback.h"
+#include "ckpt_run_id.h"
 #include "ckpt_save.h"
 #include "ckpt_stage.h"
 #include "ckpt_table.h"
@@ -66,7 +67,8 @@ struct ckpt_session {
   FILE *log;             /* rank 0: <dir>/checkpoints.jsonl */
   char open_note[512];
   ckpt_local *local;     /* the local level (NULL: off) */
-  int in_rollback;       /* ckpt_resume for the guard's rollback: not a start */
+  /* in_rollback: ckpt_resume for the guard's rollback, not a start; run_id: the run's identity (ckpt_run_id.h) */
+  struct { int in_rollback; char run_id[CKPT_RUN_ID_HEX + 1]; } start;
   /* Resumed from the local level, newer than the newest file: the next
    * step's checkpoint is forced, or, when the run ends without one, this
    * restored state's (kept here) is saved by ckpt_wait. */
@@ -289,24 +291,27 @@ int ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tensor_store *
 /* With the local level on, rank 0 records in checkpoints.jsonl which level
  * a start came from (docs/LOCAL.md); a rollback is not a start. */
 static void log_start(ckpt_session *s, const char *level, int64_t step, double load_s) {
-  if (!s->in_rollback) s->out.start_level = level;
-  if (s->log && s->local && !s->in_rollback) ckpt_journal_start(s->log, level, step, load_s);
+  if (!s->start.in_rollback) s->out.start_level = level;
+  if (s->log && s->local && !s->start.in_rollback) ckpt_journal_start(s->log, level, step, load_s);
 }
 
-/* The step of the newest committed checkpoint file (rank 0 looks; -1:
- * none). Not verified: the file level's reader verifies what it loads. */
-static int64_t newest_file_step(ckpt_session *s) {
-  int64_t step = -1;
-  if (s->team.rank == 0) {
-    ckpt_peek_info info;
-    memset(&info, 0, sizeof info);
-    boost_status why = {0};
-    if (ckpt_peek(s->cfg.dir, &s->cfg.resume, &info, &why) == 1) step = info.meta.run.step;
-    ckpt_peek_free(&info);
-  }
-  comm_control_bcast(s->grid->world, COMM_WORLD, "checkpoint agreement", &step, (int)sizeof step, 0);
+/* The newest file's step (-1: none), the identity expected (a rollback's: its own). */
+static int64_t newest_file_step(ckpt_session *s, char *expect) {
+  const int64_t step = ckpt_run_id_newest(s->grid->world, s->cfg.dir, &s->cfg.resume, expect);
+  if (s->start.in_rollback && s->start.run_id[0]) memcpy(expect, s->start.run_id, sizeof s->start.run_id);
   return step;
 }
+
+/* The run goes on with identity `candidate` (NULL or "": a new one); the marker follows it. */
+static void adopt_run_id(ckpt_session *s, const char *candidate) {
+  char note[600];
+  if (s->start.in_rollback && s->start.run_id[0]) candidate = s->start.run_id;
+  ckpt_run_id_adopt(s->grid->world, s->read_only ? NULL : s->cfg.dir, candidate, s->start.run_id, note, sizeof note);
+  ckpt_local_set_run(s->local, s->start.run_id);
+  if (note[0] && s->team.rank == 0) printf("checkpoint: %s\n", note), fflush(stdout);
+}
+
+const char *ckpt_run_identity(const ckpt_session *s) { return s && s->start.run_id[0] ? s->start.run_id : NULL; }
 
 int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, size_t msglen) {
   ckpt_meta_init(meta);
@@ -319,9 +324,12 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
   char local_note[1200] = "";
   const double t0 = boost_now_s();
   if (s->local && s->cfg.resume.kind == CKPT_FROM_AUTO) {
-    const int64_t file_step = newest_file_step(s);
+    char expect[CKPT_RUN_ID_HEX + 1]; /* only this run's local steps are looked at */
+    const int64_t file_step = newest_file_step(s, expect);
+    ckpt_local_set_run(s->local, expect);
     const int rc = ckpt_local_restore(s->local, file_step, meta, state, local_note, sizeof local_note);
     if (rc == 1) {
+      adopt_run_id(s, expect);
       s->out.last_committed_step = s->out.last_staged_step = file_step; /* the durable level: the file's */
       ckpt_local_keep_only(s->local, meta->run.step);
       /* The file level catches up: a checkpoint file after the first step
@@ -346,7 +354,8 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
     note = local_note;
   }
   if (s->cfg.resume.kind == CKPT_FROM_NONE) {
-    ckpt_local_keep_only(s->local, -1); /* another run's: never resumed by this one */
+    adopt_run_id(s, NULL);
+    ckpt_local_keep_only(s->local, -1); /* this new run has none yet; other runs' steps are left alone */
     int64_t *steps = NULL;
     int n = 0;
     char held[256] = "";
@@ -367,7 +376,9 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
     boost_msgf(msg, msglen, "%s", lr->msg);
     return -1;
   }
-  ckpt_local_keep_only(s->local, -1); /* the run goes on from the file, or afresh: older local steps go */
+  /* The file's identity goes on (an older file's gets one at its next save); a fresh start makes one. */
+  adopt_run_id(s, lr->status == 1 && ckpt_meta_has(&lr->meta, CKPT_META_F_run_id) ? lr->meta.run.run_id : NULL);
+  ckpt_local_keep_only(s->local, -1); /* the run goes on from the file, or afresh: its older local steps go */
   if (lr->status == 0) {
     log_start(s, "fresh", 0, 0);
     boost_msgf(msg, msglen, "%s%s%s", lr->msg, note ? "; " : "", note ? note : "");
@@ -576,9 +587,9 @@ int ckpt_rollback(ckpt_session *s, int64_t max_step, ckpt_meta *meta, ckpt_state
   }
   const ckpt_from resume = s->cfg.resume;
   s->cfg.resume.kind = CKPT_FROM_AUTO;
-  s->in_rollback = 1;
+  s->start.in_rollback = 1;
   const int rc = ckpt_resume(s, meta, state, msg, msglen);
-  s->in_rollback = 0;
+  s->start.in_rollback = 0;
   s->cfg.resume = resume;
   if (aside[0]) boost_msgf(msg + strlen(msg), msglen - strlen(msg), "; %s", aside); /* rank 0 says it */
   if (rc != 1) s->out.last_committed_step = s->out.last_staged_step = -1;

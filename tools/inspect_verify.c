@@ -24,6 +24,7 @@
 #include "check.h"
 #include "ckpt_h5.h"
 #include "ckpt_hash.h"
+#include "ckpt_run_id.h"
 #include "ckpt_slab.h"
 #include "config.h"
 #include "inspect.h"
@@ -106,6 +107,8 @@ static void check_root(const ins_ckpt *c, ins_report *r, const train_config *cfg
   if (!isfinite(m->run.lr_next) || m->run.lr_next < 0) ins_report_add(r, "attribute lr_next", "missing, unreadable or invalid");
   if (!ckpt_meta_has(m, CKPT_META_F_train_seed)) ins_report_add(r, "attribute train_seed", "missing");
   if (!ckpt_meta_has(m, CKPT_META_F_data_seed)) ins_report_add(r, "attribute data_seed", "missing");
+  if (ckpt_meta_has(m, CKPT_META_F_run_id) && !ckpt_run_id_valid(m->run.run_id)) /* absent: a file older than identities */
+    ins_report_add(r, "attribute run_id", "'%.40s' is not a run identity (32 lowercase hex digits)", m->run.run_id);
   const char *acts = m->run.activations ? m->run.activations : "";
   if (strcmp(acts, "none") && strcmp(acts, "sample") && strcmp(acts, "all"))
     ins_report_add(r, "attribute activations", "'%s', expected none, sample or all", m->run.activations ? m->run.activations : "(missing)");

@@ -173,6 +173,7 @@ void trainer_ckpt_after_step(const trainer_ckpt_ctx *ctx, ckpt_session *s, const
   rc |= ckpt_meta_set_str(&m, CKPT_META_F_layout, ctx->layout);
   rc |= ckpt_meta_set_str(&m, CKPT_META_F_activations, acts_mode_names[cfg->ckpt.activations]);
   rc |= ckpt_meta_set_str(&m, CKPT_META_F_precision, precision_names[cfg->train.precision]);
+  if (ckpt_run_identity(s)) rc |= ckpt_meta_set_str(&m, CKPT_META_F_run_id, ckpt_run_identity(s));
   if (rc != 0) boost_fail("out of memory for a checkpoint's metadata");
   /* The state datasets over st's arrays; when a save is due, the newest
    * start's row says how far this job got (a copy: st is the run's). */

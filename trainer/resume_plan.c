@@ -7,6 +7,7 @@
 #include "ckpt_hooks.h"
 #include "ckpt_local.h"
 #include "ckpt_peek.h"
+#include "ckpt_run_id.h"
 #include "comm.h"
 #include "util.h"
 
@@ -45,7 +46,9 @@ static void peek_local(const ckpt_settings *set, peek_result *r, ckpt_peek_info 
   ckpt_meta lm;
   char where[PATH_MAX - 32]; /* with "the local level " it fits the path */
   ckpt_layout lay;
-  if (ckpt_local_peek(set, &lm, where, sizeof where) != 1) return;
+  char run_id[CKPT_RUN_ID_HEX + 1]; /* only this run's steps: the newest file's identity, else the marker's */
+  ckpt_run_id_expected(set->dir, r->found == 1 ? &info->meta : NULL, run_id);
+  if (ckpt_local_peek(set, run_id, &lm, where, sizeof where) != 1) return;
   if ((r->found == 1 && lm.run.step < info->meta.run.step) || !ckpt_meta_has(&lm, CKPT_META_F_layout) ||
       ckpt_layout_parse(lm.run.layout, &lay) != 0) {
     ckpt_meta_free(&lm);

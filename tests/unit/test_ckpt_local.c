@@ -3,7 +3,10 @@
  * a flipped byte in a part or a manifest is caught, and the listing keeps
  * only committed steps of the right owner and layout (tensors at the same
  * offsets included), newest first, passing over a previous version's
- * manifest. */
+ * manifest; another run's steps (boost-local-v3: the run's identity) and
+ * state parts that disagree with their manifest are passed over and never
+ * removed, and no size read from a manifest or a state part decides an
+ * allocation beyond what the layout and the step allow. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,13 +15,23 @@
 #include <unistd.h>
 
 #include "ckpt_local_store.h"
+#include "ckpt_run_id.h"
 
 static char dir[128];
+static const unsigned char RUN[CKPT_RUN_ID_BYTES] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+static const unsigned char OTHER_RUN[CKPT_RUN_ID_BYTES] = {9, 9, 9};
+
+/* rm -r of the test folder, whoever's steps it holds. */
+static void remove_all(void) {
+  char p[256];
+  for (int64_t s = 0; s < 100; s++)
+    for (int tmp = 0; tmp < 2; tmp++) ckpt_local_step_path(p, sizeof p, dir, s, tmp), ckpt_local_remove_tree(p);
+  rmdir(dir);
+}
 
 static void make_dir(void) {
   snprintf(dir, sizeof dir, "/tmp/boost_test_local_%d", (int)getpid());
-  ckpt_local_remove_steps(dir, -1, 0);
-  rmdir(dir);
+  remove_all();
   cr_assert_eq(mkdir(dir, 0700), 0);
 }
 
@@ -90,18 +103,25 @@ Test(ckpt_local, a_flipped_byte_is_caught) {
   rmdir(dir);
 }
 
-/* A committed step directory with a manifest of owner `owner`. */
-static void step_dir(int64_t step, int owner, int tmp, const ckpt_local_shape *shape) {
+/* A step directory of the run `run` with a manifest of owner `owner`,
+ * its arena parts' sizes those of the shape. */
+static void step_dir_of(const unsigned char *run, int64_t step, int owner, int tmp, const ckpt_local_shape *shape) {
   char p[256];
   boost_status err = {0};
   ckpt_local_step_path(p, sizeof p, dir, step, tmp);
   cr_assert_eq(mkdir(p, 0700), 0);
   ckpt_local_manifest man;
   memset(&man, 0, sizeof man);
+  memcpy(man.run_id, run, sizeof man.run_id);
   man.step = step;
   man.shape = *shape;
   man.shape.owner_rank = owner;
+  man.bytes[LOCAL_PARAMS] = shape->numel * 4;
+  man.bytes[LOCAL_ADAM_M] = man.bytes[LOCAL_ADAM_V] = (shape->mom_end - shape->mom_begin) * 4;
   cr_assert_eq(ckpt_local_write_manifest(p, &man, &err), 0, "%s", err.msg);
+}
+static void step_dir(int64_t step, int owner, int tmp, const ckpt_local_shape *shape) {
+  step_dir_of(RUN, step, owner, tmp, shape);
 }
 
 Test(ckpt_local, listing_keeps_committed_steps_of_this_rank_and_layout) {
@@ -119,13 +139,13 @@ Test(ckpt_local, listing_keeps_committed_steps_of_this_rank_and_layout) {
   step_dir(10, 3, 0, &moved); /* the same sizes, tensors at other offsets (a build that rounds them otherwise) */
   int64_t steps[8];
   boost_status why = {0};
-  const int n = ckpt_local_list(dir, 3, &shape, steps, 8, &why);
+  const int n = ckpt_local_list(dir, 3, &shape, RUN, steps, 8, &why);
   cr_assert_eq(n, 2, "%d: %s", n, why.msg);
   cr_expect_eq(steps[0], 12);
   cr_expect_eq(steps[1], 5);
   cr_expect(strstr(why.msg, "step_00000011 was written by another layout") != NULL, "%s", why.msg);
   why = (boost_status){0};
-  cr_expect_eq(ckpt_local_list(dir, 3, &moved, steps, 8, &why), 1);
+  cr_expect_eq(ckpt_local_list(dir, 3, &moved, RUN, steps, 8, &why), 1);
   cr_expect_eq(steps[0], 10);
   cr_expect(strstr(why.msg, "step_00000012 was written by another layout (world 4 dp 2 tp 2 pp 1, 1000 floats, tensors "
                             "placed otherwise in the arenas)") != NULL,
@@ -134,14 +154,18 @@ Test(ckpt_local, listing_keeps_committed_steps_of_this_rank_and_layout) {
   char p[256];
   snprintf(p, sizeof p, "%s/step_00000012/manifest.bin", dir);
   flip_byte(p, 20);
-  cr_expect_eq(ckpt_local_list(dir, 3, &shape, steps, 8, NULL), 1);
+  cr_expect_eq(ckpt_local_list(dir, 3, &shape, RUN, steps, 8, NULL), 1);
   cr_expect_eq(steps[0], 5);
   /* only what is older than a kept step goes, temporaries included */
-  cr_expect_eq(ckpt_local_remove_steps(dir, 11, 1), 2); /* 12 and 13.tmp */
-  cr_expect_eq(ckpt_local_remove_steps(dir, 5, 0), 3);  /* 9, 10 and 11 */
-  cr_expect_eq(ckpt_local_list(dir, 3, &shape, steps, 8, NULL), 1);
-  ckpt_local_remove_steps(dir, -1, 0);
-  cr_expect_eq(rmdir(dir), 0);
+  /* only what is older than a kept step goes, temporaries included; the
+   * damaged 12 is no step this run can tell as its own: left alone */
+  cr_expect_eq(ckpt_local_remove_steps(dir, 11, 1, RUN), 1); /* 13.tmp */
+  cr_expect_eq(ckpt_local_remove_steps(dir, 5, 0, RUN), 3);  /* 9, 10 and 11 */
+  cr_expect_eq(ckpt_local_list(dir, 3, &shape, RUN, steps, 8, NULL), 1);
+  ckpt_local_step_path(p, sizeof p, dir, 12, 0);
+  cr_expect_eq(access(p, F_OK), 0, "the damaged step was removed");
+  remove_all();
+  cr_expect_eq(access(dir, F_OK), -1);
 }
 
 /* A step written before the manifest carried the tensors' places
@@ -164,8 +188,155 @@ Test(ckpt_local, a_manifest_of_the_previous_version_is_passed_over) {
   cr_assert_eq(fwrite(v1, 1, sizeof v1, f), sizeof v1);
   fclose(f);
   int64_t steps[2];
-  cr_expect_eq(ckpt_local_list(dir, 0, NULL, steps, 2, &why), 0);
-  cr_expect(strstr(why.msg, "not a manifest") != NULL, "%s", why.msg);
-  ckpt_local_remove_steps(dir, -1, 0);
-  cr_expect_eq(rmdir(dir), 0);
+  cr_expect_eq(ckpt_local_list(dir, 0, NULL, RUN, steps, 2, &why), 0);
+  cr_expect(strstr(why.msg, "a manifest of another format (boost-local-v1") != NULL, "%s", why.msg);
+  /* boost-local-v2 (no identity): another format, passed over and left */
+  ckpt_local_manifest v2;
+  memset(&v2, 0, sizeof v2);
+  ckpt_local_step_path(p, sizeof p, dir, 8, 0);
+  cr_assert_eq(mkdir(p, 0700), 0);
+  cr_assert_eq(ckpt_local_write_manifest(p, &v2, &why), 0);
+  snprintf(path, sizeof path, "%s/manifest.bin", p);
+  f = fopen(path, "wb"); /* the v2 record: no identity, 16 bytes shorter */
+  cr_assert_not_null(f);
+  unsigned char rec[sizeof(ckpt_local_manifest) - CKPT_RUN_ID_BYTES] = {0};
+  memcpy(rec, "boost-local-v2", 14);
+  cr_assert_eq(fwrite(rec, 1, sizeof rec, f), sizeof rec);
+  fclose(f);
+  cr_expect_eq(ckpt_local_list(dir, 0, NULL, RUN, steps, 2, &why), 0);
+  cr_expect(strstr(why.msg, "a manifest of another format (boost-local-v2, this boost writes boost-local-v3): passed "
+                            "over, left in place") != NULL,
+            "%s", why.msg);
+  cr_expect_eq(ckpt_local_owner(p, RUN), LOCAL_OTHER);
+  cr_expect_eq(ckpt_local_remove_steps(dir, -1, 0, RUN), 0);
+  remove_all();
+  cr_expect_eq(access(dir, F_OK), -1);
+}
+
+/* A step of another run, its checksums valid: passed over with a line that
+ * says so, never removed by this run. */
+Test(ckpt_local, another_runs_step_is_passed_over_and_left) {
+  make_dir();
+  ckpt_local_shape shape = {0, 2, 2, 1, 1, 2, 100, 0, 50, 5};
+  step_dir_of(OTHER_RUN, 20, 0, 0, &shape);
+  step_dir(10, 0, 0, &shape);
+  int64_t steps[4];
+  boost_status why = {0};
+  cr_assert_eq(ckpt_local_list(dir, 0, &shape, RUN, steps, 4, &why), 1);
+  cr_expect_eq(steps[0], 10);
+  cr_expect(strstr(why.msg, "step_00000020 is another run's (identity 09090900") != NULL, "%s", why.msg);
+  cr_expect(strstr(why.msg, "left in place") != NULL, "%s", why.msg);
+  cr_expect_eq(ckpt_local_list(dir, 0, NULL, RUN, steps, 4, NULL), 1); /* the peek's listing too */
+  const unsigned char none[CKPT_RUN_ID_BYTES] = {0};
+  cr_expect_eq(ckpt_local_list(dir, 0, &shape, none, steps, 4, NULL), 0); /* no identity: nothing is ours */
+  cr_expect_eq(ckpt_local_remove_steps(dir, -1, 0, RUN), 1);             /* 10 only */
+  char p[256];
+  ckpt_local_step_path(p, sizeof p, dir, 20, 0);
+  cr_expect_eq(access(p, F_OK), 0);
+  cr_expect_eq(ckpt_local_remove_steps(dir, -1, 0, none), 0);
+  remove_all();
+}
+
+/* Sizes: a manifest whose arena part is not its layout's, or whose state
+ * part is larger than its step allows, is refused before any read; the
+ * state part's unpack never allocates more than the buffer holds. */
+Test(ckpt_local, sizes_from_outside_are_checked) {
+  ckpt_local_shape shape = {0, 1, 1, 1, 1, 1, 100, 0, 100, 5};
+  ckpt_local_manifest m;
+  memset(&m, 0, sizeof m);
+  memcpy(m.run_id, RUN, sizeof RUN);
+  m.step = 7;
+  m.shape = shape;
+  m.bytes[LOCAL_PARAMS] = m.bytes[LOCAL_ADAM_M] = m.bytes[LOCAL_ADAM_V] = 400;
+  boost_status why = {0};
+  cr_expect_eq(ckpt_local_manifest_fits(&m, "x", 7, &shape, RUN, &why), 0, "%s", why.msg);
+  cr_expect_eq(ckpt_local_manifest_fits(&m, "x", 8, &shape, RUN, &why), -1);
+  cr_expect(strstr(why.msg, "its manifest says step 7") != NULL, "%s", why.msg);
+  m.bytes[LOCAL_ADAM_M] = 1ull << 40;
+  cr_expect_eq(ckpt_local_manifest_fits(&m, "x", 7, &shape, RUN, &why), -1);
+  cr_expect(strstr(why.msg, "adam_m part has 1099511627776 bytes where its layout holds 400") != NULL, "%s", why.msg);
+  m.bytes[LOCAL_ADAM_M] = 400;
+  m.bytes[LOCAL_STATE] = ckpt_local_state_bound(7) + 1;
+  cr_expect_eq(ckpt_local_manifest_fits(&m, "x", 7, &shape, RUN, &why), -1);
+  cr_expect(strstr(why.msg, "more than a step-7 state can hold") != NULL, "%s", why.msg);
+  cr_expect(ckpt_local_state_bound(INT64_MAX) > ckpt_local_state_bound(7)); /* no overflow */
+  /* a state part claiming 2^40 rows of a table in 20 bytes */
+  unsigned char buf[4 + 8 + 8] = {0};
+  const int64_t rows = 1ll << 40;
+  memcpy(buf + 4, &rows, 8);
+  ckpt_meta meta;
+  ckpt_state st;
+  cr_expect_eq(ckpt_local_unpack(buf, sizeof buf, &meta, &st, &why), -1);
+  uint32_t present = 1u << 31; /* a field the schema does not have */
+  memcpy(buf, &present, 4);
+  cr_expect_eq(ckpt_local_unpack(buf, 4, &meta, &st, &why), -1);
+}
+
+/* A state part that says another step, run or layout than its manifest. */
+Test(ckpt_local, a_state_part_must_agree_with_its_manifest) {
+  ckpt_meta meta;
+  ckpt_meta_init(&meta);
+  CKPT_META_SET(&meta, run, step, 11);
+  char hex[CKPT_RUN_ID_HEX + 1];
+  ckpt_run_id_from_bytes(RUN, hex);
+  cr_assert_eq(ckpt_meta_set_str(&meta, CKPT_META_F_run_id, hex), 0);
+  cr_assert_eq(ckpt_meta_set_str(&meta, CKPT_META_F_layout, "{\"world_size\":2,\"dp\":2,\"tp\":1,\"pp\":1}"), 0);
+  ckpt_state st;
+  memset(&st, 0, sizeof st);
+  unsigned char *buf;
+  size_t len;
+  cr_assert_eq(ckpt_local_pack(&meta, &st, &buf, &len), 0);
+  ckpt_local_manifest m;
+  memset(&m, 0, sizeof m);
+  memcpy(m.run_id, RUN, sizeof RUN);
+  m.step = 11;
+  m.shape = (ckpt_local_shape){0, 2, 2, 1, 1, 2, 100, 0, 50, 5};
+  boost_status why = {0};
+  cr_expect_eq(ckpt_local_state_agrees(buf, len, &m, &why), 0, "%s", why.msg);
+  m.step = 99999999;
+  cr_expect_eq(ckpt_local_state_agrees(buf, len, &m, &why), -1);
+  cr_expect(strstr(why.msg, "its state part is of step 11, its manifest says 99999999") != NULL, "%s", why.msg);
+  m.step = 11;
+  memcpy(m.run_id, OTHER_RUN, sizeof OTHER_RUN);
+  cr_expect_eq(ckpt_local_state_agrees(buf, len, &m, &why), -1);
+  cr_expect(strstr(why.msg, "another run") != NULL, "%s", why.msg);
+  memcpy(m.run_id, RUN, sizeof RUN);
+  m.shape.dp = 4;
+  cr_expect_eq(ckpt_local_state_agrees(buf, len, &m, &why), -1);
+  cr_expect(strstr(why.msg, "layout") != NULL, "%s", why.msg);
+  free(buf);
+  ckpt_meta_free(&meta);
+}
+
+/* The run identity: 32 hex digits both ways, a marker written atomically
+ * and read back, anything else read as none. */
+Test(ckpt_local, run_identity_and_its_marker) {
+  char a[CKPT_RUN_ID_HEX + 1], b[CKPT_RUN_ID_HEX + 1];
+  boost_status err = {0};
+  cr_assert_eq(ckpt_run_id_new(a, &err), 0, "%s", err.msg);
+  cr_assert_eq(ckpt_run_id_new(b, &err), 0, "%s", err.msg);
+  cr_expect(ckpt_run_id_valid(a) && ckpt_run_id_valid(b) && strcmp(a, b) != 0, "%s %s", a, b);
+  unsigned char raw[CKPT_RUN_ID_BYTES];
+  ckpt_run_id_to_bytes(a, raw);
+  ckpt_run_id_from_bytes(raw, b);
+  cr_expect_str_eq(a, b);
+  cr_expect(!ckpt_run_id_valid("0123") && !ckpt_run_id_valid("0123456789ABCDEF0123456789abcdef"));
+  make_dir();
+  cr_expect_eq(ckpt_run_id_read_marker(dir, b), 0);
+  cr_assert_eq(ckpt_run_id_write_marker(dir, a, &err), 0, "%s", err.msg);
+  cr_expect_eq(ckpt_run_id_read_marker(dir, b), 1);
+  cr_expect_str_eq(a, b);
+  char p[256];
+  snprintf(p, sizeof p, "%s/%s", dir, CKPT_RUN_ID_MARKER);
+  flip_byte(p, 3);
+  cr_expect_eq(ckpt_run_id_read_marker(dir, b), 0);
+  cr_expect_str_eq(b, "");
+  ckpt_meta m;
+  ckpt_meta_init(&m);
+  cr_assert_eq(ckpt_meta_set_str(&m, CKPT_META_F_run_id, a), 0);
+  ckpt_run_id_expected(dir, &m, b); /* the newest file's first */
+  cr_expect_str_eq(a, b);
+  ckpt_meta_free(&m);
+  unlink(p);
+  remove_all();
 }

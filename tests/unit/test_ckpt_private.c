@@ -14,6 +14,7 @@
 
 #include "ckpt_local_store.h"
 #include "ckpt_private.h"
+#include "ckpt_run_id.h"
 
 static char dir[128], canary[160];
 
@@ -78,10 +79,18 @@ Test(ckpt_private, links_at_a_step_or_a_part_are_removed_as_links, .init = setup
   snprintf(q, sizeof q, "%s/params.bin", p);
   snprintf(p, sizeof p, "%s/a", canary);
   cr_assert_eq(symlink(p, q), 0);
-  cr_expect_eq(ckpt_local_remove_steps(dir, -1, 0), 2);
+  /* Neither is a step of this run: the cleanup leaves both alone (never
+   * reading through the links); removing them by name takes the links only. */
+  static const unsigned char run[CKPT_RUN_ID_BYTES] = {1, 2, 3};
+  cr_expect_eq(ckpt_local_remove_steps(dir, -1, 0, run), 0);
+  expect_canary();
   struct stat st;
   snprintf(p, sizeof p, "%s/step_00000001", dir);
+  cr_expect_eq(ckpt_local_remove_tree(p), 0);
   cr_expect_neq(lstat(p, &st), 0, "the link is still there");
+  snprintf(p, sizeof p, "%s/step_00000002", dir);
+  cr_expect_eq(ckpt_local_remove_tree(p), 0);
+  cr_expect_neq(lstat(p, &st), 0, "the folder holding a link is still there");
   expect_canary();
 }
 
@@ -159,6 +168,7 @@ Test(ckpt_private, files_go_in_under_a_temporary_name_never_through_a_link, .ini
 
 Test(ckpt_private, every_committed_step_is_listed, .init = setup, .fini = teardown) {
   enum { STEPS = 300 }; /* more than a fixed table of 256 held */
+  static const unsigned char run[CKPT_RUN_ID_BYTES] = {4, 5, 6};
   ckpt_local_manifest man;
   for (int s = 1; s <= STEPS; s++) {
     char p[256];
@@ -166,13 +176,14 @@ Test(ckpt_private, every_committed_step_is_listed, .init = setup, .fini = teardo
     ckpt_local_step_path(p, sizeof p, dir, s, 0);
     cr_assert_eq(mkdir(p, 0700), 0);
     memset(&man, 0, sizeof man);
+    memcpy(man.run_id, run, sizeof man.run_id);
     man.step = s;
     cr_assert_eq(ckpt_local_write_manifest(p, &man, &err), 0, "%s", err.msg);
   }
   int64_t steps[8];
-  cr_assert_eq(ckpt_local_list(dir, 0, NULL, steps, 8, NULL), 8);
+  cr_assert_eq(ckpt_local_list(dir, 0, NULL, run, steps, 8, NULL), 8);
   for (int i = 0; i < 8; i++) cr_expect_eq(steps[i], STEPS - i);
-  cr_expect_eq(ckpt_local_remove_steps(dir, -1, 0), STEPS);
+  cr_expect_eq(ckpt_local_remove_steps(dir, -1, 0, run), STEPS);
 }
 
 Test(ckpt_private, roots_are_made_private) {
