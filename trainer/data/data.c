@@ -417,9 +417,12 @@ void data_close(data_source *src) {
 int64_t data_num_tokens(const data_source *src) { return src->num_tokens; }
 int data_vocab_size(const data_source *src) { return src->vocab; }
 int data_num_shards(const data_source *src) { return src->nshards; }
-const char *data_tokenizer(const data_source *src, uint64_t *hash) {
-  *hash = src->nshards ? src->shards[0].info.tokenizer_hash : 0;
-  return src->nshards ? src->shards[0].info.tokenizer : "";
+void data_tokenizer_id(const data_source *src, char *out, size_t outlen) {
+  const data_shard_info *in = &src->shards[0].info;
+  if (in->tokenizer_hash)
+    snprintf(out, outlen, "%s:%016" PRIx64, in->tokenizer, in->tokenizer_hash);
+  else
+    snprintf(out, outlen, "%s", in->tokenizer);
 }
 
 void data_read_tokens(const data_source *src, int64_t start, int64_t count, int32_t *out) {

@@ -86,9 +86,10 @@ int64_t data_num_tokens(const data_source *src);
 /* Max over shards of the header vocab (boost) or max token + 1 (llm.c). */
 int data_vocab_size(const data_source *src);
 int data_num_shards(const data_source *src);
-/* The tokenizer the shards record (data_open refuses shards that disagree):
- * its name ("" for llm.c shards) and hash (0 when none is recorded). */
-const char *data_tokenizer(const data_source *src, uint64_t *hash);
+/* The tokenizer the shards record (data_open refuses shards that disagree),
+ * as "NAME:HASH" (v2 shards: bpe-gpt2:7175d6c8b74bd913), "NAME" (v1:
+ * byte-v1) or "" (llm.c shards record none). */
+void data_tokenizer_id(const data_source *src, char *out, size_t outlen);
 
 /* Copy tokens [start, start + count) of the concatenated stream. */
 void data_read_tokens(const data_source *src, int64_t start, int64_t count, int32_t *out);
