@@ -30,6 +30,9 @@ void gen_tok_ids(gen_tokenizer *t, int model_vocab);
 /* llm.c's gpt2_tokenizer.bin (versions 1 and 2). Returns -1 with one line
  * in err when the file is not one. */
 int gen_tok_gpt2(gen_tokenizer *t, const char *path, int model_vocab, boost_status *err);
+/* Decoding with a BPE tokenizer (bpe.h; encoding goes through it directly). */
+struct bpe_tokenizer;
+int gen_tok_bpe(gen_tokenizer *t, const struct bpe_tokenizer *bpe, int model_vocab, boost_status *err);
 void gen_tok_free(gen_tokenizer *t);
 /* The bytes of token id (nothing for end-of-text or ids it does not know). */
 void gen_tok_write(const gen_tokenizer *t, int id, FILE *f);

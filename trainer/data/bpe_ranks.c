@@ -107,8 +107,8 @@ static int parse_line(const char *path, uint32_t line, const uint8_t *s, const u
                       size_t *used, entry *en, boost_status *err) {
   const uint8_t *sp = memchr(s, ' ', (size_t)(e - s));
   if (!sp || sp == s || sp + 1 == e || memchr(sp + 1, ' ', (size_t)(e - sp - 1)))
-    return boost_err(err, "%s:%" PRIu32 ": expected \"BASE64 RANK\" (a tiktoken rank file), got \"%.40s\"", path,
-                     line, (const char *)s);
+    return boost_err(err, "%s:%" PRIu32 ": expected \"BASE64 RANK\" (a tiktoken rank file), got \"%.*s\"", path,
+                     line, (int)(e - s > 40 ? 40 : e - s), (const char *)s);
   long k = b64_decode(s, (size_t)(sp - s), bytes + *used);
   if (k <= 0)
     return boost_err(err, "%s:%" PRIu32 ": \"%.*s\" is not a base64 token", path, line, (int)(sp - s > 40 ? 40 : sp - s),
