@@ -192,7 +192,8 @@ int main(int argc, char **argv) {
   const char *recorded = ckpt_meta_str(&c.meta, CKPT_META_F_tokenizer);
   if ((!o.tokenizer || !tool_is_llmc_tokenizer(o.tokenizer)) &&
       tool_bpe_open(recorded, o.tokenizer, o.ckpt, &bpe, &err) != 0) {
-    fprintf(stderr, "boost-generate: %s\n", err.msg);
+    fprintf(stderr, "boost-generate: %s%s\n", err.msg,
+            o.tokenizer ? " (and not an llm.c tokenizer file, gpt2_tokenizer.bin, either)" : "");
     ins_close(&c);
     return 1;
   }

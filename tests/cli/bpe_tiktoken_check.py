@@ -5,6 +5,11 @@ encode_ordinary on the same rank file and pattern, token for token.
   bpe_tiktoken_check.py corpus DIR            write the documents
   bpe_tiktoken_check.py ranks GPT2 OUT        GPT-2's ranks, lines reversed, CRLF
   bpe_tiktoken_check.py compare PRETOK RANKS DIR SHARD
+  bpe_tiktoken_check.py hf HFDIR RANKS DIR GENERATE.json
+      (tests/cli/bpe_export.sh: transformers' AutoTokenizer on boost-export's
+      vocab.json + merges.txt encodes the corpus as tiktoken does and the
+      prompt as boost-generate did; AutoModelForCausalLM's greedy tokens are
+      boost-generate's)
 
 The patterns come from the reference packages themselves: gpt2 and cl100k
 from tiktoken_ext.openai_public, llama3 from transformers' TikTokenConverter
@@ -117,6 +122,43 @@ def compare(pretok, ranks, d, shard):
     return 0
 
 
+def hf(hfdir, ranks, d, gen_json):
+    import json
+    import tiktoken
+    import torch
+    from tiktoken.load import load_tiktoken_bpe
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    mr = load_tiktoken_bpe(ranks)
+    eot = max(mr.values()) + 1
+    enc = tiktoken.Encoding(name="t", pat_str=pattern("gpt2"), mergeable_ranks=mr,
+                            special_tokens={"<|endoftext|>": eot})
+    tok = AutoTokenizer.from_pretrained(hfdir)
+    for name in sorted(os.listdir(d)):
+        with open(os.path.join(d, name), "rb") as f:
+            text = f.read().decode("utf-8", "replace")  # transformers takes no lone surrogates
+        # split_special_tokens: a literal <|endoftext|> is text, as in encode_ordinary
+        want, have = enc.encode_ordinary(text), tok.encode(text, split_special_tokens=True)
+        if want != have:
+            i = next((k for k in range(min(len(have), len(want))) if have[k] != want[k]), min(len(have), len(want)))
+            print("MISMATCH transformers %s token %d: %s, tiktoken %s" % (name, i, have[i:i + 5], want[i:i + 5]))
+            return 1
+    with open(gen_json) as f:
+        g = json.load(f)
+    prompt = [tok.eos_token_id] + tok.encode(g["prompt_text"])
+    assert prompt == g["prompt_tokens"], "transformers' prompt %s, boost-generate's %s" % (prompt, g["prompt_tokens"])
+    model = AutoModelForCausalLM.from_pretrained(hfdir, trust_remote_code=True, torch_dtype=torch.float32)
+    ids = torch.tensor([prompt])
+    with torch.no_grad():
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=len(g["tokens"]),
+                             do_sample=False, pad_token_id=tok.eos_token_id)[0, len(prompt):].tolist()
+    assert out == g["tokens"], "transformers generate %s, boost-generate %s" % (out, g["tokens"])
+    text = tok.decode(out)
+    assert text == g["text"], "transformers decodes %r, boost-generate printed %r" % (text, g["text"])
+    print("transformers: the corpus as tiktoken, prompt %s and %d greedy tokens %r as boost-generate" %
+          (prompt, len(out), text))
+    return 0
+
+
 if __name__ == "__main__":
     cmd = sys.argv[1]
     if cmd == "corpus":
@@ -125,5 +167,7 @@ if __name__ == "__main__":
         ranks_file(sys.argv[2], sys.argv[3])
     elif cmd == "compare":
         sys.exit(compare(*sys.argv[2:6]))
+    elif cmd == "hf":
+        sys.exit(hf(*sys.argv[2:6]))
     else:
         raise SystemExit("unknown command " + cmd)

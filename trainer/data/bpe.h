@@ -68,6 +68,11 @@ const uint8_t *bpe_token_bytes(const bpe_tokenizer *t, int32_t id, size_t *len);
 /* The rank of exactly these bytes, -1 when they are not a token. */
 int32_t bpe_rank_of(const bpe_tokenizer *t, const uint8_t *bytes, size_t len);
 
+/* The merge that makes token id (for merges.txt): BPE on its bytes with
+ * only the ranks below id ends in two parts; *split gets the first one's
+ * length. -1 when it does not (a single byte, or a token BPE never makes). */
+int bpe_last_merge(const bpe_tokenizer *t, int32_t id, size_t *split);
+
 bpe_worker *bpe_worker_new(const bpe_tokenizer *t);
 void bpe_worker_free(bpe_worker *w);
 

@@ -177,6 +177,33 @@ static void merge_piece(bpe_worker *w, const uint8_t *p, size_t n, bpe_tokens *o
   }
 }
 
+int bpe_last_merge(const bpe_tokenizer *t, int32_t id, size_t *split) {
+  size_t n = 0;
+  const uint8_t *p = id >= 0 && (uint32_t)id < t->nranks ? bpe_token_bytes(t, id, &n) : NULL;
+  if (!p || n < 2) return -1;
+  size_t *start = boost_calloc(n + 1, sizeof *start), np = n;
+  for (size_t i = 0; i <= n; i++) start[i] = i;
+  /* The same loop as merge_piece, blind to ranks from id on. */
+  for (;;) {
+    uint32_t best = BPE_NO_RANK;
+    size_t bi = 0;
+    for (size_t i = 0; i + 1 < np; i++) {
+      uint32_t r = bpe_lookup(t, p + start[i], start[i + 2] - start[i]);
+      if (r < (uint32_t)id && r < best) {
+        best = r;
+        bi = i;
+      }
+    }
+    if (best == BPE_NO_RANK) break;
+    memmove(start + bi + 1, start + bi + 2, (np - bi - 1) * sizeof *start);
+    np--;
+  }
+  const int rc = np == 2 ? 0 : -1;
+  if (rc == 0) *split = start[1];
+  boost_free(start);
+  return rc;
+}
+
 static void encode_piece(bpe_worker *w, const uint8_t *p, size_t n, bpe_tokens *out) {
   uint32_t whole = bpe_lookup(w->t, p, n);
   if (whole != BPE_NO_RANK) {
