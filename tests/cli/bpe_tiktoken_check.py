@@ -61,6 +61,10 @@ def corpus(d):
         cps = [rng.choice([0x20, 0x0A, rng.randrange(0x21, 0x7F), rng.randrange(0xA0, 0x3000),
                            rng.randrange(0x4E00, 0x9FFF), rng.randrange(0x1F300, 0x1FAFF)]) for _ in range(3000)]
         docs["random-cp-%d" % i] = "".join(chr(c) for c in cps if not 0xD800 <= c < 0xE000).encode()
+    # long pieces (the heap merge above 256 bytes): one letter, a pattern,
+    # random letters, a digit run (gpt2 keeps \p{N}+ whole)
+    docs["long-runs"] = ("a" * 5000 + " " + "ab" * 2500 + " " + "".join(rng.choice("etaoinshrdlu") for _ in range(6000))
+                         + " " + "1234567890" * 400 + " " + "ä" * 1500).encode()
     for i in range(2):  # random bytes (no NUL: boost-data skips binary files)
         docs["random-bytes-%d" % i] = bytes(rng.randrange(1, 256) for _ in range(4000))
     for name, b in docs.items():

@@ -67,6 +67,8 @@ void bpe_tokens_free(bpe_tokens *l) {
 #define CACHE_SLOTS (1u << 16)
 #define CACHE_PIECE 64
 #define CACHE_ARENA (4u << 20)
+/* Longer pieces merge through a heap (bpe_long.c): the scan is quadratic. */
+#define LONG_PIECE 256
 
 typedef struct {
   uint64_t hash;
@@ -208,6 +210,10 @@ static void encode_piece(bpe_worker *w, const uint8_t *p, size_t n, bpe_tokens *
   uint32_t whole = bpe_lookup(w->t, p, n);
   if (whole != BPE_NO_RANK) {
     bpe_tokens_push(out, (int32_t)whole);
+    return;
+  }
+  if (n > LONG_PIECE) {
+    bpe_merge_long(w->t, p, n, out);
     return;
   }
   if (n > CACHE_PIECE) {

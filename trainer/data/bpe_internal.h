@@ -47,6 +47,10 @@ void bpe_matcher_free(bpe_matcher *m);
  * engine failure (err). */
 int bpe_next_piece(const bpe_tokenizer *t, bpe_matcher *m, const uint8_t *text, size_t len, size_t *pos,
                    size_t *start, size_t *end, boost_status *err);
+/* The merges of a long piece, as the scan makes them, in O(n log n)
+ * (bpe_long.c). */
+void bpe_merge_long(const bpe_tokenizer *t, const uint8_t *p, size_t n, bpe_tokens *out);
+
 /* When text is not valid UTF-8: a copy (malloc) with every stray byte as
  * U+FFFD, its length in *out_len; NULL when text is valid as it is. */
 uint8_t *bpe_utf8_repair(const uint8_t *text, size_t len, size_t *out_len);
