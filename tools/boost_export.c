@@ -92,6 +92,8 @@ static int pick_tokenizer(const options *o, const ins_ckpt *c, const train_confi
   p->eot = -1;
   const char *recorded = ckpt_meta_str(&c->meta, CKPT_META_F_tokenizer);
   const int keyword = !strcmp(t, "auto") || !strcmp(t, "byte") || !strcmp(t, "gpt2") || !strcmp(t, "none");
+  if (!keyword && access(t, F_OK) != 0)
+    return boost_err(err, "--tokenizer %s: no such file: expected auto, byte, gpt2 or none, or a tiktoken rank file", t);
   if (!keyword || (!strcmp(t, "auto") && recorded && !strncmp(recorded, "bpe-", 4))) {
     if (tool_bpe_open(recorded, keyword ? NULL : t, o->ckpt, &p->bpe, err) != 0) return -1;
     p->tokenizer = TOK_BPE;
@@ -111,7 +113,7 @@ static int pick_tokenizer(const options *o, const ins_ckpt *c, const train_confi
   }
   if (!strcmp(t, "byte")) p->tokenizer = TOK_BYTE, p->eot = 256;
   else if (!strcmp(t, "gpt2")) p->tokenizer = TOK_GPT2, p->eot = 50256;
-  else if (strcmp(t, "none")) return boost_err(err, "--tokenizer %s: expected auto, byte, gpt2, none or a rank file", t);
+  else if (strcmp(t, "none")) return boost_err(err, "--tokenizer %s: expected auto, byte, gpt2 or none, or a tiktoken rank file", t);
   if (p->eot >= p->m.vocab)
     return boost_err(err, "--tokenizer %s: its end-of-text id %d is beyond the model's vocab %d", t, p->eot, p->m.vocab);
   return 0;
