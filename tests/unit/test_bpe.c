@@ -104,7 +104,7 @@ Test(bpe, batch_equals_one_by_one) {
     one.n = 0;
     bpe_encode(w, t[i], len[i], &one, NULL);
     cr_assert_eq(out[i].n, one.n);
-    cr_assert_eq(memcmp(out[i].v, one.v, one.n * sizeof *one.v), 0);
+    if (one.n) cr_assert_eq(memcmp(out[i].v, one.v, one.n * sizeof *one.v), 0);
     bpe_tokens_free(&out[i]);
   }
   bpe_tokens_free(&one);
