@@ -177,13 +177,40 @@ typedef struct {
   char text[2048];
 } result;
 
-static int run_loss(const eval_opts *o, ckpt_model *cm, result *res, boost_status *err) {
+/* Bytes per token from the checkpoint's BPE tokenizer (tool_bpe.h): with
+ * --tokenizer RANKS its failures are the run's; found by the recorded hash,
+ * a miss leaves bits per byte unknown. */
+static int bpe_token_lengths(const eval_opts *o, const ins_ckpt *c, int **len, int *vocab, boost_status *err) {
+  bpe_tokenizer *bpe = NULL;
+  boost_status miss = {0};
+  if (tool_bpe_open(ckpt_meta_str(&c->meta, CKPT_META_F_tokenizer), o->tokenizer, o->ckpt, &bpe,
+                    o->tokenizer ? err : &miss) != 0) {
+    if (!o->tokenizer) return 0;
+    boost_status_append(err, " (and not an llm.c tokenizer file, gpt2_tokenizer.bin, either)");
+    return -1;
+  }
+  if (!bpe) return 0;
+  *vocab = (int)bpe_vocab_size(bpe);
+  *len = boost_calloc((size_t)*vocab, sizeof **len);
+  for (int i = 0; i < *vocab; i++) {
+    size_t n = 0;
+    (*len)[i] = i == bpe_eot(bpe) || !bpe_token_bytes(bpe, i, &n) ? 0 : (int)n; /* end-of-text: no text */
+  }
+  bpe_close(bpe);
+  return 0;
+}
+
+static int run_loss(const eval_opts *o, const ins_ckpt *c, ckpt_model *cm, result *res, boost_status *err) {
   cJSON *out = res->json;
   const train_config *cfg = &cm->cfg;
   eval_batches p = {.B = o->B ? o->B : cfg->train.batch_size, .T = o->T ? o->T : cfg->model.seq_len};
   if (p.T > cfg->model.seq_len) return boost_err(err, "--seq-len %d exceeds the model's %d", p.T, cfg->model.seq_len);
   int *len = NULL, vocab = 0; /* bytes per token (--tokenizer), read before the work */
-  if (o->tokenizer && eval_token_bytes(o->tokenizer, &len, &vocab, err) != 0) return -1;
+  if (o->tokenizer && tool_is_llmc_tokenizer(o->tokenizer)) {
+    if (eval_token_bytes(o->tokenizer, &len, &vocab, err) != 0) return -1;
+  } else if (bpe_token_lengths(o, c, &len, &vocab, err) != 0) {
+    return -1;
+  }
   eval_data d;
   if (eval_data_open(o->data, o->val, cfg, p.T, cfg->model.vocab, &d, err) != 0) {
     boost_free(len);
@@ -217,7 +244,7 @@ static int run_loss(const eval_opts *o, ckpt_model *cm, result *res, boost_statu
     if (isnan(bpb)) cJSON_AddNullToObject(out, "bits_per_byte");
     else cJSON_AddNumberToObject(out, "bits_per_byte", bpb);
     cJSON_AddStringToObject(out, "data", d.what);
-    cJSON_AddStringToObject(out, "tokenizer", o->tokenizer ? "gpt2 (--tokenizer)" : d.tokenizer[0] ? d.tokenizer : "unknown");
+    cJSON_AddStringToObject(out, "tokenizer", o->tokenizer && tool_is_llmc_tokenizer(o->tokenizer) ? "gpt2 (--tokenizer)" : d.tokenizer[0] ? d.tokenizer : "unknown");
     cJSON_AddNumberToObject(out, "batches", (double)p.batches);
     cJSON_AddNumberToObject(out, "batch_size", p.B);
     cJSON_AddNumberToObject(out, "seq_len", p.T);
@@ -310,7 +337,7 @@ static int run(const eval_opts *o, boost_status *err) {
     cJSON_AddNumberToObject(res.json, "step", (double)c.meta.run.step);
     rc = o->stored ? run_stored(o, &c, &cm, &res, err)
        : o->choice ? run_choice(o, &c, &cm, &res, err)
-                   : run_loss(o, &cm, &res, err);
+                   : run_loss(o, &c, &cm, &res, err);
     if (!tool_agree(o->nranks, rc == 0, err)) rc = -1;
     if (rc == 0 && o->rank == 0 && !o->json)
       printf("checkpoint %s (step %lld, %s)\n%s", c.path, (long long)c.meta.run.step, cm.be->info, res.text);
