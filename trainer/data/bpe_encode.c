@@ -254,9 +254,16 @@ int bpe_encode_batch(const bpe_tokenizer *t, size_t n, const uint8_t *const *tex
   {
     bpe_worker *w = bpe_worker_new(t);
     boost_status mine = {0};
+    bpe_tokens local = {0}; /* neighbouring outs[] share cache lines: one write each */
 #pragma omp for schedule(dynamic, 1)
-    for (size_t i = 0; i < n; i++)
-      if (!mine.failed) bpe_encode(w, texts[i], lens[i], &outs[i], &mine);
+    for (size_t i = 0; i < n; i++) {
+      local.n = 0;
+      if (mine.failed || bpe_encode(w, texts[i], lens[i], &local, &mine) != 0) continue;
+      bpe_tokens out = outs[i];
+      for (size_t k = 0; k < local.n; k++) bpe_tokens_push(&out, local.v[k]);
+      outs[i] = out;
+    }
+    bpe_tokens_free(&local);
     bpe_worker_free(w);
 #pragma omp critical(bpe_batch_status)
     if (mine.failed && !first.failed) first = mine;
