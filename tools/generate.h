@@ -20,6 +20,7 @@ typedef struct {
   int eot;           /* end-of-text id, -1 when none */
   char **piece;      /* GPT-2: the bytes of each token */
   unsigned char *len;
+  char name[40];     /* a BPE tokenizer's (bpe-gpt2); "" for the others */
 } gen_tokenizer;
 enum { GEN_TOK_BYTE = 0, GEN_TOK_GPT2, GEN_TOK_IDS };
 

@@ -76,6 +76,7 @@ int gen_tok_bpe(gen_tokenizer *t, const bpe_tokenizer *bpe, int model_vocab, boo
   t->kind = GEN_TOK_GPT2;
   t->vocab = n;
   t->eot = bpe_eot(bpe);
+  snprintf(t->name, sizeof t->name, "%s", bpe_name(bpe));
   t->piece = boost_calloc((size_t)n, sizeof *t->piece);
   t->len = boost_calloc((size_t)n, 1);
   for (int i = 0; i < n; i++) {
