@@ -11,7 +11,9 @@
 # --choice encodes text with the checkpoint's tokenizer (the same answers
 # with the rank file given). Also: the same checks on an export given the
 # rank file with --tokenizer, and another tokenizer's rank file refused with
-# one line by boost-export, boost-generate and boost-eval.
+# one line by boost-export, boost-generate and boost-eval. A model trained on
+# llama3-pre-tokenized shards exports a tokenizer.json (a regex Split) that
+# AutoTokenizer reads: the corpus as tiktoken under the llama3 pattern.
 #
 # Skips (77) without tiktoken/transformers (.cache/pyenv) or GPT-2's rank
 # file (.cache/tokenizers/gpt2.tiktoken; scripts/setup-pyenv.sh makes both).
@@ -96,4 +98,13 @@ for tool in export generate eval; do
     fail "$tool with another tokenizer's file: $(cat "$tmp/err")"
 done
 [ ! -e "$tmp/hf3" ] || fail "a refused export left its folder"
+
+mkdir "$tmp/l3" && cp "$GPT2" "$tmp/l3/gpt2.tiktoken"
+"$DATA" -q --tokenizer "$tmp/l3/gpt2.tiktoken" --pretokenizer llama3 -o "$tmp/l3.tok" /usr/share/games/fortunes/science \
+  >/dev/null || fail "boost-data llama3"
+"$TRAIN" "${COMMON[@]}" --set data.train="$tmp/l3.tok" --set model.vocab=50257 --set train.steps=1 \
+  --set ckpt.dir="$tmp/l3/ck" --set ckpt.every=1 >"$tmp/train.log" 2>&1 || fail "train llama3: $(tail -3 "$tmp/train.log")"
+"$EXPORT" --hf "$tmp/hf-l3" "$tmp/l3/ck" --quiet >/dev/null 2>"$tmp/export.err" || fail "boost-export llama3: $(cat "$tmp/export.err")"
+[ -f "$tmp/hf-l3/tokenizer.json" ] || fail "no tokenizer.json for the llama3 pre-tokenizer"
+"$PYENV/bin/python" "$CHECK" hf-tokenizer "$tmp/hf-l3" "$GPT2" llama3 "$tmp/corpus" || fail "transformers differs (llama3)"
 echo "PASS: bpe_export"

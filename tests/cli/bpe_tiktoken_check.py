@@ -5,6 +5,7 @@ encode_ordinary on the same rank file and pattern, token for token.
   bpe_tiktoken_check.py corpus DIR            write the documents
   bpe_tiktoken_check.py ranks GPT2 OUT        GPT-2's ranks, lines reversed, CRLF
   bpe_tiktoken_check.py compare PRETOK RANKS DIR SHARD
+  bpe_tiktoken_check.py hf-tokenizer HFDIR RANKS PRETOK DIR
   bpe_tiktoken_check.py hf HFDIR RANKS DIR GENERATE.json
       (tests/cli/bpe_export.sh: transformers' AutoTokenizer on boost-export's
       vocab.json + merges.txt encodes the corpus as tiktoken does and the
@@ -126,16 +127,15 @@ def compare(pretok, ranks, d, shard):
     return 0
 
 
-def hf(hfdir, ranks, d, gen_json):
-    import json
+def hf_tokenizer(hfdir, ranks, pretok, d):
+    """AutoTokenizer on boost-export's folder against tiktoken on the corpus:
+    the tokenizer, or None after printing the first difference."""
     import tiktoken
-    import torch
     from tiktoken.load import load_tiktoken_bpe
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
     mr = load_tiktoken_bpe(ranks)
-    eot = max(mr.values()) + 1
-    enc = tiktoken.Encoding(name="t", pat_str=pattern("gpt2"), mergeable_ranks=mr,
-                            special_tokens={"<|endoftext|>": eot})
+    enc = tiktoken.Encoding(name="t", pat_str=pattern(pretok), mergeable_ranks=mr,
+                            special_tokens={"<|endoftext|>": max(mr.values()) + 1})
     tok = AutoTokenizer.from_pretrained(hfdir)
     for name in sorted(os.listdir(d)):
         with open(os.path.join(d, name), "rb") as f:
@@ -144,8 +144,19 @@ def hf(hfdir, ranks, d, gen_json):
         want, have = enc.encode_ordinary(text), tok.encode(text, split_special_tokens=True)
         if want != have:
             i = next((k for k in range(min(len(have), len(want))) if have[k] != want[k]), min(len(have), len(want)))
-            print("MISMATCH transformers %s token %d: %s, tiktoken %s" % (name, i, have[i:i + 5], want[i:i + 5]))
-            return 1
+            print("MISMATCH transformers (%s) %s token %d: %s, tiktoken %s" % (pretok, name, i, have[i:i + 5], want[i:i + 5]))
+            return None
+    print("transformers' %s on the %s export: the corpus as tiktoken" % (type(tok).__name__, pretok))
+    return tok
+
+
+def hf(hfdir, ranks, d, gen_json):
+    import json
+    import torch
+    from transformers import AutoModelForCausalLM
+    tok = hf_tokenizer(hfdir, ranks, "gpt2", d)
+    if tok is None:
+        return 1
     with open(gen_json) as f:
         g = json.load(f)
     prompt = [tok.eos_token_id] + tok.encode(g["prompt_text"])
@@ -173,5 +184,7 @@ if __name__ == "__main__":
         sys.exit(compare(*sys.argv[2:6]))
     elif cmd == "hf":
         sys.exit(hf(*sys.argv[2:6]))
+    elif cmd == "hf-tokenizer":
+        sys.exit(0 if hf_tokenizer(*sys.argv[2:6]) else 1)
     else:
         raise SystemExit("unknown command " + cmd)
