@@ -166,7 +166,7 @@ static int32_t *prompt_tokens(const gen_options *o, const gen_tokenizer *tok, co
       boost_free(t);
       return NULL;
     }
-    memcpy(t + *n, enc.v, enc.n * sizeof *t);
+    if (enc.n) memcpy(t + *n, enc.v, enc.n * sizeof *t);
     *n += (int)enc.n;
     bpe_tokens_free(&enc);
   } else if (o->prompt) {

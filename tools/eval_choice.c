@@ -21,7 +21,7 @@ static int32_t *put_text(bpe_worker *w, int32_t *out, const char *s) {
     return out;
   }
   bpe_tokens enc = {0};
-  if (bpe_encode(w, (const uint8_t *)s, strlen(s), &enc, NULL) == 0) memcpy(out, enc.v, enc.n * sizeof *out);
+  if (bpe_encode(w, (const uint8_t *)s, strlen(s), &enc, NULL) == 0 && enc.n) memcpy(out, enc.v, enc.n * sizeof *out);
   out += enc.n; /* an engine failure encodes nothing: the ending then fails as empty */
   bpe_tokens_free(&enc);
   return out;
