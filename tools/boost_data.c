@@ -507,13 +507,20 @@ static uint64_t finish_output(stats *s) {
   return checksum;
 }
 
-static void report_json(const char *out, const char *tok_name, uint32_t vocab, uint32_t width, const stats *s, const input_list *l, uint64_t tokens, uint64_t skipped,
+static void report_json(const char *out, const char *tok_name, uint64_t tok_hash, uint32_t vocab, uint32_t width,
+                        const stats *s, const input_list *l, uint64_t tokens, uint64_t skipped,
                         uint64_t checksum, double secs) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "output", out);
   cJSON_AddStringToObject(o, "format", "boost");
-  cJSON_AddNumberToObject(o, "version", DATA_VERSION);
+  cJSON_AddNumberToObject(o, "version", tok_hash ? DATA_VERSION_HASHED : DATA_VERSION);
   cJSON_AddStringToObject(o, "tokenizer", tok_name);
+  char th[32];
+  snprintf(th, sizeof th, "%016" PRIx64, tok_hash);
+  if (tok_hash)
+    cJSON_AddStringToObject(o, "tokenizer_hash", th);
+  else
+    cJSON_AddNullToObject(o, "tokenizer_hash");
   cJSON_AddNumberToObject(o, "vocab_size", vocab);
   cJSON_AddNumberToObject(o, "token_bytes", width);
   cJSON_AddNumberToObject(o, "files", (double)s->files);
@@ -582,7 +589,7 @@ int main(int argc, char **argv) {
   const uint64_t checksum = finish_output(&s);
   const double secs = boost_now_s() - t0;
   if (a.json) {
-    report_json(a.out, tok_name, vocab, width, &s, &l, tokens, skipped, checksum, secs);
+    report_json(a.out, tok_name, bpe ? bpe_hash(bpe) : 0, vocab, width, &s, &l, tokens, skipped, checksum, secs);
   } else {
     printf("boost-data: wrote %s: %" PRIu64 " files, %" PRIu64 " documents, %" PRIu64 " tokens from %" PRIu64
            " bytes in %.2f s\n",
