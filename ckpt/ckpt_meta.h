@@ -54,6 +54,7 @@ enum {
   X(run, activations, STR, CKPT_META_RUN, "none")                                \
   X(run, precision, STR, CKPT_META_RUN, "fp32")                                  \
   X(run, run_id, STR, CKPT_META_RUN, NULL)                                       \
+  X(run, tokenizer, STR, CKPT_META_RUN, NULL)                                    \
   X(package, n_tensors, I64, CKPT_META_PACKAGE, NULL)                            \
   X(reshard, resharded_from, STR, CKPT_META_EXPORT | CKPT_META_JSON, NULL)       \
   X(reshard, optimizer_state, STR, CKPT_META_EXPORT, "present")                  \

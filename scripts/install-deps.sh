@@ -7,6 +7,7 @@ pkgs=(build-essential cmake pkg-config git
       libzstd-dev zstd libcriterion-dev libopenblas-dev libopenblas-openmp-dev
       libdnnl-dev
       libcjson-dev libinih-dev libxxhash-dev
+      libpcre2-dev # BPE pre-tokenizers (Unicode properties)
       fortunes python3-h5py python3-numpy
       gnuplot-nox) # boost-inspect plot
 missing=()

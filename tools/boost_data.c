@@ -1,5 +1,6 @@
-/* boost-data: turn text files into a boost token shard (byte-v1 tokenizer),
- * or describe an existing shard (--info). See docs/DATA_FORMAT.md. */
+/* boost-data: turn text files into a boost token shard (byte-v1 tokenizer,
+ * or BPE with a tiktoken rank file: bpe.h), or describe an existing shard
+ * (--info). See docs/DATA_FORMAT.md. */
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
@@ -18,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bpe.h"
 #include "check.h"
 #include "util.h"
 #include "data.h"
@@ -32,7 +34,10 @@ static const char *usage_text =
     "       boost-data --info [--json] SHARD\n"
     "\n"
     "Tokenizes text with the byte-level tokenizer byte-v1 (token = byte value,\n"
-    "EOT = 256 before every document, vocab 257) into one boost token shard.\n"
+    "EOT = 256 before every document, vocab 257) into one boost token shard,\n"
+    "or with --tokenizer, byte-pair encoding as tiktoken's encode_ordinary\n"
+    "does with the same rank file (EOT = <|endoftext|> = largest rank + 1\n"
+    "before every document; invalid UTF-8 bytes read as U+FFFD).\n"
     "Each input file is a document; fortune files are split on lines that are\n"
     "exactly \"%\" (one document per fortune).\n"
     "\n"
@@ -47,6 +52,11 @@ static const char *usage_text =
     "      --no-fortune-split never split (each file is one document)\n"
     "                         default: split files below a directory named\n"
     "                         \"fortunes\" (path resolved with realpath)\n"
+    "      --tokenizer FILE   BPE with a tiktoken rank file (BASE64 RANK per\n"
+    "                         line), e.g. GPT-2's gpt2.tiktoken\n"
+    "      --pretokenizer NAME  gpt2 (default), cl100k or llama3\n"
+    "      --pattern RE       a PCRE2 pre-tokenizer pattern instead\n"
+    "      --threads N        encoding threads (default: OpenMP's)\n"
     "      --json             print a machine-readable summary on stdout\n"
     "  -q, --quiet            no progress lines on stderr\n"
     "      --info             print the header of SHARD (boost or llm.c .bin)\n"
@@ -184,10 +194,50 @@ static bool under_fortunes_dir(const char *path) {
 
 /* ---- tokenizing ---- */
 
+/* BPE documents wait in a batch (copies: the files are unmapped) and are
+ * encoded over the threads together, then written in input order. */
+#define BPE_BATCH_BYTES ((size_t)64 << 20)
+
 typedef struct {
   data_writer *w;
   uint64_t files, docs, bytes;
+  const bpe_tokenizer *bpe; /* NULL: byte-v1 */
+  int threads;
+  uint8_t **text;
+  size_t *len, n, cap, batch_bytes;
 } stats;
+
+static void bpe_flush(stats *s) {
+  if (s->n == 0) return;
+  bpe_tokens *out = boost_calloc(s->n, sizeof *out);
+  boost_status err = {0};
+  int rc = bpe_encode_batch(s->bpe, s->n, (const uint8_t *const *)s->text, s->len, out, s->threads, &err);
+  for (size_t i = 0; i < s->n; i++) {
+    if (rc == 0) rc = data_writer_add_encoded(s->w, out[i].v, out[i].n, &err);
+    bpe_tokens_free(&out[i]);
+    free(s->text[i]);
+  }
+  boost_free(out);
+  s->n = s->batch_bytes = 0;
+  if (rc != 0) {
+    tool_tmp_disarm();
+    data_writer_abort(s->w);
+    die(1, "%s", err.msg);
+  }
+}
+
+static void bpe_add(stats *s, const uint8_t *b, size_t n) {
+  if (s->n == s->cap) {
+    s->cap = s->cap ? 2 * s->cap : 1024;
+    s->text = boost_realloc(s->text, s->cap, sizeof *s->text);
+    s->len = boost_realloc(s->len, s->cap, sizeof *s->len);
+  }
+  s->text[s->n] = boost_realloc(NULL, n ? n : 1, 1);
+  memcpy(s->text[s->n], b, n);
+  s->len[s->n++] = n;
+  s->batch_bytes += n;
+  if (s->batch_bytes >= BPE_BATCH_BYTES) bpe_flush(s);
+}
 
 static bool blank(const uint8_t *b, size_t n) {
   for (size_t i = 0; i < n; i++)
@@ -197,7 +247,9 @@ static bool blank(const uint8_t *b, size_t n) {
 
 static void add_doc(stats *s, const uint8_t *b, size_t n) {
   boost_status err = {0};
-  if (data_writer_add_document(s->w, b, n, &err) != 0) {
+  if (s->bpe) {
+    bpe_add(s, b, n);
+  } else if (data_writer_add_document(s->w, b, n, &err) != 0) {
     tool_tmp_disarm();
     data_writer_abort(s->w);
     die(1, "%s", err.msg);
@@ -277,6 +329,12 @@ static int do_info(const char *path, bool json) {
     if (boost) {
       cJSON_AddNumberToObject(o, "documents", (double)in.num_documents);
       cJSON_AddStringToObject(o, "tokenizer", in.tokenizer);
+      char th[32];
+      snprintf(th, sizeof th, "%016" PRIx64, in.tokenizer_hash);
+      if (in.tokenizer_hash)
+        cJSON_AddStringToObject(o, "tokenizer_hash", th);
+      else
+        cJSON_AddNullToObject(o, "tokenizer_hash");
       if (in.eot_token == DATA_NO_EOT)
         cJSON_AddNullToObject(o, "eot_token");
       else
@@ -307,6 +365,7 @@ static int do_info(const char *path, bool json) {
   if (boost) {
     printf("documents:    %" PRIu64 "\n", in.num_documents);
     printf("tokenizer:    %s\n", in.tokenizer[0] ? in.tokenizer : "(none)");
+    if (in.tokenizer_hash) printf("tokenizer_hash: %016" PRIx64 "\n", in.tokenizer_hash);
     if (in.eot_token == DATA_NO_EOT)
       printf("eot_token:    (none)\n");
     else
@@ -320,12 +379,15 @@ static int do_info(const char *path, bool json) {
 
 /* ---- main ---- */
 
-enum { OPT_FORTUNE = 256, OPT_NO_FORTUNE, OPT_JSON, OPT_INFO, OPT_VERSION };
+enum { OPT_FORTUNE = 256, OPT_NO_FORTUNE, OPT_JSON, OPT_INFO, OPT_VERSION, OPT_TOKENIZER, OPT_PRETOK, OPT_PATTERN,
+       OPT_THREADS };
 
 typedef struct {
   const char *out;
   int split_mode; /* -1 auto, 0 off, 1 on */
   bool json, quiet, info;
+  const char *tokenizer, *pretok, *pattern; /* BPE: rank file, pre-tokenizer */
+  int threads;
   int ninputs;
   char **inputs;
 } data_args;
@@ -336,6 +398,10 @@ static data_args parse_args(int argc, char **argv) {
       {"fortune-split", no_argument, NULL, OPT_FORTUNE},
       {"no-fortune-split", no_argument, NULL, OPT_NO_FORTUNE},
       {"json", no_argument, NULL, OPT_JSON},
+      {"tokenizer", required_argument, NULL, OPT_TOKENIZER},
+      {"pretokenizer", required_argument, NULL, OPT_PRETOK},
+      {"pattern", required_argument, NULL, OPT_PATTERN},
+      {"threads", required_argument, NULL, OPT_THREADS},
       {"quiet", no_argument, NULL, 'q'},
       {"info", no_argument, NULL, OPT_INFO},
       {"help", no_argument, NULL, 'h'},
@@ -351,6 +417,16 @@ static data_args parse_args(int argc, char **argv) {
       case OPT_FORTUNE: a.split_mode = 1; break;
       case OPT_NO_FORTUNE: a.split_mode = 0; break;
       case OPT_JSON: a.json = true; break;
+      case OPT_TOKENIZER: a.tokenizer = optarg; break;
+      case OPT_PRETOK: a.pretok = optarg; break;
+      case OPT_PATTERN: a.pattern = optarg; break;
+      case OPT_THREADS: {
+        char *end;
+        long v = strtol(optarg, &end, 10);
+        if (*end || v < 1 || v > 1024) die(2, "--threads %s: expected a whole number 1..1024", optarg);
+        a.threads = (int)v;
+        break;
+      }
       case 'q': a.quiet = true; break;
       case OPT_INFO: a.info = true; break;
       case 'h': fputs(usage_text, stdout); exit(0);
@@ -363,6 +439,9 @@ static data_args parse_args(int argc, char **argv) {
           die(2, "unknown option %s (see --help)", argv[optind - 1]);
     }
   }
+  if (a.pretok && a.pattern) die(2, "--pretokenizer and --pattern both given: one of them");
+  if (!a.tokenizer && (a.pretok || a.pattern)) die(2, "--pretokenizer/--pattern need --tokenizer FILE");
+  if (a.tokenizer && !a.pattern && !a.pretok) a.pretok = "gpt2";
   a.ninputs = argc - optind;
   a.inputs = argv + optind;
   return a;
@@ -428,15 +507,22 @@ static uint64_t finish_output(stats *s) {
   return checksum;
 }
 
-static void report_json(const char *out, const stats *s, const input_list *l, uint64_t tokens, uint64_t skipped,
+static void report_json(const char *out, const char *tok_name, uint64_t tok_hash, uint32_t vocab, uint32_t width,
+                        const stats *s, const input_list *l, uint64_t tokens, uint64_t skipped,
                         uint64_t checksum, double secs) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "output", out);
   cJSON_AddStringToObject(o, "format", "boost");
-  cJSON_AddNumberToObject(o, "version", DATA_VERSION);
-  cJSON_AddStringToObject(o, "tokenizer", DATA_BYTE_TOKENIZER);
-  cJSON_AddNumberToObject(o, "vocab_size", DATA_BYTE_VOCAB);
-  cJSON_AddNumberToObject(o, "token_bytes", 2);
+  cJSON_AddNumberToObject(o, "version", tok_hash ? DATA_VERSION_HASHED : DATA_VERSION);
+  cJSON_AddStringToObject(o, "tokenizer", tok_name);
+  char th[32];
+  snprintf(th, sizeof th, "%016" PRIx64, tok_hash);
+  if (tok_hash)
+    cJSON_AddStringToObject(o, "tokenizer_hash", th);
+  else
+    cJSON_AddNullToObject(o, "tokenizer_hash");
+  cJSON_AddNumberToObject(o, "vocab_size", vocab);
+  cJSON_AddNumberToObject(o, "token_bytes", width);
   cJSON_AddNumberToObject(o, "files", (double)s->files);
   cJSON_AddNumberToObject(o, "documents", (double)s->docs);
   cJSON_AddNumberToObject(o, "tokens", (double)tokens);
@@ -474,11 +560,23 @@ int main(int argc, char **argv) {
   input_list l = {0};
   gather_inputs(&l, &a);
   boost_status err = {0};
-  stats s = {0};
-  if (data_writer_open(a.out, 2, DATA_BYTE_VOCAB, DATA_BYTE_TOKENIZER, DATA_BYTE_EOT, &s.w, &err) != 0)
-    die(1, "%s", err.msg);
+  stats s = {.threads = a.threads};
+  bpe_tokenizer *bpe = NULL;
+  const char *tok_name = DATA_BYTE_TOKENIZER;
+  uint32_t vocab = DATA_BYTE_VOCAB, eot = DATA_BYTE_EOT, width = 2;
+  if (a.tokenizer) {
+    if (bpe_open(a.tokenizer, a.pretok, a.pattern, &bpe, &err) != 0) die(1, "%s", err.msg);
+    s.bpe = bpe;
+    tok_name = bpe_name(bpe);
+    vocab = bpe_vocab_size(bpe);
+    eot = (uint32_t)bpe_eot(bpe);
+    width = vocab <= 65536 ? 2 : 4;
+  }
+  if (data_writer_open(a.out, width, vocab, tok_name, eot, &s.w, &err) != 0) die(1, "%s", err.msg);
+  if (bpe) data_writer_set_tokenizer_hash(s.w, bpe_hash(bpe));
   tool_tmp_arm(data_writer_tmp_path(s.w));
   tokenize_all(&s, &l, &a, t0);
+  if (bpe) bpe_flush(&s);
   uint64_t skipped = l.skip_ext + l.skip_link + l.skip_hidden + l.skip_other + l.skip_binary + l.skip_empty +
                      l.skip_dup;
   if (s.docs == 0) {
@@ -491,7 +589,7 @@ int main(int argc, char **argv) {
   const uint64_t checksum = finish_output(&s);
   const double secs = boost_now_s() - t0;
   if (a.json) {
-    report_json(a.out, &s, &l, tokens, skipped, checksum, secs);
+    report_json(a.out, tok_name, bpe ? bpe_hash(bpe) : 0, vocab, width, &s, &l, tokens, skipped, checksum, secs);
   } else {
     printf("boost-data: wrote %s: %" PRIu64 " files, %" PRIu64 " documents, %" PRIu64 " tokens from %" PRIu64
            " bytes in %.2f s\n",
@@ -502,5 +600,8 @@ int main(int argc, char **argv) {
   }
   for (size_t i = 0; i < l.n; i++) boost_free(l.v[i].path);
   boost_free(l.v);
+  free(s.text);
+  free(s.len);
+  bpe_close(bpe);
   return 0;
 }

@@ -28,6 +28,7 @@
 #include "eval_loss.h"
 #include "inspect.h"
 #include "tool.h"
+#include "tool_bpe.h"
 #include "util.h"
 
 typedef struct {
@@ -56,9 +57,12 @@ static int usage(FILE *f, int status) {
           "  --batch-size B     sequences per batch (default: the stored train.batch_size)\n"
           "  --seq-len T        tokens per sequence (default and maximum: the stored model.seq_len)\n"
           "  --tokenizer FILE   llm.c's gpt2_tokenizer.bin: bytes per token, for bits per byte on\n"
-          "                     GPT-2 shards (byte-level shards need none)\n"
+          "                     GPT-2 shards (byte-level shards need none); with --choice, the\n"
+          "                     tiktoken rank file of the checkpoint's BPE tokenizer (default: found\n"
+          "                     in $BOOST_TOKENIZER_PATH or next to the checkpoint)\n"
           "  --choice FILE      multiple-choice accuracy (acc, acc_norm) on JSONL in HellaSwag's layout:\n"
-          "                     {\"ctx\": ..., \"endings\": [...], \"label\": N} per line; byte tokenizer\n"
+          "                     {\"ctx\": ..., \"endings\": [...], \"label\": N} per line, encoded with the\n"
+          "                     model's tokenizer (byte-v1 or the BPE one the checkpoint records)\n"
           "  --stored-batch     the mean next-token loss on the checkpoint's stored batch\n"
           "                     (/activations/tokens; each token's target is the next stored one)\n"
           "  --device D         cpu (default), guarded, cuda\n"
@@ -114,8 +118,8 @@ static int parse_args(int argc, char **argv, eval_opts *o, boost_status *err) {
   if (modes != 1) return boost_err(err, "give one of --data FILE, --val, --choice FILE, --stored-batch (see --help)");
   if ((o->choice || o->stored) && (o->batches || o->B || o->T))
     return boost_err(err, "--batches, --batch-size and --seq-len go with --data or --val");
-  if (o->choice && o->tokenizer)
-    return boost_err(err, "--choice tokenizes text with the byte tokenizer only: llm.c's tokenizer file decodes, it cannot encode");
+  if (o->choice && o->tokenizer && tool_is_llmc_tokenizer(o->tokenizer))
+    return boost_err(err, "--choice encodes text: llm.c's tokenizer file decodes, it cannot encode (give the tiktoken rank file)");
   return 0;
 }
 
@@ -173,13 +177,40 @@ typedef struct {
   char text[2048];
 } result;
 
-static int run_loss(const eval_opts *o, ckpt_model *cm, result *res, boost_status *err) {
+/* Bytes per token from the checkpoint's BPE tokenizer (tool_bpe.h): with
+ * --tokenizer RANKS its failures are the run's; found by the recorded hash,
+ * a miss leaves bits per byte unknown. */
+static int bpe_token_lengths(const eval_opts *o, const ins_ckpt *c, int **len, int *vocab, boost_status *err) {
+  bpe_tokenizer *bpe = NULL;
+  boost_status miss = {0};
+  if (tool_bpe_open(ckpt_meta_str(&c->meta, CKPT_META_F_tokenizer), o->tokenizer, o->ckpt, &bpe,
+                    o->tokenizer ? err : &miss) != 0) {
+    if (!o->tokenizer) return 0;
+    boost_status_append(err, " (and not an llm.c tokenizer file, gpt2_tokenizer.bin, either)");
+    return -1;
+  }
+  if (!bpe) return 0;
+  *vocab = (int)bpe_vocab_size(bpe);
+  *len = boost_calloc((size_t)*vocab, sizeof **len);
+  for (int i = 0; i < *vocab; i++) {
+    size_t n = 0;
+    (*len)[i] = i == bpe_eot(bpe) || !bpe_token_bytes(bpe, i, &n) ? 0 : (int)n; /* end-of-text: no text */
+  }
+  bpe_close(bpe);
+  return 0;
+}
+
+static int run_loss(const eval_opts *o, const ins_ckpt *c, ckpt_model *cm, result *res, boost_status *err) {
   cJSON *out = res->json;
   const train_config *cfg = &cm->cfg;
   eval_batches p = {.B = o->B ? o->B : cfg->train.batch_size, .T = o->T ? o->T : cfg->model.seq_len};
   if (p.T > cfg->model.seq_len) return boost_err(err, "--seq-len %d exceeds the model's %d", p.T, cfg->model.seq_len);
   int *len = NULL, vocab = 0; /* bytes per token (--tokenizer), read before the work */
-  if (o->tokenizer && eval_token_bytes(o->tokenizer, &len, &vocab, err) != 0) return -1;
+  if (o->tokenizer && tool_is_llmc_tokenizer(o->tokenizer)) {
+    if (eval_token_bytes(o->tokenizer, &len, &vocab, err) != 0) return -1;
+  } else if (bpe_token_lengths(o, c, &len, &vocab, err) != 0) {
+    return -1;
+  }
   eval_data d;
   if (eval_data_open(o->data, o->val, cfg, p.T, cfg->model.vocab, &d, err) != 0) {
     boost_free(len);
@@ -213,7 +244,7 @@ static int run_loss(const eval_opts *o, ckpt_model *cm, result *res, boost_statu
     if (isnan(bpb)) cJSON_AddNullToObject(out, "bits_per_byte");
     else cJSON_AddNumberToObject(out, "bits_per_byte", bpb);
     cJSON_AddStringToObject(out, "data", d.what);
-    cJSON_AddStringToObject(out, "tokenizer", o->tokenizer ? "gpt2 (--tokenizer)" : d.tokenizer[0] ? d.tokenizer : "unknown");
+    cJSON_AddStringToObject(out, "tokenizer", o->tokenizer && tool_is_llmc_tokenizer(o->tokenizer) ? "gpt2 (--tokenizer)" : d.tokenizer[0] ? d.tokenizer : "unknown");
     cJSON_AddNumberToObject(out, "batches", (double)p.batches);
     cJSON_AddNumberToObject(out, "batch_size", p.B);
     cJSON_AddNumberToObject(out, "seq_len", p.T);
@@ -232,15 +263,27 @@ static int run_loss(const eval_opts *o, ckpt_model *cm, result *res, boost_statu
   return rc;
 }
 
-static int run_choice(const eval_opts *o, ckpt_model *cm, result *res, boost_status *err) {
+static int run_choice(const eval_opts *o, const ins_ckpt *c, ckpt_model *cm, result *res, boost_status *err) {
   cJSON *out = res->json;
+  /* The checkpoint's BPE tokenizer (or --tokenizer's), else byte-v1. */
+  bpe_tokenizer *bpe = NULL;
+  const char *recorded = ckpt_meta_str(&c->meta, CKPT_META_F_tokenizer);
+  if (tool_bpe_open(recorded, o->tokenizer, o->ckpt, &bpe, err) != 0) return -1;
   char tok[DATA_TOKENIZER_MAX + 8];
   eval_shard_tokenizer(cm->cfg.data.train, tok, sizeof tok);
-  if (tok[0] && strcmp(tok, DATA_BYTE_TOKENIZER))
-    return boost_err(err, "the model was trained on %s tokens (%s); --choice tokenizes text with the byte tokenizer only",
-                     tok, cm->cfg.data.train);
+  if (!bpe && tok[0] && strcmp(tok, DATA_BYTE_TOKENIZER))
+    return boost_err(err, "the model was trained on %s tokens (%s) and the checkpoint names no BPE tokenizer: give "
+                          "its rank file with --tokenizer", tok, cm->cfg.data.train);
+  if (bpe && (int)bpe_vocab_size(bpe) > cm->cfg.model.vocab) {
+    const unsigned n = bpe_vocab_size(bpe);
+    bpe_close(bpe);
+    return boost_err(err, "the tokenizer has %u tokens, more than the model's vocabulary of %d", n, cm->cfg.model.vocab);
+  }
   eval_choice_set set;
-  if (eval_choice_load(o->choice, cm->cfg.model.vocab, cm->cfg.model.seq_len, &set, err) != 0) return -1;
+  const int loaded = eval_choice_load(o->choice, bpe, cm->cfg.model.vocab, cm->cfg.model.seq_len, &set, err);
+  const char *unit = bpe ? "token" : "byte"; /* what acc_norm divides by */
+  bpe_close(bpe);
+  if (loaded != 0) return -1;
   int *pred = boost_calloc((size_t)set.n, sizeof *pred), *pred_norm = boost_calloc((size_t)set.n, sizeof *pred_norm);
   progress pr = {o, 0, set.n, boost_now_s(), 0, "examples"};
   eval_choice_run(&cm->m, &cm->run, &set, o->rank, o->nranks, pred, pred_norm, tick, &pr);
@@ -259,8 +302,8 @@ static int run_choice(const eval_opts *o, ckpt_model *cm, result *res, boost_sta
     cJSON_AddNumberToObject(out, "correct", (double)right);
     cJSON_AddNumberToObject(out, "correct_norm", (double)right_norm);
     cJSON_AddStringToObject(out, "data", o->choice);
-    boost_msgf(res->text, sizeof res->text, "%s: %lld examples\nacc %.4f (%lld right) | acc_norm %.4f (%lld right; log-likelihood per byte of the ending)\n",
-             o->choice, (long long)set.n, acc, (long long)right, acc_norm, (long long)right_norm);
+    boost_msgf(res->text, sizeof res->text, "%s: %lld examples\nacc %.4f (%lld right) | acc_norm %.4f (%lld right; log-likelihood per %s of the ending)\n",
+             o->choice, (long long)set.n, acc, (long long)right, acc_norm, (long long)right_norm, unit);
   }
   boost_free(pred);
   boost_free(pred_norm);
@@ -293,8 +336,8 @@ static int run(const eval_opts *o, boost_status *err) {
     cJSON_AddStringToObject(res.json, "checkpoint", c.path);
     cJSON_AddNumberToObject(res.json, "step", (double)c.meta.run.step);
     rc = o->stored ? run_stored(o, &c, &cm, &res, err)
-       : o->choice ? run_choice(o, &cm, &res, err)
-                   : run_loss(o, &cm, &res, err);
+       : o->choice ? run_choice(o, &c, &cm, &res, err)
+                   : run_loss(o, &c, &cm, &res, err);
     if (!tool_agree(o->nranks, rc == 0, err)) rc = -1;
     if (rc == 0 && o->rank == 0 && !o->json)
       printf("checkpoint %s (step %lld, %s)\n%s", c.path, (long long)c.meta.run.step, cm.be->info, res.text);

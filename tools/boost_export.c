@@ -10,6 +10,7 @@
 #include "config.h"
 #include "data.h"
 #include "export.h"
+#include "tool_bpe.h"
 #include "util.h"
 
 typedef struct {
@@ -20,7 +21,7 @@ typedef struct {
 static int usage(FILE *f, int status) {
   fprintf(f,
           "usage: boost-export --hf DIR CKPT [--dtype fp32|bf16] [--max-shard-size SIZE]\n"
-          "                    [--tokenizer auto|byte|gpt2|none] [--json] [--quiet]\n"
+          "                    [--tokenizer auto|byte|gpt2|none|RANKS] [--json] [--quiet]\n"
           "\n"
           "Writes checkpoint CKPT (a file, or a checkpoint directory: its `latest`) as a new\n"
           "Hugging Face model folder DIR: model.safetensors (or shards and their index),\n"
@@ -32,8 +33,11 @@ static int usage(FILE *f, int status) {
           "                      default: the checkpoint's (fp32, or bf16 for a --bf16 reshard)\n"
           "  --max-shard-size S  largest safetensors file, bytes with optional KB/MB/GB\n"
           "                      (powers of 1000, as transformers counts); default 5GB\n"
-          "  --tokenizer T       auto (default: from the training shard the stored config names),\n"
-          "                      byte (byte-v1), gpt2 (llm.c shards), none\n"
+          "  --tokenizer T       auto (default: the BPE tokenizer the checkpoint records, its rank file\n"
+          "                      found in $BOOST_TOKENIZER_PATH or next to the checkpoint; else from\n"
+          "                      the training shard the stored config names), byte (byte-v1), gpt2\n"
+          "                      (llm.c shards), none, or the checkpoint's tiktoken rank file\n"
+          "                      (vocab.json and merges.txt derived from its ranks)\n"
           "  --json              one JSON summary on stdout\n"
           "  --quiet             no progress bar\n"
           "Memory: about the largest tensor of the checkpoint. Exit status: 0 ok, 1 bad input\n"
@@ -81,10 +85,24 @@ static int parse_size(const char *s, uint64_t *out) {
 
 /* The tokenizer, from --tokenizer or the header of the training shard the
  * stored config names (when it is still there). */
-static int pick_tokenizer(const options *o, const train_config *cfg, exp_plan *p, boost_status *err) {
+static int pick_tokenizer(const options *o, const ins_ckpt *c, const train_config *cfg, exp_plan *p,
+                          boost_status *err) {
   const char *t = o->tokenizer;
   p->tokenizer = TOK_NONE;
   p->eot = -1;
+  const char *recorded = ckpt_meta_str(&c->meta, CKPT_META_F_tokenizer);
+  const int keyword = !strcmp(t, "auto") || !strcmp(t, "byte") || !strcmp(t, "gpt2") || !strcmp(t, "none");
+  if (!keyword && access(t, F_OK) != 0)
+    return boost_err(err, "--tokenizer %s: no such file: expected auto, byte, gpt2 or none, or a tiktoken rank file", t);
+  if (!keyword || (!strcmp(t, "auto") && recorded && !strncmp(recorded, "bpe-", 4))) {
+    if (tool_bpe_open(recorded, keyword ? NULL : t, o->ckpt, &p->bpe, err) != 0) return -1;
+    p->tokenizer = TOK_BPE;
+    p->eot = bpe_eot(p->bpe);
+    if ((int)bpe_vocab_size(p->bpe) > p->m.vocab)
+      return boost_err(err, "the tokenizer has %u tokens, more than the model's vocabulary of %d",
+                       bpe_vocab_size(p->bpe), p->m.vocab);
+    return 0;
+  }
   if (!strcmp(t, "auto")) {
     data_shard_info info;
     boost_status e = {0};
@@ -95,7 +113,7 @@ static int pick_tokenizer(const options *o, const train_config *cfg, exp_plan *p
   }
   if (!strcmp(t, "byte")) p->tokenizer = TOK_BYTE, p->eot = 256;
   else if (!strcmp(t, "gpt2")) p->tokenizer = TOK_GPT2, p->eot = 50256;
-  else if (strcmp(t, "none")) return boost_err(err, "--tokenizer %s: expected auto, byte, gpt2 or none", t);
+  else if (strcmp(t, "none")) return boost_err(err, "--tokenizer %s: expected auto, byte, gpt2 or none, or a tiktoken rank file", t);
   if (p->eot >= p->m.vocab)
     return boost_err(err, "--tokenizer %s: its end-of-text id %d is beyond the model's vocab %d", t, p->eot, p->m.vocab);
   return 0;
@@ -124,13 +142,13 @@ static int make_plan(const options *o, const ins_ckpt *c, exp_plan *p, boost_sta
   } else if (o->dtype) return boost_err(err, "--dtype %s: expected fp32 or bf16", o->dtype);
   if (parse_size(o->shard_size, &p->max_shard_bytes) != 0)
     return boost_err(err, "--max-shard-size %s: expected a size such as 2GB, 500MB or 1000000", o->shard_size);
-  if (pick_tokenizer(o, &cfg, p, err) != 0 || exp_plan_check(p, c, err) != 0) return -1;
+  if (pick_tokenizer(o, c, &cfg, p, err) != 0 || exp_plan_check(p, c, err) != 0) return -1;
   exp_plan_layout(p);
   return 0;
 }
 
 static void print_summary(const options *o, const exp_plan *p, const ins_ckpt *c, double seconds) {
-  static const char *const tok[] = {"none", "byte-v1", "gpt2"};
+  const char *const tok[] = {"none", "byte-v1", "gpt2", p->bpe ? bpe_name(p->bpe) : "bpe"};
   const char *arch = p->kind == EXP_COLA ? "ColaForCausalLM" : "LlamaForCausalLM";
   const char *dtype = p->dtype == EXP_BF16 ? "bf16" : "fp32";
   if (!o->json) {
@@ -177,6 +195,7 @@ int main(int argc, char **argv) {
   }
   if (rc == 0) print_summary(&o, &p, &c, boost_now_s() - t0);
   else fprintf(stderr, "boost-export: %s\n", err.msg);
+  bpe_close(p.bpe);
   exp_plan_free(&p);
   ins_close(&c);
   return rc == 0 ? 0 : 1;

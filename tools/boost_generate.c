@@ -13,6 +13,7 @@
 #include "ckpt_model.h"
 #include "generate.h"
 #include "model_decode.h"
+#include "tool_bpe.h"
 #include "util.h"
 
 static int usage(FILE *f, int status) {
@@ -22,13 +23,16 @@ static int usage(FILE *f, int status) {
           "Generates text from checkpoint CKPT (a file, or a checkpoint directory: its `latest`),\n"
           "whatever layout wrote it, from its fp32 weights or a `boost-reshard --bf16` export.\n"
           "Tokens stream to stdout as they come; tokens/s goes to stderr at the end.\n"
-          "  --prompt TEXT          the prompt as text (byte tokenizer; an end-of-text token goes first,\n"
-          "                         as before every document of the training data)\n"
+          "  --prompt TEXT          the prompt as text, encoded with the model's tokenizer (byte-v1, or the\n"
+          "                         BPE one the checkpoint records); an end-of-text token goes first, as\n"
+          "                         before every document of the training data\n"
           "  --tokens ID,ID,...     the prompt as token ids (any tokenizer)\n"
           "                         (neither: generation starts from end-of-text alone)\n"
-          "  --tokenizer FILE       decode with GPT-2 BPE from llm.c's gpt2_tokenizer.bin\n"
-          "                         (default: the byte tokenizer byte-v1 for vocabularies under 1024,\n"
-          "                         else token ids printed as [id])\n"
+          "  --tokenizer FILE       a tiktoken rank file (encodes and decodes; must be the tokenizer the\n"
+          "                         checkpoint records), or llm.c's gpt2_tokenizer.bin (decodes only)\n"
+          "                         (default: the BPE tokenizer the checkpoint records, its rank file\n"
+          "                         found in $BOOST_TOKENIZER_PATH or next to the checkpoint; else the\n"
+          "                         byte tokenizer byte-v1 for vocabularies under 1024, else [id]s)\n"
           "  --max-new-tokens N     at most N new tokens (default 128); stops earlier at end-of-text\n"
           "                         or when the model's context (model.seq_len) is full\n"
           "  --temperature T        0: greedy; default 1\n"
@@ -118,15 +122,17 @@ static int parse_args(int argc, char **argv, gen_options *o) {
     fprintf(stderr, "boost-generate: --prompt and --tokens both give the prompt: choose one\n");
     return -1;
   }
-  if (o->prompt && o->tokenizer) {
-    fprintf(stderr, "boost-generate: --prompt is byte-tokenizer text; with --tokenizer give the prompt as --tokens\n");
+  if (o->prompt && o->tokenizer && tool_is_llmc_tokenizer(o->tokenizer)) {
+    fprintf(stderr, "boost-generate: --tokenizer %s is llm.c's decoding table, it cannot encode --prompt: give the "
+                    "tiktoken rank file, or the prompt as --tokens\n", o->tokenizer);
     return -1;
   }
   return 0;
 }
 
 /* The prompt's tokens (n of them) into a new array; NULL with one line on stderr. */
-static int32_t *prompt_tokens(const gen_options *o, const gen_tokenizer *tok, int vocab, int *n) {
+static int32_t *prompt_tokens(const gen_options *o, const gen_tokenizer *tok, const bpe_tokenizer *bpe, int vocab,
+                              int *n) {
   const size_t cap = (o->prompt ? strlen(o->prompt) : o->tokens ? strlen(o->tokens) : 0) + 2;
   int32_t *t = boost_calloc(cap, sizeof *t);
   *n = 0;
@@ -148,8 +154,24 @@ static int32_t *prompt_tokens(const gen_options *o, const gen_tokenizer *tok, in
     if (*n) return t;
   }
   if (tok->eot >= 0) t[(*n)++] = tok->eot;
-  if (o->prompt)
+  if (o->prompt && bpe) { /* never more tokens than bytes: cap holds them */
+    bpe_worker *w = bpe_worker_new(bpe);
+    bpe_tokens enc = {0};
+    boost_status err = {0};
+    const int rc = bpe_encode(w, (const uint8_t *)o->prompt, strlen(o->prompt), &enc, &err);
+    bpe_worker_free(w);
+    if (rc != 0) {
+      fprintf(stderr, "boost-generate: --prompt: %s\n", err.msg);
+      bpe_tokens_free(&enc);
+      boost_free(t);
+      return NULL;
+    }
+    if (enc.n) memcpy(t + *n, enc.v, enc.n * sizeof *t);
+    *n += (int)enc.n;
+    bpe_tokens_free(&enc);
+  } else if (o->prompt) {
     for (const unsigned char *c = (const unsigned char *)o->prompt; *c; c++) t[(*n)++] = *c;
+  }
   if (!*n) {
     fprintf(stderr, "boost-generate: an empty prompt needs an end-of-text token to start from, and this "
                     "tokenizer has none: give --tokens\n");
@@ -165,20 +187,32 @@ int main(int argc, char **argv) {
   boost_status err = {0};
   ins_ckpt c;
   if (ins_open_or_say(o.ckpt, &c, 1) != 0) return 1;
+  /* The checkpoint's BPE tokenizer (or --tokenizer's rank file), before the model's load. */
+  bpe_tokenizer *bpe = NULL;
+  const char *recorded = ckpt_meta_str(&c.meta, CKPT_META_F_tokenizer);
+  if ((!o.tokenizer || !tool_is_llmc_tokenizer(o.tokenizer)) &&
+      tool_bpe_open(recorded, o.tokenizer, o.ckpt, &bpe, &err) != 0) {
+    fprintf(stderr, "boost-generate: %s%s\n", err.msg,
+            o.tokenizer ? " (and not an llm.c tokenizer file, gpt2_tokenizer.bin, either)" : "");
+    ins_close(&c);
+    return 1;
+  }
   ckpt_model cm;
   const ckpt_model_options mo = {.device = o.device, .precision = o.precision, .threads = o.threads};
   if (ckpt_model_load(&c, &mo, &cm, &err) != 0) {
     fprintf(stderr, "boost-generate: %s\n", err.msg);
     ins_close(&c);
+    bpe_close(bpe);
     return 1;
   }
   ins_close(&c);
   const int vocab = cm.cfg.model.vocab;
   gen_tokenizer tok;
-  if (o.tokenizer) {
-    if (gen_tok_gpt2(&tok, o.tokenizer, vocab, &err) != 0) {
+  if (bpe || o.tokenizer) {
+    if ((bpe ? gen_tok_bpe(&tok, bpe, vocab, &err) : gen_tok_gpt2(&tok, o.tokenizer, vocab, &err)) != 0) {
       fprintf(stderr, "boost-generate: %s\n", err.msg);
       ckpt_model_free(&cm);
+      bpe_close(bpe);
       return 1;
     }
   } else if (vocab < 1024) {
@@ -187,10 +221,11 @@ int main(int argc, char **argv) {
     gen_tok_ids(&tok, vocab);
   }
   int np = 0, status = 1;
-  int32_t *prompt = prompt_tokens(&o, &tok, vocab, &np);
+  int32_t *prompt = prompt_tokens(&o, &tok, bpe, vocab, &np);
   if (prompt) status = gen_run(&o, &cm, &tok, prompt, np);
   boost_free(prompt);
   gen_tok_free(&tok);
   ckpt_model_free(&cm);
+  bpe_close(bpe);
   return status;
 }

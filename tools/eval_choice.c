@@ -13,9 +13,17 @@
 #include "eval_loss.h"
 #include "util.h"
 
-/* Appends the bytes of s as byte-v1 tokens. */
-static int32_t *put_bytes(int32_t *out, const char *s) {
-  for (; *s; s++) *out++ = (unsigned char)*s;
+/* Appends the tokens of s: its bytes (byte-v1), or its BPE encoding (never
+ * more tokens than bytes), through w. */
+static int32_t *put_text(bpe_worker *w, int32_t *out, const char *s) {
+  if (!w) {
+    for (; *s; s++) *out++ = (unsigned char)*s;
+    return out;
+  }
+  bpe_tokens enc = {0};
+  if (bpe_encode(w, (const uint8_t *)s, strlen(s), &enc, NULL) == 0 && enc.n) memcpy(out, enc.v, enc.n * sizeof *out);
+  out += enc.n; /* an engine failure encodes nothing: the ending then fails as empty */
+  bpe_tokens_free(&enc);
   return out;
 }
 
@@ -34,7 +42,8 @@ static int label_of(const cJSON *l, int *label) {
 }
 
 /* One line's object into an item; -1 with what is wrong in err. */
-static int parse_item(const char *line, int vocab, int seq_len, eval_choice_item *it, boost_status *err) {
+static int parse_item(const char *line, bpe_worker *w, int eot, int vocab, int seq_len, eval_choice_item *it,
+                      boost_status *err) {
   memset(it, 0, sizeof *it);
   cJSON *o = cJSON_Parse(line);
   if (!o || !cJSON_IsObject(o)) {
@@ -58,18 +67,22 @@ static int parse_item(const char *line, int vocab, int seq_len, eval_choice_item
     if (rc == 0 && (!cJSON_IsString(e) || !e->valuestring[0])) rc = boost_err(err, "an ending is not a non-empty string");
     if (rc == 0) total += strlen(e->valuestring) + 1;
   }
-  if (rc == 0 && (DATA_BYTE_EOT >= vocab)) rc = boost_err(err, "the model's vocabulary (%d) does not hold the byte tokenizer's 257 tokens", vocab);
+  if (rc == 0 && (!w && DATA_BYTE_EOT >= vocab)) rc = boost_err(err, "the model's vocabulary (%d) does not hold the byte tokenizer's 257 tokens", vocab);
   if (rc == 0) {
     it->n_endings = cJSON_GetArraySize(ends);
     it->end_len = boost_calloc((size_t)it->n_endings, sizeof *it->end_len);
-    it->tokens = boost_calloc(total, sizeof *it->tokens);
-    int32_t *p = put_bytes(it->tokens, ctx->valuestring);
-    if (p == it->tokens) *p++ = DATA_BYTE_EOT; /* an empty context: the start of a document */
+    /* BPE: at most a token per byte, but a stray byte reads as U+FFFD's 3 */
+    it->tokens = boost_calloc(w ? 3 * total : total, sizeof *it->tokens);
+    int32_t *p = put_text(w, it->tokens, ctx->valuestring);
+    if (p == it->tokens) *p++ = eot; /* an empty context: the start of a document */
     it->ctx_len = (int)(p - it->tokens);
     int k = 0;
     cJSON_ArrayForEach(e, ends) {
-      int32_t *q = put_bytes(p, " ");
-      q = put_bytes(q, e->valuestring);
+      char *joined = boost_calloc(strlen(e->valuestring) + 2, 1);
+      joined[0] = ' ';
+      strcpy(joined + 1, e->valuestring);
+      int32_t *q = put_text(w, p, joined);
+      boost_free(joined);
       it->end_len[k] = (int)(q - p);
       if (it->end_len[k++] > seq_len && rc == 0)
         rc = boost_err(err, "an ending of %d tokens does not fit the model's %d positions", (int)(q - p), seq_len);
@@ -80,9 +93,11 @@ static int parse_item(const char *line, int vocab, int seq_len, eval_choice_item
   return rc;
 }
 
-int eval_choice_load(const char *path, int vocab, int seq_len, eval_choice_set *set, boost_status *err) {
+int eval_choice_load(const char *path, const bpe_tokenizer *bpe, int vocab, int seq_len, eval_choice_set *set,
+                     boost_status *err) {
   memset(set, 0, sizeof *set);
   FILE *f = fopen(path, "r");
+  bpe_worker *w = f && bpe ? bpe_worker_new(bpe) : NULL;
   if (!f) return boost_err(err, "%s: %s", path, strerror(errno));
   char *line = NULL;
   boost_status why = {0};
@@ -101,7 +116,7 @@ int eval_choice_load(const char *path, int vocab, int seq_len, eval_choice_set *
       set->items = realloc(set->items, have * sizeof *set->items);
       BOOST_ASSERT(set->items);
     }
-    if (parse_item(line, vocab, seq_len, &set->items[set->n], &why) != 0) {
+    if (parse_item(line, w, bpe ? bpe_eot(bpe) : DATA_BYTE_EOT, vocab, seq_len, &set->items[set->n], &why) != 0) {
       free(set->items[set->n].tokens);
       free(set->items[set->n].end_len);
       rc = boost_err(err, "%s line %ld: %s", path, lineno, why.msg);
@@ -111,6 +126,7 @@ int eval_choice_load(const char *path, int vocab, int seq_len, eval_choice_set *
   if (rc == 0 && set->n == 0) rc = boost_err(err, "%s: no examples (expected one JSON object per line)", path);
   free(line);
   fclose(f);
+  bpe_worker_free(w);
   if (rc != 0) eval_choice_free(set);
   return rc;
 }

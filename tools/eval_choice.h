@@ -12,14 +12,18 @@
  * log-likelihood divided by the number of scored tokens, which under the
  * byte tokenizer is the ending's length in bytes (llm.c's normalisation;
  * lm-eval-harness divides by characters, the same for ASCII text). Ties go
- * to the first ending. Text is tokenized with the byte tokenizer (byte-v1);
- * an empty context is the end-of-text token. */
+ * to the first ending. Text is tokenized with the byte tokenizer (byte-v1),
+ * or with the model's BPE tokenizer (bpe.h: the context and each " " +
+ * ending encoded apart, as lm-eval-harness does; acc_norm then divides by
+ * the ending's tokens, as llm.c does); an empty context is the end-of-text
+ * token. */
 #ifndef BOOST_EVAL_CHOICE_H
 #define BOOST_EVAL_CHOICE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bpe.h"
 #include "model.h"
 #include "status.h"
 
@@ -37,9 +41,10 @@ typedef struct {
 } eval_choice_set;
 
 /* Reads and tokenizes every line of path (blank lines skipped) for a model
- * of vocab tokens and seq_len positions. Returns 0,
- * or -1 with one line naming the line and what is wrong. */
-int eval_choice_load(const char *path, int vocab, int seq_len, eval_choice_set *set, boost_status *err);
+ * of vocab tokens and seq_len positions, with bpe (NULL: byte-v1). Returns
+ * 0, or -1 with one line naming the line and what is wrong. */
+int eval_choice_load(const char *path, const bpe_tokenizer *bpe, int vocab, int seq_len, eval_choice_set *set,
+                     boost_status *err);
 void eval_choice_free(eval_choice_set *set);
 
 /* Scores item i = first, first + stride, ...: pred[i] (acc) and

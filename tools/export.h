@@ -31,13 +31,15 @@ typedef struct {
 
 typedef enum { EXP_LLAMA = 0, EXP_COLA = 1 } exp_kind;
 typedef enum { EXP_F32 = 0, EXP_BF16 = 1 } exp_dtype;
-typedef enum { TOK_NONE = 0, TOK_BYTE, TOK_GPT2 } exp_tokenizer;
+typedef enum { TOK_NONE = 0, TOK_BYTE, TOK_GPT2, TOK_BPE } exp_tokenizer;
+struct bpe_tokenizer;
 
 typedef struct {
   exp_kind kind;
   exp_dtype dtype;
   exp_tokenizer tokenizer;
   int eot;               /* end-of-text id, -1 when unknown */
+  struct bpe_tokenizer *bpe; /* TOK_BPE: the checkpoint's (owned) */
   model_config m;
   exp_tensor *t;
   int n, cap;

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bpe.h"
+#include "check.h"
 #include "export.h"
 #include "util.h"
 
@@ -166,12 +168,127 @@ static int write_byte_tokenizer(const exp_plan *p, const char *dir, boost_status
   return write_json(dir, "tokenizer_config.json", tc, err);
 }
 
+/* A token's bytes through byte_char (the form vocab.json and merges.txt
+ * spell tokens in) into out (6 bytes per byte at most, NUL-terminated). */
+static void token_chars(const uint8_t *b, size_t n, char *out) {
+  for (size_t i = 0; i < n; i++) {
+    byte_char(b[i], out);
+    out += strlen(out);
+  }
+  *out = 0;
+}
+
+/* tokenizer.json for a BPE whose pre-tokenizer is not GPT-2's (which
+ * GPT2Tokenizer hard-codes): a regex Split, then the byte-level alphabet, the
+ * same vocabulary and merges. cl100k's and llama3's patterns split text
+ * alike (tests/cli/bpe_tiktoken.sh gives both the same tokens); the file
+ * spells Llama 3's, which has no possessive quantifiers (the `tokenizers`
+ * regex engine reads {1,3}+ otherwise). */
+static int write_split_tokenizer(const exp_plan *p, const char *dir, cJSON *vocab, cJSON *merges, boost_status *err) {
+  cJSON *o = cJSON_CreateObject(), *added = cJSON_AddArrayToObject(o, "added_tokens"), *t = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "version", "1.0");
+  cJSON_AddNullToObject(o, "truncation");
+  cJSON_AddNullToObject(o, "padding");
+  cJSON_AddNumberToObject(t, "id", p->eot);
+  cJSON_AddStringToObject(t, "content", EOT_TEXT);
+  cJSON_AddBoolToObject(t, "single_word", 0);
+  cJSON_AddBoolToObject(t, "lstrip", 0);
+  cJSON_AddBoolToObject(t, "rstrip", 0);
+  cJSON_AddBoolToObject(t, "normalized", 0);
+  cJSON_AddBoolToObject(t, "special", 1);
+  cJSON_AddItemToArray(added, t);
+  cJSON_AddNullToObject(o, "normalizer");
+  cJSON *pre = cJSON_AddObjectToObject(o, "pre_tokenizer"), *seq = cJSON_AddArrayToObject(pre, "pretokenizers");
+  cJSON_AddStringToObject(pre, "type", "Sequence");
+  cJSON *split = cJSON_CreateObject();
+  cJSON_AddStringToObject(split, "type", "Split");
+  cJSON_AddStringToObject(cJSON_AddObjectToObject(split, "pattern"), "Regex", bpe_pretokenizer_pattern("llama3"));
+  cJSON_AddStringToObject(split, "behavior", "Isolated");
+  cJSON_AddBoolToObject(split, "invert", 0);
+  cJSON_AddItemToArray(seq, split);
+  cJSON_AddItemToArray(seq, byte_level());
+  cJSON_AddNullToObject(o, "post_processor");
+  cJSON_AddItemToObject(o, "decoder", byte_level());
+  cJSON *model = cJSON_AddObjectToObject(o, "model");
+  cJSON_AddStringToObject(model, "type", "BPE");
+  cJSON_AddNullToObject(model, "unk_token");
+  cJSON_AddBoolToObject(model, "fuse_unk", 0);
+  cJSON_AddBoolToObject(model, "byte_fallback", 0);
+  cJSON_AddBoolToObject(model, "ignore_merges", 1); /* a piece that is a token is that token, as in tiktoken */
+  cJSON_AddItemToObject(model, "vocab", vocab);
+  cJSON_AddItemToObject(model, "merges", merges);
+  return write_json(dir, "tokenizer.json", o, err);
+}
+
+/* A BPE tokenizer over a tiktoken rank file (bpe.h) as GPT-2's files:
+ * vocab.json (every rank and <|endoftext|>), merges.txt (per token the
+ * merge that makes it, recovered from the ranks: bpe_last_merge, in rank
+ * order, as GPT-2's own file lists them) and tokenizer_config.json; for the
+ * cl100k and llama3 pre-tokenizers also tokenizer.json, which
+ * AutoTokenizer then reads. */
+static int write_bpe_tokenizer(const exp_plan *p, const char *dir, boost_status *err) {
+  const bpe_tokenizer *t = p->bpe;
+  const int32_t n = (int32_t)bpe_vocab_size(t);
+  const int split = !strcmp(bpe_name(t), "bpe-cl100k") || !strcmp(bpe_name(t), "bpe-llama3");
+  cJSON *vocab = cJSON_CreateObject(), *merge_list = split ? cJSON_CreateArray() : NULL;
+  size_t cap = 1 << 20, used = 0;
+  char *merges = boost_realloc(NULL, cap, 1), *a = boost_calloc(2048, 1), *b = boost_calloc(2048, 1);
+  used += (size_t)snprintf(merges, cap, "#version: 0.2\n");
+  for (int32_t id = 0; id < n; id++) {
+    size_t len = 0, split;
+    const uint8_t *bytes = bpe_token_bytes(t, id, &len);
+    if (!bytes || len > 255) continue;
+    if (id == p->eot) {
+      cJSON_AddNumberToObject(vocab, EOT_TEXT, id);
+      continue;
+    }
+    token_chars(bytes, len, a);
+    cJSON_AddNumberToObject(vocab, a, id);
+    if (bpe_last_merge(t, id, &split) != 0) continue;
+    token_chars(bytes, split, a);
+    token_chars(bytes + split, len - split, b);
+    if (used + strlen(a) + strlen(b) + 3 > cap) merges = boost_realloc(merges, cap *= 2, 1);
+    const size_t line = used;
+    used += (size_t)snprintf(merges + used, cap - used, "%s %s\n", a, b);
+    if (merge_list) {
+      merges[used - 1] = 0;
+      cJSON_AddItemToArray(merge_list, cJSON_CreateString(merges + line));
+      merges[used - 1] = '\n';
+    }
+  }
+  boost_free(a);
+  boost_free(b);
+  cJSON *vocab2 = split ? cJSON_Duplicate(vocab, 1) : NULL;
+  int rc = write_json(dir, "vocab.json", vocab, err);
+  if (rc == 0) rc = exp_write_file(dir, "merges.txt", merges, used, err);
+  free(merges);
+  if (split && rc == 0) {
+    rc = write_split_tokenizer(p, dir, vocab2, merge_list, err);
+  } else {
+    cJSON_Delete(vocab2);
+    cJSON_Delete(merge_list);
+  }
+  if (rc != 0) return -1;
+  cJSON *tc = cJSON_CreateObject();
+  cJSON_AddStringToObject(tc, "tokenizer_class", split ? "PreTrainedTokenizerFast" : "GPT2Tokenizer");
+  cJSON_AddStringToObject(tc, "bos_token", EOT_TEXT);
+  cJSON_AddStringToObject(tc, "eos_token", EOT_TEXT);
+  cJSON_AddStringToObject(tc, "unk_token", EOT_TEXT);
+  cJSON_AddBoolToObject(tc, "add_prefix_space", 0);
+  cJSON_AddNumberToObject(tc, "model_max_length", p->m.seq_len);
+  cJSON_AddBoolToObject(tc, "clean_up_tokenization_spaces", 0);
+  return write_json(dir, "tokenizer_config.json", tc, err);
+}
+
 static const char *tokenizer_note(const exp_plan *p) {
   switch (p->tokenizer) {
   case TOK_BYTE:
     return "byte-v1 (token = byte value, 256 = <|endoftext|>, written before every document): tokenizer.json here";
   case TOK_GPT2:
     return "GPT-2 BPE (llm.c shards): the standard files, AutoTokenizer.from_pretrained(\"openai-community/gpt2\")";
+  case TOK_BPE:
+    return "BPE over the run's tiktoken rank file (<|endoftext|> before every document): vocab.json and merges.txt "
+           "here, derived from the ranks";
   default:
     return "unknown (the training shard was not found or names no tokenizer): none exported";
   }
@@ -205,6 +322,7 @@ int exp_write_files(const exp_plan *p, const ins_ckpt *c, const char *dir, boost
   add_token_ids(p, g);
   if (write_json(dir, "generation_config.json", g, err) != 0) return -1;
   if (p->tokenizer == TOK_BYTE && write_byte_tokenizer(p, dir, err) != 0) return -1;
+  if (p->tokenizer == TOK_BPE && write_bpe_tokenizer(p, dir, err) != 0) return -1;
   for (int i = 0; p->kind == EXP_COLA && i < exp_hf_nfiles; i++)
     if (exp_write_file(dir, exp_hf_files[i].name, exp_hf_files[i].data, exp_hf_files[i].size, err) != 0)
       return -1;

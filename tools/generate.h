@@ -20,6 +20,7 @@ typedef struct {
   int eot;           /* end-of-text id, -1 when none */
   char **piece;      /* GPT-2: the bytes of each token */
   unsigned char *len;
+  char name[40];     /* a BPE tokenizer's (bpe-gpt2); "" for the others */
 } gen_tokenizer;
 enum { GEN_TOK_BYTE = 0, GEN_TOK_GPT2, GEN_TOK_IDS };
 
@@ -30,6 +31,9 @@ void gen_tok_ids(gen_tokenizer *t, int model_vocab);
 /* llm.c's gpt2_tokenizer.bin (versions 1 and 2). Returns -1 with one line
  * in err when the file is not one. */
 int gen_tok_gpt2(gen_tokenizer *t, const char *path, int model_vocab, boost_status *err);
+/* Decoding with a BPE tokenizer (bpe.h; encoding goes through it directly). */
+struct bpe_tokenizer;
+int gen_tok_bpe(gen_tokenizer *t, const struct bpe_tokenizer *bpe, int model_vocab, boost_status *err);
 void gen_tok_free(gen_tokenizer *t);
 /* The bytes of token id (nothing for end-of-text or ids it does not know). */
 void gen_tok_write(const gen_tokenizer *t, int id, FILE *f);

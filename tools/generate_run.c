@@ -29,7 +29,7 @@ static void print_json(const gen_options *o, const ckpt_model *cm, const gen_tok
   cJSON_AddStringToObject(j, "device", cm->be->name);
   cJSON_AddStringToObject(j, "precision", cm->be->act_dtype == BOOST_BF16 ? "bf16" : "fp32");
   cJSON_AddBoolToObject(j, "cache", !o->no_cache);
-  cJSON_AddStringToObject(j, "tokenizer", tok->kind == GEN_TOK_GPT2 ? "gpt2" : tok->kind == GEN_TOK_BYTE ? "byte-v1" : "ids");
+  cJSON_AddStringToObject(j, "tokenizer", tok->name[0] ? tok->name : tok->kind == GEN_TOK_GPT2 ? "gpt2" : tok->kind == GEN_TOK_BYTE ? "byte-v1" : "ids");
   cJSON_AddNumberToObject(j, "seed", (double)o->seed);
   cJSON_AddNumberToObject(j, "temperature", o->temperature);
   cJSON_AddNumberToObject(j, "top_k", o->top_k);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bpe.h"
 #include "check.h"
 #include "generate.h"
 #include "util.h"
@@ -65,6 +66,31 @@ bad:
   gen_tok_free(t);
   return boost_err(err, "--tokenizer %s: truncated or malformed after its header (expected %d tokens, each "
                                 "a length byte and its bytes)", path, n);
+}
+
+int gen_tok_bpe(gen_tokenizer *t, const bpe_tokenizer *bpe, int model_vocab, boost_status *err) {
+  memset(t, 0, sizeof *t);
+  const int n = (int)bpe_vocab_size(bpe);
+  if (n > model_vocab)
+    return boost_err(err, "the tokenizer has %d tokens, more than the model's vocabulary of %d", n, model_vocab);
+  t->kind = GEN_TOK_GPT2;
+  t->vocab = n;
+  t->eot = bpe_eot(bpe);
+  snprintf(t->name, sizeof t->name, "%s", bpe_name(bpe));
+  t->piece = boost_calloc((size_t)n, sizeof *t->piece);
+  t->len = boost_calloc((size_t)n, 1);
+  for (int i = 0; i < n; i++) {
+    size_t len = 0;
+    const uint8_t *b = i == t->eot ? NULL : bpe_token_bytes(bpe, i, &len);
+    if (len > 255) {
+      gen_tok_free(t);
+      return boost_err(err, "token %d is %zu bytes long: longer than this decoder takes (255)", i, len);
+    }
+    t->piece[i] = boost_calloc(len + 1, 1);
+    if (len) memcpy(t->piece[i], b, len);
+    t->len[i] = (unsigned char)len;
+  }
+  return 0;
 }
 
 void gen_tok_free(gen_tokenizer *t) {

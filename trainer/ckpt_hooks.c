@@ -142,7 +142,7 @@ void trainer_ckpt_settings(const train_config *cfg, ckpt_settings *set) {
 
 void trainer_ckpt_ctx_init(trainer_ckpt_ctx *ctx, const train_config *cfg, const process_grid *grid, comm_ctx *comm,
                            model *m, pipeline *pipe, const train_state *st, tp_mode mode) {
-  *ctx = (trainer_ckpt_ctx){cfg, grid, comm, m, pipe, st, config_to_json(cfg), NULL, mode};
+  *ctx = (trainer_ckpt_ctx){cfg, grid, comm, m, pipe, st, config_to_json(cfg), NULL, mode, ""};
   ckpt_layout lay = {grid->world_size, grid->dp, grid->tp, grid->pp, cfg->parallel.zero, ""};
   snprintf(lay.tp_mode, sizeof lay.tp_mode, "%s", tp_mode_names[mode]);
   ctx->layout = ckpt_layout_json(&lay);
@@ -174,6 +174,7 @@ void trainer_ckpt_after_step(const trainer_ckpt_ctx *ctx, ckpt_session *s, const
   rc |= ckpt_meta_set_str(&m, CKPT_META_F_activations, acts_mode_names[cfg->ckpt.activations]);
   rc |= ckpt_meta_set_str(&m, CKPT_META_F_precision, precision_names[cfg->train.precision]);
   if (ckpt_run_identity(s)) rc |= ckpt_meta_set_str(&m, CKPT_META_F_run_id, ckpt_run_identity(s));
+  if (ctx->tokenizer[0]) rc |= ckpt_meta_set_str(&m, CKPT_META_F_tokenizer, ctx->tokenizer);
   if (rc != 0) boost_fail("out of memory for a checkpoint's metadata");
   /* The state datasets over st's arrays; when a save is due, the newest
    * start's row says how far this job got (a copy: st is the run's). */
@@ -249,10 +250,20 @@ static void load_state(train_state *st, const ckpt_meta *m, const ckpt_state *st
   load_rows(&st->replays, &state->set[CKPT_STATE_guard_replays], GUARD_REPLAY_COLS);
 }
 
-int trainer_ckpt_resume(ckpt_session *s, train_state *st, char *msg, size_t msglen) {
+int trainer_ckpt_resume(ckpt_session *s, train_state *st, const char *tokenizer, char *msg, size_t msglen) {
   ckpt_meta m;
   ckpt_state state;
-  const int rc = ckpt_resume(s, &m, &state, msg, msglen);
+  int rc = ckpt_resume(s, &m, &state, msg, msglen);
+  /* Token ids of another tokenizer mean other text: the weights would
+   * train on garbage. Checkpoints and shards that record none pass. */
+  const char *saved = rc == 1 && ckpt_meta_has(&m, CKPT_META_F_tokenizer) ? m.run.tokenizer : "";
+  if (saved[0] && tokenizer[0] && strcmp(saved, tokenizer)) {
+    boost_msgf(msg, msglen,
+               "the checkpoint at step %lld was trained on tokenizer %s, data.train's shards are %s: tokenize the "
+               "text again with the checkpoint's tokenizer (or ckpt.resume=none starts a new run)",
+               (long long)m.run.step, saved, tokenizer);
+    rc = -1;
+  }
   if (rc == 1) load_state(st, &m, &state, 0);
   ckpt_state_free(&state);
   ckpt_meta_free(&m);

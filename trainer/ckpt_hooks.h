@@ -24,6 +24,7 @@ typedef struct {
   const train_state *st;   /* the run's state (its last micro-batch, for the activations) */
   char *config, *layout;   /* the run's constant root attributes (JSON) */
   tp_mode mode;            /* the run's tensor-parallel mode (resolved) */
+  char tokenizer[64];      /* data_tokenizer_id of the training data ("": none recorded) */
 } trainer_ckpt_ctx;
 
 /* The checkpoint package's settings from the run's config. */
@@ -44,7 +45,7 @@ void trainer_ckpt_after_step(const trainer_ckpt_ctx *ctx, ckpt_session *s, const
 
 /* ckpt_resume, then the loaded step, cursor, tokens and histories (loss,
  * validation, starts) into *st. Same returns. */
-int trainer_ckpt_resume(ckpt_session *s, train_state *st, char *msg, size_t msglen);
+int trainer_ckpt_resume(ckpt_session *s, train_state *st, const char *tokenizer, char *msg, size_t msglen);
 
 /* The guard's rollback (ckpt_rollback): the newest committed checkpoint at
  * or before max_step loaded into the arenas and *st, whose guard ledger

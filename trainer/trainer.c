@@ -63,6 +63,13 @@ static int open_data(run *r, boost_status *err) {
                              cfg->data.val_fraction > 0 ? &r->val : NULL, err) != 0) {
     return -1;
   }
+  char tok_train[64], tok_val[64];
+  data_tokenizer_id(r->train_src, tok_train, sizeof tok_train);
+  if (r->val_src) data_tokenizer_id(r->val_src, tok_val, sizeof tok_val);
+  if (r->val_src && tok_train[0] && tok_val[0] && strcmp(tok_train, tok_val)) {
+    boost_err(err, "data.val's tokenizer %s differs from data.train's %s: tokenize both with one", tok_val, tok_train);
+    return -1;
+  }
   int vocab = data_vocab_size(r->train_src);
   if (r->val_src && data_vocab_size(r->val_src) > vocab) vocab = data_vocab_size(r->val_src);
   if (vocab > cfg->model.vocab) {
@@ -465,6 +472,7 @@ static int open_and_resume(run *t, char *msg, size_t msglen) {
   const train_config *cfg = t->cfg;
   boost_status err = {0};
   trainer_ckpt_ctx_init(&t->hooks_ctx, cfg, &t->grid, &t->comm, &t->m, &t->pipe, &t->st, t->mode);
+  data_tokenizer_id(t->train_src, t->hooks_ctx.tokenizer, sizeof t->hooks_ctx.tokenizer);
   const ckpt_hooks hooks = trainer_ckpt_hooks(&t->hooks_ctx);
   ckpt_settings ck_set;
   trainer_ckpt_settings(cfg, &ck_set);
@@ -473,7 +481,7 @@ static int open_and_resume(run *t, char *msg, size_t msglen) {
   const int opened = ckpt_open(&ck_set, &t->grid, &t->mt.store, &hooks, &t->ck, &err);
   watchdog_phase("start-up: checkpoint load", WATCH_CKPT);
   int resumed = -1;
-  if (opened != 0 || (resumed = trainer_ckpt_resume(t->ck, &t->st, msg, msglen)) < 0)
+  if (opened != 0 || (resumed = trainer_ckpt_resume(t->ck, &t->st, t->hooks_ctx.tokenizer, msg, msglen)) < 0)
     return fail_all(&t->grid, opened != 0 ? err.msg : msg);
   /* Drawn only for a fresh start: a resume overwrites every weight, and
    * drawing them first (Box-Muller over the whole model) was a large part

@@ -92,7 +92,7 @@ int main(int argc, char **argv) {
   ckpt_session *s = NULL;
   if (ckpt_open(&set, &g, &ts.store, NULL, &s, &err) != 0 || !s) boost_fail("ckpt_open: %s", err.msg);
   char msg[1024];
-  if (trainer_ckpt_resume(s, &st, msg, sizeof msg) <= 0) boost_fail("did not load %s: %s", path, msg);
+  if (trainer_ckpt_resume(s, &st, "", msg, sizeof msg) <= 0) boost_fail("did not load %s: %s", path, msg);
   ckpt_close(s); /* the writer thread is gone: this thread may call HDF5 now */
   printf("loaded: %s\n", msg);
 

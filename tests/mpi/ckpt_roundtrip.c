@@ -165,7 +165,7 @@ int main(int argc, char **argv) {
     ckpt_session *s = NULL;
     if (ckpt_open(&set, &g, &store, NULL, &s, &err) != 0 || !s) boost_fail("ckpt_open: %s", err.msg);
     char msg[1024];
-    int resumed = trainer_ckpt_resume(s, &st, msg, sizeof msg) > 0;
+    int resumed = trainer_ckpt_resume(s, &st, "", msg, sizeof msg) > 0;
     if (rank == 0) printf("resume: %s\n", msg);
     if (!resumed || st.step != step) {
       if (rank == 0) fprintf(stderr, "FAIL: expected to resume step %lld, got %s step %lld\n", (long long)step,

@@ -482,8 +482,8 @@ Test(data, bad_magic) {
 
 Test(data, unknown_version) {
   uint32_t tok[4] = {1, 2, 3, 4};
-  write_raw(tpath("v2.tok"), 2, 2, 257, tok, 4, "byte-v1", 256, 1);
-  expect_open_fails(tpath("v2.tok"), "unsupported boost token shard version 2");
+  write_raw(tpath("v3.tok"), 3, 2, 257, tok, 4, "byte-v1", 256, 1);
+  expect_open_fails(tpath("v3.tok"), "unsupported boost token shard version 3");
   write_llmc(tpath("v3.bin"), LLMC_MAGIC_GPT2, 3, tok, 4, 2);
   expect_open_fails(tpath("v3.bin"), "unsupported llm.c shard version 3");
 }

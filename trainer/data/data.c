@@ -81,17 +81,24 @@ static int parse_header(const char *path, const uint8_t *hdr, size_t have, uint6
       return -1;
     }
     info->version = rd32(hdr + H_VERSION);
-    if (info->version != DATA_VERSION) {
-      boost_err(err, "%s: unsupported boost token shard version %" PRIu32 " (this build reads version %u)",
-             path, info->version, DATA_VERSION);
+    if (info->version != DATA_VERSION && info->version != DATA_VERSION_HASHED) {
+      boost_err(err, "%s: unsupported boost token shard version %" PRIu32 " (this build reads versions 1 and 2)",
+             path, info->version);
       return -1;
     }
-    if (fsize < DATA_HEADER_BYTES || have < H_END) {
+    if (fsize < DATA_HEADER_BYTES || have < DATA_HEADER_BYTES) {
       boost_err(err, "%s: truncated boost token shard header (%" PRIu64 " of %u bytes)", path, fsize,
              DATA_HEADER_BYTES);
       return -1;
     }
     uint64_t hsum = XXH3_64bits(hdr, H_HEADER_SUM);
+    if (info->version == DATA_VERSION_HASHED) { /* v2: the whole header, the sum field zero */
+      uint8_t h0[DATA_HEADER_BYTES];
+      memcpy(h0, hdr, sizeof h0);
+      wr64(h0 + H_HEADER_SUM, 0);
+      hsum = XXH3_64bits(h0, sizeof h0);
+      info->tokenizer_hash = rd64(hdr + H_TOKENIZER_HASH);
+    }
     if (hsum != rd64(hdr + H_HEADER_SUM)) {
       boost_err(err, "%s: header checksum mismatch (stored %016" PRIx64 ", computed %016" PRIx64 ")", path,
              rd64(hdr + H_HEADER_SUM), hsum);
@@ -374,6 +381,16 @@ static data_source *open_source(const char *path, boost_status *err) {
       return NULL;
     }
     src->nshards++;
+    const shard *s0 = &src->shards[0];
+    if (s->info.format == DATA_FORMAT_BOOST && s0->info.format == DATA_FORMAT_BOOST &&
+        (strcmp(s->info.tokenizer, s0->info.tokenizer) || s->info.tokenizer_hash != s0->info.tokenizer_hash)) {
+      boost_err(err, "%s: tokenizer %s (%016" PRIx64 ") differs from %s's %s (%016" PRIx64 "): one tokenizer per data set",
+                files.v[i], s->info.tokenizer, s->info.tokenizer_hash, files.v[0], s0->info.tokenizer,
+                s0->info.tokenizer_hash);
+      sl_free(&files);
+      data_close(src);
+      return NULL;
+    }
     s->first = src->num_tokens;
     src->num_tokens += (int64_t)s->info.num_tokens;
     int64_t v = s->info.format == DATA_FORMAT_BOOST ? (int64_t)s->info.vocab_size
@@ -400,6 +417,13 @@ void data_close(data_source *src) {
 int64_t data_num_tokens(const data_source *src) { return src->num_tokens; }
 int data_vocab_size(const data_source *src) { return src->vocab; }
 int data_num_shards(const data_source *src) { return src->nshards; }
+void data_tokenizer_id(const data_source *src, char *out, size_t outlen) {
+  const data_shard_info *in = &src->shards[0].info;
+  if (in->tokenizer_hash)
+    snprintf(out, outlen, "%s:%016" PRIx64, in->tokenizer, in->tokenizer_hash);
+  else
+    snprintf(out, outlen, "%s", in->tokenizer);
+}
 
 void data_read_tokens(const data_source *src, int64_t start, int64_t count, int32_t *out) {
   BOOST_ASSERT(start >= 0 && count >= 0 && count <= src->num_tokens - start);

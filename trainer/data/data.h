@@ -37,7 +37,8 @@
 #include "status.h"
 
 #define DATA_MAGIC "BOOSTTOK"       /* 8 bytes, no terminator in the file */
-#define DATA_VERSION 1u             /* the only version this reader knows */
+#define DATA_VERSION 1u             /* written when the tokenizer has no file (byte-v1) */
+#define DATA_VERSION_HASHED 2u      /* v1 + the tokenizer's hash; read: 1 and 2 */
 #define DATA_HEADER_BYTES 256u      /* header size written by v1 */
 #define DATA_TOKENIZER_MAX 32       /* tokenizer name field, NUL-padded */
 #define DATA_BYTE_TOKENIZER "byte-v1"
@@ -65,6 +66,7 @@ typedef struct {
   uint64_t checksum;       /* boost: XXH3-64 of the payload; llm.c: 0 */
   uint32_t max_token;      /* largest token present (0 if no tokens) */
   char tokenizer[DATA_TOKENIZER_MAX + 1]; /* boost: header; llm.c: "" */
+  uint64_t tokenizer_hash; /* v2: hash of the tokenizer's files; 0: none recorded */
 } data_shard_info;
 
 /* Open, fully validate and describe one shard file (either format). */
@@ -84,6 +86,10 @@ int64_t data_num_tokens(const data_source *src);
 /* Max over shards of the header vocab (boost) or max token + 1 (llm.c). */
 int data_vocab_size(const data_source *src);
 int data_num_shards(const data_source *src);
+/* The tokenizer the shards record (data_open refuses shards that disagree),
+ * as "NAME:HASH" (v2 shards: bpe-gpt2:7175d6c8b74bd913), "NAME" (v1:
+ * byte-v1) or "" (llm.c shards record none). */
+void data_tokenizer_id(const data_source *src, char *out, size_t outlen);
 
 /* Copy tokens [start, start + count) of the concatenated stream. */
 void data_read_tokens(const data_source *src, int64_t start, int64_t count, int32_t *out);
@@ -144,6 +150,11 @@ typedef struct data_writer data_writer;
  * >= 1 and must fit token_bytes; eot_token may be DATA_NO_EOT. */
 int data_writer_open(const char *path, uint32_t token_bytes, uint32_t vocab_size, const char *tokenizer,
                      uint32_t eot_token, data_writer **out, boost_status *err);
+/* Record the tokenizer's hash (bpe_hash): the shard is written as v2. */
+void data_writer_set_tokenizer_hash(data_writer *w, uint64_t hash);
+/* One document already encoded: EOT (if the writer has one) then tokens
+ * (each < vocab_size). Counts one document. */
+int data_writer_add_encoded(data_writer *w, const int32_t *tokens, size_t count, boost_status *err);
 /* Append tokens (each < vocab_size). */
 int data_writer_add(data_writer *w, const int32_t *tokens, size_t count, boost_status *err);
 /* Byte tokenizer: append EOT (if the writer has one) then one token per byte.

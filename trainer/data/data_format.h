@@ -24,7 +24,9 @@ enum {
   H_TOKENIZER = 48,
   H_PAYLOAD_SUM = 80,
   H_HEADER_SUM = 88,
-  H_END = 96, /* bytes covered by fields; the rest of the 256 is zero */
+  H_END = 96, /* bytes covered by v1 fields; the rest of the 256 is zero */
+  H_TOKENIZER_HASH = 96, /* v2: the tokenizer's hash (bpe.h: bpe_hash) */
+  H_END_V2 = 104,
 };
 
 

@@ -26,6 +26,7 @@ struct data_writer {
   int fd;
   uint32_t width, vocab, eot;
   char tokenizer[DATA_TOKENIZER_MAX];
+  uint64_t tokenizer_hash; /* 0: a v1 header */
   uint64_t ntok, ndocs;
   XXH3_state_t *hash;
   uint8_t *buf;
@@ -138,6 +139,15 @@ int data_writer_add(data_writer *w, const int32_t *tokens, size_t count, boost_s
   return 0;
 }
 
+void data_writer_set_tokenizer_hash(data_writer *w, uint64_t hash) { w->tokenizer_hash = hash; }
+
+int data_writer_add_encoded(data_writer *w, const int32_t *tokens, size_t count, boost_status *err) {
+  if (w->eot != DATA_NO_EOT && writer_put(w, w->eot, err) != 0) return -1;
+  if (data_writer_add(w, tokens, count, err) != 0) return -1;
+  w->ndocs++;
+  return 0;
+}
+
 int data_writer_add_document(data_writer *w, const void *bytes, size_t len, boost_status *err) {
   if (w->vocab < 256) {
     boost_err(err, "%s: byte tokenizer needs vocab >= 256, shard has %" PRIu32, w->path, w->vocab);
@@ -184,7 +194,7 @@ int data_writer_finish(data_writer *w, uint64_t *checksum, boost_status *err) {
   uint64_t sum = XXH3_64bits_digest(w->hash);
   uint8_t h[DATA_HEADER_BYTES] = {0};
   memcpy(h + H_MAGIC, DATA_MAGIC, 8);
-  wr32(h + H_VERSION, DATA_VERSION);
+  wr32(h + H_VERSION, w->tokenizer_hash ? DATA_VERSION_HASHED : DATA_VERSION);
   wr32(h + H_HEADER_BYTES, DATA_HEADER_BYTES);
   wr32(h + H_TOKEN_BYTES, w->width);
   wr32(h + H_VOCAB, w->vocab);
@@ -194,7 +204,13 @@ int data_writer_finish(data_writer *w, uint64_t *checksum, boost_status *err) {
   wr32(h + H_FLAGS, 0);
   memcpy(h + H_TOKENIZER, w->tokenizer, DATA_TOKENIZER_MAX);
   wr64(h + H_PAYLOAD_SUM, sum);
-  wr64(h + H_HEADER_SUM, XXH3_64bits(h, H_HEADER_SUM));
+  if (w->tokenizer_hash) {
+    /* v2: the sum covers the whole header, its own field zero. */
+    wr64(h + H_TOKENIZER_HASH, w->tokenizer_hash);
+    wr64(h + H_HEADER_SUM, XXH3_64bits(h, DATA_HEADER_BYTES));
+  } else {
+    wr64(h + H_HEADER_SUM, XXH3_64bits(h, H_HEADER_SUM));
+  }
   ssize_t k = pwrite(w->fd, h, sizeof h, 0);
   if (k != (ssize_t)sizeof h) {
     boost_err(err, "%s: header write failed: %s", w->tmp, k < 0 ? strerror(errno) : "short write");
