@@ -3,8 +3,10 @@
 #include "ckpt_test_hooks.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static const ckpt_test_hooks all_off = {0, 0, -1, -1, -1, -1, 0, 0};
@@ -50,4 +52,12 @@ void ckpt_test_delay(void) {
   struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
   while (nanosleep(&t, &t) != 0 && errno == EINTR) {
   }
+}
+
+void ckpt_test_stop_in(const char *phase, int rank) {
+  const char *v = getenv("BOOST_TRAIN_TEST_STOP_IN");
+  const size_t n = strlen(phase);
+  if (!v || strncmp(v, phase, n) != 0 || (v[n] != '\0' && v[n] != ':')) return;
+  if (v[n] == ':' && atoi(v + n + 1) != rank) return;
+  raise(SIGSTOP);
 }

@@ -9,7 +9,10 @@
  *   BOOST_CKPT_TEST_DIRSYNC_FAIL=STEP  the directory fsync after STEP's rename reports failure (the file is in place)
  *   BOOST_CKPT_TEST_NO_RESERVE=1   no disk reservation before writing
  *   BOOST_CKPT_TEST_READBACK_HDF5=1  the read-back goes through H5Dread (the path for other pipelines)
- *   BOOST_CKPT_TEST_LOAD_RING=1    a load goes through the staging ring even into host memory */
+ *   BOOST_CKPT_TEST_LOAD_RING=1    a load goes through the staging ring even into host memory
+ *   BOOST_TRAIN_TEST_STOP_IN=PHASE[:RANK]  the rank (every rank when omitted) stops itself (SIGSTOP)
+ *                                  on entering PHASE of a job's end: last-step, final-save, local-commit,
+ *                                  finalize (ckpt_test_stop_in; the trainer calls it too) */
 #ifndef BOOST_CKPT_TEST_HOOKS_H
 #define BOOST_CKPT_TEST_HOOKS_H
 
@@ -38,5 +41,9 @@ int64_t ckpt_env_int(const char *name, int64_t dflt);
 int ckpt_test_fails(int64_t step, int rank);
 /* The delay after a dataset, when one is set. */
 void ckpt_test_delay(void);
+/* BOOST_TRAIN_TEST_STOP_IN names this phase (and this rank, or none): the
+ * process stops itself with SIGSTOP, as a stopped or swapped-out rank
+ * would, so a test can check that the others end the job. */
+void ckpt_test_stop_in(const char *phase, int rank);
 
 #endif

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 char *openblas_get_corename(void);
@@ -88,9 +89,14 @@ __attribute__((constructor)) static void blas_select_at_start(void) {
    * boost-chaos must see "boost-train" (or the tool's name), not "exe". */
   static char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  struct stat path_st, exe_st;
   if (n > 0 && (size_t)n < sizeof self - 1) {
     self[n] = '\0';
-    execv(self, argv);
+    /* only while the path still names the file running now (a rebuild may
+     * have replaced it since this process started) */
+    if (stat(self, &path_st) == 0 && stat("/proc/self/exe", &exe_st) == 0 && path_st.st_dev == exe_st.st_dev &&
+        path_st.st_ino == exe_st.st_ino)
+      execv(self, argv);
   }
   execv("/proc/self/exe", argv); /* the file was replaced or removed since: still the same program */
   /* exec failed: carry on with the slower kernel rather than fail. */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "blas_select.h"
+#include "ckpt_test_hooks.h"
 #include "config.h"
 #include "preempt.h"
 #include "resume_plan.h"
@@ -113,7 +114,9 @@ int main(int argc, char **argv) {
   }
   free(sets);
   watchdog_mpi_close(); /* MPI_Finalize waits for every rank: watched to the end */
+  ckpt_test_stop_in("finalize", rank);
   MPI_Finalize();
+  ckpt_test_stop_in("exit", rank);
   watchdog_stop();
   return status;
 }
