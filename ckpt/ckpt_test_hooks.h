@@ -12,7 +12,7 @@
  *   BOOST_CKPT_TEST_LOAD_RING=1    a load goes through the staging ring even into host memory
  *   BOOST_TRAIN_TEST_STOP_IN=PHASE[:RANK]  the rank (every rank when omitted) stops itself (SIGSTOP)
  *                                  on entering PHASE of a job's end: last-step, final-save, local-commit,
- *                                  finalize (ckpt_test_stop_in; the trainer calls it too) */
+ *                                  end-agreement, finalize (ckpt_test_stop_in; the trainer calls it too) */
 #ifndef BOOST_CKPT_TEST_HOOKS_H
 #define BOOST_CKPT_TEST_HOOKS_H
 

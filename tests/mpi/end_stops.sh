@@ -9,7 +9,8 @@
 #   final-save    the final save under way (file and local level): 74
 #   local-commit  the final save committed; the local level's last commit
 #                 and retire (a barrier of every rank): 75
-#   finalize      in MPI_Finalize: 75
+#   end-agreement the agreement every rank makes before MPI_Finalize: 75
+#   finalize      entering MPI_Finalize: 75
 # The test hook BOOST_TRAIN_TEST_STOP_IN=PHASE:RANK makes the rank stop
 # itself on entering PHASE (ckpt/ckpt_test_hooks.h).
 source "$(dirname "$0")/ckpt_common.bash"
@@ -54,5 +55,7 @@ stop_in last-step 1 74
 stop_in final-save 1 74
 stop_in local-commit 1 75
 stop_in local-commit 0 75
+stop_in end-agreement 1 75
 stop_in finalize 1 75
+stop_in finalize 0 75
 echo "PASS: end_stops"
