@@ -628,6 +628,7 @@ void ckpt_close(ckpt_session *s) {
   char done[REASON_MAX + 128];
   collect(s, done, sizeof done, 1);
   drop_catch_up(s);
+  if (s->local) ckpt_test_stop_in("local-commit", s->grid->rank);
   ckpt_local_retire(s->local, s->out.last_committed_step);
   watchdog_deadline(NULL, s); /* under the watchdog's lock: never asked again once this returns */
   ckpt_worker_stop(&s->worker);

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -57,4 +58,12 @@ void ckpt_test_delay(void) {
 
 void ckpt_test_set_aside_point(int point) {
   if (hooks.set_aside_kill == point) kill(getpid(), SIGKILL); /* a real kill -9: nothing runs after it */
+}
+
+void ckpt_test_stop_in(const char *phase, int rank) {
+  const char *v = getenv("BOOST_TRAIN_TEST_STOP_IN");
+  const size_t n = strlen(phase);
+  if (!v || strncmp(v, phase, n) != 0 || (v[n] != '\0' && v[n] != ':')) return;
+  if (v[n] == ':' && atoi(v + n + 1) != rank) return;
+  raise(SIGSTOP);
 }

@@ -11,7 +11,10 @@
  *   BOOST_CKPT_TEST_READBACK_HDF5=1  the read-back goes through H5Dread (the path for other pipelines)
  *   BOOST_CKPT_TEST_LOAD_RING=1    a load goes through the staging ring even into host memory
  *   BOOST_CKPT_TEST_SET_ASIDE_KILL=K  the process kills itself (SIGKILL) at point K of a set-aside
- *                                  (ckpt_rollback.h; the points below) */
+ *                                  (ckpt_rollback.h; the points below)
+ *   BOOST_TRAIN_TEST_STOP_IN=PHASE[:RANK]  the rank (every rank when omitted) stops itself (SIGSTOP)
+ *                                  on entering PHASE of a job's end: last-step, final-save, local-commit,
+ *                                  end-agreement, finalize (ckpt_test_stop_in; the trainer calls it too) */
 #ifndef BOOST_CKPT_TEST_HOOKS_H
 #define BOOST_CKPT_TEST_HOOKS_H
 
@@ -54,5 +57,9 @@ int ckpt_test_fails(int64_t step, int rank);
 void ckpt_test_set_aside_point(int point);
 /* The delay after a dataset, when one is set. */
 void ckpt_test_delay(void);
+/* BOOST_TRAIN_TEST_STOP_IN names this phase (and this rank, or none): the
+ * process stops itself with SIGSTOP, as a stopped or swapped-out rank
+ * would, so a test can check that the others end the job. */
+void ckpt_test_stop_in(const char *phase, int rank);
 
 #endif

@@ -5,7 +5,8 @@
  * sgemm ~8x slower. This constructor runs after OpenBLAS initialised itself,
  * compares the core it chose with what CPUID says the CPU can execute, and
  * when OpenBLAS chose a weaker core it sets OPENBLAS_CORETYPE and re-executes
- * the program once. It never asks for instructions the CPU lacks, and it
+ * the program once (through its own path, so that its process name stays
+ * its own). It never asks for instructions the CPU lacks, and it
  * leaves a user's own OPENBLAS_CORETYPE alone. BOOST_BLAS_AUTOSELECT=0 turns
  * it off. */
 #include "blas_select.h"
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 char *openblas_get_corename(void);
@@ -68,8 +70,8 @@ __attribute__((constructor)) static void blas_select_at_start(void) {
   const char *pretend = getenv("BOOST_BLAS_PRETEND_CORE");
   const char *better = blas_better_core(pretend ? pretend : openblas_get_corename(), blas_cpu_isa());
   if (!better) return;
-  /* /proc/self/cmdline would be needed to recover argv here; instead re-exec
-   * through /proc/self/exe with the arguments the kernel recorded. */
+  /* argv is not reachable from a constructor: re-exec with the arguments
+   * the kernel recorded (/proc/self/cmdline). */
   FILE *f = fopen("/proc/self/cmdline", "rb");
   if (!f) return;
   static char buf[1 << 16];
@@ -82,7 +84,21 @@ __attribute__((constructor)) static void blas_select_at_start(void) {
   for (size_t i = 0; i < len && argc < 1023; i += strlen(buf + i) + 1) argv[argc++] = buf + i;
   argv[argc] = NULL;
   setenv("OPENBLAS_CORETYPE", better, 1);
-  execv("/proc/self/exe", argv);
+  /* The program's own path, not /proc/self/exe: the kernel names a process
+   * after the file it executes, and ps, pkill, batch systems and
+   * boost-chaos must see "boost-train" (or the tool's name), not "exe". */
+  static char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  struct stat path_st, exe_st;
+  if (n > 0 && (size_t)n < sizeof self - 1) {
+    self[n] = '\0';
+    /* only while the path still names the file running now (a rebuild may
+     * have replaced it since this process started) */
+    if (stat(self, &path_st) == 0 && stat("/proc/self/exe", &exe_st) == 0 && path_st.st_dev == exe_st.st_dev &&
+        path_st.st_ino == exe_st.st_ino)
+      execv(self, argv);
+  }
+  execv("/proc/self/exe", argv); /* the file was replaced or removed since: still the same program */
   /* exec failed: carry on with the slower kernel rather than fail. */
   unsetenv("OPENBLAS_CORETYPE");
 }

@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "blas_select.h"
+#include "ckpt_test_hooks.h"
+#include "comm.h"
 #include "config.h"
 #include "preempt.h"
 #include "resume_plan.h"
@@ -112,7 +114,18 @@ int main(int argc, char **argv) {
     }
   }
   free(sets);
+  /* Every rank is done (saves, the local level, tear-down) before any enters
+   * MPI_Finalize: a rank stopped until here is waited for in this watched
+   * agreement or in the watched finalize after it, and the ranks enter
+   * MPI_Finalize together. Its synchronization is the job's last: a rank
+   * stopped after it (its share given, waiting for the others or tearing
+   * down) is seen by no other rank -- they exit 0 -- so the window is kept
+   * to that (docs/PARALLELISM.md, "The collective watchdog"). */
+  watchdog_phase("the end: every rank done", WATCH_WAIT);
+  ckpt_test_stop_in("end-agreement", rank);
+  if (provided >= MPI_THREAD_MULTIPLE) comm_control_all(MPI_COMM_WORLD, COMM_WORLD, "end agreement", 1);
   watchdog_mpi_close(); /* MPI_Finalize waits for every rank: watched to the end */
+  ckpt_test_stop_in("finalize", rank);
   MPI_Finalize();
   watchdog_stop();
   return status;

@@ -19,6 +19,7 @@
 #include "util.h"
 #include "ckpt.h"
 #include "ckpt_hooks.h"
+#include "ckpt_test_hooks.h"
 #include "run_interval.h"
 #include "comm.h"
 #include "data.h"
@@ -396,6 +397,10 @@ static int finish(run *t, ckpt_session *ck, int status, int stop_signal, float l
   run_tb_ckpt(t, ck); /* the final checkpoint's outcome */
   if (saved) preempt_set_committed(1);
   const int writes = ckpt_writes(ck);
+  /* The saves are done (ckpt_wait): what is left of the session waits for
+   * the other ranks (the local level's retire is a barrier), so
+   * parallel.timeout bounds it even where ckpt.timeout is 0. */
+  watchdog_phase("the end: the checkpoint session's close (the local level's retire)", WATCH_WAIT);
   if (ck) ckpt_close(ck);
   if (status != 0 && status != BOOST_EXIT_PREEMPTED) return status;
   const int want_save = writes || stop_signal;
@@ -586,6 +591,7 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
     const int force = (last || preempted ? CKPT_DUE_FILE : 0) | clock;
     const int taken = (ckpt_due(ck, st->step, force) ? CKPT_DUE_FILE : 0) |
                       (ckpt_due_local(ck, st->step, force) ? CKPT_DUE_LOCAL : 0);
+    if (last) ckpt_test_stop_in("last-step", t->grid.rank);
     run_watch_ckpt(&t->hooks_ctx, ck, st, force, ckpt_status, sizeof ckpt_status);
     run_interval_after(&t->interval, ck, taken);
 
@@ -607,8 +613,10 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
     }
   }
   watchdog_phase("the final save", WATCH_CKPT);
+  ckpt_test_stop_in("final-save", t->grid.rank);
   status = finish(t, ck, status, stop_signal, loss, t_start);
   run_watch_end(cfg, status);
+  watchdog_phase("the end: tear-down", WATCH_WAIT);
   if (t->metrics) fclose(t->metrics);
   trainer_destroy(t);
   return status;

@@ -35,6 +35,9 @@ if missing:
     sys.exit("kinds never drawn: %s" % sorted(missing))
 if d["kinds"]["sigstop"].get("skipped"):
     sys.exit("sigstop skipped: %s" % [f.get("why") for f in d["faults"] if f["kind"] == "sigstop"][:1])
+if t["not-injected"]:
+    sys.exit("%d fault(s) could not be injected: %s" % (t["not-injected"], [f.get("not_injected") for f in d["faults"]
+                                                                              if f.get("not_injected")][:1]))
 if d["verdict"] != "PASS" or sys.argv[2] != "0":
     sys.exit("verdict %s, exit status %s" % (d["verdict"], sys.argv[2]))
 PYEOF
