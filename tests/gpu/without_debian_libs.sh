@@ -28,7 +28,7 @@ HIDE="libopenmpi3 libopenmpi-dev openmpi-common openmpi-bin libhdf5-openmpi-103-
 libopenblas0-openmp libopenblas-openmp-dev libopenblas0-pthread libopenblas-pthread-dev libopenblas-dev libopenblas0
 libcjson1 libcjson-dev libinih1 libinih-dev libxxhash0 libxxhash-dev libcriterion3 libcriterion-dev libzstd-dev
 pkgconf pkgconf-bin libpkgconf3 pkg-config libhwloc15 libevent-core-2.1-7 libevent-pthreads-2.1-7 libgfortran5
-libpmix2 libpmix-dev libmunge2 libdnnl2 libdnnl-dev"
+libpmix2 libpmix-dev libmunge2 libdnnl2 libdnnl-dev libpcre2-dev"
 # the remote-shell clients: gone from PATH (an overlay of each folder
 # holding one, the programs deleted in it: the files below stay untouched)
 NOSHELL="openssh-client rsh-client rsh-redone-client"

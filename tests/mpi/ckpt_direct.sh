@@ -109,7 +109,7 @@ if [ "$(id -u)" = 0 ] && mkdir -p "$tmp/mnt" && mount -t tmpfs -o size=600k tmpf
   grep -q "finished at step 2, but its final state was NOT committed" "$tmp/full.log" || fail "full disk: training did not reach its end: $(grep -v "^  " "$tmp/full.log" | tail -4)"
   grep -q "checkpoint of step 2 FAILED" "$tmp/full.log" || fail "no failure on a full disk: $(grep -i ckpt "$tmp/full.log" | tail -2)"
   grep -q "No space left on device" "$tmp/full.log" || fail "ENOSPC not named: $(grep FAILED "$tmp/full.log" | head -1)"
-  [ -z "$(ls "$tmp/mnt/ck" | grep -v -e checkpoints.jsonl -e '^\.lock$' || true)" ] ||
+  [ -z "$(ls "$tmp/mnt/ck" | grep -v -e checkpoints.jsonl -e '^\.lock$' -e '^run\.id$' || true)" ] ||
     fail "left behind on the full disk: $(ls -a "$tmp/mnt/ck")"
   echo "ok: a disk filling during the chunk writes fails the checkpoint, names ENOSPC, leaves nothing"
 else

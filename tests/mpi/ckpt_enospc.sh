@@ -34,7 +34,7 @@ grep -q "finished at step 8, but its final state was NOT committed" "$tmp/t1.log
   fail "the unsaved end is not reported: $(tail -3 "$tmp/t1.log")"
 [ "$(losses "$tmp/m1.jsonl" | wc -l)" = 8 ] || fail "metrics do not hold 8 steps"
 got=$(cd "$d" && ls)
-[ "$got" = "$(printf 'checkpoints.jsonl\nlatest\nstep_00000002.h5\nstep_00000004.h5')" ] || fail "checkpoint directory holds: $got"
+[ "$got" = "$(printf 'checkpoints.jsonl\nlatest\nrun.id\nstep_00000002.h5\nstep_00000004.h5')" ] || fail "checkpoint directory holds: $got"
 for s in 6 8; do
   grep -q "checkpoint of step $s FAILED, nothing committed (training continues; step 4 remains the latest)" "$tmp/t1.log" ||
     fail "step $s: failure not reported: $(grep -i failed "$tmp/t1.log" | head -3)"
