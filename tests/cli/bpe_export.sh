@@ -53,6 +53,22 @@ PYEOF
 [ "$(wc -l <"$tmp/hf/merges.txt")" -eq 50001 ] || fail "merges.txt: $(wc -l <"$tmp/hf/merges.txt") lines, GPT-2 has 50000 merges"
 "$PYENV/bin/python" "$CHECK" corpus "$tmp/corpus"
 "$PYENV/bin/python" "$CHECK" hf "$tmp/hf" "$GPT2" "$tmp/corpus" "$tmp/gen.json" || fail "transformers differs"
+# The same vocabulary as a Hugging Face tokenizer.json (GPT2TokenizerFast made
+# from the exported vocab.json + merges.txt, saved by transformers): boost-data
+# reads it and encodes the held corpus to exactly the rank file's tokens.
+"$PYENV/bin/python" - "$tmp/hf" "$tmp/hfjson" <<'PYEOF' || fail "GPT2TokenizerFast from the export"
+import sys
+from transformers import GPT2TokenizerFast
+t = GPT2TokenizerFast(vocab_file=sys.argv[1] + "/vocab.json", merges_file=sys.argv[1] + "/merges.txt")
+t.save_pretrained(sys.argv[2])
+PYEOF
+[ -s "$tmp/hfjson/tokenizer.json" ] || fail "transformers wrote no tokenizer.json"
+for tk in "$GPT2" "$tmp/hfjson/tokenizer.json"; do
+  "$DATA" -q --no-fortune-split --tokenizer "$tk" -o "$tmp/corpus-$(basename "$tk").tok" "$tmp/corpus" >/dev/null \
+    2>"$tmp/data.err" || fail "boost-data --tokenizer $tk: $(cat "$tmp/data.err")"
+done
+cmp -s <(tail -c +257 "$tmp/corpus-gpt2.tiktoken.tok") <(tail -c +257 "$tmp/corpus-tokenizer.json.tok") ||
+  fail "the held corpus: tokenizer.json gives other tokens than the rank file"
 
 # boost-eval --data: bits per byte = loss x tokens / ln 2 / the bytes of the
 # scored targets (whole shard: windows of seq_len + 1 tokens, stride seq_len).
