@@ -37,14 +37,15 @@ static int recorded_pretok(const char *recorded, char *out, size_t outlen) {
   return 1;
 }
 
-/* Opens dir's *.tiktoken files in turn until one's id is `want`. */
+/* Opens dir's *.tiktoken files and tokenizer.json in turn until one's id is `want`. */
 static bpe_tokenizer *search_dir(const char *dir, const char *pretok, const char *want) {
   DIR *d = opendir(dir);
   if (!d) return NULL;
   bpe_tokenizer *found = NULL;
   struct dirent *e;
   while (!found && (e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.' || !boost_ends_with(e->d_name, ".tiktoken")) continue;
+    if (e->d_name[0] == '.' || (!boost_ends_with(e->d_name, ".tiktoken") && strcmp(e->d_name, "tokenizer.json")))
+      continue;
     char path[4096], id[96];
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
     bpe_tokenizer *t = NULL;
