@@ -93,6 +93,6 @@ int tool_bpe_open(const char *recorded, const char *path, const char *ckpt_path,
   boost_free(copy);
   boost_free(parent);
   if (*out) return 0;
-  return boost_err(err, "the checkpoint was trained on tokenizer %s and no rank file found has its hash (looked in "
+  return boost_err(err, "the checkpoint was trained on tokenizer %s and no rank file or tokenizer.json found has its hash (looked in "
                         "$BOOST_TOKENIZER_PATH and next to the checkpoint): give it with --tokenizer FILE", recorded);
 }

@@ -92,6 +92,15 @@ for tk in "$GPT2" "$tmp/hfjson/tokenizer.json"; do
 done
 cmp -s <(tail -c +257 "$tmp/corpus-gpt2.tiktoken.tok") <(tail -c +257 "$tmp/corpus-tokenizer.json.tok") ||
   fail "the held corpus: tokenizer.json gives other tokens than the rank file"
+# A checkpoint trained on the tokenizer.json's shard records that tokenizer;
+# boost-generate finds the tokenizer.json next to it and encodes the prompt
+# as the rank file does.
+"$TRAIN" "${COMMON[@]}" --set data.train="$tmp/corpus-tokenizer.json.tok" --set model.vocab=50257 --set train.steps=1 \
+  --set ckpt.dir="$tmp/hfjson/ck" --set ckpt.every=1 >"$tmp/train.log" 2>&1 || fail "train on the tokenizer.json shard"
+"$GENERATE" --prompt "$prompt" --temperature 0 --max-new-tokens 2 --json "$tmp/hfjson/ck" >"$tmp/json-gen.json" \
+  2>"$tmp/gen.err" || fail "boost-generate with the tokenizer.json found: $(cat "$tmp/gen.err")"
+"$PY" -c 'import json,sys; a,b=(json.load(open(p)) for p in sys.argv[1:]); assert a["prompt_tokens"]==b["prompt_tokens"] and a["tokenizer"]=="bpe-gpt2", (a,b)' \
+  "$tmp/json-gen.json" "$tmp/gen.json" || fail "the tokenizer.json's prompt tokens differ"
 
 # boost-eval --data: bits per byte = loss x tokens / ln 2 / the bytes of the
 # scored targets (whole shard: windows of seq_len + 1 tokens, stride seq_len).
