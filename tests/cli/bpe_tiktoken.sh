@@ -105,6 +105,7 @@ write("order", lambda t: t["model"].update(merges=["he l", "h e"]))
 write("unmade", lambda t: t["model"].update(merges=["h e"]))
 write("pretok", lambda t: t.update(pre_tokenizer={"type": "Whitespace"}))
 write("added", lambda t: t["added_tokens"].append({"id": 259, "content": "<pad>"}))
+write("twoids", lambda t: t["model"]["vocab"].update(hel=256))
 EOF
 "$BIN" -q --tokenizer "$tmp/good.json" -o "$tmp/json.tok" "$tmp/doc.txt" >/dev/null 2>"$tmp/stderr" ||
   fail "the small tokenizer.json was refused"
@@ -120,6 +121,7 @@ expect_fail "merge order" "order.json: model.merges[1] (\"h e\", id 256) is not 
   --tokenizer "$tmp/order.json"
 expect_fail "token no merge makes" "unmade.json: token id 257 (3 bytes) is made by no merge" --tokenizer "$tmp/unmade.json"
 expect_fail "pre-tokenizer" "pretok.json: pre_tokenizer is \"Whitespace\"" --tokenizer "$tmp/pretok.json"
+expect_fail "one id twice" "twoids.json: model.vocab gives id 256 to two tokens" --tokenizer "$tmp/twoids.json"
 expect_fail "added token" "added.json: added token \"<pad>\" (id 259)" --tokenizer "$tmp/added.json"
 expect_fail "json and pattern" "give no pattern" --tokenizer "$tmp/good.json" --pattern 'a'
 expect_fail "json and other pre-tokenizer" "its pre-tokenizer is gpt2, not cl100k" --tokenizer "$tmp/good.json" --pretokenizer cl100k

@@ -100,6 +100,19 @@ static int read_added(const json_reader *r, const cJSON *root, long *eot, boost_
   return 0;
 }
 
+/* Two tokens with one id: said here, as bpe_build_tables would name a line. */
+static int check_unique_ids(const char *path, const bpe_entry *v, size_t n, boost_status *err) {
+  uint32_t top = 0;
+  for (size_t i = 0; i < n; i++)
+    if (v[i].rank > top) top = v[i].rank;
+  uint8_t *seen = boost_calloc((size_t)top + 1, 1);
+  int rc = 0;
+  for (size_t i = 0; i < n && rc == 0; i++)
+    if (seen[v[i].rank]++) rc = boost_err(err, "%s: model.vocab gives id %u to two tokens", path, v[i].rank);
+  boost_free(seen);
+  return rc;
+}
+
 /* model.vocab into the tables: id = rank, the end-of-text token left out. */
 static int read_vocab(json_reader *r, const cJSON *vocab, long eot, boost_status *err) {
   bpe_tokenizer *t = r->t;
@@ -129,6 +142,7 @@ static int read_vocab(json_reader *r, const cJSON *vocab, long eot, boost_status
     n++;
   }
   if (rc == 0 && n == 0) rc = boost_err(err, "%s: model.vocab is empty", r->path);
+  if (rc == 0) rc = check_unique_ids(r->path, v, n, err);
   if (rc == 0) rc = bpe_build_tables(t, r->path, v, n, err);
   free(v);
   if (rc == 0 && eot >= 0 && eot != (long)t->nranks)
