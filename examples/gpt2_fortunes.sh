@@ -12,7 +12,8 @@
 # Needs a build (bash scripts/build.sh) and GPT-2's rank file
 # (.cache/tokenizers/gpt2.tiktoken: bash scripts/setup-pyenv.sh fetches it,
 # with the transformers the last step uses; BOOST_GPT2_RANKS names another
-# copy). STEPS (default 300: a few minutes on 2 cores), PRESET (default
+# copy). STEPS (default 40: about 8 minutes on 2 cores, docs/DATA_FORMAT.md
+# records a run: its greedy continuation is still whitespace), PRESET (default
 # cola-60m), THREADS and PROMPT change the run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,7 +21,7 @@ build=${BOOST_BUILD_DIR:-$root/build}
 out=${1:-$root/runs/gpt2-fortunes}
 ranks=${BOOST_GPT2_RANKS:-$root/.cache/tokenizers/gpt2.tiktoken}
 pyenv=${BOOST_PYENV:-$root/.cache/pyenv}
-steps=${STEPS:-300}
+steps=${STEPS:-40}
 preset=${PRESET:-cola-60m}
 threads=${THREADS:-$(nproc)}
 prompt=${PROMPT:-"A computer scientist is"}

@@ -37,14 +37,15 @@ static int recorded_pretok(const char *recorded, char *out, size_t outlen) {
   return 1;
 }
 
-/* Opens dir's *.tiktoken files in turn until one's id is `want`. */
+/* Opens dir's *.tiktoken files and tokenizer.json in turn until one's id is `want`. */
 static bpe_tokenizer *search_dir(const char *dir, const char *pretok, const char *want) {
   DIR *d = opendir(dir);
   if (!d) return NULL;
   bpe_tokenizer *found = NULL;
   struct dirent *e;
   while (!found && (e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.' || !boost_ends_with(e->d_name, ".tiktoken")) continue;
+    if (e->d_name[0] == '.' || (!boost_ends_with(e->d_name, ".tiktoken") && strcmp(e->d_name, "tokenizer.json")))
+      continue;
     char path[4096], id[96];
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
     bpe_tokenizer *t = NULL;
@@ -92,6 +93,6 @@ int tool_bpe_open(const char *recorded, const char *path, const char *ckpt_path,
   boost_free(copy);
   boost_free(parent);
   if (*out) return 0;
-  return boost_err(err, "the checkpoint was trained on tokenizer %s and no rank file found has its hash (looked in "
+  return boost_err(err, "the checkpoint was trained on tokenizer %s and no rank file or tokenizer.json found has its hash (looked in "
                         "$BOOST_TOKENIZER_PATH and next to the checkpoint): give it with --tokenizer FILE", recorded);
 }

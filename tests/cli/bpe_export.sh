@@ -5,7 +5,10 @@
 # boost-export --hf writing vocab.json + merges.txt derived from the ranks;
 # then transformers (tests/cli/bpe_tiktoken_check.py hf): AutoTokenizer
 # encodes the held corpus as tiktoken does and the prompt as boost-generate
-# did, and AutoModelForCausalLM's greedy tokens and text are boost-generate's.
+# did, and AutoModelForCausalLM's greedy tokens and text are boost-generate's
+# (on a freshly initialised model: 16 tokens, at least 8 distinct). A
+# GPT2TokenizerFast made from the export and saved as tokenizer.json encodes
+# the held corpus in boost-data as the rank file does.
 # boost-eval: --data's bits per byte is the loss over the bytes the scored
 # targets decode to under the rank file (recomputed here from the shard),
 # --choice encodes text with the checkpoint's tokenizer (the same answers
@@ -52,7 +55,52 @@ PYEOF
 "$EXPORT" --hf "$tmp/hf" "$tmp/run/ck" --quiet >/dev/null 2>"$tmp/export.err" || fail "boost-export: $(cat "$tmp/export.err")"
 [ "$(wc -l <"$tmp/hf/merges.txt")" -eq 50001 ] || fail "merges.txt: $(wc -l <"$tmp/hf/merges.txt") lines, GPT-2 has 50000 merges"
 "$PYENV/bin/python" "$CHECK" corpus "$tmp/corpus"
-"$PYENV/bin/python" "$CHECK" hf "$tmp/hf" "$GPT2" "$tmp/corpus" "$tmp/gen.json" || fail "transformers differs"
+
+# The greedy comparison on a model whose continuation is varied: the trained
+# tiny model above only repeats a newline, which any id mix-up still gives.
+# A freshly initialised one (one step, init_std 0.5) continues the prompt
+# with many distinct tokens, so a tokenizer or id mismatch shows.
+"$TRAIN" "${COMMON[@]}" --set data.train="$tmp/sci.tok" --set model.vocab=50257 --set train.steps=1 \
+  --set model.init_std=0.5 --set ckpt.dir="$tmp/run/fresh" --set ckpt.every=1 >"$tmp/train.log" 2>&1 ||
+  fail "train fresh: $(tail -3 "$tmp/train.log")"
+"$GENERATE" --prompt "$prompt" --temperature 0 --max-new-tokens 16 --json "$tmp/run/fresh" >"$tmp/fresh.json" \
+  2>"$tmp/gen.err" || fail "boost-generate fresh: $(cat "$tmp/gen.err")"
+"$PY" - "$tmp/fresh.json" "$prompt" <<'PYEOF' || fail "the fresh model's continuation is not varied"
+import json, sys
+g = json.load(open(sys.argv[1]))
+g["prompt_text"] = sys.argv[2]
+assert len(g["tokens"]) == 16 and len(set(g["tokens"])) >= 8, g["tokens"]
+assert all(t != 50256 for t in g["tokens"]), g["tokens"]
+json.dump(g, open(sys.argv[1], "w"))
+PYEOF
+"$EXPORT" --hf "$tmp/hf-fresh" "$tmp/run/fresh" --quiet >/dev/null 2>"$tmp/export.err" ||
+  fail "boost-export fresh: $(cat "$tmp/export.err")"
+"$PYENV/bin/python" "$CHECK" hf "$tmp/hf-fresh" "$GPT2" "$tmp/corpus" "$tmp/fresh.json" || fail "transformers differs"
+# The same vocabulary as a Hugging Face tokenizer.json (GPT2TokenizerFast made
+# from the exported vocab.json + merges.txt, saved by transformers): boost-data
+# reads it and encodes the held corpus to exactly the rank file's tokens.
+"$PYENV/bin/python" - "$tmp/hf" "$tmp/hfjson" <<'PYEOF' || fail "GPT2TokenizerFast from the export"
+import sys
+from transformers import GPT2TokenizerFast
+t = GPT2TokenizerFast(vocab_file=sys.argv[1] + "/vocab.json", merges_file=sys.argv[1] + "/merges.txt")
+t.save_pretrained(sys.argv[2])
+PYEOF
+[ -s "$tmp/hfjson/tokenizer.json" ] || fail "transformers wrote no tokenizer.json"
+for tk in "$GPT2" "$tmp/hfjson/tokenizer.json"; do
+  "$DATA" -q --no-fortune-split --tokenizer "$tk" -o "$tmp/corpus-$(basename "$tk").tok" "$tmp/corpus" >/dev/null \
+    2>"$tmp/data.err" || fail "boost-data --tokenizer $tk: $(cat "$tmp/data.err")"
+done
+cmp -s <(tail -c +257 "$tmp/corpus-gpt2.tiktoken.tok") <(tail -c +257 "$tmp/corpus-tokenizer.json.tok") ||
+  fail "the held corpus: tokenizer.json gives other tokens than the rank file"
+# A checkpoint trained on the tokenizer.json's shard records that tokenizer;
+# boost-generate finds the tokenizer.json next to it and encodes the prompt
+# as the rank file does.
+"$TRAIN" "${COMMON[@]}" --set data.train="$tmp/corpus-tokenizer.json.tok" --set model.vocab=50257 --set train.steps=1 \
+  --set ckpt.dir="$tmp/hfjson/ck" --set ckpt.every=1 >"$tmp/train.log" 2>&1 || fail "train on the tokenizer.json shard"
+"$GENERATE" --prompt "$prompt" --temperature 0 --max-new-tokens 2 --json "$tmp/hfjson/ck" >"$tmp/json-gen.json" \
+  2>"$tmp/gen.err" || fail "boost-generate with the tokenizer.json found: $(cat "$tmp/gen.err")"
+"$PY" -c 'import json,sys; a,b=(json.load(open(p)) for p in sys.argv[1:]); assert a["prompt_tokens"]==b["prompt_tokens"] and a["tokenizer"]=="bpe-gpt2", (a,b)' \
+  "$tmp/json-gen.json" "$tmp/gen.json" || fail "the tokenizer.json's prompt tokens differ"
 
 # boost-eval --data: bits per byte = loss x tokens / ln 2 / the bytes of the
 # scored targets (whole shard: windows of seq_len + 1 tokens, stride seq_len).

@@ -76,6 +76,56 @@ expect_fail "unknown pre-tokenizer" "unknown pre-tokenizer \"gpt3\"" --tokenizer
 expect_fail "bad pattern" "pre-tokenizer pattern: at offset" --tokenizer "$tmp/small.tiktoken" --pattern '(\p{L}+'
 expect_fail "pattern and name" "both given" --tokenizer "$tmp/small.tiktoken" --pattern 'a' --pretokenizer gpt2
 
+# A tokenizer.json (Hugging Face, GPT-2 style) of the same small vocabulary
+# gives the same tokens; broken ones get one line each.
+python3 - "$tmp" <<'EOF'
+import json, sys
+d = sys.argv[1]
+bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+cs, n = bs[:], 0
+for b in range(256):
+    if b not in bs:
+        bs.append(b); cs.append(256 + n); n += 1
+ch = {b: chr(c) for b, c in zip(bs, cs)}
+vocab = {ch[b]: b for b in range(256)}
+vocab.update({"he": 256, "hel": 257, "<|endoftext|>": 258})
+good = {"version": "1.0", "added_tokens": [{"id": 258, "content": "<|endoftext|>", "special": True}],
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "vocab": vocab, "merges": ["h e", ["he", "l"]]}}
+def write(name, change):
+    t = json.loads(json.dumps(good))
+    change(t)
+    json.dump(t, open("%s/%s.json" % (d, name), "w"), ensure_ascii=False)
+write("good", lambda t: None)
+write("wordpiece", lambda t: t["model"].update(type="WordPiece"))
+write("unknown", lambda t: t["model"]["merges"].append("he zz"))
+write("nomerges", lambda t: t["model"].pop("merges"))
+write("novocab", lambda t: t.pop("model"))
+write("order", lambda t: t["model"].update(merges=["he l", "h e"]))
+write("unmade", lambda t: t["model"].update(merges=["h e"]))
+write("pretok", lambda t: t.update(pre_tokenizer={"type": "Whitespace"}))
+write("added", lambda t: t["added_tokens"].append({"id": 259, "content": "<pad>"}))
+write("twoids", lambda t: t["model"]["vocab"].update(hel=256))
+EOF
+"$BIN" -q --tokenizer "$tmp/good.json" -o "$tmp/json.tok" "$tmp/doc.txt" >/dev/null 2>"$tmp/stderr" ||
+  fail "the small tokenizer.json was refused"
+cmp -s <(tail -c +257 "$tmp/json.tok") <(tail -c +257 "$tmp/small.tok") || fail "tokenizer.json: other tokens than its rank file"
+printf '{"model": ' >"$tmp/notjson.json"
+expect_fail "not JSON" "notjson.json: not valid JSON" --tokenizer "$tmp/notjson.json"
+expect_fail "model type" "wordpiece.json: model.type is \"WordPiece\", boost reads BPE" --tokenizer "$tmp/wordpiece.json"
+expect_fail "unknown merge part" "unknown.json: model.merges[2] (\"he zz\") names \"zz\", which is not in model.vocab" \
+  --tokenizer "$tmp/unknown.json"
+expect_fail "no merges" "nomerges.json: no model.merges list" --tokenizer "$tmp/nomerges.json"
+expect_fail "no vocab" "novocab.json: no model.vocab object" --tokenizer "$tmp/novocab.json"
+expect_fail "merge order" "order.json: model.merges[1] (\"h e\", id 256) is not the merge boost's encoder makes" \
+  --tokenizer "$tmp/order.json"
+expect_fail "token no merge makes" "unmade.json: token id 257 (3 bytes) is made by no merge" --tokenizer "$tmp/unmade.json"
+expect_fail "pre-tokenizer" "pretok.json: pre_tokenizer is \"Whitespace\"" --tokenizer "$tmp/pretok.json"
+expect_fail "one id twice" "twoids.json: model.vocab gives id 256 to two tokens" --tokenizer "$tmp/twoids.json"
+expect_fail "added token" "added.json: added token \"<pad>\" (id 259)" --tokenizer "$tmp/added.json"
+expect_fail "json and pattern" "give no pattern" --tokenizer "$tmp/good.json" --pattern 'a'
+expect_fail "json and other pre-tokenizer" "its pre-tokenizer is gpt2, not cl100k" --tokenizer "$tmp/good.json" --pretokenizer cl100k
+
 # --info shows the v2 header: the tokenizer name and hash.
 "$BIN" -q -o "$tmp/bytes.tok" "$tmp/doc.txt" >/dev/null 2>"$tmp/stderr" || fail "byte shard"
 "$BIN" --info --json "$tmp/small.tok" >"$tmp/info.json" 2>"$tmp/stderr" || fail "--info on a v2 shard"

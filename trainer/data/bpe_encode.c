@@ -11,23 +11,48 @@
 #include "bpe_internal.h"
 #include "check.h"
 
+/* A tokenizer.json names its own pre-tokenizer: a different one asked for
+ * by name or pattern is refused rather than silently ignored. */
+static int open_json(bpe_tokenizer *t, const char *path, const char *pretok, const char *pattern, uint64_t *file_hash,
+                     boost_status *err) {
+  const char *own = NULL;
+  if (bpe_json_read(t, path, file_hash, &own, err)) return -1;
+  if (pattern)
+    return boost_err(err, "%s: a tokenizer.json brings its pre-tokenizer (%s), give no pattern", path, own);
+  if (pretok && strcmp(pretok, own))
+    return boost_err(err, "%s: its pre-tokenizer is %s, not %s", path, own, pretok);
+  snprintf(t->name, sizeof t->name, "bpe-%s", own);
+  t->pattern = boost_strdup(bpe_pretokenizer_pattern(own));
+  return 0;
+}
+
 int bpe_open(const char *path, const char *pretok, const char *pattern, bpe_tokenizer **out, boost_status *err) {
   *out = NULL;
-  if (pretok) {
+  const bool json = bpe_file_is_json(path);
+  if (json) {
+    if (pretok && !bpe_pretokenizer_pattern(pretok))
+      return boost_err(err, "unknown pre-tokenizer \"%s\" (known: gpt2, cl100k, llama3)", pretok);
+  } else if (pretok) {
     pattern = bpe_pretokenizer_pattern(pretok);
     if (!pattern) return boost_err(err, "unknown pre-tokenizer \"%s\" (known: gpt2, cl100k, llama3)", pretok);
   } else if (!pattern) {
     return boost_err(err, "no pre-tokenizer: name one (gpt2, cl100k, llama3) or give a pattern");
   }
   bpe_tokenizer *t = boost_calloc(1, sizeof *t);
-  snprintf(t->name, sizeof t->name, "bpe-%s", pretok ? pretok : "custom");
-  t->pattern = boost_strdup(pattern);
   uint64_t file_hash = 0;
-  if (bpe_ranks_read(t, path, &file_hash, err) || bpe_pretok_compile(t, err)) {
+  int rc;
+  if (json) {
+    rc = open_json(t, path, pretok, pattern, &file_hash, err);
+  } else {
+    snprintf(t->name, sizeof t->name, "bpe-%s", pretok ? pretok : "custom");
+    t->pattern = boost_strdup(pattern);
+    rc = bpe_ranks_read(t, path, &file_hash, err);
+  }
+  if (rc || bpe_pretok_compile(t, err)) {
     bpe_close(t);
     return -1;
   }
-  t->hash = XXH3_64bits_withSeed(&file_hash, sizeof file_hash, XXH3_64bits(pattern, strlen(pattern)));
+  t->hash = XXH3_64bits_withSeed(&file_hash, sizeof file_hash, XXH3_64bits(t->pattern, strlen(t->pattern)));
   *out = t;
   return 0;
 }

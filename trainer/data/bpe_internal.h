@@ -32,6 +32,27 @@ uint32_t bpe_lookup(const bpe_tokenizer *t, const uint8_t *b, size_t len);
 int bpe_ranks_read(bpe_tokenizer *t, const char *path, uint64_t *file_hash, boost_status *err);
 void bpe_ranks_free(bpe_tokenizer *t);
 
+/* The whole file at path (bpe_ranks.c), NUL-terminated (boost_free it). */
+int bpe_read_file(const char *path, uint8_t **data, size_t *len, boost_status *err);
+/* One token: its rank, the line (or entry) that gave it, its bytes at
+ * t->bytes + off. */
+typedef struct {
+  uint32_t rank, line;
+  uint64_t off;
+  uint32_t len;
+} bpe_entry;
+void bpe_entries_grow(bpe_entry **v, size_t *cap, size_t need);
+/* The id tables and the hash table from v (t->bytes filled); fails on a rank
+ * or token given twice, or a byte that is no token (bpe_ranks.c). */
+int bpe_build_tables(bpe_tokenizer *t, const char *path, const bpe_entry *v, size_t n, boost_status *err);
+
+/* Fills t's ranks from the Hugging Face tokenizer.json at path (bpe_json.c):
+ * token ids as ranks, every merge checked to be one the encoder makes;
+ * *pretok gets the pre-tokenizer it names ("gpt2"). */
+int bpe_json_read(bpe_tokenizer *t, const char *path, uint64_t *file_hash, const char **pretok, boost_status *err);
+/* Whether the file at path looks like JSON (its first non-blank byte is '{'). */
+bool bpe_file_is_json(const char *path);
+
 /* Compiles t->pattern into t->re (bpe_pretok.c). */
 int bpe_pretok_compile(bpe_tokenizer *t, boost_status *err);
 

@@ -63,13 +63,13 @@ static long b64_decode(const uint8_t *s, size_t n, uint8_t *out) {
   return k;
 }
 
-static int read_file(const char *path, uint8_t **data, size_t *len, boost_status *err) {
+int bpe_read_file(const char *path, uint8_t **data, size_t *len, boost_status *err) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return boost_err(err, "%s: cannot open the rank file: %s", path, strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     close(fd);
-    return boost_err(err, "%s: not a regular file (a tiktoken rank file: BASE64 RANK per line)", path);
+    return boost_err(err, "%s: not a regular file (a tiktoken rank file or a tokenizer.json)", path);
   }
   size_t n = (size_t)st.st_size;
   uint8_t *buf = boost_calloc(n + 1, 1);
@@ -90,13 +90,7 @@ static int read_file(const char *path, uint8_t **data, size_t *len, boost_status
   return 0;
 }
 
-typedef struct {
-  uint32_t rank, line;
-  uint64_t off;
-  uint32_t len;
-} entry;
-
-static void ranks_grow(entry **v, size_t *cap, size_t need) {
+void bpe_entries_grow(bpe_entry **v, size_t *cap, size_t need) {
   if (need <= *cap) return;
   *cap = *cap ? *cap * 2 : 1024;
   *v = boost_realloc(*v, *cap, sizeof **v);
@@ -104,7 +98,7 @@ static void ranks_grow(entry **v, size_t *cap, size_t need) {
 
 /* Parses one non-empty line [s, e) into *en (its bytes appended at bytes + *used). */
 static int parse_line(const char *path, uint32_t line, const uint8_t *s, const uint8_t *e, uint8_t *bytes,
-                      size_t *used, entry *en, boost_status *err) {
+                      size_t *used, bpe_entry *en, boost_status *err) {
   const uint8_t *sp = memchr(s, ' ', (size_t)(e - s));
   if (!sp || sp == s || sp + 1 == e || memchr(sp + 1, ' ', (size_t)(e - sp - 1)))
     return boost_err(err, "%s:%" PRIu32 ": expected \"BASE64 RANK\" (a tiktoken rank file), got \"%.*s\"", path,
@@ -130,8 +124,7 @@ static int parse_line(const char *path, uint32_t line, const uint8_t *s, const u
   return 0;
 }
 
-/* The id tables and the hash table; fails on a rank or token given twice. */
-static int build_tables(bpe_tokenizer *t, const char *path, entry *v, size_t n, boost_status *err) {
+int bpe_build_tables(bpe_tokenizer *t, const char *path, const bpe_entry *v, size_t n, boost_status *err) {
   uint32_t maxrank = 0;
   for (size_t i = 0; i < n; i++)
     if (v[i].rank > maxrank) maxrank = v[i].rank;
@@ -145,7 +138,7 @@ static int build_tables(bpe_tokenizer *t, const char *path, entry *v, size_t n, 
   t->mask = (uint32_t)(slots - 1);
   int rc = 0;
   for (size_t i = 0; i < n && rc == 0; i++) {
-    const entry *en = &v[i];
+    const bpe_entry *en = &v[i];
     if (line_of[en->rank]) {
       rc = boost_err(err, "%s:%" PRIu32 ": rank %" PRIu32 " given twice (first on line %" PRIu32 ")", path, en->line,
                      en->rank, line_of[en->rank]);
@@ -179,11 +172,11 @@ static int build_tables(bpe_tokenizer *t, const char *path, entry *v, size_t n, 
 int bpe_ranks_read(bpe_tokenizer *t, const char *path, uint64_t *file_hash, boost_status *err) {
   uint8_t *data = NULL;
   size_t len = 0;
-  if (read_file(path, &data, &len, err)) return -1;
+  if (bpe_read_file(path, &data, &len, err)) return -1;
   *file_hash = XXH3_64bits(data, len);
   t->bytes = boost_calloc(len + 1, 1); /* base64 never decodes longer than it is */
   size_t used = 0, n = 0, cap = 0;
-  entry *v = NULL;
+  bpe_entry *v = NULL;
   uint32_t line = 0;
   int rc = 0;
   for (size_t pos = 0; pos < len && rc == 0;) {
@@ -193,13 +186,13 @@ int bpe_ranks_read(bpe_tokenizer *t, const char *path, uint64_t *file_hash, boos
     line++;
     if (e > s && e[-1] == '\r') e--;
     if (e == s) continue; /* tiktoken skips empty lines too */
-    ranks_grow(&v, &cap, n + 1);
+    bpe_entries_grow(&v, &cap, n + 1);
     rc = parse_line(path, line, s, e, t->bytes, &used, &v[n], err);
     n++;
   }
   boost_free(data);
   if (rc == 0 && n == 0) rc = boost_err(err, "%s: no tokens (a tiktoken rank file has BASE64 RANK per line)", path);
-  if (rc == 0) rc = build_tables(t, path, v, n, err);
+  if (rc == 0) rc = bpe_build_tables(t, path, v, n, err);
   free(v);
   return rc;
 }
