@@ -2,6 +2,7 @@
  * thread's share of C, cached per shape, or the fp32 fallback. */
 #include "cpu_internal.h" /* first (see there); boost_split, gemm_worth_threads: the fp32 kernels' GEMM split */
 #include "gemm_bf16.h"
+#include "gemm_bf16_pack.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 enum { BACKEND_UNSET, BACKEND_FALLBACK, BACKEND_DNNL };
 
 static int backend = BACKEND_UNSET;
+static int pack_strided = 1; /* BOOST_GEMM_BF16_PACK=0: oneDNN gets strided operands as they are */
 static char info_line[512];
 static int native_bf16;
 
@@ -397,6 +399,8 @@ static int dnnl_start(int forced, char *why, size_t why_n) {
 static void choose_backend(void) {
   const char *env = getenv("BOOST_GEMM_BF16");
   const int want_fallback = env && !strcmp(env, "fallback"), forced = env && !strcmp(env, "onednn");
+  const char *pack = getenv("BOOST_GEMM_BF16_PACK");
+  pack_strided = !(pack && !strcmp(pack, "0"));
   char why[256] = "";
 #ifdef BOOST_HAVE_DNNL
   if (!want_fallback && dnnl_start(forced, why, sizeof why)) {
@@ -575,16 +579,20 @@ void kern_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_
   }
 #ifdef BOOST_HAVE_DNNL
   if (backend == BACKEND_DNNL) {
-    const prim_key k = {trans_a,  trans_b, M, N, K, lda, ldb, ldc, beta != 0.0f, c_is_f32 != 0,
+    /* strided operands packed dense: oneDNN gives brgemm only dense ones (gemm_bf16_pack.h) */
+    gemm_operands o = {A, lda, B, ldb, C, ldc};
+    if (pack_strided) gemm_bf16_pack(&o, trans_a, trans_b, M, N, K, beta != 0.0f, c_is_f32);
+    const prim_key k = {trans_a,  trans_b, M, N, K, o.lda, o.ldb, o.ldc, beta != 0.0f, c_is_f32 != 0,
                         parts_for(M, N, K), -1};
+    int done = 0;
     if (in_parallel()) {
-      if (run_owned(k, A, B, C)) return;
-      parallel_fallback(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, c_is_f32);
-      return;
+      done = run_owned(k, o.A, o.B, o.C);
+    } else {
+      const prim_entry *e = entry_for(&k);
+      if (e->ok) run_shares(e, o.A, o.B, o.C), done = 1;
     }
-    const prim_entry *e = entry_for(&k);
-    if (e->ok) {
-      run_shares(e, A, B, C);
+    if (done) {
+      gemm_bf16_unpack(&o, C, ldc, M, N, c_is_f32);
       return;
     }
   }
@@ -619,6 +627,7 @@ void gemm_bf16_release(void) {
   table = NULL;
   table_cap = table_used = 0;
 #endif
+  gemm_bf16_pack_release();
   boost_free(sa.p);
   boost_free(sb.p);
   boost_free(sc.p);

@@ -17,7 +17,10 @@
  *
  * Runs on oneDNN's matmul primitive where the CPU executes bf16 dot-product
  * instructions (AVX512_BF16, AMX), the library chosen by measurement on the
- * training step's shapes (docs/PERFORMANCE.md, "bf16 GEMMs"). Elsewhere --
+ * training step's shapes (docs/PERFORMANCE.md, "bf16 GEMMs"); strided
+ * operands reach it as dense copies (gemm_bf16_pack.h: oneDNN runs only
+ * dense ones on its brgemm/AMX kernels), so a strided product has the bits
+ * of the same product on dense copies. Elsewhere --
  * no oneDNN in the build, a CPU without bf16 instructions, or a shape
  * oneDNN refuses -- the inputs are widened to fp32 (exact) and OpenBLAS's
  * sgemm runs through kern_gemm() of ops.h, the output rounded with f32_to_bf16.
