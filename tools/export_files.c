@@ -127,8 +127,10 @@ static cJSON *byte_level(void) {
   return o;
 }
 
-/* byte-v1 (docs/DATA_FORMAT.md): token = byte value, EOT = 256. */
-static int write_byte_tokenizer(const exp_plan *p, const char *dir, boost_status *err) {
+/* What every tokenizer.json boost writes begins with: the format's version,
+ * no truncation or padding, the end-of-text token as the one added token,
+ * no normalizer. */
+static cJSON *tokenizer_json_head(const exp_plan *p) {
   cJSON *o = cJSON_CreateObject(), *added = cJSON_AddArrayToObject(o, "added_tokens"), *t = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "version", "1.0");
   cJSON_AddNullToObject(o, "truncation");
@@ -142,6 +144,12 @@ static int write_byte_tokenizer(const exp_plan *p, const char *dir, boost_status
   cJSON_AddBoolToObject(t, "special", 1);
   cJSON_AddItemToArray(added, t);
   cJSON_AddNullToObject(o, "normalizer");
+  return o;
+}
+
+/* byte-v1 (docs/DATA_FORMAT.md): token = byte value, EOT = 256. */
+static int write_byte_tokenizer(const exp_plan *p, const char *dir, boost_status *err) {
+  cJSON *o = tokenizer_json_head(p);
   cJSON_AddItemToObject(o, "pre_tokenizer", byte_level());
   cJSON_AddNullToObject(o, "post_processor");
   cJSON_AddItemToObject(o, "decoder", byte_level());
@@ -185,19 +193,7 @@ static void token_chars(const uint8_t *b, size_t n, char *out) {
  * spells Llama 3's, which has no possessive quantifiers (the `tokenizers`
  * regex engine reads {1,3}+ otherwise). */
 static int write_split_tokenizer(const exp_plan *p, const char *dir, cJSON *vocab, cJSON *merges, boost_status *err) {
-  cJSON *o = cJSON_CreateObject(), *added = cJSON_AddArrayToObject(o, "added_tokens"), *t = cJSON_CreateObject();
-  cJSON_AddStringToObject(o, "version", "1.0");
-  cJSON_AddNullToObject(o, "truncation");
-  cJSON_AddNullToObject(o, "padding");
-  cJSON_AddNumberToObject(t, "id", p->eot);
-  cJSON_AddStringToObject(t, "content", EOT_TEXT);
-  cJSON_AddBoolToObject(t, "single_word", 0);
-  cJSON_AddBoolToObject(t, "lstrip", 0);
-  cJSON_AddBoolToObject(t, "rstrip", 0);
-  cJSON_AddBoolToObject(t, "normalized", 0);
-  cJSON_AddBoolToObject(t, "special", 1);
-  cJSON_AddItemToArray(added, t);
-  cJSON_AddNullToObject(o, "normalizer");
+  cJSON *o = tokenizer_json_head(p);
   cJSON *pre = cJSON_AddObjectToObject(o, "pre_tokenizer"), *seq = cJSON_AddArrayToObject(pre, "pretokenizers");
   cJSON_AddStringToObject(pre, "type", "Sequence");
   cJSON *split = cJSON_CreateObject();
