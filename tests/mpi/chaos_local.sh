@@ -54,9 +54,11 @@ PYEOF
 # --local-every auto: the trainer's own interval (ckpt.mtbf short, so it
 # comes out at a few steps); the judge takes the bound from the local saves
 # the killed launch's log reported written. File checkpoints every 20 steps,
-# so a kill between them restarts from the local level.
+# so a kill between them restarts from the local level. Six kills: under
+# load a kill can land in a launch's start-up (nothing local yet) or at the
+# round's end, and four once left none between two file checkpoints.
 rc=0
-"$SRC/tools/boost-chaos" --local-every auto --mtbf 5s --faults-kinds kill9-all,kill9-one --faults 4 --seed 36 \
+"$SRC/tools/boost-chaos" --local-every auto --mtbf 5s --faults-kinds kill9-all,kill9-one --faults 6 --seed 36 \
   --steps 60 --every 20 --step-ms 30 --dir "$tmp" --build "$B" --json >"$tmp/auto.json" 2>"$tmp/auto.err" || rc=$?
 cat "$tmp/auto.err"
 /usr/bin/python3 - "$tmp/auto.json" "$rc" <<'PYEOF' || fail "boost-chaos --local-every auto: see above"

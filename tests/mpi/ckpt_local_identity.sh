@@ -19,7 +19,7 @@
 source "$(dirname "$0")/ckpt_common.bash"
 source "$(dirname "$0")/local_common.bash"
 make_data
-STEPS=8
+STEPS=16
 LOCAL=(--set ckpt.local_every=1 --set train.steps=$STEPS --set train.lr=3e-3)
 FORGE=$B/tests/mpi/local_forge
 [ -x "$FORGE" ] || fail "$FORGE not built"
@@ -29,9 +29,10 @@ snap() { (cd "$1" && find . -type f -print0 | sort -z | xargs -0 -r sha256sum); 
 newest_local() { ls "$1" | grep -v tmp | tail -1; }
 no_set_aside() { ! ls "$1" | grep -q superseded || fail "$2: a file checkpoint was set aside: $(ls "$1")"; }
 
-# The other run: killed after step 6, its local level kept.
+# The other run: killed after step 12, its local level kept (newer than
+# any step the victim below, killed after step 4, keeps under a slow build).
 oth=$tmp/other
-run_and_kill 2 other 6 --set ckpt.dir="$oth" --set ckpt.local_dir="$oth.shm" --set train.metrics="$oth.jsonl" >/dev/null
+run_and_kill 2 other 12 --set ckpt.dir="$oth" --set ckpt.local_dir="$oth.shm" --set train.metrics="$oth.jsonl" >/dev/null
 [ -s "$oth/run.id" ] && grep -Eq '^boost-run-id [0-9a-f]{32}$' "$oth/run.id" || fail "no run identity marker in $oth: $(ls "$oth")"
 ostep=$(newest_local "$oth.shm/rank_00000")
 [ -n "$ostep" ] || fail "the other run kept no local step: $(ls -R "$oth.shm")"
