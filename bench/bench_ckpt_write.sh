@@ -16,7 +16,7 @@
 # the read-back test), and dd writes as many bytes with conv=fsync.
 # THREADS (default 2) is train.threads: a save that training waits for
 # encodes its chunks on that many threads (the direct writer,
-# ckpt/ckpt_direct.h); THREADS=1 compares core for core with `zstd -T1`
+# ckpt/write/ckpt_direct.h); THREADS=1 compares core for core with `zstd -T1`
 # (whose own reads and writes run on an I/O thread, as our chunk writes do).
 # Prints
 # per level, in MB/s of raw bytes: the write (boost's checksums, shuffle +

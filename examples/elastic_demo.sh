@@ -19,7 +19,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BOOST_BUILD_DIR:-$root/build}
 out=${1:-$root/runs/elastic}
 data=${BOOST_DEMO_DATA:-$root/data/fortunes.tok}
-launch=("$root/tools/boost-mpirun" --allow-run-as-root --oversubscribe)
+launch=("$root/tools/mpirun/boost-mpirun" --allow-run-as-root --oversubscribe)
 [ -x "$build/trainer/boost-train" ] || { echo "elastic_demo: build first: bash scripts/build.sh" >&2; exit 1; }
 if [ ! -f "$data" ]; then
   mkdir -p "$(dirname "$data")"

@@ -24,14 +24,14 @@
 #    KillWait after scancel, GraceTime at preemption; a repeated SIGTERM
 #    does not cut it short. srun exits with the highest exit status of its
 #    tasks: 75.
-#  - mpirun: start it through tools/boost-mpirun and warn the batch shell
+#  - mpirun: start it through tools/mpirun/boost-mpirun and warn the batch shell
 #    instead, `#SBATCH --signal=B:TERM@120`: the wrapper turns SIGTERM into
 #    SIGUSR1, which mpirun forwards and waits for, and mpirun itself never
 #    sees a stop signal (plain mpirun kills the ranks ~1 s after a SIGTERM
 #    reaches it and exits 1; boost-train says so at start). Set
 #    BOOST_LAUNCHER=mpirun and change the --signal line.
 #
-# Check the cluster and its file system first: tools/boost-chaos (docs/CHAOS.md).
+# Check the cluster and its file system first: tools/chaos/boost-chaos (docs/CHAOS.md).
 #SBATCH --job-name=boost-cola
 #SBATCH --nodes=2
 #SBATCH --ntasks-per-node=4
@@ -64,7 +64,7 @@ train=(build/trainer/boost-train
 status=0
 case ${BOOST_LAUNCHER:-srun} in
 srun) srun --mpi=pmix -n "$ranks" "${train[@]}" || status=$? ;;
-mpirun) tools/boost-mpirun --grace 110 -n "$ranks" "${train[@]}" || status=$? ;;
+mpirun) tools/mpirun/boost-mpirun --grace 110 -n "$ranks" "${train[@]}" || status=$? ;;
 *)
   echo "boost: BOOST_LAUNCHER must be srun or mpirun" >&2
   exit 1

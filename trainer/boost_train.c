@@ -37,7 +37,7 @@ static void usage(FILE *f) {
           "committed. Stop signals: SIGTERM, SIGUSR1, SIGINT, SIGHUP, at any time (start-up\n"
           "included); a second Ctrl-C 2 s or more after the first stop, or SIGUSR2, exits at\n"
           "once (75 if nothing is unsaved, else 74). Under mpirun, launch preemptible runs\n"
-          "with tools/boost-mpirun. A rank that waits for the others longer than\n"
+          "with tools/mpirun/boost-mpirun. A rank that waits for the others longer than\n"
           "parallel.timeout (a stopped or hung rank) ends the job: 74, or 75 when nothing\n"
           "was trained since the newest committed state.\n"
           "Presets: tiny, cola-60m, cola-130m, cola-350m, cola-1b, cola-7b and llama-* twins.\n"

@@ -46,7 +46,7 @@ ck() { echo "$tmp/$1/step_00000200.h5"; }
 for f in model.safetensors config.json generation_config.json tokenizer.json tokenizer_config.json configuration_cola.py modeling_cola.py README.md; do
   [ -s "$tmp/cola32/$f" ] || fail "the CoLA export lacks $f"
 done
-cmp -s "$tmp/cola32/modeling_cola.py" "$BOOST_SOURCE_DIR/tools/hf/modeling_cola.py" || fail "embedded modeling_cola.py differs from tools/hf/"
+cmp -s "$tmp/cola32/modeling_cola.py" "$BOOST_SOURCE_DIR/tools/export/hf/modeling_cola.py" || fail "embedded modeling_cola.py differs from tools/export/hf/"
 "$EXPORT" --quiet --hf "$tmp/cola16" --dtype bf16 "$(ck tiny)" >/dev/null || fail "bf16 export"
 "$EXPORT" --quiet --hf "$tmp/llama32" "$tmp/llama-tiny" >/dev/null || fail "llama export"
 [ ! -e "$tmp/llama32/modeling_cola.py" ] || fail "a LLaMA export carries remote code"

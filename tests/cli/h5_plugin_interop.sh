@@ -14,7 +14,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 B=${BOOST_BINARY_DIR:?BOOST_BINARY_DIR must point at the build directory}
 PLUGINS=$B/hdf5-plugins
-SAMPLE=$B/ckpt/h5z_zstd_sample
+SAMPLE=$B/tools/h5z_zstd_sample
 PY=/usr/bin/python3 # Debian's h5py and numpy belong to this interpreter
 
 [ -x "$SAMPLE" ] || fail "$SAMPLE not built"

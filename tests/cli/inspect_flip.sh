@@ -8,7 +8,7 @@
 # with verify reporting a problem, or -- where the byte is one HDF5 never reads
 # (free space, padding) -- with verify reading content identical to the
 # original (every dataset's values and every attribute: equal digests). Never
-# a crash. The sweep runs in process (tools/inspect_verify_files.c, one fork
+# a crash. The sweep runs in process (tools/testkit/inspect_verify_files.c, one fork
 # per trial, the verifier of boost-inspect on an in-memory image); then a
 # sample of flips goes through the boost-inspect binary itself, whose "ok"
 # answers are checked against the original with h5py, and through the

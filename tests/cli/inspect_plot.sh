@@ -6,7 +6,7 @@
 # tokens/s and stalls; a resume in another precision keeps the histories and
 # adds a start that plot marks; --compare hands over both runs; summary and
 # verify read the histories; no dataset an inspect command reads is left
-# unwritten by the trainer (the schema table, ckpt/ckpt_meta.h, against a
+# unwritten by the trainer (the schema table, ckpt/format/ckpt_meta.h, against a
 # trained checkpoint); bad input gets one line.
 set -euo pipefail
 source "$BOOST_SOURCE_DIR/tests/mpi/ckpt_common.bash"
@@ -88,7 +88,7 @@ fi
 import glob, os, re, sys
 import h5py
 src, cdir = sys.argv[1], sys.argv[2]
-meta = open(os.path.join(src, "ckpt/ckpt_meta.h")).read()
+meta = open(os.path.join(src, "ckpt/format/ckpt_meta.h")).read()
 sets = re.findall(r"X\((\w+), F(?:32|64), (?:\d+|CKPT_START_NCOLS), (CKPT_META_[\w |]+)\)", meta)
 attrs = re.findall(r"X\(\w+, (\w+), (?:I64|F64|STR), (CKPT_META_[\w |]+), ", meta)
 assert len(sets) >= 3 and len(attrs) >= 20, (sets, attrs)

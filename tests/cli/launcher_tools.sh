@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tools/boost-mpirun and tools/boost-chaos on bad input: one line on stderr
+# tools/mpirun/boost-mpirun and tools/chaos/boost-chaos on bad input: one line on stderr
 # naming the problem, exit 2; --help works; boost-mpirun started with
 # SIGINT ignored says in one line that Ctrl-C cannot reach the job.
 set -euo pipefail
@@ -19,7 +19,7 @@ expect_usage() {
   [ ! -s "$tmp/out" ] || fail "'$*' printed on stdout"
 }
 
-M=$SRC/tools/boost-mpirun
+M=$SRC/tools/mpirun/boost-mpirun
 help=$("$M" --help) || fail "boost-mpirun --help exit status"
 grep -q 'mpirun for preemptible jobs' <<<"$help" || fail "boost-mpirun --help"
 expect_usage "--grace needs a whole number" "$M" --grace abc -n 2 true
@@ -42,7 +42,7 @@ if ! (((16#$ign >> 1) & 1)); then # this test itself can see SIGINT: so does boo
 fi
 
 if [ -x /usr/bin/python3 ]; then
-  C=$SRC/tools/boost-chaos
+  C=$SRC/tools/chaos/boost-chaos
   help=$("$C" --help) || fail "boost-chaos --help exit status"
   grep -q 'fault-injection check' <<<"$help" || fail "boost-chaos --help"
   expect_usage "unknown argument '--bogus'" "$C" --bogus

@@ -29,11 +29,13 @@ banned_in_ckpt = {"config.h", "optim.h", "preempt.h", "train_state.h", "model.h"
 # log's samples, boost-generate, boost-eval, boost-export and the checkpoint
 # model they load
 inference = ["trainer/model/model.h", "trainer/model/model_decode.h", "trainer/model/model_decode.c",
-             "trainer/train_sample.h", "trainer/train_sample.c", "tools/ckpt_model.h", "tools/ckpt_model.c",
-             "tools/boost_generate.c", "tools/generate.h", "tools/generate_run.c", "tools/generate_tok.c",
-             "tools/boost_eval.c", "tools/eval_choice.h", "tools/eval_choice.c", "tools/eval_data.h",
-             "tools/eval_data.c", "tools/eval_loss.h", "tools/eval_loss.c", "tools/boost_export.c", "tools/export.h",
-             "tools/export_dir.c", "tools/export_files.c", "tools/export_plan.c", "tools/export_st.c"]
+             "trainer/train_sample.h", "trainer/train_sample.c", "tools/ckpt_reader/ckpt_model.h",
+             "tools/ckpt_reader/ckpt_model.c", "tools/generate/boost_generate.c", "tools/generate/generate.h",
+             "tools/generate/generate_run.c", "tools/generate/generate_tok.c", "tools/eval/boost_eval.c",
+             "tools/eval/eval_choice.h", "tools/eval/eval_choice.c", "tools/eval/eval_data.h", "tools/eval/eval_data.c",
+             "tools/eval/eval_loss.h", "tools/eval/eval_loss.c", "tools/export/boost_export.c", "tools/export/export.h",
+             "tools/export/export_dir.c", "tools/export/export_files.c", "tools/export/export_plan.c",
+             "tools/export/export_st.c"]
 training_state = "model_train.h"
 include = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
@@ -121,7 +123,8 @@ PY
 import os, re, subprocess, sys
 src, limit = sys.argv[1], 20
 ckpt = os.path.join(src, "ckpt")
-flags = ["-D_GNU_SOURCE"] + ["-I" + os.path.join(src, d) for d in ("kernels", "kernels/cpu", "trainer", "trainer/model", "trainer/parallel", "trainer/data", "trainer/config", "trainer/job", "ckpt")]
+ckpt_dirs = sorted(root for root, _, _ in os.walk(ckpt))
+flags = ["-D_GNU_SOURCE"] + ["-I" + os.path.join(src, d) for d in ("kernels", "kernels/cpu", "trainer", "trainer/model", "trainer/parallel", "trainer/data", "trainer/config", "trainer/job")] + ["-I" + d for d in ckpt_dirs]
 pc = subprocess.run(["pkg-config", "--cflags", "hdf5-openmpi", "libcjson"], capture_output=True, text=True)
 if pc.returncode != 0:
     print("FAIL: pkg-config --cflags hdf5-openmpi libcjson:", pc.stderr.strip())
@@ -136,7 +139,7 @@ def fields(body):  # top-level declarators: nested bodies, parentheses and array
     return sum(d.count(",") + 1 for d in body.split(";") if d.strip())
 
 counts = {}  # (file, struct) -> fields
-for n in sorted(os.listdir(ckpt)):
+for n in sorted(os.path.relpath(os.path.join(r, f), ckpt) for r in ckpt_dirs for f in os.listdir(r)):
     if not n.endswith(".c"):
         continue
     pp = subprocess.run(["cc", "-E", *flags, os.path.join(ckpt, n)], capture_output=True, text=True)
@@ -148,9 +151,9 @@ for n in sorted(os.listdir(ckpt)):
         m = re.match(r'^# \d+ "([^"]+)"', line)
         if m:
             cur = os.path.abspath(m.group(1))
-        elif os.path.dirname(cur) == os.path.abspath(ckpt):
+        elif cur.startswith(os.path.abspath(ckpt) + os.sep):
             text.append(line)
-            origin.append(os.path.basename(cur))
+            origin.append(os.path.relpath(cur, os.path.abspath(ckpt)))
     s = "\n".join(text)
     for m in re.finditer(r"\bstruct\s*(\w*)\s*\{", s):
         i = j = m.end()

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regression test over the seeds and the corpus of the local level's fuzz
-# harness (tools/local_fuzz.c, tools/local_fuzz_one.h: manifest, state
+# harness (tools/testkit/local_fuzz.c, tools/testkit/local_fuzz_one.h: manifest, state
 # part, partner message; docs/INSPECT.md "Fuzzing"): every file of
 # tests/fuzz/local (the seeds) and tests/fuzz/local-corpus (what the
 # recorded fuzzing run found, merged) goes through the readers in process

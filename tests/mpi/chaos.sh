@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A short tools/boost-chaos run (1-2 minutes): every fault kind twice --
+# A short tools/chaos/boost-chaos run (1-2 minutes): every fault kind twice --
 # SIGKILL of all ranks and of one, SIGTERM/SIGINT to the launcher, the ranks
 # and every process, a byte flip in a committed checkpoint, a full tmpfs
 # (as root; skipped otherwise), SIGSTOP of one rank (the watchdogs end the
@@ -16,7 +16,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/boost_chaos_test.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 rc=0
-"$SRC/tools/boost-chaos" --faults 22 --seed 20 --steps 24 --every 4 --step-ms 30 --stop-timeout 5 --dir "$tmp" --build "$B" --json \
+"$SRC/tools/chaos/boost-chaos" --faults 22 --seed 20 --steps 24 --every 4 --step-ms 30 --stop-timeout 5 --dir "$tmp" --build "$B" --json \
   >"$tmp/out.json" 2>"$tmp/err" || rc=$?
 cat "$tmp/err"
 /usr/bin/python3 - "$tmp/out.json" "$rc" <<'PYEOF' || fail "boost-chaos: see above"

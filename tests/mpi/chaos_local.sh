@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tools/boost-chaos with the local level on (--local-every 1, two simulated
+# tools/chaos/boost-chaos with the local level on (--local-every 1, two simulated
 # nodes of one rank): SIGKILL of every rank and of one, a lost node (its
 # ranks killed, its local directories removed), a stopped rank and SIGTERM,
 # each relaunch judged: no step lost beyond the local level's bound, never
@@ -21,7 +21,7 @@ echo "OpenBLAS with the re-exec forced: $(env -u OPENBLAS_CORETYPE BOOST_BLAS_PR
   --print-config 2>/dev/null | grep -o 'OpenBLAS core [A-Za-z0-9]*')"
 rc=0
 env -u OPENBLAS_CORETYPE BOOST_BLAS_PRETEND_CORE=Prescott \
-"$SRC/tools/boost-chaos" --local-every 1 --faults-kinds node-loss,kill9-all,kill9-one,sigstop,term-ranks --faults 10 \
+"$SRC/tools/chaos/boost-chaos" --local-every 1 --faults-kinds node-loss,kill9-all,kill9-one,sigstop,term-ranks --faults 10 \
   --seed 35 --steps 24 --every 4 --step-ms 30 --stop-timeout 5 --dir "$tmp" --build "$B" --json \
   >"$tmp/out.json" 2>"$tmp/err" || rc=$?
 cat "$tmp/err"
@@ -58,7 +58,7 @@ PYEOF
 # load a kill can land in a launch's start-up (nothing local yet) or at the
 # round's end, and four once left none between two file checkpoints.
 rc=0
-"$SRC/tools/boost-chaos" --local-every auto --mtbf 5s --faults-kinds kill9-all,kill9-one --faults 6 --seed 36 \
+"$SRC/tools/chaos/boost-chaos" --local-every auto --mtbf 5s --faults-kinds kill9-all,kill9-one --faults 6 --seed 36 \
   --steps 60 --every 20 --step-ms 30 --dir "$tmp" --build "$B" --json >"$tmp/auto.json" 2>"$tmp/auto.err" || rc=$?
 cat "$tmp/auto.err"
 /usr/bin/python3 - "$tmp/auto.json" "$rc" <<'PYEOF' || fail "boost-chaos --local-every auto: see above"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The direct checkpoint writer (ckpt/ckpt_direct.c: each rank shuffles and
+# The direct checkpoint writer (ckpt/write/ckpt_direct.c: each rank shuffles and
 # compresses its own chunks, rank 0 places them, every rank writes them with
 # pwrite) against HDF5's collective filtered writes (BOOST_CKPT_DIRECT=0),
 # on the same training run: checkpoints.jsonl names the writer; the two

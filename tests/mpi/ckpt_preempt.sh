@@ -64,10 +64,10 @@ preempt_case term 0 TERM   # one process, SIGTERM straight to it
 preempt_case usr1 2 USR1   # mpirun -n 2, SIGUSR1 to mpirun
 # SIGTERM to the launcher -- what a batch system or a person sends first --
 # with a final checkpoint that takes seconds (BOOST_CKPT_TEST_DELAY_MS
-# slows every dataset): tools/boost-mpirun turns it into SIGUSR1 for
+# slows every dataset): tools/mpirun/boost-mpirun turns it into SIGUSR1 for
 # mpirun, so the ranks get the time they need (plain mpirun would SIGKILL
 # them about a second after forwarding SIGTERM).
-LAUNCH="${BOOST_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}/tools/boost-mpirun"
+LAUNCH="${BOOST_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}/tools/mpirun/boost-mpirun"
 MPIRUN="$LAUNCH --allow-run-as-root --oversubscribe" BOOST_CKPT_TEST_DELAY_MS=25 BOOST_TRAIN_TEST_STEP_DELAY_MS=$SLOW \
   train_bg 2 "$tmp/launch.log" "${CFG[@]}" --set ckpt.dir="$tmp/launch" --set train.metrics="$tmp/launch.jsonl"
 pid=$!
@@ -83,7 +83,7 @@ k=$(grep -o 'preempted by signal [0-9]* at step [0-9]*: checkpoint committed' "$
 [ -n "$k" ] || fail "launch: no committed preemption checkpoint: $(tail -3 "$tmp/launch.log")"
 f=$(printf '%s/step_%08d.h5' "$tmp/launch" "$k")
 "$INSPECT" --verify "$f" >/dev/null || fail "launch: $f does not verify"
-echo "ok (launch): SIGTERM to tools/boost-mpirun -> step $k committed after $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}') s, exit 75"
+echo "ok (launch): SIGTERM to tools/mpirun/boost-mpirun -> step $k committed after $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}') s, exit 75"
 
 # Preempted with nothing committed (no ckpt.dir): not 75 -- nothing to
 # requeue from -- but 74, "ended without its final state committed".

@@ -12,7 +12,7 @@
 #   end-agreement the agreement every rank makes before MPI_Finalize: 75
 #   finalize      entering MPI_Finalize: 75
 # The test hook BOOST_TRAIN_TEST_STOP_IN=PHASE:RANK makes the rank stop
-# itself on entering PHASE (ckpt/ckpt_test_hooks.h).
+# itself on entering PHASE (ckpt/session/ckpt_test_hooks.h).
 source "$(dirname "$0")/ckpt_common.bash"
 source "$(dirname "$0")/watchdog_common.bash"
 make_data

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stop signals however they arrive: under tools/boost-mpirun the first
+# Stop signals however they arrive: under tools/mpirun/boost-mpirun the first
 # SIGTERM or Ctrl-C -- to the launcher alone, to the ranks alone, or to
 # every process at once -- ends in a committed final checkpoint and exit
 # 75, even when that save takes seconds (plain Open MPI mpirun kills the
@@ -9,7 +9,7 @@
 # not. boost-train says so at start when it runs under plain mpirun.
 source "$(dirname "$0")/ckpt_common.bash"
 make_data
-LAUNCH="${BOOST_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}/tools/boost-mpirun"
+LAUNCH="${BOOST_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}/tools/mpirun/boost-mpirun"
 PLAIN=$MPIRUN
 MPIRUN="$LAUNCH --allow-run-as-root --oversubscribe" # train/train_bg launch through boost-mpirun
 CFG=(--set train.steps=400 --set ckpt.every=0)

@@ -5,10 +5,10 @@
 # ("nothing trained, nothing to save"), leaves the checkpoint directory as
 # it was, and the requeued run continues exactly as if nothing happened.
 # (Before, the handlers were installed only after the model was built: the
-# same signals killed the ranks, e.g. exit 138 through tools/boost-mpirun.)
+# same signals killed the ranks, e.g. exit 138 through tools/mpirun/boost-mpirun.)
 source "$(dirname "$0")/ckpt_common.bash"
 make_data
-LAUNCH="${BOOST_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}/tools/boost-mpirun"
+LAUNCH="${BOOST_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}/tools/mpirun/boost-mpirun"
 CFG=(--set train.steps=8 --set ckpt.every=4)
 
 # Waits until process $1 catches SIGTERM (its handler is installed).
@@ -90,6 +90,6 @@ load_case() {
   cmp -s "$tmp/a.sum" "$tmp/$tag.sum" || fail "$tag: final tensors differ"
   echo "ok ($tag): stop signal during the checkpoint load -> exit 75, directory unchanged; requeued run matches the uninterrupted one"
 }
-load_case wrapper wrapper # SIGTERM to tools/boost-mpirun (the issue's case: the ranks died by SIGUSR1)
+load_case wrapper wrapper # SIGTERM to tools/mpirun/boost-mpirun (the issue's case: the ranks died by SIGUSR1)
 load_case ranks ranks     # SIGINT to the ranks under plain mpirun
 echo "PASS: preempt_startup"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # boost-reshard and boost-inspect verify read tensors through the chunk
-# reader (ckpt/ckpt_slab.h: stored chunks decoded on every thread). Against
+# reader (ckpt/read/ckpt_slab.h: stored chunks decoded on every thread). Against
 # the H5Dread path (BOOST_CKPT_SLAB_HDF5=1, what the tools did before): the
 # same verify report (text and --json), the same OUT files (h5dump -p: every
 # value, attribute, chunk shape, filter and stored size) serially, under

@@ -1,4 +1,4 @@
-/* The chunk reader (ckpt/ckpt_chunks.c): hyperslabs of a shuffle + zstd
+/* The chunk reader (ckpt/read/ckpt_chunks.c): hyperslabs of a shuffle + zstd
  * dataset read through it equal the written values and their checksum
  * terms equal ckpt_hash_slab32's -- whole, edge and interior slabs, on one
  * and on several threads, synchronous and with several slabs in flight --

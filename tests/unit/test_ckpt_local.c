@@ -1,4 +1,4 @@
-/* The local level's files (ckpt/ckpt_local_store.h): the state part
+/* The local level's files (ckpt/local/ckpt_local_store.h): the state part
  * round-trips through the schema's tables and refuses a truncated buffer,
  * a flipped byte in a part or a manifest is caught, and the listing keeps
  * only committed steps of the right owner and layout (tensors at the same

@@ -1,4 +1,4 @@
-/* The checkpoint plan (ckpt/ckpt_plan.c) without MPI: for many shapes and
+/* The checkpoint plan (ckpt/plan/ckpt_plan.c) without MPI: for many shapes and
  * data-parallel degrees, the bands the replicas of one tp/pp position write
  * tile every tensor's hyperslab exactly once, each band is whole chunk rows
  * (apart from the hyperslab's own ends), every rank computes the same base

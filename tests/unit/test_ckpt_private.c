@@ -1,4 +1,4 @@
-/* The local level's folders as private places (ckpt/ckpt_private.h):
+/* The local level's folders as private places (ckpt/local/ckpt_private.h):
  * a folder open to others, of another user, a link or a file where a
  * folder should be is refused by name; files go in under a temporary name
  * and never through a link; removal unlinks a link as a link (its target,

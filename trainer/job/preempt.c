@@ -92,5 +92,5 @@ const char *preempt_launcher_note(void) {
   if (!getenv("OMPI_MCA_orte_hnp_uri") || (wrapped && *wrapped)) return NULL; /* not Open MPI's mpirun, or wrapped */
   return "launcher: plain Open MPI mpirun: SIGTERM or Ctrl-C to mpirun kills the ranks about 1 s after forwarding "
          "it and mpirun exits 1, so a final checkpoint that takes longer is lost; for preemptible runs launch with "
-         "tools/boost-mpirun, or signal the ranks themselves (as srun does)";
+         "tools/mpirun/boost-mpirun, or signal the ranks themselves (as srun does)";
 }

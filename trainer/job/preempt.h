@@ -1,5 +1,5 @@
 /* Preemption: a stop signal (SIGTERM, SIGUSR1, SIGINT, SIGHUP: what SLURM,
- * mpirun, tools/boost-mpirun, a terminal and kill deliver) asks the job to
+ * mpirun, tools/mpirun/boost-mpirun, a terminal and kill deliver) asks the job to
  * stop; all ranks agree at a step boundary, save, and exit with
  * BOOST_EXIT_PREEMPTED so a requeue script can tell "preempted, resumable"
  * from success (0) and failure (1). The handlers are installed on the first
@@ -38,7 +38,7 @@ int preempt_signal(void);
 int preempt_agreed(MPI_Comm comm);
 
 /* One line about the launcher when this process runs under Open MPI's
- * mpirun without tools/boost-mpirun (whose children see
+ * mpirun without tools/mpirun/boost-mpirun (whose children see
  * BOOST_MPIRUN_WRAPPER=1): what a stop signal to mpirun does and what to use
  * instead; NULL otherwise. */
 const char *preempt_launcher_note(void);

@@ -11,10 +11,6 @@
 #include "config.h"
 #include "inspect.h"
 
-int ins_is_bf16(const ins_ckpt *c) { return !strcmp(ckpt_meta_str(&c->meta, CKPT_META_F_precision), "bf16"); }
-
-const char *ins_acts_dtype(const ins_ckpt *c) { return ins_is_bf16(c) ? "bfloat16" : "float32"; }
-
 static int64_t group_i64(const ins_ckpt *c, const char *name) {
   int64_t v = -1;
   hid_t g = H5Gopen2(c->f, CKPT_GROUP_ACTS, H5P_DEFAULT);

@@ -281,6 +281,10 @@ double *ins_read_f64(const ins_ckpt *c, const ins_dset *d, size_t *nelem, boost_
   return v;
 }
 
+int ins_is_bf16(const ins_ckpt *c) { return !strcmp(ckpt_meta_str(&c->meta, CKPT_META_F_precision), "bf16"); }
+
+const char *ins_acts_dtype(const ins_ckpt *c) { return ins_is_bf16(c) ? "bfloat16" : "float32"; }
+
 void ins_print_json(cJSON *o) {
   char *t = cJSON_Print(o);
   if (t) printf("%s\n", t);
