@@ -49,7 +49,7 @@ static void activations(void *ctx, ckpt_acts_sink *sink) {
   int have = mode != ACTS_NONE && st->last_tokens && st->last_B > 0 && st->last_T > 0;
   if (!comm_control_min_int(c->comm, COMM_WORLD, have)) return;
   model *m = c->m;
-  const model_run *run = c->pipe->run; /* the pipeline's: what pipeline_forward fills */
+  const model_acts *acts = c->pipe->acts; /* the pipeline's: what pipeline_forward fills */
   const process_grid *g = c->grid;
   const int B = st->last_B, T = st->last_T, dp = g->dp;
   const int all = mode == ACTS_ALL;
@@ -79,17 +79,17 @@ static void activations(void *ctx, ckpt_acts_sink *sink) {
   size_t host_bytes = 0;
   const int d = m->cfg.d_model;
   /* full recompute keeps no per-layer bottleneck: inputs only */
-  const int keep_h = run->recompute != RECOMPUTE_FULL;
+  const int keep_h = acts->recompute != RECOMPUTE_FULL;
   for (int l = 0; l < m->nl; l++) {
     const int L = m->stage.first_layer + l;
     const layer_param *lp = &m->layers[l];
-    const layer_acts *la = &run->cur->acts[l];
+    const layer_acts *la = &acts->cur->acts[l];
     if (all || !keep_h) { /* the layer's input (residual stream, columns of this tp shard) */
       const int sharded = m->d_res < d;
       const int64_t sh[2] = {nseq * T, d}, st0[2] = {row0, sharded ? (int64_t)g->tp_rank * m->d_res : 0},
                     ct[2] = {N, m->d_res};
       snprintf(name, sizeof name, "layers.%d.input", L);
-      add_from_backend(m, sink, name, 2, sh, st0, ct, replica_writes && (sharded || g->tp_rank == 0), run->cur->resid[l],
+      add_from_backend(m, sink, name, 2, sh, st0, ct, replica_writes && (sharded || g->tp_rank == 0), acts->cur->resid[l],
                        &host, &host_bytes);
     }
     if (!keep_h) continue;

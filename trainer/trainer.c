@@ -166,10 +166,10 @@ float step_gradients(run *r, train_state *st, double *grad_norm) {
    * Both reduced in backend memory and read back once: the step's one
    * synchronisation, which also carries the step guard's verdict (every
    * rank judges the same reduced values). */
-  double *stats = model_loss_sum(&r->run);
+  double *stats = model_loss_sum(&r->acts);
   if (!owns_loss(r)) be->mem->zero(be, &stats[0], sizeof(double));
   if (cfg->parallel.zero || r->grid.dp_rank == 0)
-    model_grad_sumsq(&r->mt, &r->run);
+    model_grad_sumsq(&r->mt, &r->acts);
   else
     be->mem->zero(be, &stats[1], sizeof(double));
   const double fault = test_fault_loss(r, batch);
@@ -184,7 +184,7 @@ float step_gradients(run *r, train_state *st, double *grad_norm) {
   }
   comm_allreduce_sum_f64(&r->comm, COMM_WORLD, stats, 2);
   double red[2];
-  model_download_stats(m, &r->run, red);
+  model_download_stats(m, &r->acts, red);
   *grad_norm = sqrt(red[1]);
   return (float)(red[0] / ((double)M * r->grid.dp));
 }
@@ -323,8 +323,8 @@ static int trainer_build(const train_config *cfg, MPI_Comm world, int init_weigh
                                   .zero_rank = r->grid.dp_rank};
   model_train_init(&r->mt, &r->m, &to);
   if (init_weights) model_init_params(&r->m, (uint64_t)cfg->train.seed);
-  model_alloc_acts(&r->m, &r->run, r->B, r->T, nsets, recompute);
-  pipeline_init(&r->pipe, &r->m, &r->run, &r->mt, &r->comm, pp, r->grid.pp_rank);
+  model_alloc_acts(&r->m, &r->acts, r->B, r->T, nsets, recompute);
+  pipeline_init(&r->pipe, &r->m, &r->acts, &r->mt, &r->comm, pp, r->grid.pp_rank);
   grad_buckets_init(&r->buckets, &r->comm, &r->mt.store, cfg->parallel.dp_bucket_mb, cfg->parallel.zero);
   if (grad_buckets_overlapped(&r->buckets)) pipeline_set_grads_hook(&r->pipe, grad_buckets_ready, &r->buckets);
   r->fault_at = r->nan_at = SIZE_MAX;
@@ -351,7 +351,7 @@ void trainer_destroy(trainer *r) {
   replay_hash_close(r);
   if (r->parts.n) optim_parts_free(&r->parts, r->be);
   if (r->m.layers) {
-    model_run_free(&r->m, &r->run);
+    model_acts_free(&r->m, &r->acts);
     model_train_free(&r->mt);
     model_free(&r->m);
   }
@@ -364,7 +364,7 @@ void trainer_destroy(trainer *r) {
 }
 
 model *trainer_model(trainer *t) { return &t->m; }
-model_run *trainer_run_state(trainer *t) { return &t->run; }
+model_acts *trainer_acts(trainer *t) { return &t->acts; }
 model_train *trainer_train_state(trainer *t) { return &t->mt; }
 comm_ctx *trainer_comm(trainer *t) { return &t->comm; }
 const process_grid *trainer_grid(const trainer *t) { return &t->grid; }

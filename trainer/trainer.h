@@ -23,7 +23,7 @@ void trainer_destroy(trainer *t);
  * rank) and the pre-clip global gradient norm; advances the state. */
 float trainer_step(trainer *t, double *grad_norm);
 model *trainer_model(trainer *t);
-model_run *trainer_run_state(trainer *t);     /* the step's activation sets */
+model_acts *trainer_acts(trainer *t);     /* the step's activation sets */
 model_train *trainer_train_state(trainer *t); /* gradients, moments, optimizer plan */
 comm_ctx *trainer_comm(trainer *t);
 const process_grid *trainer_grid(const trainer *t);

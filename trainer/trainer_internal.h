@@ -32,7 +32,7 @@ struct trainer {
   data_source *train_src, *val_src;
   data_split train, val;
   model m;         /* the layout and weights */
-  model_run run;   /* the step's activation sets */
+  model_acts acts;  /* the step's activation sets */
   model_train mt;  /* gradients, AdamW moments, the optimizer plan */
   int B, T;
   int64_t global_batch;

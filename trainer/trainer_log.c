@@ -82,8 +82,8 @@ void print_start(run *r, const train_state *st, int threads) {
          cfg->model.rank_attn, cfg->model.rank_mlp, cfg->model.lowrank);
   store_print_memory(&r->mt.store, "  memory ");
   printf("  memory %-8s %9.2f MiB  (micro-batch %d x %d, %d in flight; %.2f MiB per layer kept with recompute=%s)\n",
-         "acts", (double)r->run.act_bytes / (1 << 20), r->B, r->T, r->run.nsets,
-         (double)r->run.act_bytes_per_layer / (1 << 20), recompute_names[r->run.recompute]);
+         "acts", (double)r->acts.act_bytes / (1 << 20), r->B, r->T, r->acts.nsets,
+         (double)r->acts.act_bytes_per_layer / (1 << 20), recompute_names[r->acts.recompute]);
   if (r->grid.pp > 1) {
     char layers[512] = "";
     for (int k = 0; k < r->grid.pp; k++) {

@@ -81,7 +81,7 @@ int main(int argc, char **argv) {
   tp_mode mode;
   if (model_check_layout(&cfg.model, cfg.parallel.tp_mode, 1, &mode, &err) != 0) boost_fail("%s", err.msg);
   model m;
-  model_run run = {0};
+  model_acts acts = {0};
   model_train ts;
   model_init(&m, &cfg.model, mode, NULL);
   model_train_init(&ts, &m, &(model_train_options){.with_optimizer = 1});
@@ -112,9 +112,9 @@ int main(int argc, char **argv) {
   H5Dclose(td);
   if (T != cfg.model.seq_len) boost_fail("stored micro-batch has T=%d, the model seq_len %d", T, cfg.model.seq_len);
 
-  model_alloc_acts(&m, &run, B, T, 1, RECOMPUTE_NONE);
-  model_use_acts(&run, 0);
-  model_forward(&m, &run, tokens, NULL, B, T);
+  model_alloc_acts(&m, &acts, B, T, 1, RECOMPUTE_NONE);
+  model_use_acts(&acts, 0);
+  model_forward(&m, &acts, tokens, NULL, B, T);
   /* the default CPU backend: its activations are host memory, read in place */
 
   const size_t N = (size_t)B * T;
@@ -127,7 +127,7 @@ int main(int argc, char **argv) {
     if (H5Lexists(f, name, H5P_DEFAULT) > 0) {
       float *v = read_f32(f, name, dims, &nd);
       if (!v || dims[0] != N) boost_fail("%s: unexpected shape", name);
-      bad |= compare(name + strlen(CKPT_GROUP_ACTS) + 1, v, (const float *)run.cur->resid[l], N * (size_t)m.d_res, &bitwise);
+      bad |= compare(name + strlen(CKPT_GROUP_ACTS) + 1, v, (const float *)acts.cur->resid[l], N * (size_t)m.d_res, &bitwise);
       checked++;
       free(v);
     }
@@ -146,7 +146,7 @@ int main(int argc, char **argv) {
         }
         float *v = read_f32(f, name, dims, &nd);
         if (!v || nd != 3 || dims[0] != N || (int)dims[1] != pg->nproj || (int)dims[2] != pg->r) boost_fail("%s: unexpected shape", name);
-        bad |= compare(name + strlen(CKPT_GROUP_ACTS) + 1, v, (const float *)(which ? run.cur->acts[l].hpre[gi] : run.cur->acts[l].h[gi]), N * (size_t)pg->nproj * pg->r, &bitwise);
+        bad |= compare(name + strlen(CKPT_GROUP_ACTS) + 1, v, (const float *)(which ? acts.cur->acts[l].hpre[gi] : acts.cur->acts[l].h[gi]), N * (size_t)pg->nproj * pg->r, &bitwise);
         checked++;
         free(v);
       }
@@ -161,7 +161,7 @@ int main(int argc, char **argv) {
          bad ? " NOT" : bitwise ? " bit for bit" : " (within 1e-5)");
   free(tokens);
   train_state_free(&st);
-  model_run_free(&m, &run);
+  model_acts_free(&m, &acts);
   model_train_free(&ts);
   model_free(&m);
   grid_free(&g);

@@ -49,7 +49,7 @@ static void gradient_check_mode(const char *lowrank, int tie, tp_mode mode) {
   model_config cfg = small_config(lowrank);
   cfg.tie_embeddings = tie;
   model m;
-  model_run run = {0};
+  model_acts acts = {0};
   model_train ts;
   model_init(&m, &cfg, mode, NULL);
   model_train_init(&ts, &m, NULL);
@@ -59,8 +59,8 @@ static void gradient_check_mode(const char *lowrank, int tie, tp_mode mode) {
   random_tokens(in, N, cfg.vocab, 1);
   random_tokens(tg, N, cfg.vocab, 2);
   model_zero_grads(&ts);
-  model_forward(&m, &run, in, tg, B, T);
-  model_backward(&m, &run, &ts, 1.0f / N);
+  model_forward(&m, &acts, in, tg, B, T);
+  model_backward(&m, &acts, &ts, 1.0f / N);
   for (int i = 0; i < m.reg.count; i++) {
     const tensor_desc *t = &m.reg.tensors[i];
     float *p = tensor_at(&m.reg, m.w.params, i), *g = model_train_grad(&ts, i);
@@ -72,16 +72,16 @@ static void gradient_check_mode(const char *lowrank, int tie, tp_mode mode) {
       analytic += (double)g[j] * v[j];
     }
     for (size_t j = 0; j < t->numel; j++) p[j] += eps * v[j];
-    double lp = model_forward(&m, &run, in, tg, B, T);
+    double lp = model_forward(&m, &acts, in, tg, B, T);
     for (size_t j = 0; j < t->numel; j++) p[j] -= 2 * eps * v[j];
-    double lm = model_forward(&m, &run, in, tg, B, T);
+    double lm = model_forward(&m, &acts, in, tg, B, T);
     for (size_t j = 0; j < t->numel; j++) p[j] += eps * v[j];
     double numeric = (lp - lm) / (2.0 * eps);
     cr_expect(fabs(numeric - analytic) <= 0.03 * fabs(analytic) + 1e-4,
               "[%s tie=%d] %s: analytic %.6g vs finite difference %.6g", lowrank, tie, t->name, analytic, numeric);
     free(v);
   }
-  model_run_free(&m, &run);
+  model_acts_free(&m, &acts);
   model_train_free(&ts);
   model_free(&m);
 }
@@ -106,15 +106,15 @@ Test(model, tp_code_paths_match_the_plain_forward_on_one_rank) {
   const struct { model_config *c; tp_mode mode; } cases[] = {{&lc, TP_BTP}, {&lc, TP_VANILLA}, {&fc, TP_MEGATRON}};
   for (int i = 0; i < 3; i++) {
     model a, b;
-    model_run ra = {0}, rb = {0};
+    model_acts ra = {0}, rb = {0};
     model_init(&a, cases[i].c, TP_NONE, NULL);
     model_init(&b, cases[i].c, cases[i].mode, NULL);
     model_init_params(&a, 5);
     model_init_params(&b, 5);
     float la = model_forward(&a, &ra, in, tg, B, T), lb = model_forward(&b, &rb, in, tg, B, T);
     cr_expect(fabsf(la - lb) <= 1e-5f * fabsf(la), "%s: loss %.7g vs plain %.7g", tp_mode_names[cases[i].mode], lb, la);
-    model_run_free(&a, &ra);
-    model_run_free(&b, &rb);
+    model_acts_free(&a, &ra);
+    model_acts_free(&b, &rb);
     model_free(&a);
     model_free(&b);
   }
@@ -131,9 +131,9 @@ Test(model, training_forward_fuses_the_loss_gradient_bit_for_bit) {
   int32_t in[10], tg[10];
   random_tokens(in, N, cfg.vocab, 3);
   random_tokens(tg, N, cfg.vocab, 4);
-  /* one model's weights, two run states and two training states */
+  /* one model's weights, two activation states and two training states */
   model m;
-  model_run plain = {0}, fused = {0};
+  model_acts plain = {0}, fused = {0};
   model_train gp, gf;
   model_init(&m, &cfg, TP_NONE, NULL);
   model_train_init(&gp, &m, NULL);
@@ -163,8 +163,8 @@ Test(model, training_forward_fuses_the_loss_gradient_bit_for_bit) {
     cr_expect(memcmp(&ep, &ef, sizeof ep) == 0 && memcmp(&ep, &lp, sizeof ep) == 0, "evaluation loss %.9g vs %.9g", ef,
               ep);
   }
-  model_run_free(&m, &plain);
-  model_run_free(&m, &fused);
+  model_acts_free(&m, &plain);
+  model_acts_free(&m, &fused);
   model_train_free(&gp);
   model_train_free(&gf);
   model_free(&m);
@@ -239,7 +239,7 @@ Test(model, tiny_model_overfits_one_batch) {
   c.train.lr = 3e-3f;
   c.train.weight_decay = 0.0f;
   model m;
-  model_run run = {0};
+  model_acts acts = {0};
   model_train ts;
   model_init(&m, &c.model, TP_NONE, NULL);
   model_train_init(&ts, &m, &(model_train_options){.with_optimizer = 1});
@@ -251,18 +251,18 @@ Test(model, tiny_model_overfits_one_batch) {
   float first = 0, loss = 0;
   for (int step = 0; step < c.train.steps; step++) {
     model_zero_grads(&ts);
-    loss = model_forward(&m, &run, in, tg, B, T);
+    loss = model_forward(&m, &acts, in, tg, B, T);
     if (step == 0) first = loss;
-    model_backward(&m, &run, &ts, 1.0f / N);
+    model_backward(&m, &acts, &ts, 1.0f / N);
     double stats[2];
-    model_grad_sumsq(&ts, &run);
-    model_download_stats(&m, &run, stats);
+    model_grad_sumsq(&ts, &acts);
+    model_download_stats(&m, &acts, stats);
     optimizer_step(&ts, &c, lr_at(&c, step), step + 1, boost_clip_scale(sqrt(stats[1]), c.train.grad_clip));
   }
   cr_expect(fabsf(first - logf((float)c.model.vocab)) < 0.3f, "initial loss %.3f is not near ln(V) = %.3f", first,
             logf((float)c.model.vocab));
   cr_expect_lt(loss, 0.5f, "after %d steps on one batch the loss is still %.3f (from %.3f)", c.train.steps, loss, first);
-  model_run_free(&m, &run);
+  model_acts_free(&m, &acts);
   model_train_free(&ts);
   model_free(&m);
 }

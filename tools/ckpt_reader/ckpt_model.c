@@ -89,7 +89,7 @@ int ckpt_model_load(const ins_ckpt *c, const ckpt_model_options *opt, ckpt_model
 
 void ckpt_model_free(ckpt_model *cm) {
   if (cm->be) {
-    model_run_free(&cm->m, &cm->run);
+    model_acts_free(&cm->m, &cm->acts);
     model_free(&cm->m);
     boost_backend_destroy(cm->be);
   }

@@ -23,7 +23,7 @@ typedef struct {
   tp_mode mode;          /* its tp mode resolved for one process */
   boost_backend *be;     /* owned */
   model m;               /* the layout and the checkpoint's weights */
-  model_run run;         /* the run state its forwards use (evaluation) */
+  model_acts acts;        /* the activation state its forwards use (evaluation) */
   int bf16_weights;      /* the file holds bf16 weights (a --bf16 export) */
   int bf16_run;          /* the run that wrote it trained in bf16 (root attribute `precision`) */
 } ckpt_model;

@@ -227,7 +227,7 @@ static int run_loss(const eval_opts *o, const ins_ckpt *c, ckpt_model *cm, resul
   }
   double *mean = boost_calloc((size_t)p.batches, sizeof *mean), *weight = boost_calloc((size_t)p.batches, sizeof *weight);
   progress pr = {o, 0, p.batches, boost_now_s(), 0, "batches"};
-  eval_run_batches(&cm->m, &cm->run, &p, o->rank, o->nranks, mean, weight, tick, &pr);
+  eval_run_batches(&cm->m, &cm->acts, &p, o->rank, o->nranks, mean, weight, tick, &pr);
   gather_f64(o, mean, p.batches);
   gather_f64(o, weight, p.batches);
   int rc = 0;
@@ -286,7 +286,7 @@ static int run_choice(const eval_opts *o, const ins_ckpt *c, ckpt_model *cm, res
   if (loaded != 0) return -1;
   int *pred = boost_calloc((size_t)set.n, sizeof *pred), *pred_norm = boost_calloc((size_t)set.n, sizeof *pred_norm);
   progress pr = {o, 0, set.n, boost_now_s(), 0, "examples"};
-  eval_choice_run(&cm->m, &cm->run, &set, o->rank, o->nranks, pred, pred_norm, tick, &pr);
+  eval_choice_run(&cm->m, &cm->acts, &set, o->rank, o->nranks, pred, pred_norm, tick, &pr);
   gather_int(o, pred, set.n);
   gather_int(o, pred_norm, set.n);
   if (o->rank == 0) {
@@ -316,7 +316,7 @@ static int run_stored(const eval_opts *o, const ins_ckpt *c, ckpt_model *cm, res
   if (o->rank != 0) return 0; /* one batch: rank 0 alone */
   double loss = 0;
   int64_t tokens = 0;
-  if (eval_stored_batch(c, &cm->m, &cm->run, &loss, &tokens, err) != 0) return -1;
+  if (eval_stored_batch(c, &cm->m, &cm->acts, &loss, &tokens, err) != 0) return -1;
   cJSON_AddNumberToObject(out, "loss", loss);
   cJSON_AddNumberToObject(out, "perplexity", exp(loss));
   cJSON_AddNumberToObject(out, "tokens", (double)tokens);

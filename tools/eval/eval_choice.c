@@ -142,7 +142,7 @@ void eval_choice_free(eval_choice_set *set) {
 
 /* The log-likelihood of every ending of one item, ll[k], each row the
  * context's last tokens then the ending, scored in one forward. */
-static void score_item(const model *m, model_run *r, const eval_choice_item *it, double *ll) {
+static void score_item(const model *m, model_acts *r, const eval_choice_item *it, double *ll) {
   const int E = it->n_endings, cap = m->cfg.seq_len + 1;
   int len[EVAL_CHOICE_MAX], off[EVAL_CHOICE_MAX], T = 1;
   BOOST_ASSERT(E <= EVAL_CHOICE_MAX);
@@ -180,7 +180,7 @@ static void score_item(const model *m, model_run *r, const eval_choice_item *it,
   boost_free(tg);
 }
 
-void eval_choice_run(const model *m, model_run *r, const eval_choice_set *set, int64_t first, int64_t stride, int *pred, int *pred_norm,
+void eval_choice_run(const model *m, model_acts *r, const eval_choice_set *set, int64_t first, int64_t stride, int *pred, int *pred_norm,
                      void (*tick)(void *), void *tick_ctx) {
   double ll[EVAL_CHOICE_MAX];
   for (int64_t i = first; i < set->n; i += stride) {

@@ -49,7 +49,7 @@ void eval_choice_free(eval_choice_set *set);
 
 /* Scores item i = first, first + stride, ...: pred[i] (acc) and
  * pred_norm[i] (acc_norm), the index of the ending each picks. */
-void eval_choice_run(const model *m, model_run *r, const eval_choice_set *set, int64_t first, int64_t stride, int *pred, int *pred_norm,
+void eval_choice_run(const model *m, model_acts *r, const eval_choice_set *set, int64_t first, int64_t stride, int *pred, int *pred_norm,
                      void (*tick)(void *), void *tick_ctx);
 
 #endif

@@ -16,7 +16,7 @@ static int batch_rows(const eval_batches *p, int64_t b) {
   return left < p->B ? (int)left : p->B;
 }
 
-void eval_run_batches(const model *m, model_run *r, const eval_batches *p, int64_t first, int64_t stride, double *mean, double *weight,
+void eval_run_batches(const model *m, model_acts *r, const eval_batches *p, int64_t first, int64_t stride, double *mean, double *weight,
                       void (*tick)(void *), void *tick_ctx) {
   const int64_t n = data_split_num_samples(p->split);
   int32_t *in = boost_calloc((size_t)p->B * p->T, sizeof *in), *tg = boost_calloc((size_t)p->B * p->T, sizeof *tg);
@@ -42,12 +42,12 @@ double eval_combine(const double *mean, const double *weight, int64_t n) {
   return w > 0 ? sum / w : NAN;
 }
 
-void eval_token_losses(const model *m, const model_run *r, float *out, size_t n) {
+void eval_token_losses(const model *m, const model_acts *r, float *out, size_t n) {
   BOOST_ASSERT(n <= (size_t)r->B * r->T);
   m->be->mem->download(m->be, out, r->cur->losses, n * sizeof *out);
 }
 
-int eval_stored_batch(const ins_ckpt *c, const model *m, model_run *r, double *loss, int64_t *tokens,
+int eval_stored_batch(const ins_ckpt *c, const model *m, model_acts *r, double *loss, int64_t *tokens,
                       boost_status *err) {
   const ins_dset *d = ins_find(c, "/activations/tokens");
   if (!d) return boost_err(err, "%s stores no batch (/activations/tokens: the run had ckpt.activations=none)", c->path);

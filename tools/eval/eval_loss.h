@@ -32,24 +32,24 @@ typedef struct {
 } eval_batches;
 
 /* Batches b = first, first + stride, ... of the plan, each forward of m's
- * weights in run state r;
+ * weights in activation state r;
  * mean[b] and weight[b] set for those (the rest untouched). tick (may be
  * NULL) is called after each batch. */
-void eval_run_batches(const model *m, model_run *r, const eval_batches *p, int64_t first, int64_t stride, double *mean, double *weight,
+void eval_run_batches(const model *m, model_acts *r, const eval_batches *p, int64_t first, int64_t stride, double *mean, double *weight,
                       void (*tick)(void *), void *tick_ctx);
 
 /* sum(weight * mean) / sum(weight) in batch order (NaN when no weight). */
 double eval_combine(const double *mean, const double *weight, int64_t n);
 
 /* The per-token losses (nats) of r's last forward, n = B*T values. */
-void eval_token_losses(const model *m, const model_run *r, float *out, size_t n);
+void eval_token_losses(const model *m, const model_acts *r, float *out, size_t n);
 
 /* The mean next-token loss of the model on the checkpoint's stored batch:
  * inputs are the stored tokens [nseq, T]; the targets of a window are not
  * stored, so each position's target is the next stored token of its
  * sequence (T-1 targets per sequence, the last position is not scored).
  * Returns 0 with *loss and *tokens (targets scored), or -1 with one line. */
-int eval_stored_batch(const ins_ckpt *c, const model *m, model_run *r, double *loss, int64_t *tokens,
+int eval_stored_batch(const ins_ckpt *c, const model *m, model_acts *r, double *loss, int64_t *tokens,
                       boost_status *err);
 
 #endif

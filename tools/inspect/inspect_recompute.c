@@ -95,20 +95,20 @@ static int compare(const ins_ckpt *c, ins_report *r, const char *path, const mod
   return 1;
 }
 
-static void compare_layers(const ins_ckpt *c, ins_report *r, const model *m, const model_run *run, size_t N, ins_acts_check *out) {
+static void compare_layers(const ins_ckpt *c, ins_report *r, const model *m, const model_acts *acts, size_t N, ins_acts_check *out) {
   char path[256];
   for (int l = 0; l < m->nl; l++) {
     snprintf(path, sizeof path, CKPT_GROUP_ACTS "/layers.%d.input", l);
-    compare(c, r, path, m, run->cur->resid[l], N * (size_t)m->d_res, out);
+    compare(c, r, path, m, acts->cur->resid[l], N * (size_t)m->d_res, out);
     for (int gi = 0; gi < m->layers[l].ngroups; gi++) {
       const proj_group *pg = &m->layers[l].groups[gi];
       if (!pg->lowrank) continue;
       const char *blk = pg->kinds[0] <= PROJ_O ? "attn" : "mlp";
       const size_t n = N * (size_t)pg->nproj * (size_t)pg->r;
       snprintf(path, sizeof path, CKPT_GROUP_ACTS "/layers.%d.%s.%s.h", l, blk, model_group_name(pg));
-      compare(c, r, path, m, run->cur->acts[l].h[gi], n, out);
+      compare(c, r, path, m, acts->cur->acts[l].h[gi], n, out);
       snprintf(path, sizeof path, CKPT_GROUP_ACTS "/layers.%d.%s.%s.hpre", l, blk, model_group_name(pg));
-      compare(c, r, path, m, run->cur->acts[l].hpre[gi], n, out);
+      compare(c, r, path, m, acts->cur->acts[l].hpre[gi], n, out);
     }
   }
 }
@@ -125,19 +125,19 @@ static void recompute(const ins_ckpt *c, ins_report *r, const train_config *cfg,
     return;
   }
   model m;
-  model_run run = {0};
+  model_acts acts = {0};
   model_init(&m, &cfg->model, mode, &(model_options){.backend = be});
   boost_status werr = {0};
   if (ckpt_model_read_weights(c, &m, &werr) != 0) {
     ins_report_add(r, CKPT_GROUP_MODEL, "%s: activations not recomputed", werr.msg);
   } else {
-    model_alloc_acts(&m, &run, B, T, 1, RECOMPUTE_NONE);
-    model_use_acts(&run, 0);
-    model_forward(&m, &run, tokens, NULL, B, T);
-    compare_layers(c, r, &m, &run, (size_t)B * (size_t)T, out);
+    model_alloc_acts(&m, &acts, B, T, 1, RECOMPUTE_NONE);
+    model_use_acts(&acts, 0);
+    model_forward(&m, &acts, tokens, NULL, B, T);
+    compare_layers(c, r, &m, &acts, (size_t)B * (size_t)T, out);
     out->ran = 1;
   }
-  model_run_free(&m, &run);
+  model_acts_free(&m, &acts);
   model_free(&m);
   boost_backend_destroy(be);
 }

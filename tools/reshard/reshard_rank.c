@@ -251,15 +251,15 @@ static float *host_floats(const model *m, const boost_act *dev, size_t n) {
   return v;
 }
 
-/* The model's values (in run state run) for one stored layer activation of
+/* The model's values (in activation state acts) for one stored layer activation of
  * IN (NULL: a name this model has no buffer for), with its new shape. */
-static float *layer_values(const model *m, const model_run *run, const ins_dset *d, size_t N, int *ndim, hsize_t *dims) {
+static float *layer_values(const model *m, const model_acts *acts, const ins_dset *d, size_t N, int *ndim, hsize_t *dims) {
   int l = -1, used = 0;
   if (sscanf(d->path, CKPT_GROUP_ACTS "/layers.%d.%n", &l, &used) != 1 || l < 0 || l >= m->nl) return NULL;
   const char *rest = d->path + used;
   if (!strcmp(rest, "input")) {
     *ndim = 2, dims[0] = N, dims[1] = (hsize_t)m->d_res;
-    return host_floats(m, run->cur->resid[l], N * (size_t)m->d_res);
+    return host_floats(m, acts->cur->resid[l], N * (size_t)m->d_res);
   }
   char want[160];
   for (int gi = 0; gi < m->layers[l].ngroups; gi++) {
@@ -269,7 +269,7 @@ static float *layer_values(const model *m, const model_run *run, const ins_dset 
       snprintf(want, sizeof want, "%s.%s.%s", blk, model_group_name(pg), pre ? "hpre" : "h");
       if (strcmp(rest, want)) continue;
       *ndim = 3, dims[0] = N, dims[1] = (hsize_t)pg->nproj, dims[2] = (hsize_t)pg->r;
-      return host_floats(m, pre ? run->cur->acts[l].hpre[gi] : run->cur->acts[l].h[gi], N * pg->nproj * (size_t)pg->r);
+      return host_floats(m, pre ? acts->cur->acts[l].hpre[gi] : acts->cur->acts[l].h[gi], N * pg->nproj * (size_t)pg->r);
     }
   }
   return NULL;
@@ -308,20 +308,20 @@ static int converted_model(const ins_ckpt *in, const char *tmp, double *loss, ac
   if (ins_open(tmp, &c, err) != 0) return -1;
   int64_t ntok = 0;
   int rc = ckpt_model_load(&c, NULL, &cm, err);
-  if (rc == 0) rc = eval_stored_batch(&c, &cm.m, &cm.run, loss, &ntok, err);
+  if (rc == 0) rc = eval_stored_batch(&c, &cm.m, &cm.acts, loss, &ntok, err);
   const ins_dset *td = ins_find(&c, CKPT_GROUP_ACTS "/tokens");
   size_t n = 0, esz = 0;
   int32_t *tok = rc == 0 ? ins_read(&c, td, &n, &esz, err) : NULL;
   if (rc == 0 && !tok) rc = -1;
   if (rc == 0) {
     const int nseq = (int)td->dims[0], T = (int)td->dims[1];
-    model_alloc_acts(&cm.m, &cm.run, nseq, T, 1, RECOMPUTE_NONE);
-    model_forward(&cm.m, &cm.run, tok, NULL, nseq, T);
+    model_alloc_acts(&cm.m, &cm.acts, nseq, T, 1, RECOMPUTE_NONE);
+    model_forward(&cm.m, &cm.acts, tok, NULL, nseq, T);
     for (int i = 0; i < in->n; i++) {
       const ins_dset *d = &in->d[i];
       if (strncmp(d->path, CKPT_GROUP_ACTS "/layers.", strlen(CKPT_GROUP_ACTS "/layers."))) continue;
       act_values *a = &acts[*nacts];
-      if (!(a->v = layer_values(&cm.m, &cm.run, d, (size_t)nseq * T, &a->ndim, a->dims))) {
+      if (!(a->v = layer_values(&cm.m, &cm.acts, d, (size_t)nseq * T, &a->ndim, a->dims))) {
         rc = boost_err(err, "%s: not an activation the converted model computes", d->path);
         break;
       }
@@ -340,7 +340,7 @@ static double stored_loss(const ins_ckpt *c, boost_status *err) {
   double loss = NAN;
   int64_t ntok = 0;
   if (ckpt_model_load(c, NULL, &cm, err) != 0) return NAN;
-  if (eval_stored_batch(c, &cm.m, &cm.run, &loss, &ntok, err) != 0) loss = NAN;
+  if (eval_stored_batch(c, &cm.m, &cm.acts, &loss, &ntok, err) != 0) loss = NAN;
   ckpt_model_free(&cm);
   return loss;
 }

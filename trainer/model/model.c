@@ -15,7 +15,7 @@
 /* btp: xn = x * gain (the group's GEMM input) and the local sum of squares
  * into the tail of the slot's (single) group's hpre. Otherwise a plain
  * RMSNorm of the replicated stream. */
-static void norm_forward(const model *m, model_run *r, int l, int slot, const boost_act *x, int gain_idx, boost_act *xn,
+static void norm_forward(const model *m, model_acts *r, int l, int slot, const boost_act *x, int gain_idx, boost_act *xn,
                          float *rstd) {
   const int N = r->B * r->T, C = m->d_res;
   const boost_act *gain = P(m, gain_idx);
@@ -31,7 +31,7 @@ static void norm_forward(const model *m, model_run *r, int l, int slot, const bo
 
 /* dx_acc += gradient w.r.t. x of the norm given dxn (w.r.t. its output);
  * gain gradient accumulated. */
-static void norm_backward(const model *m, model_run *r, model_train *ts, const boost_act *x, int gain_idx,
+static void norm_backward(const model *m, model_acts *r, model_train *ts, const boost_act *x, int gain_idx,
                           const float *rstd, const boost_act *dxn, const float *dss, boost_act *dx_acc) {
   const int N = r->B * r->T, C = m->d_res;
   const boost_act *gain = P(m, gain_idx);
@@ -50,7 +50,7 @@ static void norm_backward(const model *m, model_run *r, model_train *ts, const b
 /* reuse_bottleneck: low-rank recompute, the saved h is current. dec: a
  * decode step (one new position per sequence, attending to a KV cache)
  * instead of the causal attention over the set's T positions. */
-static void layer_forward(const model *m, model_run *r, int l, const boost_act *x, boost_act *x_out,
+static void layer_forward(const model *m, model_acts *r, int l, const boost_act *x, boost_act *x_out,
                           int reuse_bottleneck, const model_decode_at *dec) {
   boost_backend *be = m->be;
   const boost_ops *o = be->ops;
@@ -85,7 +85,7 @@ static void layer_forward(const model *m, model_run *r, int l, const boost_act *
 
 /* dx: gradient w.r.t. the layer output; the gradient w.r.t. its input goes
  * to dx_in (dx is updated in place on the way). */
-static void layer_backward(const model *m, model_run *r, model_train *ts, int l, const boost_act *x, boost_act *dx,
+static void layer_backward(const model *m, model_acts *r, model_train *ts, int l, const boost_act *x, boost_act *dx,
                            boost_act *dx_in) {
   boost_backend *be = m->be;
   const boost_ops *o = be->ops;
@@ -127,7 +127,7 @@ static void validate_tokens(const model *m, const int32_t *tok, size_t n) {
   for (size_t i = 0; i < n; i++) BOOST_ASSERT(tok[i] >= 0 && tok[i] < m->cfg.vocab);
 }
 
-void model_set_batch(const model *m, model_run *r, const int32_t *tokens, const int32_t *targets) {
+void model_set_batch(const model *m, model_acts *r, const int32_t *tokens, const int32_t *targets) {
   BOOST_ASSERT(r->act_arena);
   const size_t N = (size_t)r->B * r->T;
   act_set *a = r->cur;
@@ -142,7 +142,7 @@ void model_set_batch(const model *m, model_run *r, const int32_t *tokens, const 
   }
 }
 
-void model_forward_layers(const model *m, model_run *r) {
+void model_forward_layers(const model *m, model_acts *r) {
   const int N = r->B * r->T;
   boost_act **resid = r->cur->resid;
   if (m->stage.has_embed)
@@ -150,13 +150,13 @@ void model_forward_layers(const model *m, model_run *r) {
   for (int l = 0; l < m->nl; l++) layer_forward(m, r, l, resid[l], resid[l + 1], 0, NULL);
 }
 
-static float forward_stage(const model *m, model_run *r, int B, int T, float grad_scale) {
+static float forward_stage(const model *m, model_acts *r, int B, int T, float grad_scale) {
   BOOST_ASSERT(r->B == B && r->T == T);
   model_forward_layers(m, r);
   return m->stage.has_head ? head_forward(m, r, B * T, grad_scale) : 0.0f;
 }
 
-void model_forward_decode(const model *m, model_run *r, const model_decode_at *dec) {
+void model_forward_decode(const model *m, model_acts *r, const model_decode_at *dec) {
   BOOST_ASSERT(r->T == 1 && m->stage.has_embed && m->stage.has_head && m->tp == 1 && !r->cur->has_targets);
   boost_act **resid = r->cur->resid;
   m->be->ops->embedding_forward(m->be, resid[0], r->cur->tokens, P(m, m->wte), r->B, m->cfg.vocab, m->d_res);
@@ -164,13 +164,13 @@ void model_forward_decode(const model *m, model_run *r, const model_decode_at *d
   head_forward(m, r, r->B, 0.0f);
 }
 
-float model_forward(const model *m, model_run *r, const int32_t *tokens, const int32_t *targets, int B, int T) {
+float model_forward(const model *m, model_acts *r, const int32_t *tokens, const int32_t *targets, int B, int T) {
   if (!r->act_arena) model_alloc_acts(m, r, B, T, 1, RECOMPUTE_NONE);
   model_set_batch(m, r, tokens, targets);
   return forward_stage(m, r, B, T, 0.0f);
 }
 
-void model_forward_train(const model *m, model_run *r, int B, int T, float scale) {
+void model_forward_train(const model *m, model_acts *r, int B, int T, float scale) {
   BOOST_ASSERT(scale > 0.0f && (r->cur->has_targets || !m->stage.has_head));
   forward_stage(m, r, B, T, scale);
 }
@@ -182,7 +182,7 @@ static void grads_ready(const model *m, const model_train *ts, int idx) {
 
 /* The registry's order is embedding, layers, final norm, LM head (a tied
  * head is the embedding: complete only after it), reversed here. */
-void model_backward(const model *m, model_run *r, model_train *ts, float scale) {
+void model_backward(const model *m, model_acts *r, model_train *ts, float scale) {
   const int N = r->B * r->T;
   boost_act *dx = r->s.d_resid[0], *dx_in = r->s.d_resid[1];
   if (m->stage.has_head) {
@@ -202,8 +202,8 @@ void model_backward(const model *m, model_run *r, model_train *ts, float scale) 
   grads_ready(m, ts, -1);
 }
 
-void model_loss_reset(const model *m, model_run *r) { m->be->mem->zero(m->be, &r->stats[0], sizeof(double)); }
+void model_loss_reset(const model *m, model_acts *r) { m->be->mem->zero(m->be, &r->stats[0], sizeof(double)); }
 
-void model_download_stats(const model *m, const model_run *r, double out[2]) {
+void model_download_stats(const model *m, const model_acts *r, double out[2]) {
   m->be->mem->download(m->be, out, r->stats, 2 * sizeof(double));
 }

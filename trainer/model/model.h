@@ -111,9 +111,9 @@ typedef struct {
  *    stage, local widths, the registry's descriptors, the projection groups,
  *    the communicator) and the weights (`w`: the float parameter arena and
  *    its working copy; none when built layout_only);
- *  - `model_run` (below): a run state, the activations of the micro-batches
+ *  - `model_acts` (below): an activation state, the activations of the micro-batches
  *    in flight, the backward's scratch, RoPE tables and statistics. Any
- *    number of run states may run over one model's weights: generation's
+ *    number of activation states may run over one model's weights: generation's
  *    decode step (model_decode.h) and the training log's samples each hold
  *    their own;
  *  - `model_train` (model_train.h): the training state, gradients, both
@@ -137,8 +137,8 @@ typedef struct {
   tensor_weights w; /* the weights */
 } model;
 
-/* The run state of one user of a model's weights. Zero-initialised it is
- * empty; model_alloc_acts fills it, model_run_free empties it. */
+/* The activation state of one user of a model's weights. Zero-initialised it is
+ * empty; model_alloc_acts fills it, model_acts_free empties it. */
 typedef struct {
   int B, T, nsets;
   recompute_mode recompute;
@@ -152,7 +152,7 @@ typedef struct {
   double *stats; /* backend memory: [0] the training losses accumulated since model_loss_reset, [1] model_grad_sumsq,
                     [2] an evaluation's loss */
   model_scratch s;
-} model_run;
+} model_acts;
 
 /* How a model is built besides its config and tp mode. Zero-initialised
  * fields take the defaults. */
@@ -186,10 +186,10 @@ static inline void model_refresh_work(model *m) { weights_refresh_work(&m->w, &m
  * `recompute` says: none: everything; lowrank: the layer input and the
  * r-dim bottleneck activations (recomputing the rest needs no collective
  * under btp); full: the layer input only. Idempotent. */
-void model_alloc_acts(const model *m, model_run *r, int B, int T, int nsets, recompute_mode recompute);
-void model_use_acts(model_run *r, int set);
+void model_alloc_acts(const model *m, model_acts *r, int B, int T, int nsets, recompute_mode recompute);
+void model_use_acts(model_acts *r, int set);
 /* Frees what r holds (r is empty after; m's weights are untouched). */
-void model_run_free(const model *m, model_run *r);
+void model_acts_free(const model *m, model_acts *r);
 
 /* Pipeline stage boundaries of r's current set: a stage without the
  * embedding finds its input in model_stage_input() (filled by the caller
@@ -197,9 +197,9 @@ void model_run_free(const model *m, model_run *r);
  * model_stage_output(), takes the gradient w.r.t. it in
  * model_stage_output_grad() before model_backward, and leaves the gradient
  * w.r.t. its input in r->d_in. Each is [B*T, d_res]. */
-static inline boost_act *model_stage_input(model_run *r) { return r->cur->resid[0]; }
-static inline boost_act *model_stage_output(const model *m, model_run *r) { return r->cur->resid[m->nl]; }
-static inline boost_act *model_stage_output_grad(model_run *r) { return r->s.d_resid[0]; }
+static inline boost_act *model_stage_input(model_acts *r) { return r->cur->resid[0]; }
+static inline boost_act *model_stage_output(const model *m, model_acts *r) { return r->cur->resid[m->nl]; }
+static inline boost_act *model_stage_output_grad(model_acts *r) { return r->s.d_resid[0]; }
 
 /* Name of a projection group in tensor names: "qkv", "gate_up", or the
  * single projection's ("q", "o", "down", ...). */
@@ -213,20 +213,20 @@ int model_plan_stages(const model_config *cfg, int pp, const char *spec, int T, 
 
 /* r's current set's micro-batch: tokens and (NULL: none) targets, [B*T]
  * each, checked against the vocabulary on the host and uploaded. */
-void model_set_batch(const model *m, model_run *r, const int32_t *tokens, const int32_t *targets);
+void model_set_batch(const model *m, model_acts *r, const int32_t *tokens, const int32_t *targets);
 
-/* model_set_batch, then the forward of m's weights in run state r (its
+/* model_set_batch, then the forward of m's weights in activation state r (its
  * activations allocated for B x T on first use); returns the mean loss over
  * B*T targets on the stage with the head (NULL targets: logits only), 0
  * elsewhere. The loss is read back (a synchronisation): evaluation and
  * tests. */
-float model_forward(const model *m, model_run *r, const int32_t *tokens, const int32_t *targets, int B, int T);
+float model_forward(const model *m, model_acts *r, const int32_t *tokens, const int32_t *targets, int B, int T);
 
 /* The training loss sum (double, backend memory) and its reset. */
-static inline double *model_loss_sum(model_run *r) { return &r->stats[0]; }
-void model_loss_reset(const model *m, model_run *r);
+static inline double *model_loss_sum(model_acts *r) { return &r->stats[0]; }
+void model_loss_reset(const model *m, model_acts *r);
 /* Both statistics read back: [0] loss sum, [1] gradient sum of squares. */
-void model_download_stats(const model *m, const model_run *r, double out[2]);
+void model_download_stats(const model *m, const model_acts *r, double out[2]);
 
 int64_t model_num_params(const model *m);
 double model_flops_per_token(const model_config *cfg, int T);

@@ -8,7 +8,7 @@
 
 #include "check.h"
 
-void model_free_acts(const model *m, model_run *r) {
+void model_free_acts(const model *m, model_acts *r) {
   if (r->act_arena) m->be->mem->free(m->be, r->act_arena);
   r->act_arena = NULL;
   for (int k = 0; k < r->nsets; k++) {
@@ -38,7 +38,7 @@ static float *carve_f32(carver *c, size_t n) { return carve_bytes(c, n * sizeof(
 
 /* What recompute may rebuild: one copy shared by all layers and sets when
  * recomputing, else one per layer. */
-static void carve_recomputable(const model *m, model_run *r, carver *c, layer_acts *a) {
+static void carve_recomputable(const model *m, model_acts *r, carver *c, layer_acts *a) {
   const model_config *cfg = &m->cfg;
   const size_t N = (size_t)r->B * r->T, T = r->T;
   const size_t dr = m->d_res, da = m->d_qkv, F = m->ffn_loc, att = (size_t)r->B * m->heads_loc * T * 2;
@@ -57,7 +57,7 @@ static void carve_recomputable(const model *m, model_run *r, carver *c, layer_ac
 }
 
 /* The bottleneck activations (and the norms' rstd) of a layer. */
-static void carve_bottleneck(const model *m, model_run *r, carver *c, layer_acts *a, int l) {
+static void carve_bottleneck(const model *m, model_acts *r, carver *c, layer_acts *a, int l) {
   const size_t N = (size_t)r->B * r->T;
   const layer_param *lp = &m->layers[l];
   a->rstd1 = carve_f32(c, N);
@@ -71,7 +71,7 @@ static void carve_bottleneck(const model *m, model_run *r, carver *c, layer_acts
   }
 }
 
-static void carve_head(const model *m, model_run *r, carver *c, act_set *s) {
+static void carve_head(const model *m, model_acts *r, carver *c, act_set *s) {
   const size_t N = (size_t)r->B * r->T, d = m->cfg.d_model;
   s->rstd_f = carve_f32(c, N);
   s->x_full = carve(c, N * d);
@@ -82,7 +82,7 @@ static void carve_head(const model *m, model_run *r, carver *c, act_set *s) {
   s->ce_sum = carve_f32(c, 2 * N);
 }
 
-static void carve_scratch(const model *m, model_run *r, carver *c, size_t max_g) {
+static void carve_scratch(const model *m, model_acts *r, carver *c, size_t max_g) {
   const model_config *cfg = &m->cfg;
   const size_t N = (size_t)r->B * r->T, T = r->T, d = cfg->d_model, hd = d / cfg->n_heads;
   const size_t dr = m->d_res, da = m->d_qkv, F = m->ffn_loc;
@@ -111,7 +111,7 @@ static void carve_scratch(const model *m, model_run *r, carver *c, size_t max_g)
   }
 }
 
-static void layout_acts(const model *m, model_run *r, carver *c) {
+static void layout_acts(const model *m, model_acts *r, carver *c) {
   const size_t N = (size_t)r->B * r->T;
   size_t max_g = 1;
   for (int l = 0; l < m->nl; l++)
@@ -142,12 +142,12 @@ static void layout_acts(const model *m, model_run *r, carver *c) {
   carve_scratch(m, r, c, max_g);
 }
 
-void model_use_acts(model_run *r, int set) {
+void model_use_acts(model_acts *r, int set) {
   BOOST_ASSERT(set >= 0 && set < r->nsets);
   r->cur = &r->sets[set];
 }
 
-void model_alloc_acts(const model *m, model_run *r, int B, int T, int nsets, recompute_mode recompute) {
+void model_alloc_acts(const model *m, model_acts *r, int B, int T, int nsets, recompute_mode recompute) {
   if (r->act_arena && r->B == B && r->T == T && r->nsets == nsets && r->recompute == recompute) return;
   BOOST_ASSERT(T <= m->cfg.seq_len); /* the RoPE tables and the config say so */
   BOOST_ASSERT(nsets >= 1);
@@ -172,7 +172,7 @@ void model_alloc_acts(const model *m, model_run *r, int B, int T, int nsets, rec
   m->be->ops->rope_tables(m->be, r->rope_cos, r->rope_sin, T, m->cfg.d_model / m->cfg.n_heads, m->cfg.rope_theta);
 }
 
-void model_run_free(const model *m, model_run *r) {
+void model_acts_free(const model *m, model_acts *r) {
   model_free_acts(m, r);
   if (r->stats) m->be->mem->free(m->be, r->stats);
   memset(r, 0, sizeof *r);

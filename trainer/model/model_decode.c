@@ -33,21 +33,21 @@ int model_kv_cache_init(model_kv_cache *kv, const model *m, int B, int max_T, bo
   kv->logits = (float *)(a + 2 * cache_al + 2 * rope_al);
   be->ops->rope_tables(be, kv->rope_cos, kv->rope_sin, max_T, hd, m->cfg.rope_theta);
   kv->m = m;
-  model_alloc_acts(m, &kv->run, B, 1, 1, RECOMPUTE_NONE);
+  model_alloc_acts(m, &kv->acts, B, 1, 1, RECOMPUTE_NONE);
   return 0;
 }
 
 void model_kv_cache_free(model_kv_cache *kv) {
   if (!kv->arena) return;
   boost_backend *be = kv->m->be;
-  model_run_free(kv->m, &kv->run);
-  model_run_free(kv->m, &kv->full);
+  model_acts_free(kv->m, &kv->acts);
+  model_acts_free(kv->m, &kv->full);
   be->mem->free(be, kv->arena);
   memset(kv, 0, sizeof *kv);
 }
 
 /* The float logits of the set's rows [row0, row0 + n) into host memory. */
-static void read_logits(const model *m, const model_run *r, float *dev, size_t row0, size_t n, float *host) {
+static void read_logits(const model *m, const model_acts *r, float *dev, size_t row0, size_t n, float *host) {
   const size_t V = (size_t)m->cfg.vocab;
   m->be->ops->to_f32(m->be, dev, boost_act_at(m->be, r->cur->logits, row0 * V), n * V);
   m->be->mem->download(m->be, host, dev, n * V * sizeof(float));
@@ -56,17 +56,17 @@ static void read_logits(const model *m, const model_run *r, float *dev, size_t r
 void model_decode_step(model_kv_cache *kv, const int32_t *tokens, float *logits) {
   BOOST_ASSERT(kv->pos < kv->max_T);
   const model *m = kv->m;
-  model_set_batch(m, &kv->run, tokens, NULL);
+  model_set_batch(m, &kv->acts, tokens, NULL);
   const model_decode_at at = {kv->k_cache, kv->v_cache, kv->rope_cos, kv->rope_sin, kv->pos, kv->max_T};
-  model_forward_decode(m, &kv->run, &at);
-  read_logits(m, &kv->run, kv->logits, 0, (size_t)kv->B, logits);
+  model_forward_decode(m, &kv->acts, &at);
+  read_logits(m, &kv->acts, kv->logits, 0, (size_t)kv->B, logits);
   kv->pos++;
 }
 
 void model_prefill(model_kv_cache *kv, const int32_t *tokens, int T) {
   BOOST_ASSERT(kv->pos == 0 && T >= 1 && T <= kv->max_T);
   const model *m = kv->m;
-  model_run *r = &kv->full;
+  model_acts *r = &kv->full;
   boost_backend *be = m->be;
   model_alloc_acts(m, r, kv->B, T, 1, RECOMPUTE_NONE);
   model_set_batch(m, r, tokens, NULL);

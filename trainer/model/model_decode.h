@@ -4,11 +4,11 @@
  * must agree with (logits within rounding, the same greedy tokens).
  *
  * A cache runs over a model's configuration and weights (not copied: the
- * model must outlive it) and owns only what a token needs: a run state of
+ * model must outlive it) and owns only what a token needs: an activation state of
  * one position's activations, the caches of k and v per layer ([B, max_T,
  * d_qkv] each, act type), RoPE tables of max_T positions and the float
  * logits. The model may be a checkpoint's weights or the trainer's own (the
- * training log's samples): the cache's run states are its own, and nothing
+ * training log's samples): the cache's activation states are its own, and nothing
  * here can reach gradients or moments (no training state is included). */
 #ifndef BOOST_MODEL_DECODE_H
 #define BOOST_MODEL_DECODE_H
@@ -19,13 +19,13 @@
 
 typedef struct {
   const model *m; /* the layout and weights it runs */
-  model_run run;  /* one position's activations */
+  model_acts acts; /* one position's activations */
   int B, max_T;  /* sequences, positions the cache holds */
   int pos;       /* positions cached so far (the next token's position) */
   void *arena;   /* backend memory: caches, RoPE tables, float logits */
   boost_act *k_cache, *v_cache;
   float *rope_cos, *rope_sin, *logits;
-  model_run full; /* model_full_logits' and model_prefill's (allocated on use) */
+  model_acts full; /* model_full_logits' and model_prefill's (allocated on use) */
 } model_kv_cache;
 
 /* Whether m can decode: tp = 1 and every layer, the embedding and the head

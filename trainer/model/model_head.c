@@ -11,7 +11,7 @@
 
 static int gathers_head_input(const model *m) { return m->mode == TP_BTP && m->tp > 1; }
 
-static void parallel_crossentropy_forward(const model *m, model_run *r, int N) {
+static void parallel_crossentropy_forward(const model *m, model_acts *r, int N) {
   boost_backend *be = m->be;
   act_set *a = r->cur;
   be->ops->vocab_ce_max(be, a->ce_max, a->logits, N, m->vocab_loc);
@@ -26,7 +26,7 @@ static void parallel_crossentropy_forward(const model *m, model_run *r, int N) {
  * both from one pass of max, exp and sum over each row); head_backward then
  * starts from the gradient already in a->logits. Training adds the mean
  * loss to the loss sum; evaluation reads it back. */
-float head_forward(const model *m, model_run *r, int N, float grad_scale) {
+float head_forward(const model *m, model_acts *r, int N, float grad_scale) {
   boost_backend *be = m->be;
   const boost_ops *o = be->ops;
   act_set *a = r->cur;
@@ -59,7 +59,7 @@ float head_forward(const model *m, model_run *r, int N, float grad_scale) {
   return (float)mean;
 }
 
-void head_backward(const model *m, model_run *r, model_train *ts, int N, float scale, boost_act *dx) {
+void head_backward(const model *m, model_acts *r, model_train *ts, int N, float scale, boost_act *dx) {
   boost_backend *be = m->be;
   const boost_ops *o = be->ops;
   act_set *a = r->cur;

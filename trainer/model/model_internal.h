@@ -38,30 +38,30 @@ typedef struct {
 } model_decode_at;
 /* model.c: the forward of r's current set (T = 1: the new tokens, already
  * set) as one decode step; the logits [B, vocab] are left in the set. */
-void model_forward_decode(const model *m, model_run *r, const model_decode_at *dec);
+void model_forward_decode(const model *m, model_acts *r, const model_decode_at *dec);
 /* model.c: the embedding (on its stage) and this stage's layers over r's
  * current set's B x T tokens, no head: each layer's rotated k and v stay in
  * its activations (a prompt's keys and values for a KV cache). */
-void model_forward_layers(const model *m, model_run *r);
+void model_forward_layers(const model *m, model_acts *r);
 
 /* model_acts.c: r's activations and scratch (its statistics stay). */
-void model_free_acts(const model *m, model_run *r);
+void model_free_acts(const model *m, model_acts *r);
 
 /* model_proj.c: every group of a slot of layer l on input X [N, in_loc].
  * out_override: one output buffer for all (o, down) instead of the saved
  * q/k/v/gate/up buffers. rstd (btp): the fused norm's per-token scale.
  * reuse_bottleneck: the saved h is current (low-rank recompute): skip the
  * A-GEMMs and their all-reduce. */
-void slot_forward(const model *m, model_run *r, int l, int slot, const boost_act *X, boost_act *out_override,
+void slot_forward(const model *m, model_acts *r, int l, int slot, const boost_act *X, boost_act *out_override,
                   float *rstd, int reuse_bottleneck);
 /* dX [N, in_loc] assigned; with rstd, dss gets d loss / d (sum of squares). */
-void slot_backward(const model *m, model_run *r, struct model_train *ts, int l, int slot, const boost_act *X,
+void slot_backward(const model *m, model_acts *r, struct model_train *ts, int l, int slot, const boost_act *X,
                    boost_act *dout_override, const float *rstd, float *dss, boost_act *dX);
 
 /* model_head.c: final norm, LM head and loss on the last stage. Training
  * (grad_scale > 0) adds the mean loss to the loss sum; evaluation returns it. */
-float head_forward(const model *m, model_run *r, int N, float grad_scale);
+float head_forward(const model *m, model_acts *r, int N, float grad_scale);
 /* Leaves d loss / d (last layer's output) in dx [N, d_res]. */
-void head_backward(const model *m, model_run *r, struct model_train *ts, int N, float scale, boost_act *dx);
+void head_backward(const model *m, model_acts *r, struct model_train *ts, int N, float scale, boost_act *dx);
 
 #endif

@@ -65,7 +65,7 @@ static void full_rank_backward(const model *m, model_train *ts, const proj_group
 /* Backward of a group: douts[j] as in forward, dX [N, in_loc] assigned. With
  * rstd non-NULL, dss [N] receives d loss / d (sum of squares) of the fused
  * norm, and dX is with respect to the gain-scaled input. */
-static void group_backward(const model *m, model_run *r, model_train *ts, const proj_group *g,
+static void group_backward(const model *m, model_acts *r, model_train *ts, const proj_group *g,
                            boost_act *const *douts, const boost_act *X, const boost_act *hpre, const boost_act *h, const float *rstd, float *dss, boost_act *dX,
                            int N) {
   if (!g->lowrank) {
@@ -94,7 +94,7 @@ static void group_backward(const model *m, model_run *r, model_train *ts, const 
 }
 
 /* Where a projection's output (forward) and its gradient (backward) live. */
-static boost_act *proj_buffer(model_run *r, layer_acts *a, proj_kind k, int grad) {
+static boost_act *proj_buffer(model_acts *r, layer_acts *a, proj_kind k, int grad) {
   switch (k) {
   case PROJ_Q: return grad ? r->s.d_q : a->q;
   case PROJ_K: return grad ? r->s.d_k : a->k;
@@ -105,7 +105,7 @@ static boost_act *proj_buffer(model_run *r, layer_acts *a, proj_kind k, int grad
   }
 }
 
-void slot_forward(const model *m, model_run *r, int l, int slot, const boost_act *X, boost_act *out_override,
+void slot_forward(const model *m, model_acts *r, int l, int slot, const boost_act *X, boost_act *out_override,
                   float *rstd, int reuse_bottleneck) {
   const layer_param *lp = &m->layers[l];
   layer_acts *a = &r->cur->acts[l];
@@ -118,7 +118,7 @@ void slot_forward(const model *m, model_run *r, int l, int slot, const boost_act
   }
 }
 
-void slot_backward(const model *m, model_run *r, model_train *ts, int l, int slot, const boost_act *X,
+void slot_backward(const model *m, model_acts *r, model_train *ts, int l, int slot, const boost_act *X,
                    boost_act *dout_override, const float *rstd, float *dss, boost_act *dX) {
   const layer_param *lp = &m->layers[l];
   layer_acts *a = &r->cur->acts[l];

@@ -59,7 +59,7 @@ void model_zero_grads(model_train *ts) {
   st->be->mem->zero(st->be, st->arena[TENSOR_GRADS], st->reg->numel * sizeof(float));
 }
 
-double *model_grad_sumsq(const model_train *ts, model_run *r) {
+double *model_grad_sumsq(const model_train *ts, model_acts *r) {
   BOOST_ASSERT(ts->plan);
   ts->store.be->ops->grad_sumsq(ts->store.be, ts->plan, ts->store.arena[TENSOR_GRADS], &r->stats[1]);
   return &r->stats[1];

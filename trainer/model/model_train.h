@@ -1,12 +1,12 @@
 /* The training state of a model (model.h): what training adds to the
- * weights and a run state. Gradients and both AdamW moments live at the
+ * weights and an activation state. Gradients and both AdamW moments live at the
  * parameters' arena offsets in arenas of their own (the moments possibly
  * one ZeRO-1 chunk of them), with the optimizer plan over this rank's
  * segments and the hook the backward calls as gradients become final.
  *
  * Only training code includes this header: generation, evaluation and
  * export (model_decode.h, tools/generate*, tools/eval*, tools/ckpt_model*,
- * the training log's samples) run forwards over weights and a run state
+ * the training log's samples) run forwards over weights and an activation state
  * and cannot reach gradients or moments (tests/cli/layers.sh checks it). */
 #ifndef BOOST_MODEL_TRAIN_H
 #define BOOST_MODEL_TRAIN_H
@@ -51,10 +51,10 @@ static inline float *model_train_grad(const model_train *ts, int idx) {
  * sum, scale: three passes over a row where the forward's loss and the
  * backward's gradient made five). The same operations as model_forward
  * followed by model_backward, so the same bits. */
-void model_forward_train(const model *m, model_run *r, int B, int T, float scale);
+void model_forward_train(const model *m, model_acts *r, int B, int T, float scale);
 /* Backward of r's current set's last forward; ts's gradients accumulate
  * with dloss per token = scale. */
-void model_backward(const model *m, model_run *r, model_train *ts, float scale);
+void model_backward(const model *m, model_acts *r, model_train *ts, float scale);
 /* During the following backwards, fn(ctx, from) is called each time the
  * gradients [from, numel) of the arena are complete for the step (the
  * backward runs the registry's order in reverse: after the head, each
@@ -69,7 +69,7 @@ void model_zero_grads(model_train *ts);
  * summed over the tp group (and ZeRO-1 replicas) it is the squared norm of
  * the global gradient. Written to r's statistics ([1], backend memory),
  * whose address is returned. */
-double *model_grad_sumsq(const model_train *ts, model_run *r);
+double *model_grad_sumsq(const model_train *ts, model_acts *r);
 
 /* The optimizer step over this rank's segments: AdamW with lr, step t (from
  * 1) and the gradient clip scale; the working copy follows. */

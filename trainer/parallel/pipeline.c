@@ -6,17 +6,17 @@
 
 static size_t stage_act_numel(const pipeline *p) { return (size_t)p->B * p->T * p->m->d_res; }
 
-void pipeline_init(pipeline *p, const model *m, model_run *run, model_train *ts, comm_ctx *comm, int pp, int pp_rank) {
+void pipeline_init(pipeline *p, const model *m, model_acts *acts, model_train *ts, comm_ctx *comm, int pp, int pp_rank) {
   memset(p, 0, sizeof *p);
   p->m = m;
-  p->run = run;
+  p->acts = acts;
   p->ts = ts;
   p->comm = comm;
   p->pp = pp;
   p->pp_rank = pp_rank;
-  p->B = run->B;
-  p->T = run->T;
-  p->nsets = run->nsets;
+  p->B = acts->B;
+  p->T = acts->T;
+  p->nsets = acts->nsets;
   p->in = boost_calloc((size_t)p->nsets * p->B * p->T, sizeof *p->in);
   p->tg = boost_calloc((size_t)p->nsets * p->B * p->T, sizeof *p->tg);
   if (pp_rank > 0)
@@ -41,17 +41,17 @@ void pipeline_free(pipeline *p) {
 static float forward_micro(pipeline *p, int micro, int set, const int32_t *in, const int32_t *tg, float train_scale) {
   const size_t act = stage_act_numel(p);
   const int s = p->pp_rank;
-  if (s > 0) comm_recv_act(p->comm, COMM_PP, model_stage_input(p->run), act, s - 1, micro);
+  if (s > 0) comm_recv_act(p->comm, COMM_PP, model_stage_input(p->acts), act, s - 1, micro);
   float loss = 0.0f;
   if (train_scale > 0.0f) {
-    model_set_batch(p->m, p->run, in, tg);
-    model_forward_train(p->m, p->run, p->B, p->T, train_scale);
+    model_set_batch(p->m, p->acts, in, tg);
+    model_forward_train(p->m, p->acts, p->B, p->T, train_scale);
   } else {
-    loss = model_forward(p->m, p->run, in, tg, p->B, p->T);
+    loss = model_forward(p->m, p->acts, in, tg, p->B, p->T);
   }
   if (s < p->pp - 1) {
     comm_wait(p->comm, &p->send_fwd[set]);
-    comm_isend_act(p->comm, COMM_PP, model_stage_output(p->m, p->run), act, s + 1, micro, &p->send_fwd[set]);
+    comm_isend_act(p->comm, COMM_PP, model_stage_output(p->m, p->acts), act, s + 1, micro, &p->send_fwd[set]);
   }
   return loss;
 }
@@ -60,12 +60,12 @@ static void backward_micro(pipeline *p, int micro, int set, float scale) {
   const size_t act = stage_act_numel(p);
   const int s = p->pp_rank;
   boost_backend *be = p->m->be;
-  if (s < p->pp - 1) comm_recv_act(p->comm, COMM_PP, model_stage_output_grad(p->run), act, s + 1, micro);
-  model_backward(p->m, p->run, p->ts, scale);
+  if (s < p->pp - 1) comm_recv_act(p->comm, COMM_PP, model_stage_output_grad(p->acts), act, s + 1, micro);
+  model_backward(p->m, p->acts, p->ts, scale);
   if (s > 0) {
     comm_wait(p->comm, &p->send_bwd[set]);
     boost_act *out = boost_act_at(be, p->grad_out, (size_t)set * act);
-    be->mem->copy(be, out, p->run->d_in, boost_act_bytes(be, act));
+    be->mem->copy(be, out, p->acts->d_in, boost_act_bytes(be, act));
     comm_isend_act(p->comm, COMM_PP, out, act, s - 1, micro, &p->send_bwd[set]);
   }
 }
@@ -88,13 +88,13 @@ void pipeline_train(pipeline *p, int micro_batches, float scale, pipeline_fetch_
   const int warm = (p->pp - p->pp_rank - 1) < M ? (p->pp - p->pp_rank - 1) : M;
   const size_t BT = (size_t)p->B * p->T;
   int fwd = 0, bwd = 0, inflight = 0;
-  model_loss_reset(p->m, p->run);
+  model_loss_reset(p->m, p->acts);
   while (bwd < M) {
     /* forward while warming up or in the steady phase, else backward */
     const int do_fwd = fwd < M && fwd - bwd <= warm;
     const int micro = do_fwd ? fwd : bwd, set = micro % nsets;
     int32_t *in = p->in + set * BT, *tg = p->tg + set * BT;
-    model_use_acts(p->run, set);
+    model_use_acts(p->acts, set);
     if (do_fwd) {
       fetch(ctx, micro, in, tg);
       forward_micro(p, micro, set, in, tg, scale);
@@ -114,7 +114,7 @@ void pipeline_train(pipeline *p, int micro_batches, float scale, pipeline_fetch_
 }
 
 float pipeline_forward(pipeline *p, const int32_t *in, const int32_t *tg, int tag) {
-  model_use_acts(p->run, 0);
+  model_use_acts(p->acts, 0);
   const float loss = forward_micro(p, tag, 0, in, tg, 0.0f);
   comm_wait(p->comm, &p->send_fwd[0]);
   return loss;

@@ -16,7 +16,7 @@ typedef void (*pipeline_fetch_fn)(void *ctx, int micro, int32_t *in, int32_t *tg
 
 typedef struct {
   const model *m;
-  model_run *run;   /* m's run state: nsets activation sets */
+  model_acts *acts;   /* m's activation state: nsets activation sets */
   model_train *ts;  /* the gradients the backward accumulates */
   comm_ctx *comm;
   int pp, pp_rank;
@@ -29,8 +29,8 @@ typedef struct {
   void *grads_ready_ctx;
 } pipeline;
 
-/* Buffers for run's activation sets (run->nsets micro-batches in flight). */
-void pipeline_init(pipeline *p, const model *m, model_run *run, model_train *ts, comm_ctx *comm, int pp, int pp_rank);
+/* Buffers for run's activation sets (acts->nsets micro-batches in flight). */
+void pipeline_init(pipeline *p, const model *m, model_acts *acts, model_train *ts, comm_ctx *comm, int pp, int pp_rank);
 void pipeline_free(pipeline *p);
 
 /* micro_batches forwards and backwards in a 1F1B schedule (warm-up

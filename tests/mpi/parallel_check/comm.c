@@ -65,17 +65,17 @@ static void check_comm_case(const options *o, const char *preset, const char *mo
     return;
   }
   model *m = trainer_model(t);
-  model_run *run = trainer_run_state(t);
+  model_acts *acts = trainer_acts(t);
   comm_ctx *c = trainer_comm(t);
   const int B = o->b, T = o->s, N = B * T, L = m->cfg.n_layers;
   int32_t *tok = malloc((size_t)N * sizeof *tok), *tgt = malloc((size_t)N * sizeof *tgt);
   for (int i = 0; i < N; i++) tok[i] = (i * 37 + 11) % 257, tgt[i] = (i * 53 + 7) % 257;
 
   comm_reset_counts(c);
-  model_forward(m, run, tok, tgt, B, T);
+  model_forward(m, acts, tok, tgt, B, T);
   const comm_ctx fwd = *c;
   comm_reset_counts(c);
-  model_backward(m, run, trainer_train_state(t), 1.0f / N);
+  model_backward(m, acts, trainer_train_state(t), 1.0f / N);
   const comm_ctx bwd = *c;
 
   uint64_t fl, bl, fh, bh;
@@ -86,7 +86,7 @@ static void check_comm_case(const options *o, const char *preset, const char *mo
    * vanilla still all-reduces the B outputs and full-rank layers have no
    * bottleneck to reuse. */
   const uint64_t bl_none = bl;
-  if (run->recompute == RECOMPUTE_FULL || (run->recompute == RECOMPUTE_LOWRANK && m->mode != TP_BTP)) bl += fl;
+  if (acts->recompute == RECOMPUTE_FULL || (acts->recompute == RECOMPUTE_LOWRANK && m->mode != TP_BTP)) bl += fl;
   const uint64_t f_got = fwd.count[COMM_TP][COMM_ALLREDUCE].bytes, b_got = bwd.count[COMM_TP][COMM_ALLREDUCE].bytes;
   const double f_layer = ((double)f_got - 4.0 * fh) / L, b_layer = ((double)b_got - 4.0 * bh) / L;
   verdict(f_got == 4 * (L * fl + fh),
@@ -108,7 +108,7 @@ static void check_comm_case(const options *o, const char *preset, const char *mo
                  bcalls = bwd.count[COMM_TP][COMM_ALLREDUCE].calls;
   const uint64_t gat_want = m->mode == TP_BTP ? 4ull * N * (uint64_t)(m->cfg.d_model / g_size) : 0;
   int ok = gat == gat_want && gat + bwd.count[COMM_TP][COMM_ALLGATHER].bytes == gat_want;
-  const int btp_plain = m->mode == TP_BTP && run->recompute != RECOMPUTE_FULL;
+  const int btp_plain = m->mode == TP_BTP && acts->recompute != RECOMPUTE_FULL;
   if (m->mode == TP_BTP) ok &= calls == 4ull * L + 2;
   if (btp_plain) ok &= bcalls == 4ull * L + 1;
   uint64_t other = 0;
@@ -122,10 +122,10 @@ static void check_comm_case(const options *o, const char *preset, const char *mo
           "elsewhere (want 0); activations kept %.1f KiB/layer",
           what, (unsigned long long)gat, (unsigned long long)gat_want, (unsigned long long)calls,
           m->mode == TP_BTP ? " (want 4/layer + 2)" : "", (unsigned long long)bcalls,
-          btp_plain ? " (want 4/layer + 1)" : "", (unsigned long long)other, (double)run->act_bytes_per_layer / 1024);
+          btp_plain ? " (want 4/layer + 1)" : "", (unsigned long long)other, (double)acts->act_bytes_per_layer / 1024);
   snprintf(rec->preset, sizeof rec->preset, "%s", preset);
   rec->mode = m->mode;
-  rec->recompute = run->recompute;
+  rec->recompute = acts->recompute;
   rec->fwd_layer = f_layer;
   rec->bwd_layer = b_layer;
   free(tok);

@@ -153,7 +153,7 @@ static void check_traffic(const options *o, const layout *l, const char *ls, con
     got[3] = r->last.count[COMM_PP][COMM_SENDRECV].bytes;
     if (l->dp > 1 && !l->zero) want[0] = arena;
     if (l->dp > 1 && l->zero) want[1] = arena, want[2] = arena / (uint64_t)l->dp;
-    const uint64_t act = (uint64_t)o->batch * (uint64_t)trainer_run_state(r->t)->T * (uint64_t)m->d_res * sizeof(float);
+    const uint64_t act = (uint64_t)o->batch * (uint64_t)trainer_acts(r->t)->T * (uint64_t)m->d_res * sizeof(float);
     const int neighbours = (g->pp_rank > 0) + (g->pp_rank < g->pp - 1);
     want[3] = (uint64_t)neighbours * 2 * (uint64_t)l->accum * act;
   }
