@@ -33,7 +33,7 @@ static void *worker_main(void *arg) {
     if (kind == CKPT_JOB_NONE) break; /* quit */
     ckpt_h5_quiet();
     h5z_zstd_register();
-    w->run(w->ctx, kind);
+    w->do_job(w->ctx, kind);
     pthread_mutex_lock(&w->mu);
     if (kind == CKPT_JOB_SAVE) w->unreported = 1;
     w->staged = 1;
@@ -46,9 +46,9 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
-int ckpt_worker_start(ckpt_worker *w, ckpt_job_fn run, void *ctx, int nice, int sync_mode, int threads) {
+int ckpt_worker_start(ckpt_worker *w, ckpt_job_fn do_job, void *ctx, int nice, int sync_mode, int threads) {
   memset(w, 0, sizeof *w);
-  w->run = run;
+  w->do_job = do_job;
   w->ctx = ctx;
   w->nice = nice;
   w->sync_mode = sync_mode;

@@ -23,7 +23,7 @@ typedef struct {
   int started;
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  ckpt_job_fn run;
+  ckpt_job_fn do_job; /* does one job on the thread (the session's: a save or a load) */
   void *ctx;
   ckpt_job_kind pending; /* the queue: taken by the thread */
   ckpt_job_kind running; /* of the job in flight (the watchdog's exit status) */
@@ -40,7 +40,7 @@ typedef struct {
 } ckpt_worker;
 
 /* Starts the thread (nice: its nice value, 0 none). -1 when it cannot. */
-int ckpt_worker_start(ckpt_worker *w, ckpt_job_fn run, void *ctx, int nice, int sync_mode, int threads);
+int ckpt_worker_start(ckpt_worker *w, ckpt_job_fn do_job, void *ctx, int nice, int sync_mode, int threads);
 /* Hands a job over (staged: it does not read the arenas). */
 void ckpt_worker_submit(ckpt_worker *w, ckpt_job_kind kind, int64_t step, int staged);
 /* Blocks until the job in flight is done; returns the seconds waited. */
