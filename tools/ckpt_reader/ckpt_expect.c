@@ -9,10 +9,10 @@
 
 #include "check.h"
 #include "config.h"
-#include "inspect.h"
+#include "ckpt_reader.h"
 
 typedef struct {
-  ins_tensor *t;
+  ckr_tensor *t;
   int n, cap;
 } tlist;
 
@@ -21,7 +21,7 @@ static void push(tlist *l, const char *name, int ndim, int64_t a, int64_t b, int
     l->cap = l->cap ? 2 * l->cap : 64;
     l->t = boost_realloc(l->t, (size_t)l->cap, sizeof *l->t);
   }
-  ins_tensor *t = &l->t[l->n++];
+  ckr_tensor *t = &l->t[l->n++];
   memset(t, 0, sizeof *t);
   snprintf(t->name, sizeof t->name, "%.95s", name);
   t->ndim = ndim;
@@ -75,7 +75,7 @@ static int parse_config(const char *json, train_config *cfg, boost_status *err) 
   return 0;
 }
 
-int ins_expected_tensors(const char *config_json, ins_tensor **out, void *cfg_out, boost_status *err) {
+int ckr_expected_tensors(const char *config_json, ckr_tensor **out, void *cfg_out, boost_status *err) {
   train_config cfg;
   *out = NULL;
   if (parse_config(config_json, &cfg, err) != 0) return -1;

@@ -7,9 +7,9 @@
 
 #include "ckpt_h5.h"
 
-static int want_bf16(const ins_ckpt *c, const char *precision, int *bf16, boost_status *err) {
+static int want_bf16(const ckr_ckpt *c, const char *precision, int *bf16, boost_status *err) {
   if (!precision || !strcmp(precision, "auto")) {
-    *bf16 = ins_is_bf16(c);
+    *bf16 = ckr_is_bf16(c);
     return 0;
   }
   if (!strcmp(precision, "fp32") || !strcmp(precision, "bf16")) {
@@ -20,7 +20,7 @@ static int want_bf16(const ins_ckpt *c, const char *precision, int *bf16, boost_
   return -1;
 }
 
-int ckpt_model_build(const ins_ckpt *c, const ckpt_model_options *opt, ckpt_model *cm, boost_status *err) {
+int ckpt_model_build(const ckr_ckpt *c, const ckpt_model_options *opt, ckpt_model *cm, boost_status *err) {
   memset(cm, 0, sizeof *cm);
   const ckpt_model_options none = {0};
   if (!opt) opt = &none;
@@ -28,9 +28,9 @@ int ckpt_model_build(const ins_ckpt *c, const ckpt_model_options *opt, ckpt_mode
     boost_err(err, "%s: no stored config (root attribute `config`)", c->path);
     return -1;
   }
-  ins_tensor *t = NULL;
+  ckr_tensor *t = NULL;
   boost_status e = {0};
-  if (ins_expected_tensors(c->meta.run.config, &t, &cm->cfg, &e) < 0) {
+  if (ckr_expected_tensors(c->meta.run.config, &t, &cm->cfg, &e) < 0) {
     boost_err(err, "%s: the stored config does not describe a model: %.800s", c->path, e.msg);
     return -1;
   }
@@ -49,22 +49,22 @@ int ckpt_model_build(const ins_ckpt *c, const ckpt_model_options *opt, ckpt_mode
     return -1;
   }
   cm->bf16_weights = !strcmp(ckpt_meta_str(&c->meta, CKPT_META_F_weights_dtype), "bf16");
-  cm->bf16_run = ins_is_bf16(c);
+  cm->bf16_run = ckr_is_bf16(c);
   model_init(&cm->m, &cm->cfg.model, cm->mode, &(model_options){.backend = cm->be});
   return 0;
 }
 
-int ckpt_model_read_weights(const ins_ckpt *c, model *m, boost_status *err) {
+int ckpt_model_read_weights(const ckr_ckpt *c, model *m, boost_status *err) {
   boost_status e = {0};
   char path[160];
   const char *dtype = !strcmp(ckpt_meta_str(&c->meta, CKPT_META_F_weights_dtype), "bf16") ? "bfloat16" : "float32";
   for (int i = 0; i < m->reg.count; i++) {
     const tensor_desc *t = &m->reg.tensors[i];
     snprintf(path, sizeof path, CKPT_GROUP_MODEL "/%s", t->name);
-    const ins_dset *d = ins_find(c, path);
+    const ckr_dset *d = ckr_find(c, path);
     size_t n = 0, esz = 0;
     e = (boost_status){0};
-    float *v = d && !strcmp(d->dtype, dtype) ? ins_read(c, d, &n, &esz, &e) : NULL;
+    float *v = d && !strcmp(d->dtype, dtype) ? ckr_read(c, d, &n, &esz, &e) : NULL;
     if (!v || esz != sizeof(float) || n != t->numel) {
       boost_err(err, "%s: cannot be read as the model's %s tensor of %zu values%s%.600s", path, dtype,
                t->numel, e.failed ? ": " : "", e.msg);
@@ -78,7 +78,7 @@ int ckpt_model_read_weights(const ins_ckpt *c, model *m, boost_status *err) {
   return 0;
 }
 
-int ckpt_model_load(const ins_ckpt *c, const ckpt_model_options *opt, ckpt_model *cm, boost_status *err) {
+int ckpt_model_load(const ckr_ckpt *c, const ckpt_model_options *opt, ckpt_model *cm, boost_status *err) {
   if (ckpt_model_build(c, opt, cm, err) != 0) return -1;
   if (ckpt_model_read_weights(c, &cm->m, err) != 0) {
     ckpt_model_free(cm);

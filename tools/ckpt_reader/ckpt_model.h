@@ -14,7 +14,7 @@
 #include <stddef.h>
 
 #include "config.h"
-#include "inspect.h"
+#include "ckpt_reader.h"
 #include "model.h"
 #include "status.h"
 
@@ -38,13 +38,13 @@ typedef struct {
 
 /* Parses the stored config and builds the model on the requested backend
  * without reading any weight. Returns 0, or -1 with one line in err. */
-int ckpt_model_build(const ins_ckpt *c, const ckpt_model_options *opt, ckpt_model *cm, boost_status *err);
+int ckpt_model_build(const ckr_ckpt *c, const ckpt_model_options *opt, ckpt_model *cm, boost_status *err);
 /* Reads every parameter of the registry from /model into the model's
  * arenas (and refreshes the bf16 working copy). Returns 0, or -1 with one
  * line naming the tensor in err. */
-int ckpt_model_read_weights(const ins_ckpt *c, model *m, boost_status *err);
+int ckpt_model_read_weights(const ckr_ckpt *c, model *m, boost_status *err);
 /* Both. On failure nothing is left allocated. */
-int ckpt_model_load(const ins_ckpt *c, const ckpt_model_options *opt, ckpt_model *cm, boost_status *err);
+int ckpt_model_load(const ckr_ckpt *c, const ckpt_model_options *opt, ckpt_model *cm, boost_status *err);
 void ckpt_model_free(ckpt_model *cm);
 
 #endif

@@ -1,4 +1,5 @@
-/* boost-inspect: opening a checkpoint defensively and reading its datasets.
+/* The checkpoint reader every tool shares: opening a checkpoint defensively
+ * and reading its datasets.
  * Every HDF5 call's result is checked; HDF5's automatic error printing is off
  * and errors become one line (ckpt_h5_error). */
 #include <errno.h>
@@ -11,7 +12,7 @@
 #include "ckpt_fs.h"
 #include "ckpt_h5.h"
 #include "h5z_zstd.h"
-#include "inspect.h"
+#include "ckpt_reader.h"
 
 static const char *category_of(const char *path) {
   if (strncmp(path, "/model/", 7) == 0) return "weights";
@@ -21,7 +22,7 @@ static const char *category_of(const char *path) {
   return "other";
 }
 
-static void describe_type(hid_t type, ins_dset *d) {
+static void describe_type(hid_t type, ckr_dset *d) {
   size_t esz = type >= 0 ? H5Tget_size(type) : 0;
   H5T_class_t cls = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
   int le = type >= 0 && H5Tget_order(type) == H5T_ORDER_LE;
@@ -30,17 +31,17 @@ static void describe_type(hid_t type, ins_dset *d) {
   else if (cls == H5T_INTEGER && le && (esz == 4 || esz == 8))
     snprintf(d->dtype, sizeof d->dtype, "%sint%zu", H5Tget_sign(type) == H5T_SGN_NONE ? "u" : "", 8 * esz);
   else snprintf(d->dtype, sizeof d->dtype, "other");
-  d->raw_bytes = ins_numel(d) * (double)esz;
+  d->raw_bytes = ckr_numel(d) * (double)esz;
 }
 
-static int add_dataset(ins_ckpt *c, hid_t o, const char *name) {
+static int add_dataset(ckr_ckpt *c, hid_t o, const char *name) {
   if (c->n == c->cap) {
     int cap = c->cap ? 2 * c->cap : 256;
-    ins_dset *nd = realloc(c->d, (size_t)cap * sizeof *nd);
+    ckr_dset *nd = realloc(c->d, (size_t)cap * sizeof *nd);
     if (!nd) return -1;
     c->d = nd, c->cap = cap;
   }
-  ins_dset *d = &c->d[c->n++];
+  ckr_dset *d = &c->d[c->n++];
   memset(d, 0, sizeof *d);
   snprintf(d->path, sizeof d->path, "/%s", name);
   snprintf(d->category, sizeof d->category, "%s", category_of(d->path));
@@ -60,7 +61,7 @@ static int add_dataset(ins_ckpt *c, hid_t o, const char *name) {
 }
 
 static herr_t visit_cb(hid_t root, const char *name, const H5L_info_t *info, void *data) {
-  ins_ckpt *c = data;
+  ckr_ckpt *c = data;
   if (info->type != H5L_TYPE_HARD) {
     snprintf(c->walk_error, sizeof c->walk_error, "/%s: not a hard link (soft or external links are not part of the format)", name);
     return -1;
@@ -83,10 +84,10 @@ static herr_t visit_cb(hid_t root, const char *name, const H5L_info_t *info, voi
   return rc;
 }
 
-static int by_path(const void *a, const void *b) { return strcmp(((const ins_dset *)a)->path, ((const ins_dset *)b)->path); }
+static int by_path(const void *a, const void *b) { return strcmp(((const ckr_dset *)a)->path, ((const ckr_dset *)b)->path); }
 
 /* After H5Fopen: format checks, attributes, dataset walk. */
-static int finish_open(ins_ckpt *c, boost_status *err) {
+static int finish_open(ckr_ckpt *c, boost_status *err) {
   if (c->f < 0) {
     ckpt_h5_fail(err, "cannot open (not an HDF5 file, or truncated or damaged)");
     return -1;
@@ -145,7 +146,7 @@ static int resolve_path(const char *arg, char *out, size_t outlen, boost_status 
   return 0;
 }
 
-int ins_open(const char *arg, ins_ckpt *c, boost_status *err) {
+int ckr_open(const char *arg, ckr_ckpt *c, boost_status *err) {
   memset(c, 0, sizeof *c);
   ckpt_meta_init(&c->meta);
   c->f = c->fapl = -1;
@@ -165,7 +166,7 @@ int ins_open(const char *arg, ins_ckpt *c, boost_status *err) {
   return 0;
 }
 
-int ins_open_image(const void *buf, size_t len, ins_ckpt *c, boost_status *err) {
+int ckr_open_image(const void *buf, size_t len, ckr_ckpt *c, boost_status *err) {
   memset(c, 0, sizeof *c);
   ckpt_meta_init(&c->meta);
   c->f = c->fapl = -1;
@@ -180,22 +181,7 @@ int ins_open_image(const void *buf, size_t len, ins_ckpt *c, boost_status *err) 
   return finish_open(c, err);
 }
 
-int ins_open_or_say(const char *arg, ins_ckpt *c, int need_complete) {
-  boost_status err = {0};
-  if (ins_open(arg, c, &err) != 0) {
-    fprintf(stderr, "boost-inspect: %s\n", err.msg);
-    ins_close(c);
-    return 1;
-  }
-  if (need_complete && c->walk_failed) {
-    fprintf(stderr, "boost-inspect: %s: damaged (the dataset list is incomplete): %s\n", c->path, c->walk_error);
-    ins_close(c);
-    return 1;
-  }
-  return 0;
-}
-
-void ins_close(ins_ckpt *c) {
+void ckr_close(ckr_ckpt *c) {
   if (c->f >= 0) H5Fclose(c->f);
   if (c->fapl >= 0) H5Pclose(c->fapl);
   free(c->d);
@@ -206,14 +192,14 @@ void ins_close(ins_ckpt *c) {
   c->f = c->fapl = -1;
 }
 
-const ins_dset *ins_find(const ins_ckpt *c, const char *name) {
+const ckr_dset *ckr_find(const ckr_ckpt *c, const char *name) {
   const char *n = name[0] == '/' ? name + 1 : name;
   for (int i = 0; i < c->n; i++)
     if (strcmp(c->d[i].path + 1, n) == 0) return &c->d[i];
   return NULL;
 }
 
-double ins_numel(const ins_dset *d) {
+double ckr_numel(const ckr_dset *d) {
   double n = 1;
   for (int k = 0; k < d->ndim; k++) n *= (double)d->dims[k];
   return n;
@@ -229,13 +215,13 @@ static hid_t mem_type_of(const char *dtype) {
   return -1;
 }
 
-void *ins_read(const ins_ckpt *c, const ins_dset *d, size_t *nelem, size_t *esz, boost_status *err) {
+void *ckr_read(const ckr_ckpt *c, const ckr_dset *d, size_t *nelem, size_t *esz, boost_status *err) {
   hid_t mt = mem_type_of(d->dtype);
   if (mt < 0 || d->ndim < 0) {
     boost_err(err, "%s: unsupported dtype or shape", d->path);
     return NULL;
   }
-  double n = ins_numel(d);
+  double n = ckr_numel(d);
   *esz = strstr(d->dtype, "64") ? 8 : 4;
   if (n * (double)*esz > 64e9) {
     boost_err(err, "%s: implausible size (%.0f elements)", d->path, n);
@@ -259,9 +245,9 @@ void *ins_read(const ins_ckpt *c, const ins_dset *d, size_t *nelem, size_t *esz,
   return buf;
 }
 
-double *ins_read_f64(const ins_ckpt *c, const ins_dset *d, size_t *nelem, boost_status *err) {
+double *ckr_read_f64(const ckr_ckpt *c, const ckr_dset *d, size_t *nelem, boost_status *err) {
   size_t esz;
-  void *raw = ins_read(c, d, nelem, &esz, err);
+  void *raw = ckr_read(c, d, nelem, &esz, err);
   if (!raw) return NULL;
   double *v = malloc((*nelem + 1) * sizeof *v);
   if (!v) {
@@ -281,50 +267,13 @@ double *ins_read_f64(const ins_ckpt *c, const ins_dset *d, size_t *nelem, boost_
   return v;
 }
 
-int ins_is_bf16(const ins_ckpt *c) { return !strcmp(ckpt_meta_str(&c->meta, CKPT_META_F_precision), "bf16"); }
+int ckr_is_bf16(const ckr_ckpt *c) { return !strcmp(ckpt_meta_str(&c->meta, CKPT_META_F_precision), "bf16"); }
 
-const char *ins_acts_dtype(const ins_ckpt *c) { return ins_is_bf16(c) ? "bfloat16" : "float32"; }
+const char *ckr_acts_dtype(const ckr_ckpt *c) { return ckr_is_bf16(c) ? "bfloat16" : "float32"; }
 
-void ins_print_json(cJSON *o) {
-  char *t = cJSON_Print(o);
-  if (t) printf("%s\n", t);
-  free(t);
-  cJSON_Delete(o);
-}
-
-void ins_shape_str(const ins_dset *d, char *out, size_t outlen) {
+void ckr_shape_str(const ckr_dset *d, char *out, size_t outlen) {
   out[0] = 0;
   for (int k = 0; k < d->ndim; k++)
     snprintf(out + strlen(out), outlen - strlen(out), "%s%llu", k ? "x" : "", (unsigned long long)d->dims[k]);
   if (d->ndim == 0) snprintf(out, outlen, "scalar");
-}
-
-int ins_parse(int argc, char **argv, const char *const *extra, int minpos, int maxpos, const char *help,
-              ins_args *a) {
-  memset(a, 0, sizeof *a);
-  for (int i = 0; i < argc; i++) {
-    const char *s = argv[i];
-    if (!strcmp(s, "--json")) { a->json = 1; continue; }
-    if (!strcmp(s, "--help") || !strcmp(s, "-h")) { fputs(help, stdout); return 1; }
-    int matched = 0;
-    for (int k = 0; extra && extra[k] && k < INS_MAX_ARGS; k++) {
-      size_t L = strlen(extra[k]);
-      int takes = extra[k][L - 1] == '=';
-      if (strncmp(s, extra[k], takes ? L - 1 : L) != 0 || (s[takes ? L - 1 : L] != 0 && !(takes && s[L - 1] == '='))) continue;
-      matched = 1;
-      a->opt_set[k] = 1;
-      if (takes) {
-        if (s[L - 1] == '=') a->opt_val[k] = s + L;
-        else if (i + 1 < argc) a->opt_val[k] = argv[++i];
-        else { fprintf(stderr, "boost-inspect: %.*s needs a value (see --help)\n", (int)(L - 1), extra[k]); return -1; }
-      }
-      break;
-    }
-    if (matched) continue;
-    if (s[0] == '-' && s[1]) { fprintf(stderr, "boost-inspect: unknown option '%s' (see --help)\n", s); return -1; }
-    if (a->npos == maxpos) { fprintf(stderr, "boost-inspect: unexpected argument '%s' (see --help)\n", s); return -1; }
-    a->pos[a->npos++] = s;
-  }
-  if (a->npos < minpos) { fprintf(stderr, "boost-inspect: missing argument (see --help)\n%s", help); return -1; }
-  return 0;
 }

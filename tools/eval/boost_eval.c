@@ -26,7 +26,8 @@
 #include "eval_choice.h"
 #include "eval_data.h"
 #include "eval_loss.h"
-#include "inspect.h"
+#include "ckpt_reader.h"
+#include "tool_ckpt.h"
 #include "tool.h"
 #include "tool_bpe.h"
 #include "util.h"
@@ -180,7 +181,7 @@ typedef struct {
 /* Bytes per token from the checkpoint's BPE tokenizer (tool_bpe.h): with
  * --tokenizer RANKS its failures are the run's; found by the recorded hash,
  * a miss leaves bits per byte unknown. */
-static int bpe_token_lengths(const eval_opts *o, const ins_ckpt *c, int **len, int *vocab, boost_status *err) {
+static int bpe_token_lengths(const eval_opts *o, const ckr_ckpt *c, int **len, int *vocab, boost_status *err) {
   bpe_tokenizer *bpe = NULL;
   boost_status miss = {0};
   if (tool_bpe_open(ckpt_meta_str(&c->meta, CKPT_META_F_tokenizer), o->tokenizer, o->ckpt, &bpe,
@@ -200,7 +201,7 @@ static int bpe_token_lengths(const eval_opts *o, const ins_ckpt *c, int **len, i
   return 0;
 }
 
-static int run_loss(const eval_opts *o, const ins_ckpt *c, ckpt_model *cm, result *res, boost_status *err) {
+static int run_loss(const eval_opts *o, const ckr_ckpt *c, ckpt_model *cm, result *res, boost_status *err) {
   cJSON *out = res->json;
   const train_config *cfg = &cm->cfg;
   eval_batches p = {.B = o->B ? o->B : cfg->train.batch_size, .T = o->T ? o->T : cfg->model.seq_len};
@@ -263,7 +264,7 @@ static int run_loss(const eval_opts *o, const ins_ckpt *c, ckpt_model *cm, resul
   return rc;
 }
 
-static int run_choice(const eval_opts *o, const ins_ckpt *c, ckpt_model *cm, result *res, boost_status *err) {
+static int run_choice(const eval_opts *o, const ckr_ckpt *c, ckpt_model *cm, result *res, boost_status *err) {
   cJSON *out = res->json;
   /* The checkpoint's BPE tokenizer (or --tokenizer's), else byte-v1. */
   bpe_tokenizer *bpe = NULL;
@@ -311,7 +312,7 @@ static int run_choice(const eval_opts *o, const ins_ckpt *c, ckpt_model *cm, res
   return 0;
 }
 
-static int run_stored(const eval_opts *o, const ins_ckpt *c, ckpt_model *cm, result *res, boost_status *err) {
+static int run_stored(const eval_opts *o, const ckr_ckpt *c, ckpt_model *cm, result *res, boost_status *err) {
   cJSON *out = res->json;
   if (o->rank != 0) return 0; /* one batch: rank 0 alone */
   double loss = 0;
@@ -326,8 +327,8 @@ static int run_stored(const eval_opts *o, const ins_ckpt *c, ckpt_model *cm, res
 }
 
 static int run(const eval_opts *o, boost_status *err) {
-  ins_ckpt c;
-  if (!tool_agree(o->nranks, ins_open(o->ckpt, &c, err) == 0, err)) return -1;
+  ckr_ckpt c;
+  if (!tool_agree(o->nranks, ckr_open(o->ckpt, &c, err) == 0, err)) return -1;
   ckpt_model cm;
   const ckpt_model_options mo = {.device = o->device, .precision = o->precision, .threads = o->threads};
   int rc = tool_agree(o->nranks, ckpt_model_load(&c, &mo, &cm, err) == 0, err) ? 0 : -1;
@@ -341,11 +342,11 @@ static int run(const eval_opts *o, boost_status *err) {
     if (!tool_agree(o->nranks, rc == 0, err)) rc = -1;
     if (rc == 0 && o->rank == 0 && !o->json)
       printf("checkpoint %s (step %lld, %s)\n%s", c.path, (long long)c.meta.run.step, cm.be->info, res.text);
-    if (rc == 0 && o->rank == 0 && o->json) ins_print_json(res.json); /* and deletes it */
+    if (rc == 0 && o->rank == 0 && o->json) tool_print_json(res.json); /* and deletes it */
     else cJSON_Delete(res.json);
     ckpt_model_free(&cm);
   }
-  ins_close(&c);
+  ckr_close(&c);
   return rc;
 }
 

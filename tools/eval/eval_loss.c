@@ -47,15 +47,15 @@ void eval_token_losses(const model *m, const model_acts *r, float *out, size_t n
   m->be->mem->download(m->be, out, r->cur->losses, n * sizeof *out);
 }
 
-int eval_stored_batch(const ins_ckpt *c, const model *m, model_acts *r, double *loss, int64_t *tokens,
+int eval_stored_batch(const ckr_ckpt *c, const model *m, model_acts *r, double *loss, int64_t *tokens,
                       boost_status *err) {
-  const ins_dset *d = ins_find(c, "/activations/tokens");
+  const ckr_dset *d = ckr_find(c, "/activations/tokens");
   if (!d) return boost_err(err, "%s stores no batch (/activations/tokens: the run had ckpt.activations=none)", c->path);
   if (d->ndim != 2 || strcmp(d->dtype, "int32") || d->dims[0] < 1 || d->dims[1] < 2 || d->dims[1] > (hsize_t)m->cfg.seq_len + 1)
     return boost_err(err, "%s: /activations/tokens is not an int32 [sequences, 2..%d] batch", c->path, m->cfg.seq_len + 1);
   boost_status e = {0};
   size_t n = 0, esz = 0;
-  int32_t *tok = ins_read(c, d, &n, &esz, &e);
+  int32_t *tok = ckr_read(c, d, &n, &esz, &e);
   const int nseq = (int)d->dims[0], T = (int)d->dims[1];
   if (!tok || esz != sizeof(int32_t) || n != (size_t)nseq * T) {
     free(tok);

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "data.h"
-#include "inspect.h"
+#include "ckpt_reader.h"
 #include "model.h"
 #include "status.h"
 
@@ -49,7 +49,7 @@ void eval_token_losses(const model *m, const model_acts *r, float *out, size_t n
  * stored, so each position's target is the next stored token of its
  * sequence (T-1 targets per sequence, the last position is not scored).
  * Returns 0 with *loss and *tokens (targets scored), or -1 with one line. */
-int eval_stored_batch(const ins_ckpt *c, const model *m, model_acts *r, double *loss, int64_t *tokens,
+int eval_stored_batch(const ckr_ckpt *c, const model *m, model_acts *r, double *loss, int64_t *tokens,
                       boost_status *err);
 
 #endif

@@ -11,6 +11,7 @@
 #include "data.h"
 #include "export.h"
 #include "tool_bpe.h"
+#include "tool_ckpt.h"
 #include "util.h"
 
 typedef struct {
@@ -85,7 +86,7 @@ static int parse_size(const char *s, uint64_t *out) {
 
 /* The tokenizer, from --tokenizer or the header of the training shard the
  * stored config names (when it is still there). */
-static int pick_tokenizer(const options *o, const ins_ckpt *c, const train_config *cfg, exp_plan *p,
+static int pick_tokenizer(const options *o, const ckr_ckpt *c, const train_config *cfg, exp_plan *p,
                           boost_status *err) {
   const char *t = o->tokenizer;
   p->tokenizer = TOK_NONE;
@@ -121,14 +122,14 @@ static int pick_tokenizer(const options *o, const ins_ckpt *c, const train_confi
 
 /* Everything decided before the first byte is written: the model, dtype,
  * tokenizer and the tensors, checked against the file. */
-static int make_plan(const options *o, const ins_ckpt *c, exp_plan *p, boost_status *err) {
+static int make_plan(const options *o, const ckr_ckpt *c, exp_plan *p, boost_status *err) {
   const char *json = ckpt_meta_str(&c->meta, CKPT_META_F_config);
   const char *wd = ckpt_meta_str(&c->meta, CKPT_META_F_weights_dtype);
   const int bf16_weights = wd && !strcmp(wd, "bf16");
   train_config cfg;
-  ins_tensor *expected = NULL;
+  ckr_tensor *expected = NULL;
   boost_status e = {0};
-  if (ins_expected_tensors(json, &expected, &cfg, &e) < 0)
+  if (ckr_expected_tensors(json, &expected, &cfg, &e) < 0)
     return boost_err(err, "%s: stored config: %s", c->path, e.msg);
   free(expected);
   if (exp_plan_build(p, &cfg.model, err) != 0) return -1;
@@ -147,7 +148,7 @@ static int make_plan(const options *o, const ins_ckpt *c, exp_plan *p, boost_sta
   return 0;
 }
 
-static void print_summary(const options *o, const exp_plan *p, const ins_ckpt *c, double seconds) {
+static void print_summary(const options *o, const exp_plan *p, const ckr_ckpt *c, double seconds) {
   const char *const tok[] = {"none", "byte-v1", "gpt2", p->bpe ? bpe_name(p->bpe) : "bpe"};
   const char *arch = p->kind == EXP_COLA ? "ColaForCausalLM" : "LlamaForCausalLM";
   const char *dtype = p->dtype == EXP_BF16 ? "bf16" : "fp32";
@@ -170,7 +171,7 @@ static void print_summary(const options *o, const exp_plan *p, const ins_ckpt *c
   cJSON_AddNumberToObject(j, "shards", p->shards);
   cJSON_AddStringToObject(j, "tokenizer", tok[p->tokenizer]);
   cJSON_AddNumberToObject(j, "seconds", seconds);
-  ins_print_json(j); /* frees j */
+  tool_print_json(j); /* frees j */
 }
 
 int main(int argc, char **argv) {
@@ -178,11 +179,11 @@ int main(int argc, char **argv) {
   const int a = parse_args(argc, argv, &o);
   if (a != 0) return a > 0 ? 0 : 2;
   const double t0 = boost_now_s();
-  ins_ckpt c;
+  ckr_ckpt c;
   exp_plan p = {0};
   boost_status err = {0};
   char tmp[4200];
-  int rc = ins_open(o.ckpt, &c, &err);
+  int rc = ckr_open(o.ckpt, &c, &err);
   if (rc == 0 && c.walk_failed)
     rc = boost_err(&err, "%s: damaged (the dataset list is incomplete): %s", c.path, c.walk_error);
   if (rc == 0) rc = make_plan(&o, &c, &p, &err);
@@ -197,6 +198,6 @@ int main(int argc, char **argv) {
   else fprintf(stderr, "boost-export: %s\n", err.msg);
   bpe_close(p.bpe);
   exp_plan_free(&p);
-  ins_close(&c);
+  ckr_close(&c);
   return rc == 0 ? 0 : 1;
 }

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "config.h"
-#include "inspect.h"
+#include "ckpt_reader.h"
 #include "status.h"
 
 #define EXP_ERR 1024
@@ -53,7 +53,7 @@ typedef struct {
 int exp_plan_build(exp_plan *p, const model_config *m, boost_status *err);
 /* Every source the plan reads exists in the checkpoint with the shape the
  * config implies (one line naming the first that does not). */
-int exp_plan_check(const exp_plan *p, const ins_ckpt *c, boost_status *err);
+int exp_plan_check(const exp_plan *p, const ckr_ckpt *c, boost_status *err);
 /* Assigns shards and byte offsets under p->max_shard_bytes. */
 void exp_plan_layout(exp_plan *p);
 void exp_plan_free(exp_plan *p);
@@ -63,11 +63,11 @@ void exp_shard_name(const exp_plan *p, int shard, char *out, size_t outlen);
 
 /* Writes every shard (and the index when sharded) into dir, reading each
  * source dataset once; progress on stderr unless quiet (export_st.c). */
-int exp_write_tensors(const exp_plan *p, const ins_ckpt *c, const char *dir, int quiet, boost_status *err);
+int exp_write_tensors(const exp_plan *p, const ckr_ckpt *c, const char *dir, int quiet, boost_status *err);
 
 /* config.json, generation_config.json, the tokenizer files, the remote
  * code (CoLA) and a README.md (export_files.c). */
-int exp_write_files(const exp_plan *p, const ins_ckpt *c, const char *dir, boost_status *err);
+int exp_write_files(const exp_plan *p, const ckr_ckpt *c, const char *dir, boost_status *err);
 /* n bytes to fd (EINTR retried); errors name file. */
 int exp_write_all(int fd, const void *buf, size_t n, const char *file, boost_status *err);
 /* A whole file written into dir (created new, synced). */

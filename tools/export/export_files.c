@@ -50,7 +50,7 @@ static void add_token_ids(const exp_plan *p, cJSON *o) {
   cJSON_AddNumberToObject(o, "eos_token_id", p->eot);
 }
 
-static void add_provenance(const ins_ckpt *c, cJSON *o) {
+static void add_provenance(const ckr_ckpt *c, cJSON *o) {
   cJSON *b = cJSON_AddObjectToObject(o, "boost_checkpoint");
   cJSON_AddStringToObject(b, "path", c->path);
   if (c->meta.run.step >= 0) cJSON_AddNumberToObject(b, "step", (double)c->meta.run.step);
@@ -59,7 +59,7 @@ static void add_provenance(const ins_ckpt *c, cJSON *o) {
   if (v) cJSON_AddStringToObject(b, "software_version", v);
 }
 
-static cJSON *model_config_json(const exp_plan *p, const ins_ckpt *c) {
+static cJSON *model_config_json(const exp_plan *p, const ckr_ckpt *c) {
   const model_config *m = &p->m;
   cJSON *o = cJSON_CreateObject(), *arch = cJSON_AddArrayToObject(o, "architectures");
   const int cola = p->kind == EXP_COLA;
@@ -290,7 +290,7 @@ static const char *tokenizer_note(const exp_plan *p) {
   }
 }
 
-static int write_readme(const exp_plan *p, const ins_ckpt *c, const char *dir, boost_status *err) {
+static int write_readme(const exp_plan *p, const ckr_ckpt *c, const char *dir, boost_status *err) {
   char text[8192];
   const int cola = p->kind == EXP_COLA;
   snprintf(text, sizeof text,
@@ -312,7 +312,7 @@ static int write_readme(const exp_plan *p, const ins_ckpt *c, const char *dir, b
   return exp_write_file(dir, "README.md", text, strlen(text), err);
 }
 
-int exp_write_files(const exp_plan *p, const ins_ckpt *c, const char *dir, boost_status *err) {
+int exp_write_files(const exp_plan *p, const ckr_ckpt *c, const char *dir, boost_status *err) {
   if (write_json(dir, "config.json", model_config_json(p, c), err) != 0) return -1;
   cJSON *g = cJSON_CreateObject();
   add_token_ids(p, g);

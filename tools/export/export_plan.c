@@ -105,7 +105,7 @@ int exp_plan_build(exp_plan *p, const model_config *m, boost_status *err) {
 }
 
 /* Rows of one slice of a source dataset, and their length. */
-static int source_shape_ok(const exp_tensor *t, const ins_dset *d) {
+static int source_shape_ok(const exp_tensor *t, const ckr_dset *d) {
   const int lead = t->slice >= 0;
   if (d->ndim != t->ndim + lead || (lead && (int64_t)d->dims[0] <= t->slice)) return 0;
   for (int k = 0; k < t->ndim; k++)
@@ -113,17 +113,17 @@ static int source_shape_ok(const exp_tensor *t, const ins_dset *d) {
   return 1;
 }
 
-int exp_plan_check(const exp_plan *p, const ins_ckpt *c, boost_status *err) {
+int exp_plan_check(const exp_plan *p, const ckr_ckpt *c, boost_status *err) {
   for (int i = 0; i < p->n; i++) {
     char path[128];
     snprintf(path, sizeof path, "/model/%s", p->t[i].src);
-    const ins_dset *d = ins_find(c, path);
+    const ckr_dset *d = ckr_find(c, path);
     if (!d) return boost_err(err, "tensor %s is missing (the stored config implies it)", path);
     if (strcmp(d->dtype, "float32") && strcmp(d->dtype, "bfloat16"))
       return boost_err(err, "tensor %s: dtype %s, expected float32 or bfloat16", path, d->dtype);
     if (!source_shape_ok(&p->t[i], d)) {
       char shape[128];
-      ins_shape_str(d, shape, sizeof shape);
+      ckr_shape_str(d, shape, sizeof shape);
       return boost_err(err, "tensor %s has shape %s, not what the stored config implies", path, shape);
     }
   }

@@ -29,7 +29,7 @@
 
 typedef struct {
   const exp_plan *p;
-  const ins_ckpt *c;
+  const ckr_ckpt *c;
   int quiet;
   char src[96]; /* the source dataset held in buf */
   float *buf;
@@ -71,10 +71,10 @@ static int load_source(writer *w, const char *src, boost_status *err) {
   w->buf = NULL;
   char path[128];
   snprintf(path, sizeof path, "/model/%s", src);
-  const ins_dset *d = ins_find(w->c, path);
+  const ckr_dset *d = ckr_find(w->c, path);
   size_t esz;
   if (!d) return boost_err(err, "tensor %s is missing", path);
-  w->buf = ins_read(w->c, d, &w->n, &esz, err);
+  w->buf = ckr_read(w->c, d, &w->n, &esz, err);
   if (!w->buf) return -1;
   if (d->has_checksum) {
     const uint64_t sum = ckpt_hash_run32(w->buf, w->n, 0);
@@ -191,7 +191,7 @@ static int write_index(const exp_plan *p, const char *dir, boost_status *err) {
   return rc;
 }
 
-int exp_write_tensors(const exp_plan *p, const ins_ckpt *c, const char *dir, int quiet, boost_status *err) {
+int exp_write_tensors(const exp_plan *p, const ckr_ckpt *c, const char *dir, int quiet, boost_status *err) {
   writer w = {.p = p, .c = c, .quiet = quiet, .t0 = boost_now_s(), .last_pct = -1};
   size_t widest = 1;
   for (int i = 0; i < p->n; i++) {

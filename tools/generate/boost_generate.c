@@ -14,6 +14,7 @@
 #include "generate.h"
 #include "model_decode.h"
 #include "tool_bpe.h"
+#include "tool_ckpt.h"
 #include "util.h"
 
 static int usage(FILE *f, int status) {
@@ -185,8 +186,8 @@ int main(int argc, char **argv) {
   gen_options o;
   if (parse_args(argc, argv, &o) != 0) return 2;
   boost_status err = {0};
-  ins_ckpt c;
-  if (ins_open_or_say(o.ckpt, &c, 1) != 0) return 1;
+  ckr_ckpt c;
+  if (tool_open_or_say(o.ckpt, &c, 1) != 0) return 1;
   /* The checkpoint's BPE tokenizer (or --tokenizer's rank file), before the model's load. */
   bpe_tokenizer *bpe = NULL;
   const char *recorded = ckpt_meta_str(&c.meta, CKPT_META_F_tokenizer);
@@ -194,18 +195,18 @@ int main(int argc, char **argv) {
       tool_bpe_open(recorded, o.tokenizer, o.ckpt, &bpe, &err) != 0) {
     fprintf(stderr, "boost-generate: %s%s\n", err.msg,
             o.tokenizer ? " (and not an llm.c tokenizer file, gpt2_tokenizer.bin, either)" : "");
-    ins_close(&c);
+    ckr_close(&c);
     return 1;
   }
   ckpt_model cm;
   const ckpt_model_options mo = {.device = o.device, .precision = o.precision, .threads = o.threads};
   if (ckpt_model_load(&c, &mo, &cm, &err) != 0) {
     fprintf(stderr, "boost-generate: %s\n", err.msg);
-    ins_close(&c);
+    ckr_close(&c);
     bpe_close(bpe);
     return 1;
   }
-  ins_close(&c);
+  ckr_close(&c);
   const int vocab = cm.cfg.model.vocab;
   gen_tokenizer tok;
   if (bpe || o.tokenizer) {

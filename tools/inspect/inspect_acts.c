@@ -11,7 +11,7 @@
 #include "config.h"
 #include "inspect.h"
 
-static int64_t group_i64(const ins_ckpt *c, const char *name) {
+static int64_t group_i64(const ckr_ckpt *c, const char *name) {
   int64_t v = -1;
   hid_t g = H5Gopen2(c->f, CKPT_GROUP_ACTS, H5P_DEFAULT);
   if (g >= 0) {
@@ -22,8 +22,8 @@ static int64_t group_i64(const ins_ckpt *c, const char *name) {
   return v;
 }
 
-static void check_tokens(const ins_ckpt *c, ins_report *r, const train_config *cfg, int64_t B, int64_t T, int64_t *nseq) {
-  const ins_dset *tok = ins_find(c, CKPT_GROUP_ACTS "/tokens"), *si = ins_find(c, CKPT_GROUP_ACTS "/sample_index");
+static void check_tokens(const ckr_ckpt *c, ins_report *r, const train_config *cfg, int64_t B, int64_t T, int64_t *nseq) {
+  const ckr_dset *tok = ckr_find(c, CKPT_GROUP_ACTS "/tokens"), *si = ckr_find(c, CKPT_GROUP_ACTS "/sample_index");
   *nseq = -1;
   if (!tok || tok->ndim != 2 || strcmp(tok->dtype, "int32") || (int64_t)tok->dims[1] != T || B <= 0 || tok->dims[0] % (hsize_t)B) {
     ins_report_add(r, CKPT_GROUP_ACTS "/tokens", "missing or not int32 [k*micro_batch, seq_len]");
@@ -35,7 +35,7 @@ static void check_tokens(const ins_ckpt *c, ins_report *r, const train_config *c
     ins_report_add(r, CKPT_GROUP_ACTS "/sample_index", "missing or not int64 [%lld]", (long long)*nseq);
   boost_status err = {0};
   size_t n;
-  double *v = ins_read_f64(c, tok, &n, &err);
+  double *v = ckr_read_f64(c, tok, &n, &err);
   for (size_t i = 0; v && i < n; i++)
     if (v[i] < 0 || v[i] >= cfg->model.vocab) {
       ins_report_add(r, tok->path, "token %.0f at %zu outside the vocabulary [0, %d)", v[i], i, cfg->model.vocab);
@@ -44,8 +44,8 @@ static void check_tokens(const ins_ckpt *c, ins_report *r, const train_config *c
   free(v);
 }
 
-void ins_check_activations(const ins_ckpt *c, ins_report *r, const train_config *cfg, const ins_tensor *t, int nt);
-void ins_check_activations(const ins_ckpt *c, ins_report *r, const train_config *cfg, const ins_tensor *t, int nt) {
+void ins_check_activations(const ckr_ckpt *c, ins_report *r, const train_config *cfg, const ckr_tensor *t, int nt);
+void ins_check_activations(const ckr_ckpt *c, ins_report *r, const train_config *cfg, const ckr_tensor *t, int nt) {
   char mode[64] = "";
   hid_t g = H5Gopen2(c->f, CKPT_GROUP_ACTS, H5P_DEFAULT);
   if (g < 0) {
@@ -66,13 +66,13 @@ void ins_check_activations(const ins_ckpt *c, ins_report *r, const train_config 
   if (nseq < 0) return;
   const int64_t N = nseq * T;
   for (int i = 0; i < c->n; i++) {
-    const ins_dset *d = &c->d[i];
+    const ckr_dset *d = &c->d[i];
     if (strcmp(d->category, "activations") || !strcmp(d->path, CKPT_GROUP_ACTS "/tokens") || !strcmp(d->path, CKPT_GROUP_ACTS "/sample_index")) continue;
     int layer = -1;
     if (sscanf(d->path, CKPT_GROUP_ACTS "/layers.%d.", &layer) != 1 || layer < 0 || layer >= cfg->model.n_layers)
       ins_report_add(r, d->path, "not an activation of a layer of this model");
-    else if (d->ndim < 2 || (int64_t)d->dims[0] != N || strcmp(d->dtype, ins_acts_dtype(c)))
-      ins_report_add(r, d->path, "expected %s (precision %s) with %lld rows (sequences x seq_len), found %s", ins_acts_dtype(c),
+    else if (d->ndim < 2 || (int64_t)d->dims[0] != N || strcmp(d->dtype, ckr_acts_dtype(c)))
+      ins_report_add(r, d->path, "expected %s (precision %s) with %lld rows (sequences x seq_len), found %s", ckr_acts_dtype(c),
                      ckpt_meta_str(&c->meta, CKPT_META_F_precision), (long long)N, d->dtype);
   }
   if (cfg->parallel.recompute == RECOMPUTE_FULL) return;
@@ -82,9 +82,9 @@ void ins_check_activations(const ins_ckpt *c, ins_report *r, const train_config 
     char p[160];
     snprintf(p, sizeof p, CKPT_GROUP_ACTS "/%.*s.h", (int)(L - 2), t[i].name);
     const int64_t gsz = t[i].ndim == 3 ? t[i].shape[0] : 1, rr = t[i].shape[t[i].ndim - 2];
-    const ins_dset *d = ins_find(c, p);
+    const ckr_dset *d = ckr_find(c, p);
     if (!d) ins_report_add(r, p, "missing (bottleneck of a low-rank group)");
-    else if ((int64_t)d->dims[d->ndim - 1] != rr || ins_numel(d) != (double)(N * gsz * rr))
+    else if ((int64_t)d->dims[d->ndim - 1] != rr || ckr_numel(d) != (double)(N * gsz * rr))
       ins_report_add(r, p, "shape does not match [%lld, %lld, %lld]", (long long)N, (long long)gsz, (long long)rr);
   }
 }

@@ -12,6 +12,7 @@
 #include "ckpt_h5.h"
 #include "guard.h"
 #include "inspect.h"
+#include "tool_ckpt.h"
 #include "inspect_plot.h"
 
 static cJSON *parse_or_string(const char *s) {
@@ -19,7 +20,7 @@ static cJSON *parse_or_string(const char *s) {
   return j ? j : cJSON_CreateString(s ? s : "");
 }
 
-static void categories(const ins_ckpt *c, double raw[3], double stored[3]) {
+static void categories(const ckr_ckpt *c, double raw[3], double stored[3]) {
   static const char *cats[3] = {"weights", "moments", "activations"};
   for (int k = 0; k < 3; k++) raw[k] = stored[k] = 0;
   for (int i = 0; i < c->n; i++)
@@ -27,7 +28,7 @@ static void categories(const ins_ckpt *c, double raw[3], double stored[3]) {
       if (!strcmp(c->d[i].category, cats[k])) raw[k] += c->d[i].raw_bytes, stored[k] += c->d[i].stored_bytes;
 }
 
-static cJSON *tensor_json(const ins_dset *d) {
+static cJSON *tensor_json(const ckr_dset *d) {
   cJSON *t = cJSON_CreateObject();
   cJSON_AddStringToObject(t, "name", d->path);
   cJSON_AddStringToObject(t, "category", d->category);
@@ -45,7 +46,7 @@ static cJSON *tensor_json(const ins_dset *d) {
 
 /* The state datasets (none stored: empty); -1 with the one-line message
  * printed when one is stored but cannot be read. */
-static int state_info(const ins_ckpt *c, ins_state *s) {
+static int state_info(const ckr_ckpt *c, ins_state *s) {
   boost_status err = {0};
   if (ins_state_read(c, s, &err) == 0) return 0;
   fprintf(stderr, "boost-inspect: %s: %s\n", c->path, err.msg);
@@ -66,7 +67,7 @@ static void history_json(cJSON *o, const char *name, const ins_state *s, int k) 
 }
 
 /* The run's starts, one object per row (codes as names). */
-static void starts_json(cJSON *o, const ins_ckpt *c, const ins_state *s) {
+static void starts_json(cJSON *o, const ckr_ckpt *c, const ins_state *s) {
   if (!s->has[CKPT_STATE_run_starts]) return;
   cJSON *arr = cJSON_AddArrayToObject(o, "run_starts");
   for (size_t i = 0; i < s->rows[CKPT_STATE_run_starts]; i++) {
@@ -202,7 +203,7 @@ static const char *const SUMMARY_HELP =
     "Exit 1 when PATH is not a readable boost checkpoint of a known\n"
     "format version.\n";
 
-static int summary_json(const ins_ckpt *c, const char *arg, int with_tensors) {
+static int summary_json(const ckr_ckpt *c, const char *arg, int with_tensors) {
   ins_state s;
   if (state_info(c, &s) != 0) return 1;
   double raw[3], stored[3];
@@ -230,7 +231,7 @@ static int summary_json(const ins_ckpt *c, const char *arg, int with_tensors) {
     cJSON *arr = cJSON_AddArrayToObject(o, "tensors");
     for (int i = 0; i < c->n; i++) cJSON_AddItemToArray(arr, tensor_json(&c->d[i]));
   }
-  ins_print_json(o);
+  tool_print_json(o);
   return 0;
 }
 
@@ -244,7 +245,7 @@ static const char *level_words(const char *level) {
   return level;
 }
 
-static void state_text(const ins_ckpt *c, const ins_state *s) {
+static void state_text(const ckr_ckpt *c, const ins_state *s) {
   const size_t nl = s->rows[CKPT_STATE_loss_history], nv = s->rows[CKPT_STATE_val_loss_history];
   const double *v = s->v[CKPT_STATE_val_loss_history];
   printf("  loss history: %zu values", nl);
@@ -265,7 +266,7 @@ static void state_text(const ins_ckpt *c, const ins_state *s) {
   }
 }
 
-static int summary_text(const ins_ckpt *c, const char *arg) {
+static int summary_text(const ckr_ckpt *c, const char *arg) {
   ins_state s;
   if (state_info(c, &s) != 0) return 1;
   double raw[3], stored[3];
@@ -297,13 +298,13 @@ int cmd_summary(int argc, char **argv) {
   ins_args a;
   int p = ins_parse(argc, argv, extra, 1, 1, SUMMARY_HELP, &a);
   if (p) return p > 0 ? 0 : 2;
-  ins_ckpt c;
-  if (ins_open_or_say(a.pos[0], &c, 1)) {
+  ckr_ckpt c;
+  if (tool_open_or_say(a.pos[0], &c, 1)) {
     if (!a.json) ins_branches_text(a.pos[0]); /* a folder of set-aside branches only */
     return 1;
   }
   int rc = a.json ? summary_json(&c, a.pos[0], a.opt_set[0]) : summary_text(&c, a.pos[0]);
-  ins_close(&c);
+  ckr_close(&c);
   return rc;
 }
 
@@ -316,27 +317,27 @@ int cmd_tensors(int argc, char **argv) {
   ins_args a;
   int p = ins_parse(argc, argv, NULL, 1, 1, TENSORS_HELP, &a);
   if (p) return p > 0 ? 0 : 2;
-  ins_ckpt c;
-  if (ins_open_or_say(a.pos[0], &c, 0)) return 1; /* a failed walk: the list so far, then exit 1 */
+  ckr_ckpt c;
+  if (tool_open_or_say(a.pos[0], &c, 0)) return 1; /* a failed walk: the list so far, then exit 1 */
   if (a.json) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "path", c.path);
     cJSON *arr = cJSON_AddArrayToObject(o, "tensors");
     for (int i = 0; i < c.n; i++) cJSON_AddItemToArray(arr, tensor_json(&c.d[i]));
-    ins_print_json(o);
+    tool_print_json(o);
   } else {
     printf("  %-48s %-11s %-9s %-18s %12s %7s  %s\n", "dataset", "category", "dtype", "shape", "stored", "ratio", "checksum");
     for (int i = 0; i < c.n; i++) {
-      const ins_dset *d = &c.d[i];
+      const ckr_dset *d = &c.d[i];
       char shape[64];
-      ins_shape_str(d, shape, sizeof shape);
+      ckr_shape_str(d, shape, sizeof shape);
       printf("  %-48s %-11s %-9s %-18s %12.0f %6.3fx  %016llx\n", d->path, d->category, d->dtype, shape, d->stored_bytes,
              d->stored_bytes > 0 ? d->raw_bytes / d->stored_bytes : 0.0, (unsigned long long)d->checksum);
     }
   }
   if (c.walk_failed) fprintf(stderr, "boost-inspect: %s: the list is incomplete: %s\n", c.path, c.walk_error);
   int rc = c.walk_failed ? 1 : 0;
-  ins_close(&c);
+  ckr_close(&c);
   return rc;
 }
 
@@ -360,18 +361,18 @@ int cmd_verify(int argc, char **argv) {
   static const char *const extra[] = {"--no-recompute", NULL};
   int p = ins_parse(argc, argv, extra, 1, 1, VERIFY_HELP, &a);
   if (p) return p > 0 ? 0 : 2;
-  ins_ckpt c;
+  ckr_ckpt c;
   boost_status err = {0};
-  if (ins_open(a.pos[0], &c, &err) != 0) {
+  if (ckr_open(a.pos[0], &c, &err) != 0) {
     fprintf(stderr, "boost-inspect: %s\n", err.msg);
     if (a.json) {
       cJSON *o = cJSON_CreateObject();
       cJSON_AddStringToObject(o, "path", a.pos[0]);
       cJSON_AddBoolToObject(o, "verified", 0);
       cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "problems"), cJSON_CreateString(err.msg));
-      ins_print_json(o);
+      tool_print_json(o);
     }
-    ins_close(&c);
+    ckr_close(&c);
     return 1;
   }
   ins_report r = {.no_recompute = a.opt_set[0]};
@@ -395,7 +396,7 @@ int cmd_verify(int argc, char **argv) {
     }
     cJSON *arr = cJSON_AddArrayToObject(o, "problems");
     for (int i = 0; i < r.n; i++) cJSON_AddItemToArray(arr, cJSON_CreateString(r.lines[i]));
-    ins_print_json(o);
+    tool_print_json(o);
   } else {
     for (int i = 0; i < r.n; i++) printf("BAD %s\n", r.lines[i]);
     if (r.acts.ran)
@@ -408,7 +409,7 @@ int cmd_verify(int argc, char **argv) {
   for (int i = 0; i < r.n && i < 20; i++) fprintf(stderr, "boost-inspect: %s: %s\n", c.path, r.lines[i]);
   int rc = r.n ? 1 : 0;
   ins_report_free(&r);
-  ins_close(&c);
+  ckr_close(&c);
   return rc;
 }
 
@@ -450,7 +451,7 @@ int cmd_list(int argc, char **argv) {
     cJSON_AddItemToArray(arr, o);
     if (!a.json) printf("%s  step %8lld  %10.0f bytes%s\n", name, (long long)steps[i], sz, strcmp(name, latest) == 0 ? "  <- latest" : "");
   }
-  if (a.json) ins_print_json(arr);
+  if (a.json) tool_print_json(arr);
   else cJSON_Delete(arr);
   free(steps);
   return 0;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "inspect.h"
+#include "tool_ckpt.h"
 
 static const char *const DIFF_HELP =
     "usage: boost-inspect diff [--json] A B\n"
@@ -62,17 +63,17 @@ int cmd_diff(int argc, char **argv) {
   ins_args a;
   int p = ins_parse(argc, argv, NULL, 2, 2, DIFF_HELP, &a);
   if (p) return p > 0 ? 0 : 2;
-  ins_ckpt x, y;
+  ckr_ckpt x, y;
   boost_status err = {0};
-  if (ins_open_or_say(a.pos[0], &x, 1)) return 1;
-  if (ins_open_or_say(a.pos[1], &y, 1)) {
-    ins_close(&x);
+  if (tool_open_or_say(a.pos[0], &x, 1)) return 1;
+  if (tool_open_or_say(a.pos[1], &y, 1)) {
+    ckr_close(&x);
     return 1;
   }
   cJSON *arr = cJSON_CreateArray();
   int rc = 0, differ = 0;
   for (int i = 0; i < x.n; i++) {
-    const ins_dset *d = &x.d[i], *e = ins_find(&y, d->path);
+    const ckr_dset *d = &x.d[i], *e = ckr_find(&y, d->path);
     if (is_record(d->path)) { /* times and layouts: not the training's values */
       add_row(arr, a.json, d->path, "run record, not compared", 0, 0, 0);
       continue;
@@ -82,7 +83,7 @@ int cmd_diff(int argc, char **argv) {
     for (int k = 0; same && k < d->ndim; k++) same = d->dims[k] == e->dims[k];
     if (!same) { add_row(arr, a.json, d->path, "shapes differ", 0, 0, 0); differ++; continue; }
     size_t n, m, nd;
-    double *u = ins_read_f64(&x, d, &n, &err), *v = u ? ins_read_f64(&y, e, &m, &err) : NULL;
+    double *u = ckr_read_f64(&x, d, &n, &err), *v = u ? ckr_read_f64(&y, e, &m, &err) : NULL;
     if (!u || !v) {
       fprintf(stderr, "boost-inspect: %s\n", err.msg);
       rc = 1;
@@ -95,18 +96,18 @@ int cmd_diff(int argc, char **argv) {
     free(u), free(v);
   }
   for (int i = 0; i < y.n; i++)
-    if (!ins_find(&x, y.d[i].path) && !is_record(y.d[i].path)) add_row(arr, a.json, y.d[i].path, "only in B", 0, 0, 0), differ++;
+    if (!ckr_find(&x, y.d[i].path) && !is_record(y.d[i].path)) add_row(arr, a.json, y.d[i].path, "only in B", 0, 0, 0), differ++;
   if (a.json) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "a", x.path);
     cJSON_AddStringToObject(o, "b", y.path);
     cJSON_AddNumberToObject(o, "differing_datasets", differ);
     cJSON_AddItemToObject(o, "datasets", arr);
-    ins_print_json(o);
+    tool_print_json(o);
   } else {
     cJSON_Delete(arr);
     printf("diff: %d dataset%s differ\n", differ, differ == 1 ? "" : "s");
   }
-  ins_close(&x), ins_close(&y);
+  ckr_close(&x), ckr_close(&y);
   return rc;
 }

@@ -11,6 +11,7 @@
 
 #include "ckpt_h5.h"
 #include "inspect.h"
+#include "tool_ckpt.h"
 #include "util.h"
 
 static const char *const DUMP_HELP =
@@ -98,7 +99,7 @@ int ins_out_commit(ins_out *o, boost_status *err) {
 }
 
 /* The datasets list[0..n) concatenated into outp; 0, or 1 with one line printed. */
-static int dump_into(const ins_ckpt *c, const ins_dset *const *list, int n, const char *outp, const char *const *inputs) {
+static int dump_into(const ckr_ckpt *c, const ckr_dset *const *list, int n, const char *outp, const char *const *inputs) {
   boost_status err = {0};
   ins_out o;
   if (ins_out_open(&o, outp, inputs, 2, &err) != 0) {
@@ -107,7 +108,7 @@ static int dump_into(const ins_ckpt *c, const ins_dset *const *list, int n, cons
   }
   for (int i = 0; i < n; i++) {
     size_t ne, esz;
-    void *buf = ins_read(c, list[i], &ne, &esz, &err);
+    void *buf = ckr_read(c, list[i], &ne, &esz, &err);
     if (!buf) {
       ins_out_abort(&o);
       fprintf(stderr, "boost-inspect: %s: %s (%s left as it was)\n", c->path, err.msg, outp);
@@ -127,7 +128,7 @@ static int dump_into(const ins_ckpt *c, const ins_dset *const *list, int n, cons
   return 0;
 }
 
-static int dump_all(const ins_ckpt *c, const char *dir, const char *const *inputs) {
+static int dump_all(const ckr_ckpt *c, const char *dir, const char *const *inputs) {
   struct stat st;
   if (stat(dir, &st) != 0) return fprintf(stderr, "boost-inspect: %s: %s\n", dir, strerror(errno)), 1;
   if (!S_ISDIR(st.st_mode)) return fprintf(stderr, "boost-inspect: %s: not a directory\n", dir), 1;
@@ -140,7 +141,7 @@ static int dump_all(const ins_ckpt *c, const char *dir, const char *const *input
     }
     if (L + 8 >= sizeof name) return fprintf(stderr, "boost-inspect: %s: output name too long for %s\n", dir, c->d[i].path), 1;
     memcpy(name + L, ".bin", 5);
-    const ins_dset *d = &c->d[i];
+    const ckr_dset *d = &c->d[i];
     if (dump_into(c, &d, 1, name, inputs) != 0) return 1;
   }
   return 0;
@@ -169,8 +170,8 @@ int cmd_dump(int argc, char **argv) {
     if (a.npos != 3) return fprintf(stderr, "boost-inspect: dump: expected DATASET OUT PATH (see --help)\n"), 2;
     target = a.pos[0], outp = a.pos[1], path = a.pos[2];
   }
-  ins_ckpt c;
-  if (ins_open_or_say(path, &c, 1)) return 1;
+  ckr_ckpt c;
+  if (tool_open_or_say(path, &c, 1)) return 1;
   const char *inputs[2] = {c.path, path};
   int rc = 0, found = 0, widened = 0; /* widened: bfloat16 datasets written as float32 */
   if (a.opt_set[1]) {
@@ -179,9 +180,9 @@ int cmd_dump(int argc, char **argv) {
     for (int i = 0; i < c.n; i++) widened += !strcmp(c.d[i].dtype, "bfloat16");
   } else {
     /* What to write is settled before any file is created. */
-    const ins_dset **list = malloc(((size_t)c.n + 1) * sizeof *list);
-    if (!list) return fprintf(stderr, "boost-inspect: out of memory\n"), ins_close(&c), 1;
-    const ins_dset *t = target ? ins_find(&c, target) : NULL;
+    const ckr_dset **list = malloc(((size_t)c.n + 1) * sizeof *list);
+    if (!list) return fprintf(stderr, "boost-inspect: out of memory\n"), ckr_close(&c), 1;
+    const ckr_dset *t = target ? ckr_find(&c, target) : NULL;
     for (int i = 0; i < c.n; i++)
       if (target ? &c.d[i] == t : !strcmp(c.d[i].category, cat)) {
         list[found++] = &c.d[i];
@@ -204,6 +205,6 @@ int cmd_dump(int argc, char **argv) {
     if (widened) printf(" (%d bfloat16, written as float32)", widened);
     printf("\n");
   }
-  ins_close(&c);
+  ckr_close(&c);
   return rc;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "inspect.h"
+#include "tool_ckpt.h"
 
 static const char *const STATS_HELP =
     "usage: boost-inspect stats [--json] PATH [--tensor NAME]\n"
@@ -39,23 +40,23 @@ int cmd_stats(int argc, char **argv) {
   ins_args a;
   int p = ins_parse(argc, argv, extra, 1, 1, STATS_HELP, &a);
   if (p) return p > 0 ? 0 : 2;
-  ins_ckpt c;
-  if (ins_open_or_say(a.pos[0], &c, 1)) return 1;
+  ckr_ckpt c;
+  if (tool_open_or_say(a.pos[0], &c, 1)) return 1;
   const char *only = a.opt_val[0];
-  if (only && !ins_find(&c, only)) {
+  if (only && !ckr_find(&c, only)) {
     fprintf(stderr, "boost-inspect: %s: no dataset named %s\n", c.path, only);
-    ins_close(&c);
+    ckr_close(&c);
     return 1;
   }
   cJSON *arr = cJSON_CreateArray();
   int rc = 0;
   if (!a.json) printf("  %-48s %-9s %10s %12s %12s %12s %12s %12s %6s %6s\n", "dataset", "dtype", "elements", "min", "max", "mean", "std", "norm", "nan", "inf");
   for (int i = 0; i < c.n; i++) {
-    const ins_dset *d = &c.d[i];
-    if (only && d != ins_find(&c, only)) continue;
+    const ckr_dset *d = &c.d[i];
+    if (only && d != ckr_find(&c, only)) continue;
     boost_status err = {0};
     size_t n;
-    double *v = ins_read_f64(&c, d, &n, &err);
+    double *v = ckr_read_f64(&c, d, &n, &err);
     if (!v) {
       fprintf(stderr, "boost-inspect: %s\n", err.msg);
       rc = 1;
@@ -80,9 +81,9 @@ int cmd_stats(int argc, char **argv) {
       printf("  %-48s %-9s %10zu %12.5g %12.5g %12.5g %12.5g %12.5g %6zu %6zu\n", d->path, d->dtype, s.n, s.min, s.max, s.mean, s.std,
              s.norm, s.nan, s.inf);
   }
-  if (a.json) ins_print_json(arr);
+  if (a.json) tool_print_json(arr);
   else cJSON_Delete(arr);
-  ins_close(&c);
+  ckr_close(&c);
   return rc;
 }
 
@@ -173,18 +174,18 @@ int cmd_spectrum(int argc, char **argv) {
   ins_args a;
   int p = ins_parse(argc, argv, NULL, 1, 1, SPECTRUM_HELP, &a);
   if (p) return p > 0 ? 0 : 2;
-  ins_ckpt c;
-  if (ins_open_or_say(a.pos[0], &c, 1)) return 1;
+  ckr_ckpt c;
+  if (tool_open_or_say(a.pos[0], &c, 1)) return 1;
   cJSON *arr = cJSON_CreateArray();
   int rc = 0, groups = 0;
   for (int i = 0; i < c.n; i++) {
-    const ins_dset *A = &c.d[i];
+    const ckr_dset *A = &c.d[i];
     size_t L = strlen(A->path);
     if (strncmp(A->path, "/model/", 7) || L < 3 || strcmp(A->path + L - 2, ".A")) continue;
     char bname[600];
     boost_status err = {0};
     snprintf(bname, sizeof bname, "%.*s.B", (int)(L - 2), A->path);
-    const ins_dset *B = ins_find(&c, bname);
+    const ckr_dset *B = ckr_find(&c, bname);
     const int o = A->ndim - 2;
     if (!B || B->ndim != A->ndim || o < 0 || o > 1 || (o && B->dims[0] != A->dims[0]) || B->dims[o + 1] != A->dims[o]) {
       fprintf(stderr, "boost-inspect: %s: %s: no matching %s\n", c.path, A->path, bname);
@@ -193,11 +194,11 @@ int cmd_spectrum(int argc, char **argv) {
     }
     const int g = o ? (int)A->dims[0] : 1, r = (int)A->dims[o], in = (int)A->dims[o + 1], out = (int)B->dims[o];
     size_t na, nb;
-    double *av = ins_read_f64(&c, A, &na, &err), *bv = av ? ins_read_f64(&c, B, &nb, &err) : NULL;
+    double *av = ckr_read_f64(&c, A, &na, &err), *bv = av ? ckr_read_f64(&c, B, &nb, &err) : NULL;
     double *s = malloc((size_t)r * sizeof *s + 8);
     /* LAPACK on NaN or Inf prints "** On entry to DLASCL ..." on stdout and
      * returns garbage: refuse the factor instead, naming it. */
-    const ins_dset *bad = av && bv ? (count_nonfinite(av, na) ? A : count_nonfinite(bv, nb) ? B : NULL) : NULL;
+    const ckr_dset *bad = av && bv ? (count_nonfinite(av, na) ? A : count_nonfinite(bv, nb) ? B : NULL) : NULL;
     if (bad) {
       size_t nf = count_nonfinite(bad == A ? av : bv, bad == A ? na : nb);
       fprintf(stderr, "boost-inspect: %s: %s holds %zu NaN or Inf value%s: no spectrum for %s\n", c.path, bad->path, nf,
@@ -216,11 +217,11 @@ int cmd_spectrum(int argc, char **argv) {
     groups++;
     free(av), free(bv), free(s);
   }
-  if (a.json) ins_print_json(arr);
+  if (a.json) tool_print_json(arr);
   else {
     cJSON_Delete(arr);
     if (!groups) printf("no low-rank tensors (model/*.A with *.B) in %s\n", c.path);
   }
-  ins_close(&c);
+  ckr_close(&c);
   return rc;
 }

@@ -131,7 +131,7 @@ void ins_start_level(const char *ckpt_path, const double *row, char *out, size_t
 }
 
 /* The stored config's train.metrics ("" when none). */
-static void config_metrics(const ins_ckpt *c, char *out, size_t outlen) {
+static void config_metrics(const ckr_ckpt *c, char *out, size_t outlen) {
   cJSON *cfg = c->meta.run.config ? cJSON_Parse(c->meta.run.config) : NULL;
   const cJSON *m = cJSON_GetObjectItemCaseSensitive(cfg, "train.metrics");
   snprintf(out, outlen, "%s", cJSON_IsString(m) ? m->valuestring : "");
@@ -141,7 +141,7 @@ static void config_metrics(const ins_ckpt *c, char *out, size_t outlen) {
 /* Throughput, stalls and committed checkpoints from the run's files. The
  * metrics file named by --metrics must be readable; the config's is used
  * when it is there. */
-static int read_run_files(plot_run *r, const ins_ckpt *c, const char *metrics, boost_status *err) {
+static int read_run_files(plot_run *r, const ckr_ckpt *c, const char *metrics, boost_status *err) {
   const size_t n = (size_t)r->step + 1;
   r->tput = malloc(n * sizeof *r->tput);
   r->stall = malloc(n * sizeof *r->stall);
@@ -172,8 +172,8 @@ static int read_run_files(plot_run *r, const ins_ckpt *c, const char *metrics, b
 
 int plot_load_run(const char *arg, const char *metrics, plot_run *r, boost_status *err) {
   memset(r, 0, sizeof *r);
-  ins_ckpt c;
-  if (ins_open(arg, &c, err) != 0) return ins_close(&c), -1;
+  ckr_ckpt c;
+  if (ckr_open(arg, &c, err) != 0) return ckr_close(&c), -1;
   int rc = -1;
   snprintf(r->path, sizeof r->path, "%s", c.path);
   plot_sanitize(arg, r->label, sizeof r->label);
@@ -188,7 +188,7 @@ int plot_load_run(const char *arg, const char *metrics, plot_run *r, boost_statu
     boost_err(err, "%s: the loss history holds %zu values, the checkpoint is of step %lld", c.path,
               r->st.rows[CKPT_STATE_loss_history], (long long)r->step);
   else rc = read_run_files(r, &c, metrics, err);
-  ins_close(&c);
+  ckr_close(&c);
   return rc;
 }
 

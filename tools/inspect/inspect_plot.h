@@ -13,7 +13,7 @@
 /* One run, as its checkpoint and directory tell it. Arrays by step
  * (index 1..step; NAN / 0 where nothing is known). */
 typedef struct {
-  char path[4200];        /* the checkpoint file (ins_ckpt.path) */
+  char path[4200];        /* the checkpoint file (ckr_ckpt.path) */
   char label[96];         /* the name it was given, safe for the script */
   char metrics[PATH_MAX]; /* the metrics file read ("" none) */
   int64_t step;

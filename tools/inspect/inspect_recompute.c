@@ -54,9 +54,9 @@ static void download_as_float(boost_backend *be, float *out, const boost_act *de
 
 /* Compares one stored dataset with the model's values (backend memory);
  * returns 1 when it was checked (matching or not). */
-static int compare(const ins_ckpt *c, ins_report *r, const char *path, const model *m, const boost_act *dev, size_t n,
+static int compare(const ckr_ckpt *c, ins_report *r, const char *path, const model *m, const boost_act *dev, size_t n,
                    ins_acts_check *out) {
-  const ins_dset *d = ins_find(c, path);
+  const ckr_dset *d = ckr_find(c, path);
   if (!d) return 0;
   float *mine = malloc((n ? n : 1) * sizeof *mine);
   if (!mine) {
@@ -67,7 +67,7 @@ static int compare(const ins_ckpt *c, ins_report *r, const char *path, const mod
   download_as_float(m->be, mine, dev, n);
   boost_status err = {0};
   size_t got = 0, esz = 0;
-  float *v = !strcmp(d->dtype, ins_acts_dtype(c)) ? ins_read(c, d, &got, &esz, &err) : NULL;
+  float *v = !strcmp(d->dtype, ckr_acts_dtype(c)) ? ckr_read(c, d, &got, &esz, &err) : NULL;
   if (!v || esz != sizeof(float) || got != n) {
     ins_report_add(r, path, "%zu values stored, the model computes %zu", v ? got : (size_t)0, n);
     out->mismatched++;
@@ -95,7 +95,7 @@ static int compare(const ins_ckpt *c, ins_report *r, const char *path, const mod
   return 1;
 }
 
-static void compare_layers(const ins_ckpt *c, ins_report *r, const model *m, const model_acts *acts, size_t N, ins_acts_check *out) {
+static void compare_layers(const ckr_ckpt *c, ins_report *r, const model *m, const model_acts *acts, size_t N, ins_acts_check *out) {
   char path[256];
   for (int l = 0; l < m->nl; l++) {
     snprintf(path, sizeof path, CKPT_GROUP_ACTS "/layers.%d.input", l);
@@ -115,7 +115,7 @@ static void compare_layers(const ins_ckpt *c, ins_report *r, const model *m, con
 
 /* The forward pass of the model cfg describes, in the checkpoint's
  * precision, on the stored tokens; every stored activation compared. */
-static void recompute(const ins_ckpt *c, ins_report *r, const train_config *cfg, tp_mode mode, const int32_t *tokens,
+static void recompute(const ckr_ckpt *c, ins_report *r, const train_config *cfg, tp_mode mode, const int32_t *tokens,
                       int B, int T, ins_acts_check *out) {
   boost_status be_err = {0};
   boost_backend *be = NULL;
@@ -142,11 +142,11 @@ static void recompute(const ins_ckpt *c, ins_report *r, const train_config *cfg,
   boost_backend_destroy(be);
 }
 
-void ins_recompute_activations(const ins_ckpt *c, ins_report *r, const train_config *cfg, ins_acts_check *out);
-void ins_recompute_activations(const ins_ckpt *c, ins_report *r, const train_config *cfg, ins_acts_check *out) {
+void ins_recompute_activations(const ckr_ckpt *c, ins_report *r, const train_config *cfg, ins_acts_check *out);
+void ins_recompute_activations(const ckr_ckpt *c, ins_report *r, const train_config *cfg, ins_acts_check *out) {
   memset(out, 0, sizeof *out);
   out->bitwise = 1;
-  out->bf16 = ins_is_bf16(c);
+  out->bf16 = ckr_is_bf16(c);
   out->tolerance = out->bf16 ? RECOMPUTE_TOL_BF16 : RECOMPUTE_TOL;
   out->tolerance_text = out->bf16 ? "2^-4" : "1e-5";
   /* A --bf16 export holds the masters rounded to bf16: a bf16 run's working
@@ -155,7 +155,7 @@ void ins_recompute_activations(const ins_ckpt *c, ins_report *r, const train_con
     snprintf(out->skipped, sizeof out->skipped, "bf16 weights: the stored activations came from the fp32 ones");
     return;
   }
-  const ins_dset *tok = ins_find(c, CKPT_GROUP_ACTS "/tokens");
+  const ckr_dset *tok = ckr_find(c, CKPT_GROUP_ACTS "/tokens");
   boost_status err = {0};
   tp_mode mode;
   if (!tok || tok->ndim != 2 || model_check_layout(&cfg->model, cfg->parallel.tp_mode, 1, &mode, &err) != 0) {
@@ -164,7 +164,7 @@ void ins_recompute_activations(const ins_ckpt *c, ins_report *r, const train_con
   }
   const int B = (int)tok->dims[0], T = (int)tok->dims[1];
   size_t ntok = 0, esz = 0;
-  int32_t *tokens = ins_read(c, tok, &ntok, &esz, &err);
+  int32_t *tokens = ckr_read(c, tok, &ntok, &esz, &err);
   if (!tokens || esz != sizeof(int32_t) || ntok != (size_t)B * (size_t)T) {
     ins_report_add(r, tok->path, "unreadable: activations not recomputed");
     free(tokens);

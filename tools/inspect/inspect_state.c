@@ -16,7 +16,7 @@ void ins_state_free(ins_state *s) {
 
 /* The shape and dtype the schema gives set k (float32 or float64 as its
  * type; [n] or [n, cols]); 0 when d has them. */
-static int shape_ok(int k, const ins_dset *d) {
+static int shape_ok(int k, const ckr_dset *d) {
   const ckpt_state_desc *t = &ckpt_state_sets[k];
   const char *dtype = t->type == CKPT_META_T_F32 ? "float32" : "float64";
   if (strcmp(d->dtype, dtype) != 0) return -1;
@@ -31,18 +31,18 @@ static void expected(int k, char *out, size_t outlen) {
   else snprintf(out, outlen, "%s [n, %d]", dtype, t->cols);
 }
 
-int ins_state_read(const ins_ckpt *c, ins_state *s, boost_status *err) {
+int ins_state_read(const ckr_ckpt *c, ins_state *s, boost_status *err) {
   memset(s, 0, sizeof *s);
   for (int k = 0; k < CKPT_STATE_NSETS; k++) {
     char path[96], want[48];
     snprintf(path, sizeof path, CKPT_GROUP_STATE "/%s", ckpt_state_sets[k].name);
-    const ins_dset *d = ins_find(c, path);
+    const ckr_dset *d = ckr_find(c, path);
     if (!d) continue;
     size_t n;
     expected(k, want, sizeof want);
     if (shape_ok(k, d) != 0) {
       boost_err(err, "%s: expected %s", path, want);
-    } else if ((s->v[k] = ins_read_f64(c, d, &n, err))) {
+    } else if ((s->v[k] = ckr_read_f64(c, d, &n, err))) {
       s->has[k] = 1;
       s->rows[k] = n / (size_t)ckpt_state_width(k);
       continue;
@@ -68,7 +68,7 @@ void ins_start_layout(const double *row, char *out, size_t outlen) {
 static int whole(double x, double lo) { return isfinite(x) && x >= lo && x <= 9e15 && x == floor(x); }
 
 /* Validations: steps whole, increasing, inside (0, step]; losses finite. */
-static void check_val(const ins_ckpt *c, const ins_state *s, ins_report *r) {
+static void check_val(const ckr_ckpt *c, const ins_state *s, ins_report *r) {
   const char *p = CKPT_GROUP_STATE "/val_loss_history";
   const double *v = s->v[CKPT_STATE_val_loss_history];
   for (size_t i = 0; i < s->rows[CKPT_STATE_val_loss_history]; i++) {
@@ -108,7 +108,7 @@ static int start_row_ok(const double *row, char *why, size_t whylen) {
 /* The starts: each row sound, each job going on from the step the previous
  * one's last save reached, the newest reaching this checkpoint's step on
  * the layout that wrote it (unless boost-reshard rewrote it since). */
-static void check_starts(const ins_ckpt *c, const ins_state *s, ins_report *r) {
+static void check_starts(const ckr_ckpt *c, const ins_state *s, ins_report *r) {
   const char *p = CKPT_GROUP_STATE "/run_starts";
   const size_t n = s->rows[CKPT_STATE_run_starts];
   const double *v = s->v[CKPT_STATE_run_starts];
@@ -142,13 +142,13 @@ static void check_starts(const ins_ckpt *c, const ins_state *s, ins_report *r) {
   }
 }
 
-void ins_check_state(const ins_ckpt *c, ins_report *r) {
+void ins_check_state(const ckr_ckpt *c, ins_report *r) {
   ins_state s;
   boost_status err = {0};
   for (int k = 0; k < CKPT_STATE_NSETS; k++) { /* presence and shape, each reported */
     char path[96], want[48];
     snprintf(path, sizeof path, CKPT_GROUP_STATE "/%s", ckpt_state_sets[k].name);
-    const ins_dset *d = ins_find(c, path);
+    const ckr_dset *d = ckr_find(c, path);
     expected(k, want, sizeof want);
     if (!d && (ckpt_state_sets[k].flags & CKPT_META_RESUME)) ins_report_add(r, path, "missing");
     else if (d && shape_ok(k, d) != 0) ins_report_add(r, path, "expected %s", want);

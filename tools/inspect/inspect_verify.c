@@ -77,7 +77,7 @@ static herr_t attr_cb(hid_t loc, const char *name, const H5A_info_t *info, void 
   return rc;
 }
 
-static void digest_attrs(const ins_ckpt *c, ins_report *r, const char *obj) {
+static void digest_attrs(const ckr_ckpt *c, ins_report *r, const char *obj) {
   hid_t o = H5Oopen(c->f, obj, H5P_DEFAULT);
   if (o < 0) {
     H5Eclear2(H5E_DEFAULT);
@@ -90,7 +90,7 @@ static void digest_attrs(const ins_ckpt *c, ins_report *r, const char *obj) {
   H5Eclear2(H5E_DEFAULT);
 }
 
-static void check_root(const ins_ckpt *c, ins_report *r, const train_config *cfg, int cfg_ok) {
+static void check_root(const ckr_ckpt *c, ins_report *r, const train_config *cfg, int cfg_ok) {
   const ckpt_meta *m = &c->meta;
   for (int f = 0; f < CKPT_META_NFIELDS; f++) /* the schema's attributes, each of its type */
     if ((m->unreadable >> f) & 1u) ins_report_add(r, "attribute", "%s: unreadable or not of its type", ckpt_meta_fields[f].name);
@@ -135,7 +135,7 @@ static void check_root(const ins_ckpt *c, ins_report *r, const train_config *cfg
 }
 
 /* The expected tensors in each of the three tensor groups, and nothing else there. */
-static void check_tensor_set(const ins_ckpt *c, ins_report *r, const ins_tensor *t, int nt) {
+static void check_tensor_set(const ckr_ckpt *c, ins_report *r, const ckr_tensor *t, int nt) {
   static const char *groups[3] = {CKPT_GROUP_MODEL, CKPT_GROUP_ADAM_M, CKPT_GROUP_ADAM_V};
   /* An export (boost-reshard --no-optimizer / --bf16) says so in root
    * attributes; without them a file is a training checkpoint. */
@@ -149,7 +149,7 @@ static void check_tensor_set(const ins_ckpt *c, ins_report *r, const ins_tensor 
   for (int g = 0; g < (no_moments ? 1 : 3); g++)
     for (int i = 0; i < nt; i++) {
       snprintf(p, sizeof p, "%s/%s", groups[g], t[i].name);
-      const ins_dset *d = ins_find(c, p);
+      const ckr_dset *d = ckr_find(c, p);
       if (!d) {
         ins_report_add(r, p, "missing (the stored config implies it)%s", c->walk_failed ? "; the group walk failed" : "");
         continue;
@@ -158,7 +158,7 @@ static void check_tensor_set(const ins_ckpt *c, ins_report *r, const ins_tensor 
       for (int k = 0; same && k < d->ndim; k++) same = (int64_t)d->dims[k] == t[i].shape[k];
       char got[64], want[64] = "";
       if (!same) {
-        ins_shape_str(d, got, sizeof got);
+        ckr_shape_str(d, got, sizeof got);
         for (int k = 0; k < t[i].ndim; k++) snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", k ? "x" : "", (long long)t[i].shape[k]);
         ins_report_add(r, p, "shape %s, the stored config implies %s", got, want);
       }
@@ -181,7 +181,7 @@ static void check_tensor_set(const ins_ckpt *c, ins_report *r, const ins_tensor 
 /* A dataset's checksum as recomputed from its content: float32 and
  * bfloat16 tensors through the slab reader (their stored chunks decoded on
  * r->threads threads), the rest read whole. -1 with err. */
-static int content_hash(const ins_ckpt *c, const ins_dset *d, ckpt_slab_reader *sr, uint64_t *h, boost_status *err) {
+static int content_hash(const ckr_ckpt *c, const ckr_dset *d, ckpt_slab_reader *sr, uint64_t *h, boost_status *err) {
   if (sr && d->ndim >= 1 && (!strcmp(d->dtype, "float32") || !strcmp(d->dtype, "bfloat16"))) {
     hid_t ds = H5Dopen2(c->f, d->path, H5P_DEFAULT);
     if (ds < 0) {
@@ -195,7 +195,7 @@ static int content_hash(const ins_ckpt *c, const ins_dset *d, ckpt_slab_reader *
     return rc;
   }
   size_t n, esz;
-  void *buf = ins_read(c, d, &n, &esz, err);
+  void *buf = ckr_read(c, d, &n, &esz, err);
   if (!buf) return -1;
   *h = esz == 8 ? ckpt_hash_run64(buf, n, 0) : ckpt_hash_run32(buf, n, 0);
   free(buf);
@@ -203,11 +203,11 @@ static int content_hash(const ins_ckpt *c, const ins_dset *d, ckpt_slab_reader *
 }
 
 /* Decodes every dataset and recomputes its checksum. */
-static void check_contents(const ins_ckpt *c, ins_report *r) {
+static void check_contents(const ckr_ckpt *c, ins_report *r) {
   boost_status err = {0};
   ckpt_slab_reader *sr = ckpt_slab_reader_new(r->threads);
   for (int i = 0; i < c->n; i++) {
-    const ins_dset *d = &c->d[i];
+    const ckr_dset *d = &c->d[i];
     mix(r, d->path, strlen(d->path));
     if (d->ndim < 0) {
       ins_report_add(r, d->path, "unreadable dataspace (corrupt metadata?)");
@@ -228,14 +228,14 @@ static void check_contents(const ins_ckpt *c, ins_report *r) {
   ckpt_slab_reader_free(sr);
 }
 
-void ins_check_activations(const ins_ckpt *c, ins_report *r, const train_config *cfg, const ins_tensor *t, int nt);
-void ins_recompute_activations(const ins_ckpt *c, ins_report *r, const train_config *cfg, ins_acts_check *out);
+void ins_check_activations(const ckr_ckpt *c, ins_report *r, const train_config *cfg, const ckr_tensor *t, int nt);
+void ins_recompute_activations(const ckr_ckpt *c, ins_report *r, const train_config *cfg, ins_acts_check *out);
 
 /* The trainer's loader finds every tensor by name (H5Lexists, H5Dopen by
  * path), which goes through each group's name index; the walk above does
  * not. A damaged name index must be reported here too, or verify would say
  * ok on a file the loader refuses. */
-static void check_name_lookups(ins_ckpt *c, ins_report *r) {
+static void check_name_lookups(ckr_ckpt *c, ins_report *r) {
   for (int i = 0; i < c->n; i++) {
     const char *p = c->d[i].path;
     char part[sizeof c->d[i].path];
@@ -266,11 +266,11 @@ static void check_name_lookups(ins_ckpt *c, ins_report *r) {
   H5Eclear2(H5E_DEFAULT);
 }
 
-int ins_verify(ins_ckpt *c, ins_report *r) {
+int ins_verify(ckr_ckpt *c, ins_report *r) {
   boost_status err = {0};
   train_config cfg;
-  ins_tensor *t = NULL;
-  int nt = ins_expected_tensors(c->meta.run.config, &t, &cfg, &err);
+  ckr_tensor *t = NULL;
+  int nt = ckr_expected_tensors(c->meta.run.config, &t, &cfg, &err);
   if (nt < 0) ins_report_add(r, "attribute config", "%s", err.msg);
   if (c->walk_failed) ins_report_add(r, "file structure", "%s", c->walk_error);
   check_root(c, r, &cfg, nt >= 0);
@@ -297,15 +297,15 @@ int ins_verify(ins_ckpt *c, ins_report *r) {
 }
 
 int ins_verify_image(const void *buf, size_t len, uint64_t *digest) {
-  ins_ckpt c;
+  ckr_ckpt c;
   boost_status err = {0};
   int rc = 1;
-  if (ins_open_image(buf, len, &c, &err) == 0) {
+  if (ckr_open_image(buf, len, &c, &err) == 0) {
     ins_report r = {.threads = 1}; /* the flip sweep forks: no OpenMP thread pool in the parent */
     rc = ins_verify(&c, &r) ? 1 : 0;
     if (digest) *digest = r.digest;
     ins_report_free(&r);
   }
-  ins_close(&c);
+  ckr_close(&c);
   return rc;
 }

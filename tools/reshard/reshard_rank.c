@@ -13,7 +13,7 @@
 #include "ckpt_slab.h"
 #include "eval_loss.h"
 #include "h5z_zstd.h"
-#include "inspect.h"
+#include "ckpt_reader.h"
 #include "model.h"
 #include "util.h"
 
@@ -253,7 +253,7 @@ static float *host_floats(const model *m, const boost_act *dev, size_t n) {
 
 /* The model's values (in activation state acts) for one stored layer activation of
  * IN (NULL: a name this model has no buffer for), with its new shape. */
-static float *layer_values(const model *m, const model_acts *acts, const ins_dset *d, size_t N, int *ndim, hsize_t *dims) {
+static float *layer_values(const model *m, const model_acts *acts, const ckr_dset *d, size_t N, int *ndim, hsize_t *dims) {
   int l = -1, used = 0;
   if (sscanf(d->path, CKPT_GROUP_ACTS "/layers.%d.%n", &l, &used) != 1 || l < 0 || l >= m->nl) return NULL;
   const char *rest = d->path + used;
@@ -302,23 +302,23 @@ typedef struct {
 
 /* The converted model on the stored batch: its loss, and every layer
  * activation IN stores, recomputed (full sequences, as the run stored them). */
-static int converted_model(const ins_ckpt *in, const char *tmp, double *loss, act_values *acts, int *nacts, boost_status *err) {
-  ins_ckpt c;
+static int converted_model(const ckr_ckpt *in, const char *tmp, double *loss, act_values *acts, int *nacts, boost_status *err) {
+  ckr_ckpt c;
   ckpt_model cm;
-  if (ins_open(tmp, &c, err) != 0) return -1;
+  if (ckr_open(tmp, &c, err) != 0) return -1;
   int64_t ntok = 0;
   int rc = ckpt_model_load(&c, NULL, &cm, err);
   if (rc == 0) rc = eval_stored_batch(&c, &cm.m, &cm.acts, loss, &ntok, err);
-  const ins_dset *td = ins_find(&c, CKPT_GROUP_ACTS "/tokens");
+  const ckr_dset *td = ckr_find(&c, CKPT_GROUP_ACTS "/tokens");
   size_t n = 0, esz = 0;
-  int32_t *tok = rc == 0 ? ins_read(&c, td, &n, &esz, err) : NULL;
+  int32_t *tok = rc == 0 ? ckr_read(&c, td, &n, &esz, err) : NULL;
   if (rc == 0 && !tok) rc = -1;
   if (rc == 0) {
     const int nseq = (int)td->dims[0], T = (int)td->dims[1];
     model_alloc_acts(&cm.m, &cm.acts, nseq, T, 1, RECOMPUTE_NONE);
     model_forward(&cm.m, &cm.acts, tok, NULL, nseq, T);
     for (int i = 0; i < in->n; i++) {
-      const ins_dset *d = &in->d[i];
+      const ckr_dset *d = &in->d[i];
       if (strncmp(d->path, CKPT_GROUP_ACTS "/layers.", strlen(CKPT_GROUP_ACTS "/layers."))) continue;
       act_values *a = &acts[*nacts];
       if (!(a->v = layer_values(&cm.m, &cm.acts, d, (size_t)nseq * T, &a->ndim, a->dims))) {
@@ -331,11 +331,11 @@ static int converted_model(const ins_ckpt *in, const char *tmp, double *loss, ac
   }
   free(tok);
   if (cm.be) ckpt_model_free(&cm);
-  ins_close(&c);
+  ckr_close(&c);
   return rc;
 }
 
-static double stored_loss(const ins_ckpt *c, boost_status *err) {
+static double stored_loss(const ckr_ckpt *c, boost_status *err) {
   ckpt_model cm;
   double loss = NAN;
   int64_t ntok = 0;
@@ -346,9 +346,9 @@ static double stored_loss(const ins_ckpt *c, boost_status *err) {
 }
 
 int reshard_rank_finish(const rank_change *rc, const char *in_path, const char *tmp, const options *o, boost_status *err) {
-  ins_ckpt in;
-  if (ins_open(in_path, &in, err) != 0) return -1;
-  const int have = ins_find(&in, CKPT_GROUP_ACTS "/tokens") != NULL, bf16 = ins_is_bf16(&in);
+  ckr_ckpt in;
+  if (ckr_open(in_path, &in, err) != 0) return -1;
+  const int have = ckr_find(&in, CKPT_GROUP_ACTS "/tokens") != NULL, bf16 = ckr_is_bf16(&in);
   double before = NAN, after = NAN;
   act_values *acts = boost_calloc((size_t)in.n + 1, sizeof *acts);
   int nacts = 0, status = 0;
@@ -356,7 +356,7 @@ int reshard_rank_finish(const rank_change *rc, const char *in_path, const char *
     before = stored_loss(&in, err);
     status = isnan(before) ? -1 : converted_model(&in, tmp, &after, acts, &nacts, err);
   }
-  ins_close(&in);
+  ckr_close(&in);
   hid_t f = status == 0 && nacts > 0 ? H5Fopen(tmp, H5F_ACC_RDWR, H5P_DEFAULT) : -1;
   if (status == 0 && nacts > 0 && f < 0) status = boost_err(err, "%s: cannot reopen to write the activations", tmp);
   for (int i = 0; i < nacts; i++) {

@@ -60,9 +60,9 @@ static int verify_path(const char *path) {
 /* Marks the bytes of raw data (chunks, contiguous data) in mask; -1 (the
  * reason printed) when the file does not open. */
 static int mark_raw(const char *path, unsigned char *mask, size_t len) {
-  ins_ckpt c;
+  ckr_ckpt c;
   boost_status err = {0};
-  if (ins_open(path, &c, &err) != 0) {
+  if (ckr_open(path, &c, &err) != 0) {
     fprintf(stderr, "%s\n", err.msg);
     return -1;
   }
@@ -84,7 +84,7 @@ static int mark_raw(const char *path, unsigned char *mask, size_t len) {
     H5Sclose(sp);
     H5Dclose(d);
   }
-  ins_close(&c);
+  ckr_close(&c);
   return 0;
 }
 
