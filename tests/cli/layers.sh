@@ -19,7 +19,8 @@
 #   bash tests/cli/layers.sh [SOURCE_DIR]    exit 0 clean, 1 with one line per violation
 set -euo pipefail
 SRC=${1:-${BOOST_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}}
-/usr/bin/python3 - "$SRC" <<'PY'
+rc=0
+/usr/bin/python3 - "$SRC" <<'PY' || rc=1
 import os, re, sys
 src = sys.argv[1]
 order = ["kernels", "trainer core", "ckpt", "trainer loop", "tools"]
@@ -118,16 +119,16 @@ print(f"ok: {len(inference)} inference files do not reach {training_state}")
 print(f"ok: {len(files)} files of {', '.join(order)} include only their own layer or those below; ckpt/ reaches none of {', '.join(sorted(banned_in_ckpt))}")
 PY
 
-# No struct of ckpt/ with more than 20 fields.
-/usr/bin/python3 - "$SRC" <<'PY'
+# No struct of ckpt/ or trainer/ with more than 20 fields.
+/usr/bin/python3 - "$SRC" <<'PY' || rc=1
 import os, re, subprocess, sys
 src, limit = sys.argv[1], 20
-ckpt = os.path.join(src, "ckpt")
-ckpt_dirs = sorted(root for root, _, _ in os.walk(ckpt))
-flags = ["-D_GNU_SOURCE"] + ["-I" + os.path.join(src, d) for d in ("kernels", "kernels/cpu", "trainer", "trainer/model", "trainer/parallel", "trainer/data", "trainer/config", "trainer/job")] + ["-I" + d for d in ckpt_dirs]
-pc = subprocess.run(["pkg-config", "--cflags", "hdf5-openmpi", "libcjson"], capture_output=True, text=True)
+trees = ("ckpt", "trainer")
+dirs = {t: sorted(root for root, _, _ in os.walk(os.path.join(src, t))) for t in trees}
+flags = ["-D_GNU_SOURCE", "-DBOOST_VERSION=\"0\""] + ["-I" + os.path.join(src, d) for d in ("kernels", "kernels/cpu", "kernels/cuda")] + ["-I" + d for t in trees for d in dirs[t]]
+pc = subprocess.run(["pkg-config", "--cflags", "hdf5-openmpi", "libcjson", "inih", "libpcre2-8"], capture_output=True, text=True)
 if pc.returncode != 0:
-    print("FAIL: pkg-config --cflags hdf5-openmpi libcjson:", pc.stderr.strip())
+    print("FAIL: pkg-config --cflags hdf5-openmpi libcjson inih libpcre2-8:", pc.stderr.strip())
     sys.exit(1)
 flags += pc.stdout.split()
 
@@ -138,39 +139,149 @@ def fields(body):  # top-level declarators: nested bodies, parentheses and array
     body = re.sub(r"\[[^\]]*\]", " ", body)
     return sum(d.count(",") + 1 for d in body.split(";") if d.strip())
 
-counts = {}  # (file, struct) -> fields
-for n in sorted(os.path.relpath(os.path.join(r, f), ckpt) for r in ckpt_dirs for f in os.listdir(r)):
-    if not n.endswith(".c"):
-        continue
-    pp = subprocess.run(["cc", "-E", *flags, os.path.join(ckpt, n)], capture_output=True, text=True)
-    if pp.returncode != 0:
-        print(f"FAIL: cc -E ckpt/{n}: {(pp.stderr.strip().splitlines() or ['?'])[0]}")
+counts, bad = {}, []  # (file, struct) -> fields
+for tree in trees:
+    root_abs = os.path.abspath(os.path.join(src, tree))
+    found = 0
+    for n in sorted(os.path.relpath(os.path.join(r, f), src) for r in dirs[tree] for f in os.listdir(r)):
+        if not n.endswith(".c"):
+            continue
+        pp = subprocess.run(["cc", "-E", *flags, os.path.join(src, n)], capture_output=True, text=True)
+        if pp.returncode != 0:
+            if re.search(r"\b(nccl|cuda_runtime|cuda)\.h\b", pp.stderr):  # the NCCL backend: built only with CUDA and NCCL
+                continue
+            print(f"FAIL: cc -E {n}: {(pp.stderr.strip().splitlines() or ['?'])[0]}")
+            sys.exit(1)
+        text, origin, cur = [], [], ""
+        for line in pp.stdout.splitlines():  # keep what the tree's files wrote, with the file
+            m = re.match(r'^# \d+ "([^"]+)"', line)
+            if m:
+                cur = os.path.abspath(m.group(1))
+            elif cur.startswith(root_abs + os.sep):
+                text.append(line)
+                origin.append(os.path.relpath(cur, os.path.abspath(src)))
+        s = "\n".join(text)
+        for m in re.finditer(r"\bstruct\s*(\w*)\s*\{", s):
+            i = j = m.end()
+            depth = 1
+            while depth:
+                depth += {"{": 1, "}": -1}.get(s[j], 0)
+                j += 1
+            name = m.group(1) or (re.match(r"\s*(\w+)", s[j:]) or [None, "(anonymous)"])[1]
+            counts[(origin[s.count("\n", 0, m.start())], name)] = fields(s[i:j - 1])
+            found += 1
+    if found < 20:
+        print(f"FAIL: only {found} structs found in {tree}/: the scan is broken")
         sys.exit(1)
-    text, origin, cur = [], [], ""
-    for line in pp.stdout.splitlines():  # keep what ckpt/ files wrote, with the file
-        m = re.match(r'^# \d+ "([^"]+)"', line)
-        if m:
-            cur = os.path.abspath(m.group(1))
-        elif cur.startswith(os.path.abspath(ckpt) + os.sep):
-            text.append(line)
-            origin.append(os.path.relpath(cur, os.path.abspath(ckpt)))
-    s = "\n".join(text)
-    for m in re.finditer(r"\bstruct\s*(\w*)\s*\{", s):
-        i = j = m.end()
-        depth = 1
-        while depth:
-            depth += {"{": 1, "}": -1}.get(s[j], 0)
-            j += 1
-        name = m.group(1) or (re.match(r"\s*(\w+)", s[j:]) or [None, "(anonymous)"])[1]
-        counts[(origin[s.count("\n", 0, m.start())], name)] = fields(s[i:j - 1])
-if len(counts) < 20:
-    print(f"FAIL: only {len(counts)} structs found in ckpt/: the scan is broken")
-    sys.exit(1)
 bad = [(f, n, k) for (f, n), k in sorted(counts.items()) if k > limit]
 for f, n, k in bad:
-    print(f"FAIL: struct {n} (ckpt/{f}) has {k} fields, more than {limit}: split it into parts with one job each")
+    print(f"FAIL: {f}: struct {n} has {k} fields, more than {limit} (rule: a struct of ckpt/ or trainer/ holds at most {limit}; split it into parts with one job each)")
 if bad:
     sys.exit(1)
 top = max(counts.items(), key=lambda x: x[1])
-print(f"ok: {len(counts)} structs of ckpt/, none with more than {limit} fields (the most: {top[0][1]}, {top[1]})")
+print(f"ok: {len(counts)} structs of ckpt/ and trainer/, none with more than {limit} fields (the most: {top[0][1]} in {top[0][0]}, {top[1]})")
 PY
+
+# Library code: kernels/, trainer/ but its program boost_train.c, ckpt/ and
+# the tools' shared checkpoint reader (tools/ckpt_reader/). Each of its
+# files stays at most 500 lines (a file with one job fits); none prints
+# (kernels/log.c is the one voice: library code returns what happened, or
+# says it through log.h); and no header of a lower layer (kernels/, the
+# trainer's core, ckpt/) declares a function pointer, as a type, a member or
+# a parameter, but those allowed below with the reason each must stay: a
+# pointer a higher layer fills makes the lower one call back up.
+/usr/bin/python3 - "$SRC" <<'PY' || rc=1
+import os, re, sys
+src, max_lines = sys.argv[1], 500
+programs = {"trainer/boost_train.c"}
+voice = {"kernels/log.c"}
+# (header, declared name): why it stays
+allowed_fn = {
+    **{("kernels/backend.h", n): "the backend seam: each backend fills its memory operations, the model and optimizer call down"
+       for n in ("alloc", "free", "host_alloc", "host_free", "zero", "copy", "copy2d", "upload", "download", "mark",
+                 "download_async", "copy_sync", "sync", "host_view", "destroy")},
+    **{("kernels/device_wait.h", n): "device_wait's hooks: a device wait happens inside a backend op, and only the comm layer above "
+       "knows the watchdog's record, NCCL's asynchronous errors and the failure path"
+       for n in ("boost_ready_fn", "begin", "end", "poll", "fail")},
+    ("kernels/job_abort.h", "fn"): "job_abort's end hooks: the one end of a job must abort NCCL (the comm layer's) before MPI_Abort",
+    ("trainer/config/config.h", "want"): "config_diff's filter: called during the call, never kept",
+    ("trainer/model/model_train.h", "model_grads_ready_fn"): "the backward posts each finished range to the dp reduction "
+       "(grad_buckets, in the same core): the overlap of the reduction with the backward",
+    ("trainer/parallel/grad_buckets.h", "grad_buckets_local_fn"): "the view of the rank's own gradients between the backward "
+       "and their reduction, inside the buckets' schedule (the guard's replay hashes them there)",
+    **{("trainer/parallel/comm.h", n): "the comm backend's ops: MPI or NCCL behind one front"
+       for n in ("allreduce", "allreduce_pair", "reduce_scatter", "allgather_chunks", "allgather", "alltoallv", "isend",
+                 "recv", "wait", "iallreduce", "ireduce_scatter", "test", "poll", "abort", "destroy")},
+    ("trainer/parallel/watchdog.h", "watchdog_overdue_fn"): "the watchdog asks a job of another thread (the checkpoint "
+       "writer's) whether it is overdue at the moment it looks: a deadline cannot be told in advance",
+    ("trainer/parallel/watchdog.h", "watchdog_status_fn"): "the exit status the watchdog ends a job with depends on what "
+       "was committed by then, which only the loop knows",
+    ("ckpt/session/ckpt_worker.h", "ckpt_job_fn"): "the session gives its own writer thread the job to do: filled inside ckpt/",
+    **{("ckpt/write/ckpt_write_path.h", n): "the two write paths behind one interface, both inside ckpt/"
+       for n in ("prepare", "create", "dataset", "skip", "go_on", "finish")},
+}
+# HDF5's filter and file-driver callbacks (ckpt/format/h5/h5z_zstd.c, ckpt_vfd.c) are
+# filled in .c files, in the structs HDF5 defines: no header of ours declares them.
+
+def library(rel):
+    top = rel.split("/")[0]
+    if rel in programs:
+        return False
+    return top in ("kernels", "trainer", "ckpt") or rel.startswith("tools/ckpt_reader/")
+
+def lower_header(rel):  # kernels/, the trainer's core, ckpt/
+    parts = rel.split("/")
+    return rel.endswith((".h", ".cuh")) and (parts[0] in ("kernels", "ckpt") or (parts[0] == "trainer" and len(parts) > 2))
+
+def code_only(text):  # comments and string literals blanked, lines kept
+    out = re.sub(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'',
+                 lambda m: "".join(c if c == "\n" else " " for c in m.group(0)) if not m.group(0).startswith('"') else '""', text, flags=re.S)
+    return out
+
+prints = re.compile(r'(?<![\w.>])(printf|puts|perror|vprintf)\s*\(|\b(fprintf|vfprintf)\s*\(\s*(stderr|stdout)\b|'
+                    r'\b(fputs|fputc)\s*\([^;]*,\s*(stderr|stdout)\s*\)')
+fnptr = re.compile(r'\(\s*\*\s*(\w+)\s*\)\s*\(')
+fntype = re.compile(r'\btypedef\s+[^;{}()]*?\b(\w+)\s*\([^;{}]*\)\s*;')
+bad, nlib, nhdr = [], 0, 0
+for top in ("kernels", "trainer", "ckpt", "tools/ckpt_reader"):
+    for root, _, names in os.walk(os.path.join(src, top)):
+        for n in sorted(names):
+            if not n.endswith((".c", ".h", ".cu", ".cuh")):
+                continue
+            path = os.path.join(root, n)
+            rel = os.path.relpath(path, src)
+            if not library(rel):
+                continue
+            nlib += 1
+            with open(path, errors="replace") as f:
+                text = f.read()
+            lines = text.count("\n") + (not text.endswith("\n") and text != "")
+            if lines > max_lines:
+                bad.append(f"{rel}: {lines} lines (rule: a library file holds at most {max_lines}; split it by job)")
+            code = code_only(text)
+            if rel not in voice:
+                for m in prints.finditer(code):
+                    ln = code.count("\n", 0, m.start()) + 1
+                    bad.append(f"{rel}:{ln}: prints ({m.group(0).strip()}...) (rule: library code never prints; "
+                               "return what happened, or say it through kernels/log.h)")
+            if lower_header(rel):
+                nhdr += 1
+                seen = set()
+                for m in list(fnptr.finditer(code)) + list(fntype.finditer(code)):
+                    name = m.group(1)
+                    if m.re is fntype and "(*" in m.group(0).replace(" ", ""):
+                        continue  # a pointer typedef: fnptr names it
+                    if (rel, name) in allowed_fn or (rel, name) in seen:
+                        continue
+                    seen.add((rel, name))
+                    ln = code.count("\n", 0, m.start()) + 1
+                    bad.append(f"{rel}:{ln}: function pointer {name} in a lower layer's header (rule: no callback a "
+                               "higher layer fills; tests/cli/layers.sh lists the allowed ones with their reasons)")
+for line in bad:
+    print("FAIL:", line)
+if bad:
+    sys.exit(1)
+print(f"ok: {nlib} library files of at most {max_lines} lines, none printing but kernels/log.c; "
+      f"{nhdr} lower-layer headers declare only the {len(allowed_fn)} allowed function pointers")
+PY
+exit $rc
