@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* job_fail(1, ...): "boost: [rank R: ]<message>" on one line to stderr,
+/* job_fail(1, ...): "<program>: [rank R: ]<message>" on one line to stderr,
  * then the job ends (every rank, exit 1). */
 void boost_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 

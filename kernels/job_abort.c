@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "util.h"
 
 #define JOB_HOOKS 16
@@ -96,7 +97,7 @@ void job_end(int status, const char *line) {
   for (int i = 0; i < JOB_HOOKS; i++)
     if (fn[i]) fn[i](ctx[i]);
   flush_stdout();
-  if (line) fprintf(stderr, "%s\n", line);
+  if (line) boost_log_line_now(line);
   end_process(status);
 }
 
@@ -104,9 +105,9 @@ void job_vfail(int status, const char *fmt, va_list ap) {
   char msg[1024], line[1100];
   vsnprintf(msg, sizeof msg, fmt, ap);
   if (world_size() > 1)
-    boost_msgf(line, sizeof line, "boost: rank %d: %s", job_rank(), msg);
+    boost_msgf(line, sizeof line, "%s: rank %d: %s", boost_log_name(), job_rank(), msg);
   else
-    boost_msgf(line, sizeof line, "boost: %s", msg);
+    boost_msgf(line, sizeof line, "%s: %s", boost_log_name(), msg);
   job_end(status, line);
 }
 

@@ -36,8 +36,8 @@ void job_abort_on(void (*fn)(void *ctx), void *ctx);
  * ends nothing twice. */
 void job_end(int status, const char *line) __attribute__((noreturn));
 
-/* job_end with the line "boost: <message>", or "boost: rank R: <message>"
- * in a world of more than one rank. */
+/* job_end with the line "<program>: <message>", or "<program>: rank R: <message>"
+ * in a world of more than one rank (the program: boost_log_name()). */
 void job_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 void job_vfail(int status, const char *fmt, va_list ap) __attribute__((noreturn));
 

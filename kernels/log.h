@@ -37,6 +37,11 @@ const char *boost_log_name(void);
 void boost_log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void boost_log_vwarn(const char *fmt, va_list ap);
 
+/* One whole line on stderr as given (no prefix added), written at once with
+ * write(2), without the stream's lock: the line a job ends with, when
+ * another thread may hold stderr or be stopped inside it. */
+void boost_log_line_now(const char *line);
+
 /* One line on stdout, flushed: the message as given. */
 void boost_log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

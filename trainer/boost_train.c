@@ -17,6 +17,7 @@
 #include "test_hooks.h"
 #include "trainer.h"
 #include "watchdog.h"
+#include "log.h"
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -46,6 +47,7 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+  boost_log_program("boost-train"); /* first: every warning of the process carries this name */
   /* From here on a stop signal is remembered, never fatal: the run acts on
    * it once its state is consistent (trainer_run). */
   preempt_install_handlers();

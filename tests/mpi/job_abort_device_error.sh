@@ -7,7 +7,7 @@
 #     as a CUDA call that returns an error does (cuda_check -> boost_fail):
 #     both ranks are gone within 5 s of the failure (the bound is generous
 #     for a loaded machine; it is a second on a quiet one), exit 1, one line
-#     "boost: rank 1: ... the device reports an error in <op> ...", no
+#     "boost-train: rank 1: ... the device reports an error in <op> ...", no
 #     watchdog line.
 #  2. Rank 1's device wait fails instead (a stream query or NCCL's poll
 #     reports the error): the watchdog's failure path ends the job within
@@ -28,14 +28,14 @@ fails() {
 }
 
 fails 1 op-error "rank 1 gets stuck in its next op, which fails"
-line=$(grep "^boost: rank 1: " "$log" || true)
+line=$(grep "^boost-train: rank 1: " "$log" || true)
 echo "   $line"
 [ "$rc" = 1 ] || fail "1: exit $rc, expected 1: $(tail -4 "$log")"
-[ "$(grep -c "^boost: rank 1: " "$log")" = 1 ] || fail "1: expected one line from rank 1: $(tail -4 "$log")"
-echo "$line" | grep -Eq "^boost: rank 1: guarded backend: the device reports an error in [a-z_0-9]+ \(test hook" ||
+[ "$(grep -c "^boost-train: rank 1: " "$log")" = 1 ] || fail "1: expected one line from rank 1: $(tail -4 "$log")"
+echo "$line" | grep -Eq "^boost-train: rank 1: guarded backend: the device reports an error in [a-z_0-9]+ \(test hook" ||
   fail "1: the line does not name the rank and the error"
 ! grep -q "watchdog" "$log" || fail "1: the watchdog fired (the failure should end the job by itself)"
-grep -q "^boost: rank 0: " "$log" && fail "1: rank 0 reported an error of its own"
+grep -q "^boost-train: rank 0: " "$log" && fail "1: rank 0 reported an error of its own"
 
 fails 2 device-error "rank 1 gets stuck in its next device wait, which fails"
 line=$(grep "^boost-train: watchdog: rank 1: " "$log" || true)

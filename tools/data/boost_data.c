@@ -24,6 +24,7 @@
 #include "util.h"
 #include "data.h"
 #include "tool.h"
+#include "log.h"
 
 #ifndef BOOST_VERSION
 #define BOOST_VERSION "unknown"
@@ -548,6 +549,7 @@ static void report_json(const char *out, const char *tok_name, uint64_t tok_hash
 }
 
 int main(int argc, char **argv) {
+  boost_log_program("boost-data"); /* first: every warning of the process carries this name */
   const data_args a = parse_args(argc, argv);
   if (a.info) {
     if (a.out) die(2, "--info does not write: drop -o");

@@ -31,6 +31,7 @@
 #include "tool.h"
 #include "tool_bpe.h"
 #include "util.h"
+#include "log.h"
 
 typedef struct {
   const char *ckpt, *data, *choice, *tokenizer, *device, *precision;
@@ -351,6 +352,7 @@ static int run(const eval_opts *o, boost_status *err) {
 }
 
 int main(int argc, char **argv) {
+  boost_log_program("boost-eval"); /* first: every warning of the process carries this name */
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(stdout, 0);
   int rank, nranks;

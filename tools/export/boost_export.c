@@ -13,6 +13,7 @@
 #include "tool_bpe.h"
 #include "tool_ckpt.h"
 #include "util.h"
+#include "log.h"
 
 typedef struct {
   const char *dir, *ckpt, *dtype, *tokenizer, *shard_size;
@@ -175,6 +176,7 @@ static void print_summary(const options *o, const exp_plan *p, const ckr_ckpt *c
 }
 
 int main(int argc, char **argv) {
+  boost_log_program("boost-export"); /* first: every warning of the process carries this name */
   options o;
   const int a = parse_args(argc, argv, &o);
   if (a != 0) return a > 0 ? 0 : 2;

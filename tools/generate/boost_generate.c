@@ -16,6 +16,7 @@
 #include "tool_bpe.h"
 #include "tool_ckpt.h"
 #include "util.h"
+#include "log.h"
 
 static int usage(FILE *f, int status) {
   fprintf(f,
@@ -183,6 +184,7 @@ static int32_t *prompt_tokens(const gen_options *o, const gen_tokenizer *tok, co
 }
 
 int main(int argc, char **argv) {
+  boost_log_program("boost-generate"); /* first: every warning of the process carries this name */
   gen_options o;
   if (parse_args(argc, argv, &o) != 0) return 2;
   boost_status err = {0};

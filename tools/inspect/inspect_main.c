@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "inspect.h"
+#include "log.h"
 
 static const char *const HELP =
     "usage: boost-inspect SUBCOMMAND [--json] ARGS...\n"
@@ -132,6 +133,7 @@ static int run_isolated(int (*fn)(int, char **), int argc, char **argv, const ch
 }
 
 int main(int argc, char **argv) {
+  boost_log_program("boost-inspect"); /* first: every warning of the process carries this name */
   if (argc < 2) {
     fputs(HELP, stderr);
     return 2;

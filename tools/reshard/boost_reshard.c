@@ -52,6 +52,7 @@
 #include "resume_plan.h"
 #include "tool.h"
 #include "util.h"
+#include "log.h"
 
 
 /* Chunk dims of a tensor aligned to its shards: the default rule applied to
@@ -571,6 +572,7 @@ static int run(const options *o_in, boost_status *err) {
 }
 
 int main(int argc, char **argv) {
+  boost_log_program("boost-reshard"); /* first: every warning of the process carries this name */
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return reshard_usage(stdout, 0);
   options o;

@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "h5z_zstd.h"
+#include "log.h"
 
 static void die(const char *fmt, const char *arg) {
   fprintf(stderr, "h5z_zstd_sample: ");
@@ -213,6 +214,7 @@ static int cmd_bench(const char *dir, size_t mib, size_t chunk_kib) {
 }
 
 int main(int argc, char **argv) {
+  boost_log_program("h5z_zstd_sample"); /* first: every warning of the process carries this name */
   if (argc == 4 && strcmp(argv[1], "write") == 0) return cmd_write(argv[2], argv[3]);
   if (argc == 5 && strcmp(argv[1], "read") == 0) return cmd_read(argv[2], argv[3], argv[4]);
   if (argc >= 3 && argc <= 5 && strcmp(argv[1], "bench") == 0) {

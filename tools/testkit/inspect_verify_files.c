@@ -22,6 +22,7 @@
 
 #include "job_abort.h"
 #include "inspect.h"
+#include "log.h"
 
 static unsigned char *slurp(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
@@ -133,6 +134,7 @@ static int flip_sweep(const char *path, long meta_stride, long data_stride) {
 }
 
 int main(int argc, char **argv) {
+  boost_log_program("inspect_verify_files"); /* first: every warning of the process carries this name */
   if (argc == 5 && !strcmp(argv[1], "--flip")) return flip_sweep(argv[2], atol(argv[3]) > 0 ? atol(argv[3]) : 1, atol(argv[4]) > 0 ? atol(argv[4]) : 64);
   int rc = 0;
   for (int i = 1; i < argc; i++) {

@@ -19,6 +19,7 @@
 
 #include "ckpt_run_id.h"
 #include "local_fuzz_one.h"
+#include "log.h"
 
 static unsigned char *slurp(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
@@ -166,6 +167,7 @@ static void make_seeds(const char *dir) {
 }
 
 int main(int argc, char **argv) {
+  boost_log_program("local_fuzz_files"); /* first: every warning of the process carries this name */
   if (argc == 3 && !strcmp(argv[1], "--make-seeds")) {
     make_seeds(argv[2]);
     return 0;

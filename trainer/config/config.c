@@ -2,6 +2,7 @@
 
 #include "config_values.h"
 #include "util.h"
+#include "log.h"
 
 #include <cJSON.h>
 #include <ctype.h>
@@ -514,7 +515,7 @@ void config_print(const train_config *cfg, const char *prefix) {
   char v[CONFIG_STR];
   for (int i = 0; i < NKEYS; i++) {
     format_value(cfg, &KEYS[i], v, sizeof v);
-    printf("%s%-24s = %s\n", prefix, KEYS[i].name, v);
+    boost_log_info("%s%-24s = %s", prefix, KEYS[i].name, v);
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include "check.h"
 #include "rng.h"
+#include "log.h"
 
 const char *const tensor_category_names[TENSOR_NUM_CATEGORIES] = {"params", "grads", "adam_m", "adam_v"};
 
@@ -157,10 +158,10 @@ void store_print_memory(const tensor_store *st, const char *prefix) {
   for (int c = 0; c < TENSOR_NUM_CATEGORIES; c++) {
     if (!st->arena[c]) continue;
     const size_t n = is_moment(c) ? st->mom_end - st->mom_begin : reg->numel;
-    printf("%s%-8s %9.2f MiB  (%d tensors, %zu floats", prefix, tensor_category_names[c], (double)n * sizeof(float) / (1 << 20),
-           reg->count, n);
-    if (is_moment(c) && store_moments_sharded(st)) printf("; ZeRO-1: 1/%d of %zu", st->mom_shards, reg->numel);
-    printf(")\n");
+    char zero1[64] = "";
+    if (is_moment(c) && store_moments_sharded(st)) snprintf(zero1, sizeof zero1, "; ZeRO-1: 1/%d of %zu", st->mom_shards, reg->numel);
+    boost_log_info("%s%-8s %9.2f MiB  (%d tensors, %zu floats%s)", prefix, tensor_category_names[c],
+                   (double)n * sizeof(float) / (1 << 20), reg->count, n, zero1);
   }
 }
 

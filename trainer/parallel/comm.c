@@ -11,6 +11,7 @@
 #include "check.h"
 #include "job_abort.h"
 #include "watchdog.h"
+#include "log.h"
 
 const char *const comm_group_names[COMM_NUM_GROUPS] = {"tp", "dp", "pp", "world"};
 const char *const comm_kind_names[COMM_NUM_KINDS] = {"allreduce", "allgather", "reduce_scatter", "sendrecv",
@@ -233,8 +234,7 @@ void comm_control(MPI_Comm mc, comm_group g, const char *what, void *host, int n
   if (size == 1 || n <= 0) return;
   watch_collective(mc, g, what);
   if (watch_mine && atomic_exchange(&stall_next, 0)) {
-    fprintf(stderr, "boost-train: this rank stalls inside the %s (test hook)\n", what);
-    fflush(stderr);
+    boost_log_warn("this rank stalls inside the %s (test hook)", what);
     for (;;) nanosleep(&(struct timespec){1, 0}, NULL);
   }
   MPI_Allreduce(MPI_IN_PLACE, host, n, t, op, mc);

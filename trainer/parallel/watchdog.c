@@ -12,6 +12,7 @@
 
 #include "check.h"
 #include "job_abort.h"
+#include "log.h"
 
 watch_wait watch_now;
 _Thread_local int watch_mine;
@@ -316,8 +317,8 @@ static __attribute__((noreturn)) void fire(const wd_snap *s, int in_phase, doubl
     boost_msgf(head, sizeof head, " has waited %.0f s %s, longer than %s=%g s", waited, what,
                in_phase && s->bound == WATCH_CKPT ? "parallel.timeout + ckpt.timeout" : "parallel.timeout",
                bound_s(in_phase ? s->bound : WATCH_WAIT));
-  boost_msgf(line, sizeof line, "boost-train: watchdog: rank %d%s; not arrived: %s; ending the job with exit %d (%s)",
-             wd.rank, head, who, status, why);
+  boost_msgf(line, sizeof line, "%s: watchdog: rank %d%s; not arrived: %s; ending the job with exit %d (%s)",
+             boost_log_name(), wd.rank, head, who, status, why);
   job_end(status, line);
 }
 
@@ -328,11 +329,9 @@ static void warn_slow(double now, const wd_snap *s) {
     if (!wd.warned && wd.last_waited > wd.timeout / 2) {
       char what[256];
       describe(&wd.last, 0, what, sizeof what);
-      fprintf(stderr,
-              "boost-train: warning: rank %d waited %.0f s %s, more than half of parallel.timeout=%g s: a wait longer "
-              "than the timeout ends the job (raise parallel.timeout if steps are this uneven)\n",
-              wd.rank, wd.last_waited, what, wd.timeout);
-      fflush(stderr);
+      boost_log_warn("warning: rank %d waited %.0f s %s, more than half of parallel.timeout=%g s: a wait longer "
+                     "than the timeout ends the job (raise parallel.timeout if steps are this uneven)",
+                     wd.rank, wd.last_waited, what, wd.timeout);
       wd.warned = 1;
     }
     wd.last_waited = 0;
