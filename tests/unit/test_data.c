@@ -12,6 +12,7 @@
 #include <xxhash.h>
 
 #include "data.h"
+#include "data_writer.h"
 
 static char g_dir[256];
 static boost_status g_status;

@@ -23,6 +23,7 @@
 #include "check.h"
 #include "util.h"
 #include "data.h"
+#include "data_writer.h"
 #include "tool.h"
 #include "log.h"
 

@@ -13,6 +13,7 @@
 
 #include "check.h"
 #include "data.h"
+#include "data_writer.h"
 #include "data_format.h"
 #include "util.h"
 

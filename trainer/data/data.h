@@ -2,8 +2,8 @@
  * deterministic sample order.
  *
  * Formats read (see docs/DATA_FORMAT.md):
- *   - "boost token shard" v1 (magic "BOOSTTOK"): written by boost-data and by
- *     data_writer below; 2- or 4-byte tokens, vocab size, tokenizer name and an
+ *   - "boost token shard" v1 (magic "BOOSTTOK"): written by boost-data (its
+ *     writer: tools/data/data_writer.h); 2- or 4-byte tokens, vocab size, tokenizer name and an
  *     XXH3-64 checksum of the token payload in a 256-byte little-endian header.
  *   - llm.c .bin shards: 256 int32 header, magic 20240520 / version 1 (uint16
  *     tokens, GPT-2) or magic 20240801 / version 7 (uint32 tokens, LLaMA 3),
@@ -140,34 +140,5 @@ void data_get_window(const data_split *split, int64_t index, int32_t *inputs, in
 /* Keyed bijection of [0, n): a balanced Feistel network over the smallest
  * even-bit power of two >= n with cycle walking. n >= 1, 0 <= i < n. */
 int64_t data_permute(int64_t n, uint64_t seed, uint64_t epoch, int64_t i);
-
-/* ---- writer (boost format only) ---- */
-
-typedef struct data_writer data_writer;
-
-/* Creates "<path>.tmp" and the writer into *out (0, or -1 with err); nothing
- * appears at path until data_writer_finish. token_bytes 2 or 4; vocab_size
- * >= 1 and must fit token_bytes; eot_token may be DATA_NO_EOT. */
-int data_writer_open(const char *path, uint32_t token_bytes, uint32_t vocab_size, const char *tokenizer,
-                     uint32_t eot_token, data_writer **out, boost_status *err);
-/* Record the tokenizer's hash (bpe_hash): the shard is written as v2. */
-void data_writer_set_tokenizer_hash(data_writer *w, uint64_t hash);
-/* One document already encoded: EOT (if the writer has one) then tokens
- * (each < vocab_size). Counts one document. */
-int data_writer_add_encoded(data_writer *w, const int32_t *tokens, size_t count, boost_status *err);
-/* Append tokens (each < vocab_size). */
-int data_writer_add(data_writer *w, const int32_t *tokens, size_t count, boost_status *err);
-/* Byte tokenizer: append EOT (if the writer has one) then one token per byte.
- * Counts one document. */
-int data_writer_add_document(data_writer *w, const void *bytes, size_t len, boost_status *err);
-uint64_t data_writer_num_tokens(const data_writer *w);
-uint64_t data_writer_num_documents(const data_writer *w);
-/* Write the header, fsync, rename to path, fsync the directory, free w. On
- * failure the temp file is removed. Optionally returns the payload checksum. */
-int data_writer_finish(data_writer *w, uint64_t *checksum, boost_status *err);
-/* Remove the temp file and free w. */
-void data_writer_abort(data_writer *w);
-/* The temp path ("<path>.tmp") for signal handlers that must unlink it. */
-const char *data_writer_tmp_path(const data_writer *w);
 
 #endif
