@@ -146,7 +146,7 @@ void model_forward_layers(const model *m, model_acts *r) {
   const int N = r->B * r->T;
   boost_act **resid = r->cur->resid;
   if (m->stage.has_embed)
-    m->be->ops->embedding_forward(m->be, resid[0], r->cur->tokens, P(m, m->wte), N, m->cfg.vocab, m->d_res);
+    m->be->ops->embedding_forward(m->be, resid[0], r->cur->tokens, P(m, m->ends.wte), N, m->cfg.vocab, m->d_res);
   for (int l = 0; l < m->nl; l++) layer_forward(m, r, l, resid[l], resid[l + 1], 0, NULL);
 }
 
@@ -159,7 +159,7 @@ static float forward_stage(const model *m, model_acts *r, int B, int T, float gr
 void model_forward_decode(const model *m, model_acts *r, const model_decode_at *dec) {
   BOOST_ASSERT(r->T == 1 && m->stage.has_embed && m->stage.has_head && m->tp == 1 && !r->cur->has_targets);
   boost_act **resid = r->cur->resid;
-  m->be->ops->embedding_forward(m->be, resid[0], r->cur->tokens, P(m, m->wte), r->B, m->cfg.vocab, m->d_res);
+  m->be->ops->embedding_forward(m->be, resid[0], r->cur->tokens, P(m, m->ends.wte), r->B, m->cfg.vocab, m->d_res);
   for (int l = 0; l < m->nl; l++) layer_forward(m, r, l, resid[l], resid[l + 1], 0, dec);
   head_forward(m, r, r->B, 0.0f);
 }
@@ -187,7 +187,7 @@ void model_backward(const model *m, model_acts *r, model_train *ts, float scale)
   boost_act *dx = r->s.d_resid[0], *dx_in = r->s.d_resid[1];
   if (m->stage.has_head) {
     head_backward(m, r, ts, N, scale, dx);
-    grads_ready(m, ts, m->final_norm);
+    grads_ready(m, ts, m->ends.final_norm);
   }
   for (int l = m->nl - 1; l >= 0; l--) {
     layer_backward(m, r, ts, l, r->cur->resid[l], dx, dx_in);
@@ -198,7 +198,7 @@ void model_backward(const model *m, model_acts *r, model_train *ts, float scale)
   }
   r->d_in = dx;
   if (m->stage.has_embed)
-    m->be->ops->embedding_backward(m->be, model_train_grad(ts, m->wte), dx, r->cur->tokens, N, m->cfg.vocab, m->d_res);
+    m->be->ops->embedding_backward(m->be, model_train_grad(ts, m->ends.wte), dx, r->cur->tokens, N, m->cfg.vocab, m->d_res);
   grads_ready(m, ts, -1);
 }
 

@@ -132,7 +132,9 @@ typedef struct {
   /* local widths */
   int d_res, d_qkv, heads_loc, ffn_loc, vocab_loc, vocab_start;
   tensor_registry reg; /* the descriptors: names, shapes, shards, arena offsets */
-  int wte, lm_head, final_norm;
+  struct {
+    int wte, lm_head, final_norm; /* registry indices; -1 where not on this stage */
+  } ends;                        /* the parameters at the model's two ends: embedding, final norm, head */
   layer_param *layers;
   tensor_weights w; /* the weights */
 } model;

@@ -37,8 +37,8 @@ float head_forward(const model *m, model_acts *r, int N, float grad_scale) {
     comm_allgather_cols(m->comm, COMM_TP, a->resid[m->nl], a->x_full, (size_t)N, (size_t)m->d_res);
     x = a->x_full;
   }
-  o->rmsnorm_forward(be, a->xn_f, a->rstd_f, x, P(m, m->final_norm), N, d, m->cfg.norm_eps);
-  o->linear_forward(be, a->logits, a->xn_f, P(m, m->lm_head), N, d, m->vocab_loc);
+  o->rmsnorm_forward(be, a->xn_f, a->rstd_f, x, P(m, m->ends.final_norm), N, d, m->cfg.norm_eps);
+  o->linear_forward(be, a->logits, a->xn_f, P(m, m->ends.lm_head), N, d, m->vocab_loc);
   if (!a->has_targets) return 0.0f;
   if (m->tp == 1 && grad_scale > 0.0f) {
     o->crossentropy_backward(be, a->logits, a->losses, a->logits, a->targets, N, m->cfg.vocab, grad_scale);
@@ -72,12 +72,12 @@ void head_backward(const model *m, model_acts *r, model_train *ts, int N, float 
   else
     o->vocab_ce_backward(be, a->logits, a->ce_sum, a->ce_max, a->targets, m->vocab_start, N, m->vocab_loc, scale);
   a->logits_grad_scale = 0.0f;
-  o->linear_backward(be, s->d_xn, model_train_grad(ts, m->lm_head), a->logits, a->xn_f, P(m, m->lm_head), N, d, m->vocab_loc);
+  o->linear_backward(be, s->d_xn, model_train_grad(ts, m->ends.lm_head), a->logits, a->xn_f, P(m, m->ends.lm_head), N, d, m->vocab_loc);
   if (m->tp > 1) comm_allreduce_act(m->comm, COMM_TP, s->d_xn, (size_t)N * d);
   if (gathers_head_input(m)) {
-    o->rmsnorm_backward(be, s->d_xfull, model_train_grad(ts, m->final_norm), s->d_xn, a->x_full, P(m, m->final_norm), a->rstd_f, N, d);
+    o->rmsnorm_backward(be, s->d_xfull, model_train_grad(ts, m->ends.final_norm), s->d_xn, a->x_full, P(m, m->ends.final_norm), a->rstd_f, N, d);
     comm_scatter_cols(m->comm, COMM_TP, s->d_xfull, dx, (size_t)N, (size_t)m->d_res);
   } else {
-    o->rmsnorm_backward(be, dx, model_train_grad(ts, m->final_norm), s->d_xn, a->resid[m->nl], P(m, m->final_norm), a->rstd_f, N, d);
+    o->rmsnorm_backward(be, dx, model_train_grad(ts, m->ends.final_norm), s->d_xn, a->resid[m->nl], P(m, m->ends.final_norm), a->rstd_f, N, d);
   }
 }

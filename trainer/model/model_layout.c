@@ -132,8 +132,8 @@ static void register_params(model *m) {
   const int btp = m->mode == TP_BTP;
   registry_init(&m->reg, m->tp_rank, m->tp);
   int64_t shape[2] = {V, d};
-  m->wte = m->lm_head = m->final_norm = -1;
-  if (m->stage.has_embed) m->wte = add_param(m, "embed.weight", 2, shape, btp ? 1 : -1, 0, cfg->init_std);
+  m->ends.wte = m->ends.lm_head = m->ends.final_norm = -1;
+  if (m->stage.has_embed) m->ends.wte = add_param(m, "embed.weight", 2, shape, btp ? 1 : -1, 0, cfg->init_std);
   m->layers = boost_calloc((size_t)L + 1, sizeof *m->layers);
   static const proj_kind attn_in[] = {PROJ_Q, PROJ_K, PROJ_V}, attn_out[] = {PROJ_O};
   static const proj_kind mlp_in[] = {PROJ_GATE, PROJ_UP}, mlp_out[] = {PROJ_DOWN};
@@ -153,8 +153,8 @@ static void register_params(model *m) {
     add_slot(m, lp, name, SLOT_MLP_OUT, mlp_out, 1);
   }
   if (m->stage.has_head) {
-    m->final_norm = add_param(m, "final_norm", 1, dshape, -1, TENSOR_INIT_ONES, 0);
-    m->lm_head = cfg->tie_embeddings ? m->wte : add_param(m, "lm_head.weight", 2, shape, 0, TENSOR_DECAY, cfg->init_std);
+    m->ends.final_norm = add_param(m, "final_norm", 1, dshape, -1, TENSOR_INIT_ONES, 0);
+    m->ends.lm_head = cfg->tie_embeddings ? m->ends.wte : add_param(m, "lm_head.weight", 2, shape, 0, TENSOR_DECAY, cfg->init_std);
   }
 }
 
