@@ -23,6 +23,7 @@
 #include "check.h"
 #include "util.h"
 #include "data.h"
+#include "data_tool.h"
 #include "data_writer.h"
 #include "tool.h"
 #include "log.h"
@@ -67,8 +68,7 @@ static const char *usage_text =
     "  -h, --help             this text\n"
     "      --version          print the version\n";
 
-static void die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
-static void die(int code, const char *fmt, ...) {
+void data_die(int code, const char *fmt, ...) {
   char msg[2048];
   va_list ap;
   va_start(ap, fmt);
@@ -81,119 +81,6 @@ static void die(int code, const char *fmt, ...) {
   exit(code);
 }
 
-
-/* ---- input collection ---- */
-
-typedef struct {
-  char *path;
-  dev_t dev;
-  ino_t ino;
-} input_file;
-
-typedef struct {
-  input_file *v;
-  size_t n, cap;
-  uint64_t skip_ext, skip_link, skip_hidden, skip_other, skip_binary, skip_empty, skip_dup;
-} input_list;
-
-static void add_file(input_list *l, const char *path, const struct stat *st) {
-  if (l->n == l->cap) {
-    size_t cap = l->cap ? 2 * l->cap : 64;
-    input_file *v = boost_calloc(cap, sizeof *v);
-    if (l->n) memcpy(v, l->v, l->n * sizeof *v);
-    boost_free(l->v);
-    l->v = v;
-    l->cap = cap;
-  }
-  l->v[l->n].path = boost_strdup(path);
-  l->v[l->n].dev = st->st_dev;
-  l->v[l->n].ino = st->st_ino;
-  l->n++;
-}
-
-static void walk(input_list *l, const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) die(1, "%s: cannot read directory: %s", dir, strerror(errno));
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.') {
-      if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) l->skip_hidden++;
-      continue;
-    }
-    size_t n = strlen(dir) + strlen(e->d_name) + 2;
-    char *p = boost_calloc(n, 1);
-    snprintf(p, n, "%s%s%s", dir, boost_ends_with(dir, "/") ? "" : "/", e->d_name);
-    struct stat st;
-    if (lstat(p, &st) != 0) die(1, "%s: %s", p, strerror(errno));
-    if (S_ISLNK(st.st_mode))
-      l->skip_link++;
-    else if (S_ISDIR(st.st_mode))
-      walk(l, p);
-    else if (!S_ISREG(st.st_mode))
-      l->skip_other++;
-    else if (boost_ends_with(p, ".dat") || boost_ends_with(p, ".u8"))
-      l->skip_ext++;
-    else
-      add_file(l, p, &st);
-    boost_free(p);
-  }
-  closedir(d);
-}
-
-static int cmp_input(const void *a, const void *b) {
-  return strcmp(((const input_file *)a)->path, ((const input_file *)b)->path);
-}
-
-static const input_file *g_sort_base;
-static int cmp_inode(const void *a, const void *b) {
-  const input_file *x = &g_sort_base[*(const size_t *)a], *y = &g_sort_base[*(const size_t *)b];
-  if (x->dev != y->dev) return x->dev < y->dev ? -1 : 1;
-  if (x->ino != y->ino) return x->ino < y->ino ? -1 : 1;
-  size_t i = *(const size_t *)a, j = *(const size_t *)b;
-  return i < j ? -1 : i > j;
-}
-
-/* Sort by path; keep the first path of each (dev, inode). */
-static void sort_dedupe(input_list *l) {
-  if (l->n == 0) return;
-  qsort(l->v, l->n, sizeof *l->v, cmp_input);
-  size_t *idx = boost_calloc(l->n, sizeof *idx);
-  bool *dup = boost_calloc(l->n, sizeof *dup);
-  for (size_t i = 0; i < l->n; i++) idx[i] = i;
-  g_sort_base = l->v;
-  qsort(idx, l->n, sizeof *idx, cmp_inode);
-  for (size_t i = 1; i < l->n; i++) {
-    const input_file *a = &l->v[idx[i - 1]], *b = &l->v[idx[i]];
-    if (a->dev == b->dev && a->ino == b->ino) dup[idx[i]] = true;
-  }
-  size_t k = 0;
-  for (size_t i = 0; i < l->n; i++) {
-    if (dup[i]) {
-      l->skip_dup++;
-      boost_free(l->v[i].path);
-    } else {
-      l->v[k++] = l->v[i];
-    }
-  }
-  l->n = k;
-  boost_free(idx);
-  boost_free(dup);
-}
-
-static bool under_fortunes_dir(const char *path) {
-  char *real = realpath(path, NULL);
-  const char *p = real ? real : path;
-  bool found = false;
-  const char *last = strrchr(p, '/');
-  for (const char *s = p; last && s < last;) {
-    const char *e = strchr(s, '/');
-    if (!e) break;
-    if (e - s == 8 && strncmp(s, "fortunes", 8) == 0) found = true;
-    s = e + 1;
-  }
-  free(real);
-  return found;
-}
 
 /* ---- tokenizing ---- */
 
@@ -225,7 +112,7 @@ static void bpe_flush(stats *s) {
   if (rc != 0) {
     tool_tmp_disarm();
     data_writer_abort(s->w);
-    die(1, "%s", err.msg);
+    data_die(1, "%s", err.msg);
   }
 }
 
@@ -255,7 +142,7 @@ static void add_doc(stats *s, const uint8_t *b, size_t n) {
   } else if (data_writer_add_document(s->w, b, n, &err) != 0) {
     tool_tmp_disarm();
     data_writer_abort(s->w);
-    die(1, "%s", err.msg);
+    data_die(1, "%s", err.msg);
   }
   s->docs++;
 }
@@ -280,9 +167,9 @@ static void add_fortunes(stats *s, const uint8_t *b, size_t n) {
 /* Returns 1 if used, 0 if skipped (binary/empty). */
 static int add_file_tokens(stats *s, input_list *l, const char *path, int split_mode) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) die(1, "%s: cannot open: %s", path, strerror(errno));
+  if (fd < 0) data_die(1, "%s: cannot open: %s", path, strerror(errno));
   struct stat st;
-  if (fstat(fd, &st) != 0) die(1, "%s: cannot stat: %s", path, strerror(errno));
+  if (fstat(fd, &st) != 0) data_die(1, "%s: cannot stat: %s", path, strerror(errno));
   if (st.st_size == 0) {
     close(fd);
     l->skip_empty++;
@@ -290,14 +177,14 @@ static int add_file_tokens(stats *s, input_list *l, const char *path, int split_
   }
   size_t n = (size_t)st.st_size;
   void *map = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
-  if (map == MAP_FAILED) die(1, "%s: cannot mmap: %s", path, strerror(errno));
+  if (map == MAP_FAILED) data_die(1, "%s: cannot mmap: %s", path, strerror(errno));
   close(fd);
   const uint8_t *b = map;
   int used = 0;
   if (memchr(b, 0, n)) {
     l->skip_binary++;
   } else {
-    bool split = split_mode > 0 || (split_mode < 0 && under_fortunes_dir(path));
+    bool split = split_mode > 0 || (split_mode < 0 && data_under_fortunes_dir(path));
     if (split)
       add_fortunes(s, b, n);
     else
@@ -308,76 +195,6 @@ static int add_file_tokens(stats *s, input_list *l, const char *path, int split_
   }
   munmap(map, n);
   return used;
-}
-
-/* ---- --info ---- */
-
-static int do_info(const char *path, bool json) {
-  data_shard_info in;
-  boost_status err = {0};
-  if (data_shard_info_read(path, &in, &err) != 0) die(1, "%s", err.msg);
-  bool boost = in.format == DATA_FORMAT_BOOST;
-  char sum[32];
-  snprintf(sum, sizeof sum, "%016" PRIx64, in.checksum);
-  if (json) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "path", path);
-    cJSON_AddStringToObject(o, "format", boost ? "boost" : "llm.c");
-    cJSON_AddNumberToObject(o, "version", in.version);
-    cJSON_AddNumberToObject(o, "header_bytes", in.header_bytes);
-    cJSON_AddNumberToObject(o, "token_bytes", in.token_bytes);
-    cJSON_AddNumberToObject(o, "vocab_size", in.vocab_size);
-    cJSON_AddNumberToObject(o, "tokens", (double)in.num_tokens);
-    cJSON_AddNumberToObject(o, "max_token", in.max_token);
-    if (boost) {
-      cJSON_AddNumberToObject(o, "documents", (double)in.num_documents);
-      cJSON_AddStringToObject(o, "tokenizer", in.tokenizer);
-      char th[32];
-      snprintf(th, sizeof th, "%016" PRIx64, in.tokenizer_hash);
-      if (in.tokenizer_hash)
-        cJSON_AddStringToObject(o, "tokenizer_hash", th);
-      else
-        cJSON_AddNullToObject(o, "tokenizer_hash");
-      if (in.eot_token == DATA_NO_EOT)
-        cJSON_AddNullToObject(o, "eot_token");
-      else
-        cJSON_AddNumberToObject(o, "eot_token", in.eot_token);
-      cJSON_AddStringToObject(o, "checksum_xxh3", sum);
-    }
-    cJSON_AddBoolToObject(o, "verified", 1);
-    char *txt = cJSON_Print(o);
-    printf("%s\n", txt);
-    cJSON_free(txt);
-    cJSON_Delete(o);
-    return 0;
-  }
-  printf("file:         %s\n", path);
-  if (boost)
-    printf("format:       boost token shard v%" PRIu32 "\n", in.version);
-  else
-    printf("format:       llm.c .bin v%" PRIu32 " (%s)\n", in.version, in.token_bytes == 2 ? "GPT-2" : "LLaMA 3");
-  printf("header_bytes: %" PRIu32 "\n", in.header_bytes);
-  printf("token_bytes:  %" PRIu32 "\n", in.token_bytes);
-  if (boost)
-    printf("vocab_size:   %" PRIu32 "\n", in.vocab_size);
-  else
-    printf("vocab_size:   0 (not in llm.c headers; loader uses max token + 1 = %" PRIu64 ")\n",
-           in.num_tokens ? (uint64_t)in.max_token + 1 : 0);
-  printf("tokens:       %" PRIu64 "\n", in.num_tokens);
-  printf("max_token:    %" PRIu32 "\n", in.max_token);
-  if (boost) {
-    printf("documents:    %" PRIu64 "\n", in.num_documents);
-    printf("tokenizer:    %s\n", in.tokenizer[0] ? in.tokenizer : "(none)");
-    if (in.tokenizer_hash) printf("tokenizer_hash: %016" PRIx64 "\n", in.tokenizer_hash);
-    if (in.eot_token == DATA_NO_EOT)
-      printf("eot_token:    (none)\n");
-    else
-      printf("eot_token:    %" PRIu32 "\n", in.eot_token);
-    printf("checksum:     xxh3-64 %s (verified)\n", sum);
-  } else {
-    printf("checksum:     (none in llm.c format; size and header verified)\n");
-  }
-  return 0;
 }
 
 /* ---- main ---- */
@@ -426,7 +243,7 @@ static data_args parse_args(int argc, char **argv) {
       case OPT_THREADS: {
         char *end;
         long v = strtol(optarg, &end, 10);
-        if (*end || v < 1 || v > 1024) die(2, "--threads %s: expected a whole number 1..1024", optarg);
+        if (*end || v < 1 || v > 1024) data_die(2, "--threads %s: expected a whole number 1..1024", optarg);
         a.threads = (int)v;
         break;
       }
@@ -434,16 +251,16 @@ static data_args parse_args(int argc, char **argv) {
       case OPT_INFO: a.info = true; break;
       case 'h': fputs(usage_text, stdout); exit(0);
       case OPT_VERSION: printf("boost-data %s\n", BOOST_VERSION); exit(0);
-      case ':': die(2, "option %s needs an argument (see --help)", argv[optind - 1]);
+      case ':': data_die(2, "option %s needs an argument (see --help)", argv[optind - 1]);
       default:
         if (optopt)
-          die(2, "unknown option -%c (see --help)", optopt);
+          data_die(2, "unknown option -%c (see --help)", optopt);
         else
-          die(2, "unknown option %s (see --help)", argv[optind - 1]);
+          data_die(2, "unknown option %s (see --help)", argv[optind - 1]);
     }
   }
-  if (a.pretok && a.pattern) die(2, "--pretokenizer and --pattern both given: one of them");
-  if (!a.tokenizer && (a.pretok || a.pattern)) die(2, "--pretokenizer/--pattern need --tokenizer FILE");
+  if (a.pretok && a.pattern) data_die(2, "--pretokenizer and --pattern both given: one of them");
+  if (!a.tokenizer && (a.pretok || a.pattern)) data_die(2, "--pretokenizer/--pattern need --tokenizer FILE");
   if (a.tokenizer && !a.pattern && !a.pretok) a.pretok = "gpt2";
   a.ninputs = argc - optind;
   a.inputs = argv + optind;
@@ -456,22 +273,22 @@ static data_args parse_args(int argc, char **argv) {
 static void gather_inputs(input_list *l, const data_args *a) {
   for (int i = 0; i < a->ninputs; i++) {
     struct stat st;
-    if (stat(a->inputs[i], &st) != 0) die(1, "%s: %s", a->inputs[i], strerror(errno));
+    if (stat(a->inputs[i], &st) != 0) data_die(1, "%s: %s", a->inputs[i], strerror(errno));
     if (S_ISDIR(st.st_mode))
-      walk(l, a->inputs[i]);
+      data_walk(l, a->inputs[i]);
     else if (S_ISREG(st.st_mode))
-      add_file(l, a->inputs[i], &st);
+      data_add_file(l, a->inputs[i], &st);
     else
-      die(1, "%s: not a regular file or directory", a->inputs[i]);
+      data_die(1, "%s: not a regular file or directory", a->inputs[i]);
   }
-  sort_dedupe(l);
-  if (l->n == 0) die(1, "no input files found (all %d inputs empty or skipped)", a->ninputs);
+  data_sort_dedupe(l);
+  if (l->n == 0) data_die(1, "no input files found (all %d inputs empty or skipped)", a->ninputs);
   boost_status err = {0};
   const char **paths = boost_calloc(l->n, sizeof *paths);
   for (size_t i = 0; i < l->n; i++) paths[i] = l->v[i].path;
   const int out_ok = boost_check_output(a->out, paths, (int)l->n, &err) == 0;
   boost_free(paths);
-  if (!out_ok) die(1, "%s", err.msg);
+  if (!out_ok) data_die(1, "%s", err.msg);
 }
 
 static void tokenize_all(stats *s, input_list *l, const data_args *a, double t0) {
@@ -506,7 +323,7 @@ static uint64_t finish_output(stats *s) {
   int rc = data_writer_finish(s->w, &checksum, &err);
   tool_tmp_disarm();
   sigprocmask(SIG_SETMASK, &old, NULL);
-  if (rc != 0) die(1, "%s", err.msg);
+  if (rc != 0) data_die(1, "%s", err.msg);
   return checksum;
 }
 
@@ -553,12 +370,12 @@ int main(int argc, char **argv) {
   boost_log_program("boost-data"); /* first: every warning of the process carries this name */
   const data_args a = parse_args(argc, argv);
   if (a.info) {
-    if (a.out) die(2, "--info does not write: drop -o");
-    if (a.ninputs != 1) die(2, "--info takes exactly one shard file, got %d", a.ninputs);
-    return do_info(a.inputs[0], a.json);
+    if (a.out) data_die(2, "--info does not write: drop -o");
+    if (a.ninputs != 1) data_die(2, "--info takes exactly one shard file, got %d", a.ninputs);
+    return data_do_info(a.inputs[0], a.json);
   }
-  if (!a.out) die(2, "no output given: use -o OUT.tok (see --help)");
-  if (a.ninputs == 0) die(2, "no inputs given: usage boost-data [options] -o OUT.tok INPUT...");
+  if (!a.out) data_die(2, "no output given: use -o OUT.tok (see --help)");
+  if (a.ninputs == 0) data_die(2, "no inputs given: usage boost-data [options] -o OUT.tok INPUT...");
 
   double t0 = boost_now_s();
   input_list l = {0};
@@ -569,14 +386,14 @@ int main(int argc, char **argv) {
   const char *tok_name = DATA_BYTE_TOKENIZER;
   uint32_t vocab = DATA_BYTE_VOCAB, eot = DATA_BYTE_EOT, width = 2;
   if (a.tokenizer) {
-    if (bpe_open(a.tokenizer, a.pretok, a.pattern, &bpe, &err) != 0) die(1, "%s", err.msg);
+    if (bpe_open(a.tokenizer, a.pretok, a.pattern, &bpe, &err) != 0) data_die(1, "%s", err.msg);
     s.bpe = bpe;
     tok_name = bpe_name(bpe);
     vocab = bpe_vocab_size(bpe);
     eot = (uint32_t)bpe_eot(bpe);
     width = vocab <= 65536 ? 2 : 4;
   }
-  if (data_writer_open(a.out, width, vocab, tok_name, eot, &s.w, &err) != 0) die(1, "%s", err.msg);
+  if (data_writer_open(a.out, width, vocab, tok_name, eot, &s.w, &err) != 0) data_die(1, "%s", err.msg);
   if (bpe) data_writer_set_tokenizer_hash(s.w, bpe_hash(bpe));
   tool_tmp_arm(data_writer_tmp_path(s.w));
   tokenize_all(&s, &l, &a, t0);
@@ -586,7 +403,7 @@ int main(int argc, char **argv) {
   if (s.docs == 0) {
     tool_tmp_disarm();
     data_writer_abort(s.w);
-    die(1, "no text documents in the inputs (%" PRIu64 " files skipped: %" PRIu64 " binary, %" PRIu64 " empty)",
+    data_die(1, "no text documents in the inputs (%" PRIu64 " files skipped: %" PRIu64 " binary, %" PRIu64 " empty)",
         skipped, l.skip_binary, l.skip_empty);
   }
   const uint64_t tokens = data_writer_num_tokens(s.w);
