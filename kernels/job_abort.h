@@ -16,7 +16,7 @@
  *
  * Callers: boost_fail (check.h; the CUDA check macros go through it), the
  * collective watchdog (trainer/parallel/watchdog.c) and the checkpoint job's
- * deadline (ckpt/ckpt_session.c). Signal handlers and forked children end
+ * deadline (ckpt/session/ckpt_session.c). Signal handlers and forked children end
  * through job_exit_now. */
 #ifndef BOOST_KERNELS_JOB_ABORT_H
 #define BOOST_KERNELS_JOB_ABORT_H

@@ -81,7 +81,7 @@ int exp_dir_track(const char *name); /* a file created in the temporary folder *
 int exp_dir_commit(const char *tmp, const char *dir, boost_status *err);
 void exp_dir_abort(const char *tmp);
 
-/* The CoLA remote code, embedded at build time from tools/hf/ (generated
+/* The CoLA remote code, embedded at build time from tools/export/hf/ (generated
  * export_hf_files.c). */
 typedef struct {
   const char *name;

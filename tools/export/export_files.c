@@ -1,6 +1,6 @@
 /* boost-export: the small files of a Hugging Face model folder.
  * config.json (LlamaForCausalLM, or ColaForCausalLM through auto_map and
- * the remote code embedded from tools/hf/), generation_config.json, the
+ * the remote code embedded from tools/export/hf/), generation_config.json, the
  * tokenizer (byte-v1 as a `tokenizers` byte-level BPE with no merges whose
  * ids are the byte values; GPT-2 BPE is the standard tokenizer, named in
  * README.md) and a README.md that says where the weights came from. */

@@ -1,5 +1,5 @@
 /* boost-inspect summary of a checkpoint folder: its set-aside branches
- * (ckpt/ckpt_rollback.h), the checkpoints a rollback or a resume from an
+ * (ckpt/session/ckpt_rollback.h), the checkpoints a rollback or a resume from an
  * older one left behind, and a set-aside a crash left for the next start. */
 #include <limits.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* libFuzzer harness over the local level's readers (manifest, state part,
- * partner message: tools/local_fuzz_one.h). Build: CC=clang cmake
+ * partner message: tools/testkit/local_fuzz_one.h). Build: CC=clang cmake
  * -DBOOST_FUZZ=ON; run and seeds: docs/INSPECT.md "Fuzzing". */
 #include <stddef.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* Runs the local level's readers (tools/local_fuzz_one.h: manifest, state
+/* Runs the local level's readers (tools/testkit/local_fuzz_one.h: manifest, state
  * part, partner message) on files.
  *
  *   local_fuzz_files FILE|DIR...

@@ -1,4 +1,4 @@
-/* One input through the local level's readers (ckpt/ckpt_local_store.h),
+/* One input through the local level's readers (ckpt/local/ckpt_local_store.h),
  * as a restart meets them: the first byte picks the reader, the rest is
  * what it reads.
  *   0  a manifest file (ckpt_local_parse_manifest, then checked against this

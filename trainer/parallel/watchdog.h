@@ -138,7 +138,7 @@ void watchdog_mpi_close(void);
 void watchdog_stop(void);
 
 /* Another thread's job with a deadline (the checkpoint writer's save or
- * load, ckpt/ckpt_session.c): the same thread asks fn(ctx, line, linelen)
+ * load, ckpt/session/ckpt_session.c): the same thread asks fn(ctx, line, linelen)
  * a few times a second, under the watchdog's lock (so fn's ctx stays alive
  * until it is removed), and ends the job (job_end) with the line fn wrote
  * and the status it returns when that is > 0; 0: within the deadline. The
