@@ -8,13 +8,20 @@
 # settings and a metadata block from the run instead). Headers are named
 # without their folder ("tensor.h"), so each name is looked up among the
 # tree's headers; system headers (<...>) do not count.
-# Generation, evaluation and export run forwards over weights and a run
-# state: none of their files reaches the training state's header
+# The folders inside ckpt/ and tools/ belong to their top's layer.
+# Generation, evaluation and export run forwards over weights and an
+# activation state: none of their files reaches the training state's header
 # (model_train.h: gradients, AdamW moments), not even through a header.
-# And no struct of ckpt/ has more than 20 fields (a part with one job holds
-# few things): each ckpt/*.c is preprocessed (X-macro members expanded) and
-# the structs whose text comes from ckpt/ are counted, a nested struct or
-# union as one field.
+# No struct of ckpt/ or trainer/ has more than 20 fields (a part with one job
+# holds few things): each .c is preprocessed (X-macro members expanded) and
+# the structs whose text comes from that tree are counted, a nested struct
+# or union as one field.
+# Library code (kernels/, trainer/ but boost_train.c, ckpt/,
+# tools/ckpt_reader/) keeps each file to 500 lines, never prints (but
+# kernels/log.c), and a lower layer's header declares no function pointer
+# but the ones allowed below, each with its reason (the last block).
+# Every violation is one line "FAIL: <file>[:<line>]: <what> (rule: ...)";
+# tests/cli/layers_rules.sh plants one of each in a copy of the tree.
 #
 #   bash tests/cli/layers.sh [SOURCE_DIR]    exit 0 clean, 1 with one line per violation
 set -euo pipefail
