@@ -19,6 +19,7 @@
 #include "ckpt_local_store.h"
 #include "ckpt_private.h"
 #include "ckpt_test_hooks.h"
+#include "log.h"
 #include "util.h"
 
 int ckpt_node_split(MPI_Comm world, ckpt_node *out) {
@@ -427,10 +428,9 @@ static void collect(ckpt_local *L, char *status, size_t statuslen) {
   }
   boost_msgf(status, statuslen, "local step %lld FAILED", (long long)L->saver.job_step);
   if (L->team.rank == 0) {
-    fprintf(stderr, "boost: local checkpoint of step %lld FAILED (training continues; %s): %s\n",
-            (long long)L->saver.job_step, L->last_step >= 0 ? "the previous local step stays the newest" : "no local step yet",
-            L->saver.res_why);
-    fflush(stderr);
+    boost_log_warn("local checkpoint of step %lld FAILED (training continues; %s): %s",
+                   (long long)L->saver.job_step, L->last_step >= 0 ? "the previous local step stays the newest" : "no local step yet",
+                   L->saver.res_why);
   }
 }
 

@@ -24,6 +24,7 @@
 #include "ckpt_internal.h"
 #include "ckpt_read.h"
 #include "ckpt_test_hooks.h"
+#include "log.h"
 #include "util.h"
 
 /* One candidate being read. sums/stored: per (tensor, category), then the
@@ -117,9 +118,8 @@ static void read_root_attrs(reader *r, const char *path) {
     r->ok = 0;
   }
   if (r->ok && lr->meta.run.data_seed != rd->parts.cfg->data_seed && rd->parts.team->rank == 0)
-    fprintf(stderr,
-            "boost: warning: %s was saved with data.seed=%lld, this run uses %lld: the sample order will not continue "
-            "the saved run\n",
+    boost_log_warn("warning: %s was saved with data.seed=%lld, this run uses %lld: the sample order will not "
+                   "continue the saved run",
             path, (long long)lr->meta.run.data_seed, (long long)rd->parts.cfg->data_seed);
 }
 
@@ -249,9 +249,8 @@ static void check_stored_acts(reader *r, const char *path) {
   }
   boost_status what = {0};
   if (ckpt_check_group(r->f, CKPT_GROUP_ACTS, &what) != 0)
-    fprintf(stderr,
-            "boost: warning: %s: stored activations damaged (%s); training does not use them, so it resumes from "
-            "this file\n",
+    boost_log_warn("warning: %s: stored activations damaged (%s); training does not use them, so it resumes from "
+                   "this file",
             path, what.msg);
 }
 
@@ -370,8 +369,7 @@ void ckpt_do_load(ckpt_reader *rd) {
       break;
     }
     if (rd->parts.team->rank == 0 && !single[0] && k + 1 < n) {
-      fprintf(stderr, "boost: checkpoint %s is unusable: %s; trying the previous one\n", path, why.msg);
-      fflush(stderr);
+      boost_log_warn("checkpoint %s is unusable: %s; trying the previous one", path, why.msg);
     }
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     const size_t used = strlen(skipped);

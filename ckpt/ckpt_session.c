@@ -28,6 +28,7 @@
 #include "ckpt_test_hooks.h"
 #include "ckpt_worker.h"
 #include "ckpt_write.h"
+#include "log.h"
 #include "util.h"
 #include "watchdog.h"
 
@@ -149,11 +150,10 @@ static void warn_disk_space(ckpt_session *s) {
   ckpt_format_bytes(each, e, sizeof e);
   ckpt_format_bytes(have, h, sizeof h);
   ckpt_format_bytes(need, w, sizeof w);
-  fprintf(stderr,
-          "boost: warning: ckpt.dir %s has room for %s of checkpoints, but ckpt.keep_last=%d checkpoints of ~%s each "
-          "plus the one being written need ~%s: later checkpoints will fail on a full disk (free space, or lower "
-          "ckpt.keep_last)\n",
-          s->cfg.dir, h, s->cfg.keep_last, e, w);
+  boost_log_warn("warning: ckpt.dir %s has room for %s of checkpoints, but ckpt.keep_last=%d checkpoints of ~%s each "
+                 "plus the one being written need ~%s: later checkpoints will fail on a full disk (free space, or "
+                 "lower ckpt.keep_last)",
+                 s->cfg.dir, h, s->cfg.keep_last, e, w);
 }
 
 /* What ckpt_open made, undone (the worker stopped first). */
@@ -202,10 +202,7 @@ int ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tensor_store *
   if (!bad && !s->read_only) {
     char note[512];
     bad = ckpt_local_open(cfg, grid, store, note, sizeof note, &s->local, err) != 0;
-    if (s->local && s->team.rank == 0) {
-      printf("checkpoint: %s\n", note);
-      fflush(stdout);
-    }
+    if (s->local && s->team.rank == 0) boost_log_info("checkpoint: %s", note);
   }
   if (bad) {
     free_parts(s);
@@ -216,9 +213,8 @@ int ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tensor_store *
     char ring[32], all[32];
     ckpt_format_bytes(4.0 * (double)s->stager.ring.floats, ring, sizeof ring);
     ckpt_format_bytes(4.0 * (double)s->plan.save_floats, all, sizeof all);
-    printf("checkpoint: staging in a ring of %s for the %s rank 0 writes (ckpt.staging_limit; %.0f%%)\n", ring, all,
-           100.0 * (double)s->stager.ring.floats / (double)s->plan.save_floats);
-    fflush(stdout);
+    boost_log_info("checkpoint: staging in a ring of %s for the %s rank 0 writes (ckpt.staging_limit; %.0f%%)", ring,
+                   all, 100.0 * (double)s->stager.ring.floats / (double)s->plan.save_floats);
   }
   MPI_Comm_dup(grid->world, &s->team.comm);
   MPI_Comm_dup(grid->dp_comm, &s->dp_comm);
@@ -300,21 +296,16 @@ static void collect(ckpt_session *s, char *out, size_t outlen, int print) {
       if (s->out.last_committed_step >= 0)
         boost_msgf(latest, sizeof latest, "step %lld remains the latest", (long long)s->out.last_committed_step);
       /* one write: a line cut by the step log would be unreadable */
-      fprintf(stderr, "boost: checkpoint of step %lld FAILED, nothing committed (training continues; %s): %s\n",
-              (long long)r.step, latest, r.reason.msg);
-      fflush(stderr);
+      boost_log_warn("checkpoint of step %lld FAILED, nothing committed (training continues; %s): %s", (long long)r.step,
+                     latest, r.reason.msg);
     } else if (r.ok && !r.latest_ok) {
-      fprintf(stderr, "boost: checkpoint of step %lld committed but the `latest` pointer was not updated\n", (long long)r.step);
+      boost_log_warn("checkpoint of step %lld committed but the `latest` pointer was not updated", (long long)r.step);
     }
     if (r.ok && strstr(r.retention, "superseded")) { /* never moved aside without a word */
-      printf("checkpoint: newer checkpoints of an abandoned run set aside after step %lld: %s\n", (long long)r.step,
-             r.retention);
-      fflush(stdout);
+      boost_log_info("checkpoint: newer checkpoints of an abandoned run set aside after step %lld: %s", (long long)r.step,
+                     r.retention);
     }
-    if (print && out && out[0]) {
-      printf("checkpoint: %s\n", out);
-      fflush(stdout);
-    }
+    if (print && out && out[0]) boost_log_info("checkpoint: %s", out);
   }
 }
 
@@ -424,10 +415,7 @@ int ckpt_wait(ckpt_session *s) {
   }
   char local[200];
   ckpt_local_wait(s->local, local, sizeof local);
-  if (local[0] && s->team.rank == 0) {
-    printf("checkpoint: %s\n", local);
-    fflush(stdout);
-  }
+  if (local[0] && s->team.rank == 0) boost_log_info("checkpoint: %s", local);
   ckpt_worker_wait_idle(&s->worker);
   char done[REASON_MAX + 128];
   collect(s, done, sizeof done, 1); /* the outcome of the last checkpoint is logged, not swallowed */

@@ -12,6 +12,7 @@
 #include "ckpt_journal.h"
 #include "ckpt_rollback.h"
 #include "ckpt_session_internal.h"
+#include "log.h"
 #include "util.h"
 
 /* With the local level on, rank 0 records in checkpoints.jsonl which level
@@ -34,7 +35,7 @@ static void adopt_run_id(ckpt_session *s, const char *candidate) {
   if (s->start.in_rollback && s->start.run_id[0]) candidate = s->start.run_id;
   ckpt_run_id_adopt(s->grid->world, s->read_only ? NULL : s->cfg.dir, candidate, s->start.run_id, note, sizeof note);
   ckpt_local_set_run(s->local, s->start.run_id);
-  if (note[0] && s->team.rank == 0) printf("checkpoint: %s\n", note), fflush(stdout);
+  if (note[0] && s->team.rank == 0) boost_log_info("checkpoint: %s", note);
 }
 
 const char *ckpt_run_identity(const ckpt_session *s) { return s && s->start.run_id[0] ? s->start.run_id : NULL; }

@@ -12,6 +12,7 @@
 #include "ckpt_test_hooks.h"
 #include "comm.h"
 #include "config.h"
+#include "log.h"
 #include "preempt.h"
 #include "resume_plan.h"
 #include "test_hooks.h"
@@ -46,6 +47,7 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+  boost_log_program("boost-train"); /* the prefix of every warning the libraries write */
   /* From here on a stop signal is remembered, never fatal: the run acts on
    * it once its state is consistent (trainer_run). */
   preempt_install_handlers();
