@@ -37,7 +37,7 @@ int ckpt_node_split(MPI_Comm world, ckpt_node *out) {
 /* BOOST_CKPT_SYNC=1 (the benchmarks' baseline): the local save inline too. */
 static int cfg_sync_mode(void) { return ckpt_env_int("BOOST_CKPT_SYNC", 0) != 0; }
 
-static void collect(ckpt_local *L, char *status, size_t statuslen);
+static void collect(ckpt_local *L, boost_status *note);
 static void *local_writer_main(void *arg);
 
 /* The default directory: /dev/shm/boost-<euid>/<hash of the absolute
@@ -405,10 +405,13 @@ static void *local_writer_main(void *arg) {
   return NULL;
 }
 
-/* Waits for the job in flight; its outcome (if not yet told) into status
- * and, when it failed, one line on rank 0's stderr. */
-static void collect(ckpt_local *L, char *status, size_t statuslen) {
-  if (status && statuslen) status[0] = 0;
+/* Waits for the job in flight; its outcome (if not yet told) into
+ * note->msg (NULL: not told) and, when it failed, one warning line on rank 0
+ * (kernels/log.h: it is said when it happens). */
+static void collect(ckpt_local *L, boost_status *note) {
+  char *status = note ? note->msg : NULL;
+  const size_t statuslen = note ? sizeof note->msg : 0;
+  if (status) status[0] = 0;
   pthread_mutex_lock(&L->saver.mu);
   while (L->saver.busy) pthread_cond_wait(&L->saver.cv, &L->saver.mu);
   const int have = L->saver.unreported;
@@ -435,9 +438,9 @@ static void collect(ckpt_local *L, char *status, size_t statuslen) {
 }
 
 /* ckpt_local_save without its clock. */
-static int save_now(ckpt_local *L, const ckpt_meta *meta, const ckpt_state *state, char *status, size_t statuslen) {
-  char before[200] = "";
-  collect(L, before, sizeof before); /* the previous job (the optimizer step already waited for its reading) */
+static int save_now(ckpt_local *L, const ckpt_meta *meta, const ckpt_state *state, boost_status *note) {
+  boost_status before = {0};
+  collect(L, &before); /* the previous job (the optimizer step already waited for its reading) */
   L->saver.job_step = meta->run.step;
   L->handed = meta->run.step;
   ckpt_local_pack(meta, state, &L->saver.job_blob, &L->saver.job_len);
@@ -454,17 +457,19 @@ static int save_now(ckpt_local *L, const ckpt_meta *meta, const ckpt_state *stat
     L->saver.busy = L->saver.reading = 0;
     L->saver.unreported = 1;
     pthread_mutex_unlock(&L->saver.mu);
-    collect(L, status, statuslen);
-    return L->last_step == meta->run.step ? 0 : -1;
+    collect(L, note);
+    if (L->last_step == meta->run.step) return 0;
+    note->failed = 1; /* its message says so: "local step S FAILED" */
+    return -1;
   }
-  if (before[0]) boost_msgf(status, statuslen, "%s", before);
-  else boost_msgf(status, statuslen, "local step %lld started", (long long)meta->run.step);
+  if (before.msg[0]) boost_msgf(note->msg, sizeof note->msg, "%s", before.msg);
+  else boost_msgf(note->msg, sizeof note->msg, "local step %lld started", (long long)meta->run.step);
   return 0;
 }
 
-int ckpt_local_save(ckpt_local *L, const ckpt_meta *meta, const ckpt_state *state, char *status, size_t statuslen) {
+int ckpt_local_save(ckpt_local *L, const ckpt_meta *meta, const ckpt_state *state, boost_status *note) {
   const double t0 = boost_now_s();
-  int rc = save_now(L, meta, state, status, statuslen);
+  int rc = save_now(L, meta, state, note);
   const double dt = boost_now_s() - t0;
   /* an inline save was collected in the call (its cost is the call);
    * otherwise the job in flight's, told when it is collected */
@@ -483,9 +488,9 @@ void ckpt_local_before_update(ckpt_local *L) {
   if (waited) L->cost.stall_s += boost_now_s() - t0; /* the optimizer held back by the save in flight */
 }
 
-void ckpt_local_wait(ckpt_local *L, char *status, size_t statuslen) {
-  if (L) collect(L, status, statuslen);
-  else if (status && statuslen) status[0] = 0;
+void ckpt_local_wait(ckpt_local *L, boost_status *note) {
+  if (L) collect(L, note);
+  else note->msg[0] = 0;
 }
 
 void ckpt_local_set_run(ckpt_local *L, const char *run_id) {
@@ -494,7 +499,7 @@ void ckpt_local_set_run(ckpt_local *L, const char *run_id) {
 
 void ckpt_local_keep_only(ckpt_local *L, int64_t keep) {
   if (!L) return;
-  collect(L, NULL, 0);
+  collect(L, NULL);
   L->handed = keep;
   ckpt_local_remove_steps(L->mine, keep, 0, L->run_id);
   if (L->partner.on) ckpt_local_remove_steps(L->partner.held_dir, keep, 0, L->run_id);
@@ -503,7 +508,7 @@ void ckpt_local_keep_only(ckpt_local *L, int64_t keep) {
 
 void ckpt_local_retire(ckpt_local *L, int64_t file_step) {
   if (!L) return;
-  collect(L, NULL, 0);
+  collect(L, NULL);
   if (file_step < 0 || file_step < L->last_step) return;
   ckpt_local_remove_steps(L->mine, -1, 0, L->run_id); /* this run's: another run's stay, and so does the folder */
   rmdir(L->mine);
@@ -518,7 +523,7 @@ void ckpt_local_retire(ckpt_local *L, int64_t file_step) {
 
 void ckpt_local_drop_newer(ckpt_local *L, int64_t max_step) {
   if (!L) return;
-  collect(L, NULL, 0);
+  collect(L, NULL);
   if (L->handed > max_step) L->handed = -1;
   ckpt_local_remove_steps(L->mine, max_step, 1, L->run_id);
   if (L->partner.on) ckpt_local_remove_steps(L->partner.held_dir, max_step, 1, L->run_id);

@@ -331,7 +331,7 @@ void ckpt_load_report(ckpt_reader *rd) {
   ckpt_format_bytes(bytes, b, sizeof b);
   ckpt_format_bytes(lr->bytes_needed, nb, sizeof nb);
   ckpt_format_bytes(lr->bytes_decoded, db, sizeof db);
-  boost_msgf(lr->msg, sizeof lr->msg,
+  boost_msgf(lr->reason.msg, sizeof lr->reason.msg,
              "resumed from %s (step %lld, %s of tensors verified and loaded in %.2f s; the ranks read %s, decoding "
              "%s of chunks: %.2fx)%s%s",
              lr->path, (long long)lr->meta.run.step, b, boost_now_s() - lr->t0, nb, db,
@@ -358,6 +358,7 @@ void ckpt_do_load(ckpt_reader *rd) {
   const size_t pathlen = sizeof lr->path, skippedlen = sizeof lr->skipped;
   skipped[0] = 0;
   lr->status = 0;
+  lr->reason = (boost_status){0};
   for (int k = 0; k < n && lr->status == 0; k++) {
     char name[64];
     ckpt_file_name(name, sizeof name, single[0] ? 0 : steps[k]);
@@ -377,15 +378,15 @@ void ckpt_do_load(ckpt_reader *rd) {
   }
   if (lr->status == 0 && single[0]) {
     lr->status = -1;
-    boost_msgf(lr->msg, sizeof lr->msg, "cannot resume from %s: %s", single, why.msg);
+    boost_err(&lr->reason, "cannot resume from %s: %s", single, why.msg);
   } else if (lr->status == 0 && n > 0) { /* never a silent fresh start over checkpoints that exist */
     lr->status = -1;
-    boost_msgf(lr->msg, sizeof lr->msg,
-               "no usable checkpoint in %s: %s. Fix or move them, or set ckpt.resume=none to start over (the files "
-               "are kept)",
-               dir, skipped);
+    boost_err(&lr->reason,
+              "no usable checkpoint in %s: %s. Fix or move them, or set ckpt.resume=none to start over (the files "
+              "are kept)",
+              dir, skipped);
   } else if (lr->status == 0) {
-    boost_msgf(lr->msg, sizeof lr->msg, "fresh start (no checkpoint in %s)", dir);
+    boost_msgf(lr->reason.msg, sizeof lr->reason.msg, "fresh start (no checkpoint in %s)", dir);
   }
   ckpt_load_end(rd->parts.st);
   free(steps);

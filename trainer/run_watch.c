@@ -127,14 +127,8 @@ void run_watch_step(ckpt_session *ck, const train_state *st) {
 
 void run_watch_trained(const train_state *st) { atomic_store(&rw.done, st->step); }
 
-void run_watch_ckpt(const trainer_ckpt_ctx *ctx, ckpt_session *ck, const train_state *st, int force, char *status,
-                    size_t statuslen) {
-  if (!ck) {
-    boost_msgf(status, statuslen, "-");
-    return;
-  }
-  const int due = ckpt_due(ck, st->step, force);
-  if (due) {
+void run_watch_save_begin(int file_due) {
+  if (file_due) {
     int64_t ino, mtime;
     latest_id(rw.dir, &ino, &mtime);
     atomic_store(&rw.staged, -1);
@@ -142,9 +136,11 @@ void run_watch_ckpt(const trainer_ckpt_ctx *ctx, ckpt_session *ck, const train_s
     atomic_store(&rw.latest_mtime_ns, mtime);
   }
   watchdog_phase("a checkpoint step (staging, or waiting for the writer)", WATCH_CKPT);
-  trainer_ckpt_after_step(ctx, ck, st, force, status, statuslen);
+}
+
+void run_watch_save_end(const ckpt_session *ck, int64_t step, int file_due) {
   watchdog_phase("the training loop", WATCH_WORK);
-  if (due && !ckpt_due(ck, st->step, 1)) atomic_store(&rw.staged, st->step);
+  if (file_due && !ckpt_due(ck, step, 1)) atomic_store(&rw.staged, step);
   atomic_store(&rw.committed, ckpt_last_committed(ck));
 }
 
