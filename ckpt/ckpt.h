@@ -199,6 +199,7 @@ typedef struct {
   int force;  /* CKPT_DUE_* bits: a file and/or a local checkpoint asked for */
   int fenced; /* the caller waits on the returned fence before it changes the arenas: staging may be deferred
                  (0: staged before ckpt_submit returns) */
+  double build_s; /* seconds the run spent building it (the activations' recompute): counted in the save's stall */
 } ckpt_save_request;
 
 /* Starts the saves of req->meta->run.step that are due (ckpt_due,

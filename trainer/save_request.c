@@ -212,8 +212,9 @@ ckpt_fence save_request_submit(save_builder *b, ckpt_session *ck, const train_st
   }
   /* A file save stores the activations (every rank recomputes its stage's
    * part: collective over world), recomputed now with the weights it saves. */
+  const double t0 = boost_now_s();
   if (file && b->acts) activations(b, st, b->acts);
-  const ckpt_save_request req = {&m, &state, file ? b->acts : NULL, force, b->fenced};
+  const ckpt_save_request req = {&m, &state, file ? b->acts : NULL, force, b->fenced, boost_now_s() - t0};
   const ckpt_fence fence = ckpt_submit(ck, &req, note);
   boost_free(starts);
   ckpt_meta_free(&m);
