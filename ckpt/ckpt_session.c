@@ -339,6 +339,8 @@ static void stage_job(ckpt_session *s, const ckpt_save_request *req) {
   if (s->cfg.activations && req->acts) {
     ckpt_acts_take(&j->acts, req->acts);
     ckpt_acts_union(&j->acts, s->grid->pp_comm);
+  } else if (req->acts) {
+    ckpt_acts_reset(req->acts);
   }
   /* A bounded ring is always filled by the writer, from the state of this
    * mark(): a caller that does not wait on the fence waits for it in
@@ -374,6 +376,7 @@ ckpt_fence ckpt_submit(ckpt_session *s, const ckpt_save_request *req, boost_stat
     fence.step = meta->run.step;
   }
   if (!ckpt_due(s, meta->run.step, force)) {
+    if (req->acts) ckpt_acts_reset(req->acts); /* left empty, as a taken set is */
     if (done[0] || local.msg[0])
       boost_msgf(status, statuslen, "%s%s%s", local.msg, local.msg[0] && done[0] ? " | " : "", done);
     return fence;
