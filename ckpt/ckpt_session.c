@@ -49,7 +49,8 @@ static void run_job(void *ctx, ckpt_job_kind kind) {
  * from it. When a job has run longer than ckpt.timeout, the job is ended
  * with one line, so the batch system can restart it from the previous
  * checkpoint instead of holding the allocation until its time limit.
- * Returns the exit status then, else 0. */
+ * Returns the exit status then, else 0; the line carries the program's
+ * prefix (kernels/log.h), as its warnings do. */
 static int job_overdue(void *arg, char *line, size_t linelen) {
   ckpt_session *s = arg;
   pthread_mutex_lock(&s->worker.mu);
@@ -60,16 +61,16 @@ static int job_overdue(void *arg, char *line, size_t linelen) {
     status = load ? s->cfg.load_abort_status : s->cfg.abort_status;
     if (load)
       boost_msgf(line, linelen,
-                 "boost: checkpoint watchdog on rank %d: the checkpoint load has run %.0f s, longer than "
+                 "%s: checkpoint watchdog on rank %d: the checkpoint load has run %.0f s, longer than "
                  "ckpt.timeout=%d s; the job is aborted (exit %d) before training: nothing was trained, the "
                  "checkpoints are untouched",
-                 s->team.rank, boost_now_s() - started, s->cfg.timeout, status);
+                 boost_log_name(), s->team.rank, boost_now_s() - started, s->cfg.timeout, status);
     else
       boost_msgf(line, linelen,
-                 "boost: checkpoint watchdog on rank %d: the checkpoint job of step %lld has run %.0f s, longer than "
+                 "%s: checkpoint watchdog on rank %d: the checkpoint job of step %lld has run %.0f s, longer than "
                  "ckpt.timeout=%d s; a failure inside a collective HDF5/MPI-IO call cannot be recovered, so the job "
                  "is aborted (exit %d); the newest committed checkpoint (step %lld) is intact",
-                 s->team.rank, (long long)s->worker.job_step, boost_now_s() - started, s->cfg.timeout, status,
+                 boost_log_name(), s->team.rank, (long long)s->worker.job_step, boost_now_s() - started, s->cfg.timeout, status,
                  (long long)s->out.last_committed_step);
   }
   pthread_mutex_unlock(&s->worker.mu);
