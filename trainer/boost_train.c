@@ -12,6 +12,7 @@
 #include "ckpt_test_hooks.h"
 #include "comm.h"
 #include "config.h"
+#include "log.h"
 #include "preempt.h"
 #include "resume_plan.h"
 #include "test_hooks.h"

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckpt_hooks.h"
+#include "save_request.h"
 #include "ckpt_local.h"
 #include "ckpt_peek.h"
 #include "ckpt_run_id.h"

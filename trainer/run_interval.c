@@ -4,12 +4,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "log.h"
 #include "util.h"
 
-static void say(const char *line) {
-  printf("%s\n", line);
-  fflush(stdout);
-}
+static void say(const char *line) { boost_log_info("%s", line); }
 
 void run_interval_start(run_interval *ri, const train_config *cfg, int rank, const train_state *st,
                         const ckpt_session *ck) {

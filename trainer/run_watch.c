@@ -12,6 +12,7 @@
 #include "ckpt_h5.h"
 #include "comm.h"
 #include "device_wait.h"
+#include "log.h"
 #include "preempt.h"
 #include "util.h"
 #include "watchdog.h"
@@ -77,12 +78,12 @@ static void arm_stuck(int64_t step) {
   if (!v || sscanf(v, "%lld:%lld:%15s", &at, &r, where) != 3 || at != step || r != rw.rank) return;
   const int device = strncmp(where, "device", 6) == 0, error = strcmp(where, "device-error") == 0;
   const int op = strcmp(where, "op-error") == 0;
-  fprintf(stderr, "boost-train: rank %d gets stuck in its next %s at step %lld (BOOST_TRAIN_TEST_STUCK_AT)\n", rw.rank,
-          op      ? "op, which fails"
-          : error ? "device wait, which fails"
-          : device ? "device wait"
-                   : "agreement",
-          (long long)step);
+  boost_log_warn("rank %d gets stuck in its next %s at step %lld (BOOST_TRAIN_TEST_STUCK_AT)", rw.rank,
+                 op       ? "op, which fails"
+                 : error  ? "device wait, which fails"
+                 : device ? "device wait"
+                          : "agreement",
+                 (long long)step);
   if (op)
     boost_wait_test_stick(BOOST_WAIT_TEST_OP_ERROR);
   else if (device)
@@ -119,21 +120,15 @@ void run_watch_step(ckpt_session *ck, const train_state *st) {
   if (st->step + 1 != rw.stop_at) return;
   ckpt_wait(ck); /* every rank: the checkpoint in flight commits first (the watchdog learns it on disk) */
   if (!rw.stop_me) return;
-  fprintf(stderr, "boost-train: rank %d stops itself at the start of step %lld (BOOST_TRAIN_TEST_STOP_AT)\n", rw.rank,
-          (long long)st->step + 1);
+  boost_log_warn("rank %d stops itself at the start of step %lld (BOOST_TRAIN_TEST_STOP_AT)", rw.rank,
+                 (long long)st->step + 1);
   raise(SIGSTOP);
 }
 
 void run_watch_trained(const train_state *st) { atomic_store(&rw.done, st->step); }
 
-void run_watch_ckpt(const trainer_ckpt_ctx *ctx, ckpt_session *ck, const train_state *st, int force, char *status,
-                    size_t statuslen) {
-  if (!ck) {
-    boost_msgf(status, statuslen, "-");
-    return;
-  }
-  const int due = ckpt_due(ck, st->step, force);
-  if (due) {
+void run_watch_save_begin(int file_due) {
+  if (file_due) {
     int64_t ino, mtime;
     latest_id(rw.dir, &ino, &mtime);
     atomic_store(&rw.staged, -1);
@@ -141,9 +136,11 @@ void run_watch_ckpt(const trainer_ckpt_ctx *ctx, ckpt_session *ck, const train_s
     atomic_store(&rw.latest_mtime_ns, mtime);
   }
   watchdog_phase("a checkpoint step (staging, or waiting for the writer)", WATCH_CKPT);
-  trainer_ckpt_after_step(ctx, ck, st, force, status, statuslen);
+}
+
+void run_watch_save_end(const ckpt_session *ck, int64_t step, int file_due) {
   watchdog_phase("the training loop", WATCH_WORK);
-  if (due && !ckpt_due(ck, st->step, 1)) atomic_store(&rw.staged, st->step);
+  if (file_due && !ckpt_due(ck, step, 1)) atomic_store(&rw.staged, step);
   atomic_store(&rw.committed, ckpt_last_committed(ck));
 }
 

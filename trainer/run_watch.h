@@ -14,7 +14,6 @@
 #include <stddef.h>
 
 #include "ckpt.h"
-#include "ckpt_hooks.h"
 #include "config.h"
 #include "train_state.h"
 
@@ -35,10 +34,11 @@ void run_watch_begin(const train_config *cfg, int rank, const train_state *st, c
 void run_watch_step(ckpt_session *ck, const train_state *st);
 /* st->step steps are done (right after each optimizer step). */
 void run_watch_trained(const train_state *st);
-/* trainer_ckpt_after_step, watched as a checkpoint phase, with the commit state
- * published. NULL ck: only the status "-". */
-void run_watch_ckpt(const trainer_ckpt_ctx *ctx, ckpt_session *ck, const train_state *st, int force, char *status,
-                    size_t statuslen);
+/* A save request is submitted (save_request.h): from _begin to _end the
+ * watchdog sees a checkpoint phase; file_due: a checkpoint file is due, its
+ * staging and the commit state published. */
+void run_watch_save_begin(int file_due);
+void run_watch_save_end(const ckpt_session *ck, int64_t step, int file_due);
 /* The run ended with `status` (its final checkpoint waited for): the exit
  * status from here on is 75 when its state is committed, else 74. */
 void run_watch_end(const train_config *cfg, int status);

@@ -18,8 +18,8 @@
 #include "check.h"
 #include "util.h"
 #include "ckpt.h"
-#include "ckpt_hooks.h"
 #include "ckpt_test_hooks.h"
+#include "resume_state.h"
 #include "run_interval.h"
 #include "comm.h"
 #include "data.h"
@@ -132,9 +132,6 @@ static void fetch_micro(void *ctx, int micro, int32_t *in, int32_t *tg) {
   }
 }
 
-/* optimizer_step_parts' wait: the checkpoint in flight has read tensors [t0, t1). */
-static void wait_staged(void *ck, int t0, int t1) { ckpt_before_update_tensors(ck, t0, t1); }
-
 /* The first half of an optimizer step: grad_accum micro-batches per replica
  * through the pipeline (pipeline.c) and the gradient reduction over dp.
  * Returns the mean loss over the global batch and sets the pre-clip
@@ -198,9 +195,12 @@ static void step_update(run *r, train_state *st, double grad_norm) {
   float lr = lr_at(cfg, (int)st->step);
   const float clip = boost_clip_scale(grad_norm, cfg->train.grad_clip);
   if (r->parts.n) { /* each part waits only for its tensors' bands of a checkpoint staged in turns */
-    optimizer_step_parts(&r->mt, cfg, lr, (int)st->step + 1, clip, &r->parts, wait_staged, r->ck);
+    for (int k = 0; k < r->parts.n; k++) {
+      ckpt_fence_wait(r->fence, r->parts.t0[k], r->parts.t0[k + 1]);
+      optimizer_step_part(&r->mt, cfg, lr, (int)st->step + 1, clip, &r->parts, k);
+    }
   } else {
-    ckpt_before_update(r->ck); /* a checkpoint's deferred copy of params/moments must be done */
+    ckpt_fence_wait_all(r->fence); /* a checkpoint's deferred copy of params/moments must be done */
     optimizer_step(&r->mt, cfg, lr, (int)st->step + 1, clip);
   }
   if (cfg->parallel.zero) {
@@ -342,7 +342,7 @@ void trainer_destroy(trainer *r) {
   if (!r) return;
   run_tb_close(r);
   train_state_free(&r->st);
-  trainer_ckpt_ctx_free(&r->hooks_ctx);
+  save_builder_free(&r->saves);
   pipeline_free(&r->pipe);
   if (r->buckets.comm) grad_buckets_free(&r->buckets);
   boost_free(r->val_in);
@@ -476,18 +476,20 @@ static int accept_start(run *t, boost_status *err) {
 static int open_and_resume(run *t, char *msg, size_t msglen) {
   const train_config *cfg = t->cfg;
   boost_status err = {0};
-  trainer_ckpt_ctx_init(&t->hooks_ctx, cfg, &t->grid, &t->comm, &t->m, &t->pipe, &t->st, t->mode);
-  data_tokenizer_id(t->train_src, t->hooks_ctx.tokenizer, sizeof t->hooks_ctx.tokenizer);
-  const ckpt_hooks hooks = trainer_ckpt_hooks(&t->hooks_ctx);
+  save_builder_init(&t->saves, cfg, &t->grid, &t->comm, &t->m, &t->pipe, t->mode);
+  data_tokenizer_id(t->train_src, t->saves.tokenizer, sizeof t->saves.tokenizer);
   ckpt_settings ck_set;
   trainer_ckpt_settings(cfg, &ck_set);
   ck_set.threads = t->threads; /* train.threads=0 resolved: a save or load training waits for uses them all */
   watchdog_phase("start-up: checkpoint directory", WATCH_WAIT);
-  const int opened = ckpt_open(&ck_set, &t->grid, &t->mt.store, &hooks, &t->ck, &err);
+  const int opened = ckpt_open(&ck_set, &t->grid, &t->mt.store, &t->ck, &err);
+  t->fence = ckpt_fence_start(t->ck);
   watchdog_phase("start-up: checkpoint load", WATCH_CKPT);
   int resumed = -1;
-  if (opened != 0 || (resumed = trainer_ckpt_resume(t->ck, &t->st, t->hooks_ctx.tokenizer, msg, msglen)) < 0)
-    return fail_all(&t->grid, opened != 0 ? err.msg : msg);
+  boost_status note = {0};
+  if (opened != 0 || (resumed = trainer_ckpt_resume(t->ck, &t->st, t->saves.tokenizer, &note)) < 0)
+    return fail_all(&t->grid, opened != 0 ? err.msg : note.msg);
+  boost_msgf(msg, msglen, "%s", note.msg);
   /* Drawn only for a fresh start: a resume overwrites every weight, and
    * drawing them first (Box-Muller over the whole model) was a large part
    * of a resume's start-up. A fresh start happens only where no checkpoint
@@ -524,7 +526,7 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
     return status;
   }
   model_refresh_work(&t->m); /* a resume loaded the float masters: the working copy follows */
-  trainer_ckpt_note_start(&t->hooks_ctx, st);
+  trainer_ckpt_note_start(&t->saves, st);
   if (t->grid.rank == 0) {
     print_start(t, st, t->threads);
     if (ck) printf("checkpoints: %s\n", msg);
@@ -562,8 +564,8 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
         loss = NAN; /* not a step of the run: the final line reports the last accepted one */
         if (status != 0) break;
         if ((stop_signal = preempt_agreed(t->grid.world)) != 0) {
-          char ckpt_status[128];
-          run_watch_ckpt(&t->hooks_ctx, ck, st, 1, ckpt_status, sizeof ckpt_status);
+          boost_status ckpt_note = {0};
+          t->fence = save_request_submit(&t->saves, ck, st, CKPT_DUE_FILE, &ckpt_note);
           status = BOOST_EXIT_PREEMPTED;
           break;
         }
@@ -592,7 +594,9 @@ int trainer_run(const train_config *cfg, MPI_Comm world) {
     const int taken = (ckpt_due(ck, st->step, force) ? CKPT_DUE_FILE : 0) |
                       (ckpt_due_local(ck, st->step, force) ? CKPT_DUE_LOCAL : 0);
     if (last) ckpt_test_stop_in("last-step", t->grid.rank);
-    run_watch_ckpt(&t->hooks_ctx, ck, st, force, ckpt_status, sizeof ckpt_status);
+    boost_status ckpt_note = {0};
+    t->fence = save_request_submit(&t->saves, ck, st, force, &ckpt_note);
+    boost_msgf(ckpt_status, sizeof ckpt_status, "%s", ckpt_note.msg); /* the step line's column, as wide as ever */
     run_interval_after(&t->interval, ck, taken);
 
     const double tok_s = (double)t->global_batch * t->T / dt, gflops = flops_per_token * t->global_batch * t->T / dt / 1e9;

@@ -65,7 +65,9 @@ static int rollback(run *t, int64_t first_step, int64_t last_batch) {
   train_state *st = &t->st;
   char msg[2048];
   watchdog_phase("the guard's rollback", WATCH_CKPT);
-  const int rc = trainer_ckpt_rollback(t->ck, first_step, st, msg, sizeof msg);
+  boost_status note = {0};
+  const int rc = trainer_ckpt_rollback(t->ck, first_step, st, &note);
+  snprintf(msg, sizeof msg, "%s", note.msg);
   if (rc < 0) return fail_all(&t->grid, msg);
   if (rc == 0) {
     start_over(t);

@@ -8,7 +8,6 @@
 #include <stdio.h>
 
 #include "ckpt.h"
-#include "ckpt_hooks.h"
 #include "comm.h"
 #include "data.h"
 #include "grad_buckets.h"
@@ -18,6 +17,8 @@
 #include "optim.h"
 #include "pipeline.h"
 #include "run_interval.h"
+#include "resume_state.h"
+#include "save_request.h"
 #include "train_state.h"
 #include "trainer.h"
 
@@ -46,7 +47,8 @@ struct trainer {
   int32_t *val_in, *val_tg; /* validation's micro-batch: the pipeline's buffers hold the step's last one */
   ckpt_session *ck; /* trainer_run's checkpoint session (NULL: none) */
   optim_parts parts; /* the optimizer step in parts when ck's staging is bounded (n 0: whole) */
-  trainer_ckpt_ctx hooks_ctx;
+  save_builder saves;    /* the save requests trainer_run submits to ck */
+  ckpt_fence fence;      /* the last submit's staging fence: waited on before the optimizer changes the arenas */
   run_interval interval; /* ckpt.every_seconds / ckpt.every = auto / ckpt.local_every = auto */
   /* The guard's replay: this rank's own gradients and loss share hashed
    * as the dp reduction takes them (NULL: no replay here, not hashed). */

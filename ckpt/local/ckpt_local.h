@@ -65,16 +65,16 @@ int64_t ckpt_local_last_stall(const ckpt_local *L, double *stall_s);
  * Where the arenas are host memory it runs on the local writer thread
  * while training goes on (the previous one waited for first): the caller
  * calls ckpt_local_before_update before the optimizer changes the arenas;
- * status tells the previous save's outcome ("local step 11 3.1 ms", "local
- * step 11 FAILED": the step before it stays the newest, one line on rank
- * 0's stderr says why). Otherwise (device memory, BOOST_CKPT_SYNC=1) it
- * runs here and status tells this one's. Returns -1 only when an inline
- * save failed. */
-int ckpt_local_save(ckpt_local *L, const ckpt_meta *meta, const ckpt_state *state, char *status, size_t statuslen);
+ * note->msg tells the previous save's outcome for the step line ("local
+ * step 11 3.1 ms", "local step 11 FAILED": the step before it stays the
+ * newest, one warning line on rank 0 says why). Otherwise (device memory,
+ * BOOST_CKPT_SYNC=1) it runs here and note->msg tells this one's. Returns
+ * -1 (note failed) only when an inline save failed. */
+int ckpt_local_save(ckpt_local *L, const ckpt_meta *meta, const ckpt_state *state, boost_status *note);
 /* Until the save in flight no longer reads the arenas (NULL L: nothing). */
 void ckpt_local_before_update(ckpt_local *L);
 /* Until the save in flight is committed or failed; its outcome as above. */
-void ckpt_local_wait(ckpt_local *L, char *status, size_t statuslen);
+void ckpt_local_wait(ckpt_local *L, boost_status *note);
 
 /* The newest step every rank holds, verified, loaded into the arenas and
  * *meta / *state (rank 0's metadata block), provided it is not older than

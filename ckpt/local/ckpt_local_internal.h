@@ -61,6 +61,12 @@ struct ckpt_local {
   } saver;
 };
 
+/* The local writer thread (ckpt_local_save.c), started by ckpt_local_open. */
+void *ckpt_local_writer_main(void *arg);
+/* Waits for the save in flight; its outcome (if not yet told) into
+ * note->msg (NULL: not told) and, when it failed, one warning line on rank 0. */
+void ckpt_local_collect(ckpt_local *L, boost_status *note);
+
 /* The part sizes of this rank's arenas (the state part is sized at a save). */
 static inline uint64_t part_bytes(const ckpt_local *L, int k) {
   if (k == LOCAL_PARAMS) return (uint64_t)L->shape.numel * sizeof(float);

@@ -26,6 +26,7 @@
 #include "ckpt_h5.h"
 #include "ckpt_hash.h"
 #include "ckpt_chunks.h"
+#include "ckpt_chunks_file.h"
 #include "ckpt_internal.h"
 #include "tensor.h"
 #include "util.h"
@@ -303,44 +304,6 @@ static int reader_ready(chunk_reader *cr, size_t ce, boost_status *err) {
   return 0;
 }
 
-/* The dataset's chunk shape when its pipeline is exactly what the writer
- * sets (shuffle, zstd) on float32 little-endian; 0 otherwise. */
-static int direct_readable(hid_t ds, int ndim, hsize_t *cdims) {
-  hid_t dcpl = H5Dget_create_plist(ds), type = H5Dget_type(ds);
-  int ok = dcpl >= 0 && type >= 0 && H5Tequal(type, H5T_IEEE_F32LE) > 0 && H5Pget_layout(dcpl) == H5D_CHUNKED &&
-           H5Pget_chunk(dcpl, ndim, cdims) == ndim && H5Pget_nfilters(dcpl) == 2;
-  for (unsigned i = 0; ok && i < 2; i++) {
-    unsigned flags, cd[8];
-    size_t ncd = 8;
-    char name[64];
-    const H5Z_filter_t id = H5Pget_filter2(dcpl, i, &flags, &ncd, cd, sizeof name, name, NULL);
-    ok = id == (i == 0 ? H5Z_FILTER_SHUFFLE : (H5Z_filter_t)H5Z_FILTER_ZSTD);
-  }
-  if (type >= 0) H5Tclose(type);
-  if (dcpl >= 0) H5Pclose(dcpl);
-  H5Eclear2(H5E_DEFAULT);
-  return ok;
-}
-
-/* The file descriptor under ds when its file is open through the POSIX
- * driver (-1 otherwise), and the file offset of HDF5 address 0. */
-static int file_fd(hid_t ds, off_t *base) {
-  const hid_t fid = H5Iget_file_id(ds);
-  const hid_t fapl = fid >= 0 ? H5Fget_access_plist(fid) : -1, fcpl = fid >= 0 ? H5Fget_create_plist(fid) : -1;
-  int fd = -1;
-  void *handle = NULL;
-  hsize_t userblock = 0;
-  if (fapl >= 0 && fcpl >= 0 && H5Pget_driver(fapl) == H5FD_SEC2 && H5Pget_userblock(fcpl, &userblock) >= 0 &&
-      H5Fget_vfd_handle(fid, fapl, &handle) >= 0 && handle)
-    fd = *(int *)handle;
-  *base = (off_t)userblock; /* chunk addresses count from the end of the user block */
-  if (fcpl >= 0) H5Pclose(fcpl);
-  if (fapl >= 0) H5Pclose(fapl);
-  if (fid >= 0) H5Fclose(fid);
-  H5Eclear2(H5E_DEFAULT);
-  return fd;
-}
-
 /* Asks the kernel for the next READ_AHEAD bytes of the file from a chunk
  * at addr whenever the reads come near the end of what it was asked for:
  * from a cold page cache the disk then streams while the chunks decode,
@@ -465,7 +428,7 @@ static int read_slab(chunk_reader *cr, int b, hid_t ds, boost_status *err) {
 int ckpt_read_slab_chunks_async(ckpt_chunk_reader *cr, hid_t ds, int ndim, const int64_t *gshape, const hsize_t *st,
                                 const hsize_t *ct, float *dst, uint64_t *sum, const char *what, boost_status *err) {
   hsize_t cd[TENSOR_MAX_DIMS];
-  if (ndim < 1 || ndim > TENSOR_MAX_DIMS || !direct_readable(ds, ndim, cd)) return 0;
+  if (ndim < 1 || ndim > TENSOR_MAX_DIMS || !ckpt_chunks_direct_readable(ds, ndim, cd)) return 0;
   size_t ce = 1;
   for (int d = 0; d < ndim; d++) ce *= (size_t)cd[d];
   if (reader_ready(cr, ce, err) != 0) return -1;
@@ -486,7 +449,7 @@ int ckpt_read_slab_chunks_async(ckpt_chunk_reader *cr, hid_t ds, int ndim, const
   j->sum = sum;
   for (int d = 0; d < ndim; d++) j->gshape[d] = gshape[d], j->st[d] = st[d], j->ct[d] = ct[d], j->cd[d] = cd[d];
   boost_msgf(j->what, sizeof j->what, "%s", what);
-  cr->ra.fd = file_fd(ds, &cr->ra.base);
+  cr->ra.fd = ckpt_chunks_file_fd(ds, &cr->ra.base);
   const int rc = read_slab(cr, b, ds, err);
   if (rc <= 0) { /* nothing of this slab may still be written into dst: the caller reads it otherwise */
     drain_keep(cr, NULL, 0);
@@ -499,17 +462,4 @@ int ckpt_read_slab_chunks(ckpt_chunk_reader *cr, hid_t ds, int ndim, const int64
                           const hsize_t *ct, float *dst, uint64_t *sum, const char *what, boost_status *err) {
   const int rc = ckpt_read_slab_chunks_async(cr, ds, ndim, gshape, st, ct, dst, sum, what, err);
   return rc <= 0 ? rc : drain(cr, err) == 0 ? 1 : -1;
-}
-
-int ckpt_read_slab_hdf5(hid_t ds, hid_t space, int ndim, const int64_t *gshape, const hsize_t *st, const hsize_t *ct,
-                        float *dst, uint64_t *sum) {
-  hid_t mem = H5Screate_simple(ndim, ct, NULL);
-  const int ok = mem >= 0 && H5Sselect_hyperslab(space, H5S_SELECT_SET, st, NULL, ct, NULL) >= 0 &&
-                 H5Dread(ds, H5T_NATIVE_FLOAT, mem, space, H5P_DEFAULT, dst) >= 0;
-  if (mem >= 0) H5Sclose(mem);
-  if (!ok) return -1;
-  int64_t start[CKPT_HASH_MAX_DIMS], count[CKPT_HASH_MAX_DIMS];
-  for (int d = 0; d < ndim; d++) start[d] = (int64_t)st[d], count[d] = (int64_t)ct[d];
-  *sum = ckpt_hash_slab32(dst, ndim, gshape, start, count);
-  return 0;
 }

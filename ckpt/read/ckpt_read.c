@@ -24,6 +24,7 @@
 #include "ckpt_internal.h"
 #include "ckpt_read.h"
 #include "ckpt_test_hooks.h"
+#include "log.h"
 #include "util.h"
 
 /* One candidate being read. sums/stored: per (tensor, category), then the
@@ -117,9 +118,8 @@ static void read_root_attrs(reader *r, const char *path) {
     r->ok = 0;
   }
   if (r->ok && lr->meta.run.data_seed != rd->parts.cfg->data_seed && rd->parts.team->rank == 0)
-    fprintf(stderr,
-            "boost: warning: %s was saved with data.seed=%lld, this run uses %lld: the sample order will not continue "
-            "the saved run\n",
+    boost_log_warn("warning: %s was saved with data.seed=%lld, this run uses %lld: the sample order will not "
+                   "continue the saved run",
             path, (long long)lr->meta.run.data_seed, (long long)rd->parts.cfg->data_seed);
 }
 
@@ -249,9 +249,8 @@ static void check_stored_acts(reader *r, const char *path) {
   }
   boost_status what = {0};
   if (ckpt_check_group(r->f, CKPT_GROUP_ACTS, &what) != 0)
-    fprintf(stderr,
-            "boost: warning: %s: stored activations damaged (%s); training does not use them, so it resumes from "
-            "this file\n",
+    boost_log_warn("warning: %s: stored activations damaged (%s); training does not use them, so it resumes from "
+                   "this file",
             path, what.msg);
 }
 
@@ -332,7 +331,7 @@ void ckpt_load_report(ckpt_reader *rd) {
   ckpt_format_bytes(bytes, b, sizeof b);
   ckpt_format_bytes(lr->bytes_needed, nb, sizeof nb);
   ckpt_format_bytes(lr->bytes_decoded, db, sizeof db);
-  boost_msgf(lr->msg, sizeof lr->msg,
+  boost_msgf(lr->reason.msg, sizeof lr->reason.msg,
              "resumed from %s (step %lld, %s of tensors verified and loaded in %.2f s; the ranks read %s, decoding "
              "%s of chunks: %.2fx)%s%s",
              lr->path, (long long)lr->meta.run.step, b, boost_now_s() - lr->t0, nb, db,
@@ -359,6 +358,7 @@ void ckpt_do_load(ckpt_reader *rd) {
   const size_t pathlen = sizeof lr->path, skippedlen = sizeof lr->skipped;
   skipped[0] = 0;
   lr->status = 0;
+  lr->reason = (boost_status){0};
   for (int k = 0; k < n && lr->status == 0; k++) {
     char name[64];
     ckpt_file_name(name, sizeof name, single[0] ? 0 : steps[k]);
@@ -370,8 +370,7 @@ void ckpt_do_load(ckpt_reader *rd) {
       break;
     }
     if (rd->parts.team->rank == 0 && !single[0] && k + 1 < n) {
-      fprintf(stderr, "boost: checkpoint %s is unusable: %s; trying the previous one\n", path, why.msg);
-      fflush(stderr);
+      boost_log_warn("checkpoint %s is unusable: %s; trying the previous one", path, why.msg);
     }
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     const size_t used = strlen(skipped);
@@ -379,15 +378,15 @@ void ckpt_do_load(ckpt_reader *rd) {
   }
   if (lr->status == 0 && single[0]) {
     lr->status = -1;
-    boost_msgf(lr->msg, sizeof lr->msg, "cannot resume from %s: %s", single, why.msg);
+    boost_err(&lr->reason, "cannot resume from %s: %s", single, why.msg);
   } else if (lr->status == 0 && n > 0) { /* never a silent fresh start over checkpoints that exist */
     lr->status = -1;
-    boost_msgf(lr->msg, sizeof lr->msg,
-               "no usable checkpoint in %s: %s. Fix or move them, or set ckpt.resume=none to start over (the files "
-               "are kept)",
-               dir, skipped);
+    boost_err(&lr->reason,
+              "no usable checkpoint in %s: %s. Fix or move them, or set ckpt.resume=none to start over (the files "
+              "are kept)",
+              dir, skipped);
   } else if (lr->status == 0) {
-    boost_msgf(lr->msg, sizeof lr->msg, "fresh start (no checkpoint in %s)", dir);
+    boost_msgf(lr->reason.msg, sizeof lr->reason.msg, "fresh start (no checkpoint in %s)", dir);
   }
   ckpt_load_end(rd->parts.st);
   free(steps);

@@ -20,7 +20,7 @@ typedef struct {
 
 /* The resume of cfg->resume into rd->res (writer thread; collective). */
 void ckpt_do_load(ckpt_reader *rd);
-/* The one-line account of a load the arenas now hold (res.msg). */
+/* The one-line account of a load the arenas now hold (res.reason.msg). */
 void ckpt_load_report(ckpt_reader *rd);
 void ckpt_reader_free(ckpt_reader *rd);
 

@@ -54,9 +54,12 @@ typedef struct {
   int latest_ok;
 } save_result;
 
+/* A load's outcome, in the shape of save_result: a status and a
+ * boost_status (failed with why when status is -1; otherwise its message is
+ * the one-line account of what was loaded or why nothing was). */
 typedef struct {
   int status; /* 1 read and verified (into the arenas, or host staging), 0 nothing loaded, -1 fatal */
-  char msg[2048];
+  boost_status reason;
   char path[PATH_MAX + 64], skipped[1536]; /* what was loaded; what was passed over, with why */
   double t0;                               /* when the load started */
   ckpt_meta meta;                          /* the loaded file's root attributes */

@@ -28,6 +28,7 @@
 #include "ckpt_test_hooks.h"
 #include "ckpt_worker.h"
 #include "ckpt_write.h"
+#include "log.h"
 #include "util.h"
 #include "watchdog.h"
 
@@ -48,7 +49,8 @@ static void run_job(void *ctx, ckpt_job_kind kind) {
  * from it. When a job has run longer than ckpt.timeout, the job is ended
  * with one line, so the batch system can restart it from the previous
  * checkpoint instead of holding the allocation until its time limit.
- * Returns the exit status then, else 0. */
+ * Returns the exit status then, else 0; the line carries the program's
+ * prefix (kernels/log.h), as its warnings do. */
 static int job_overdue(void *arg, char *line, size_t linelen) {
   ckpt_session *s = arg;
   pthread_mutex_lock(&s->worker.mu);
@@ -59,16 +61,16 @@ static int job_overdue(void *arg, char *line, size_t linelen) {
     status = load ? s->cfg.load_abort_status : s->cfg.abort_status;
     if (load)
       boost_msgf(line, linelen,
-                 "boost: checkpoint watchdog on rank %d: the checkpoint load has run %.0f s, longer than "
+                 "%s: checkpoint watchdog on rank %d: the checkpoint load has run %.0f s, longer than "
                  "ckpt.timeout=%d s; the job is aborted (exit %d) before training: nothing was trained, the "
                  "checkpoints are untouched",
-                 s->team.rank, boost_now_s() - started, s->cfg.timeout, status);
+                 boost_log_name(), s->team.rank, boost_now_s() - started, s->cfg.timeout, status);
     else
       boost_msgf(line, linelen,
-                 "boost: checkpoint watchdog on rank %d: the checkpoint job of step %lld has run %.0f s, longer than "
+                 "%s: checkpoint watchdog on rank %d: the checkpoint job of step %lld has run %.0f s, longer than "
                  "ckpt.timeout=%d s; a failure inside a collective HDF5/MPI-IO call cannot be recovered, so the job "
                  "is aborted (exit %d); the newest committed checkpoint (step %lld) is intact",
-                 s->team.rank, (long long)s->worker.job_step, boost_now_s() - started, s->cfg.timeout, status,
+                 boost_log_name(), s->team.rank, (long long)s->worker.job_step, boost_now_s() - started, s->cfg.timeout, status,
                  (long long)s->out.last_committed_step);
   }
   pthread_mutex_unlock(&s->worker.mu);
@@ -149,11 +151,10 @@ static void warn_disk_space(ckpt_session *s) {
   ckpt_format_bytes(each, e, sizeof e);
   ckpt_format_bytes(have, h, sizeof h);
   ckpt_format_bytes(need, w, sizeof w);
-  fprintf(stderr,
-          "boost: warning: ckpt.dir %s has room for %s of checkpoints, but ckpt.keep_last=%d checkpoints of ~%s each "
-          "plus the one being written need ~%s: later checkpoints will fail on a full disk (free space, or lower "
-          "ckpt.keep_last)\n",
-          s->cfg.dir, h, s->cfg.keep_last, e, w);
+  boost_log_warn("warning: ckpt.dir %s has room for %s of checkpoints, but ckpt.keep_last=%d checkpoints of ~%s each "
+                 "plus the one being written need ~%s: later checkpoints will fail on a full disk (free space, or "
+                 "lower ckpt.keep_last)",
+                 s->cfg.dir, h, s->cfg.keep_last, e, w);
 }
 
 /* What ckpt_open made, undone (the worker stopped first). */
@@ -167,8 +168,8 @@ static void free_parts(ckpt_session *s) {
   free(s);
 }
 
-int ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tensor_store *store, const ckpt_hooks *hooks,
-              ckpt_session **out, boost_status *err) {
+int ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tensor_store *store, ckpt_session **out,
+              boost_status *err) {
   *out = NULL;
   if (!cfg->dir[0] && cfg->resume.kind != CKPT_FROM_PATH) return 0;
   for (int c = 0; c < CKPT_NUM_CATEGORIES; c++)
@@ -180,7 +181,6 @@ int ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tensor_store *
   if (!s->cfg.load_abort_status) s->cfg.load_abort_status = s->cfg.abort_status;
   s->grid = grid;
   s->store = store;
-  if (hooks) s->hooks = *hooks;
   s->team.rank = grid->rank;
   s->team.size = grid->world_size;
   read_env(&s->set);
@@ -202,10 +202,7 @@ int ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tensor_store *
   if (!bad && !s->read_only) {
     char note[512];
     bad = ckpt_local_open(cfg, grid, store, note, sizeof note, &s->local, err) != 0;
-    if (s->local && s->team.rank == 0) {
-      printf("checkpoint: %s\n", note);
-      fflush(stdout);
-    }
+    if (s->local && s->team.rank == 0) boost_log_info("checkpoint: %s", note);
   }
   if (bad) {
     free_parts(s);
@@ -216,9 +213,8 @@ int ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tensor_store *
     char ring[32], all[32];
     ckpt_format_bytes(4.0 * (double)s->stager.ring.floats, ring, sizeof ring);
     ckpt_format_bytes(4.0 * (double)s->plan.save_floats, all, sizeof all);
-    printf("checkpoint: staging in a ring of %s for the %s rank 0 writes (ckpt.staging_limit; %.0f%%)\n", ring, all,
-           100.0 * (double)s->stager.ring.floats / (double)s->plan.save_floats);
-    fflush(stdout);
+    boost_log_info("checkpoint: staging in a ring of %s for the %s rank 0 writes (ckpt.staging_limit; %.0f%%)", ring,
+                   all, 100.0 * (double)s->stager.ring.floats / (double)s->plan.save_floats);
   }
   MPI_Comm_dup(grid->world, &s->team.comm);
   MPI_Comm_dup(grid->dp_comm, &s->dp_comm);
@@ -248,19 +244,21 @@ static void drop_catch_up(ckpt_session *s) {
   ckpt_state_free(&s->catch_up.state);
 }
 
-void ckpt_before_update(ckpt_session *s) {
+ckpt_fence ckpt_fence_start(ckpt_session *s) { return (ckpt_fence){s, -1}; }
+
+void ckpt_fence_wait_all(ckpt_fence f) {
+  ckpt_session *s = f.s;
   if (!s) return;
   ckpt_local_before_update(s->local);
-  s->out.deferred_seen = 1;
   ckpt_worker_wait_staged(&s->worker, INT_MAX);
 }
 
 int ckpt_staging_bounded(const ckpt_session *s) { return s && ckpt_stager_bounded(&s->stager); }
 
-void ckpt_before_update_tensors(ckpt_session *s, int t0, int t1) {
+void ckpt_fence_wait(ckpt_fence f, int t0, int t1) {
+  ckpt_session *s = f.s;
   if (!s) return;
   ckpt_local_before_update(s->local);
-  s->out.deferred_seen = 1;
   int need = 0;
   for (int t = t0; t < t1 && t < s->plan.ntensors; t++)
     if (s->plan.tensor_need[t] > need) need = s->plan.tensor_need[t];
@@ -300,21 +298,16 @@ static void collect(ckpt_session *s, char *out, size_t outlen, int print) {
       if (s->out.last_committed_step >= 0)
         boost_msgf(latest, sizeof latest, "step %lld remains the latest", (long long)s->out.last_committed_step);
       /* one write: a line cut by the step log would be unreadable */
-      fprintf(stderr, "boost: checkpoint of step %lld FAILED, nothing committed (training continues; %s): %s\n",
-              (long long)r.step, latest, r.reason.msg);
-      fflush(stderr);
+      boost_log_warn("checkpoint of step %lld FAILED, nothing committed (training continues; %s): %s", (long long)r.step,
+                     latest, r.reason.msg);
     } else if (r.ok && !r.latest_ok) {
-      fprintf(stderr, "boost: checkpoint of step %lld committed but the `latest` pointer was not updated\n", (long long)r.step);
+      boost_log_warn("checkpoint of step %lld committed but the `latest` pointer was not updated", (long long)r.step);
     }
     if (r.ok && strstr(r.retention, "superseded")) { /* never moved aside without a word */
-      printf("checkpoint: newer checkpoints of an abandoned run set aside after step %lld: %s\n", (long long)r.step,
-             r.retention);
-      fflush(stdout);
+      boost_log_info("checkpoint: newer checkpoints of an abandoned run set aside after step %lld: %s", (long long)r.step,
+                     r.retention);
     }
-    if (print && out && out[0]) {
-      printf("checkpoint: %s\n", out);
-      fflush(stdout);
-    }
+    if (print && out && out[0]) boost_log_info("checkpoint: %s", out);
   }
 }
 
@@ -333,24 +326,27 @@ int ckpt_due(const ckpt_session *s, int64_t step, int force) {
   return (force & CKPT_DUE_FILE) || s->catch_up.pending || (s->cfg.every > 0 && step % s->cfg.every == 0);
 }
 
-/* The job's metadata, state datasets and activations, copied at the step
- * boundary, and (unless deferred) the tensors. Without memory for the
- * copies the checkpoint fails (j->oom), training goes on. */
-static void stage_job(ckpt_session *s, const ckpt_meta *meta, const ckpt_state *state) {
+/* The job's metadata, state datasets and activations, copied (taken) at
+ * the step boundary, and (unless deferred) the tensors. Without memory for
+ * the copies the checkpoint fails (j->oom), training goes on. */
+static void stage_job(ckpt_session *s, const ckpt_save_request *req) {
   save_job *j = &s->writer.job;
-  j->step = meta->run.step;
+  j->step = req->meta->run.step;
   ckpt_meta_free(&j->meta);
-  int ok = ckpt_meta_copy(&j->meta, meta) == 0;
-  ok = ckpt_state_copy(&j->state, state) == 0 && ok;
+  int ok = ckpt_meta_copy(&j->meta, req->meta) == 0;
+  ok = ckpt_state_copy(&j->state, req->state) == 0 && ok;
   j->oom = !ok;
   ckpt_acts_reset(&j->acts);
-  if (s->cfg.activations && s->hooks.activations) {
-    s->hooks.activations(s->hooks.ctx, &j->acts);
+  if (s->cfg.activations && req->acts) {
+    ckpt_acts_take(&j->acts, req->acts);
     ckpt_acts_union(&j->acts, s->grid->pp_comm);
+  } else if (req->acts) {
+    ckpt_acts_reset(req->acts);
   }
   /* A bounded ring is always filled by the writer, from the state of this
-   * mark(): a caller that does not defer waits for it in ckpt_after_step. */
-  j->deferred = (s->out.deferred_seen && !s->set.sync_mode) || ckpt_stager_bounded(&s->stager);
+   * mark(): a caller that does not wait on the fence waits for it in
+   * ckpt_submit. */
+  j->deferred = (req->fenced && !s->set.sync_mode) || ckpt_stager_bounded(&s->stager);
   if (j->deferred) {
     s->store->be->mem->mark(s->store->be); /* the writer copies this state on the copy stream */
   } else {
@@ -359,22 +355,32 @@ static void stage_job(ckpt_session *s, const ckpt_meta *meta, const ckpt_state *
   }
 }
 
-void ckpt_after_step(ckpt_session *s, const ckpt_meta *meta, const ckpt_state *state, int force,
-                     char *status, size_t statuslen) {
-  if (statuslen) boost_msgf(status, statuslen, "-");
-  if (!s) return;
-  char done[REASON_MAX + 128] = "", waited[96] = "", local[96] = "";
+ckpt_fence ckpt_submit(ckpt_session *s, const ckpt_save_request *req, boost_status *note) {
+  char *status = note->msg;
+  const size_t statuslen = sizeof note->msg;
+  boost_msgf(status, statuslen, "-");
+  ckpt_fence fence = {s, -1};
+  if (!s) return fence;
+  s->out.fenced = req->fenced;
+  const ckpt_meta *meta = req->meta;
+  int force = req->force;
+  char done[REASON_MAX + 128] = "", waited[96] = "";
+  boost_status local = {0};
   collect(s, done, sizeof done, 0);
   const int local_asked = (force & CKPT_DUE_LOCAL) != 0;
   if (s->catch_up.pending) { /* the first step after a start from the local level: the file level catches up */
     force = CKPT_DUE_FILE;
     drop_catch_up(s);
   }
-  if (ckpt_local_due(s->local, meta->run.step, local_asked)) ckpt_local_save(s->local, meta, state, local, sizeof local);
+  if (ckpt_local_due(s->local, meta->run.step, local_asked)) {
+    ckpt_local_save(s->local, meta, req->state, &local); /* a failure is in its text and its warning line */
+    fence.step = meta->run.step;
+  }
   if (!ckpt_due(s, meta->run.step, force)) {
-    if ((done[0] || local[0]) && statuslen)
-      boost_msgf(status, statuslen, "%s%s%s", local, local[0] && done[0] ? " | " : "", done);
-    return;
+    if (req->acts) ckpt_acts_reset(req->acts); /* left empty, as a taken set is */
+    if (done[0] || local.msg[0])
+      boost_msgf(status, statuslen, "%s%s%s", local.msg, local.msg[0] && done[0] ? " | " : "", done);
+    return fence;
   }
   double wait_prev = 0.0;
   if (ckpt_worker_busy(&s->worker)) {
@@ -384,12 +390,13 @@ void ckpt_after_step(ckpt_session *s, const ckpt_meta *meta, const ckpt_state *s
     if (d2[0]) boost_msgf(done, sizeof done, "%s", d2);
     boost_msgf(waited, sizeof waited, "waited %.2f s; ", wait_prev);
   }
-  const double t1 = boost_now_s();
-  stage_job(s, meta, state);
+  const double t1 = boost_now_s() - req->build_s; /* the stall counts the request's making too */
+  stage_job(s, req);
   s->writer.job.wait_prev_s = wait_prev;
   s->out.attempted = 1;
   s->out.last_staged_step = meta->run.step;
-  const int must_wait = ckpt_stager_bounded(&s->stager) && !(s->out.deferred_seen && !s->set.sync_mode);
+  fence.step = meta->run.step;
+  const int must_wait = ckpt_stager_bounded(&s->stager) && !(req->fenced && !s->set.sync_mode);
   s->writer.job.stall_s = boost_now_s() - t1;
   ckpt_worker_submit(&s->worker, CKPT_JOB_SAVE, meta->run.step, !s->writer.job.deferred);
   if (must_wait) ckpt_worker_wait_staged(&s->worker, INT_MAX); /* no caller's wait before its update: the arenas are read until then */
@@ -404,9 +411,9 @@ void ckpt_after_step(ckpt_session *s, const ckpt_meta *meta, const ckpt_state *s
   } else {
     boost_msgf(now_txt, sizeof now_txt, "step %lld staged, stall %.0f ms", (long long)meta->run.step, stall * 1e3);
   }
-  if (statuslen)
-    boost_msgf(status, statuslen, "%s%s%s%s%s%s", local, local[0] ? " | " : "", waited, done,
-               done[0] && now_txt[0] ? " | " : "", now_txt);
+  boost_msgf(status, statuslen, "%s%s%s%s%s%s", local.msg, local.msg[0] ? " | " : "", waited, done,
+             done[0] && now_txt[0] ? " | " : "", now_txt);
+  return fence;
 }
 
 int ckpt_wait(ckpt_session *s) {
@@ -417,17 +424,15 @@ int ckpt_wait(ckpt_session *s) {
     s->catch_up.pending = 0;
     ckpt_meta_init(&s->catch_up.meta);
     memset(&s->catch_up.state, 0, sizeof s->catch_up.state);
-    char status[256];
-    ckpt_after_step(s, &m, &st, 1, status, sizeof status);
+    boost_status status = {0};
+    const ckpt_save_request req = {.meta = &m, .state = &st, .force = CKPT_DUE_FILE, .fenced = s->out.fenced};
+    ckpt_submit(s, &req, &status); /* waited for below */
     ckpt_meta_free(&m);
     ckpt_state_free(&st);
   }
-  char local[200];
-  ckpt_local_wait(s->local, local, sizeof local);
-  if (local[0] && s->team.rank == 0) {
-    printf("checkpoint: %s\n", local);
-    fflush(stdout);
-  }
+  boost_status local = {0};
+  ckpt_local_wait(s->local, &local);
+  if (local.msg[0] && s->team.rank == 0) boost_log_info("checkpoint: %s", local.msg);
   ckpt_worker_wait_idle(&s->worker);
   char done[REASON_MAX + 128];
   collect(s, done, sizeof done, 1); /* the outcome of the last checkpoint is logged, not swallowed */

@@ -26,7 +26,7 @@ typedef struct {
 
 /* What the training thread knows of the saves so far. */
 typedef struct {
-  int deferred_seen; /* the caller calls ckpt_before_update: staging may be deferred */
+  int fenced; /* the caller's last request was fenced (ckpt_save_request.fenced): so is ckpt_wait's catch-up */
   int attempted, last_ok;
   int64_t last_staged_step, last_committed_step;
   save_result last_done; /* for ckpt_last_stats */
@@ -38,7 +38,6 @@ struct ckpt_session {
   ckpt_env set;
   const process_grid *grid;
   tensor_store *store;
-  ckpt_hooks hooks;
   int read_only; /* no ckpt.dir: only a resume from a PATH */
   int lock_fd;   /* rank 0: the directory's lock (ckpt_fs_lock), -1 elsewhere */
   ckpt_team team;   /* the writer thread's duplicate of the world */

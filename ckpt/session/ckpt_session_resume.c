@@ -12,6 +12,7 @@
 #include "ckpt_journal.h"
 #include "ckpt_rollback.h"
 #include "ckpt_session_internal.h"
+#include "log.h"
 #include "util.h"
 
 /* With the local level on, rank 0 records in checkpoints.jsonl which level
@@ -34,12 +35,14 @@ static void adopt_run_id(ckpt_session *s, const char *candidate) {
   if (s->start.in_rollback && s->start.run_id[0]) candidate = s->start.run_id;
   ckpt_run_id_adopt(s->grid->world, s->read_only ? NULL : s->cfg.dir, candidate, s->start.run_id, note, sizeof note);
   ckpt_local_set_run(s->local, s->start.run_id);
-  if (note[0] && s->team.rank == 0) printf("checkpoint: %s\n", note), fflush(stdout);
+  if (note[0] && s->team.rank == 0) boost_log_info("checkpoint: %s", note);
 }
 
 const char *ckpt_run_identity(const ckpt_session *s) { return s && s->start.run_id[0] ? s->start.run_id : NULL; }
 
-int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, size_t msglen) {
+int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, boost_status *note_out) {
+  char *msg = note_out->msg; /* the account; a failure marks note_out failed */
+  const size_t msglen = sizeof note_out->msg;
   ckpt_meta_init(meta);
   memset(state, 0, sizeof *state);
   if (!s) {
@@ -98,16 +101,13 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
   ckpt_worker_submit(&s->worker, CKPT_JOB_LOAD, -1, 1);
   ckpt_worker_wait_idle(&s->worker);
   load_result *lr = &s->reader.res;
-  if (lr->status < 0) {
-    boost_msgf(msg, msglen, "%s", lr->msg);
-    return -1;
-  }
+  if (lr->status < 0) return boost_status_take(note_out, &lr->reason);
   /* The file's identity goes on (an older file's gets one at its next save); a fresh start makes one. */
   adopt_run_id(s, lr->status == 1 && ckpt_meta_has(&lr->meta, CKPT_META_F_run_id) ? lr->meta.run.run_id : NULL);
   ckpt_local_keep_only(s->local, -1); /* the run goes on from the file, or afresh: its older local steps go */
   if (lr->status == 0) {
     log_start(s, "fresh", 0, 0);
-    boost_msgf(msg, msglen, "%s%s%s", lr->msg, note ? "; " : "", note ? note : "");
+    boost_msgf(msg, msglen, "%s%s%s", lr->reason.msg, note ? "; " : "", note ? note : "");
     ckpt_state_free(&lr->state);
     return 0;
   }
@@ -120,13 +120,15 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
   s->out.last_committed_step = meta->run.step;
   s->out.last_staged_step = meta->run.step;
   log_start(s, "file", meta->run.step, boost_now_s() - t0);
-  boost_msgf(msg, msglen, "%s%s%s", lr->msg, note ? "; " : "", note ? note : "");
+  boost_msgf(msg, msglen, "%s%s%s", lr->reason.msg, note ? "; " : "", note ? note : "");
   return 1;
 }
 
 const char *ckpt_start_level(const ckpt_session *s) { return s && s->out.start_level ? s->out.start_level : "fresh"; }
 
-int ckpt_rollback(ckpt_session *s, int64_t max_step, ckpt_meta *meta, ckpt_state *state, char *msg, size_t msglen) {
+int ckpt_rollback(ckpt_session *s, int64_t max_step, ckpt_meta *meta, ckpt_state *state, boost_status *note) {
+  char *msg = note->msg;
+  const size_t msglen = sizeof note->msg;
   ckpt_meta_init(meta);
   memset(state, 0, sizeof *state);
   if (!s || s->read_only) {
@@ -139,15 +141,13 @@ int ckpt_rollback(ckpt_session *s, int64_t max_step, ckpt_meta *meta, ckpt_state
   char aside[600] = "";
   int ok = s->grid->rank != 0 || ckpt_set_aside_after(s->cfg.dir, max_step, s->cfg.keep_set_aside, aside, sizeof aside, &err) >= 0;
   MPI_Bcast(&ok, 1, MPI_INT, 0, s->grid->world);
-  if (!ok) {
-    boost_msgf(msg, msglen, "rollback in %s: %s", s->cfg.dir,
-               s->grid->rank == 0 ? err.msg : "the directory could not be updated");
-    return -1;
-  }
+  if (!ok)
+    return boost_err(note, "rollback in %s: %s", s->cfg.dir,
+                     s->grid->rank == 0 ? err.msg : "the directory could not be updated");
   const ckpt_from resume = s->cfg.resume;
   s->cfg.resume.kind = CKPT_FROM_AUTO;
   s->start.in_rollback = 1;
-  const int rc = ckpt_resume(s, meta, state, msg, msglen);
+  const int rc = ckpt_resume(s, meta, state, note);
   s->start.in_rollback = 0;
   s->cfg.resume = resume;
   if (aside[0]) boost_msgf(msg + strlen(msg), msglen - strlen(msg), "; %s", aside); /* rank 0 says it */

@@ -33,7 +33,7 @@ typedef struct {
   int staged_items;
   int trainer_waiting; /* the training thread waits for the job in flight */
   int unreported;      /* a save's result the session has not taken yet */
-  double update_wait;  /* ckpt_before_update's wait for the job in flight */
+  double update_wait;  /* the fence waits (ckpt_fence_wait) for the job in flight */
   int sync_mode;       /* training always waits (BOOST_CKPT_SYNC) */
   int threads;         /* the rank's cores */
   int nice;

@@ -1,4 +1,4 @@
-/* The activations a save stores: the sink the trainer's hook fills
+/* The activations a save stores: the set a save request carries
  * (ckpt.h), its data copied into one growing buffer, and the dataset list
  * made the same on every pipeline stage. */
 #include <stdlib.h>
@@ -80,6 +80,21 @@ void ckpt_acts_free(ckpt_acts_sink *k) {
   free(k->acts);
   free(k->act_buf);
   memset(k, 0, sizeof *k);
+}
+
+ckpt_acts_sink *ckpt_acts_new(void) { return boost_calloc(1, sizeof(ckpt_acts_sink)); }
+
+void ckpt_acts_delete(ckpt_acts_sink *k) {
+  if (!k) return;
+  ckpt_acts_free(k);
+  free(k);
+}
+
+void ckpt_acts_take(ckpt_acts_sink *into, ckpt_acts_sink *from) {
+  const ckpt_acts_sink held = *into; /* its buffers go back to `from`, emptied: both keep their capacity */
+  *into = *from;
+  *from = held;
+  ckpt_acts_reset(from);
 }
 
 void ckpt_acts_union(ckpt_acts_sink *j, MPI_Comm pp_comm) {

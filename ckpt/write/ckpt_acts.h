@@ -1,5 +1,6 @@
-/* The activations a save stores (ckpt.activations): the sink the trainer's
- * hook fills (ckpt.h declares what the hook calls), as the writer reads it. */
+/* The activations a save stores (ckpt.activations): the set a save request
+ * carries, filled by the run (ckpt.h declares what it calls), as the writer
+ * reads it. */
 #ifndef BOOST_CKPT_ACTS_H
 #define BOOST_CKPT_ACTS_H
 
@@ -41,6 +42,9 @@ struct ckpt_acts_sink {
 
 void ckpt_acts_reset(ckpt_acts_sink *k);
 void ckpt_acts_free(ckpt_acts_sink *k);
+/* What `from` holds moved into `into`; `from` left empty, with the
+ * buffers `into` had (no copy, no allocation at a save). */
+void ckpt_acts_take(ckpt_acts_sink *into, ckpt_acts_sink *from);
 /* The dataset list as the union over pipeline stages, in stage order. */
 void ckpt_acts_union(ckpt_acts_sink *k, MPI_Comm pp_comm);
 

@@ -9,18 +9,12 @@
 #include <zstd.h>
 
 #include "check.h"
+#include "ckpt_direct_chunk.h"
 #include "ckpt_h5.h"
 #include "ckpt_vfd.h"
 #include "comm.h"
 #include "tensor.h"
 #include "util.h"
-
-typedef struct {
-  ZSTD_CCtx *cctx;
-  unsigned char *plain, *shuffled; /* one chunk each */
-  size_t cap;                      /* bytes of each */
-  int level, configured;
-} encoder;
 
 /* Encoded chunks on their way to the file, of one or more datasets. Two
  * alternate, so that the next chunks are encoded while the flusher thread
@@ -70,7 +64,7 @@ typedef struct {
 } flusher;
 
 struct ckpt_direct {
-  encoder *enc;
+  ckpt_chunk_encoder *enc;
   int nenc;
   batch b[2];
   int cur;
@@ -92,18 +86,6 @@ ckpt_direct *ckpt_direct_new(void) {
   return dx;
 }
 
-static int pwrite_all(int fd, const unsigned char *p, size_t n, off_t at) {
-  while (n > 0) {
-    const ssize_t w = pwrite(fd, p, n, at);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return -1;
-    p += w;
-    n -= (size_t)w;
-    at += w;
-  }
-  return 0;
-}
-
 static void *flusher_main(void *arg) {
   ckpt_direct *dx = arg;
   pthread_setname_np(pthread_self(), "ckpt-flush");
@@ -119,7 +101,7 @@ static void *flusher_main(void *arg) {
     pthread_mutex_unlock(&dx->flush.mu);
     int e = 0;
     for (int64_t k = 0; !skip && k < b->n; k++)
-      if (pwrite_all(b->fd, b->slots + b->off[k], (size_t)b->rec[3 * k + 2], (off_t)b->addr[k]) != 0) {
+      if (ckpt_chunk_pwrite(b->fd, b->slots + b->off[k], (size_t)b->rec[3 * k + 2], (off_t)b->addr[k]) != 0) {
         e = errno ? errno : EIO;
         break;
       }
@@ -167,126 +149,12 @@ void ckpt_direct_free(ckpt_direct *dx) {
     boost_free(dx->b[i].addr);
   }
   boost_free(dx->items);
-  for (int i = 0; i < dx->nenc; i++) {
-    ZSTD_freeCCtx(dx->enc[i].cctx);
-    boost_free(dx->enc[i].plain);
-    boost_free(dx->enc[i].shuffled);
-  }
+  for (int i = 0; i < dx->nenc; i++) ckpt_chunk_encoder_free(&dx->enc[i]);
   boost_free(dx->enc);
   boost_free(dx->place.all);
   boost_free(dx->place.addr);
   boost_free(dx->place.dummy);
   boost_free(dx);
-}
-
-int ckpt_direct_slab_aligned(int ndim, const int64_t *gshape, const hsize_t *cd, const int64_t *start,
-                             const int64_t *count) {
-  for (int d = 0; d < ndim; d++) {
-    const int64_t c = (int64_t)cd[d], end = start[d] + count[d];
-    if (start[d] % c != 0 || (end % c != 0 && end != gshape[d])) return 0;
-  }
-  return 1;
-}
-
-/* HDF5's shuffle filter: byte b of element i goes to b * n + i. */
-static void shuffle(unsigned char *restrict out, const unsigned char *restrict in, size_t n, size_t esz) {
-  if (esz == 4) {
-    unsigned char *o0 = out, *o1 = out + n, *o2 = out + 2 * n, *o3 = out + 3 * n;
-    for (size_t i = 0; i < n; i++) {
-      o0[i] = in[4 * i];
-      o1[i] = in[4 * i + 1];
-      o2[i] = in[4 * i + 2];
-      o3[i] = in[4 * i + 3];
-    }
-    return;
-  }
-  for (size_t b = 0; b < esz; b++)
-    for (size_t i = 0; i < n; i++) out[b * n + i] = in[i * esz + b];
-}
-
-static int encoder_ready(encoder *e, size_t chunk_bytes, int level) {
-  if (!e->cctx) e->cctx = ZSTD_createCCtx();
-  if (!e->cctx) return 0;
-  if (e->cap < chunk_bytes) {
-    boost_free(e->plain);
-    boost_free(e->shuffled);
-    e->plain = boost_calloc(chunk_bytes, 1);
-    e->shuffled = boost_calloc(chunk_bytes, 1);
-    e->cap = chunk_bytes;
-  }
-  if (!e->configured || e->level != level) { /* the frame as the filter writes it (h5z_zstd.c) */
-    size_t r = ZSTD_CCtx_setParameter(e->cctx, ZSTD_c_compressionLevel, level);
-    if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(e->cctx, ZSTD_c_checksumFlag, 1);
-    if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(e->cctx, ZSTD_c_contentSizeFlag, 1);
-    if (ZSTD_isError(r)) return 0;
-    e->level = level;
-    e->configured = 1;
-  }
-  return 1;
-}
-
-/* The chunk grid of one rank's slab. */
-typedef struct {
-  int ndim;
-  size_t esz, chunk_elems;
-  int64_t lo[TENSOR_MAX_DIMS], n[TENSOR_MAX_DIMS]; /* first chunk and chunks per dim of the slab */
-  int64_t grid[TENSOR_MAX_DIMS];                    /* chunks per dim of the dataset */
-  const int64_t *gshape, *start, *count;
-  const hsize_t *cd;
-  const unsigned char *buf;
-} slab_grid;
-
-/* Chunk k of the slab (row-major over its chunks) into e->shuffled: the
- * chunk's elements gathered (zero past the dataset's edge), shuffled.
- * Returns its global chunk index. */
-static uint64_t stage_chunk(const slab_grid *g, int64_t k, encoder *e) {
-  int64_t q[TENSOR_MAX_DIMS], ext[TENSOR_MAX_DIMS], b0[TENSOR_MAX_DIMS] = {0};
-  for (int d = g->ndim - 1; d >= 0; d--) {
-    q[d] = g->lo[d] + k % g->n[d];
-    k /= g->n[d];
-  }
-  uint64_t idx = 0;
-  int whole_rows = 1, full = 1; /* trailing dims whole (contiguous in the slab), no padding */
-  for (int d = 0; d < g->ndim; d++) {
-    idx = idx * (uint64_t)g->grid[d] + (uint64_t)q[d];
-    const int64_t c = (int64_t)g->cd[d], at = q[d] * c;
-    ext[d] = g->gshape[d] - at < c ? g->gshape[d] - at : c;
-    b0[d] = at - g->start[d];
-    if (ext[d] != c) full = 0;
-    if (d > 0 && (ext[d] != g->count[d] || ext[d] != c)) whole_rows = 0;
-  }
-  size_t row = g->esz; /* bytes of a slab row (dims 1..) */
-  for (int d = 1; d < g->ndim; d++) row *= (size_t)g->count[d];
-  const unsigned char *src;
-  if (whole_rows) { /* contiguous in the slab: shuffle straight from it */
-    src = g->buf + (size_t)b0[0] * row;
-    if (!full) { /* an edge chunk in dim 0: the tail is padding */
-      const size_t valid = (size_t)ext[0] * (row / g->esz);
-      memcpy(e->plain, src, valid * g->esz);
-      memset(e->plain + valid * g->esz, 0, (g->chunk_elems - valid) * g->esz);
-      src = e->plain;
-    }
-  } else { /* runs along the last dim */
-    if (!full) memset(e->plain, 0, g->chunk_elems * g->esz);
-    const int L = g->ndim - 1;
-    int64_t i[TENSOR_MAX_DIMS] = {0};
-    for (;;) {
-      size_t so = 0, co = 0;
-      for (int d = 0; d < L; d++) {
-        so = so * (size_t)g->count[d] + (size_t)(b0[d] + i[d]);
-        co = co * (size_t)g->cd[d] + (size_t)i[d];
-      }
-      so = (so * (size_t)g->count[L] + (size_t)b0[L]) * g->esz;
-      co = co * (size_t)g->cd[L] * g->esz;
-      memcpy(e->plain + co, g->buf + so, (size_t)ext[L] * g->esz);
-      int d = L - 1;
-      while (d >= 0 && ++i[d] == ext[d]) i[d--] = 0;
-      if (d < 0) break;
-    }
-    src = e->plain;
-  }
-  shuffle(e->shuffled, src, g->chunk_elems, g->esz);
-  return idx;
 }
 
 /* p grown to hold need elements of size bytes, its content kept. */
@@ -310,7 +178,7 @@ static void batch_reserve(batch *b, int64_t more_chunks, size_t more_bytes) {
 
 /* Encodes the item's local chunks [k0, k0 + nloc) into the batch's slots
  * and triples. Returns 0, -1 on a zstd failure. */
-static int encode_chunks(ckpt_direct *dx, batch *b, int which, const slab_grid *g, int64_t k0, int64_t nloc,
+static int encode_chunks(ckpt_direct *dx, batch *b, int which, const ckpt_slab_grid *g, int64_t k0, int64_t nloc,
                          int threads, size_t bound) {
   if (threads < 1) threads = 1;
   if (threads > nloc) threads = nloc > 0 ? (int)nloc : 1;
@@ -320,15 +188,15 @@ static int encode_chunks(ckpt_direct *dx, batch *b, int which, const slab_grid *
     dx->nenc = threads;
   }
   for (int t = 0; t < threads; t++)
-    if (!encoder_ready(&dx->enc[t], g->chunk_elems * g->esz, dx->level)) return -1;
+    if (!ckpt_chunk_encoder_ready(&dx->enc[t], g->chunk_elems * g->esz, dx->level)) return -1;
   batch_reserve(b, nloc, (size_t)nloc * bound);
   const int64_t base = b->n;
   const size_t at = b->used;
   int failed = 0;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) reduction(| : failed)
   for (int64_t k = 0; k < nloc; k++) {
-    encoder *e = &dx->enc[omp_get_thread_num()];
-    const uint64_t idx = stage_chunk(g, k0 + k, e);
+    ckpt_chunk_encoder *e = &dx->enc[omp_get_thread_num()];
+    const uint64_t idx = ckpt_slab_stage_chunk(g, k0 + k, e);
     const size_t o = at + (size_t)k * bound;
     const size_t n = ZSTD_compress2(e->cctx, b->slots + o, bound, e->shuffled, g->chunk_elems * g->esz);
     uint64_t *r = &b->rec[3 * (size_t)(base + k)];
@@ -488,7 +356,7 @@ static void place(ckpt_direct *dx, int ok) {
   pthread_mutex_unlock(&dx->flush.mu);
   if (!started) /* no thread to spare: write here */
     for (int64_t k = 0; k < b->n; k++)
-      if (pwrite_all(dx->fd, b->slots + b->off[k], (size_t)b->rec[3 * k + 2], (off_t)b->addr[k]) != 0) {
+      if (ckpt_chunk_pwrite(dx->fd, b->slots + b->off[k], (size_t)b->rec[3 * k + 2], (off_t)b->addr[k]) != 0) {
         pthread_mutex_lock(&dx->flush.mu);
         if (!dx->flush.err) dx->flush.err = errno ? errno : EIO;
         pthread_mutex_unlock(&dx->flush.mu);
@@ -563,7 +431,7 @@ int ckpt_direct_add(ckpt_direct *dx, int k, int fd, hid_t dset, const void *buf,
     it->added = 1;
     return 0;
   }
-  slab_grid g = {.ndim = it->d.ndim, .esz = it->d.esz, .chunk_elems = it->chunk_elems, .gshape = it->d.gshape,
+  ckpt_slab_grid g = {.ndim = it->d.ndim, .esz = it->d.esz, .chunk_elems = it->chunk_elems, .gshape = it->d.gshape,
                  .start = it->d.start, .count = it->d.count, .cd = it->d.cd, .buf = buf};
   for (int d = 0; d < g.ndim; d++) {
     g.grid[d] = it->grid[d];

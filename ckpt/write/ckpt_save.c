@@ -19,6 +19,7 @@
 #include "ckpt_save.h"
 #include "ckpt_test_hooks.h"
 #include "ckpt_write.h"
+#include "log.h"
 #include "util.h"
 
 /* Checksums of what this rank writes: each element is hashed by the one
@@ -83,7 +84,7 @@ static int commit(const ckpt_writer *w, const save_job *j, int ok, const char *t
       }
       committed = rc >= 0;
       if (rc > 0) /* renamed: the file is there and will be loaded, even if the directory fsync failed */
-        fprintf(stderr, "boost: warning: checkpoint %s committed, but %s\n", name, cerr.msg);
+        boost_log_warn("warning: checkpoint %s committed, but %s", name, cerr.msg);
       if (committed) r->latest_ok = ckpt_fs_write_latest(cfg->dir, name, &cerr) == 0;
       /* Retention only behind a good `latest`: it never deletes what `latest` names. */
       if (committed && r->latest_ok)

@@ -19,7 +19,8 @@
 
 #include "check.h"
 #include "ckpt.h"
-#include "ckpt_hooks.h"
+#include "resume_state.h"
+#include "save_request.h"
 #include "ckpt_h5.h"
 #include "config.h"
 #include "grid.h"
@@ -90,11 +91,11 @@ int main(int argc, char **argv) {
   ckpt_settings set;
   trainer_ckpt_settings(&cfg, &set);
   ckpt_session *s = NULL;
-  if (ckpt_open(&set, &g, &ts.store, NULL, &s, &err) != 0 || !s) boost_fail("ckpt_open: %s", err.msg);
-  char msg[1024];
-  if (trainer_ckpt_resume(s, &st, "", msg, sizeof msg) <= 0) boost_fail("did not load %s: %s", path, msg);
+  if (ckpt_open(&set, &g, &ts.store, &s, &err) != 0 || !s) boost_fail("ckpt_open: %s", err.msg);
+  boost_status note = {0};
+  if (trainer_ckpt_resume(s, &st, "", &note) <= 0) boost_fail("did not load %s: %s", path, note.msg);
   ckpt_close(s); /* the writer thread is gone: this thread may call HDF5 now */
-  printf("loaded: %s\n", msg);
+  printf("loaded: %s\n", note.msg);
 
   ckpt_h5_quiet();
   if (h5z_zstd_register() < 0) boost_fail("cannot register the zstd filter");

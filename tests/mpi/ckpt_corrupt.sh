@@ -113,7 +113,7 @@ echo "ok (6b): the same through the H5Dread read-back (tp=2)"
 rc=0
 BOOST_CKPT_TEST_DIRSYNC_FAIL=2 train 0 "$tmp/t7.log" --set ckpt.dir="$tmp/dsync" --set ckpt.every=2 --set train.steps=2 || rc=$?
 [ "$rc" = 0 ] || fail "dir fsync: exit $rc: $(tail -3 "$tmp/t7.log")"
-grep -q "boost: warning: checkpoint step_00000002.h5 committed, but fsync $tmp/dsync: Input/output error (injected" "$tmp/t7.log" ||
+grep -q "boost-train: warning: checkpoint step_00000002.h5 committed, but fsync $tmp/dsync: Input/output error (injected" "$tmp/t7.log" ||
   fail "dir fsync: no warning: $(grep -i 'step 2' "$tmp/t7.log" | tail -2)"
 grep -q "step 2 committed" "$tmp/t7.log" || fail "dir fsync: the save was not reported committed"
 [ "$(cat "$tmp/dsync/latest")" = step_00000002.h5 ] || fail "dir fsync: latest = $(cat "$tmp/dsync/latest")"

@@ -25,7 +25,7 @@ d=$mnt/ck
 rc=0
 train 2 "$tmp/t1.log" --set ckpt.dir="$d" --set train.steps=8 --set ckpt.every=2 --set ckpt.keep_last=5 \
   --set train.metrics="$tmp/m1.jsonl" || rc=$?
-grep -q "boost: warning: ckpt.dir $d has room for [0-9.]* MiB of checkpoints, but ckpt.keep_last=5 checkpoints" "$tmp/t1.log" ||
+grep -q "boost-train: warning: ckpt.dir $d has room for [0-9.]* MiB of checkpoints, but ckpt.keep_last=5 checkpoints" "$tmp/t1.log" ||
   fail "no warning at start that the disk cannot hold keep_last + 1 checkpoints"
 # Training goes on through failed checkpoints, but a run whose final state
 # did not commit must not say success: exit 74, not 0.

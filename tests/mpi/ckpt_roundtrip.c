@@ -22,7 +22,8 @@
 
 #include "check.h"
 #include "ckpt.h"
-#include "ckpt_hooks.h"
+#include "resume_state.h"
+#include "save_request.h"
 #include "config.h"
 #include "grid.h"
 #include "tensor.h"
@@ -135,8 +136,9 @@ int main(int argc, char **argv) {
   train_state_init(&st);
   ckpt_settings set;
   trainer_ckpt_settings(&cfg, &set);
-  trainer_ckpt_ctx ctx; /* no model: no activations */
-  trainer_ckpt_ctx_init(&ctx, &cfg, &g, NULL, NULL, NULL, &st, TP_NONE);
+  save_builder saves; /* no model: no activations */
+  save_builder_init(&saves, &cfg, &g, NULL, NULL, NULL, TP_NONE);
+  saves.fenced = 0; /* nothing waits on the fence here: staged inside the submit */
   if (save) {
     for (int i = 0; i < reg.count; i++) {
       const tensor_desc *t = &reg.tensors[i];
@@ -150,9 +152,9 @@ int main(int argc, char **argv) {
     st.tokens_seen = (double)step * 6400.5;
     for (int64_t i = 0; i < step; i++) train_state_push_loss(&st, 10.0f / (float)(i + 1));
     ckpt_session *s = NULL;
-    if (ckpt_open(&set, &g, &store, NULL, &s, &err) != 0 || !s) boost_fail("ckpt_open: %s", err.msg);
-    char status[256];
-    trainer_ckpt_after_step(&ctx, s, &st, 1, status, sizeof status);
+    if (ckpt_open(&set, &g, &store, &s, &err) != 0 || !s) boost_fail("ckpt_open: %s", err.msg);
+    boost_status status = {0};
+    save_request_submit(&saves, s, &st, CKPT_DUE_FILE, &status);
     if (ckpt_wait(s) != 0) {
       if (rank == 0) fprintf(stderr, "FAIL: the checkpoint of step %lld did not commit\n", (long long)step);
       bad = 1;
@@ -163,10 +165,10 @@ int main(int argc, char **argv) {
     if (rank == 0 && !bad) printf("ok save step %lld on dp=%d tp=%d pp=%d\n", (long long)step, dp, tp, pp);
   } else {
     ckpt_session *s = NULL;
-    if (ckpt_open(&set, &g, &store, NULL, &s, &err) != 0 || !s) boost_fail("ckpt_open: %s", err.msg);
-    char msg[1024];
-    int resumed = trainer_ckpt_resume(s, &st, "", msg, sizeof msg) > 0;
-    if (rank == 0) printf("resume: %s\n", msg);
+    if (ckpt_open(&set, &g, &store, &s, &err) != 0 || !s) boost_fail("ckpt_open: %s", err.msg);
+    boost_status note = {0};
+    int resumed = trainer_ckpt_resume(s, &st, "", &note) > 0;
+    if (rank == 0) printf("resume: %s\n", note.msg);
     if (!resumed || st.step != step) {
       if (rank == 0) fprintf(stderr, "FAIL: expected to resume step %lld, got %s step %lld\n", (long long)step,
                              resumed ? "resumed" : "fresh start", (long long)st.step);
@@ -202,7 +204,7 @@ int main(int argc, char **argv) {
     if (rank == 0 && !bad) printf("ok load step %lld on dp=%d tp=%d pp=%d: every element equal\n", (long long)step, dp, tp, pp);
   }
   MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  trainer_ckpt_ctx_free(&ctx);
+  save_builder_free(&saves);
   train_state_free(&st);
   store_free(&store);
   weights_free(&w, be);

@@ -19,7 +19,7 @@ typedef struct {
   float *loss_history;   /* training loss of each completed step, identical on every rank */
   int64_t loss_count, loss_capacity;
   train_rows val_history; /* [step, validation loss] of every validation, identical on every rank */
-  train_rows starts;      /* one row per start of the run (its columns: trainer/ckpt_hooks.c) */
+  train_rows starts;      /* one row per start of the run (its columns: trainer/save_request.c) */
   train_rows grad_norms;  /* pre-clip gradient norm of each completed step (one column; older files: fewer) */
   /* The step guard's ledger (trainer/guard.h): every flagged step, every range
    * of batches passed over. Kept whole across rollbacks: a rollback reloads

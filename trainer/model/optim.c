@@ -47,10 +47,7 @@ void optim_parts_free(optim_parts *p, boost_backend *be) {
   *p = (optim_parts){0};
 }
 
-void optimizer_step_parts(model_train *ts, const train_config *cfg, float lr, int t, float grad_scale, const optim_parts *p,
-                          optim_wait_fn wait, void *ctx) {
-  for (int k = 0; k < p->n; k++) {
-    wait(ctx, p->t0[k], p->t0[k + 1]);
-    model_adamw_plan(ts, p->plans[k], hparams(cfg, lr), t, grad_scale);
-  }
+void optimizer_step_part(model_train *ts, const train_config *cfg, float lr, int t, float grad_scale, const optim_parts *p,
+                         int k) {
+  model_adamw_plan(ts, p->plans[k], hparams(cfg, lr), t, grad_scale);
 }

@@ -15,10 +15,11 @@ float lr_at(const train_config *cfg, int step);
 void optimizer_step(model_train *ts, const train_config *cfg, float lr, int t, float grad_scale);
 
 /* The same step in parts of about equal size, each a run of registry
- * tensors, so that a part can wait for what it overwrites to be read first
- * (a checkpoint staging its bands in turns, ckpt.staging_limit): before
- * part k, wait(ctx, t0, t1) for its tensors [t0, t1). The result is
- * optimizer_step's bit for bit (AdamW is elementwise). */
+ * tensors [t0[k], t0[k + 1]), so that the caller can wait for what part k
+ * overwrites to be read first (a checkpoint staging its bands in turns,
+ * ckpt.staging_limit: the loop waits on the save's fence, then runs the
+ * part). Parts 0..n-1 in order give optimizer_step's result bit for bit
+ * (AdamW is elementwise). */
 typedef struct {
   int n;
   int *t0; /* n + 1 bounds */
@@ -26,8 +27,7 @@ typedef struct {
 } optim_parts;
 void optim_parts_init(optim_parts *p, const model *m, const model_train *ts, int parts);
 void optim_parts_free(optim_parts *p, boost_backend *be);
-typedef void (*optim_wait_fn)(void *ctx, int t0, int t1);
-void optimizer_step_parts(model_train *ts, const train_config *cfg, float lr, int t, float grad_scale, const optim_parts *p,
-                          optim_wait_fn wait, void *ctx);
+void optimizer_step_part(model_train *ts, const train_config *cfg, float lr, int t, float grad_scale, const optim_parts *p,
+                         int k);
 
 #endif

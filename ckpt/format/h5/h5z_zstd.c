@@ -9,7 +9,9 @@
  *    second copy of libhdf5 in one process is a bug farm. So the plugin build
  *    calls no HDF5 function: plain malloc/free (what HDF5's allocator is on
  *    Linux builds, and what the community zstd plugin and hdf5plugin use) and
- *    errors on stderr. HDF5 adds its own "filter returned failure" entry.
+ *    errors handed to h5z_zstd_plugin_error (h5z_zstd_plugin.c: the host
+ *    process's stderr, the plugin's only voice). HDF5 adds its own "filter
+ *    returned failure" entry.
  */
 #include "h5z_zstd.h"
 
@@ -49,7 +51,7 @@ static void zerr(const char *func, unsigned line, enum zerr_kind kind, const cha
 #ifdef H5Z_ZSTD_PLUGIN
   (void)line;
   (void)kind;
-  fprintf(stderr, "h5z_zstd plugin (HDF5 filter 32015): %s: %s\n", func, msg);
+  h5z_zstd_plugin_error(func, msg);
 #else
   hid_t min = H5E_CANTFILTER;
   switch (kind) {

@@ -31,6 +31,10 @@
 /* Flags for h5z_zstd_set_dcpl_ex. */
 #define H5Z_ZSTD_FLETCHER32 0x1u /* append HDF5's fletcher32 after zstd (checksums the stored bytes) */
 
+/* The plugin build only (H5Z_ZSTD_PLUGIN): where the filter's errors go in
+ * a foreign process, defined by h5z_zstd_plugin.c. */
+void h5z_zstd_plugin_error(const char *func, const char *msg);
+
 /* The filter class (what H5Zregister and the plugin's H5PLget_plugin_info use). */
 extern const H5Z_class2_t h5z_zstd_class[1];
 

@@ -1,4 +1,5 @@
-#include "ckpt_hooks.h"
+/* The loop's save requests (save_request.h). */
+#include "save_request.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 #include "data.h"
 #include "optim.h"
 #include "preempt.h"
+#include "run_watch.h"
 #include "util.h"
 
 /* p2p tag of the recompute forward (no other message is in flight at a step
@@ -42,9 +44,7 @@ static void add_from_backend(model *m, ckpt_acts_sink *sink, const char *name, i
   ckpt_acts_add(sink, name, bf16 ? CKPT_ACT_BF16 : CKPT_ACT_F32, ndim, shape, start, count, has, *host);
 }
 
-static void activations(void *ctx, ckpt_acts_sink *sink) {
-  trainer_ckpt_ctx *c = ctx;
-  const train_state *st = c->st;
+static void activations(const save_builder *c, const train_state *st, ckpt_acts_sink *sink) {
   const acts_mode mode = c->cfg->ckpt.activations;
   int have = mode != ACTS_NONE && st->last_tokens && st->last_B > 0 && st->last_T > 0;
   if (!comm_control_min_int(c->comm, COMM_WORLD, have)) return;
@@ -112,8 +112,6 @@ static void activations(void *ctx, ckpt_acts_sink *sink) {
   boost_free(host);
 }
 
-ckpt_hooks trainer_ckpt_hooks(trainer_ckpt_ctx *ctx) { return (ckpt_hooks){ctx, ctx->m ? activations : NULL}; }
-
 void trainer_ckpt_settings(const train_config *cfg, ckpt_settings *set) {
   memset(set, 0, sizeof *set);
   snprintf(set->dir, sizeof set->dir, "%s", cfg->ckpt.dir);
@@ -140,42 +138,56 @@ void trainer_ckpt_settings(const train_config *cfg, ckpt_settings *set) {
   snprintf(set->local_dir, sizeof set->local_dir, "%s", cfg->ckpt.local_dir);
 }
 
-void trainer_ckpt_ctx_init(trainer_ckpt_ctx *ctx, const train_config *cfg, const process_grid *grid, comm_ctx *comm,
-                           model *m, pipeline *pipe, const train_state *st, tp_mode mode) {
-  *ctx = (trainer_ckpt_ctx){cfg, grid, comm, m, pipe, st, config_to_json(cfg), NULL, mode, ""};
+void save_builder_init(save_builder *b, const train_config *cfg, const process_grid *grid, comm_ctx *comm, model *m,
+                       pipeline *pipe, tp_mode mode) {
+  *b = (save_builder){cfg, grid, comm, m, pipe, config_to_json(cfg), NULL, mode, "", NULL, 1};
   ckpt_layout lay = {grid->world_size, grid->dp, grid->tp, grid->pp, cfg->parallel.zero, ""};
   snprintf(lay.tp_mode, sizeof lay.tp_mode, "%s", tp_mode_names[mode]);
-  ctx->layout = ckpt_layout_json(&lay);
-  if (!ctx->config || !ctx->layout) boost_fail("out of memory for the checkpoints' config and layout records");
+  b->layout = ckpt_layout_json(&lay);
+  if (!b->config || !b->layout) boost_fail("out of memory for the checkpoints' config and layout records");
+  if (m && cfg->ckpt.activations != ACTS_NONE) b->acts = ckpt_acts_new();
 }
 
-void trainer_ckpt_ctx_free(trainer_ckpt_ctx *ctx) {
-  free(ctx->config);
-  free(ctx->layout);
-  ctx->config = ctx->layout = NULL;
+void save_builder_free(save_builder *b) {
+  free(b->config);
+  free(b->layout);
+  ckpt_acts_delete(b->acts);
+  b->config = b->layout = NULL;
+  b->acts = NULL;
 }
 
-void trainer_ckpt_after_step(const trainer_ckpt_ctx *ctx, ckpt_session *s, const train_state *st, int force,
-                             char *status, size_t statuslen) {
-  ckpt_meta m; /* the run's root attributes (ckpt_meta.h, CKPT_META_RUN) */
-  ckpt_meta_init(&m);
+/* The run's root attributes for st (ckpt_meta.h, CKPT_META_RUN) into *m (ckpt_meta_free). */
+static void meta_block(const save_builder *ctx, const ckpt_session *s, const train_state *st, ckpt_meta *m) {
+  ckpt_meta_init(m);
   const train_config *cfg = ctx->cfg;
-  CKPT_META_SET(&m, run, step, st->step);
-  CKPT_META_SET(&m, run, lr_schedule_step, st->step);
-  CKPT_META_SET(&m, run, lr_next, (double)lr_at(cfg, (int)st->step));
-  CKPT_META_SET(&m, run, adam_t, st->step);
-  CKPT_META_SET(&m, run, data_cursor, st->data_cursor);
-  CKPT_META_SET(&m, run, global_batch, (int64_t)cfg->train.batch_size * cfg->train.grad_accum * ctx->grid->dp);
-  CKPT_META_SET(&m, run, tokens_seen, st->tokens_seen);
-  CKPT_META_SET(&m, run, train_seed, cfg->train.seed);
-  CKPT_META_SET(&m, run, data_seed, cfg->data.seed);
-  int rc = ckpt_meta_set_str(&m, CKPT_META_F_config, ctx->config);
-  rc |= ckpt_meta_set_str(&m, CKPT_META_F_layout, ctx->layout);
-  rc |= ckpt_meta_set_str(&m, CKPT_META_F_activations, acts_mode_names[cfg->ckpt.activations]);
-  rc |= ckpt_meta_set_str(&m, CKPT_META_F_precision, precision_names[cfg->train.precision]);
-  if (ckpt_run_identity(s)) rc |= ckpt_meta_set_str(&m, CKPT_META_F_run_id, ckpt_run_identity(s));
-  if (ctx->tokenizer[0]) rc |= ckpt_meta_set_str(&m, CKPT_META_F_tokenizer, ctx->tokenizer);
+  CKPT_META_SET(m, run, step, st->step);
+  CKPT_META_SET(m, run, lr_schedule_step, st->step);
+  CKPT_META_SET(m, run, lr_next, (double)lr_at(cfg, (int)st->step));
+  CKPT_META_SET(m, run, adam_t, st->step);
+  CKPT_META_SET(m, run, data_cursor, st->data_cursor);
+  CKPT_META_SET(m, run, global_batch, (int64_t)cfg->train.batch_size * cfg->train.grad_accum * ctx->grid->dp);
+  CKPT_META_SET(m, run, tokens_seen, st->tokens_seen);
+  CKPT_META_SET(m, run, train_seed, cfg->train.seed);
+  CKPT_META_SET(m, run, data_seed, cfg->data.seed);
+  int rc = ckpt_meta_set_str(m, CKPT_META_F_config, ctx->config);
+  rc |= ckpt_meta_set_str(m, CKPT_META_F_layout, ctx->layout);
+  rc |= ckpt_meta_set_str(m, CKPT_META_F_activations, acts_mode_names[cfg->ckpt.activations]);
+  rc |= ckpt_meta_set_str(m, CKPT_META_F_precision, precision_names[cfg->train.precision]);
+  if (ckpt_run_identity(s)) rc |= ckpt_meta_set_str(m, CKPT_META_F_run_id, ckpt_run_identity(s));
+  if (ctx->tokenizer[0]) rc |= ckpt_meta_set_str(m, CKPT_META_F_tokenizer, ctx->tokenizer);
   if (rc != 0) boost_fail("out of memory for a checkpoint's metadata");
+}
+
+ckpt_fence save_request_submit(save_builder *b, ckpt_session *ck, const train_state *st, int force,
+                               boost_status *note) {
+  if (!ck) {
+    boost_msgf(note->msg, sizeof note->msg, "-");
+    return ckpt_fence_start(NULL);
+  }
+  const int file = ckpt_due(ck, st->step, force), local = ckpt_due_local(ck, st->step, force);
+  run_watch_save_begin(file);
+  ckpt_meta m;
+  meta_block(b, ck, st, &m);
   /* The state datasets over st's arrays; when a save is due, the newest
    * start's row says how far this job got (a copy: st is the run's). */
   ckpt_state state = {{{st->loss_history, st->loss_count},
@@ -191,19 +203,26 @@ void trainer_ckpt_after_step(const trainer_ckpt_ctx *ctx, ckpt_session *s, const
                  "the run hands over every state dataset of the schema, in its order");
   double *starts = NULL;
   const int64_t ns = st->starts.rows;
-  if (ns > 0 && (ckpt_due(s, st->step, force) || ckpt_due_local(s, st->step, force))) {
+  if (ns > 0 && (file || local)) {
     starts = boost_calloc((size_t)(ns * CKPT_START_NCOLS), sizeof *starts);
     memcpy(starts, st->starts.v, (size_t)(ns * CKPT_START_NCOLS) * sizeof *starts);
     starts[(ns - 1) * CKPT_START_NCOLS + CKPT_START_last_step] = (double)st->step;
     starts[(ns - 1) * CKPT_START_NCOLS + CKPT_START_last_unix_s] = boost_unix_s();
     state.set[CKPT_STATE_run_starts].data = starts;
   }
-  ckpt_after_step(s, &m, &state, force, status, statuslen);
+  /* A file save stores the activations (every rank recomputes its stage's
+   * part: collective over world), recomputed now with the weights it saves. */
+  const double t0 = boost_now_s();
+  if (file && b->acts) activations(b, st, b->acts);
+  const ckpt_save_request req = {&m, &state, file ? b->acts : NULL, force, b->fenced, boost_now_s() - t0};
+  const ckpt_fence fence = ckpt_submit(ck, &req, note);
   boost_free(starts);
   ckpt_meta_free(&m);
+  run_watch_save_end(ck, st->step, file);
+  return fence;
 }
 
-void trainer_ckpt_note_start(const trainer_ckpt_ctx *ctx, train_state *st) {
+void trainer_ckpt_note_start(const save_builder *ctx, train_state *st) {
   const train_config *cfg = ctx->cfg;
   const process_grid *g = ctx->grid;
   double row[CKPT_START_NCOLS];
@@ -221,61 +240,4 @@ void trainer_ckpt_note_start(const trainer_ckpt_ctx *ctx, train_state *st) {
   row[CKPT_START_precision] =
       ckpt_code_of(ckpt_precision_codes, CKPT_PRECISION_NCODES, precision_names[cfg->train.precision]);
   train_rows_push(&st->starts, row, CKPT_START_NCOLS);
-}
-
-/* Rows of a loaded table appended to r (after the rows r held: none). */
-static void load_rows(train_rows *r, const ckpt_series *set, int cols) {
-  r->rows = 0;
-  for (int64_t i = 0; i < set->rows; i++) train_rows_push(r, (const double *)set->data + i * cols, cols);
-}
-
-/* A loaded checkpoint's step, cursor, tokens and histories into *st; its
- * starts and the guard's ledger too unless keep_ledger: a rollback keeps
- * the run's own, which hold the checkpoint's and what came after it. */
-static void load_state(train_state *st, const ckpt_meta *m, const ckpt_state *state, int keep_ledger) {
-  st->step = m->run.step;
-  st->data_cursor = m->run.data_cursor;
-  st->tokens_seen = m->run.tokens_seen;
-  st->loss_count = 0;
-  const ckpt_series *loss = &state->set[CKPT_STATE_loss_history];
-  for (int64_t i = 0; i < loss->rows; i++) train_state_push_loss(st, ((const float *)loss->data)[i]);
-  load_rows(&st->val_history, &state->set[CKPT_STATE_val_loss_history], TRAIN_VAL_COLS);
-  load_rows(&st->grad_norms, &state->set[CKPT_STATE_grad_norm_history], 1);
-  if (keep_ledger) return;
-  _Static_assert(GUARD_EVENT_COLS == 6 && GUARD_SKIP_COLS == 4 && GUARD_REPLAY_COLS == 6,
-                 "the guard's tables are the schema's");
-  load_rows(&st->starts, &state->set[CKPT_STATE_run_starts], CKPT_START_NCOLS);
-  load_rows(&st->guard_events, &state->set[CKPT_STATE_guard_events], GUARD_EVENT_COLS);
-  load_rows(&st->skipped, &state->set[CKPT_STATE_skipped_batches], GUARD_SKIP_COLS);
-  load_rows(&st->replays, &state->set[CKPT_STATE_guard_replays], GUARD_REPLAY_COLS);
-}
-
-int trainer_ckpt_resume(ckpt_session *s, train_state *st, const char *tokenizer, char *msg, size_t msglen) {
-  ckpt_meta m;
-  ckpt_state state;
-  int rc = ckpt_resume(s, &m, &state, msg, msglen);
-  /* Token ids of another tokenizer mean other text: the weights would
-   * train on garbage. Checkpoints and shards that record none pass. */
-  const char *saved = rc == 1 && ckpt_meta_has(&m, CKPT_META_F_tokenizer) ? m.run.tokenizer : "";
-  if (saved[0] && tokenizer[0] && strcmp(saved, tokenizer)) {
-    boost_msgf(msg, msglen,
-               "the checkpoint at step %lld was trained on tokenizer %s, data.train's shards are %s: tokenize the "
-               "text again with the checkpoint's tokenizer (or ckpt.resume=none starts a new run)",
-               (long long)m.run.step, saved, tokenizer);
-    rc = -1;
-  }
-  if (rc == 1) load_state(st, &m, &state, 0);
-  ckpt_state_free(&state);
-  ckpt_meta_free(&m);
-  return rc;
-}
-
-int trainer_ckpt_rollback(ckpt_session *s, int64_t max_step, train_state *st, char *msg, size_t msglen) {
-  ckpt_meta m;
-  ckpt_state state;
-  const int rc = ckpt_rollback(s, max_step, &m, &state, msg, msglen);
-  if (rc == 1) load_state(st, &m, &state, 1);
-  ckpt_state_free(&state);
-  ckpt_meta_free(&m);
-  return rc;
 }
