@@ -10,6 +10,7 @@
 
 #include "blas_select.h"
 #include "ckpt_test_hooks.h"
+#include "log.h"
 #include "comm.h"
 #include "config.h"
 #include "preempt.h"
@@ -46,6 +47,7 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+  boost_log_program("boost-train"); /* the prefix of every warning line of the process */
   /* From here on a stop signal is remembered, never fatal: the run acts on
    * it once its state is consistent (trainer_run). */
   preempt_install_handlers();
