@@ -111,7 +111,7 @@ void format_layout(const layout *l, char *out, size_t n) {
 /* Build the config of one run: user sets, then what the check fixes. */
 int make_config(const options *o, const char *preset, const layout *l, int batch, int steps, train_config *cfg,
                        boost_status *err) {
-  char fixed[16][CONFIG_STR + 64];
+  char fixed[14][CONFIG_STR + 64];
   int nf = 0;
   snprintf(fixed[nf++], sizeof fixed[0], "model.preset=%s", preset);
   snprintf(fixed[nf++], sizeof fixed[0], "data.train=%s", o->data);
