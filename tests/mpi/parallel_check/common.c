@@ -125,15 +125,17 @@ int make_config(const options *o, const char *preset, const layout *l, int batch
   snprintf(fixed[nf++], sizeof fixed[0], "parallel.tp_mode=%s", l->mode);
   snprintf(fixed[nf++], sizeof fixed[0], "parallel.zero=%d", l->zero);
   snprintf(fixed[nf++], sizeof fixed[0], "parallel.recompute=%s", l->recompute);
-  /* The loop's guard and validation are off unless the user sets them: the
-   * checks compare the steps themselves (a flagged step would be dropped
-   * in one layout and not another; validation adds traffic and time). */
-  char quiet[2][64] = {"train.guard=off", "train.val_batches=0"};
+  /* The loop's guard and validation are off and its step lines few unless
+   * the user sets them: the checks compare the steps themselves (a flagged
+   * step would be dropped in one layout and not another; validation adds
+   * traffic and time; a run logs its last step only). */
+  char quiet[3][64] = {"train.guard=off", "train.val_batches=0", "train.log_every=1000000000"};
   char *sets[MAX_SETS + 16];
   int n = 0;
   sets[n++] = fixed[0]; /* preset first; user keys override the preset, fixed keys override the user */
   sets[n++] = quiet[0];
   sets[n++] = quiet[1];
+  sets[n++] = quiet[2];
   for (int i = 0; i < o->nsets; i++) sets[n++] = o->sets[i];
   for (int i = 1; i < nf; i++) sets[n++] = fixed[i];
   return config_resolve(cfg, NULL, n, sets, err);
