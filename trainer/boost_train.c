@@ -18,7 +18,6 @@
 #include "test_hooks.h"
 #include "trainer.h"
 #include "watchdog.h"
-#include "log.h"
 
 static void usage(FILE *f) {
   fprintf(f,

@@ -28,39 +28,39 @@ static double level_code(const char *level) {
 }
 
 /* A failed write: one line, no more events; the training goes on. */
-static void stop_events(run *t, const boost_status *err) {
+static void stop_events(trainer *t, const boost_status *err) {
   char line[sizeof err->msg + 128];
   snprintf(line, sizeof line, "train.tensorboard: %s; no more TensorBoard events from this run (training goes on)",
            err->msg);
   fail_all(&t->grid, line); /* rank 0 says it; the status is not the run's */
-  tb_writer_close(t->tb->w);
-  t->tb->w = NULL;
+  tb_writer_close(t->out.tb->w);
+  t->out.tb->w = NULL;
 }
 
-static void rewrite_flags(run *t, int64_t upto);
+static void rewrite_flags(trainer *t, int64_t upto);
 
-static void scalar(run *t, int64_t step, const char *tag, double value) {
+static void scalar(trainer *t, int64_t step, const char *tag, double value) {
   boost_status err = {0};
-  if (t->tb->w && tb_writer_scalar(t->tb->w, step, tag, value, &err) != 0) stop_events(t, &err);
+  if (t->out.tb->w && tb_writer_scalar(t->out.tb->w, step, tag, value, &err) != 0) stop_events(t, &err);
 }
 
-static void flush(run *t) {
+static void flush(trainer *t) {
   boost_status err = {0};
-  if (t->tb->w && tb_writer_flush(t->tb->w, &err) != 0) stop_events(t, &err);
+  if (t->out.tb->w && tb_writer_flush(t->out.tb->w, &err) != 0) stop_events(t, &err);
 }
 
-int run_tb_open(run *t, boost_status *err) {
+int run_tb_open(trainer *t, boost_status *err) {
   if (t->grid.rank != 0 || !t->cfg->train.tensorboard[0]) return 0;
   const train_state *st = &t->st;
   tb_writer *w;
   if (tb_writer_open(t->cfg->train.tensorboard, st->step + 1, &w, err) != 0) return -1;
-  t->tb = boost_calloc(1, sizeof *t->tb);
-  t->tb->w = w;
-  t->tb->guard_seen = st->guard_events.rows; /* the resumed ledger's: an earlier file holds them */
+  t->out.tb = boost_calloc(1, sizeof *t->out.tb);
+  t->out.tb->w = w;
+  t->out.tb->guard_seen = st->guard_events.rows; /* the resumed ledger's: an earlier file holds them */
   ckpt_stats cs;
-  t->tb->ckpt_seen = ckpt_last_stats(t->ck, &cs) == 0 ? cs.step : -1;
+  t->out.tb->ckpt_seen = ckpt_last_stats(t->ck, &cs) == 0 ? cs.step : -1;
   double stall;
-  t->tb->local_seen = t->ck ? ckpt_local_cost(t->ck, &stall) : -1;
+  t->out.tb->local_seen = t->ck ? ckpt_local_cost(t->ck, &stall) : -1;
   /* At the first step this start trains: a second start from the same
    * checkpoint replaces it (the file's START purges from that step). */
   scalar(t, st->step + 1, "restart/level", level_code(ckpt_start_level(t->ck)));
@@ -75,8 +75,8 @@ int run_tb_open(run *t, boost_status *err) {
 /* The flagged batches pending for one step, written once per step: the
  * batches a step drops before it is accepted share its number. rollback_to:
  * the step one of them rolled back to (-1: none). */
-static void emit_flags(run *t, int64_t rollback_to) {
-  struct run_tb *tb = t->tb;
+static void emit_flags(trainer *t, int64_t rollback_to) {
+  struct run_tb *tb = t->out.tb;
   if (!tb->flags) return;
   scalar(t, tb->flag_step, "guard/flagged", tb->flags);
   scalar(t, tb->flag_step, "guard/flag_reasons", tb->flag_reasons); /* the reasons' bits (trainer/guard.h) */
@@ -100,8 +100,8 @@ static int64_t rollback_target(const train_state *st, int64_t row) {
  * st->step, the step it trains from (ledger rows [0, upto]), in step order,
  * each once, with the rollbacks among them -- the file's START drops them
  * from the older files with the rest of the steps trained again. */
-static void rewrite_flags(run *t, int64_t upto) {
-  struct run_tb *tb = t->tb;
+static void rewrite_flags(trainer *t, int64_t upto) {
+  struct run_tb *tb = t->out.tb;
   const train_rows *ev = &t->st.guard_events;
   for (int64_t prev = t->st.step;;) {
     int64_t step = INT64_MAX, rollback_to = -1;
@@ -125,9 +125,9 @@ static void rewrite_flags(run *t, int64_t upto) {
   }
 }
 
-void run_tb_poll(run *t) {
-  if (!t->tb || !t->tb->w) return;
-  struct run_tb *tb = t->tb;
+void run_tb_poll(trainer *t) {
+  if (!t->out.tb || !t->out.tb->w) return;
+  struct run_tb *tb = t->out.tb;
   const train_rows *ev = &t->st.guard_events;
   for (; tb->guard_seen < ev->rows; tb->guard_seen++) {
     const double *row = ev->v + tb->guard_seen * GUARD_EVENT_COLS;
@@ -150,11 +150,11 @@ void run_tb_poll(run *t) {
   flush(t);
 }
 
-void run_tb_ckpt(run *t, ckpt_session *ck) {
-  if (!t->tb || !t->tb->w || !ck) return;
+void run_tb_ckpt(trainer *t, ckpt_session *ck) {
+  if (!t->out.tb || !t->out.tb->w || !ck) return;
   ckpt_stats cs;
-  if (ckpt_last_stats(ck, &cs) == 0 && cs.step != t->tb->ckpt_seen) {
-    t->tb->ckpt_seen = cs.step;
+  if (ckpt_last_stats(ck, &cs) == 0 && cs.step != t->out.tb->ckpt_seen) {
+    t->out.tb->ckpt_seen = cs.step;
     scalar(t, cs.step, "ckpt/committed", cs.committed);
     scalar(t, cs.step, "ckpt/stall_s", cs.stall_s);
     scalar(t, cs.step, "ckpt/wait_prev_s", cs.wait_prev_s);
@@ -162,16 +162,16 @@ void run_tb_ckpt(run *t, ckpt_session *ck) {
   }
   double stall = 0.0;
   const int64_t local = ckpt_local_cost(ck, &stall);
-  if (local >= 0 && local != t->tb->local_seen) {
-    t->tb->local_seen = local;
+  if (local >= 0 && local != t->out.tb->local_seen) {
+    t->out.tb->local_seen = local;
     scalar(t, local, "ckpt/local_stall_s", stall);
   }
 }
 
-void run_tb_step(run *t, float loss, float val_loss, float lr, double gnorm, double tok_s, double gflops, double dt) {
-  if (!t->tb || !t->tb->w) return;
+void run_tb_step(trainer *t, float loss, float val_loss, float lr, double gnorm, double tok_s, double gflops, double dt) {
+  if (!t->out.tb || !t->out.tb->w) return;
   const int64_t step = t->st.step;
-  if (t->tb->flags && t->tb->flag_step <= step) emit_flags(t, -1);
+  if (t->out.tb->flags && t->out.tb->flag_step <= step) emit_flags(t, -1);
   scalar(t, step, "train/loss", loss);
   if (!isnan(val_loss)) scalar(t, step, "val/loss", val_loss);
   scalar(t, step, "train/lr", lr);
@@ -186,12 +186,12 @@ void run_tb_step(run *t, float loss, float val_loss, float lr, double gnorm, dou
   flush(t);
 }
 
-void run_tb_close(run *t) {
-  if (!t->tb) return;
+void run_tb_close(trainer *t) {
+  if (!t->out.tb) return;
   run_tb_poll(t);
-  if (t->tb->w) emit_flags(t, -1);
-  if (t->tb->w) flush(t);
-  tb_writer_close(t->tb->w);
-  boost_free(t->tb);
-  t->tb = NULL;
+  if (t->out.tb->w) emit_flags(t, -1);
+  if (t->out.tb->w) flush(t);
+  tb_writer_close(t->out.tb->w);
+  boost_free(t->out.tb);
+  t->out.tb = NULL;
 }

@@ -15,16 +15,16 @@
 /* At start, after the resume (rank 0 with train.tensorboard set; else
  * nothing): the folder and a new file, the start's restart scalars.
  * 0, or -1 with one line (the run refuses to start). */
-int run_tb_open(run *t, boost_status *err);
+int run_tb_open(trainer *t, boost_status *err);
 /* At the top of each pass of the training loop: the guard's new flagged
  * steps (a rollback first moves on to a new file). */
-void run_tb_poll(run *t);
+void run_tb_poll(trainer *t);
 /* After an accepted step (its checkpoint step done): the step's scalars,
  * a checkpoint whose outcome became known, then a flush. */
-void run_tb_step(run *t, float loss, float val_loss, float lr, double gnorm, double tok_s, double gflops, double dt);
+void run_tb_step(trainer *t, float loss, float val_loss, float lr, double gnorm, double tok_s, double gflops, double dt);
 /* After the final checkpoint's wait (ck still open): its outcome. */
-void run_tb_ckpt(run *t, ckpt_session *ck);
+void run_tb_ckpt(trainer *t, ckpt_session *ck);
 /* The guard's last events, then the file closed. */
-void run_tb_close(run *t);
+void run_tb_close(trainer *t);
 
 #endif

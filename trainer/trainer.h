@@ -19,13 +19,17 @@
 typedef struct trainer trainer;
 int trainer_create(const train_config *cfg, MPI_Comm world, trainer **out, boost_status *err);
 void trainer_destroy(trainer *t);
-/* One optimizer step over the global batch; returns its mean loss (on every
- * rank) and the pre-clip global gradient norm; advances the state. */
-float trainer_step(trainer *t, double *grad_norm);
+/* The steps from where t stands to train.steps, through the same loop as
+ * trainer_run (without its checkpoint session, start lines and end): each
+ * accepted step's loss and pre-clip gradient norm go into trainer_state's
+ * loss_history and grad_norms. Collective; the exit status trainer_run's
+ * loop came to (0: every step ran). */
+int trainer_train(trainer *t);
 model *trainer_model(trainer *t);
 model_acts *trainer_acts(trainer *t);     /* the step's activation sets */
 model_train *trainer_train_state(trainer *t); /* gradients, moments, optimizer plan */
 comm_ctx *trainer_comm(trainer *t);
+const comm_ctx *trainer_step_comm(const trainer *t); /* the last step's traffic, before validation's */
 const process_grid *trainer_grid(const trainer *t);
 train_state *trainer_state(trainer *t);
 

@@ -4,47 +4,37 @@
 #include "trainer_internal.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-#include <xxhash.h>
-#if defined(__x86_64__) || defined(__i386__)
-#include <xxh_x86dispatch.h> /* the same hashes, with AVX2 / AVX-512 where the CPU has them: 3x here */
-#endif
 
-#include "check.h"
+#include "log.h"
 #include "run_watch.h"
-#include "test_hooks.h"
-#include "util.h"
 #include "watchdog.h"
 
 /* ---- the step guard (guard.h, docs/GUARD.md) ------------------------------ */
 
 /* Global batch index of the next step. */
-static int64_t next_batch(const run *t) { return t->st.data_cursor / t->global_batch; }
+static int64_t next_batch(const trainer *t) { return t->st.data_cursor / t->data.global_batch; }
 
 /* A batch that train.skip_batches or a rollback's window covers is passed
  * over before its step: the cursor moves past the range, nothing else
  * changes. 1 when it moved. */
-int pass_skipped(run *t) {
+int pass_skipped(trainer *t) {
   train_state *st = &t->st;
   const int64_t batch = next_batch(t);
   int64_t last;
   int reason;
   if (!guard_skip_range(t->cfg, st, batch, &last, &reason)) return 0;
   if (reason == GUARD_SKIP_CONFIG) guard_note_skip(st, batch, last, reason);
-  st->data_cursor = (last + 1) * t->global_batch;
-  if (t->grid.rank == 0) {
-    printf("skip: batches %lld-%lld (%s) passed over at step %lld\n", (long long)batch, (long long)last,
-           reason == GUARD_SKIP_CONFIG ? "train.skip_batches" : "the guard's rollback", (long long)st->step);
-    fflush(stdout);
-  }
+  st->data_cursor = (last + 1) * t->data.global_batch;
+  if (t->grid.rank == 0)
+    boost_log_info("skip: batches %lld-%lld (%s) passed over at step %lld", (long long)batch, (long long)last,
+                   reason == GUARD_SKIP_CONFIG ? "train.skip_batches" : "the guard's rollback", (long long)st->step);
   return 1;
 }
 
 /* Back to the initial weights (train.seed), zero moments and step 0: the
  * rollback when no checkpoint precedes the flagged steps. */
-static void start_over(run *t) {
+static void start_over(trainer *t) {
   train_state *st = &t->st;
   const tensor_store *ts = &t->mt.store;
   model_init_params(&t->m, (uint64_t)t->cfg->train.seed);
@@ -60,7 +50,7 @@ static void start_over(run *t) {
 /* Every rank reloads the newest committed checkpoint at or before
  * first_step (or starts over) and skips train.guard_skip_batches batches
  * from its cursor, at least through last_batch. 0, or the exit status. */
-static int rollback(run *t, int64_t first_step, int64_t last_batch) {
+static int rollback(trainer *t, int64_t first_step, int64_t last_batch) {
   const train_config *cfg = t->cfg;
   train_state *st = &t->st;
   char msg[2048];
@@ -87,128 +77,17 @@ static int rollback(run *t, int64_t first_step, int64_t last_batch) {
   int64_t to = from + cfg->train.guard_skip_batches - 1;
   if (to < last_batch) to = last_batch;
   guard_note_skip(st, from, to, GUARD_SKIP_ROLLBACK);
-  if (t->grid.rank == 0) {
-    printf("guard: rollback %d of %d to step %lld: %s; batches %lld-%lld will be skipped\n", guard_rollbacks(st),
-           cfg->train.guard_max_rollbacks, (long long)st->step, msg, (long long)from, (long long)to);
-    fflush(stdout);
-  }
+  if (t->grid.rank == 0)
+    boost_log_info("guard: rollback %d of %d to step %lld: %s; batches %lld-%lld will be skipped", guard_rollbacks(st),
+                   cfg->train.guard_max_rollbacks, (long long)st->step, msg, (long long)from, (long long)to);
   return 0;
 }
 
-/* ---- the replay (docs/GUARD.md, "Silent data corruption") ---------------- */
+/* ---- the replay (docs/GUARD.md, "Silent data corruption"; replay.h) ------- */
 
-/* Host floats hashed per download where the backend's memory is not the host's. */
-#define HASH_HOST_FLOATS ((size_t)1 << 18)
-
-void replay_hash_open(run *t) {
-  if (t->cfg->train.guard == GUARD_OFF || t->cfg->train.device == DEVICE_CUDA) return; /* no replay: nothing to hash */
-  if (!(t->local_hash = XXH3_createState())) boost_fail("out of memory for the guard's replay hash");
-}
-
-void replay_hash_close(run *t) {
-  if (t->local_hash) XXH3_freeState(t->local_hash);
-  boost_free(t->hash_host);
-  t->local_hash = NULL;
-  t->hash_host = NULL;
-}
-
-void replay_hash_begin(run *t) {
-  if (t->local_hash) XXH3_64bits_reset(t->local_hash);
-}
-
-/* Hashed where the reduction takes them, range by range: the reduction
- * sums in place, so after it no rank holds its own gradients any more.
- * Without data parallelism nothing is reduced and nothing is hashed here:
- * a step costs no hash at all, only a replay does (fingerprint). */
-void replay_hash_grads(run *t, const float *grads, size_t from, size_t to) {
-  XXH3_state_t *h = t->local_hash;
-  if (!h || to <= from || t->grid.dp == 1) return; /* no reduction: fingerprint hashes them when it replays */
-  const uint64_t range[2] = {from, to};
-  XXH3_64bits_update(h, range, sizeof range);
-  const float *view = t->be->mem->host_view(t->be, grads + from);
-  if (view) {
-    XXH3_64bits_update(h, view, (to - from) * sizeof *view);
-    return;
-  }
-  if (!t->hash_host) t->hash_host = boost_calloc(HASH_HOST_FLOATS, sizeof *t->hash_host);
-  for (size_t at = from; at < to; at += HASH_HOST_FLOATS) {
-    const size_t n = to - at < HASH_HOST_FLOATS ? to - at : HASH_HOST_FLOATS;
-    t->be->mem->download(t->be, t->hash_host, grads + at, n * sizeof *t->hash_host);
-    XXH3_64bits_update(h, t->hash_host, n * sizeof *t->hash_host);
-  }
-}
-
-void replay_hash_end(run *t, double local_loss) {
-  if (!t->local_hash) return;
-  XXH3_64bits_update(t->local_hash, &local_loss, sizeof local_loss);
-  t->local_digest = XXH3_64bits_digest(t->local_hash);
-}
-
-/* What a rank compares between two executions of a step: its own
- * gradients and loss share before the data-parallel reduction (hashed as
- * the reduction took them), its gradients after it (the arena as the
- * optimizer would read them), and the step's reduced loss and norm. */
-typedef struct {
-  uint64_t local, reduced, global;
-} step_print;
-
-static step_print fingerprint(const run *t, float loss, double gnorm) {
-  const size_t n = t->m.reg.numel;
-  float *host = boost_calloc(n ? n : 1, sizeof *host);
-  t->be->mem->download(t->be, host, t->mt.store.arena[TENSOR_GRADS], n * sizeof *host);
-  const double global[2] = {loss, gnorm};
-  step_print p = {t->local_digest, XXH3_64bits(host, n * sizeof *host), XXH3_64bits(global, sizeof global)};
-  if (t->grid.dp == 1) { /* nothing reduced them: the rank's own gradients are the arena */
-    const uint64_t own[2] = {t->local_digest, p.reduced};
-    p.local = XXH3_64bits(own, sizeof own);
-  }
-  boost_free(host);
-  return p;
-}
-
-/* The GUARD_WHERE_* bits (1 << (where - 1)) at which two executions differ. */
-static unsigned differences(const step_print *a, const step_print *b) {
-  return (a->local != b->local) | (a->reduced != b->reduced) << 1 | (a->global != b->global) << 2;
-}
-
-/* Whom a difference is blamed on: the earliest place in the step where a
- * rank differed (where: GUARD_WHERE_*; a fault in one rank's backward
- * reaches every replica after the reduction, so only the place before it
- * tells them apart), the lowest rank differing there, its host, and how
- * many ranks differed there. */
-typedef struct {
-  int where, rank, ranks;
-  char host[256];
-} blame;
-
-/* Every rank's differences gathered, the blame decided the same on every
- * rank; 0 when no rank differed. Collective. */
-static int agree_blame(run *t, unsigned diff, blame *b) {
-  const int W = t->grid.world_size;
-  double *v = boost_calloc((size_t)W, sizeof *v);
-  v[t->grid.rank] = diff;
-  comm_control_sum_f64(&t->comm, COMM_WORLD, v, W);
-  memset(b, 0, sizeof *b);
-  b->rank = -1;
-  for (int where = GUARD_WHERE_LOCAL; where <= GUARD_WHERE_GLOBAL && b->rank < 0; where++)
-    for (int k = 0; k < W; k++)
-      if ((unsigned)v[k] & 1u << (where - 1)) {
-        if (b->rank < 0) b->rank = k, b->where = where;
-        b->ranks++;
-      }
-  boost_free(v);
-  if (b->rank < 0) return 0;
-  char name[256] = "";
-  if (gethostname(name, sizeof name - 1) != 0) snprintf(name, sizeof name, "?");
-  comm_control_bcast(t->grid.world, COMM_WORLD, "the faulty rank's host", name, (int)sizeof name, b->rank);
-  snprintf(b->host, sizeof b->host, "%s", name);
-  return 1;
-}
-
-/* " (3 ranks differed there: the lowest is named)" when more than one did. */
-static void others(const blame *b, char *out, size_t outlen) {
-  out[0] = 0;
-  if (b->ranks > 1) snprintf(out, outlen, " (%d ranks differed there: the lowest is named)", b->ranks);
+/* This execution's print: the gradient arena as the optimizer would read it. */
+static step_print fingerprint(const trainer *t, float loss, double gnorm) {
+  return replay_fingerprint(t->replay, t->mt.store.arena[TENSOR_GRADS], t->m.reg.numel, loss, gnorm);
 }
 
 /* The guard's replay (docs/GUARD.md, "Silent data corruption"): the step is
@@ -220,45 +99,45 @@ static void others(const blame *b, char *out, size_t outlen) {
  * failed train.guard_sdc_limit replays: the job ends, the exit status
  * BOOST_EXIT_FAULTY_HOST naming the rank and its host. Every replay is a
  * row of the ledger (/state/guard_replays). Collective. */
-int replay_step(run *t, float *loss, double *gnorm, int flagged) {
+int replay_step(trainer *t, float *loss, double *gnorm, int flagged) {
   const train_config *cfg = t->cfg;
   train_state *st = &t->st;
   const int64_t batch = next_batch(t);
   const int trigger = flagged ? GUARD_REPLAY_FLAGGED : GUARD_REPLAY_EVERY;
   const step_print first = fingerprint(t, *loss, *gnorm);
   double g2, g3;
-  const float l2 = step_gradients(t, st, &g2);
+  const float l2 = step_gradients(t, &g2);
   const step_print second = fingerprint(t, l2, g2);
-  blame b, b2;
-  if (!agree_blame(t, differences(&first, &second), &b)) {
+  replay_blame b, b2;
+  if (!replay_agree_blame(t->replay, replay_differences(&first, &second), &b)) {
     guard_note_replay(st, batch, trigger, GUARD_REPLAY_SAME, -1, GUARD_WHERE_NONE);
     return -1;
   }
-  const float l3 = step_gradients(t, st, &g3);
+  const float l3 = step_gradients(t, &g3);
   const step_print third = fingerprint(t, l3, g3);
-  const int again = agree_blame(t, differences(&second, &third), &b2);
-  const blame *named = again ? &b2 : &b;
+  const int again = replay_agree_blame(t->replay, replay_differences(&second, &third), &b2);
+  const replay_blame *named = again ? &b2 : &b;
   const int bad = guard_sdc_count(st, b.rank) + 1;
   const int end = again || bad >= cfg->train.guard_sdc_limit;
   guard_note_replay(st, batch, trigger, end ? GUARD_REPLAY_ENDED : GUARD_REPLAY_HEALED, named->rank, named->where);
   const long long step = (long long)st->step + 1;
   char more[96];
-  others(named, more, sizeof more);
+  replay_blame_others(named, more, sizeof more);
   if (end) {
     if (t->grid.rank == 0)
-      fprintf(stderr,
-              "boost-train: silent data corruption: rank %d on host %s gave different results for the same step %lld "
-              "(batch %lld) %s, in %s%s; exclude the host (docs/GUARD.md); exit %d\n",
-              named->rank, named->host, step, (long long)batch, again ? "in every replay" : "again (train.guard_sdc_limit)",
-              guard_where_names[named->where], more, BOOST_EXIT_FAULTY_HOST);
+      boost_log_warn("silent data corruption: rank %d on host %s gave different results for the same step %lld "
+                     "(batch %lld) %s, in %s%s; exclude the host (docs/GUARD.md); exit %d",
+                     named->rank, named->host, step, (long long)batch,
+                     again ? "in every replay" : "again (train.guard_sdc_limit)", guard_where_names[named->where], more,
+                     BOOST_EXIT_FAULTY_HOST);
     return BOOST_EXIT_FAULTY_HOST;
   }
-  if (t->grid.rank == 0) {
-    printf("guard: silent data corruption at step %lld (batch %lld) on rank %d, host %s: its first result discarded, "
-           "the step taken from two replays that agree (%d of train.guard_sdc_limit=%d); it differed in %s%s\n",
-           step, (long long)batch, b.rank, b.host, bad, cfg->train.guard_sdc_limit, guard_where_names[b.where], more);
-    fflush(stdout);
-  }
+  if (t->grid.rank == 0)
+    boost_log_info("guard: silent data corruption at step %lld (batch %lld) on rank %d, host %s: its first result "
+                   "discarded, the step taken from two replays that agree (%d of train.guard_sdc_limit=%d); it differed "
+                   "in %s%s",
+                   step, (long long)batch, b.rank, b.host, bad, cfg->train.guard_sdc_limit, guard_where_names[b.where],
+                   more);
   *loss = l3;
   *gnorm = g3;
   return 0;
@@ -267,16 +146,16 @@ int replay_step(run *t, float *loss, double *gnorm, int flagged) {
 /* Whether the replay can tell a fault from a real result here: only where
  * steps are bit-deterministic (the CPU and guarded backends; not CUDA,
  * whose kernels this build does not promise deterministic). Said once. */
-int replay_allowed(run *t) {
+int replay_allowed(trainer *t) {
   static int said;
   if (t->cfg->train.device != DEVICE_CUDA) return 1;
   if (!said++ && t->grid.rank == 0)
-    printf("guard: no replay of flagged steps: train.device=cuda is not bit-deterministic here (docs/GUARD.md)\n");
+    boost_log_info("guard: no replay of flagged steps: train.device=cuda is not bit-deterministic here (docs/GUARD.md)");
   return 0;
 }
 
 /* The run's flagged steps and skipped batches in one line (the guard gave up). */
-static void report_give_up(const run *t) {
+static void report_give_up(const trainer *t) {
   const train_state *st = &t->st;
   char flags[1024] = "", skips[1024];
   size_t used = 0;
@@ -290,11 +169,10 @@ static void report_give_up(const run *t) {
                              (long long)row[0] + 1, (long long)row[1], row[3]);
   }
   guard_format_skips(st->skipped.v, st->skipped.rows, skips, sizeof skips);
-  fprintf(stderr,
-          "boost-train: the guard gave up after %d rollbacks (train.guard_max_rollbacks=%d): flagged %s; batches "
-          "skipped %s; skipping data does not heal this run (a learning rate far too high?); exit %d\n",
-          guard_rollbacks(st), t->cfg->train.guard_max_rollbacks, flags, skips[0] ? skips : "none",
-          BOOST_EXIT_DIVERGED);
+  boost_log_warn("the guard gave up after %d rollbacks (train.guard_max_rollbacks=%d): flagged %s; batches "
+                 "skipped %s; skipping data does not heal this run (a learning rate far too high?); exit %d",
+                 guard_rollbacks(st), t->cfg->train.guard_max_rollbacks, flags, skips[0] ? skips : "none",
+                 BOOST_EXIT_DIVERGED);
 }
 
 /* A flagged step: nothing was applied; its batch is passed over and noted.
@@ -302,7 +180,7 @@ static void report_give_up(const run *t) {
  * among the last train.guard_cluster_window roll back, at most
  * train.guard_max_rollbacks times; skip: that many flagged in a row end the
  * run. 0 to go on, else the exit status (the same on every rank). */
-int on_flagged(run *t, float loss, double gnorm, const guard_verdict *v) {
+int on_flagged(trainer *t, float loss, double gnorm, const guard_verdict *v) {
   const train_config *cfg = t->cfg;
   train_state *st = &t->st;
   const int64_t batch = next_batch(t);
@@ -317,14 +195,13 @@ int on_flagged(run *t, float loss, double gnorm, const guard_verdict *v) {
   if (back && guard_rollbacks(st) >= cfg->train.guard_max_rollbacks) back = 0, end = 1;
   st->guard_events.v[(st->guard_events.rows - 1) * GUARD_EVENT_COLS + 5] =
       back ? GUARD_ACT_ROLLBACK : end ? GUARD_ACT_ENDED : GUARD_ACT_DROPPED;
-  st->data_cursor += t->global_batch;
+  st->data_cursor += t->data.global_batch;
   if (t->grid.rank == 0) {
     char why[256];
     guard_describe(v, loss, gnorm, why, sizeof why);
-    printf("step %5lld/%d | FLAGGED batch %lld: %s | gnorm %.4g | %s\n", (long long)st->step + 1, cfg->train.steps,
-           (long long)batch, why, gnorm,
-           back ? "rolling back" : end ? "giving up" : "dropped: nothing applied, the batch passed over");
-    fflush(stdout);
+    boost_log_info("step %5lld/%d | FLAGGED batch %lld: %s | gnorm %.4g | %s", (long long)st->step + 1,
+                   cfg->train.steps, (long long)batch, why, gnorm,
+                   back ? "rolling back" : end ? "giving up" : "dropped: nothing applied, the batch passed over");
   }
   if (end) {
     if (t->grid.rank == 0) report_give_up(t);

@@ -1,5 +1,6 @@
 /* What a run shows: its start (model, memory, layout, backend), rank 0's
- * line per step and the metrics file's JSON line (trainer_internal.h). */
+ * line per step, the verdicts every rank reaches, and the metrics file's
+ * JSON line (trainer_internal.h). Its lines go through kernels/log.h. */
 #include "trainer_internal.h"
 
 #include <cJSON.h>
@@ -10,10 +11,16 @@
 #include <sys/resource.h>
 
 #include "gemm_peak.h"
+#include "log.h"
 #include "util.h"
 #ifdef BOOST_HAVE_CUDA
 #include "cuda_backend.h"
 #endif
+
+int fail_all(const process_grid *g, const char *msg) {
+  if (g->rank == 0) boost_log_warn("%s", msg);
+  return 1;
+}
 
 static void format_count(double v, char *out, size_t n) {
   if (v >= 1e9) snprintf(out, n, "%.2fG", v / 1e9);
@@ -22,7 +29,9 @@ static void format_count(double v, char *out, size_t n) {
   else snprintf(out, n, "%.0f", v);
 }
 
-double run_mfu(const run *t, double gflops) { return t->peak_flops > 0 ? 100.0 * gflops * 1e9 / t->peak_flops : NAN; }
+double run_mfu(const trainer *t, double gflops) {
+  return t->out.peak_flops > 0 ? 100.0 * gflops * 1e9 / t->out.peak_flops : NAN;
+}
 
 double peak_rss_mib(void) {
   struct rusage ru;
@@ -30,15 +39,15 @@ double peak_rss_mib(void) {
   return ru.ru_maxrss / 1024.0; /* KiB on Linux */
 }
 
-void measure_peak(run *t) {
+void measure_peak(trainer *t) {
   double peak = t->cfg->train.peak_tflops * 1e12;
   if (peak <= 0) peak = gemm_peak_flops(t->be, 0, 0.15); /* every rank at once: they share the node as they train */
   comm_control_sum_f64(&t->comm, COMM_WORLD, &peak, 1);
-  t->peak_flops = peak;
+  t->out.peak_flops = peak;
 }
 
-void write_metrics(run *r, const comm_ctx *comm_counts, const train_state *st, float loss, float val_loss, float lr, double gnorm,
-                          double tok_s, double gflops, double dt, const char *ckpt_status) {
+void write_metrics(trainer *r, const comm_ctx *comm_counts, const train_state *st, float loss, float val_loss, float lr,
+                   double gnorm, double tok_s, double gflops, double dt, const char *ckpt_status) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "step", (double)st->step);
   cJSON_AddNumberToObject(o, "time", boost_unix_s()); /* wall clock, after the checkpoint step */
@@ -67,23 +76,24 @@ void write_metrics(run *r, const comm_ctx *comm_counts, const train_state *st, f
       cJSON_AddNumberToObject(e, "seconds", ct->seconds);
     }
   char *s = cJSON_PrintUnformatted(o);
-  fprintf(r->metrics, "%s\n", s);
-  fflush(r->metrics);
+  fprintf(r->out.metrics, "%s\n", s);
+  fflush(r->out.metrics);
   free(s);
   cJSON_Delete(o);
 }
 
-void print_start(run *r, const train_state *st, int threads) {
+void print_start(const trainer *r, const train_state *st, int threads) {
   const train_config *cfg = r->cfg;
   char np[32];
   format_count((double)model_num_params(&r->m), np, sizeof np);
-  printf("model %s: %s parameters, d=%d layers=%d heads=%d ffn=%d ranks attn/mlp=%d/%d lowrank=%s\n",
-         cfg->model.preset, np, cfg->model.d_model, cfg->model.n_layers, cfg->model.n_heads, cfg->model.ffn,
-         cfg->model.rank_attn, cfg->model.rank_mlp, cfg->model.lowrank);
+  boost_log_info("model %s: %s parameters, d=%d layers=%d heads=%d ffn=%d ranks attn/mlp=%d/%d lowrank=%s",
+                 cfg->model.preset, np, cfg->model.d_model, cfg->model.n_layers, cfg->model.n_heads, cfg->model.ffn,
+                 cfg->model.rank_attn, cfg->model.rank_mlp, cfg->model.lowrank);
   store_print_memory(&r->mt.store, "  memory ");
-  printf("  memory %-8s %9.2f MiB  (micro-batch %d x %d, %d in flight; %.2f MiB per layer kept with recompute=%s)\n",
-         "acts", (double)r->acts.act_bytes / (1 << 20), r->B, r->T, r->acts.nsets,
-         (double)r->acts.act_bytes_per_layer / (1 << 20), recompute_names[r->acts.recompute]);
+  boost_log_info("  memory %-8s %9.2f MiB  (micro-batch %d x %d, %d in flight; %.2f MiB per layer kept with "
+                 "recompute=%s)",
+                 "acts", (double)r->acts.act_bytes / (1 << 20), r->data.B, r->data.T, r->acts.nsets,
+                 (double)r->acts.act_bytes_per_layer / (1 << 20), recompute_names[r->acts.recompute]);
   if (r->grid.pp > 1) {
     char layers[512] = "";
     for (int k = 0; k < r->grid.pp; k++) {
@@ -92,44 +102,44 @@ void print_start(run *r, const train_state *st, int threads) {
         snprintf(layers + used, sizeof layers - used, ",...");
         break;
       }
-      snprintf(layers + used, sizeof layers - used, "%s%d", k ? "," : "", r->layers_per_stage[k]);
+      snprintf(layers + used, sizeof layers - used, "%s%d", k ? "," : "", r->par.layers_per_stage[k]);
     }
     const int M = cfg->train.grad_accum, P = r->grid.pp;
-    printf("pipeline: %d stages with %s layers, 1F1B over %d micro-batches, bubble fraction (P-1)/(M+P-1) = %.3f\n", P,
-           layers, M, (double)(P - 1) / (M + P - 1));
+    boost_log_info("pipeline: %d stages with %s layers, 1F1B over %d micro-batches, bubble fraction (P-1)/(M+P-1) = %.3f",
+                   P, layers, M, (double)(P - 1) / (M + P - 1));
   }
-  printf("backend: %s\n", r->be->info);
-  printf("peak for MFU: %.3f TFLOP/s over %d rank%s (%s)\n", r->peak_flops / 1e12, r->grid.world_size,
-         r->grid.world_size == 1 ? "" : "s",
-         cfg->train.peak_tflops > 0 ? "train.peak_tflops" : "each rank's backend GEMM measured at start");
+  boost_log_info("backend: %s", r->be->info);
+  boost_log_info("peak for MFU: %.3f TFLOP/s over %d rank%s (%s)", r->out.peak_flops / 1e12, r->grid.world_size,
+                 r->grid.world_size == 1 ? "" : "s",
+                 cfg->train.peak_tflops > 0 ? "train.peak_tflops" : "each rank's backend GEMM measured at start");
 #ifdef BOOST_HAVE_CUDA
   if (cuda_backend_device(r->be) >= 0) {
     char dev[256];
     cuda_backend_describe(r->be, dev, sizeof dev);
-    printf("device: %s (rank 0; communication %s)\n", dev, r->comm.ops->name);
+    boost_log_info("device: %s (rank 0; communication %s)", dev, r->comm.ops->name);
   }
 #endif
-  printf("layout dp=%d tp=%d (%s) pp=%d | data: %lld train / %lld validation samples of %d tokens | global batch %lld "
-         "sequences (%d x %d accum x %d dp) | %d threads/rank | from step %lld\n",
-         r->grid.dp, r->grid.tp, tp_mode_names[r->mode], r->grid.pp, (long long)data_split_num_samples(&r->train),
-         (long long)data_split_num_samples(&r->val), r->T, (long long)r->global_batch, r->B, cfg->train.grad_accum,
-         r->grid.dp, threads, (long long)st->step);
-  fflush(stdout);
+  const trainer_data *d = &r->data;
+  boost_log_info("layout dp=%d tp=%d (%s) pp=%d | data: %lld train / %lld validation samples of %d tokens | global "
+                 "batch %lld sequences (%d x %d accum x %d dp) | %d threads/rank | from step %lld",
+                 r->grid.dp, r->grid.tp, tp_mode_names[r->par.mode], r->grid.pp,
+                 (long long)data_split_num_samples(&d->train), (long long)data_split_num_samples(&d->val), d->T,
+                 (long long)d->global_batch, d->B, cfg->train.grad_accum, r->grid.dp, threads, (long long)st->step);
 }
 
 /* Rank 0's line for a step. */
-void log_step(const run *t, const comm_ctx *step_comm, float loss, float val_loss, float lr, double gnorm,
-                     double tok_s, double gflops, double dt, const char *ckpt_status) {
-  char tok[32];
+void log_step(const trainer *t, const comm_ctx *step_comm, float loss, float val_loss, float lr, double gnorm,
+              double tok_s, double gflops, double dt, const char *ckpt_status) {
+  char tok[32], val[32] = "", comm[512] = "";
   format_count(tok_s, tok, sizeof tok);
-  printf("step %5lld/%d | loss %.4f | lr %.2e | gnorm %.3f | %s tok/s | %.1f GFLOP/s | MFU %.1f%% | %.0f ms",
-         (long long)t->st.step, t->cfg->train.steps, loss, lr, gnorm, tok, gflops, run_mfu(t, gflops), dt * 1e3);
-  if (!isnan(val_loss)) printf(" | val %.4f", val_loss);
+  if (!isnan(val_loss)) snprintf(val, sizeof val, " | val %.4f", val_loss);
   if (t->grid.world_size > 1) {
     char cs[256];
     comm_format_counts(step_comm, cs, sizeof cs);
-    printf(" | comm %s", cs);
+    snprintf(comm, sizeof comm, " | comm %s", cs);
   }
-  printf(" | ckpt %s\n", ckpt_status);
-  fflush(stdout);
+  boost_log_info("step %5lld/%d | loss %.4f | lr %.2e | gnorm %.3f | %s tok/s | %.1f GFLOP/s | MFU %.1f%% | %.0f ms%s%s"
+                 " | ckpt %s",
+                 (long long)t->st.step, t->cfg->train.steps, loss, lr, gnorm, tok, gflops, run_mfu(t, gflops), dt * 1e3,
+                 val, comm, ckpt_status);
 }

@@ -17,8 +17,6 @@ void pipeline_init(pipeline *p, const model *m, model_acts *acts, model_train *t
   p->B = acts->B;
   p->T = acts->T;
   p->nsets = acts->nsets;
-  p->in = boost_calloc((size_t)p->nsets * p->B * p->T, sizeof *p->in);
-  p->tg = boost_calloc((size_t)p->nsets * p->B * p->T, sizeof *p->tg);
   if (pp_rank > 0)
     p->grad_out = boost_be_alloc(m->be, boost_act_bytes(m->be, (size_t)p->nsets * stage_act_numel(p)),
                                  "the pipeline's gradient buffers");
@@ -27,8 +25,6 @@ void pipeline_init(pipeline *p, const model *m, model_acts *acts, model_train *t
 }
 
 void pipeline_free(pipeline *p) {
-  boost_free(p->in);
-  boost_free(p->tg);
   if (p->grad_out) p->m->be->mem->free(p->m->be, p->grad_out);
   boost_free(p->send_fwd);
   boost_free(p->send_bwd);
@@ -82,8 +78,7 @@ void pipeline_set_grads_hook(pipeline *p, model_grads_ready_fn fn, void *ctx) {
   p->grads_ready_ctx = ctx;
 }
 
-void pipeline_train(pipeline *p, int micro_batches, float scale, pipeline_fetch_fn fetch, void *ctx,
-                    const int32_t **last_tokens) {
+void pipeline_train(pipeline *p, int micro_batches, float scale, const int32_t *in, const int32_t *tg) {
   const int M = micro_batches, nsets = p->nsets;
   const int warm = (p->pp - p->pp_rank - 1) < M ? (p->pp - p->pp_rank - 1) : M;
   const size_t BT = (size_t)p->B * p->T;
@@ -93,11 +88,9 @@ void pipeline_train(pipeline *p, int micro_batches, float scale, pipeline_fetch_
     /* forward while warming up or in the steady phase, else backward */
     const int do_fwd = fwd < M && fwd - bwd <= warm;
     const int micro = do_fwd ? fwd : bwd, set = micro % nsets;
-    int32_t *in = p->in + set * BT, *tg = p->tg + set * BT;
     model_use_acts(p->acts, set);
     if (do_fwd) {
-      fetch(ctx, micro, in, tg);
-      forward_micro(p, micro, set, in, tg, scale);
+      forward_micro(p, micro, set, in + (size_t)micro * BT, tg + (size_t)micro * BT, scale);
       fwd++;
       if (++inflight > p->peak_inflight) p->peak_inflight = inflight;
     } else {
@@ -110,7 +103,6 @@ void pipeline_train(pipeline *p, int micro_batches, float scale, pipeline_fetch_
     }
   }
   wait_all(p);
-  *last_tokens = p->in + (size_t)((M - 1) % nsets) * BT;
 }
 
 float pipeline_forward(pipeline *p, const int32_t *in, const int32_t *tg, int tag) {

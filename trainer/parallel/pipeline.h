@@ -11,9 +11,6 @@
 #include "comm.h"
 #include "model_train.h"
 
-/* Fills the tokens and targets ([B*T] each) of micro-batch `micro`. */
-typedef void (*pipeline_fetch_fn)(void *ctx, int micro, int32_t *in, int32_t *tg);
-
 typedef struct {
   const model *m;
   model_acts *acts;   /* m's activation state: nsets activation sets */
@@ -21,7 +18,6 @@ typedef struct {
   comm_ctx *comm;
   int pp, pp_rank;
   int B, T, nsets; /* nsets: micro-batches in flight, the model's activation sets */
-  int32_t *in, *tg; /* host [nsets][B*T]: tokens of each micro-batch in flight */
   boost_act *grad_out; /* backend memory [nsets][B*T*d_res]: stage-input gradients being sent */
   comm_request *send_fwd, *send_bwd;
   int peak_inflight; /* the most micro-batches in flight seen on this stage */
@@ -33,18 +29,18 @@ typedef struct {
 void pipeline_init(pipeline *p, const model *m, model_acts *acts, model_train *ts, comm_ctx *comm, int pp, int pp_rank);
 void pipeline_free(pipeline *p);
 
-/* micro_batches forwards and backwards in a 1F1B schedule (warm-up
- * forwards, then one forward and one backward alternately, then the
- * remaining backwards), gradients accumulated with d loss / d token = scale.
- * The micro-batches' mean losses add up in the model's loss sum on the last
- * stage (model_loss_sum). Afterwards *last_tokens points at the last
- * micro-batch's tokens (host memory). */
 /* fn (NULL: none) hears, during each step's last backward on this stage,
  * which gradients are final (model_set_grads_hook): the data-parallel
  * reduction's buckets go out while the backward runs. */
 void pipeline_set_grads_hook(pipeline *p, model_grads_ready_fn fn, void *ctx);
-void pipeline_train(pipeline *p, int micro_batches, float scale, pipeline_fetch_fn fetch, void *ctx,
-                    const int32_t **last_tokens);
+/* micro_batches forwards and backwards in a 1F1B schedule (warm-up
+ * forwards, then one forward and one backward alternately, then the
+ * remaining backwards), gradients accumulated with d loss / d token = scale.
+ * in and tg (host, [micro_batches][B*T] each) hold the step's micro-batches,
+ * filled before (the pipeline calls nothing back). The micro-batches' mean
+ * losses add up in the model's loss sum on the last stage
+ * (model_loss_sum). */
+void pipeline_train(pipeline *p, int micro_batches, float scale, const int32_t *in, const int32_t *tg);
 
 /* One forward of a micro-batch already in p->in/p->tg set 0 through the
  * stages (targets NULL: logits only); returns its mean loss on the last
