@@ -21,7 +21,9 @@
 enum { BACKEND_UNSET, BACKEND_FALLBACK, BACKEND_DNNL };
 
 static int backend = BACKEND_UNSET;
-static int pack_strided = 1; /* BOOST_GEMM_BF16_PACK=0: oneDNN gets strided operands as they are */
+/* BOOST_GEMM_BF16_PACK=0: oneDNN gets strided operands as they are;
+ * =whole: whole operands packed, not the threads' shares of them */
+static int pack_strided = 1, pack_shares = 1;
 static char info_line[512];
 static int native_bf16;
 
@@ -128,6 +130,7 @@ typedef struct {
  * empty share). */
 typedef struct {
   int m0, m1, n0, n1;
+  int pack_a, pack_b, pack_c; /* the share's A, B, C strided in the whole: copied dense by the running thread */
   dnnl_primitive_t prim;
   dnnl_memory_t a, b, c;
 } prim_part;
@@ -192,9 +195,9 @@ static int part_create(const prim_key *k, prim_part *q, char *impl, size_t impl_
   dnnl_primitive_attr_t attr = NULL;
   dnnl_post_ops_t ops = NULL;
   dnnl_primitive_desc_t pd = NULL;
-  int ok = matrix_md(&a_md, m, k->K, k->ta, k->lda, dnnl_bf16) == dnnl_success &&
-           matrix_md(&b_md, k->K, n, k->tb, k->ldb, dnnl_bf16) == dnnl_success &&
-           matrix_md(&c_md, m, n, 0, k->ldc, k->c_f32 ? dnnl_f32 : dnnl_bf16) == dnnl_success &&
+  int ok = matrix_md(&a_md, m, k->K, k->ta, q->pack_a ? m : k->lda, dnnl_bf16) == dnnl_success &&
+           matrix_md(&b_md, k->K, n, k->tb, q->pack_b ? n : k->ldb, dnnl_bf16) == dnnl_success &&
+           matrix_md(&c_md, m, n, 0, q->pack_c ? n : k->ldc, k->c_f32 ? dnnl_f32 : dnnl_bf16) == dnnl_success &&
            dnnl_primitive_attr_create(&attr) == dnnl_success;
   /* beta = 1 is oneDNN's "sum" post-op: C = acc + C in fp32, then stored */
   if (ok && k->beta)
@@ -236,6 +239,15 @@ static void part_bounds(const prim_key *k, int p, prim_part *q) {
   q->m0 = 0, q->m1 = k->M, q->n0 = 0, q->n1 = k->N;
   if (k->M >= k->N) boost_split(k->M, k->parts, p, 16, &q->m0, &q->m1);
   else boost_split(k->N, k->parts, p, 16, &q->n0, &q->n1);
+  /* a column share of a stored matrix is strided: only a transposed A
+   * (stored K x M) is cut by columns in a row split, B (not transposed,
+   * stored K x N) and C in a column split (measured: the TN weight
+   * gradients and the wide NT/NN products moved from gemm:jit to brgemm,
+   * docs/PERFORMANCE.md) */
+  const int rows_cut = q->m1 - q->m0 != k->M, cols_cut = q->n1 - q->n0 != k->N;
+  q->pack_a = pack_shares && k->ta && rows_cut;
+  q->pack_b = pack_shares && !k->tb && cols_cut;
+  q->pack_c = pack_shares && cols_cut;
 }
 
 static void entry_create(prim_entry *e) {
@@ -281,25 +293,41 @@ static int run_part(const prim_part *q, dnnl_stream_t st) {
   return dnnl_primitive_execute(q->prim, st, 3, args) == dnnl_success && dnnl_stream_wait(st) == dnnl_success;
 }
 
+/* Share q of product k on the calling thread: its operands located (and
+ * copied dense where the share is strided), the primitive run, a packed C
+ * copied back. */
+static int run_share(const prim_key *k, const prim_part *q, dnnl_stream_t st, const bf16_t *A, const bf16_t *B,
+                     void *C) {
+  if (!q->prim) return 1;
+  const size_t esize = k->c_f32 ? sizeof(float) : sizeof(bf16_t);
+  const int m = q->m1 - q->m0, n = q->n1 - q->n0;
+  const bf16_t *a = A + (size_t)q->m0 * (k->ta ? 1 : (size_t)k->lda);
+  const bf16_t *b = B + (size_t)q->n0 * (k->tb ? (size_t)k->ldb : 1);
+  char *c = (char *)C + esize * ((size_t)q->m0 * k->ldc + q->n0);
+  void *cd = c;
+  if (q->pack_a) a = gemm_bf16_share_dense(0, a, k->K, m, k->lda, sizeof(bf16_t), 1);
+  if (q->pack_b) b = gemm_bf16_share_dense(1, b, k->K, n, k->ldb, sizeof(bf16_t), 1);
+  if (q->pack_c) cd = gemm_bf16_share_dense(2, c, m, n, k->ldc, esize, k->beta); /* the sum post-op reads it */
+  /* oneDNN only reads the inputs; its handles are untyped */
+  dnnl_memory_set_data_handle(q->a, (void *)(uintptr_t)a);
+  dnnl_memory_set_data_handle(q->b, (void *)(uintptr_t)b);
+  dnnl_memory_set_data_handle(q->c, cd);
+  const int ok = run_part(q, st);
+  if (q->pack_c) gemm_bf16_copy_rows(c, (size_t)k->ldc, cd, (size_t)n, m, n, esize);
+  return ok;
+}
+
 /* Every share of the product on its own thread (one share: the caller's). */
 static void run_shares(const prim_entry *e, const bf16_t *A, const bf16_t *B, void *C) {
   const prim_key *k = &e->key;
-  const size_t esize = k->c_f32 ? sizeof(float) : sizeof(bf16_t);
-  for (int p = 0; p < k->parts; p++) { /* oneDNN only reads the inputs; its handles are untyped */
-    const prim_part *q = &e->part[p];
-    if (!q->prim) continue;
-    dnnl_memory_set_data_handle(q->a, (void *)(uintptr_t)(A + (size_t)q->m0 * (k->ta ? 1 : (size_t)k->lda)));
-    dnnl_memory_set_data_handle(q->b, (void *)(uintptr_t)(B + (size_t)q->n0 * (k->tb ? (size_t)k->ldb : 1)));
-    dnnl_memory_set_data_handle(q->c, (char *)C + esize * ((size_t)q->m0 * k->ldc + q->n0));
-  }
   int ok = 1;
   if (k->parts == 1) {
-    ok = run_part(&e->part[0], streams[0]);
+    ok = run_share(k, &e->part[0], streams[0], A, B, C);
   } else {
 #pragma omp parallel num_threads(k->parts) reduction(&& : ok)
     { /* a smaller team than asked for still runs every share */
       for (int p = boost_thread_id(); p < k->parts; p += boost_team_size())
-        ok = run_part(&e->part[p], streams[p]) && ok;
+        ok = run_share(k, &e->part[p], streams[p], A, B, C) && ok;
     }
   }
   if (!ok)
@@ -369,7 +397,7 @@ static int dnnl_start(int forced, char *why, size_t why_n) {
   /* the implementation a bottleneck-sized share gets: the ISA it names is
    * the one that runs */
   const prim_key pk = {0, 1, 256, 128, 512, 512, 512, 128, 0, 0, 1, -1};
-  prim_part probe = {0, 256, 0, 128, NULL, NULL, NULL, NULL};
+  prim_part probe = {.m0 = 0, .m1 = 256, .n0 = 0, .n1 = 128};
   char impl[128] = "?";
   const int made = part_create(&pk, &probe, impl, sizeof impl);
   part_free(&probe);
@@ -401,6 +429,7 @@ static void choose_backend(void) {
   const int want_fallback = env && !strcmp(env, "fallback"), forced = env && !strcmp(env, "onednn");
   const char *pack = getenv("BOOST_GEMM_BF16_PACK");
   pack_strided = !(pack && !strcmp(pack, "0"));
+  pack_shares = pack_strided && !(pack && !strcmp(pack, "whole"));
   char why[256] = "";
 #ifdef BOOST_HAVE_DNNL
   if (!want_fallback && dnnl_start(forced, why, sizeof why)) {
