@@ -13,6 +13,7 @@
 #ifndef BOOST_KERNELS_CPU_GEMM_BF16_PACK_H
 #define BOOST_KERNELS_CPU_GEMM_BF16_PACK_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* The operands as the primitive will see them. */
@@ -34,6 +35,18 @@ void gemm_bf16_pack(gemm_operands *o, int trans_a, int trans_b, int M, int N, in
 /* After the product: a C that gemm_bf16_pack replaced is copied back into
  * C (row stride ldc). Nothing when it was not replaced. */
 void gemm_bf16_unpack(const gemm_operands *o, void *C, int ldc, int M, int N, int c_is_f32);
+
+/* rows x cols of elem-byte elements from row stride sld to row stride dld. */
+void gemm_bf16_copy_rows(void *dst, size_t dld, const void *src, size_t sld, int rows, int cols, size_t elem);
+
+/* One thread's share of a product split over threads (gemm_bf16.c splits C
+ * by rows or columns): a column share of a stored matrix -- a transposed
+ * A's, a B's, C's -- is strided even where the whole is dense, and oneDNN
+ * gives such shares gemm:jit. The calling thread's buffer slot (0: A, 1: B,
+ * 2: C; not gemm_bf16_pack's buffers, which may hold the whole operand)
+ * sized for rows x cols elem-byte elements, with X's values (row stride ld)
+ * when copy. */
+void *gemm_bf16_share_dense(int slot, const void *X, int rows, int cols, int ld, size_t elem, int copy);
 
 void gemm_bf16_pack_release(void);
 

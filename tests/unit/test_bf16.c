@@ -543,3 +543,35 @@ Test(gemm_bf16, info_names_the_library_and_the_instructions) {
   gemm_bf16_info(small, sizeof small);
   cr_assert_eq(strlen(small), 7, "truncated and terminated");
 }
+
+/* A product split over two threads runs each thread's share of C as its own
+ * primitive; a column share of a stored matrix (a transposed A in a row
+ * split, B and C in a column split) is strided and gets copied dense first
+ * (gemm_bf16.c), so that oneDNN runs it on brgemm as it runs the whole
+ * product on one thread: the same bits on one and on two threads, for
+ * every transpose pair, beta 0/1, both output types, row and column
+ * splits. */
+Test(gemm_bf16, split_shares_give_the_one_thread_bits) {
+  const int K = 512;
+  rng_seed(46);
+  for (int wide = 0; wide <= 1; wide++) {
+    const int M = wide ? 160 : 352, N = wide ? 352 : 160;
+    for (int t = 0; t < 4; t++)
+      for (int beta = 0; beta <= 1; beta++)
+        for (int f32 = 0; f32 <= 1; f32++) {
+          const int ta = t >> 1, tb = t & 1, lda = ta ? M : K, ldb = tb ? K : N;
+          const size_t bytes = (size_t)M * N * (f32 ? 4 : 2);
+          bf16_t *A = brand((size_t)M * K), *B = brand((size_t)N * K), *C1 = brand(bytes / 2), *C2 = brand(bytes / 2);
+          memcpy(C2, C1, bytes);
+          omp_set_num_threads(1);
+          kern_gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, (float)beta, C1, N, f32);
+          omp_set_num_threads(2);
+          kern_gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, (float)beta, C2, N, f32);
+          char what[96];
+          snprintf(what, sizeof what, "%c%c %dx%dx%d beta %d %s: two threads vs one", ta ? 'T' : 'N', tb ? 'T' : 'N', M,
+                   N, K, beta, f32 ? "f32" : "bf16");
+          assert_bitwise(what, C1, C2, bytes);
+          free(A), free(B), free(C1), free(C2);
+        }
+  }
+}
