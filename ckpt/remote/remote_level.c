@@ -210,9 +210,14 @@ static int on_upload(const char *key, const char *upload_id, void *user) {
 }
 
 int remote_clean_orphans(s3_client *c, int *n, boost_status *err) {
-  orphan_scan s = {c, 0, 0, err};
+  /* Aborting while listing moves the pages under the listing's markers, so
+   * it lists again until a whole pass finds nothing. */
   *n = 0;
-  if (s3_list_uploads(c, s3_client_prefix(c), on_upload, &s, err)) return -1;
-  *n = s.n;
-  return s.failed ? -1 : 0;
+  for (int pass = 0; pass < 100; pass++) {
+    orphan_scan s = {c, 0, 0, err};
+    if (s3_list_uploads(c, s3_client_prefix(c), on_upload, &s, err) || s.failed) return -1;
+    *n += s.n;
+    if (!s.n) return 0;
+  }
+  return 0;
 }

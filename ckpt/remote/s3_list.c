@@ -72,7 +72,7 @@ int s3_list_uploads(s3_client *c, const char *prefix, s3_upload_fn each, void *u
     s3_req req = {.method = "GET", .query = q};
     if (s3_request(c, &req, &out, NULL, err)) return -1;
     const char *at = out.data ? out.data : "";
-    char key[1024], id[512], trunc[16] = "false";
+    char key[1024] = "", id[512], trunc[16] = "false";
     int stop = 0;
     char one[4096];
     while (!stop && !s3_xml_element(&at, "Upload", one, sizeof one)) {
@@ -80,8 +80,12 @@ int s3_list_uploads(s3_client *c, const char *prefix, s3_upload_fn each, void *u
       stop = each(key, id, user);
     }
     s3_xml_next(out.data ? out.data : "", NULL, "IsTruncated", trunc, sizeof trunc);
-    int more = !stop && !strcmp(trunc, "true") &&
-               !s3_xml_next(out.data, NULL, "NextKeyMarker", key_marker, sizeof key_marker);
+    /* Some stores (SeaweedFS) leave NextKeyMarker out: the last key stands in. */
+    int more = !stop && !strcmp(trunc, "true");
+    if (more && s3_xml_next(out.data, NULL, "NextKeyMarker", key_marker, sizeof key_marker)) {
+      snprintf(key_marker, sizeof key_marker, "%s", key);
+      more = key[0] != 0;
+    }
     if (more && s3_xml_next(out.data, NULL, "NextUploadIdMarker", id_marker, sizeof id_marker)) id_marker[0] = 0;
     s3_buf_free(&out);
     if (!more) return 0;
