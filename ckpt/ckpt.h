@@ -39,6 +39,7 @@
 
 #include "ckpt_meta.h"
 #include "ckpt_peek.h"
+#include "ckpt_remote.h" /* remote level (issue 42) */
 #include "grid.h"
 #include "status.h"
 #include "tensor.h"
@@ -70,6 +71,7 @@ typedef struct {
    * local_dir (empty: a directory in /dev/shm named after dir). */
   int local_every, local_auto;
   char local_dir[CKPT_PATH_MAX];
+  ckpt_remote_settings remote; /* the remote level (ckpt/remote/ckpt_remote.h, issue 42; url "": off) */
 } ckpt_settings;
 
 typedef struct ckpt_session ckpt_session;

@@ -4,7 +4,7 @@
 # 127.0.0.1 with its data in the test's temporary folder; the tests skip
 # (77) with the reason where it is not installed.
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
+declare -F fail >/dev/null || fail() { echo "FAIL: $*" >&2; exit 1; }
 BIN=${BOOST_BINARY_DIR:?run through ctest}
 SRC=${BOOST_SOURCE_DIR:?run through ctest}
 RC=$BIN/tests/mpi/remote_check
@@ -44,15 +44,16 @@ start_server() {
 # stop_server [SIG]: the server killed (default -9) and waited for.
 stop_server() {
   [ -n "$WEED_PID" ] || return 0
-  kill "-${1:-9}" "$WEED_PID" 2>/dev/null
-  wait "$WEED_PID" 2>/dev/null
+  kill "-${1:-9}" "$WEED_PID" 2>/dev/null || true
+  wait "$WEED_PID" 2>/dev/null || true
   WEED_PID=
 }
-cleanup() {
+remote_cleanup() {
   stop_server 9
-  rm -rf "$T"
+  rm -rf "$T" || true
+  if declare -F cleanup >/dev/null; then cleanup; fi # ckpt_common.bash's, when sourced before
 }
-trap cleanup EXIT
+trap remote_cleanup EXIT
 
 # rc URL ARGS...: remote_check, its stdout only.
 rc() { "$RC" "$@"; }

@@ -208,6 +208,21 @@ static const key_spec KEYS[] = {
      NULL},
     {"ckpt.local_dir", K_STR, F(ckpt.local_dir), 0, 0,
      "node-local directory of the local level (empty = /dev/shm/boost-<uid>/<hash of ckpt.dir>, made 0700)", NULL},
+    /* --- remote level (issue 42) --- */
+    {"ckpt.remote", K_STR, F(ckpt.remote.url), 0, 0,
+     "s3://BUCKET/PREFIX: also upload checkpoint files to an object store in the background, and resume from it "
+     "when ckpt.dir holds nothing newer (the remote level; needs ckpt.dir; empty = off)",
+     NULL},
+    {"ckpt.remote_endpoint", K_STR, F(ckpt.remote.endpoint), 0, 0,
+     "http(s)://host[:port] of an S3-compatible store (empty = AWS S3, or AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL)", NULL},
+    {"ckpt.remote_region", K_STR, F(ckpt.remote.region), 0, 0,
+     "the store's region for request signing (empty = AWS_REGION, AWS_DEFAULT_REGION, else us-east-1)", NULL},
+    {"ckpt.remote_every", K_INT, F(ckpt.remote.every), 1, 1e6, "upload every Nth committed checkpoint file", NULL},
+    {"ckpt.remote_keep", K_INT, F(ckpt.remote.keep), 0, 1e6,
+     "newest committed remote checkpoints kept (0 = all)", NULL},
+    {"ckpt.remote_grace", K_INT, F(ckpt.remote.grace), 0, 86400,
+     "seconds the run's end (and a stop signal's exit) waits for the upload in flight", NULL},
+    /* --- end remote level --- */
     {"ckpt.timeout", K_INT, F(ckpt.timeout), 0, 1e7,
      "seconds a checkpoint write or load may take before the job is aborted (a hung collective write); 0 = never",
      NULL},
@@ -264,6 +279,7 @@ void config_defaults(train_config *cfg) {
   cfg->ckpt.keep_set_aside = 3;
   cfg->ckpt.level = 1; /* as small as level 3 on shuffled fp32, 1.2-1.8x faster (docs/PERFORMANCE.md) */
   cfg->ckpt.timeout = 900;
+  cfg->ckpt.remote.every = 1, cfg->ckpt.remote.keep = 2, cfg->ckpt.remote.grace = 60; /* remote level (issue 42) */
 }
 
 static const key_spec *find_key(const char *name) {
@@ -470,6 +486,7 @@ int config_validate(train_config *cfg, boost_status *err) {
   if ((cfg->ckpt.local_every > 0 || cfg->ckpt.local_every_auto) && !cfg->ckpt.dir[0])
     return boost_err(err, "ckpt.local_every=%s needs ckpt.dir: the local level sits in front of the "
                      "checkpoint files, which stay the durable level", cfg->ckpt.local_every_text);
+  if (config_check_remote(cfg, err)) return -1; /* remote level (issue 42) */
   if (cfg->ckpt.local_dir[0] && cfg->ckpt.local_dir[0] != '/')
     return boost_err(err, "ckpt.local_dir '%s' must be an absolute path (node-local storage, e.g. /dev/shm/...)",
                      cfg->ckpt.local_dir);

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The remote level with the real trainer, against SeaweedFS on 127.0.0.1:
+# a 2-rank run (dp=2) uploads its checkpoint files in the background
+# (ckpt.remote); its ckpt.dir is deleted (the machine is gone); a relaunch
+# on another layout (1 rank) finds nothing local, downloads the newest
+# committed remote checkpoint, resumes from it (level `remote` in
+# checkpoints.jsonl and the start line), and its losses equal, bit for bit,
+# those of the same relaunch resuming from the file itself. A missing bucket
+# and wrong credentials refuse the start with one line; bad settings too.
+source "$(dirname "$0")/ckpt_common.bash"
+source "$(dirname "$0")/remote_common.bash"
+make_data
+start_server
+rc s3://boost-train/run mkbucket || fail "cannot create the test bucket"
+R=(--set ckpt.remote=s3://boost-train/run --set ckpt.remote_endpoint="$BOOST_S3_ENDPOINT")
+BASE=(--set train.min_lr_ratio=1 --set ckpt.every=4 --set model.seq_len=32)
+A=(--set parallel.dp=2 --set train.batch_size=2)
+Bl=(--set parallel.dp=1 --set train.batch_size=4)
+
+# 1. Layout A, 8 steps, uploading.
+train 2 "$tmp/a.log" "${BASE[@]}" "${A[@]}" "${R[@]}" --set train.steps=8 --set ckpt.dir="$tmp/a" ||
+  fail "run A: $(tail -5 "$tmp/a.log")"
+grep -q "checkpoint: remote step 8 uploaded to s3://boost-train/run" "$tmp/a.log" ||
+  fail "run A did not upload step 8: $(grep -i remote "$tmp/a.log")"
+expect_line "newest 8" sh -c "\"$RC\" s3://boost-train/run newest | cut -d' ' -f1-2"
+cp -r "$tmp/a" "$tmp/a_copy" # the reference resumes from the file itself
+rm -rf "$tmp/a"
+echo "ok: run A uploaded step 8; its ckpt.dir deleted"
+
+# 2. Another layout resumes from the remote.
+train 0 "$tmp/b.log" "${BASE[@]}" "${Bl[@]}" "${R[@]}" --set train.steps=12 --set ckpt.dir="$tmp/b" \
+  --set train.metrics="$tmp/b.jsonl" || fail "run B: $(tail -5 "$tmp/b.log")"
+grep -q "checkpoint: remote step 8 is newer than" "$tmp/b.log" || fail "run B did not download: $(grep -i remote "$tmp/b.log")"
+grep -q '"level":"remote"' "$tmp/b/checkpoints.jsonl" || fail "checkpoints.jsonl does not name the level: $(head -3 "$tmp/b/checkpoints.jsonl")"
+# The reference: the same relaunch from the file.
+train 0 "$tmp/ref.log" "${BASE[@]}" "${Bl[@]}" --set train.steps=12 --set ckpt.dir="$tmp/a_copy" \
+  --set train.metrics="$tmp/ref.jsonl" || fail "reference: $(tail -5 "$tmp/ref.log")"
+diff <(losses "$tmp/b.jsonl") <(losses "$tmp/ref.jsonl") >/dev/null || fail "losses differ from the resume from the file"
+[ "$(losses "$tmp/b.jsonl" | head -1 | cut -d' ' -f1)" = 9 ] || fail "run B did not resume at step 9"
+grep -q "checkpoint: remote step 12 uploaded" "$tmp/b.log" || fail "run B did not upload step 12"
+echo "ok: relaunch on 1 rank resumed from the remote step 8, losses 9-12 equal to the file's resume"
+
+# 3. Refused at start, one line each.
+refuse() { # WANT-REGEX args...
+  local want=$1
+  shift
+  train 0 "$tmp/r.log" "${BASE[@]}" --set train.steps=2 --set ckpt.dir="$tmp/r" "$@" && fail "started: $*"
+  grep -qE "$want" "$tmp/r.log" || fail "$*: $(cat "$tmp/r.log")"
+  ! grep -q boosttestsecret "$tmp/r.log" || fail "the secret was printed"
+  echo "ok: $(grep -E "$want" "$tmp/r.log" | head -1)"
+}
+refuse "bucket 'no-such-bucket' does not exist" --set ckpt.remote=s3://no-such-bucket/x --set ckpt.remote_endpoint="$BOOST_S3_ENDPOINT"
+AWS_SECRET_ACCESS_KEY=wrong refuse "access denied" "${R[@]}"
+refuse "is not an s3://BUCKET/PREFIX URL" --set ckpt.remote=gs://b/x
+refuse "is not an http:// or https:// URL" --set ckpt.remote=s3://b/x --set ckpt.remote_endpoint=localhost:9000
+echo "remote_train: all passed"
