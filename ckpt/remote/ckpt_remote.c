@@ -31,6 +31,7 @@ struct ckpt_remote {
   char pending_link[1100], pending_run[40];
   int64_t uploaded; /* newest step this run uploaded */
   int commits;      /* files committed since the start */
+  int said_behind;  /* the "uploads are slower" warning was given */
 };
 
 static void upload_one(ckpt_remote *r, const char *link, int64_t step, const char *run_id) {
@@ -51,7 +52,7 @@ static void upload_one(ckpt_remote *r, const char *link, int64_t step, const cha
   int64_t behind = r->uploaded;
   pthread_mutex_unlock(&r->mu);
   if (rc == 0)
-    boost_log_info("checkpoint: remote step %lld uploaded to %s, %.1f MiB in %.2f s (%.0f MiB/s)", (long long)step,
+    boost_log_info("checkpoint: remote step %lld uploaded to %s, %.1f MiB in %.2f s (%.1f MiB/s)", (long long)step,
                    r->set.url, mib, dt, dt > 0 ? mib / dt : 0.0);
   else
     boost_log_warn("remote: upload of step %lld FAILED (training continues; the remote level stays at %s%lld): %s",
@@ -188,8 +189,10 @@ void ckpt_remote_committed(ckpt_remote *r, const char *dir, int64_t step, const 
   }
   pthread_mutex_lock(&r->mu);
   if (r->pending >= 0) { /* the thread is still on an older one: the newest replaces the one waiting */
-    boost_log_warn("remote: step %lld replaces step %lld in the upload queue (uploads are slower than checkpoints)",
-                   (long long)step, (long long)r->pending);
+    if (!r->said_behind++)
+      boost_log_warn("remote: step %lld replaces step %lld in the upload queue: uploads are slower than "
+                     "checkpoints, only the newest waiting one is uploaded (said once)",
+                     (long long)step, (long long)r->pending);
     unlink(r->pending_link);
   }
   r->pending = step;
