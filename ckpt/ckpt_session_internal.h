@@ -51,8 +51,10 @@ struct ckpt_session {
   ckpt_outcome out;
   FILE *log;             /* rank 0: <dir>/checkpoints.jsonl */
   char open_note[512];
-  ckpt_local *local;     /* the local level (NULL: off) */
-  ckpt_remote *remote;   /* the remote level (NULL: off; issue 42) */
+  struct {               /* the levels beside the files (C11 anonymous: s->local, s->remote) */
+    ckpt_local *local;   /* the local level (NULL: off) */
+    ckpt_remote *remote; /* the remote level (NULL: off; issue 42) */
+  };
   /* in_rollback: ckpt_resume for the guard's rollback, not a start; run_id: the run's identity (ckpt_run_id.h) */
   /* remote_step: the step this start downloaded from the remote level (-1: none; issue 42) */
   struct { int in_rollback; char run_id[CKPT_RUN_ID_HEX + 1]; int64_t remote_step; } start;

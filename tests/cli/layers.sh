@@ -121,7 +121,7 @@ PY
 import os, re, subprocess, sys
 src, limit = sys.argv[1], 20
 ckpt = os.path.join(src, "ckpt")
-flags = ["-D_GNU_SOURCE"] + ["-I" + os.path.join(src, d) for d in ("kernels", "kernels/cpu", "trainer", "trainer/model", "trainer/parallel", "trainer/data", "trainer/config", "trainer/job", "ckpt")]
+flags = ["-D_GNU_SOURCE"] + ["-I" + os.path.join(src, d) for d in ("kernels", "kernels/cpu", "trainer", "trainer/model", "trainer/parallel", "trainer/data", "trainer/config", "trainer/job", "ckpt", "ckpt/remote")]  # ckpt/remote: the remote level (issue 42)
 pc = subprocess.run(["pkg-config", "--cflags", "hdf5-openmpi", "libcjson"], capture_output=True, text=True)
 if pc.returncode != 0:
     print("FAIL: pkg-config --cflags hdf5-openmpi libcjson:", pc.stderr.strip())
@@ -136,7 +136,7 @@ def fields(body):  # top-level declarators: nested bodies, parentheses and array
     return sum(d.count(",") + 1 for d in body.split(";") if d.strip())
 
 counts = {}  # (file, struct) -> fields
-for n in sorted(os.listdir(ckpt)):
+for n in sorted(os.listdir(ckpt)) + ["remote/" + r for r in sorted(os.listdir(os.path.join(ckpt, "remote")))]:  # remote: issue 42
     if not n.endswith(".c"):
         continue
     pp = subprocess.run(["cc", "-E", *flags, os.path.join(ckpt, n)], capture_output=True, text=True)
@@ -148,7 +148,7 @@ for n in sorted(os.listdir(ckpt)):
         m = re.match(r'^# \d+ "([^"]+)"', line)
         if m:
             cur = os.path.abspath(m.group(1))
-        elif os.path.dirname(cur) == os.path.abspath(ckpt):
+        elif os.path.dirname(cur) in (os.path.abspath(ckpt), os.path.join(os.path.abspath(ckpt), "remote")):
             text.append(line)
             origin.append(os.path.basename(cur))
     s = "\n".join(text)
