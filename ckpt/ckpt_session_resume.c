@@ -134,8 +134,10 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, char *msg, 
   memset(&lr->state, 0, sizeof lr->state);
   s->out.last_committed_step = meta->run.step;
   s->out.last_staged_step = meta->run.step;
-  log_start(s, s->start.remote_step == meta->run.step ? "remote" : "file", meta->run.step, boost_now_s() - t0);
-  boost_msgf(msg, msglen, "%s%s%s", lr->msg, note ? "; " : "", note ? note : "");
+  const int remote = s->start.remote_step == meta->run.step; /* issue 42 */
+  log_start(s, remote ? "remote" : "file", meta->run.step, boost_now_s() - t0);
+  boost_msgf(msg, msglen, "%s%s%s%s", lr->msg, remote ? " (downloaded from the remote level)" : "", note ? "; " : "",
+             note ? note : "");
   return 1;
 }
 

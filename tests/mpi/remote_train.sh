@@ -38,6 +38,10 @@ train 0 "$tmp/ref.log" "${BASE[@]}" "${Bl[@]}" --set train.steps=12 --set ckpt.d
 diff <(losses "$tmp/b.jsonl") <(losses "$tmp/ref.jsonl") >/dev/null || fail "losses differ from the resume from the file"
 [ "$(losses "$tmp/b.jsonl" | head -1 | cut -d' ' -f1)" = 9 ] || fail "run B did not resume at step 9"
 grep -q "checkpoint: remote step 12 uploaded" "$tmp/b.log" || fail "run B did not upload step 12"
+grep -q "(downloaded from the remote level)" "$tmp/b.log" || fail "the start line does not name the remote level: $(grep -i resumed "$tmp/b.log")"
+"$INSPECT" summary "$tmp/b/step_00000012.h5" >"$tmp/b.summary" || fail "boost-inspect summary"
+grep -q "steps 8-12 .*, from the remote level (object store)$" "$tmp/b.summary" ||
+  fail "boost-inspect summary does not name the remote level: $(grep -A3 starts: "$tmp/b.summary")"
 echo "ok: relaunch on 1 rank resumed from the remote step 8, losses 9-12 equal to the file's resume"
 
 # 3. Refused at start, one line each.
