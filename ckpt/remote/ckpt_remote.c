@@ -32,6 +32,7 @@ struct ckpt_remote {
   int64_t uploaded; /* newest step this run uploaded */
   int commits;      /* files committed since the start */
   int said_behind;  /* the "uploads are slower" warning was given */
+  int64_t handed;   /* newest step handed to the thread (-1: none) */
 };
 
 static void upload_one(ckpt_remote *r, const char *link, int64_t step, const char *run_id) {
@@ -104,7 +105,7 @@ int ckpt_remote_open(ckpt_remote **out, const ckpt_remote_settings *set, const c
   ckpt_remote *r = calloc(1, sizeof *r);
   if (!r) return boost_err(err, "out of memory for the remote level");
   r->set = *set;
-  r->pending = r->uploaded = r->inflight = -1;
+  r->pending = r->uploaded = r->inflight = r->handed = -1;
   pthread_mutex_init(&r->mu, NULL);
   pthread_cond_init(&r->cv, NULL);
   boost_status mine = {0};
@@ -115,7 +116,10 @@ int ckpt_remote_open(ckpt_remote **out, const ckpt_remote_settings *set, const c
     int got = -1;
     ok = s3_client_open(&r->client, &cfg, &mine) == 0 && (got = remote_newest(r->client, &newest, &mine)) >= 0 &&
          remote_clean_orphans(r->client, &orphans, &mine) == 0;
-    if (got == 1) remote_ckpt_free(&newest);
+    if (got == 1) {
+      r->uploaded = newest.step; /* the remote level's step until this run uploads one */
+      remote_ckpt_free(&newest);
+    }
     if (ok) ok = pthread_create(&r->thread, NULL, upload_thread, r) == 0 || boost_err(&mine, "cannot start the remote level's upload thread") == 0;
     r->started = ok;
     if (ok && orphans) boost_log_info("checkpoint: remote %s: %d unfinished upload%s of an earlier start aborted",
@@ -195,7 +199,7 @@ void ckpt_remote_committed(ckpt_remote *r, const char *dir, int64_t step, const 
                      (long long)step, (long long)r->pending);
     unlink(r->pending_link);
   }
-  r->pending = step;
+  r->pending = r->handed = step;
   memcpy(r->pending_link, hard, sizeof hard);
   snprintf(r->pending_run, sizeof r->pending_run, "%s", run_id ? run_id : "");
   pthread_cond_broadcast(&r->cv);
@@ -208,24 +212,23 @@ void ckpt_remote_close(ckpt_remote *r) {
   if (!r) return;
   if (r->started) {
     pthread_mutex_lock(&r->mu);
-    int waiting = r->busy || r->pending >= 0;
-    int64_t last = r->pending >= 0 ? r->pending : r->inflight;
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += r->set.grace_s;
     while ((r->busy || r->pending >= 0) &&
            pthread_cond_timedwait(&r->cv, &r->mu, &until) != ETIMEDOUT) {
     }
-    int done = !r->busy && r->pending < 0;
+    const int done = !r->busy && r->pending < 0;
+    const int64_t last = r->pending >= 0 ? r->pending : r->inflight, uploaded = r->uploaded, handed = r->handed;
     r->stop = 1;
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
-    if (waiting && done)
-      boost_log_info("checkpoint: remote upload finished before exit (newest remote step %lld)", (long long)r->uploaded);
+    if (done && handed >= 0 && uploaded == handed) /* the newest committed file is in the store */
+      boost_log_info("checkpoint: remote upload finished before exit (newest remote step %lld)", (long long)uploaded);
     if (!done) {
       boost_log_warn("remote: the upload in flight did not finish within ckpt.remote_grace = %d s: the remote level "
                      "stays at step %lld (step %lld is in ckpt.dir)",
-                     r->set.grace_s, (long long)r->uploaded, (long long)last);
+                     r->set.grace_s, (long long)uploaded, (long long)last);
       pthread_detach(r->thread); /* the process ends; the next start aborts the unfinished upload */
     } else {
       pthread_join(r->thread, NULL);

@@ -55,6 +55,7 @@ void ckpt_remote_committed(ckpt_remote *r, const char *dir, int64_t step, const 
 /* Waits for the upload in flight (at most the grace period), stops the
  * thread, frees r. NULL is fine. */
 void ckpt_remote_close(ckpt_remote *r);
-/* The newest step uploaded by this run (-1: none yet). */
+/* The newest committed remote step known to rank 0: the store's at the
+ * start, then each one this run uploaded (-1: none). */
 int64_t ckpt_remote_uploaded(const ckpt_remote *r);
 #endif

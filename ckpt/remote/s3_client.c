@@ -362,6 +362,7 @@ int s3_request(s3_client *c, const s3_req *req, s3_buf *out, s3_resp *resp, boos
     if (t + 1 >= tries || !retryable(cc, resp->http, code)) break;
     backoff(t, &seed);
   }
+  if (out && !out->fixed) s3_buf_free(out); /* a failure hands back no body */
   const char *what = req->key ? req->key : "(bucket)";
   if (cc != CURLE_OK)
     return boost_err(err, "remote %s: %s %s: %s (after %d tries)", c->url, req->method, what, curl_easy_strerror(cc),

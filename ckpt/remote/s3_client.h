@@ -83,7 +83,8 @@ const char *s3_client_url(const s3_client *c);
 
 /* Sends req, retrying as above; 0 with a 2xx answer (resp filled, body in
  * out when given), -1 with one line otherwise. An answer of 404 fills
- * resp->http and fails with "... not found" so callers can tell it apart. */
+ * resp->http and fails with "... not found" so callers can tell it apart.
+ * On failure a growable out is freed. */
 int s3_request(s3_client *c, const s3_req *req, s3_buf *out, s3_resp *resp, boost_status *err);
 
 /* Appends "name=value" (value percent-encoded) to a query kept in sorted

@@ -79,7 +79,7 @@ kill -TERM $pid
 st=0
 wait $pid || st=$?
 [ "$st" = 75 ] || fail "exit $st after SIGTERM: $(tail -3 "$tmp/e.log")"
-grep -q "did not finish within ckpt.remote_grace = 1 s: the remote level stays at step" "$tmp/e.log" ||
+grep -q "did not finish within ckpt.remote_grace = 1 s: the remote level stays at step $k " "$tmp/e.log" ||
   fail "no line saying the upload did not make it: $(grep -i remote "$tmp/e.log")"
 expect_line "newest $k" newest
 echo "ok: with a 1 s grace the upload did not make it, one line says so, the remote level keeps step $k"
