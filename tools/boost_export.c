@@ -12,6 +12,7 @@
 #include "export.h"
 #include "tool_bpe.h"
 #include "util.h"
+#include "tool.h" /* tool_remote_args (issue 42) */
 
 typedef struct {
   const char *dir, *ckpt, *dtype, *tokenizer, *shard_size;
@@ -174,6 +175,7 @@ static void print_summary(const options *o, const exp_plan *p, const ins_ckpt *c
 }
 
 int main(int argc, char **argv) {
+  if (tool_remote_args("boost-export", argc, argv)) return 1; /* s3:// checkpoints (issue 42) */
   options o;
   const int a = parse_args(argc, argv, &o);
   if (a != 0) return a > 0 ? 0 : 2;

@@ -15,6 +15,7 @@
 #include "model_decode.h"
 #include "tool_bpe.h"
 #include "util.h"
+#include "tool.h" /* tool_remote_args (issue 42) */
 
 static int usage(FILE *f, int status) {
   fprintf(f,
@@ -183,6 +184,7 @@ static int32_t *prompt_tokens(const gen_options *o, const gen_tokenizer *tok, co
 
 int main(int argc, char **argv) {
   gen_options o;
+  if (tool_remote_args("boost-generate", argc, argv)) return 1; /* s3:// checkpoints (issue 42) */
   if (parse_args(argc, argv, &o) != 0) return 2;
   boost_status err = {0};
   ins_ckpt c;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "inspect.h"
+#include "tool.h" /* tool_remote_args (issue 42) */
 
 static const char *const HELP =
     "usage: boost-inspect SUBCOMMAND [--json] ARGS...\n"
@@ -132,6 +133,7 @@ static int run_isolated(int (*fn)(int, char **), int argc, char **argv, const ch
 }
 
 int main(int argc, char **argv) {
+  if (tool_remote_args("boost-inspect", argc, argv)) return 1; /* s3:// checkpoints (issue 42) */
   if (argc < 2) {
     fputs(HELP, stderr);
     return 2;

@@ -147,20 +147,25 @@ static int committed_steps(s3_client *c, step_list *l, boost_status *err) {
   return 0;
 }
 
+int remote_manifest(s3_client *c, long long step, remote_ckpt *out, boost_status *err) {
+  char key[1024];
+  step_key(c, step, REMOTE_MANIFEST, key, sizeof key);
+  s3_buf text = {0};
+  memset(out, 0, sizeof *out);
+  int rc = s3_get(c, key, &text, err) || parse_manifest(text.data ? text.data : "", key, out, err) ? -1 : 0;
+  s3_buf_free(&text);
+  if (rc == 0 && out->step != step) {
+    rc = boost_err(err, "remote manifest %s names step %lld", key, out->step);
+    remote_ckpt_free(out);
+  }
+  return rc;
+}
+
 int remote_newest(s3_client *c, remote_ckpt *out, boost_status *err) {
   step_list l;
   memset(out, 0, sizeof *out);
   if (committed_steps(c, &l, err)) return -1;
-  int rc = 0;
-  if (l.n) {
-    char key[1024];
-    step_key(c, l.steps[0], REMOTE_MANIFEST, key, sizeof key);
-    s3_buf text = {0};
-    rc = s3_get(c, key, &text, err) || parse_manifest(text.data ? text.data : "", key, out, err) ? -1 : 1;
-    if (rc == 1 && out->step != l.steps[0])
-      rc = boost_err(err, "remote manifest %s names step %lld", key, out->step);
-    s3_buf_free(&text);
-  }
+  int rc = l.n ? (remote_manifest(c, l.steps[0], out, err) ? -1 : 1) : 0;
   free(l.steps);
   return rc;
 }

@@ -35,6 +35,9 @@ int remote_push(s3_client *c, const char *path, long long step, const char *run_
 /* The newest committed remote checkpoint into out: 1 when there is one, 0
  * when there is none, -1 with err. */
 int remote_newest(s3_client *c, remote_ckpt *out, boost_status *err);
+/* The manifest of a committed step into out; -1 with err when the step
+ * has none (not committed) or it does not parse. */
+int remote_manifest(s3_client *c, long long step, remote_ckpt *out, boost_status *err);
 /* Downloads r into path (written to path.part, checked part by part
  * against the manifest, then renamed). */
 int remote_fetch(s3_client *c, const remote_ckpt *r, const char *path, int threads, boost_status *err);

@@ -44,6 +44,24 @@ grep -q "steps 8-12 .*, from the remote level (object store)$" "$tmp/b.summary" 
   fail "boost-inspect summary does not name the remote level: $(grep -A3 starts: "$tmp/b.summary")"
 echo "ok: relaunch on 1 rank resumed from the remote step 8, losses 9-12 equal to the file's resume"
 
+# 2b. The tools read s3:// checkpoints (downloaded into a private temporary directory, removed at exit).
+tmpd=$tmp/tooltmp
+mkdir -p "$tmpd"
+AWS_ENDPOINT_URL=$BOOST_S3_ENDPOINT TMPDIR=$tmpd "$INSPECT" summary s3://boost-train/run >"$tmp/s3.summary" ||
+  fail "boost-inspect summary s3://: $(cat "$tmp/s3.summary")"
+"$INSPECT" summary "$tmp/b/step_00000012.h5" >"$tmp/local.summary"
+# The same but the path, and the start's level, which comes from checkpoints.jsonl beside the file (not downloaded).
+strip() { grep -v step_00000012.h5 "$1" | sed 's/, from the remote level (object store)$//'; }
+diff <(strip "$tmp/s3.summary") <(strip "$tmp/local.summary") >/dev/null ||
+  fail "summary of s3:// differs from the file's: $(diff "$tmp/s3.summary" "$tmp/local.summary" | head -12 | tr "\n" " ")"
+AWS_ENDPOINT_URL=$BOOST_S3_ENDPOINT TMPDIR=$tmpd "$INSPECT" verify s3://boost-train/run/step_000000000008 >/dev/null ||
+  fail "boost-inspect verify of step 8 by its s3:// name"
+[ -z "$(ls -A "$tmpd")" ] || fail "the tools left their download behind: $(ls -R "$tmpd")"
+AWS_ENDPOINT_URL=$BOOST_S3_ENDPOINT "$INSPECT" summary s3://boost-train/run/step_000000000005 >/dev/null 2>"$tmp/err" &&
+  fail "a step without a manifest was read"
+grep -q "step_000000000005/manifest.json: not found" "$tmp/err" || fail "missing step: $(cat "$tmp/err")"
+echo "ok: boost-inspect reads s3:// checkpoints (newest and by step), leaves nothing behind; a missing step in one line"
+
 # 3. Refused at start, one line each.
 refuse() { # WANT-REGEX args...
   local want=$1
