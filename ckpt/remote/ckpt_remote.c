@@ -33,6 +33,7 @@ struct ckpt_remote {
   int commits;      /* files committed since the start */
   int said_behind;  /* the "uploads are slower" warning was given */
   int64_t handed;   /* newest step handed to the thread (-1: none) */
+  volatile int cancel; /* set when the grace is over: the upload in flight stops (s3_client_set_cancel) */
 };
 
 static void upload_one(ckpt_remote *r, const char *link, int64_t step, const char *run_id) {
@@ -55,7 +56,7 @@ static void upload_one(ckpt_remote *r, const char *link, int64_t step, const cha
   if (rc == 0)
     boost_log_info("checkpoint: remote step %lld uploaded to %s, %.1f MiB in %.2f s (%.1f MiB/s)", (long long)step,
                    r->set.url, mib, dt, dt > 0 ? mib / dt : 0.0);
-  else
+  else if (!s3_client_cancelled(r->client)) /* a cancel at the end is said by ckpt_remote_close */
     boost_log_warn("remote: upload of step %lld FAILED (training continues; the remote level stays at %s%lld): %s",
                    (long long)step, behind >= 0 ? "step " : "", (long long)behind, err.msg);
 }
@@ -120,6 +121,7 @@ int ckpt_remote_open(ckpt_remote **out, const ckpt_remote_settings *set, const c
       r->uploaded = newest.step; /* the remote level's step until this run uploads one */
       remote_ckpt_free(&newest);
     }
+    if (ok) s3_client_set_cancel(r->client, &r->cancel);
     if (ok) ok = pthread_create(&r->thread, NULL, upload_thread, r) == 0 || boost_err(&mine, "cannot start the remote level's upload thread") == 0;
     r->started = ok;
     if (ok && orphans) boost_log_info("checkpoint: remote %s: %d unfinished upload%s of an earlier start aborted",
@@ -221,19 +223,20 @@ void ckpt_remote_close(ckpt_remote *r) {
     const int done = !r->busy && r->pending < 0;
     const int64_t last = r->pending >= 0 ? r->pending : r->inflight, uploaded = r->uploaded, handed = r->handed;
     r->stop = 1;
+    r->pending = -1; /* nothing more is started */
+    if (!done) r->cancel = 1; /* the transfer in flight stops within about a second; the next start aborts it */
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
     if (done && handed >= 0 && uploaded == handed) /* the newest committed file is in the store */
       boost_log_info("checkpoint: remote upload finished before exit (newest remote step %lld)", (long long)uploaded);
     if (!done) {
+      char at[48] = "no checkpoint";
+      if (uploaded >= 0) snprintf(at, sizeof at, "step %lld", (long long)uploaded);
       boost_log_warn("remote: the upload in flight did not finish within ckpt.remote_grace = %d s: the remote level "
-                     "stays at step %lld (step %lld is in ckpt.dir)",
-                     r->set.grace_s, (long long)uploaded, (long long)last);
-      pthread_detach(r->thread); /* the process ends; the next start aborts the unfinished upload */
-    } else {
-      pthread_join(r->thread, NULL);
+                     "stays at %s (step %lld is in ckpt.dir)",
+                     r->set.grace_s, at, (long long)last);
     }
-    if (!done) return; /* the thread still uses r and its client */
+    pthread_join(r->thread, NULL);
   }
   s3_client_close(r->client);
   pthread_mutex_destroy(&r->mu);

@@ -24,6 +24,7 @@ struct s3_client {
   char key_id[256];
   char secret[256];
   char token[2048];
+  const volatile int *cancel; /* s3_client_set_cancel */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -176,6 +177,15 @@ void s3_client_close(s3_client *c) {
   free(c);
 }
 
+void s3_client_set_cancel(s3_client *c, const volatile int *flag) { c->cancel = flag; }
+int s3_client_cancelled(const s3_client *c) { return c->cancel && *c->cancel; }
+
+/* libcurl asks this while a transfer runs: non-zero stops it. */
+static int on_progress(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow) {
+  (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+  return s3_client_cancelled(user);
+}
+
 const char *s3_client_prefix(const s3_client *c) { return c->prefix; }
 const char *s3_client_url(const s3_client *c) { return c->url; }
 
@@ -277,14 +287,16 @@ static long env_long(const char *name, long dflt, long lo, long hi) {
 /* Exponential backoff with jitter: the wait for try t (0-based) is drawn
  * from [half, full] of min(base * 2^t, 8 s), so ranks that failed together
  * do not come back together. */
-static void backoff(int t, unsigned *seed) {
+static void backoff(const s3_client *c, int t, unsigned *seed) {
   long base = env_long("BOOST_S3_BACKOFF_MS", 200, 1, 60000);
   long full = base;
   for (int i = 0; i < t && full < 8000; i++) full *= 2;
   if (full > 8000) full = 8000;
   long ms = full / 2 + (long)(rand_r(seed) % (unsigned)(full / 2 + 1));
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) && errno == EINTR) {
+  for (; ms > 0 && !s3_client_cancelled(c); ms -= 50) { /* in 50 ms slices: a cancel is seen soon */
+    struct timespec ts = {0, (ms < 50 ? ms : 50) * 1000000L};
+    while (nanosleep(&ts, &ts) && errno == EINTR) {
+    }
   }
 }
 
@@ -308,6 +320,9 @@ static int one_try(s3_client *c, const s3_req *req, const char *url, s3_buf *out
   curl_easy_setopt(h, CURLOPT_PASSWORD, c->secret);
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+  curl_easy_setopt(h, CURLOPT_XFERINFODATA, c);
   curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, env_long("BOOST_S3_CONNECT_TIMEOUT_S", 10, 1, 600));
   /* A transfer slower than 1 KiB/s for 30 s is stalled: abandon and retry. */
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);
@@ -358,12 +373,18 @@ int s3_request(s3_client *c, const s3_req *req, s3_buf *out, s3_resp *resp, boos
   for (int t = 0;; t++) {
     memset(resp, 0, sizeof *resp);
     resp->content_length = -1;
+    if (s3_client_cancelled(c)) {
+      cc = CURLE_ABORTED_BY_CALLBACK;
+      break;
+    }
     if (one_try(c, req, url, out, resp, code, sizeof code, &cc) == 0) return 0;
-    if (t + 1 >= tries || !retryable(cc, resp->http, code)) break;
-    backoff(t, &seed);
+    if (t + 1 >= tries || !retryable(cc, resp->http, code) || s3_client_cancelled(c)) break;
+    backoff(c, t, &seed);
   }
   if (out && !out->fixed) s3_buf_free(out); /* a failure hands back no body */
   const char *what = req->key ? req->key : "(bucket)";
+  if (cc == CURLE_ABORTED_BY_CALLBACK)
+    return boost_err(err, "remote %s: %s %s: cancelled (the run is ending)", c->url, req->method, what);
   if (cc != CURLE_OK)
     return boost_err(err, "remote %s: %s %s: %s (after %d tries)", c->url, req->method, what, curl_easy_strerror(cc),
                      tries);

@@ -76,6 +76,11 @@ int s3_client_open(s3_client **out, const s3_config *cfg, boost_status *err);
 /* Another client with the same settings (for another thread). */
 int s3_client_dup(s3_client **out, const s3_client *c, boost_status *err);
 void s3_client_close(s3_client *c);
+/* Cancellation: once *flag is non-zero, the transfer in progress stops
+ * (libcurl's progress callback), no retry is made and requests fail at
+ * once ("cancelled"). Copies made by s3_client_dup share the flag. */
+void s3_client_set_cancel(s3_client *c, const volatile int *flag);
+int s3_client_cancelled(const s3_client *c);
 /* The key prefix of the url, "" or ending in '/' ("runs/a/"). */
 const char *s3_client_prefix(const s3_client *c);
 /* "s3://BUCKET/PREFIX" as configured (no secret in it). */

@@ -58,10 +58,10 @@ static int read_at(int fd, char *buf, size_t len, uint64_t off, const char *path
 /* Test hook: BOOST_S3_TEST_PART_DELAY_MS slows every part, so the fault
  * tests (tests/mpi/remote_faults.sh) can kill the server or the uploader in
  * the middle of an upload. */
-static void test_part_delay(void) {
+static void test_part_delay(const s3_client *c) {
   const char *v = getenv("BOOST_S3_TEST_PART_DELAY_MS");
   long ms = v ? atol(v) : 0;
-  if (ms > 0 && ms < 60000) usleep((useconds_t)ms * 1000);
+  for (ms = ms < 60000 ? ms : 0; ms > 0 && !s3_client_cancelled(c); ms -= 50) usleep(50000);
 }
 
 int s3_multipart_send(s3_client *c, const char *key, const char *upload_id, const char *path, uint64_t size,
@@ -78,7 +78,7 @@ int s3_multipart_send(s3_client *c, const char *key, const char *upload_id, cons
       break;
     }
     hashes[p] = XXH3_64bits(buf, len);
-    test_part_delay();
+    test_part_delay(c);
     char q[1024];
     upload_query(q, sizeof q, upload_id, p + 1);
     s3_req req = {.method = "PUT", .key = key, .query = q, .body = buf, .body_len = len};
