@@ -31,8 +31,11 @@ struct ckpt_remote {
   char pending_link[1100], pending_run[40];
   int64_t uploaded; /* newest step this run uploaded */
   int commits;      /* files committed since the start */
+  char dir[1024];   /* ckpt.dir of a passed-over step */
   int said_behind;  /* the "uploads are slower" warning was given */
   int64_t handed;   /* newest step handed to the thread (-1: none) */
+  int64_t skipped;  /* newest committed step ckpt.remote_every passed over (-1: none): uploaded at the end */
+  char skipped_run[40];
   volatile int cancel; /* set when the grace is over: the upload in flight stops (s3_client_set_cancel) */
 };
 
@@ -106,7 +109,7 @@ int ckpt_remote_open(ckpt_remote **out, const ckpt_remote_settings *set, const c
   ckpt_remote *r = calloc(1, sizeof *r);
   if (!r) return boost_err(err, "out of memory for the remote level");
   r->set = *set;
-  r->pending = r->uploaded = r->inflight = r->handed = -1;
+  r->pending = r->uploaded = r->inflight = r->handed = r->skipped = -1;
   pthread_mutex_init(&r->mu, NULL);
   pthread_cond_init(&r->cv, NULL);
   boost_status mine = {0};
@@ -179,10 +182,8 @@ int ckpt_remote_fetch(ckpt_remote *r, MPI_Comm world, const char *dir, int64_t f
   return 0;
 }
 
-void ckpt_remote_committed(ckpt_remote *r, const char *dir, int64_t step, const char *run_id) {
-  if (!r || !r->client) return;
-  r->commits++;
-  if (r->set.every > 1 && r->commits % r->set.every != 0) return;
+/* Hands the committed file of step to the upload thread. */
+static void hand_over(ckpt_remote *r, const char *dir, int64_t step, const char *run_id) {
   char name[64], path[4200], hard[sizeof r->pending_link];
   ckpt_file_name(name, sizeof name, step);
   snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -208,11 +209,28 @@ void ckpt_remote_committed(ckpt_remote *r, const char *dir, int64_t step, const 
   pthread_mutex_unlock(&r->mu);
 }
 
+void ckpt_remote_committed(ckpt_remote *r, const char *dir, int64_t step, const char *run_id) {
+  if (!r || !r->client) return;
+  r->commits++;
+  if (r->set.every > 1 && r->commits % r->set.every != 0) {
+    /* Passed over; should the run end here, ckpt_remote_close uploads it after all. */
+    r->skipped = step;
+    snprintf(r->skipped_run, sizeof r->skipped_run, "%s", run_id ? run_id : "");
+    snprintf(r->dir, sizeof r->dir, "%s", dir);
+    return;
+  }
+  r->skipped = -1;
+  hand_over(r, dir, step, run_id);
+}
+
 int64_t ckpt_remote_uploaded(const ckpt_remote *r) { return r ? r->uploaded : -1; }
 
 void ckpt_remote_close(ckpt_remote *r) {
   if (!r) return;
   if (r->started) {
+    /* The run's last checkpoint goes up whatever ckpt.remote_every says:
+     * it is what a relaunch elsewhere resumes from. */
+    if (r->skipped > r->handed) hand_over(r, r->dir, r->skipped, r->skipped_run);
     pthread_mutex_lock(&r->mu);
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);

@@ -18,8 +18,10 @@
  *                          a failure is a warning and the run trains on
  *                          (the remote level is behind, and the log says
  *                          so); the next commit tries again
- *   ckpt_remote_close      at ckpt_close: waits up to grace_s for the upload
- *                          in flight and says whether it made it
+ *   ckpt_remote_close      at ckpt_close: hands over the last committed file
+ *                          when ckpt.remote_every passed it over, waits up
+ *                          to grace_s for the upload in flight and says
+ *                          whether it made it
  *
  * The file is uploaded through a hard link (.remote-upload-step_N.h5 in
  * ckpt.dir) so that the file level's retention may delete the file while

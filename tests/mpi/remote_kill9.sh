@@ -53,8 +53,9 @@ expect_line "orphans 0" rc "$U" orphans
 expect_line "newest $((n0 + 4))" newest
 echo "ok: the restart aborted the orphan, resumed from the remote step $n0, uploaded step $((n0 + 4))"
 
-# 2. SIGTERM: the final checkpoint's upload is awaited (grace 60 s) before exit 75.
-BOOST_TRAIN_TEST_STEP_DELAY_MS=200 train_bg 0 "$tmp/d.log" "${R[@]}" --set parallel.dp=1 --set train.batch_size=2 \
+# 2. SIGTERM: the final checkpoint's upload is awaited (grace 60 s) before
+# exit 75, even where ckpt.remote_every would pass it over.
+BOOST_TRAIN_TEST_STEP_DELAY_MS=200 train_bg 0 "$tmp/d.log" "${R[@]}" --set parallel.dp=1 --set train.batch_size=2 --set ckpt.remote_every=100 \
   --set train.steps=100000 --set ckpt.every=0 --set ckpt.dir="$tmp/d" --set train.metrics="$tmp/d.jsonl"
 pid=$!
 CLEANUP="kill -9 $pid 2>/dev/null"
