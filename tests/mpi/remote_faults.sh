@@ -45,7 +45,7 @@ echo "ok: killed uploader: step 6 never counted, its upload aborted at the next 
 
 # 3. SlowDown and 500 from a proxy in front of the server.
 PROXY_PORT=$((PORT0 + 5))
-python3 "$SRC/tests/mpi/remote_slowdown.py" "$PROXY_PORT" "$S3_PORT" >"$T/proxy.log" 2>&1 &
+/usr/bin/python3 "$SRC/tests/mpi/remote_slowdown.py" "$PROXY_PORT" "$S3_PORT" >"$T/proxy.log" 2>&1 &
 proxy=$!
 for i in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$PROXY_PORT/" && break; sleep 0.1; done
 BOOST_S3_ENDPOINT=http://127.0.0.1:$PROXY_PORT BOOST_S3_PART_MIB=5 expect_line "pushed 8" rc "$U" push "$T/ck4" 8 3
