@@ -40,6 +40,7 @@
 
 #include "ckpt_meta.h"
 #include "ckpt_peek.h"
+#include "ckpt_remote.h"
 #include "grid.h"
 #include "status.h"
 #include "tensor.h"
@@ -71,6 +72,7 @@ typedef struct {
    * local_dir (empty: a directory in /dev/shm named after dir). */
   int local_every, local_auto;
   char local_dir[CKPT_PATH_MAX];
+  ckpt_remote_settings remote; /* the remote level (ckpt/remote/ckpt_remote.h; url "": off) */
 } ckpt_settings;
 
 typedef struct ckpt_session ckpt_session;

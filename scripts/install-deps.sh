@@ -8,6 +8,7 @@ pkgs=(build-essential cmake pkg-config git
       libdnnl-dev
       libcjson-dev libinih-dev libxxhash-dev
       libpcre2-dev # BPE pre-tokenizers (Unicode properties)
+      libcurl4-openssl-dev curl # the remote level: HTTP, TLS, SigV4 (ckpt/remote/s3_client.h)
       fortunes python3-h5py python3-numpy
       gnuplot-nox) # boost-inspect plot
 missing=()

@@ -21,8 +21,8 @@ struct run_tb {
 
 /* restart/level's codes */
 static double level_code(const char *level) {
-  static const char *const names[] = {"fresh", "local", "partner", "file"};
-  for (int i = 0; i < 4; i++)
+  static const char *const names[] = {"fresh", "local", "partner", "file", "remote"};
+  for (int i = 0; i < 5; i++)
     if (strcmp(level, names[i]) == 0) return i;
   return -1;
 }

@@ -136,6 +136,13 @@ void trainer_ckpt_settings(const train_config *cfg, ckpt_settings *set) {
   set->local_every = cfg->ckpt.local_every;
   set->local_auto = cfg->ckpt.local_every_auto;
   snprintf(set->local_dir, sizeof set->local_dir, "%s", cfg->ckpt.local_dir);
+ 
+  snprintf(set->remote.url, sizeof set->remote.url, "%s", cfg->ckpt.remote.url);
+  snprintf(set->remote.endpoint, sizeof set->remote.endpoint, "%s", cfg->ckpt.remote.endpoint);
+  snprintf(set->remote.region, sizeof set->remote.region, "%s", cfg->ckpt.remote.region);
+  set->remote.every = cfg->ckpt.remote.every;
+  set->remote.keep = cfg->ckpt.remote.keep;
+  set->remote.grace_s = cfg->ckpt.remote.grace;
 }
 
 void save_builder_init(save_builder *b, const train_config *cfg, const process_grid *grid, comm_ctx *comm, model *m,

@@ -159,6 +159,7 @@ static void warn_disk_space(ckpt_session *s) {
 
 /* What ckpt_open made, undone (the worker stopped first). */
 static void free_parts(ckpt_session *s) {
+  ckpt_remote_close(s->remote); /* remote level: waits up to ckpt.remote_grace for the upload in flight */
   ckpt_local_close(s->local);
   ckpt_fs_unlock(s->lock_fd);
   ckpt_stager_free(&s->stager);
@@ -186,6 +187,7 @@ int ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tensor_store *
   read_env(&s->set);
   s->out.last_staged_step = -1;
   s->out.last_committed_step = -1;
+  s->start.remote_step = -1;
   s->read_only = !cfg->dir[0]; /* resume from a PATH, write nothing */
   s->lock_fd = -1;
   int bad = (!s->read_only && open_dir(s, err) != 0) || ckpt_file_plan_build(&s->plan, grid, store->reg, err) != 0;
@@ -204,6 +206,8 @@ int ckpt_open(const ckpt_settings *cfg, const process_grid *grid, tensor_store *
     bad = ckpt_local_open(cfg, grid, store, note, sizeof note, &s->local, err) != 0;
     if (s->local && s->team.rank == 0) boost_log_info("checkpoint: %s", note);
   }
+  if (!bad && !s->read_only) /* remote level: a store it cannot reach refuses the start */
+    bad = ckpt_remote_open(&s->remote, &cfg->remote, cfg->dir, grid->world, err) != 0;
   if (bad) {
     free_parts(s);
     return -1;
@@ -282,6 +286,8 @@ static void collect(ckpt_session *s, char *out, size_t outlen, int print) {
   s->out.last_ok = r.ok;
   s->out.last_done = r;
   if (r.ok) s->out.last_committed_step = r.step;
+  if (r.ok && s->team.rank == 0) /* remote level: uploaded in the background */
+    ckpt_remote_committed(s->remote, s->cfg.dir, r.step, s->start.run_id);
   double tr = 0, ts = 0;
   for (int k = 0; k < SIZE_NUM_CLASSES; k++) tr += r.raw[k], ts += r.stored[k];
   char b[32];

@@ -50,9 +50,13 @@ struct ckpt_session {
   ckpt_outcome out;
   FILE *log;             /* rank 0: <dir>/checkpoints.jsonl */
   char open_note[512];
-  ckpt_local *local;     /* the local level (NULL: off) */
+  struct {               /* the levels beside the files (C11 anonymous: s->local, s->remote) */
+    ckpt_local *local;   /* the local level (NULL: off) */
+    ckpt_remote *remote; /* the remote level (NULL: off) */
+  };
   /* in_rollback: ckpt_resume for the guard's rollback, not a start; run_id: the run's identity (ckpt_run_id.h) */
-  struct { int in_rollback; char run_id[CKPT_RUN_ID_HEX + 1]; } start;
+  /* remote_step: the step this start downloaded from the remote level (-1: none) */
+  struct { int in_rollback; char run_id[CKPT_RUN_ID_HEX + 1]; int64_t remote_step; } start;
   /* Resumed from the local level, newer than the newest file: the next
    * step's checkpoint is forced, or, when the run ends without one, this
    * restored state's (kept here) is saved by ckpt_wait. */

@@ -19,7 +19,7 @@
  * a start came from (docs/LOCAL.md); a rollback is not a start. */
 static void log_start(ckpt_session *s, const char *level, int64_t step, double load_s) {
   if (!s->start.in_rollback) s->out.start_level = level;
-  if (s->log && s->local && !s->start.in_rollback) ckpt_journal_start(s->log, level, step, load_s);
+  if (s->log && (s->local || s->remote) && !s->start.in_rollback) ckpt_journal_start(s->log, level, step, load_s);
 }
 
 /* The newest file's step (-1: none), the identity expected (a rollback's: its own). */
@@ -38,6 +38,16 @@ static void adopt_run_id(ckpt_session *s, const char *candidate) {
   if (note[0] && s->team.rank == 0) boost_log_info("checkpoint: %s", note);
 }
 
+/* The remote level: the newest committed remote checkpoint, when newer
+ * than ckpt.dir's newest file, downloaded into ckpt.dir; the start then
+ * takes it as a file and names its level `remote`. */
+static int fetch_remote(ckpt_session *s, boost_status *err) {
+  if (!s->remote || s->cfg.resume.kind != CKPT_FROM_AUTO || s->start.in_rollback) return 0;
+  char expect[CKPT_RUN_ID_HEX + 1];
+  return ckpt_remote_fetch(s->remote, s->grid->world, s->cfg.dir, newest_file_step(s, expect), &s->start.remote_step,
+                           err);
+}
+
 const char *ckpt_run_identity(const ckpt_session *s) { return s && s->start.run_id[0] ? s->start.run_id : NULL; }
 
 int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, boost_status *note_out) {
@@ -52,6 +62,7 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, boost_statu
   const char *note = s->open_note[0] ? s->open_note : NULL;
   char local_note[1200] = "";
   const double t0 = boost_now_s();
+  if (fetch_remote(s, note_out)) return -1;
   if (s->local && s->cfg.resume.kind == CKPT_FROM_AUTO) {
     char expect[CKPT_RUN_ID_HEX + 1]; /* only this run's local steps are looked at */
     const int64_t file_step = newest_file_step(s, expect);
@@ -119,8 +130,10 @@ int ckpt_resume(ckpt_session *s, ckpt_meta *meta, ckpt_state *state, boost_statu
   memset(&lr->state, 0, sizeof lr->state);
   s->out.last_committed_step = meta->run.step;
   s->out.last_staged_step = meta->run.step;
-  log_start(s, "file", meta->run.step, boost_now_s() - t0);
-  boost_msgf(msg, msglen, "%s%s%s", lr->reason.msg, note ? "; " : "", note ? note : "");
+  const int remote = s->start.remote_step == meta->run.step;
+  log_start(s, remote ? "remote" : "file", meta->run.step, boost_now_s() - t0);
+  boost_msgf(msg, msglen, "%s%s%s%s", lr->reason.msg, remote ? " (downloaded from the remote level)" : "",
+             note ? "; " : "", note ? note : "");
   return 1;
 }
 

@@ -38,4 +38,9 @@ void tool_tmp_disarm(void);
 /* Unlinks the armed temporary, if any, and disarms (a program's error exit). */
 void tool_tmp_remove(void);
 
+/* s3:// checkpoint arguments (tools/common/tool_remote.c): each is
+ * downloaded into a private temporary directory, removed at exit, and
+ * replaced by the local file's path; -1 after printing one line. */
+int tool_remote_args(const char *prog, int argc, char **argv);
+
 #endif

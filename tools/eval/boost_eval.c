@@ -357,6 +357,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(stdout, 0);
   int rank, nranks;
   const int mpi = tool_mpi_start(&argc, &argv, &rank, &nranks);
+  if (tool_remote_args("boost-eval", argc, argv)) return 1; /* s3:// checkpoints */
   eval_opts o;
   boost_status err = {0};
   int rc = parse_args(argc, argv, &o, &err) != 0 ? 2 : 0;

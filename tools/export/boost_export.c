@@ -14,6 +14,7 @@
 #include "tool_ckpt.h"
 #include "util.h"
 #include "log.h"
+#include "tool.h" /* tool_remote_args */
 
 typedef struct {
   const char *dir, *ckpt, *dtype, *tokenizer, *shard_size;
@@ -177,6 +178,7 @@ static void print_summary(const options *o, const exp_plan *p, const ckr_ckpt *c
 
 int main(int argc, char **argv) {
   boost_log_program("boost-export"); /* first: every warning of the process carries this name */
+  if (tool_remote_args("boost-export", argc, argv)) return 1; /* s3:// checkpoints */
   options o;
   const int a = parse_args(argc, argv, &o);
   if (a != 0) return a > 0 ? 0 : 2;

@@ -17,6 +17,7 @@
 #include "tool_ckpt.h"
 #include "util.h"
 #include "log.h"
+#include "tool.h" /* tool_remote_args */
 
 static int usage(FILE *f, int status) {
   fprintf(f,
@@ -186,6 +187,7 @@ static int32_t *prompt_tokens(const gen_options *o, const gen_tokenizer *tok, co
 int main(int argc, char **argv) {
   boost_log_program("boost-generate"); /* first: every warning of the process carries this name */
   gen_options o;
+  if (tool_remote_args("boost-generate", argc, argv)) return 1; /* s3:// checkpoints */
   if (parse_args(argc, argv, &o) != 0) return 2;
   boost_status err = {0};
   ckr_ckpt c;

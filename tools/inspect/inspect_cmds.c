@@ -242,6 +242,7 @@ static const char *level_words(const char *level) {
   if (!strcmp(level, "local")) return "from the local level";
   if (!strcmp(level, "partner")) return "from the local level (partner copies)";
   if (!strcmp(level, "file")) return "from the checkpoint file";
+  if (!strcmp(level, "remote")) return "from the remote level (object store)";
   return level;
 }
 

@@ -15,6 +15,7 @@
 
 #include "inspect.h"
 #include "log.h"
+#include "tool.h" /* tool_remote_args */
 
 static const char *const HELP =
     "usage: boost-inspect SUBCOMMAND [--json] ARGS...\n"
@@ -134,6 +135,7 @@ static int run_isolated(int (*fn)(int, char **), int argc, char **argv, const ch
 
 int main(int argc, char **argv) {
   boost_log_program("boost-inspect"); /* first: every warning of the process carries this name */
+  if (tool_remote_args("boost-inspect", argc, argv)) return 1; /* s3:// checkpoints */
   if (argc < 2) {
     fputs(HELP, stderr);
     return 2;

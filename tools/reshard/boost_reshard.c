@@ -423,6 +423,7 @@ int main(int argc, char **argv) {
   boost_status err = {0};
   int rank, nranks;
   const int mpi = tool_mpi_start(&argc, &argv, &rank, &nranks);
+  if (tool_remote_args("boost-reshard", argc, argv)) return 1; /* s3:// checkpoints */
   int rc = reshard_parse_args(argc, argv, &o, &err) != 0 ? 2 : 0;
   o.rank = rank, o.nranks = nranks;
   if (rc == 0 && nranks > 1 && (o.plan || o.rank_attn || o.rank_mlp)) o.nranks = 1; /* --plan prints, --rank runs a model: rank 0 alone */

@@ -67,6 +67,7 @@ void config_defaults(train_config *cfg) {
   cfg->ckpt.keep_set_aside = 3;
   cfg->ckpt.level = 1; /* as small as level 3 on shuffled fp32, 1.2-1.8x faster (docs/PERFORMANCE.md) */
   cfg->ckpt.timeout = 900;
+  cfg->ckpt.remote.every = 1, cfg->ckpt.remote.keep = 2, cfg->ckpt.remote.grace = 60;
 }
 
 int config_set(train_config *cfg, const char *key, const char *value, boost_status *err) {
@@ -250,6 +251,7 @@ int config_validate(train_config *cfg, boost_status *err) {
   if ((cfg->ckpt.local_every > 0 || cfg->ckpt.local_every_auto) && !cfg->ckpt.dir[0])
     return boost_err(err, "ckpt.local_every=%s needs ckpt.dir: the local level sits in front of the "
                      "checkpoint files, which stay the durable level", cfg->ckpt.local_every_text);
+  if (config_check_remote(cfg, err)) return -1;
   if (cfg->ckpt.local_dir[0] && cfg->ckpt.local_dir[0] != '/')
     return boost_err(err, "ckpt.local_dir '%s' must be an absolute path (node-local storage, e.g. /dev/shm/...)",
                      cfg->ckpt.local_dir);

@@ -131,6 +131,10 @@ typedef struct {
     char local_every_text[32]; /* ckpt.local_every as given: a step count or "auto" */
     int local_every_auto;     /* ckpt.local_every = auto: the local level's own Young/Daly interval (trainer/ckpt_interval.h) */
     char local_dir[CONFIG_STR]; /* ckpt.local_dir: node-local directory ("": one in /dev/shm named after ckpt.dir) */
+    struct { /* the remote level (ckpt/remote/ckpt_remote.h) */
+      char url[CONFIG_STR], endpoint[256], region[64]; /* ckpt.remote, ckpt.remote_endpoint, ckpt.remote_region */
+      int every, keep, grace;                         /* ckpt.remote_every, ckpt.remote_keep, ckpt.remote_grace */
+    } remote;
   } ckpt;
 } train_config;
 

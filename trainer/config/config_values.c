@@ -135,3 +135,24 @@ int config_parse_skip_batches(train_config *cfg, const char *value, boost_status
   cfg->train.n_skip_ranges = n;
   return 0;
 }
+
+/* The remote level's settings: the URL's shape and what it needs;
+ * the bucket name, region and credentials are checked when the store is
+ * opened (ckpt/remote/s3_client.c), which says the same in one line. */
+int config_check_remote(const train_config *cfg, boost_status *err) {
+  const char *url = cfg->ckpt.remote.url, *ep = cfg->ckpt.remote.endpoint;
+  if (!url[0]) {
+    if (ep[0] || cfg->ckpt.remote.region[0])
+      return boost_err(err, "ckpt.remote_endpoint/ckpt.remote_region are set but ckpt.remote is empty: set "
+                            "ckpt.remote = s3://BUCKET/PREFIX");
+    return 0;
+  }
+  if (strncmp(url, "s3://", 5) != 0 || !url[5] || url[5] == '/')
+    return boost_err(err, "ckpt.remote = '%s' is not an s3://BUCKET/PREFIX URL", url);
+  if (!cfg->ckpt.dir[0])
+    return boost_err(err, "ckpt.remote = %s needs ckpt.dir: the remote level uploads the committed checkpoint files "
+                          "and downloads into ckpt.dir", url);
+  if (ep[0] && strncmp(ep, "http://", 7) != 0 && strncmp(ep, "https://", 8) != 0)
+    return boost_err(err, "ckpt.remote_endpoint = '%s' is not an http:// or https:// URL", ep);
+  return 0;
+}

@@ -13,6 +13,8 @@
 
 /* key: "ckpt.every", "ckpt.local_every" or "ckpt.mtbf" */
 int config_parse_interval(train_config *cfg, const char *key, const char *value, boost_status *err);
+/* ckpt.remote and its endpoint, one line for a bad value. */
+int config_check_remote(const train_config *cfg, boost_status *err);
 /* train.skip_batches: "a-b,c,..." into cfg->train.skip_ranges (ascending,
  * disjoint; empty: none). */
 int config_parse_skip_batches(train_config *cfg, const char *value, boost_status *err);
