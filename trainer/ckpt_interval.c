@@ -55,7 +55,7 @@ void ckpt_interval_init(ckpt_interval *iv, const train_config *cfg, double histo
 
 void ckpt_interval_init_local(ckpt_interval *iv, const train_config *cfg, double history_mtbf_s,
                               const char *history_source, double now_s) {
-  init_level(iv, "local checkpoint", cfg->ckpt.local_every_auto, 0, cfg, history_mtbf_s, history_source, now_s);
+  init_level(iv, "local checkpoint", cfg->ckpt.local.every_auto, 0, cfg, history_mtbf_s, history_source, now_s);
 }
 
 static void set_tau(ckpt_interval *iv, double delta_s, const char *why, char *msg, size_t msglen) {

@@ -14,7 +14,7 @@ void run_interval_start(run_interval *ri, const train_config *cfg, int rank, con
   memset(ri, 0, sizeof *ri);
   ri->rank = rank;
   ri->file.measured_step = ri->local.measured_step = -1;
-  ri->active = ckpt_writes(ck) && (cfg->ckpt.every_auto || cfg->ckpt.every_seconds > 0 || cfg->ckpt.local_every_auto);
+  ri->active = ckpt_writes(ck) && (cfg->ckpt.every_auto || cfg->ckpt.every_seconds > 0 || cfg->ckpt.local.every_auto);
   if (!ri->active) return;
   /* M from the run's starts in its checkpoints (/state/run_starts: this
    * start is the last row); the same M for both levels */

@@ -133,9 +133,9 @@ void trainer_ckpt_settings(const train_config *cfg, ckpt_settings *set) {
   set->data_seed = cfg->data.seed;
   set->abort_status = BOOST_EXIT_UNSAVED;
   set->load_abort_status = BOOST_EXIT_PREEMPTED; /* the load runs before any step: nothing trained since it */
-  set->local_every = cfg->ckpt.local_every;
-  set->local_auto = cfg->ckpt.local_every_auto;
-  snprintf(set->local_dir, sizeof set->local_dir, "%s", cfg->ckpt.local_dir);
+  set->local_every = cfg->ckpt.local.every;
+  set->local_auto = cfg->ckpt.local.every_auto;
+  snprintf(set->local_dir, sizeof set->local_dir, "%s", cfg->ckpt.local.dir);
  
   snprintf(set->remote.url, sizeof set->remote.url, "%s", cfg->ckpt.remote.url);
   snprintf(set->remote.endpoint, sizeof set->remote.endpoint, "%s", cfg->ckpt.remote.endpoint);

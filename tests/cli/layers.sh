@@ -230,6 +230,8 @@ allowed_fn = {
     ("ckpt/session/ckpt_worker.h", "ckpt_job_fn"): "the session gives its own writer thread the job to do: filled inside ckpt/",
     **{("ckpt/write/ckpt_write_path.h", n): "the two write paths behind one interface, both inside ckpt/"
        for n in ("prepare", "create", "dataset", "skip", "go_on", "finish")},
+    **{("ckpt/remote/s3_multipart.h", n): "an S3 listing's visitor, called page by page so a listing of any length "
+       "needs no array: filled only inside ckpt/remote/" for n in ("s3_object_fn", "s3_upload_fn")},
 }
 # HDF5's filter and file-driver callbacks (ckpt/format/h5/h5z_zstd.c, ckpt_vfd.c) are
 # filled in .c files, in the structs HDF5 defines: no header of ours declares them.

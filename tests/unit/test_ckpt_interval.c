@@ -143,7 +143,7 @@ Test(ckpt_interval, local_level_clock_of_its_own) {
   train_config c = cfg_with("40", "1h", "10");
   boost_status err = {0};
   cr_assert(config_set(&c, "ckpt.local_every", "auto", &err) == 0, "%s", err.msg);
-  cr_assert(c.ckpt.local_every_auto && c.ckpt.local_every == 0 && c.ckpt.every == 40 && !c.ckpt.every_auto);
+  cr_assert(c.ckpt.local.every_auto && c.ckpt.local.every == 0 && c.ckpt.every == 40 && !c.ckpt.every_auto);
   ckpt_interval file, local;
   ckpt_interval_init(&file, &c, 0, NULL, 0);
   ckpt_interval_init_local(&local, &c, 0, NULL, 0);
@@ -159,13 +159,13 @@ Test(ckpt_interval, local_level_clock_of_its_own) {
   /* stored configs: "auto" round-trips, a number of an older file still loads */
   train_config d;
   config_defaults(&d);
-  cr_assert(!d.ckpt.local_every_auto && d.ckpt.local_every == 0);
+  cr_assert(!d.ckpt.local.every_auto && d.ckpt.local.every == 0);
   char *json = config_to_json(&c);
   cr_assert(config_from_json(&d, json, NULL, &err) == 0, "%s", err.msg);
-  cr_assert(d.ckpt.local_every_auto);
+  cr_assert(d.ckpt.local.every_auto);
   free(json);
   config_defaults(&d);
   cr_assert(config_from_json(&d, "{\"ckpt.local_every\": 3}", NULL, &err) == 0, "%s", err.msg);
-  cr_assert(d.ckpt.local_every == 3 && !d.ckpt.local_every_auto);
+  cr_assert(d.ckpt.local.every == 3 && !d.ckpt.local.every_auto);
   cr_assert(config_set(&d, "ckpt.local_every", "-2", &err) != 0 && strstr(err.msg, "ckpt.local_every"), "%s", err.msg);
 }

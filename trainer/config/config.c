@@ -248,13 +248,13 @@ int config_validate(train_config *cfg, boost_status *err) {
   if (cfg->ckpt.every_auto && cfg->ckpt.every_seconds > 0)
     return boost_err(err, "ckpt.every = auto chooses the interval itself: unset ckpt.every_seconds (%g)",
                      cfg->ckpt.every_seconds);
-  if ((cfg->ckpt.local_every > 0 || cfg->ckpt.local_every_auto) && !cfg->ckpt.dir[0])
+  if ((cfg->ckpt.local.every > 0 || cfg->ckpt.local.every_auto) && !cfg->ckpt.dir[0])
     return boost_err(err, "ckpt.local_every=%s needs ckpt.dir: the local level sits in front of the "
-                     "checkpoint files, which stay the durable level", cfg->ckpt.local_every_text);
+                     "checkpoint files, which stay the durable level", cfg->ckpt.local.every_text);
   if (config_check_remote(cfg, err)) return -1;
-  if (cfg->ckpt.local_dir[0] && cfg->ckpt.local_dir[0] != '/')
+  if (cfg->ckpt.local.dir[0] && cfg->ckpt.local.dir[0] != '/')
     return boost_err(err, "ckpt.local_dir '%s' must be an absolute path (node-local storage, e.g. /dev/shm/...)",
-                     cfg->ckpt.local_dir);
+                     cfg->ckpt.local.dir);
   if (cfg->train.guard_warmup > cfg->train.guard_window)
     return boost_err(err, "train.guard_warmup %d exceeds train.guard_window %d: the z-scores need that many steps in the window",
                      cfg->train.guard_warmup, cfg->train.guard_window);

@@ -127,10 +127,12 @@ typedef struct {
       char text[CONFIG_STR]; /* as given: bytes (K/M/G/T suffixes, powers of 1024) or a percentage */
       double bytes, percent; /* parsed once, by config_set: one of them is > 0 */
     } staging_limit;
-    int local_every;          /* ckpt.local_every: a local checkpoint every N steps (0: none, or auto) */
-    char local_every_text[32]; /* ckpt.local_every as given: a step count or "auto" */
-    int local_every_auto;     /* ckpt.local_every = auto: the local level's own Young/Daly interval (trainer/ckpt_interval.h) */
-    char local_dir[CONFIG_STR]; /* ckpt.local_dir: node-local directory ("": one in /dev/shm named after ckpt.dir) */
+    struct {                  /* the local level (ckpt/local/ckpt_local.h) */
+      int every;              /* ckpt.local_every: a local checkpoint every N steps (0: none, or auto) */
+      char every_text[32];    /* ckpt.local_every as given: a step count or "auto" */
+      int every_auto;         /* ckpt.local_every = auto: the local level's own Young/Daly interval (trainer/ckpt_interval.h) */
+      char dir[CONFIG_STR];   /* ckpt.local_dir: node-local directory ("": one in /dev/shm named after ckpt.dir) */
+    } local;
     struct { /* the remote level (ckpt/remote/ckpt_remote.h) */
       char url[CONFIG_STR], endpoint[256], region[64]; /* ckpt.remote, ckpt.remote_endpoint, ckpt.remote_region */
       int every, keep, grace;                         /* ckpt.remote_every, ckpt.remote_keep, ckpt.remote_grace */

@@ -184,12 +184,12 @@ const key_spec config_keys[] = {
      "host memory a rank may use to stage a checkpoint: bytes (512M, 2G, 1.5GiB) or a percentage of the rank's "
      "checkpointed state (25%); below 100% the writer stages and writes in turns (docs/CHECKPOINT_FORMAT.md)",
      NULL},
-    {"ckpt.local_every", K_STR, F(ckpt.local_every_text), 0, 0,
+    {"ckpt.local_every", K_STR, F(ckpt.local.every_text), 0, 0,
      "also keep a checkpoint in node-local memory every N steps (the local level: restarts on the same layout "
      "resume from it in a fraction of a second; 0 = off; needs ckpt.dir), or auto: the interval that loses the "
      "least work, from the local level's own measured cost and ckpt.mtbf (Young/Daly)",
      NULL},
-    {"ckpt.local_dir", K_STR, F(ckpt.local_dir), 0, 0,
+    {"ckpt.local_dir", K_STR, F(ckpt.local.dir), 0, 0,
      "node-local directory of the local level (empty = /dev/shm/boost-<uid>/<hash of ckpt.dir>, made 0700)", NULL},
     {"ckpt.remote", K_STR, F(ckpt.remote.url), 0, 0,
      "s3://BUCKET/PREFIX: also upload checkpoint files to an object store in the background, and resume from it "

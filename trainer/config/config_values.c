@@ -35,7 +35,7 @@ int config_parse_interval(train_config *cfg, const char *key, const char *value,
   if (strcmp(key, "ckpt.every") == 0)
     return parse_steps_or_auto(key, value, &cfg->ckpt.every, &cfg->ckpt.every_auto, err);
   if (strcmp(key, "ckpt.local_every") == 0)
-    return parse_steps_or_auto(key, value, &cfg->ckpt.local_every, &cfg->ckpt.local_every_auto, err);
+    return parse_steps_or_auto(key, value, &cfg->ckpt.local.every, &cfg->ckpt.local.every_auto, err);
   char *end = NULL;
   errno = 0;
   if (!value[0]) {
