@@ -50,19 +50,19 @@ static int committed_on_disk(int64_t step) {
   return ino != atomic_load(&rw.latest_ino) || mtime != atomic_load(&rw.latest_mtime_ns);
 }
 
-static int status_now(void *ctx, char *why, size_t whylen) {
+static int status_now(void *ctx, boost_status *why) {
   (void)ctx;
   const int64_t done = atomic_load(&rw.done), start = atomic_load(&rw.start), committed = atomic_load(&rw.committed);
   if (done == start) {
-    boost_msgf(why, whylen, "nothing trained since %s", start > 0 ? "the resumed checkpoint" : "the fresh start");
+    boost_msgf(why->msg, sizeof why->msg, "nothing trained since %s", start > 0 ? "the resumed checkpoint" : "the fresh start");
     return BOOST_EXIT_PREEMPTED;
   }
   if (done == committed || committed_on_disk(done)) {
-    boost_msgf(why, whylen, "nothing trained since the checkpoint of step %lld committed", (long long)done);
+    boost_msgf(why->msg, sizeof why->msg, "nothing trained since the checkpoint of step %lld committed", (long long)done);
     return BOOST_EXIT_PREEMPTED;
   }
   const int64_t newest = committed > start ? committed : start;
-  boost_msgf(why, whylen, "step %lld done, the newest committed state is %s %lld", (long long)done,
+  boost_msgf(why->msg, sizeof why->msg, "step %lld done, the newest committed state is %s %lld", (long long)done,
              newest == committed ? "the checkpoint of step" : "the start, step", (long long)newest);
   return BOOST_EXIT_UNSAVED;
 }

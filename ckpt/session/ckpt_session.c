@@ -51,7 +51,7 @@ static void run_job(void *ctx, ckpt_job_kind kind) {
  * checkpoint instead of holding the allocation until its time limit.
  * Returns the exit status then, else 0; the line carries the program's
  * prefix (kernels/log.h), as its warnings do. */
-static int job_overdue(void *arg, char *line, size_t linelen) {
+static int job_overdue(void *arg, boost_status *line) {
   ckpt_session *s = arg;
   pthread_mutex_lock(&s->worker.mu);
   const double started = s->worker.job_started;
@@ -60,13 +60,13 @@ static int job_overdue(void *arg, char *line, size_t linelen) {
     const int load = s->worker.running == CKPT_JOB_LOAD; /* at start: nothing trained, nothing to lose */
     status = load ? s->cfg.load_abort_status : s->cfg.abort_status;
     if (load)
-      boost_msgf(line, linelen,
+      boost_msgf(line->msg, sizeof line->msg,
                  "%s: checkpoint watchdog on rank %d: the checkpoint load has run %.0f s, longer than "
                  "ckpt.timeout=%d s; the job is aborted (exit %d) before training: nothing was trained, the "
                  "checkpoints are untouched",
                  boost_log_name(), s->team.rank, boost_now_s() - started, s->cfg.timeout, status);
     else
-      boost_msgf(line, linelen,
+      boost_msgf(line->msg, sizeof line->msg,
                  "%s: checkpoint watchdog on rank %d: the checkpoint job of step %lld has run %.0f s, longer than "
                  "ckpt.timeout=%d s; a failure inside a collective HDF5/MPI-IO call cannot be recovered, so the job "
                  "is aborted (exit %d); the newest committed checkpoint (step %lld) is intact",

@@ -78,7 +78,12 @@ void wd_describe(const wd_snap *s, int in_phase, char *out, size_t len) {
 /* ---- firing ------------------------------------------------------------------ */
 
 static int exit_status(char *why, size_t len) {
-  if (wdog.end.status_fn) return wdog.end.status_fn(wdog.end.status_ctx, why, len);
+  if (wdog.end.status_fn) {
+    boost_status said = {0};
+    const int status = wdog.end.status_fn(wdog.end.status_ctx, &said);
+    boost_msgf(why, len, "%s", said.msg);
+    return status;
+  }
   boost_msgf(why, len, "%s", wdog.end.fixed_why);
   return wdog.end.fixed;
 }
@@ -125,9 +130,9 @@ static void warn_slow(double now, const wd_snap *s) {
 /* Another thread's job past its deadline ends the job with its line. */
 static void check_deadlines(void) {
   for (int i = 0; i < DEADLINES; i++) {
-    char line[1024];
-    const int status = wdog.end.deadlines[i].fn ? wdog.end.deadlines[i].fn(wdog.end.deadlines[i].ctx, line, sizeof line) : 0;
-    if (status > 0) job_end(status, line);
+    boost_status line = {0};
+    const int status = wdog.end.deadlines[i].fn ? wdog.end.deadlines[i].fn(wdog.end.deadlines[i].ctx, &line) : 0;
+    if (status > 0) job_end(status, line.msg);
   }
 }
 

@@ -45,6 +45,7 @@
 #include <stdint.h>
 
 #include "comm.h"
+#include "status.h"
 #include "util.h"
 
 /* How long a phase may last before the watchdog fires. */
@@ -138,15 +139,15 @@ void watchdog_mpi_close(void);
 void watchdog_stop(void);
 
 /* Another thread's job with a deadline (the checkpoint writer's save or
- * load, ckpt/session/ckpt_session.c): the same thread asks fn(ctx, line, linelen)
+ * load, ckpt/session/ckpt_session.c): the same thread asks fn(ctx, &line)
  * a few times a second, under the watchdog's lock (so fn's ctx stays alive
  * until it is removed), and ends the job (job_end) with the line fn wrote
- * and the status it returns when that is > 0; 0: within the deadline. The
+ * (line.msg) and the status it returns when that is > 0; 0: within the deadline. The
  * thread runs for deadlines wherever they are registered, also where it
  * watches no waits (parallel.timeout=0, a world of one rank, a program
  * that never called watchdog_start). fn NULL: ctx's deadline is removed.
  * Eight at a time at most (one per live checkpoint session). */
-typedef int (*watchdog_overdue_fn)(void *ctx, char *line, size_t linelen);
+typedef int (*watchdog_overdue_fn)(void *ctx, boost_status *line);
 void watchdog_deadline(watchdog_overdue_fn fn, void *ctx);
 
 /* The watched thread enters a phase (name: a string that outlives it). */
@@ -165,8 +166,9 @@ void watchdog_step(int64_t step);
 void watchdog_fail(const char *why) __attribute__((noreturn));
 
 /* The exit status if the watchdog fires now: 74 or 75, with a few words on
- * why. Called on the watchdog thread; must stay callable until replaced. */
-typedef int (*watchdog_status_fn)(void *ctx, char *why, size_t whylen);
+ * why (why->msg). Called on the watchdog thread; must stay callable until
+ * replaced. */
+typedef int (*watchdog_status_fn)(void *ctx, boost_status *why);
 /* fn NULL: `fixed` (74 or 75) with `why` (a string that outlives it). */
 void watchdog_set_status(watchdog_status_fn fn, void *ctx, int fixed, const char *why);
 
