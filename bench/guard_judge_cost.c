@@ -18,8 +18,8 @@ int main(int argc, char **argv) {
   }
   train_config cfg;
   config_defaults(&cfg);
-  cfg.train.guard_window = window;
-  cfg.train.guard_warmup = window < cfg.train.guard_warmup ? window : cfg.train.guard_warmup;
+  cfg.train.guard.window = window;
+  cfg.train.guard.warmup = window < cfg.train.guard.warmup ? window : cfg.train.guard.warmup;
   train_state st;
   train_state_init(&st);
   for (int i = 0; i < 10 * window; i++) { /* a noisy, falling loss and gradient norm */

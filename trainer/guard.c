@@ -36,7 +36,7 @@ guard_verdict guard_judge(const train_config *cfg, const train_state *st, float 
     v.reasons = GUARD_NONFINITE;
     return v;
   }
-  const int64_t W = cfg->train.guard_window;
+  const int64_t W = cfg->train.guard.window;
   const int64_t nl = st->loss_count < W ? st->loss_count : W;
   const int64_t ng = st->grad_norms.rows < W ? st->grad_norms.rows : W;
   const int64_t most = nl > ng ? nl : ng;
@@ -47,15 +47,15 @@ guard_verdict guard_judge(const train_config *cfg, const train_state *st, float 
     win[i] = st->loss_history[st->loss_count - nl + i];
     if (win[i] > top) top = win[i];
   }
-  if (nl > 0 && (double)loss > cfg->train.guard_loss_ratio * top) v.reasons |= GUARD_LOSS_RATIO;
-  if (nl >= cfg->train.guard_warmup) {
+  if (nl > 0 && (double)loss > cfg->train.guard.loss_ratio * top) v.reasons |= GUARD_LOSS_RATIO;
+  if (nl >= cfg->train.guard.warmup) {
     v.z_loss = robust_z(loss, win, nl, scratch);
-    if (v.z_loss > cfg->train.guard_z_loss) v.reasons |= GUARD_LOSS_Z;
+    if (v.z_loss > cfg->train.guard.z_loss) v.reasons |= GUARD_LOSS_Z;
   }
-  if (ng >= cfg->train.guard_warmup) {
+  if (ng >= cfg->train.guard.warmup) {
     memcpy(win, st->grad_norms.v + (st->grad_norms.rows - ng), (size_t)ng * sizeof *win);
     v.z_gnorm = robust_z(gnorm, win, ng, scratch);
-    if (v.z_gnorm > cfg->train.guard_z_gnorm) v.reasons |= GUARD_GNORM_Z;
+    if (v.z_gnorm > cfg->train.guard.z_gnorm) v.reasons |= GUARD_GNORM_Z;
   }
   boost_free(win);
   boost_free(scratch);

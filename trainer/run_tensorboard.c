@@ -50,10 +50,10 @@ static void flush(trainer *t) {
 }
 
 int run_tb_open(trainer *t, boost_status *err) {
-  if (t->grid.rank != 0 || !t->cfg->train.tensorboard[0]) return 0;
+  if (t->grid.rank != 0 || !t->cfg->train.report.tensorboard[0]) return 0;
   const train_state *st = &t->st;
   tb_writer *w;
-  if (tb_writer_open(t->cfg->train.tensorboard, st->step + 1, &w, err) != 0) return -1;
+  if (tb_writer_open(t->cfg->train.report.tensorboard, st->step + 1, &w, err) != 0) return -1;
   t->out.tb = boost_calloc(1, sizeof *t->out.tb);
   t->out.tb->w = w;
   t->out.tb->guard_seen = st->guard_events.rows; /* the resumed ledger's: an earlier file holds them */
@@ -141,7 +141,7 @@ void run_tb_poll(trainer *t) {
     tb_writer_close(tb->w);
     tb->w = NULL;
     boost_status err = {0};
-    if (tb_writer_open(t->cfg->train.tensorboard, t->st.step + 1, &tb->w, &err) != 0) {
+    if (tb_writer_open(t->cfg->train.report.tensorboard, t->st.step + 1, &tb->w, &err) != 0) {
       stop_events(t, &err);
       return;
     }

@@ -28,7 +28,7 @@
 static float evaluate(trainer *t) {
   trainer_data *d = &t->data;
   const int64_t n = data_split_num_samples(&d->val);
-  const int batches = t->cfg->train.val_batches;
+  const int batches = t->cfg->train.report.val_batches;
   if (n <= 0 || batches <= 0) return NAN;
   double tot[2] = {0.0, 0.0};
   if (!d->val_in) {
@@ -54,7 +54,7 @@ static void step_update(trainer *r, train_state *st, double grad_norm) {
   model *m = &r->m;
   const size_t chunk = r->mt.store.mom_end - r->mt.store.mom_begin;
   float lr = lr_at(cfg, (int)st->step);
-  const float clip = boost_clip_scale(grad_norm, cfg->train.grad_clip);
+  const float clip = boost_clip_scale(grad_norm, cfg->train.optim.grad_clip);
   if (r->parts.n) { /* each part waits only for its tensors' bands of a checkpoint staged in turns */
     for (int k = 0; k < r->parts.n; k++) {
       ckpt_fence_wait(r->fence, r->parts.t0[k], r->parts.t0[k + 1]);
@@ -100,9 +100,9 @@ static step_outcome train_step(trainer *t, float *loss, double *gnorm, int *stat
   train_state *st = &t->st;
   if (pass_skipped(t)) return STEP_PASSED;
   *loss = step_gradients(t, gnorm);
-  if (cfg->train.guard != GUARD_OFF) { /* the verdict, before the optimizer touches anything */
+  if (cfg->train.guard.policy != GUARD_OFF) { /* the verdict, before the optimizer touches anything */
     guard_verdict v = guard_judge(cfg, st, *loss, *gnorm);
-    const int every = cfg->train.replay_every > 0 && (st->step + 1) % cfg->train.replay_every == 0;
+    const int every = cfg->train.guard.replay_every > 0 && (st->step + 1) % cfg->train.guard.replay_every == 0;
     if ((v.reasons || every) && replay_allowed(t)) { /* a flagged step is replayed before the policy applies */
       const int rc = replay_step(t, loss, gnorm, v.reasons != 0);
       if (rc > 0) {
@@ -197,10 +197,10 @@ static int accept_start(trainer *t, boost_status *err) {
     return fail_all(&t->grid, err->msg);
   }
   int ok = run_tb_open(t, err) == 0;
-  if (ok && t->grid.rank == 0 && t->cfg->train.metrics[0]) {
-    t->out.metrics = fopen(t->cfg->train.metrics, "a");
+  if (ok && t->grid.rank == 0 && t->cfg->train.report.metrics[0]) {
+    t->out.metrics = fopen(t->cfg->train.report.metrics, "a");
     ok = t->out.metrics != NULL;
-    if (!ok) boost_err(err, "cannot open train.metrics %s: %s", t->cfg->train.metrics, strerror(errno));
+    if (!ok) boost_err(err, "cannot open train.metrics %s: %s", t->cfg->train.report.metrics, strerror(errno));
   }
   /* every rank stops, not rank 0 alone */
   comm_control_bcast(t->grid.world, COMM_WORLD, "start agreement", &ok, (int)sizeof ok, 0);
@@ -288,7 +288,8 @@ static loop_end train_loop(trainer *t) {
     const int last = st->step == cfg->train.steps;
     const int preempted = preempt_agreed(t->grid.world);
     float val_loss = NAN; /* before the checkpoint, which keeps it (/state/val_loss_history) */
-    if (cfg->train.val_batches > 0 && ((cfg->train.val_every > 0 && st->step % cfg->train.val_every == 0) || last))
+    const int val_every = cfg->train.report.val_every;
+    if (cfg->train.report.val_batches > 0 && ((val_every > 0 && st->step % val_every == 0) || last))
       val_loss = evaluate(t);
     if (!isnan(val_loss)) train_state_push_val(st, val_loss);
     char ckpt_status[128] = "-";
@@ -305,13 +306,13 @@ static loop_end train_loop(trainer *t) {
     const int64_t tokens = t->data.global_batch * t->data.T;
     const double tok_s = (double)tokens / dt, gflops = flops_per_token * (double)tokens / dt / 1e9;
     if (t->grid.rank == 0) {
-      if (st->step % cfg->train.log_every == 0 || last || !isnan(val_loss) || preempted)
+      if (st->step % cfg->train.report.log_every == 0 || last || !isnan(val_loss) || preempted)
         log_step(t, &t->out.step_comm, loss, val_loss, lr, gnorm, tok_s, gflops, dt, ckpt_status);
       if (t->out.metrics)
         write_metrics(t, &t->out.step_comm, st, loss, val_loss, lr, gnorm, tok_s, gflops, dt, ckpt_status);
       run_tb_step(t, loss, val_loss, lr, gnorm, tok_s, gflops, dt);
     }
-    if (cfg->train.sample_every > 0 && st->step % cfg->train.sample_every == 0 && t->grid.rank == 0)
+    if (cfg->train.report.sample_every > 0 && st->step % cfg->train.report.sample_every == 0 && t->grid.rank == 0)
       train_sample_print(&t->m, stdout); /* after the step's timing: not counted in tok/s */
     if (t->grid.pp > 1 && t->grid.rank == 0 && st->step == 1)
       boost_log_info("pipeline: peak in-flight micro-batches on stage 0: %d", t->par.pipe.peak_inflight);

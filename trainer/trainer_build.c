@@ -102,7 +102,7 @@ static void make_step_source(trainer *r) {
   const size_t micro = (size_t)cfg->train.grad_accum * d->B * d->T;
   d->micro_in = boost_calloc(micro, sizeof *d->micro_in);
   d->micro_tg = boost_calloc(micro, sizeof *d->micro_tg);
-  r->replay = replay_create(cfg->train.guard != GUARD_OFF, cfg->train.device == DEVICE_CUDA, r->be, &r->comm, &r->grid);
+  r->replay = replay_create(cfg->train.guard.policy != GUARD_OFF, cfg->train.device == DEVICE_CUDA, r->be, &r->comm, &r->grid);
   const step_batches batches = {&d->train, cfg->data.order, (uint64_t)cfg->data.seed, cfg->train.grad_accum,
                                 r->grid.dp, r->grid.dp_rank, d->B, d->T};
   r->source = step_source_faulty(step_source_data(&batches, r->replay, r->be), &batches, d->global_batch,
@@ -131,7 +131,7 @@ int trainer_build(const train_config *cfg, MPI_Comm world, int init_weights, tra
   r->par.layers_per_stage = boost_calloc((size_t)pp, sizeof *r->par.layers_per_stage);
   const char *unsupported =
       (pp > 1 && cfg->model.tie_embeddings) ? "model.tie_embeddings is not supported with parallel.pp > 1"
-      : (cfg->train.sample_every > 0 && (tp > 1 || pp > 1))
+      : (cfg->train.report.sample_every > 0 && (tp > 1 || pp > 1))
           ? "train.sample_every needs the whole model on rank 0 (parallel.tp = parallel.pp = 1; set it to 0)"
           : NULL;
   if (unsupported) boost_err(err, "%s", unsupported);

@@ -74,12 +74,12 @@ static int rollback(trainer *t, int64_t first_step, int64_t last_batch) {
   int64_t from = next_batch(t), last;
   int reason;
   while (guard_skip_range(cfg, st, from, &last, &reason)) from = last + 1;
-  int64_t to = from + cfg->train.guard_skip_batches - 1;
+  int64_t to = from + cfg->train.guard.skip_batches - 1;
   if (to < last_batch) to = last_batch;
   guard_note_skip(st, from, to, GUARD_SKIP_ROLLBACK);
   if (t->grid.rank == 0)
     boost_log_info("guard: rollback %d of %d to step %lld: %s; batches %lld-%lld will be skipped", guard_rollbacks(st),
-                   cfg->train.guard_max_rollbacks, (long long)st->step, msg, (long long)from, (long long)to);
+                   cfg->train.guard.max_rollbacks, (long long)st->step, msg, (long long)from, (long long)to);
   return 0;
 }
 
@@ -118,7 +118,7 @@ int replay_step(trainer *t, float *loss, double *gnorm, int flagged) {
   const int again = replay_agree_blame(t->replay, replay_differences(&second, &third), &b2);
   const replay_blame *named = again ? &b2 : &b;
   const int bad = guard_sdc_count(st, b.rank) + 1;
-  const int end = again || bad >= cfg->train.guard_sdc_limit;
+  const int end = again || bad >= cfg->train.guard.sdc_limit;
   guard_note_replay(st, batch, trigger, end ? GUARD_REPLAY_ENDED : GUARD_REPLAY_HEALED, named->rank, named->where);
   const long long step = (long long)st->step + 1;
   char more[96];
@@ -136,7 +136,7 @@ int replay_step(trainer *t, float *loss, double *gnorm, int flagged) {
     boost_log_info("guard: silent data corruption at step %lld (batch %lld) on rank %d, host %s: its first result "
                    "discarded, the step taken from two replays that agree (%d of train.guard_sdc_limit=%d); it differed "
                    "in %s%s",
-                   step, (long long)batch, b.rank, b.host, bad, cfg->train.guard_sdc_limit, guard_where_names[b.where],
+                   step, (long long)batch, b.rank, b.host, bad, cfg->train.guard.sdc_limit, guard_where_names[b.where],
                    more);
   *loss = l3;
   *gnorm = g3;
@@ -171,7 +171,7 @@ static void report_give_up(const trainer *t) {
   guard_format_skips(st->skipped.v, st->skipped.rows, skips, sizeof skips);
   boost_log_warn("the guard gave up after %d rollbacks (train.guard_max_rollbacks=%d): flagged %s; batches "
                  "skipped %s; skipping data does not heal this run (a learning rate far too high?); exit %d",
-                 guard_rollbacks(st), t->cfg->train.guard_max_rollbacks, flags, skips[0] ? skips : "none",
+                 guard_rollbacks(st), t->cfg->train.guard.max_rollbacks, flags, skips[0] ? skips : "none",
                  BOOST_EXIT_DIVERGED);
 }
 
@@ -187,12 +187,12 @@ int on_flagged(trainer *t, float loss, double gnorm, const guard_verdict *v) {
   guard_note_event(st, batch, v, loss, gnorm, GUARD_ACT_DROPPED);
   guard_note_skip(st, batch, batch, GUARD_SKIP_FLAGGED);
   int64_t first_step;
-  const int window = cfg->train.guard_cluster_window;
+  const int window = cfg->train.guard.cluster_window;
   const int recent = guard_recent_flags(st, batch, window, &first_step);
   int back = 0, end = 0;
-  if (cfg->train.guard == GUARD_ROLLBACK) back = (v->reasons & GUARD_NONFINITE) || recent >= cfg->train.guard_cluster;
+  if (cfg->train.guard.policy == GUARD_ROLLBACK) back = (v->reasons & GUARD_NONFINITE) || recent >= cfg->train.guard.cluster;
   else end = recent >= window;
-  if (back && guard_rollbacks(st) >= cfg->train.guard_max_rollbacks) back = 0, end = 1;
+  if (back && guard_rollbacks(st) >= cfg->train.guard.max_rollbacks) back = 0, end = 1;
   st->guard_events.v[(st->guard_events.rows - 1) * GUARD_EVENT_COLS + 5] =
       back ? GUARD_ACT_ROLLBACK : end ? GUARD_ACT_ENDED : GUARD_ACT_DROPPED;
   st->data_cursor += t->data.global_batch;

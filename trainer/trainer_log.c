@@ -40,7 +40,7 @@ double peak_rss_mib(void) {
 }
 
 void measure_peak(trainer *t) {
-  double peak = t->cfg->train.peak_tflops * 1e12;
+  double peak = t->cfg->train.report.peak_tflops * 1e12;
   if (peak <= 0) peak = gemm_peak_flops(t->be, 0, 0.15); /* every rank at once: they share the node as they train */
   comm_control_sum_f64(&t->comm, COMM_WORLD, &peak, 1);
   t->out.peak_flops = peak;
@@ -111,7 +111,7 @@ void print_start(const trainer *r, const train_state *st, int threads) {
   boost_log_info("backend: %s", r->be->info);
   boost_log_info("peak for MFU: %.3f TFLOP/s over %d rank%s (%s)", r->out.peak_flops / 1e12, r->grid.world_size,
                  r->grid.world_size == 1 ? "" : "s",
-                 cfg->train.peak_tflops > 0 ? "train.peak_tflops" : "each rank's backend GEMM measured at start");
+                 cfg->train.report.peak_tflops > 0 ? "train.peak_tflops" : "each rank's backend GEMM measured at start");
 #ifdef BOOST_HAVE_CUDA
   if (cuda_backend_device(r->be) >= 0) {
     char dev[256];

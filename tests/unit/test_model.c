@@ -237,7 +237,7 @@ Test(model, tiny_model_overfits_one_batch) {
   c.train.steps = 150;
   c.train.warmup_steps = 10;
   c.train.lr = 3e-3f;
-  c.train.weight_decay = 0.0f;
+  c.train.optim.weight_decay = 0.0f;
   model m;
   model_acts acts = {0};
   model_train ts;
@@ -257,7 +257,7 @@ Test(model, tiny_model_overfits_one_batch) {
     double stats[2];
     model_grad_sumsq(&ts, &acts);
     model_download_stats(&m, &acts, stats);
-    optimizer_step(&ts, &c, lr_at(&c, step), step + 1, boost_clip_scale(sqrt(stats[1]), c.train.grad_clip));
+    optimizer_step(&ts, &c, lr_at(&c, step), step + 1, boost_clip_scale(sqrt(stats[1]), c.train.optim.grad_clip));
   }
   cr_expect(fabsf(first - logf((float)c.model.vocab)) < 0.3f, "initial loss %.3f is not near ln(V) = %.3f", first,
             logf((float)c.model.vocab));

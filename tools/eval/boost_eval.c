@@ -221,7 +221,7 @@ static int run_loss(const eval_opts *o, const ckr_ckpt *c, ckpt_model *cm, resul
   const int64_t n = data_split_num_samples(&d.split);
   p.split = &d.split;
   p.wrap = o->val || o->batches;
-  p.batches = o->batches ? o->batches : o->val ? cfg->train.val_batches : (n + p.B - 1) / p.B;
+  p.batches = o->batches ? o->batches : o->val ? cfg->train.report.val_batches : (n + p.B - 1) / p.B;
   if (p.batches <= 0) {
     boost_free(len);
     eval_data_close(&d);

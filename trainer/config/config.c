@@ -32,27 +32,27 @@ void config_defaults(train_config *cfg) {
   cfg->train.warmup_steps = 10;
   cfg->train.lr = 1e-3f;
   cfg->train.min_lr_ratio = 0.1f;
-  cfg->train.weight_decay = 0.1f;
-  cfg->train.beta1 = 0.9f;
-  cfg->train.beta2 = 0.95f;
-  cfg->train.eps = 1e-8f;
-  cfg->train.grad_clip = 1.0f;
-  cfg->train.val_every = 50;
-  cfg->train.val_batches = 8;
-  cfg->train.log_every = 1;
+  cfg->train.optim.weight_decay = 0.1f;
+  cfg->train.optim.beta1 = 0.9f;
+  cfg->train.optim.beta2 = 0.95f;
+  cfg->train.optim.eps = 1e-8f;
+  cfg->train.optim.grad_clip = 1.0f;
+  cfg->train.report.val_every = 50;
+  cfg->train.report.val_batches = 8;
+  cfg->train.report.log_every = 1;
   cfg->train.threads = 0;
   cfg->train.seed = 42;
-  cfg->train.guard = GUARD_ROLLBACK; /* docs/GUARD.md, "Defaults" */
-  cfg->train.guard_window = 100;
-  cfg->train.guard_warmup = 20;
-  cfg->train.guard_z_loss = 6.0f;
-  cfg->train.guard_z_gnorm = 12.0f;
-  cfg->train.guard_loss_ratio = 2.0f;
-  cfg->train.guard_cluster = 3;
-  cfg->train.guard_cluster_window = 50;
-  cfg->train.guard_skip_batches = 200;
-  cfg->train.guard_max_rollbacks = 3;
-  cfg->train.guard_sdc_limit = 2;
+  cfg->train.guard.policy = GUARD_ROLLBACK; /* docs/GUARD.md, "Defaults" */
+  cfg->train.guard.window = 100;
+  cfg->train.guard.warmup = 20;
+  cfg->train.guard.z_loss = 6.0f;
+  cfg->train.guard.z_gnorm = 12.0f;
+  cfg->train.guard.loss_ratio = 2.0f;
+  cfg->train.guard.cluster = 3;
+  cfg->train.guard.cluster_window = 50;
+  cfg->train.guard.skip_batches = 200;
+  cfg->train.guard.max_rollbacks = 3;
+  cfg->train.guard.sdc_limit = 2;
   cfg->parallel.dp = cfg->parallel.tp = cfg->parallel.pp = 1;
   cfg->parallel.tp_mode = TP_AUTO;
   cfg->parallel.recompute = RECOMPUTE_NONE;
@@ -255,13 +255,13 @@ int config_validate(train_config *cfg, boost_status *err) {
   if (cfg->ckpt.local.dir[0] && cfg->ckpt.local.dir[0] != '/')
     return boost_err(err, "ckpt.local_dir '%s' must be an absolute path (node-local storage, e.g. /dev/shm/...)",
                      cfg->ckpt.local.dir);
-  if (cfg->train.guard_warmup > cfg->train.guard_window)
+  if (cfg->train.guard.warmup > cfg->train.guard.window)
     return boost_err(err, "train.guard_warmup %d exceeds train.guard_window %d: the z-scores need that many steps in the window",
-                     cfg->train.guard_warmup, cfg->train.guard_window);
-  if (cfg->train.replay_every > 0 && cfg->train.guard == GUARD_OFF)
+                     cfg->train.guard.warmup, cfg->train.guard.window);
+  if (cfg->train.guard.replay_every > 0 && cfg->train.guard.policy == GUARD_OFF)
     return boost_err(err, "train.replay_every=%d needs the step guard, which train.guard=off turns off: set "
-                     "train.guard to skip or rollback, or train.replay_every to 0", cfg->train.replay_every);
-  if (cfg->train.replay_every > 0 && cfg->train.device == DEVICE_CUDA)
+                     "train.guard to skip or rollback, or train.replay_every to 0", cfg->train.guard.replay_every);
+  if (cfg->train.guard.replay_every > 0 && cfg->train.device == DEVICE_CUDA)
     return boost_err(err, "train.replay_every needs bit-deterministic steps, which train.device=cuda does not "
                      "promise (docs/GUARD.md): set it to 0");
   if (m->d_model % m->n_heads != 0)

@@ -77,28 +77,43 @@ typedef struct {
     int64_t seed;
     data_order order;
   } data;
+  /* train.*: what a step is and how many (the keys keep their flat names,
+   * train.guard_z_loss and so on; the parts below only group the members). */
   struct {
-    int batch_size, grad_accum, steps, warmup_steps, val_every, val_batches, log_every, threads;
-    int sample_every; /* a greedy sample in the log every N steps (0: never) */
+    int batch_size, grad_accum, steps, threads;
     device_kind device;
     precision_kind precision;
-    float lr, min_lr_ratio, weight_decay, beta1, beta2, eps, grad_clip;
     int64_t seed;
-    char metrics[CONFIG_STR];
-    char tensorboard[CONFIG_STR]; /* TensorBoard event files' folder, rank 0 (empty: none) */
-    float peak_tflops;            /* the peak MFU is against, TFLOP/s per rank (0: measured at start) */
-    /* The step guard (trainer/guard.h, docs/GUARD.md). */
-    guard_policy guard;
-    int guard_window, guard_warmup;     /* trailing window of accepted steps; steps before the z-scores judge */
-    float guard_z_loss, guard_z_gnorm;  /* robust z-score thresholds */
-    float guard_loss_ratio;             /* flag a loss above this many times the window's largest */
-    int guard_cluster, guard_cluster_window; /* rollback: this many flagged batches among the last cluster_window */
-    int guard_skip_batches, guard_max_rollbacks;
-    int replay_every;    /* replay one step in every N to catch silent corruption (0: only flagged steps) */
-    int guard_sdc_limit; /* replays a rank may fail before the job ends naming its host */
+    /* The learning-rate schedule: linear warmup, then cosine to lr * min_lr_ratio. */
+    int warmup_steps;
+    float lr, min_lr_ratio;
     char skip_batches[CONFIG_STR]; /* as given: ranges of global batch indices, "10-19,35" */
     int n_skip_ranges;             /* parsed once by config_set: sorted, disjoint [first, last] */
     int64_t skip_ranges[CONFIG_MAX_SKIP_RANGES][2];
+    /* AdamW and the gradient clip (trainer/model/optim.h). */
+    struct {
+      float weight_decay, beta1, beta2, eps, grad_clip;
+    } optim;
+    /* What the run reports while it trains: log lines, validation, samples, metrics. */
+    struct {
+      int log_every, val_every, val_batches;
+      int sample_every; /* a greedy sample in the log every N steps (0: never) */
+      char metrics[CONFIG_STR];
+      char tensorboard[CONFIG_STR]; /* TensorBoard event files' folder, rank 0 (empty: none) */
+      float peak_tflops;            /* the peak MFU is against, TFLOP/s per rank (0: measured at start) */
+    } report;
+    /* The step guard (trainer/guard.h, docs/GUARD.md): keys train.guard (the
+     * policy), train.guard_<member>, and train.replay_every. */
+    struct {
+      guard_policy policy;
+      int window, warmup;          /* trailing window of accepted steps; steps before the z-scores judge */
+      float z_loss, z_gnorm;       /* robust z-score thresholds */
+      float loss_ratio;            /* flag a loss above this many times the window's largest */
+      int cluster, cluster_window; /* rollback: this many flagged batches among the last cluster_window */
+      int skip_batches, max_rollbacks;
+      int replay_every; /* replay one step in every N to catch silent corruption (0: only flagged steps) */
+      int sdc_limit;    /* replays a rank may fail before the job ends naming its host */
+    } guard;
   } train;
   struct {
     int dp, tp, pp, zero, timeout;

@@ -17,7 +17,8 @@ float lr_at(const train_config *cfg, int step) {
 
 
 static adamw_hparams hparams(const train_config *cfg, float lr) {
-  return (adamw_hparams){lr, cfg->train.beta1, cfg->train.beta2, cfg->train.eps, cfg->train.weight_decay};
+  return (adamw_hparams){lr, cfg->train.optim.beta1, cfg->train.optim.beta2, cfg->train.optim.eps,
+                         cfg->train.optim.weight_decay};
 }
 
 void optimizer_step(model_train *ts, const train_config *cfg, float lr, int t, float grad_scale) {
