@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs what a GPU machine lacks to build and run boost: the Debian
 # libraries boost links (Open MPI, parallel HDF5, OpenBLAS, zstd, cJSON,
-# inih, xxhash, PCRE2 and what they link in turn), their headers and pkg-config
+# inih, xxhash, PCRE2, libcurl and what they link in turn), their headers and pkg-config
 # files, Criterion's headers (configure asks for them), and pkgconf -- as
 # installed on this Debian machine, into one compressed tarball:
 #
@@ -36,6 +36,7 @@ build=$(cd "${1:-$root/build}" && pwd)
 out=$root/tests/gpu/carry
 limit_mib=64 margin_mib=2
 DEV="openmpi-bin libopenmpi-dev libhdf5-openmpi-dev libopenblas-openmp-dev libzstd-dev libcjson-dev libinih-dev libxxhash-dev libpcre2-dev
+libcurl4-openssl-dev
 libcriterion-dev libcriterion3 pkgconf-bin libpkgconf3 openmpi-common"
 # present on any machine that builds CUDA code (and ABI-bound to its compiler)
 BASE="libc6 libgcc-s1 libstdc++6 libgomp1 gcc-12-base"

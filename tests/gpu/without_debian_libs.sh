@@ -3,7 +3,7 @@
 # boost's Debian libraries: in a private mount namespace (unshare -m, root),
 # every file of the packages boost links directly (Open MPI, parallel HDF5,
 # OpenBLAS, cJSON, inih, xxhash, Criterion, pkgconf, and the -dev packages
-# of zstd), of what Open MPI loads in turn that the GPU machine's image
+# of zstd and libcurl), of what Open MPI loads in turn that the GPU machine's image
 # lacks (PMIx and the munge library it links; oneDNN), and of the ssh client (the
 # image has no rsh/ssh agent, which Open MPI's default launcher wants even
 # on one node) is covered by /dev/null, so only tests/gpu/carry can provide
@@ -28,7 +28,7 @@ HIDE="libopenmpi3 libopenmpi-dev openmpi-common openmpi-bin libhdf5-openmpi-103-
 libopenblas0-openmp libopenblas-openmp-dev libopenblas0-pthread libopenblas-pthread-dev libopenblas-dev libopenblas0
 libcjson1 libcjson-dev libinih1 libinih-dev libxxhash0 libxxhash-dev libcriterion3 libcriterion-dev libzstd-dev
 pkgconf pkgconf-bin libpkgconf3 pkg-config libhwloc15 libevent-core-2.1-7 libevent-pthreads-2.1-7 libgfortran5
-libpmix2 libpmix-dev libmunge2 libdnnl2 libdnnl-dev libpcre2-dev"
+libpmix2 libpmix-dev libmunge2 libdnnl2 libdnnl-dev libpcre2-dev libcurl4-openssl-dev"
 # the remote-shell clients: gone from PATH (an overlay of each folder
 # holding one, the programs deleted in it: the files below stay untouched)
 NOSHELL="openssh-client rsh-client rsh-redone-client"
