@@ -14,74 +14,107 @@
 #include "ckpt_fs.h"
 #include "ckpt_h5.h"
 #include "log.h"
+#include "remote_group.h"
 #include "remote_level.h"
 #include "util.h"
 
-#define UPLOAD_THREADS 4 /* connections of an upload or a download */
+#define UPLOAD_THREADS 4 /* connections of a download, and of each rank's share of an upload */
+
+/* What the session hands the upload thread: the newest waiting step wins. */
+typedef struct upload_queue {
+  int64_t pending;  /* step waiting for the thread (-1: none) */
+  int64_t inflight; /* step the thread is sending (-1: none) */
+  int64_t handed;   /* newest step handed to the thread (-1: none) */
+  char pending_link[1100], pending_run[40];
+  int said_behind; /* the "uploads are slower" warning was given */
+} upload_queue;
 
 struct ckpt_remote {
   ckpt_remote_settings set;
-  s3_client *client; /* rank 0 only */
+  s3_client *client; /* each rank's: its share of every upload */
+  MPI_Comm comm;     /* the upload threads' own duplicate of the world */
+  int rank;
   pthread_t thread;
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int started, stop, busy;
-  int64_t pending;  /* step waiting for the thread (-1: none) */
-  int64_t inflight; /* step the thread is sending (-1: none) */
-  char pending_link[1100], pending_run[40];
+  upload_queue q;
   int64_t uploaded; /* newest step this run uploaded */
   int commits;      /* files committed since the start */
   char dir[1024];   /* ckpt.dir of a passed-over step */
-  int said_behind;  /* the "uploads are slower" warning was given */
-  int64_t handed;   /* newest step handed to the thread (-1: none) */
   int64_t skipped;  /* newest committed step ckpt.remote_every passed over (-1: none): uploaded at the end */
   char skipped_run[40];
+  int abandon;         /* the start failed: the threads leave without a word to each other */
   volatile int cancel; /* set when the grace is over: the upload in flight stops (s3_client_set_cancel) */
 };
 
 static void upload_one(ckpt_remote *r, const char *link, int64_t step, const char *run_id) {
   boost_status err = {0};
   double t0 = boost_now_s();
-  int rc = remote_push(r->client, link, step, run_id, UPLOAD_THREADS, &err);
+  remote_group_result res;
+  int rc = remote_group_lead(r->client, r->comm, link, step, run_id, UPLOAD_THREADS, &res, &err);
   double dt = boost_now_s() - t0;
   if (rc == 0 && remote_retain(r->client, r->set.keep, &err) != 0) {
     boost_log_warn("remote: step %lld uploaded, but retention failed: %s", (long long)step, err.msg);
     err.failed = 0;
   }
-  FILE *f = rc == 0 ? fopen(link, "rb") : NULL;
-  double mib = 0;
-  if (f) fseeko(f, 0, SEEK_END), mib = (double)ftello(f) / 1048576.0, fclose(f);
   unlink(link);
+  char by[96] = "";
+  for (int i = 0, n = 0; rc == 0 && i < res.ranks && i < 8; i++)
+    n += snprintf(by + n, sizeof by - (size_t)n, "%s%d", i ? " " : "", res.by_rank[i]);
   pthread_mutex_lock(&r->mu);
   if (rc == 0) r->uploaded = step;
   int64_t behind = r->uploaded;
   pthread_mutex_unlock(&r->mu);
   if (rc == 0)
-    boost_log_info("checkpoint: remote step %lld uploaded to %s, %.1f MiB in %.2f s (%.1f MiB/s)", (long long)step,
-                   r->set.url, mib, dt, dt > 0 ? mib / dt : 0.0);
+    boost_log_info("checkpoint: remote step %lld uploaded to %s, %.1f MiB in %.2f s (%.1f MiB/s), %d parts sent by "
+                   "%d rank%s (%s)", (long long)step, r->set.url, res.mib, dt, dt > 0 ? res.mib / dt : 0.0, res.nparts,
+                   res.ranks, res.ranks == 1 ? "" : "s", by);
   else if (!s3_client_cancelled(r->client)) /* a cancel at the end is said by ckpt_remote_close */
     boost_log_warn("remote: upload of step %lld FAILED (training continues; the remote level stays at %s%lld): %s",
                    (long long)step, behind >= 0 ? "step " : "", (long long)behind, err.msg);
 }
 
+/* Ranks but 0: after rank 0's upload of step done, a pending step newer
+ * than it stays for the next round; older ones are done with. */
+static void after_follow(ckpt_remote *r, int64_t mine, int64_t done) {
+  if (r->q.pending < 0 && mine > done) r->q.pending = mine;
+  if (r->q.pending >= 0 && r->q.pending <= done) r->q.pending = -1;
+}
+
+/* Each rank's upload thread. Rank 0 decides which committed step goes up
+ * (the newest waiting one) and when to stop; the others join each upload
+ * it starts, whatever step they picked themselves. Their waits on each
+ * other are on r->comm, in these threads only. */
 static void *upload_thread(void *arg) {
   ckpt_remote *r = arg;
   pthread_mutex_lock(&r->mu);
   for (;;) {
-    while (!r->stop && r->pending < 0) pthread_cond_wait(&r->cv, &r->mu);
-    if (r->pending < 0) break; /* stop, nothing left */
-    int64_t step = r->pending;
-    char link[sizeof r->pending_link], run[sizeof r->pending_run];
-    memcpy(link, r->pending_link, sizeof link);
-    memcpy(run, r->pending_run, sizeof run);
-    r->pending = -1;
+    while (!r->stop && r->q.pending < 0) pthread_cond_wait(&r->cv, &r->mu);
+    if (r->abandon) break;
+    if (r->rank == 0 && r->q.pending < 0) { /* stop, nothing left: the others leave too */
+      pthread_mutex_unlock(&r->mu);
+      remote_group_stop(r->comm);
+      pthread_mutex_lock(&r->mu);
+      break;
+    }
+    int64_t step = r->q.pending;
+    char link[sizeof r->q.pending_link], run[sizeof r->q.pending_run];
+    memcpy(link, r->q.pending_link, sizeof link);
+    memcpy(run, r->q.pending_run, sizeof run);
+    r->q.pending = -1;
     r->busy = 1;
-    r->inflight = step;
+    r->q.inflight = step;
     pthread_mutex_unlock(&r->mu);
-    upload_one(r, link, step, run);
+    long long done = -1;
+    int leave = 0;
+    if (r->rank == 0) upload_one(r, link, step, run);
+    else leave = remote_group_follow(r->client, r->comm, UPLOAD_THREADS, &done);
     pthread_mutex_lock(&r->mu);
+    if (r->rank != 0) after_follow(r, step, done);
     r->busy = 0;
     pthread_cond_broadcast(&r->cv);
+    if (leave) break;
   }
   pthread_mutex_unlock(&r->mu);
   return NULL;
@@ -107,33 +140,47 @@ int ckpt_remote_open(ckpt_remote **out, const ckpt_remote_settings *set, const c
   int rank;
   MPI_Comm_rank(world, &rank);
   ckpt_remote *r = calloc(1, sizeof *r);
-  if (!r) return boost_err(err, "out of memory for the remote level");
+  int ok = r != NULL, all = 0;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, world);
+  if (!all) {
+    free(r);
+    return boost_err(err, "out of memory for the remote level");
+  }
   r->set = *set;
-  r->pending = r->uploaded = r->inflight = r->handed = r->skipped = -1;
+  r->rank = rank;
+  r->comm = MPI_COMM_NULL;
+  r->q.pending = r->uploaded = r->q.inflight = r->q.handed = r->skipped = -1;
   pthread_mutex_init(&r->mu, NULL);
   pthread_cond_init(&r->cv, NULL);
   boost_status mine = {0};
-  int ok = 1, orphans = 0;
-  if (rank == 0) {
-    s3_config cfg = {set->url, set->endpoint, set->region};
+  int orphans = 0;
+  s3_config cfg = {set->url, set->endpoint, set->region};
+  ok = s3_client_open(&r->client, &cfg, &mine) == 0;
+  if (ok && rank == 0) {
     remote_ckpt newest;
     int got = -1;
-    ok = s3_client_open(&r->client, &cfg, &mine) == 0 && (got = remote_newest(r->client, &newest, &mine)) >= 0 &&
-         remote_clean_orphans(r->client, &orphans, &mine) == 0;
+    ok = (got = remote_newest(r->client, &newest, &mine)) >= 0 && remote_clean_orphans(r->client, &orphans, &mine) == 0;
     if (got == 1) {
       r->uploaded = newest.step; /* the remote level's step until this run uploads one */
       remote_ckpt_free(&newest);
     }
-    if (ok) s3_client_set_cancel(r->client, &r->cancel);
-    if (ok) ok = pthread_create(&r->thread, NULL, upload_thread, r) == 0 || boost_err(&mine, "cannot start the remote level's upload thread") == 0;
-    r->started = ok;
-    if (ok && orphans) boost_log_info("checkpoint: remote %s: %d unfinished upload%s of an earlier start aborted",
-                                      set->url, orphans, orphans == 1 ? "" : "s");
   }
-  MPI_Bcast(&ok, 1, MPI_INT, 0, world);
-  if (!ok) {
-    if (rank == 0) boost_status_take(err, &mine);
-    else boost_err(err, "rank 0 could not reach the remote level %s", set->url);
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, world);
+  if (all) {
+    MPI_Comm_dup(world, &r->comm); /* the upload threads' own: training never waits on it */
+    s3_client_set_cancel(r->client, &r->cancel);
+    ok = pthread_create(&r->thread, NULL, upload_thread, r) == 0 ||
+         boost_err(&mine, "cannot start the remote level's upload thread") == 0;
+    r->started = ok;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, world);
+  }
+  if (all && rank == 0 && orphans)
+    boost_log_info("checkpoint: remote %s: %d unfinished upload%s of an earlier start aborted", set->url, orphans,
+                   orphans == 1 ? "" : "s");
+  if (!all) {
+    if (!ok) boost_status_take(err, &mine);
+    else boost_err(err, "another rank could not reach the remote level %s", set->url);
+    r->abandon = 1;
     ckpt_remote_close(r);
     return -1;
   }
@@ -184,10 +231,17 @@ int ckpt_remote_fetch(ckpt_remote *r, MPI_Comm world, const char *dir, int64_t f
 
 /* Hands the committed file of step to the upload thread. */
 static void hand_over(ckpt_remote *r, const char *dir, int64_t step, const char *run_id) {
-  char name[64], path[4200], hard[sizeof r->pending_link];
+  char name[64], path[4200], hard[sizeof r->q.pending_link];
   ckpt_file_name(name, sizeof name, step);
   snprintf(path, sizeof path, "%s/%s", dir, name);
   snprintf(hard, sizeof hard, "%s/.remote-upload-%s", dir, name);
+  if (r->rank != 0) { /* the others send from rank 0's link, whose name rank 0 tells them */
+    pthread_mutex_lock(&r->mu);
+    r->q.pending = r->q.handed = step;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    return;
+  }
   unlink(hard);
   if (link(path, hard)) {
     boost_log_warn("remote: cannot link %s for its upload (%s): step %lld is not uploaded", path, strerror(errno),
@@ -195,22 +249,22 @@ static void hand_over(ckpt_remote *r, const char *dir, int64_t step, const char 
     return;
   }
   pthread_mutex_lock(&r->mu);
-  if (r->pending >= 0) { /* the thread is still on an older one: the newest replaces the one waiting */
-    if (!r->said_behind++)
+  if (r->q.pending >= 0) { /* the thread is still on an older one: the newest replaces the one waiting */
+    if (!r->q.said_behind++)
       boost_log_warn("remote: step %lld replaces step %lld in the upload queue: uploads are slower than "
                      "checkpoints, only the newest waiting one is uploaded (said once)",
-                     (long long)step, (long long)r->pending);
-    unlink(r->pending_link);
+                     (long long)step, (long long)r->q.pending);
+    unlink(r->q.pending_link);
   }
-  r->pending = r->handed = step;
-  memcpy(r->pending_link, hard, sizeof hard);
-  snprintf(r->pending_run, sizeof r->pending_run, "%s", run_id ? run_id : "");
+  r->q.pending = r->q.handed = step;
+  memcpy(r->q.pending_link, hard, sizeof hard);
+  snprintf(r->q.pending_run, sizeof r->q.pending_run, "%s", run_id ? run_id : "");
   pthread_cond_broadcast(&r->cv);
   pthread_mutex_unlock(&r->mu);
 }
 
 void ckpt_remote_committed(ckpt_remote *r, const char *dir, int64_t step, const char *run_id) {
-  if (!r || !r->client) return;
+  if (!r || !r->started) return;
   r->commits++;
   if (r->set.every > 1 && r->commits % r->set.every != 0) {
     /* Passed over; should the run end here, ckpt_remote_close uploads it after all. */
@@ -230,24 +284,24 @@ void ckpt_remote_close(ckpt_remote *r) {
   if (r->started) {
     /* The run's last checkpoint goes up whatever ckpt.remote_every says:
      * it is what a relaunch elsewhere resumes from. */
-    if (r->skipped > r->handed) hand_over(r, r->dir, r->skipped, r->skipped_run);
+    if (r->skipped > r->q.handed) hand_over(r, r->dir, r->skipped, r->skipped_run);
     pthread_mutex_lock(&r->mu);
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += r->set.grace_s;
-    while ((r->busy || r->pending >= 0) &&
+    while ((r->busy || r->q.pending >= 0) &&
            pthread_cond_timedwait(&r->cv, &r->mu, &until) != ETIMEDOUT) {
     }
-    const int done = !r->busy && r->pending < 0;
-    const int64_t last = r->pending >= 0 ? r->pending : r->inflight, uploaded = r->uploaded, handed = r->handed;
+    const int done = !r->busy && r->q.pending < 0;
+    const int64_t last = r->q.pending >= 0 ? r->q.pending : r->q.inflight, uploaded = r->uploaded, handed = r->q.handed;
     r->stop = 1;
-    r->pending = -1; /* nothing more is started */
+    r->q.pending = -1; /* nothing more is started */
     if (!done) r->cancel = 1; /* the transfer in flight stops within about a second; the next start aborts it */
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
-    if (done && handed >= 0 && uploaded == handed) /* the newest committed file is in the store */
+    if (r->rank == 0 && done && handed >= 0 && uploaded == handed) /* the newest committed file is in the store */
       boost_log_info("checkpoint: remote upload finished before exit (newest remote step %lld)", (long long)uploaded);
-    if (!done) {
+    if (r->rank == 0 && !done) {
       char at[48] = "no checkpoint";
       if (uploaded >= 0) snprintf(at, sizeof at, "step %lld", (long long)uploaded);
       boost_log_warn("remote: the upload in flight did not finish within ckpt.remote_grace = %d s: the remote level "
@@ -256,6 +310,7 @@ void ckpt_remote_close(ckpt_remote *r) {
     }
     pthread_join(r->thread, NULL);
   }
+  if (r->comm != MPI_COMM_NULL) MPI_Comm_free(&r->comm);
   s3_client_close(r->client);
   pthread_mutex_destroy(&r->mu);
   pthread_cond_destroy(&r->cv);

@@ -12,9 +12,12 @@
  *                          there (ranged GETs in parallel, every part
  *                          checked) and the run resumes from it as from a
  *                          file, on any layout
- *   ckpt_remote_committed  rank 0, after a checkpoint file commits: every
- *                          `every`-th one is uploaded by a background thread
- *                          while training goes on. It holds no collective;
+ *   ckpt_remote_committed  every rank, after a checkpoint file commits: every
+ *                          `every`-th one is uploaded by the ranks' background
+ *                          threads while training goes on, each rank sending
+ *                          its share of the parts (remote_group.h) over the
+ *                          threads' own communicator. It holds no collective
+ *                          of the training thread;
  *                          a failure is a warning and the run trains on
  *                          (the remote level is behind, and the log says
  *                          so); the next commit tries again
@@ -52,7 +55,7 @@ int ckpt_remote_open(ckpt_remote **out, const ckpt_remote_settings *set, const c
  * newer than file_step; its step in *fetched (-1: nothing fetched). */
 int ckpt_remote_fetch(ckpt_remote *r, MPI_Comm world, const char *dir, int64_t file_step, int64_t *fetched,
                       boost_status *err);
-/* Rank 0: dir/step_N.h5 of step committed; run_id the run's identity. */
+/* Every rank: dir/step_N.h5 of step committed; run_id the run's identity. */
 void ckpt_remote_committed(ckpt_remote *r, const char *dir, int64_t step, const char *run_id);
 /* Waits for the upload in flight (at most the grace period), stops the
  * thread, frees r. NULL is fine. */

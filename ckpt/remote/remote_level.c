@@ -46,25 +46,38 @@ static char *manifest_text(long long step, uint64_t size, uint64_t part, int npa
   return text;
 }
 
-int remote_push(s3_client *c, const char *path, long long step, const char *run_id, int threads,
-                boost_status *err) {
-  char data_key[1024], man_key[1024];
-  step_key(c, step, REMOTE_DATA, data_key, sizeof data_key);
-  step_key(c, step, REMOTE_MANIFEST, man_key, sizeof man_key);
+void remote_data_key(s3_client *c, long long step, char *out, size_t cap) { step_key(c, step, REMOTE_DATA, out, cap); }
+
+uint64_t remote_part_size(uint64_t size) {
   const char *ps = getenv("BOOST_S3_PART_MIB");
   uint64_t wanted = ps && atoi(ps) > 0 ? (uint64_t)atoi(ps) << 20 : 0;
+  return s3_part_size(size, wanted);
+}
+
+int remote_put_manifest(s3_client *c, long long step, uint64_t size, uint64_t part, const uint64_t *hashes,
+                        const char *run_id, boost_status *err) {
+  char man_key[1024];
+  step_key(c, step, REMOTE_MANIFEST, man_key, sizeof man_key);
+  char *text = manifest_text(step, size, part, s3_part_count(size, part), hashes, run_id);
+  if (!text) return boost_err(err, "out of memory for the manifest of step %lld", step);
+  int rc = s3_put(c, man_key, text, strlen(text), err);
+  free(text);
+  return rc;
+}
+
+int remote_push(s3_client *c, const char *path, long long step, const char *run_id, int threads,
+                boost_status *err) {
+  char data_key[1024];
+  remote_data_key(c, step, data_key, sizeof data_key);
   FILE *f = fopen(path, "rb");
   if (!f) return boost_err(err, "cannot open %s: %s", path, strerror(errno));
   fseeko(f, 0, SEEK_END);
   uint64_t size0 = (uint64_t)ftello(f);
   fclose(f);
-  uint64_t part = s3_part_size(size0, wanted), size = 0, *hashes = NULL;
+  uint64_t part = remote_part_size(size0), size = 0, *hashes = NULL;
   if (s3_upload_file(c, path, data_key, part, threads, &size, &hashes, err)) return -1;
-  char *text = manifest_text(step, size, part, s3_part_count(size, part), hashes, run_id);
+  int rc = remote_put_manifest(c, step, size, part, hashes, run_id, err);
   free(hashes);
-  if (!text) return boost_err(err, "out of memory for the manifest of step %lld", step);
-  int rc = s3_put(c, man_key, text, strlen(text), err);
-  free(text);
   return rc;
 }
 

@@ -32,6 +32,14 @@ void remote_ckpt_free(remote_ckpt *r);
  * manifest is written; on failure the upload is aborted and nothing counts. */
 int remote_push(s3_client *c, const char *path, long long step, const char *run_id, int threads,
                 boost_status *err);
+/* The pieces of remote_push for an upload shared by ranks (remote_group.h):
+ * the data object's key of step, the part size for a file of size bytes
+ * (BOOST_S3_PART_MIB, default 16 MiB, within S3's limits; 0: too large),
+ * and the manifest, written once every part is in. */
+void remote_data_key(s3_client *c, long long step, char *out, size_t cap);
+uint64_t remote_part_size(uint64_t size);
+int remote_put_manifest(s3_client *c, long long step, uint64_t size, uint64_t part, const uint64_t *hashes,
+                        const char *run_id, boost_status *err);
 /* The newest committed remote checkpoint into out: 1 when there is one, 0
  * when there is none, -1 with err. */
 int remote_newest(s3_client *c, remote_ckpt *out, boost_status *err);

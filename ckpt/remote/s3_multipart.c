@@ -160,6 +160,7 @@ typedef struct transfer_job {
   uint64_t *hashes;
   const uint64_t *want;
   int fd, w, n;
+  int fixed_share; /* w and n are set by the caller (a share of a job spread over ranks) */
   boost_status st;
 } transfer_job;
 
@@ -176,10 +177,15 @@ static int run_jobs(transfer_job *jobs, int threads, void *(*fn)(void *), boost_
   int started[64] = {0}, rc = 0;
   for (int t = 1; t < threads; t++)
     if (s3_client_dup(&jobs[t].c, jobs[0].c, &jobs[t].st)) {
+      if (jobs[0].fixed_share) { /* the parts are dealt: each share needs its connection */
+        for (int u = 1; u < t; u++) s3_client_close(jobs[u].c);
+        return boost_status_take(err, &jobs[t].st);
+      }
       threads = t; /* fewer connections: the others take the parts */
       break;
     }
-  for (int t = 0; t < threads; t++) jobs[t].n = threads;
+  if (!jobs[0].fixed_share)
+    for (int t = 0; t < threads; t++) jobs[t].n = threads;
   for (int t = 1; t < threads; t++) started[t] = pthread_create(&tid[t], NULL, fn, &jobs[t]) == 0;
   fn(&jobs[0]);
   for (int t = 1; t < threads; t++) {
@@ -227,6 +233,15 @@ int s3_upload_file(s3_client *c, const char *path, const char *key, uint64_t par
   *size_out = size;
   *hashes_out = hashes;
   return 0;
+}
+
+int s3_multipart_send_share(s3_client *c, const char *key, const char *upload_id, const char *path, uint64_t size,
+                            uint64_t part, int rank, int ranks, int threads, uint64_t *hashes, boost_status *err) {
+  transfer_job jobs[64];
+  for (int t = 0; t < threads; t++)
+    jobs[t] = (transfer_job){.c = c, .key = key, .upload_id = upload_id, .path = path, .size = size, .part = part,
+                             .hashes = hashes, .w = t * ranks + rank, .n = ranks * threads, .fixed_share = 1};
+  return run_jobs(jobs, threads, send_thread, err);
 }
 
 static int write_at(int fd, const char *buf, size_t len, uint64_t off, const char *path, boost_status *err) {

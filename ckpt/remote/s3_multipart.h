@@ -35,6 +35,11 @@ int s3_multipart_create(s3_client *c, const char *key, char *upload_id, size_t c
  * part's XXH3-64 in hashes[part-1]. */
 int s3_multipart_send(s3_client *c, const char *key, const char *upload_id, const char *path, uint64_t size,
                       uint64_t part, int w, int n, uint64_t *hashes, boost_status *err);
+/* Rank rank's share of an upload spread over ranks ranks, on threads
+ * connections (1 to 64; the same on every rank): part i (from 0) is rank
+ * i % ranks's, so even a file of few parts is spread over the ranks. */
+int s3_multipart_send_share(s3_client *c, const char *key, const char *upload_id, const char *path, uint64_t size,
+                            uint64_t part, int rank, int ranks, int threads, uint64_t *hashes, boost_status *err);
 /* Completes the upload of nparts parts (ETags from ListParts). */
 int s3_multipart_complete(s3_client *c, const char *key, const char *upload_id, int nparts, boost_status *err);
 int s3_multipart_abort(s3_client *c, const char *key, const char *upload_id, boost_status *err);

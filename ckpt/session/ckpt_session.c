@@ -286,7 +286,7 @@ static void collect(ckpt_session *s, char *out, size_t outlen, int print) {
   s->out.last_ok = r.ok;
   s->out.last_done = r;
   if (r.ok) s->out.last_committed_step = r.step;
-  if (r.ok && s->team.rank == 0) /* remote level: uploaded in the background */
+  if (r.ok) /* remote level: uploaded in the background, each rank sending its share */
     ckpt_remote_committed(s->remote, s->cfg.dir, r.step, s->start.run_id);
   double tr = 0, ts = 0;
   for (int k = 0; k < SIZE_NUM_CLASSES; k++) tr += r.raw[k], ts += r.stored[k];

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# tools/chaos/boost-chaos with the remote level on (--remote, SeaweedFS on
+# 127.0.0.1 started by remote_common.bash) and the site-loss kind: every
+# rank killed, ckpt.dir emptied and the local level removed, so the restart
+# must come from the object store; each relaunch judged by boost-chaos (the
+# newest logged upload or newer, in the reference's state of its step,
+# every later loss the uninterrupted run's, the final state bit-identical).
+source "$(dirname "$0")/ckpt_common.bash"
+source "$(dirname "$0")/remote_common.bash"
+[ -x /usr/bin/python3 ] || { echo "SKIP: no /usr/bin/python3"; exit 77; }
+start_server
+rc s3://boost-chaos/c mkbucket || fail "cannot create the test bucket"
+code=0
+"$SRC/tools/chaos/boost-chaos" --faults-kinds site-loss --faults 3 --seed 11 --steps 40 --every 4 --step-ms 100 \
+  --local-every 2 --remote s3://boost-chaos/c --remote-endpoint "$BOOST_S3_ENDPOINT" --dir "$tmp" --build "$BIN" \
+  --json >"$tmp/out.json" 2>"$tmp/err" || code=$?
+cat "$tmp/err"
+/usr/bin/python3 - "$tmp/out.json" "$code" <<'PYEOF' || fail "boost-chaos: see above"
+import json, sys
+d = json.load(open(sys.argv[1]))
+t = d["totals"]
+print("boost-chaos site-loss: %s, %d faults: %d ok, %d lost, %d accepted-broken, %d hangs, %d crashes" % (
+    d["verdict"], t["faults"], t["ok"], t["lost"], t["accepted-broken"], t["hang"], t["crash"]))
+for f in d["faults"]:
+    print("  fault %s: %s; restart from %s, %s steps lost" % (f["n"], f.get("detail"), f.get("restart_from"),
+                                                          f.get("steps_lost")))
+    for p in f["problems"]:
+        print("    %s: %s" % (p["kind"], p["what"]))
+if t["not-injected"]:
+    sys.exit("%d fault(s) could not be injected" % t["not-injected"])
+if not any(f.get("restart_from") == "remote" for f in d["faults"]):
+    sys.exit("no site loss restarted from the remote level")
+if d["verdict"] != "PASS" or sys.argv[2] != "0":
+    sys.exit("verdict %s, exit status %s" % (d["verdict"], sys.argv[2]))
+PYEOF
+echo "chaos_remote: passed"
