@@ -129,6 +129,7 @@ int main(int argc, char **argv) {
   watchdog_mpi_close(); /* MPI_Finalize waits for every rank: watched to the end */
   ckpt_test_stop_in("finalize", rank);
   MPI_Finalize();
+  ckpt_test_stop_in("finalized", rank); /* past the job's last synchronization: what boost-chaos cannot count */
   watchdog_stop();
   return status;
 }

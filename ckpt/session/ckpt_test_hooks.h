@@ -14,7 +14,8 @@
  *                                  (ckpt_rollback.h; the points below)
  *   BOOST_TRAIN_TEST_STOP_IN=PHASE[:RANK]  the rank (every rank when omitted) stops itself (SIGSTOP)
  *                                  on entering PHASE of a job's end: last-step, final-save, local-commit,
- *                                  end-agreement, finalize (ckpt_test_stop_in; the trainer calls it too) */
+ *                                  end-agreement, finalize, finalized (after MPI_Finalize returned: no
+ *                                  rank can see it) (ckpt_test_stop_in; the trainer calls it too) */
 #ifndef BOOST_CKPT_TEST_HOOKS_H
 #define BOOST_CKPT_TEST_HOOKS_H
 
