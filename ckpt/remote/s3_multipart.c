@@ -55,9 +55,10 @@ static int read_at(int fd, char *buf, size_t len, uint64_t off, const char *path
   return 0;
 }
 
-/* Test hook: BOOST_S3_TEST_PART_DELAY_MS slows every part, so the fault
- * tests (tests/mpi/remote_faults.sh) can kill the server or the uploader in
- * the middle of an upload. */
+/* Test hook: BOOST_S3_TEST_PART_DELAY_MS slows every part sent or fetched,
+ * so the fault tests (tests/mpi/remote_faults.sh, remote_kill9.sh,
+ * remote_fetch_ranks.sh) can kill the server, the uploader or the ranks
+ * downloading in the middle of a transfer. */
 static void test_part_delay(const s3_client *c) {
   const char *v = getenv("BOOST_S3_TEST_PART_DELAY_MS");
   long ms = v ? atol(v) : 0;
@@ -274,6 +275,7 @@ static void *fetch_thread(void *arg) {
     char range[64];
     snprintf(range, sizeof range, "bytes=%llu-%llu", (unsigned long long)off, (unsigned long long)(off + len - 1));
     buf.len = 0;
+    test_part_delay(j->c);
     s3_req req = {.method = "GET", .key = j->key, .range = range};
     if (s3_request(j->c, &req, &buf, NULL, &j->st)) break;
     if (buf.len != len)
