@@ -9,7 +9,9 @@
  * a job: worker w of n sends parts w+1, w+1+n, ...) each hold one part in
  * memory at a time, so a worker's memory is one part, whatever the file's
  * size. Each part's XXH3-64 is computed as it is sent and goes into the
- * remote manifest; the download checks every part against it.
+ * remote manifest; the download checks every part against it. A download
+ * is spread the same way: part i (from 0) is rank i % ranks's, each rank
+ * writing its parts at their offsets in one file made beforehand.
  *
  * The finisher learns the parts' ETags from ListParts rather than from the
  * workers, so workers on other ranks hand over nothing but "done". */
