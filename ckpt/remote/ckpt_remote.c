@@ -14,6 +14,7 @@
 #include "ckpt_fs.h"
 #include "ckpt_h5.h"
 #include "log.h"
+#include "remote_fetch_group.h"
 #include "remote_group.h"
 #include "remote_level.h"
 #include "util.h"
@@ -189,43 +190,61 @@ int ckpt_remote_open(ckpt_remote **out, const ckpt_remote_settings *set, const c
   return 0;
 }
 
+/* "(3 2)": the parts each of the first 8 ranks moved. */
+static void parts_by_rank(const remote_group_result *res, char *out, size_t cap) {
+  out[0] = 0;
+  for (int i = 0, n = 0; i < res->ranks && i < 8 && n < (int)cap; i++)
+    n += snprintf(out + n, cap - (size_t)n, "%s%d", i ? " " : "", res->by_rank[i]);
+}
+
 int ckpt_remote_fetch(ckpt_remote *r, MPI_Comm world, const char *dir, int64_t file_step, int64_t *fetched,
                       boost_status *err) {
   *fetched = -1;
   if (!r) return 0;
   int rank;
   MPI_Comm_rank(world, &rank);
-  boost_status mine = {0};
-  long long got_step = -1;
-  int ok = 1;
+  remote_ckpt rc = {0};
+  long long said[2] = {0, -1}; /* rank 0's word: -1 the store could not be read, 0 nothing newer, 1 fetch; the step */
   if (rank == 0) {
-    remote_ckpt rc;
-    int got = remote_newest(r->client, &rc, &mine);
-    ok = got >= 0;
-    if (got == 1 && rc.step > file_step) {
-      char name[64], path[4200];
-      ckpt_file_name(name, sizeof name, rc.step);
-      snprintf(path, sizeof path, "%s/%s", dir, name);
-      double t0 = boost_now_s();
-      ok = remote_fetch(r->client, &rc, path, UPLOAD_THREADS, &mine) == 0 &&
-           ckpt_fs_write_latest(dir, name, &mine) == 0;
-      if (ok) {
-        got_step = rc.step;
-        double dt = boost_now_s() - t0, mib = (double)rc.size / 1048576.0;
-        boost_log_info("checkpoint: remote step %lld is newer than %s's (%lld): downloaded %.1f MiB in %.2f s "
-                       "(%.0f MiB/s), %d parts checked",
-                       rc.step, dir, (long long)file_step, mib, dt, dt > 0 ? mib / dt : 0.0, rc.nparts);
-      }
-    }
-    if (got == 1) remote_ckpt_free(&rc);
+    const int got = remote_newest(r->client, &rc, err);
+    said[0] = got < 0 ? -1 : got == 1 && rc.step > file_step;
+    said[1] = rc.step;
+  }
+  MPI_Bcast(said, 2, MPI_LONG_LONG, 0, world);
+  const int state = (int)said[0];
+  const long long step = said[1];
+  if (state <= 0) {
+    remote_ckpt_free(&rc);
+    if (state == 0) return 0;
+    return rank == 0 ? -1 : boost_err(err, "rank 0 could not read the newest remote checkpoint of %s", r->set.url);
+  }
+  /* Every rank fetches its share into ckpt.dir, shared by the ranks (remote_fetch_group.h). */
+  char name[64], path[4200];
+  ckpt_file_name(name, sizeof name, step);
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  const double t0 = boost_now_s();
+  remote_group_result res;
+  const int mine = remote_fetch_group(r->client, world, rank == 0 ? &rc : NULL, rank == 0 ? path : NULL,
+                                      UPLOAD_THREADS, &res, err) == 0;
+  int ok = mine; /* the ranks agree on the download; rank 0 alone writes the latest pointer */
+  if (ok && rank == 0 && ckpt_fs_write_latest(dir, name, err)) {
+    remove(path); /* nothing in ckpt.dir is changed by a start that fails */
+    ok = 0;
   }
   MPI_Bcast(&ok, 1, MPI_INT, 0, world);
-  MPI_Bcast(&got_step, 1, MPI_LONG_LONG, 0, world);
-  if (!ok) {
-    if (rank == 0) return boost_status_take(err, &mine);
-    return boost_err(err, "rank 0 could not fetch the newest remote checkpoint of %s", r->set.url);
+  if (ok && rank == 0) {
+    const double dt = boost_now_s() - t0;
+    char by[96];
+    parts_by_rank(&res, by, sizeof by);
+    boost_log_info("checkpoint: remote step %lld is newer than %s's (%lld): downloaded %.1f MiB in %.2f s "
+                   "(%.0f MiB/s), %d parts checked, fetched by %d rank%s (%s)",
+                   step, dir, (long long)file_step, res.mib, dt, dt > 0 ? res.mib / dt : 0.0, res.nparts, res.ranks,
+                   res.ranks == 1 ? "" : "s", by);
   }
-  *fetched = got_step;
+  remote_ckpt_free(&rc);
+  if (!mine) return -1;
+  if (!ok) return rank == 0 ? -1 : boost_err(err, "rank 0 could not point %s's latest at the downloaded %s", dir, name);
+  *fetched = step;
   return 0;
 }
 

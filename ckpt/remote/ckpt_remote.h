@@ -7,11 +7,13 @@
  *                          would silently not have) and aborts this
  *                          prefix's orphaned multipart uploads
  *   ckpt_remote_fetch      at ckpt_resume, collective: when the newest
- *                          committed remote checkpoint is newer than the
- *                          newest file in ckpt.dir, rank 0 downloads it
- *                          there (ranged GETs in parallel, every part
- *                          checked) and the run resumes from it as from a
- *                          file, on any layout
+ *                          committed remote checkpoint (rank 0 reads the
+ *                          manifests) is newer than the newest file in
+ *                          ckpt.dir, every rank downloads its share of the
+ *                          parts there (remote_fetch_group.h: ranged GETs
+ *                          in parallel, every part checked; rank 0 renames
+ *                          the file into place once all agree) and the run
+ *                          resumes from it as from a file, on any layout
  *   ckpt_remote_committed  every rank, after a checkpoint file commits: every
  *                          `every`-th one is uploaded by the ranks' background
  *                          threads while training goes on, each rank sending
@@ -51,8 +53,11 @@ typedef struct ckpt_remote ckpt_remote;
  * (upload links a killed run left there are removed). */
 int ckpt_remote_open(ckpt_remote **out, const ckpt_remote_settings *set, const char *dir, MPI_Comm world,
                      boost_status *err);
-/* Collective. Downloads the newest remote checkpoint into dir when it is
- * newer than file_step; its step in *fetched (-1: nothing fetched). */
+/* Collective. Downloads the newest remote checkpoint into dir (shared by
+ * the ranks) when it is newer than file_step, each rank fetching its share,
+ * and points dir's latest at it; its step in *fetched (-1: nothing
+ * fetched). On failure every rank returns -1 with one line naming the rank
+ * that failed and why, and dir is as it was. */
 int ckpt_remote_fetch(ckpt_remote *r, MPI_Comm world, const char *dir, int64_t file_step, int64_t *fetched,
                       boost_status *err);
 /* Every rank: dir/step_N.h5 of step committed; run_id the run's identity. */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckpt_fs.h"
 #include "s3_multipart.h"
 
 #define REMOTE_FORMAT "boost-remote 1"
@@ -183,19 +184,41 @@ int remote_newest(s3_client *c, remote_ckpt *out, boost_status *err) {
   return rc;
 }
 
-int remote_fetch(s3_client *c, const remote_ckpt *r, const char *path, int threads, boost_status *err) {
-  char key[1024], tmp[4096];
+void remote_fetch_temp(const char *path, char *tmp, size_t cap) { snprintf(tmp, cap, "%s" CKPT_TMP_SUFFIX, path); }
+
+int remote_fetch_begin(const remote_ckpt *r, const char *tmp, boost_status *err) {
+  return s3_download_create(tmp, r->size, err);
+}
+
+int remote_fetch_share(s3_client *c, const remote_ckpt *r, const char *tmp, int rank, int ranks, int threads,
+                       int *fetched, boost_status *err) {
+  char key[1024];
   step_key(c, r->step, REMOTE_DATA, key, sizeof key);
-  snprintf(tmp, sizeof tmp, "%s.part", path);
-  if (s3_download_file(c, key, r->size, r->part, r->hashes, tmp, threads, err)) {
+  return s3_download_share(c, key, r->size, r->part, r->hashes, tmp, rank, ranks, threads, fetched, err);
+}
+
+int remote_fetch_end(const char *tmp, const char *path, int ok, boost_status *err) {
+  if (!ok) {
     remove(tmp);
     return -1;
   }
-  if (rename(tmp, path)) {
-    remove(tmp);
-    return boost_err(err, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
-  }
-  return 0;
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  const char *name = slash ? slash + 1 : path, *tmp_name = strrchr(tmp, '/') ? strrchr(tmp, '/') + 1 : tmp;
+  if (slash) *slash = 0;
+  const int rc = ckpt_fs_commit(slash ? (dir[0] ? dir : "/") : ".", tmp_name, name, err);
+  if (rc < 0) remove(tmp); /* not renamed: the file in the way (if any) is left alone */
+  if (rc > 0) remove(path); /* renamed, not durable: a download that did not finish */
+  return rc ? -1 : 0;
+}
+
+int remote_fetch(s3_client *c, const remote_ckpt *r, const char *path, int threads, boost_status *err) {
+  char tmp[4200];
+  int fetched;
+  remote_fetch_temp(path, tmp, sizeof tmp);
+  int ok = remote_fetch_begin(r, tmp, err) == 0 && remote_fetch_share(c, r, tmp, 0, 1, threads, &fetched, err) == 0;
+  return remote_fetch_end(tmp, path, ok, err);
 }
 
 int remote_retain(s3_client *c, int keep, boost_status *err) {

@@ -46,9 +46,23 @@ int remote_newest(s3_client *c, remote_ckpt *out, boost_status *err);
 /* The manifest of a committed step into out; -1 with err when the step
  * has none (not committed) or it does not parse. */
 int remote_manifest(s3_client *c, long long step, remote_ckpt *out, boost_status *err);
-/* Downloads r into path (written to path.part, checked part by part
- * against the manifest, then renamed). */
+/* Downloads r into path in this process (remote_fetch_share of rank 0 of 1
+ * between remote_fetch_begin and remote_fetch_end). */
 int remote_fetch(s3_client *c, const remote_ckpt *r, const char *path, int threads, boost_status *err);
+/* The pieces of remote_fetch for a download shared by ranks
+ * (remote_fetch_group.h): the temporary of path (path.tmp, which a start
+ * of the file level removes should a download be killed), made r->size
+ * bytes by one process (remote_fetch_begin) before the ranks write their
+ * shares into it (remote_fetch_share: part i, from 0, is rank i % ranks's,
+ * each checked against the manifest's XXH3-64 before it is written; the
+ * parts fetched in *fetched), then renamed to path, never over an existing
+ * file, and the directory synced (remote_fetch_end with ok; without ok, or
+ * when that fails, the temporary is removed: -1). */
+void remote_fetch_temp(const char *path, char *tmp, size_t cap);
+int remote_fetch_begin(const remote_ckpt *r, const char *tmp, boost_status *err);
+int remote_fetch_share(s3_client *c, const remote_ckpt *r, const char *tmp, int rank, int ranks, int threads,
+                       int *fetched, boost_status *err);
+int remote_fetch_end(const char *tmp, const char *path, int ok, boost_status *err);
 /* Keeps the keep newest committed checkpoints and deletes the rest (keep <= 0: all kept). */
 int remote_retain(s3_client *c, int keep, boost_status *err);
 /* Aborts every multipart upload left under the prefix (a run killed while

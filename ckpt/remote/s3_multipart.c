@@ -55,9 +55,10 @@ static int read_at(int fd, char *buf, size_t len, uint64_t off, const char *path
   return 0;
 }
 
-/* Test hook: BOOST_S3_TEST_PART_DELAY_MS slows every part, so the fault
- * tests (tests/mpi/remote_faults.sh) can kill the server or the uploader in
- * the middle of an upload. */
+/* Test hook: BOOST_S3_TEST_PART_DELAY_MS slows every part sent or fetched,
+ * so the fault tests (tests/mpi/remote_faults.sh, remote_kill9.sh,
+ * remote_fetch_ranks.sh) can kill the server, the uploader or the ranks
+ * downloading in the middle of a transfer. */
 static void test_part_delay(const s3_client *c) {
   const char *v = getenv("BOOST_S3_TEST_PART_DELAY_MS");
   long ms = v ? atol(v) : 0;
@@ -161,6 +162,8 @@ typedef struct transfer_job {
   const uint64_t *want;
   int fd, w, n;
   int fixed_share; /* w and n are set by the caller (a share of a job spread over ranks) */
+  int rank, ranks; /* otherwise: this process's share of a job spread over ranks (ranks 0: one process) */
+  int done;        /* parts this job fetched */
   boost_status st;
 } transfer_job;
 
@@ -184,8 +187,12 @@ static int run_jobs(transfer_job *jobs, int threads, void *(*fn)(void *), boost_
       threads = t; /* fewer connections: the others take the parts */
       break;
     }
-  if (!jobs[0].fixed_share)
-    for (int t = 0; t < threads; t++) jobs[t].n = threads;
+  if (!jobs[0].fixed_share) /* this process's parts (every ranks-th from rank) dealt over the connections it got */
+    for (int t = 0; t < threads; t++) {
+      const int ranks = jobs[t].ranks > 0 ? jobs[t].ranks : 1;
+      jobs[t].w = t * ranks + jobs[t].rank;
+      jobs[t].n = threads * ranks;
+    }
   for (int t = 1; t < threads; t++) started[t] = pthread_create(&tid[t], NULL, fn, &jobs[t]) == 0;
   fn(&jobs[0]);
   for (int t = 1; t < threads; t++) {
@@ -268,6 +275,7 @@ static void *fetch_thread(void *arg) {
     char range[64];
     snprintf(range, sizeof range, "bytes=%llu-%llu", (unsigned long long)off, (unsigned long long)(off + len - 1));
     buf.len = 0;
+    test_part_delay(j->c);
     s3_req req = {.method = "GET", .key = j->key, .range = range};
     if (s3_request(j->c, &req, &buf, NULL, &j->st)) break;
     if (buf.len != len)
@@ -276,28 +284,43 @@ static void *fetch_thread(void *arg) {
     else if (j->want && XXH3_64bits(buf.data, len) != j->want[p])
       boost_err(&j->st, "remote %s: %s part %d does not match its checksum in the manifest", s3_client_url(j->c),
                 j->key, p + 1);
-    else write_at(j->fd, buf.data, len, off, j->path, &j->st);
+    else if (write_at(j->fd, buf.data, len, off, j->path, &j->st) == 0)
+      j->done++;
   }
   free(buf.data);
   return NULL;
 }
 
-int s3_download_file(s3_client *c, const char *key, uint64_t size, uint64_t part, const uint64_t *hashes,
-                     const char *path, int threads, boost_status *err) {
-  if (part < 1) return boost_err(err, "remote %s: %s: part size 0", s3_client_url(c), key);
+int s3_download_create(const char *path, uint64_t size, boost_status *err) {
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return boost_err(err, "cannot create %s: %s", path, strerror(errno));
-  int nparts = s3_part_count(size, part);
-  threads = clamp_threads(threads, nparts);
+  int rc = ftruncate(fd, (off_t)size) ? boost_err(err, "cannot size %s: %s", path, strerror(errno)) : 0;
+  close(fd);
+  return rc;
+}
+
+int s3_download_share(s3_client *c, const char *key, uint64_t size, uint64_t part, const uint64_t *hashes,
+                      const char *path, int rank, int ranks, int threads, int *fetched, boost_status *err) {
+  *fetched = 0;
+  if (part < 1) return boost_err(err, "remote %s: %s: part size 0", s3_client_url(c), key);
+  if (ranks < 1 || rank < 0 || rank >= ranks) return boost_err(err, "download share %d of %d ranks", rank, ranks);
+  const int nparts = s3_part_count(size, part);
+  const int mine = rank < nparts ? (nparts - 1 - rank) / ranks + 1 : 0; /* parts rank, rank + ranks, ... */
+  if (!size || !mine) return 0;
+  int fd = open(path, O_WRONLY | O_CLOEXEC); /* made and sized by s3_download_create */
+  if (fd < 0) return boost_err(err, "cannot open %s: %s", path, strerror(errno));
+  threads = clamp_threads(threads, mine);
   transfer_job *jobs = calloc(64, sizeof *jobs);
   int rc = jobs ? 0 : boost_err(err, "out of memory for a download");
-  if (rc == 0 && ftruncate(fd, (off_t)size)) rc = boost_err(err, "cannot size %s: %s", path, strerror(errno));
   if (rc == 0) {
     for (int t = 0; t < threads; t++)
       jobs[t] = (transfer_job){.c = c, .key = key, .path = path, .size = size, .part = part, .want = hashes,
-                               .fd = fd, .w = t, .n = threads};
+                               .fd = fd, .rank = rank, .ranks = ranks};
     rc = run_jobs(jobs, threads, fetch_thread, err);
+    for (int t = 0; t < threads; t++) *fetched += jobs[t].done;
   }
+  /* Each writer syncs its own parts: on a shared file system, what one
+   * client wrote is not another's to flush. */
   if (rc == 0 && fsync(fd)) rc = boost_err(err, "cannot sync %s: %s", path, strerror(errno));
   free(jobs);
   close(fd);

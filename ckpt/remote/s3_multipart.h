@@ -9,7 +9,9 @@
  * a job: worker w of n sends parts w+1, w+1+n, ...) each hold one part in
  * memory at a time, so a worker's memory is one part, whatever the file's
  * size. Each part's XXH3-64 is computed as it is sent and goes into the
- * remote manifest; the download checks every part against it.
+ * remote manifest; the download checks every part against it. A download
+ * is spread the same way: part i (from 0) is rank i % ranks's, each rank
+ * writing its parts at their offsets in one file made beforehand.
  *
  * The finisher learns the parts' ETags from ListParts rather than from the
  * workers, so workers on other ranks hand over nothing but "done". */
@@ -48,10 +50,16 @@ int s3_multipart_abort(s3_client *c, const char *key, const char *upload_id, boo
  * connection): create, send, complete; aborted on failure. */
 int s3_upload_file(s3_client *c, const char *path, const char *key, uint64_t part, int threads, uint64_t *size_out,
                    uint64_t **hashes_out, boost_status *err);
-/* Downloads key (size bytes, in parts of part) into path with threads
- * ranged GETs at once, checking part i against hashes[i] (NULL: no check). */
-int s3_download_file(s3_client *c, const char *key, uint64_t size, uint64_t part, const uint64_t *hashes,
-                     const char *path, int threads, boost_status *err);
+/* A download spread over ranks, the mirror of an upload's shares: one
+ * process makes path, size bytes (s3_download_create), before the others
+ * open it; then each rank fetches its share of key's parts into it
+ * (s3_download_share: part i, from 0, is rank i % ranks's, threads ranged
+ * GETs at once, part i checked against hashes[i] (NULL: no check) before it
+ * is written at its offset, the parts it fetched in *fetched; its writes
+ * synced before it returns). */
+int s3_download_create(const char *path, uint64_t size, boost_status *err);
+int s3_download_share(s3_client *c, const char *key, uint64_t size, uint64_t part, const uint64_t *hashes,
+                      const char *path, int rank, int ranks, int threads, int *fetched, boost_status *err);
 
 /* Small objects. */
 int s3_put(s3_client *c, const char *key, const void *data, size_t len, boost_status *err);

@@ -9,6 +9,7 @@
  *   remote_check URL start-upload KEY           begin a multipart upload and leave it
  *   remote_check URL count PREFIX               "count N" objects under PREFIX (paged listing)
  *   remote_check URL put KEY FILE               one small object
+ *   remote_check URL get KEY FILE               one small object into FILE
  *   remote_check URL mkbucket                   create the bucket (test set-up)
  *
  * The endpoint comes from BOOST_S3_ENDPOINT, credentials as the AWS tools
@@ -68,6 +69,14 @@ static int run(s3_client *c, int argc, char **argv, boost_status *err) {
     size_t n = fread(buf, 1, sizeof buf, f);
     fclose(f);
     return s3_put(c, argv[3], buf, n, err);
+  } else if (!strcmp(cmd, "get") && argc >= 5) {
+    s3_buf got = {0};
+    if (s3_get(c, argv[3], &got, err)) return -1;
+    FILE *f = fopen(argv[4], "wb");
+    int ok = f && fwrite(got.data ? got.data : "", 1, got.len, f) == got.len;
+    if (f && fclose(f)) ok = 0;
+    s3_buf_free(&got);
+    if (!ok) return boost_err(err, "cannot write %s", argv[4]);
   } else if (!strcmp(cmd, "mkbucket")) {
     s3_req req = {.method = "PUT"};
     return s3_request(c, &req, NULL, NULL, err);
