@@ -309,6 +309,9 @@ static int one_try(s3_client *c, const s3_req *req, const char *url, s3_buf *out
   struct curl_slist *hdr = NULL;
   char tok[2100];
   hdr = curl_slist_append(hdr, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+  /* Needed, not decoration: POSTFIELDS labels the body form data, and moto
+   * 5.2.5 then parses it as a form: a PUT stores an empty object and a
+   * CreateMultipartUpload answers 500 (tests/mpi/remote_store_moto.sh). */
   hdr = curl_slist_append(hdr, "Content-Type: application/octet-stream");
   if (c->token[0]) {
     snprintf(tok, sizeof tok, "x-amz-security-token: %s", c->token);

@@ -64,6 +64,19 @@ else
   echo "ok: paged listings (7 keys, 3 uploads at 2 a page); only the prefix's orphans aborted"
 fi
 
+# A prefix with characters that URLs and signatures encode: uploaded,
+# found, downloaded, listed one key a page (its continuation tokens and
+# markers carry them), its orphans aborted.
+odd="exp=1+lr/a b/q&r;s,t'u(v)w*!~ü"
+V="s3://boost-test/$odd"
+rc "$V" push "$T/ck6" 6 >/dev/null || fail "push under '$odd'"
+rc "$V" fetch "$T/got6" >/dev/null && cmp "$T/ck6" "$T/got6" || fail "the download under '$odd' differs"
+for i in 1 2 3; do rc "$V" put "$odd/many/k$i" "$T/small" || fail "put under '$odd'"; done
+BOOST_S3_LIST_MAX=1 expect_line "count 3" rc "$V" count "$odd/many/"
+for i in 1 2; do rc "$V" start-upload "$odd/step_00000000003$i/ckpt.h5" >/dev/null || fail "start-upload"; done
+BOOST_S3_LIST_MAX=1 expect_line "orphans 2" rc "$V" orphans
+echo "ok: prefix '$odd': push, fetch, listings at 1 a page, orphans"
+
 # One line each, no secret in any.
 one_line() { # WANT-REGEX CMD...
   local want=$1
