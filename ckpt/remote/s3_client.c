@@ -258,7 +258,8 @@ int s3_xml_element(const char **at, const char *tag, char *out, size_t cap) {
   snprintf(open, sizeof open, "<%s>", tag);
   snprintf(close, sizeof close, "</%s>", tag);
   const char *s = *at ? strstr(*at, open) : NULL, *e = s ? strstr(s, close) : NULL;
-  if (!e || (size_t)(e - s) >= cap) return -1;
+  if (!s) return -1;
+  if (!e || (size_t)(e - s) >= cap) return -2; /* there, but unclosed or too long */
   memcpy(out, s, (size_t)(e - s));
   out[e - s] = 0;
   *at = e + strlen(close);
