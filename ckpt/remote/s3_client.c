@@ -258,7 +258,8 @@ int s3_xml_element(const char **at, const char *tag, char *out, size_t cap) {
   snprintf(open, sizeof open, "<%s>", tag);
   snprintf(close, sizeof close, "</%s>", tag);
   const char *s = *at ? strstr(*at, open) : NULL, *e = s ? strstr(s, close) : NULL;
-  if (!e || (size_t)(e - s) >= cap) return -1;
+  if (!s) return -1;
+  if (!e || (size_t)(e - s) >= cap) return -2; /* there, but unclosed or too long */
   memcpy(out, s, (size_t)(e - s));
   out[e - s] = 0;
   *at = e + strlen(close);
@@ -309,6 +310,9 @@ static int one_try(s3_client *c, const s3_req *req, const char *url, s3_buf *out
   struct curl_slist *hdr = NULL;
   char tok[2100];
   hdr = curl_slist_append(hdr, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+  /* Needed, not decoration: POSTFIELDS labels the body form data, and moto
+   * 5.2.5 then parses it as a form: a PUT stores an empty object and a
+   * CreateMultipartUpload answers 500 (tests/mpi/remote_store_moto.sh). */
   hdr = curl_slist_append(hdr, "Content-Type: application/octet-stream");
   if (c->token[0]) {
     snprintf(tok, sizeof tok, "x-amz-security-token: %s", c->token);

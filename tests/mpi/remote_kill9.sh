@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The remote level when the job dies, against SeaweedFS on 127.0.0.1:
+# The remote level when the job dies, against SeaweedFS (or the store
+# BOOST_S3_STORE names) on 127.0.0.1:
 #  1. kill -9 of every rank (and mpirun) while the upload of a checkpoint is
 #     in flight (its parts slowed by BOOST_S3_TEST_PART_DELAY_MS): the
 #     machine's disk is gone too (ckpt.dir deleted); the next start aborts

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The remote level's upload spread over the ranks, against SeaweedFS on
-# 127.0.0.1: a 2-rank run whose checkpoint file is 3 parts of 5 MiB sends
+# The remote level's upload spread over the ranks, against SeaweedFS (or
+# the store BOOST_S3_STORE names) on 127.0.0.1: a 2-rank run whose checkpoint file is 3 parts of 5 MiB sends
 # part 1 and 3 from rank 0 and part 2 from rank 1 (the upload line counts
 # each rank's parts); the object downloads and checks against the manifest
 # (whose part hashes came from both ranks). Then rank 1's share fails (a

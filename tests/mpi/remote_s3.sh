@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The remote level against a real S3-compatible server (SeaweedFS on
+# The remote level against a real S3-compatible server (SeaweedFS, or the
+# store BOOST_S3_STORE names, see remote_common.bash, on
 # 127.0.0.1): a checkpoint file uploaded in parts by several connections
 # with its manifest last, found as the newest, downloaded by ranged GETs and
 # checked; a data object without a manifest never counts; retention; paged
@@ -44,12 +45,37 @@ echo "ok: corrupted part refused: $(cat "$T/err")"
 # Listings past a page: 7 keys, 2 a page; 3 orphaned uploads, 2 a page.
 for i in 1 2 3 4 5 6 7; do rc "$U" put "run-a/many/k$i" "$T/small" || fail "put k$i"; done
 BOOST_S3_LIST_MAX=2 expect_line "count 7" rc "$U" count run-a/many/
+pages() { grep -c "GET /boost-test/?$1" "$T/server.log"; } # moto logs every request it answers
+if [ "$BOOST_S3_STORE" = moto ]; then
+  [ "$(pages '.*list-type=2&max-keys=2&prefix=run-a/many/ ')" = 4 ] ||
+    fail "7 keys at 2 a page were not listed in 4 pages: $(grep 'run-a/many/ ' "$T/server.log")"
+fi
 for i in 1 2 3; do rc "$U" start-upload "run-a/step_00000000002$i/ckpt.h5" >/dev/null || fail "start-upload"; done
 rc s3://boost-test/other start-upload other/x >/dev/null || fail "start-upload other"
 BOOST_S3_LIST_MAX=2 expect_line "orphans 3" rc "$U" orphans
 expect_line "orphans 0" rc "$U" orphans
 expect_line "orphans 1" rc s3://boost-test/other orphans
-echo "ok: paged listings (7 keys, 3 uploads at 2 a page); only the prefix's orphans aborted"
+if [ "$BOOST_S3_STORE" = moto ]; then
+  # moto 5.2.5 ignores max-uploads: all 3 uploads in one page (not truncated), then the empty pass.
+  [ "$(pages 'max-uploads=2&prefix=run-a/&uploads= ')" = 2 ] ||
+    fail "moto paged the uploads: $(grep 'max-uploads=2' "$T/server.log") (docs/REMOTE.md says it does not)"
+  echo "ok: paged listing (7 keys in 4 pages); 3 uploads (moto answers them in one page); only the prefix's orphans aborted"
+else
+  echo "ok: paged listings (7 keys, 3 uploads at 2 a page); only the prefix's orphans aborted"
+fi
+
+# A prefix with characters that URLs and signatures encode: uploaded,
+# found, downloaded, listed one key a page (its continuation tokens and
+# markers carry them), its orphans aborted.
+odd="exp=1+lr/a b/q&r;s,t'u(v)w*!~ü"
+V="s3://boost-test/$odd"
+rc "$V" push "$T/ck6" 6 >/dev/null || fail "push under '$odd'"
+rc "$V" fetch "$T/got6" >/dev/null && cmp "$T/ck6" "$T/got6" || fail "the download under '$odd' differs"
+for i in 1 2 3; do rc "$V" put "$odd/many/k$i" "$T/small" || fail "put under '$odd'"; done
+BOOST_S3_LIST_MAX=1 expect_line "count 3" rc "$V" count "$odd/many/"
+for i in 1 2; do rc "$V" start-upload "$odd/step_00000000003$i/ckpt.h5" >/dev/null || fail "start-upload"; done
+BOOST_S3_LIST_MAX=1 expect_line "orphans 2" rc "$V" orphans
+echo "ok: prefix '$odd': push, fetch, listings at 1 a page, orphans"
 
 # One line each, no secret in any.
 one_line() { # WANT-REGEX CMD...
@@ -58,7 +84,7 @@ one_line() { # WANT-REGEX CMD...
   "$@" >"$T/out" 2>"$T/err" && fail "$* succeeded"
   [ "$(wc -l <"$T/err")" = 1 ] || fail "$*: not one line: $(cat "$T/err")"
   grep -qE "$want" "$T/err" || fail "$*: $(cat "$T/err")"
-  ! grep -q "boosttestsecret\|wrongsecret" "$T/err" "$T/out" || fail "a secret was printed"
+  ! grep -qF -e "$S3_SECRET" -e wrongsecret "$T/err" "$T/out" || fail "a secret was printed"
   echo "ok: $(cat "$T/err")"
 }
 one_line "bucket 'no-such-bucket' does not exist" rc s3://no-such-bucket/x newest

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The remote level with the real trainer, against SeaweedFS on 127.0.0.1:
+# The remote level with the real trainer, against SeaweedFS (or the store
+# BOOST_S3_STORE names, see remote_common.bash) on 127.0.0.1:
 # a 2-rank run (dp=2) uploads its checkpoint files in the background
 # (ckpt.remote); its ckpt.dir is deleted (the machine is gone); a relaunch
 # on another layout (1 rank) finds nothing local, downloads the newest
@@ -68,7 +69,7 @@ refuse() { # WANT-REGEX args...
   shift
   train 0 "$tmp/r.log" "${BASE[@]}" --set train.steps=2 --set ckpt.dir="$tmp/r" "$@" && fail "started: $*"
   grep -qE "$want" "$tmp/r.log" || fail "$*: $(cat "$tmp/r.log")"
-  ! grep -q boosttestsecret "$tmp/r.log" || fail "the secret was printed"
+  ! grep -qF "$S3_SECRET" "$tmp/r.log" || fail "the secret was printed"
   echo "ok: $(grep -E "$want" "$tmp/r.log" | head -1)"
 }
 refuse "bucket 'no-such-bucket' does not exist" --set ckpt.remote=s3://no-such-bucket/x --set ckpt.remote_endpoint="$BOOST_S3_ENDPOINT"
