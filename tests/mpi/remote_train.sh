@@ -5,8 +5,9 @@
 # (ckpt.remote); its ckpt.dir is deleted (the machine is gone); a relaunch
 # on another layout (1 rank) finds nothing local, downloads the newest
 # committed remote checkpoint, resumes from it (level `remote` in
-# checkpoints.jsonl and the start line), and its losses equal, bit for bit,
-# those of the same relaunch resuming from the file itself. A missing bucket
+# checkpoints.jsonl and the start line), and its losses and final state equal,
+# bit for bit, those of the same relaunch resuming from the file itself (run
+# A's local level is deleted too). A missing bucket
 # and wrong credentials refuse the start with one line; bad settings too.
 source "$(dirname "$0")/ckpt_common.bash"
 source "$(dirname "$0")/remote_common.bash"
@@ -19,14 +20,15 @@ A=(--set parallel.dp=2 --set train.batch_size=2)
 Bl=(--set parallel.dp=1 --set train.batch_size=4)
 
 # 1. Layout A, 8 steps, uploading.
-train 2 "$tmp/a.log" "${BASE[@]}" "${A[@]}" "${R[@]}" --set train.steps=8 --set ckpt.dir="$tmp/a" ||
-  fail "run A: $(tail -5 "$tmp/a.log")"
+train 2 "$tmp/a.log" "${BASE[@]}" "${A[@]}" "${R[@]}" --set train.steps=8 --set ckpt.dir="$tmp/a" \
+  --set ckpt.local_every=2 --set ckpt.local_dir="$tmp/a_local" || fail "run A: $(tail -5 "$tmp/a.log")"
+grep -q "local step 6" "$tmp/a.log" || fail "run A did not save to its local level: $(grep -i local "$tmp/a.log" | head -3)"
 grep -q "checkpoint: remote step 8 uploaded to s3://boost-train/run" "$tmp/a.log" ||
   fail "run A did not upload step 8: $(grep -i remote "$tmp/a.log")"
 expect_line "newest 8" sh -c "\"$RC\" s3://boost-train/run newest | cut -d' ' -f1-2"
 cp -r "$tmp/a" "$tmp/a_copy" # the reference resumes from the file itself
-rm -rf "$tmp/a"
-echo "ok: run A uploaded step 8; its ckpt.dir deleted"
+rm -rf "$tmp/a" "$tmp/a_local"
+echo "ok: run A uploaded step 8; its ckpt.dir and local level deleted"
 
 # 2. Another layout resumes from the remote.
 train 0 "$tmp/b.log" "${BASE[@]}" "${Bl[@]}" "${R[@]}" --set train.steps=12 --set ckpt.dir="$tmp/b" \
@@ -37,13 +39,17 @@ grep -q '"level":"remote"' "$tmp/b/checkpoints.jsonl" || fail "checkpoints.jsonl
 train 0 "$tmp/ref.log" "${BASE[@]}" "${Bl[@]}" --set train.steps=12 --set ckpt.dir="$tmp/a_copy" \
   --set train.metrics="$tmp/ref.jsonl" || fail "reference: $(tail -5 "$tmp/ref.log")"
 diff <(losses "$tmp/b.jsonl") <(losses "$tmp/ref.jsonl") >/dev/null || fail "losses differ from the resume from the file"
+"$INSPECT" diff "$tmp/b/step_00000012.h5" "$tmp/a_copy/step_00000012.h5" >"$tmp/diff.out" ||
+  fail "boost-inspect diff: $(tail -3 "$tmp/diff.out")"
+grep -q "^diff: 0 datasets differ$" "$tmp/diff.out" ||
+  fail "the final state differs from the resume from the file: $(grep -v '(0 differ)' "$tmp/diff.out" | head -5)"
 [ "$(losses "$tmp/b.jsonl" | head -1 | cut -d' ' -f1)" = 9 ] || fail "run B did not resume at step 9"
 grep -q "checkpoint: remote step 12 uploaded" "$tmp/b.log" || fail "run B did not upload step 12"
 grep -q "(downloaded from the remote level)" "$tmp/b.log" || fail "the start line does not name the remote level: $(grep -i resumed "$tmp/b.log")"
 "$INSPECT" summary "$tmp/b/step_00000012.h5" >"$tmp/b.summary" || fail "boost-inspect summary"
 grep -q "steps 8-12 .*, from the remote level (object store)$" "$tmp/b.summary" ||
   fail "boost-inspect summary does not name the remote level: $(grep -A3 starts: "$tmp/b.summary")"
-echo "ok: relaunch on 1 rank resumed from the remote step 8, losses 9-12 equal to the file's resume"
+echo "ok: relaunch on 1 rank resumed from the remote step 8, losses 9-12 and the final state equal to the file's resume"
 
 # 2b. The tools read s3:// checkpoints (downloaded into a private temporary directory, removed at exit).
 tmpd=$tmp/tooltmp
