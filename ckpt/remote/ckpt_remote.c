@@ -85,8 +85,10 @@ static void after_follow(ckpt_remote *r, int64_t mine, int64_t done) {
 
 /* Each rank's upload thread. Rank 0 decides which committed step goes up
  * (the newest waiting one) and when to stop; the others join each upload
- * it starts, whatever step they picked themselves. Their waits on each
- * other are on r->comm, in these threads only. */
+ * it starts, whatever step they picked themselves. Every step rank 0 is
+ * handed gets a round, one it could not link too (a round with nothing to
+ * send), so the others never wait for a round that does not come. Their
+ * waits on each other are on r->comm, in these threads only. */
 static void *upload_thread(void *arg) {
   ckpt_remote *r = arg;
   prctl(PR_SET_NAME, "boost-upload"); /* named in ps and /proc (tests/mpi/remote_link_fault.sh looks for it) */
