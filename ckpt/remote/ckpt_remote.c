@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -85,10 +86,13 @@ static void after_follow(ckpt_remote *r, int64_t mine, int64_t done) {
 
 /* Each rank's upload thread. Rank 0 decides which committed step goes up
  * (the newest waiting one) and when to stop; the others join each upload
- * it starts, whatever step they picked themselves. Their waits on each
- * other are on r->comm, in these threads only. */
+ * it starts, whatever step they picked themselves. Every step rank 0 is
+ * handed gets a round, one it could not link too (a round with nothing to
+ * send), so the others never wait for a round that does not come. Their
+ * waits on each other are on r->comm, in these threads only. */
 static void *upload_thread(void *arg) {
   ckpt_remote *r = arg;
+  prctl(PR_SET_NAME, "boost-upload"); /* named in ps and /proc (tests/mpi/remote_link_fault.sh looks for it) */
   pthread_mutex_lock(&r->mu);
   for (;;) {
     while (!r->stop && r->q.pending < 0) pthread_cond_wait(&r->cv, &r->mu);
@@ -109,7 +113,8 @@ static void *upload_thread(void *arg) {
     pthread_mutex_unlock(&r->mu);
     long long done = -1;
     int leave = 0;
-    if (r->rank == 0) upload_one(r, link, step, run);
+    if (r->rank == 0 && link[0]) upload_one(r, link, step, run);
+    else if (r->rank == 0) remote_group_pass(r->comm, step); /* not linked: the others' round ends at once */
     else leave = remote_group_follow(r->client, r->comm, UPLOAD_THREADS, &done);
     pthread_mutex_lock(&r->mu);
     if (r->rank != 0) after_follow(r, step, done);
@@ -263,9 +268,13 @@ static void hand_over(ckpt_remote *r, const char *dir, int64_t step, const char 
   }
   unlink(hard);
   if (link(path, hard)) {
+    /* Still handed over, with no link: the other ranks marked the step
+     * pending and their threads wait in remote_group_follow for rank 0's
+     * word on it. The thread tells them at once that it is not uploaded
+     * (remote_group_pass); like any newer step, it replaces the one waiting. */
     boost_log_warn("remote: cannot link %s for its upload (%s): step %lld is not uploaded", path, strerror(errno),
                    (long long)step);
-    return;
+    hard[0] = '\0';
   }
   pthread_mutex_lock(&r->mu);
   if (r->q.pending >= 0) { /* the thread is still on an older one: the newest replaces the one waiting */
@@ -273,7 +282,7 @@ static void hand_over(ckpt_remote *r, const char *dir, int64_t step, const char 
       boost_log_warn("remote: step %lld replaces step %lld in the upload queue: uploads are slower than "
                      "checkpoints, only the newest waiting one is uploaded (said once)",
                      (long long)step, (long long)r->q.pending);
-    unlink(r->q.pending_link);
+    if (r->q.pending_link[0]) unlink(r->q.pending_link);
   }
   r->q.pending = r->q.handed = step;
   memcpy(r->q.pending_link, hard, sizeof hard);
@@ -318,15 +327,17 @@ void ckpt_remote_close(ckpt_remote *r) {
     if (!done) r->cancel = 1; /* the transfer in flight stops within about a second; the next start aborts it */
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
+    char at[48] = "no checkpoint"; /* where the remote level stays */
+    if (uploaded >= 0) snprintf(at, sizeof at, "step %lld", (long long)uploaded);
     if (r->rank == 0 && done && handed >= 0 && uploaded == handed) /* the newest committed file is in the store */
       boost_log_info("checkpoint: remote upload finished before exit (newest remote step %lld)", (long long)uploaded);
-    if (r->rank == 0 && !done) {
-      char at[48] = "no checkpoint";
-      if (uploaded >= 0) snprintf(at, sizeof at, "step %lld", (long long)uploaded);
+    else if (r->rank == 0 && done && handed >= 0) /* its upload failed, or it could not be linked: said above */
+      boost_log_warn("remote: step %lld, the newest handed to the remote level, is not in the store at exit (see "
+                     "above): the remote level stays at %s", (long long)handed, at);
+    if (r->rank == 0 && !done)
       boost_log_warn("remote: the upload in flight did not finish within ckpt.remote_grace = %d s: the remote level "
                      "stays at %s (step %lld is in ckpt.dir)",
                      r->set.grace_s, at, (long long)last);
-    }
     pthread_join(r->thread, NULL);
   }
   if (r->comm != MPI_COMM_NULL) MPI_Comm_free(&r->comm);

@@ -124,9 +124,14 @@ int remote_group_follow(s3_client *c, MPI_Comm comm, int threads, long long *ste
   return 0;
 }
 
-void remote_group_stop(MPI_Comm comm) {
+/* Rank 0: a round with nothing to send (ok = 0) for step, or stop (-1). */
+static void announce_no_upload(MPI_Comm comm, long long step) {
   group_job j;
   memset(&j, 0, sizeof j);
-  j.step = -1;
+  j.step = step;
   MPI_Bcast(&j, (int)sizeof j, MPI_BYTE, 0, comm);
 }
+
+void remote_group_pass(MPI_Comm comm, long long step) { announce_no_upload(comm, step); }
+
+void remote_group_stop(MPI_Comm comm) { announce_no_upload(comm, -1); }

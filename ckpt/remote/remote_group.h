@@ -34,6 +34,10 @@ int remote_group_lead(s3_client *c, MPI_Comm comm, const char *path, long long s
  * Returns 1 when rank 0 said stop (remote_group_stop), 0 after an upload
  * (whatever its outcome: rank 0 says it), -1 never. */
 int remote_group_follow(s3_client *c, MPI_Comm comm, int threads, long long *step);
+/* Rank 0: step is not uploaded (rank 0 could not even start: no link to
+ * its file); the other ranks' remote_group_follow returns 0 with that step
+ * at once, so their threads do not wait for a round that never comes. */
+void remote_group_pass(MPI_Comm comm, long long step);
 /* Rank 0: the other ranks' upload threads leave remote_group_follow. */
 void remote_group_stop(MPI_Comm comm);
 #endif

@@ -5,6 +5,9 @@
 # must come from the object store; each relaunch judged by boost-chaos (the
 # newest logged upload or newer, in the reference's state of its step,
 # every later loss the uninterrupted run's, the final state bit-identical).
+# boost-chaos lands each loss after its launch logged an upload finished
+# ("checkpoint: remote step N uploaded"), so every one of them must restart
+# from the remote level, whatever the machine's load.
 source "$(dirname "$0")/ckpt_common.bash"
 source "$(dirname "$0")/remote_common.bash"
 [ -x /usr/bin/python3 ] || { echo "SKIP: no /usr/bin/python3"; exit 77; }
@@ -22,14 +25,19 @@ t = d["totals"]
 print("boost-chaos site-loss: %s, %d faults: %d ok, %d lost, %d accepted-broken, %d hangs, %d crashes" % (
     d["verdict"], t["faults"], t["ok"], t["lost"], t["accepted-broken"], t["hang"], t["crash"]))
 for f in d["faults"]:
-    print("  fault %s: %s; restart from %s, %s steps lost" % (f["n"], f.get("detail"), f.get("restart_from"),
-                                                          f.get("steps_lost")))
+    print("  fault %s: %s, after remote step %s was logged uploaded; restart from %s, %s steps lost" % (
+        f["n"], f.get("detail"), f.get("after_upload"), f.get("restart_from"), f.get("steps_lost")))
     for p in f["problems"]:
         print("    %s: %s" % (p["kind"], p["what"]))
 if t["not-injected"]:
     sys.exit("%d fault(s) could not be injected" % t["not-injected"])
-if not any(f.get("restart_from") == "remote" for f in d["faults"]):
-    sys.exit("no site loss restarted from the remote level")
+# Each loss lands after its launch logged an upload finished: every restart must come from the remote level.
+for f in d["faults"]:
+    if f.get("after_upload") is None:
+        sys.exit("fault %s landed before its launch logged an upload" % f["n"])
+    if f.get("restart_from") != "remote":
+        sys.exit("fault %s (after remote step %s) restarted from %s, not the remote level" % (
+            f["n"], f["after_upload"], f.get("restart_from")))
 if d["verdict"] != "PASS" or sys.argv[2] != "0":
     sys.exit("verdict %s, exit status %s" % (d["verdict"], sys.argv[2]))
 PYEOF
