@@ -50,6 +50,13 @@ struct ckpt_remote {
   volatile int cancel; /* set when the grace is over: the upload in flight stops (s3_client_set_cancel) */
 };
 
+/* "(3 2)": the parts each of the first 8 ranks moved. */
+static void parts_by_rank(const remote_group_result *res, char *out, size_t cap) {
+  out[0] = 0;
+  for (int i = 0, n = 0; i < res->ranks && i < 8 && n < (int)cap; i++)
+    n += snprintf(out + n, cap - (size_t)n, "%s%d", i ? " " : "", res->by_rank[i]);
+}
+
 static void upload_one(ckpt_remote *r, const char *link, int64_t step, const char *run_id) {
   boost_status err = {0};
   double t0 = boost_now_s();
@@ -62,16 +69,15 @@ static void upload_one(ckpt_remote *r, const char *link, int64_t step, const cha
   }
   unlink(link);
   char by[96] = "";
-  for (int i = 0, n = 0; rc == 0 && i < res.ranks && i < 8; i++)
-    n += snprintf(by + n, sizeof by - (size_t)n, "%s%d", i ? " " : "", res.by_rank[i]);
+  if (rc == 0) parts_by_rank(&res, by, sizeof by);
   pthread_mutex_lock(&r->mu);
   if (rc == 0) r->uploaded = step;
   int64_t behind = r->uploaded;
   pthread_mutex_unlock(&r->mu);
   if (rc == 0)
-    boost_log_info("checkpoint: remote step %lld uploaded to %s, %.1f MiB in %.2f s (%.1f MiB/s), %d parts sent by "
+    boost_log_info("checkpoint: remote step %lld uploaded to %s, %.1f MiB in %.2f s (%.1f MiB/s), %d part%s sent by "
                    "%d rank%s (%s)", (long long)step, r->set.url, res.mib, dt, dt > 0 ? res.mib / dt : 0.0, res.nparts,
-                   res.ranks, res.ranks == 1 ? "" : "s", by);
+                   res.nparts == 1 ? "" : "s", res.ranks, res.ranks == 1 ? "" : "s", by);
   else if (!s3_client_cancelled(r->client)) /* a cancel at the end is said by ckpt_remote_close */
     boost_log_warn("remote: upload of step %lld FAILED (training continues; the remote level stays at %s%lld): %s",
                    (long long)step, behind >= 0 ? "step " : "", (long long)behind, err.msg);
@@ -195,12 +201,6 @@ int ckpt_remote_open(ckpt_remote **out, const ckpt_remote_settings *set, const c
   return 0;
 }
 
-/* "(3 2)": the parts each of the first 8 ranks moved. */
-static void parts_by_rank(const remote_group_result *res, char *out, size_t cap) {
-  out[0] = 0;
-  for (int i = 0, n = 0; i < res->ranks && i < 8 && n < (int)cap; i++)
-    n += snprintf(out + n, cap - (size_t)n, "%s%d", i ? " " : "", res->by_rank[i]);
-}
 
 int ckpt_remote_fetch(ckpt_remote *r, MPI_Comm world, const char *dir, int64_t file_step, int64_t *fetched,
                       boost_status *err) {
@@ -242,8 +242,9 @@ int ckpt_remote_fetch(ckpt_remote *r, MPI_Comm world, const char *dir, int64_t f
     char by[96];
     parts_by_rank(&res, by, sizeof by);
     boost_log_info("checkpoint: remote step %lld is newer than %s's (%lld): downloaded %.1f MiB in %.2f s "
-                   "(%.0f MiB/s), %d parts checked, fetched by %d rank%s (%s)",
-                   step, dir, (long long)file_step, res.mib, dt, dt > 0 ? res.mib / dt : 0.0, res.nparts, res.ranks,
+                   "(%.0f MiB/s), %d part%s checked, fetched by %d rank%s (%s)",
+                   step, dir, (long long)file_step, res.mib, dt, dt > 0 ? res.mib / dt : 0.0, res.nparts,
+                   res.nparts == 1 ? "" : "s", res.ranks,
                    res.ranks == 1 ? "" : "s", by);
   }
   remote_ckpt_free(&rc);
