@@ -102,7 +102,7 @@ for top in sys.argv[1:]:
 PYEOF
 }
 relaunch() { # ARM ROUND DIR: launch, wait for the first step's metrics line, kill -9
-  local arm=$1 r=$2 dir=$3 log=$work/$1$2.log m=$work/$1$2.jsonl i
+  local arm=$1 r=$2 dir=$3 log=$work/$1$2.log m=$work/$1$2.jsonl
   rm -f "$m"
   [ "$warm" = 1 ] || evict "$dir" "$([ "$arm" = R ] && echo "$T/weed" || echo "$dir")"
   local t0
@@ -110,7 +110,7 @@ relaunch() { # ARM ROUND DIR: launch, wait for the first step's metrics line, ki
   "$TRAIN" "${common[@]}" --set train.steps=3 --set ckpt.every=1000 --set ckpt.dir="$dir" --set train.metrics="$m" \
     >"$log" 2>&1 &
   pid=$!
-  for i in $(seq 1 12000); do # up to 20 minutes
+  for _ in $(seq 1 12000); do # up to 20 minutes
     [ -s "$m" ] && break
     kill -0 "$pid" 2>/dev/null || { echo "bench_remote_e2e: relaunch $arm$r exited: $(tail -3 "$log")" >&2; exit 1; }
     sleep 0.1

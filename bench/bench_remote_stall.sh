@@ -35,7 +35,11 @@
 # last checkpoint's upload awaited at exit, ckpt.remote_grace); the CPU
 # seconds of the training process (/usr/bin/time) and of the server
 # (/proc/PID/stat) in each arm: their difference per upload is what an
-# upload costs the client and the server, whatever the machine's load. Then the
+# upload costs the client and the server, whatever the machine's load; with
+# 1 rank, the training thread's /proc schedstat sampled at 20 Hz splits the
+# in-flight steps' extra time into more time on a CPU (slower execution),
+# time runnable but waiting for a CPU (contention) and time asleep (waiting
+# on a lock, a file, the upload: a real stall). Then the
 # median and range over the rounds, the in-flight ratio over the other
 # steps' ratio (the run's load cancelled), the uploads' MiB and seconds, the load.
 # KEEP=1 keeps the runs' logs and metrics (the folder is named at the end).
@@ -84,7 +88,7 @@ if [ "$pin" = 1 ]; then
   train_pin=(taskset -c 1)
 fi
 launch=("${train_pin[@]}")
-[ "$ranks" = 1 ] || launch=($MPIRUN -n "$ranks")
+[ "$ranks" = 1 ] || read -r -a launch <<<"$MPIRUN -n $ranks"
 common=(--set model.preset="$preset" --set train.precision="$precision" --set model.seq_len="$seq"
   --set train.batch_size="$batch" --set train.threads="$threads" --set train.steps="$steps" --set train.warmup_steps=0
   --set train.val_batches=0 --set data.train="$work/f.tok" --set ckpt.every="$every" --set ckpt.keep_last=2
@@ -92,16 +96,36 @@ common=(--set model.preset="$preset" --set train.precision="$precision" --set mo
 weed_cpu() { # the server's user + system CPU so far, in clock ticks (every thread of weed mini)
   awk '{print $14 + $15}' "/proc/$WEED_PID/stat"
 }
+# /proc/PID/task/PID/schedstat of the training thread (the main thread) at
+# 20 Hz: time on a CPU and time runnable but waiting for one (run queue), ns.
+sampler='
+import sys, time
+path = "/proc/%s/task/%s/schedstat" % (sys.argv[1], sys.argv[1])
+with open(sys.argv[2], "w") as out:
+    while True:
+        try:
+            v = open(path).read().split()
+        except OSError:
+            break
+        out.write("%.3f %s %s\n" % (time.time(), v[0], v[1]))
+        time.sleep(0.05)
+'
 run_arm() { # ARM ROUND: one run; its log, metrics and whole wall time in $work
   local arm=$1 r=$2 extra=() t0 t1
-  [ "$arm" = A ] || extra=(--set ckpt.remote=s3://stall/run$r --set ckpt.remote_endpoint="$BOOST_S3_ENDPOINT")
+  [ "$arm" = A ] || extra=(--set "ckpt.remote=s3://stall/run$r" --set ckpt.remote_endpoint="$BOOST_S3_ENDPOINT")
   rm -rf "$work/ck"
   local s0 s1
   s0=$(weed_cpu)
   t0=$(date +%s.%N)
   /usr/bin/time -f "%U %S" -o "$work/$arm$r.cpu" "${launch[@]}" "$TRAIN" "${common[@]}" --set ckpt.dir="$work/ck" \
-    --set train.metrics="$work/$arm$r.jsonl" "${extra[@]}" >"$work/$arm$r.log" 2>&1 ||
-    { echo "bench_remote_stall: run $arm$r failed: $(tail -3 "$work/$arm$r.log")" >&2; exit 1; }
+    --set train.metrics="$work/$arm$r.jsonl" "${extra[@]}" >"$work/$arm$r.log" 2>&1 &
+  local tp=$! p="" sp=""
+  if [ "$ranks" = 1 ]; then # the training thread's scheduler statistics, sampled (taskset execs boost-train)
+    for _ in $(seq 1 100); do p=$(pgrep -P "$tp" || true); [ -n "$p" ] && break; sleep 0.05; done
+    [ -z "$p" ] || { /usr/bin/python3 -c "$sampler" "$p" "$work/$arm$r.sched" & sp=$!; }
+  fi
+  wait "$tp" || { echo "bench_remote_stall: run $arm$r failed: $(tail -3 "$work/$arm$r.log")" >&2; exit 1; }
+  [ -z "$sp" ] || wait "$sp"
   t1=$(date +%s.%N)
   s1=$(weed_cpu)
   echo "$t0 $t1" >"$work/$arm$r.wall"
@@ -157,6 +181,26 @@ def cpu(arm, r): # the training process's CPU s (user + system), the server's CP
     u, st = map(float, open("%s/%s%d.cpu" % (work, arm, r)).read().split()[-2:])
     a, b = map(float, open("%s/%s%d.weed" % (work, arm, r)).read().split())
     return u + st, (b - a) / TICK
+import bisect, os
+def sched(arm, r): # t -> (on-CPU s, run-queue s), interpolated; None without samples
+    path = "%s/%s%d.sched" % (work, arm, r)
+    if not os.path.exists(path):
+        return None
+    rows_ = [tuple(map(float, l.split())) for l in open(path) if len(l.split()) == 3]
+    ts = [x[0] for x in rows_]
+    def at(t):
+        i = min(max(bisect.bisect_left(ts, t), 1), len(ts) - 1)
+        a, b = rows_[i - 1], rows_[i]
+        f = 0.0 if b[0] == a[0] else min(max((t - a[0]) / (b[0] - a[0]), 0.0), 1.0)
+        return (a[1] + f * (b[1] - a[1])) / 1e9, (a[2] + f * (b[2] - a[2])) / 1e9
+    return at if len(rows_) > 1 else None
+def split(m, at, ss): # over the steps ss: on-CPU s, run-queue s, the rest (asleep: waits) s
+    cpu = runq = wall = 0.0
+    for s_ in ss:
+        t0, t1 = m[s_ - 1]["time"], m[s_]["time"]
+        c0, q0 = at(t0); c1, q1 = at(t1)
+        cpu += c1 - c0; runq += q1 - q0; wall += t1 - t0
+    return cpu, runq, wall - cpu - runq
 rows, allups = [], []
 for r in range(1, rounds + 1):
     wa, sa, ma = metrics("%s/A%d.jsonl" % (work, r))
@@ -179,7 +223,8 @@ for r in range(1, rounds + 1):
                      lost=(sum(wb[s] for s in inf) - sum(wa[s] for s in inf)) / 1e3 / max(1, hands),
                      fa=statistics.mean(commits("%s/A%d.log" % (work, r))),
                      fb=statistics.mean(commits("%s/B%d.log" % (work, r))),
-                     tca=cpu("A", r)[0], tcb=cpu("B", r)[0], sca=cpu("A", r)[1], scb=cpu("B", r)[1], nall=len(ups)))
+                     sa=sched("A", r), sb=sched("B", r), ma=ma, mb=mb, inf=inf,
+                     tca=cpu("A", r)[0], tcb=cpu("B", r)[0], sca=cpu("A", r)[1], scb=cpu("B", r)[1], nall=len(ups), hands=hands))
 print()
 print("| round | in-flight steps | wall ms/step A | B | wall B/A | step_ms B/A | other steps: wall B/A | step_ms B/A | calls ms/step A | B | lost per upload | file commit s A | B | end of run A | B | uploads | training CPU s A | B | server CPU s A | B |")
 print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -200,6 +245,15 @@ print("CPU per upload (all uploads of B, the final one included): the training p
       " XXH3, curl) %.2f s, the server's %.2f s (medians over rounds of (B - A) / uploads)"
       % (statistics.median((o["tcb"] - o["tca"]) / max(1, o["nall"]) for o in rows),
          statistics.median((o["scb"] - o["sca"]) / max(1, o["nall"]) for o in rows)))
+if all(o["sa"] and o["sb"] for o in rows):
+    per = []
+    for o in rows:
+        a = split(o["ma"], o["sa"], o["inf"]); b = split(o["mb"], o["sb"], o["inf"])
+        per.append([(b[k] - a[k]) / max(1, o["hands"]) for k in range(3)])
+    med = [statistics.median(x[k] for x in per) for k in range(3)]
+    print("the in-flight steps' extra time per upload, B - A, from the training thread's schedstat (median over rounds;"
+          " per round): on a CPU %+.2f s, runnable waiting for a CPU %+.2f s, asleep (waiting on something) %+.2f s; %s"
+          % (med[0], med[1], med[2], " ".join("%+.2f/%+.2f/%+.2f" % tuple(x) for x in per)))
 if allups:
     print("uploads during the runs (the final one included): %d, %.1f MiB each, %.2f s median (%.2f-%.2f)"
           % (len(allups), allups[0][0], statistics.median(u[1] for u in allups), min(u[1] for u in allups),
