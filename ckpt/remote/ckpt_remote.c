@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -99,6 +101,10 @@ static void after_follow(ckpt_remote *r, int64_t mine, int64_t done) {
 static void *upload_thread(void *arg) {
   ckpt_remote *r = arg;
   prctl(PR_SET_NAME, "boost-upload"); /* named in ps and /proc (tests/mpi/remote_link_fault.sh looks for it) */
+  /* Below training, like the checkpoint writer (nice 10, per thread on
+   * Linux; the transfer threads it starts inherit it): on a node short of
+   * cores an upload takes what training leaves (bench/bench_remote_stall.sh). */
+  setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
   pthread_mutex_lock(&r->mu);
   for (;;) {
     while (!r->stop && r->q.pending < 0) pthread_cond_wait(&r->cv, &r->mu);

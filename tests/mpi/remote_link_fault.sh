@@ -52,6 +52,10 @@ ticks() {
   echo "$n"
 }
 [ -n "$(grep -lx boost-upload /proc/"$rank1"/task/*/comm)" ] || fail "rank 1 has no thread named boost-upload"
+# It runs below training, as the checkpoint writer does: nice 10 (the 17th field after the name).
+up_task=$(dirname "$(grep -lx boost-upload /proc/"$rank1"/task/*/comm | head -1)")
+up_nice=$(sed 's/^.*) //' "$up_task/stat" | cut -d' ' -f17)
+[ "$up_nice" = 10 ] || fail "rank 1's upload thread runs at nice $up_nice, not 10"
 sleep 0.3 # step 4's round (rank 0's word that it is not uploaded) is over
 c1=$(ticks)
 sleep 1.5
