@@ -56,15 +56,26 @@ PYEOF
 secs() { local t0 t1; t0=$(date +%s.%N); "$@" >/dev/null; t1=$(date +%s.%N); echo "$t1 - $t0" | bc -l; }
 best() { printf '%s\n' "$@" | sort -g | head -1; }
 ou=() od=() bu=() bd=()
-for r in $(seq 1 "$rounds"); do
-  ou+=("$(secs "$RC" s3://bench/ours push "$tmp/file" "$r" "$threads")")
-  bu+=("$("$venv/bin/python" "$tmp/boto.py" up "$tmp/file" "$threads")")
+ours_up() { ou+=("$(secs "$RC" s3://bench/ours push "$tmp/file" "$1" "$threads")"); }
+boto_up() { bu+=("$("$venv/bin/python" "$tmp/boto.py" up "$tmp/file" "$threads")"); }
+ours_down() {
   rm -f "$tmp/back"
   od+=("$(secs "$RC" s3://bench/ours fetch "$tmp/back" "$threads")")
   cmp -s "$tmp/file" "$tmp/back" || { echo "bench_remote: our download differs from the file" >&2; exit 1; }
+}
+boto_down() {
   rm -f "$tmp/back"
   bd+=("$("$venv/bin/python" "$tmp/boto.py" down "$tmp/back" "$threads")")
   cmp -s "$tmp/file" "$tmp/back" || { echo "bench_remote: boto3's download differs from the file" >&2; exit 1; }
+}
+# Each side goes first in every other round, so that neither always meets
+# the server right after the other's upload.
+for r in $(seq 1 "$rounds"); do
+  if [ $((r % 2)) = 1 ]; then
+    ours_up "$r"; boto_up; sleep 2; ours_down; boto_down
+  else
+    boto_up; ours_up "$r"; sleep 2; boto_down; ours_down
+  fi
 done
 rate() { echo "scale=1; $mib / $1" | bc -l; }
 echo "bench_remote: $mib MiB, $threads connections, 16 MiB parts, best of $rounds; $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load $(cut -d' ' -f1-3 /proc/loadavg)"
