@@ -12,8 +12,8 @@
 #    checkpoint goes up instead; either way never a half checkpoint: the
 #    newest committed remote checkpoint at the end is the run's last step,
 #    downloads equal to the file in ckpt.dir, and no multipart upload is left.
-# The step times inside and outside the outage are printed; the stall is
-# measured by bench/bench_remote_outage.sh, not asserted here.
+# The step times inside and outside the outage are printed; what uploads
+# cost training is measured by bench/bench_remote_stall.sh, not asserted here.
 source "$(dirname "$0")/ckpt_common.bash"
 source "$(dirname "$0")/remote_common.bash"
 make_data
