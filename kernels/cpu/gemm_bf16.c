@@ -155,6 +155,10 @@ void gemm_bf16_info(char *buf, size_t n) {
   snprintf(buf, n, "%s; conversions %s", info_line, bf16_convert_path());
 }
 
+int gemm_bf16_impl_is_native(int isa_has_bf16, const char *impl) {
+  return isa_has_bf16 && impl && (strstr(impl, "bf16") || strstr(impl, "amx"));
+}
+
 int gemm_bf16_native(void) {
   if (backend == BACKEND_UNSET) choose_backend();
   return native_bf16;

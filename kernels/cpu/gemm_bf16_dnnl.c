@@ -307,7 +307,7 @@ int gemm_bf16_dnnl_start(int forced, char *why, size_t why_n, char *info, size_t
   const int made = part_create(&pk, &probe, impl, sizeof impl);
   part_free(&probe);
   const dnnl_version_t *v = dnnl_version();
-  const int native_bf16 = made && has_bf16 && (strstr(impl, "bf16") || strstr(impl, "amx"));
+  const int native_bf16 = made && gemm_bf16_impl_is_native(has_bf16, impl);
   if (!made) {
     snprintf(why, why_n, "oneDNN %d.%d.%d has no fast bf16 matmul on this CPU (ISA %s)", v->major, v->minor, v->patch,
              isa_name(isa));

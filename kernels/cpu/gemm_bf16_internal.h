@@ -33,6 +33,13 @@ int gemm_bf16_dnnl_start(int forced, char *why, size_t why_n, char *info, size_t
 int gemm_bf16_dnnl_run(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
                        float beta, void *C, int ldc, int c_is_f32);
 
+/* Whether the matmul implementation oneDNN names for a bf16 product
+ * (e.g. "brg:avx512_core_bf16" on a Zen 4, "brg:avx512_core_amx" on a Xeon
+ * with AMX, "gemm:jit" where bf16 is emulated) runs bf16 instructions, on a
+ * CPU whose ISA has AVX512-BF16 (isa_has_bf16). A function of its own so
+ * that a test gives it the other CPU kind's names (tests/unit/test_bf16.c). */
+int gemm_bf16_impl_is_native(int isa_has_bf16, const char *impl);
+
 /* Every cached primitive freed (gemm_bf16_release). */
 void gemm_bf16_dnnl_release(void);
 

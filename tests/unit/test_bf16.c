@@ -18,6 +18,7 @@
 
 #include "bf16.h"
 #include "gemm_bf16.h"
+#include "gemm_bf16_internal.h"
 #include "ops_testkit.h"
 
 TestSuite(bf16, .init = two_threads);
@@ -542,6 +543,22 @@ Test(gemm_bf16, info_names_the_library_and_the_instructions) {
   char small[8];
   gemm_bf16_info(small, sizeof small);
   cr_assert_eq(strlen(small), 7, "truncated and terminated");
+}
+
+/* The start's verdict on the implementation oneDNN picked, given both CPU
+ * kinds' names: a Zen 4 runs brgemm on AVX512-BF16, a Xeon with AMX on AMX
+ * tiles (oneDNN 2.x "brg:", 3.x "brg_matmul:"); neither machine can show the
+ * other's name by running, so the names are given here. */
+Test(gemm_bf16, both_cpu_kinds_implementations_count_as_native) {
+  cr_assert(gemm_bf16_impl_is_native(1, "brg:avx512_core_bf16"), "Zen 4, oneDNN 2.x");
+  cr_assert(gemm_bf16_impl_is_native(1, "brg_matmul:avx512_core_bf16"), "Zen 4, oneDNN 3.x");
+  cr_assert(gemm_bf16_impl_is_native(1, "brg:avx512_core_amx"), "AMX, oneDNN 2.x");
+  cr_assert(gemm_bf16_impl_is_native(1, "brg_matmul:avx512_core_amx"), "AMX, oneDNN 3.x");
+  cr_assert(!gemm_bf16_impl_is_native(1, "gemm:jit"), "bf16 emulated");
+  cr_assert(!gemm_bf16_impl_is_native(1, "brg:avx512_core"), "no bf16 instructions");
+  cr_assert(!gemm_bf16_impl_is_native(1, "ref:any"), "reference");
+  cr_assert(!gemm_bf16_impl_is_native(0, "brg_matmul:avx512_core_amx"), "ISA capped below AVX512-BF16");
+  cr_assert(!gemm_bf16_impl_is_native(1, NULL), "no implementation");
 }
 
 /* A product split over two threads runs each thread's share of C as its own
