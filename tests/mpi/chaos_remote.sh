@@ -11,8 +11,7 @@
 source "$(dirname "$0")/ckpt_common.bash"
 source "$(dirname "$0")/remote_common.bash"
 [ -x /usr/bin/python3 ] || { echo "SKIP: no /usr/bin/python3"; exit 77; }
-start_server
-rc s3://boost-chaos/c mkbucket || fail "cannot create the test bucket"
+open_store s3://boost-chaos/c
 code=0
 "$SRC/tools/chaos/boost-chaos" --faults-kinds site-loss --faults 3 --seed 11 --steps 40 --every 4 --step-ms 100 \
   --local-every 2 --remote s3://boost-chaos/c --remote-endpoint "$BOOST_S3_ENDPOINT" --dir "$tmp" --build "$BIN" \

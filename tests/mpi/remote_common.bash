@@ -27,10 +27,15 @@ moto)
 *) fail "BOOST_S3_STORE=$BOOST_S3_STORE: the stores these tests start are seaweedfs and moto" ;;
 esac
 T=$(mktemp -d /tmp/boost-remote.XXXXXX)
-# Ports: 20000-29999 (weed's gRPC ports are the HTTP ports + 10000).
-PORT0=$((20000 + ($$ % 1900) * 5))
-S3_PORT=$PORT0
-export BOOST_S3_ENDPOINT=http://127.0.0.1:$S3_PORT
+# Ports: five from PORT0, in 10000-22499, so that weed's gRPC ports (the
+# HTTP ports + 10000) stay below Linux's ephemeral range (32768-): a port
+# there can be taken by any outgoing connection on the machine.
+use_ports() {
+  PORT0=$((10000 + ($1 % 2500) * 5))
+  S3_PORT=$PORT0
+  export BOOST_S3_ENDPOINT=http://127.0.0.1:$S3_PORT
+}
+use_ports $$
 export AWS_ACCESS_KEY_ID=boosttestkey AWS_SECRET_ACCESS_KEY=boosttestsecret
 S3_SECRET=$AWS_SECRET_ACCESS_KEY
 unset AWS_PROFILE AWS_SESSION_TOKEN AWS_ENDPOINT_URL AWS_ENDPOINT_URL_S3
@@ -41,16 +46,29 @@ cat >"$T/s3.json" <<EOF
   "actions":["Admin","Read","Write","List","Tagging"]}]}
 EOF
 
-# start_server: the chosen store on S3_PORT, waits until S3 answers.
+# start_server: the chosen store on S3_PORT, waits until S3 answers. The
+# first start moves to other ports when its own are taken (a server there
+# already, or the store exiting at start): tests run side by side. A
+# restart keeps the ports (the tests' settings name them).
+SERVER_STARTED=
 start_server() {
-  if [ "$BOOST_S3_STORE" = moto ]; then start_moto; else start_weed; fi
+  local try tries=1
+  [ -n "$SERVER_STARTED" ] || tries=5
+  for try in $(seq 1 $tries); do
+    if ! curl -s -o /dev/null "$BOOST_S3_ENDPOINT/" 2>/dev/null; then
+      if [ "$BOOST_S3_STORE" = moto ]; then start_moto; else start_weed; fi && { SERVER_STARTED=1; return 0; }
+      tail -5 "$T/server.log" >&2
+    fi
+    [ "$try" = "$tries" ] || { echo "note: the ports from $S3_PORT are taken; trying others" >&2; use_ports $((RANDOM * 7 + $$)); }
+  done
+  fail "the S3 store did not start on $BOOST_S3_ENDPOINT (see its log above)"
 }
 # wait_s3 NAME: until an S3 request gets an S3 answer (403 without a
-# signature); fails when the server exits first.
+# signature); 1 when the server exits first.
 wait_s3() {
   local i
   for i in $(seq 1 600); do
-    kill -0 "$SERVER_PID" 2>/dev/null || { tail -20 "$T/server.log" >&2; fail "$1 exited at start"; }
+    kill -0 "$SERVER_PID" 2>/dev/null || { echo "$1 exited at start" >&2; SERVER_PID=; return 1; }
     curl -s -o /dev/null -w '%{http_code}' "$BOOST_S3_ENDPOINT/" 2>/dev/null | grep -q '^[2-4]' && return 0
     sleep 0.1
   done
@@ -72,7 +90,7 @@ start_weed() {
 start_moto() {
   "$MOTO_PY" -m moto.server -H 127.0.0.1 -p "$S3_PORT" >>"$T/server.log" 2>&1 &
   SERVER_PID=$!
-  wait_s3 "moto's server"
+  wait_s3 "moto's server" || return 1
   local keys
   keys=$("$MOTO_PY" "$SRC/tests/mpi/remote_moto_keys.py" "$BOOST_S3_ENDPOINT" 2>>"$T/server.log") ||
     fail "cannot make moto's credentials: $(tail -3 "$T/server.log")"
@@ -100,6 +118,14 @@ trap remote_cleanup EXIT
 
 # rc URL ARGS...: remote_check, its stdout only.
 rc() { "$RC" "$@"; }
+# open_store s3://BUCKET/PREFIX: the server started, the bucket made, and U
+# and R (a run's --set arguments for that remote level) set for the test.
+open_store() {
+  U=$1
+  start_server
+  rc "$U" mkbucket || fail "cannot create the test bucket"
+  R=(--set ckpt.remote="$U" --set ckpt.remote_endpoint="$BOOST_S3_ENDPOINT")
+}
 # expect_line WANT CMD...: CMD prints exactly WANT on stdout.
 expect_line() {
   local want=$1 got

@@ -14,9 +14,7 @@ source "$(dirname "$0")/remote_common.bash"
 # The server's restart (1.) needs a store that keeps its objects: moto's are in memory.
 [ "$BOOST_S3_STORE" = seaweedfs ] ||
   { echo "SKIP: remote_faults restarts the server: SeaweedFS only (BOOST_S3_STORE=$BOOST_S3_STORE keeps objects in memory)"; exit 77; }
-start_server
-U=s3://boost-fault/run
-rc "$U" mkbucket || fail "cannot create the test bucket"
+open_store s3://boost-fault/run
 head -c 4000 /dev/urandom >"$T/ck2"
 expect_line "pushed 2" rc "$U" push "$T/ck2" 2
 head -c 31457280 /dev/urandom >"$T/ck4" # 30 MiB: 6 parts of 5 MiB

@@ -14,11 +14,8 @@ source "$(dirname "$0")/ckpt_common.bash"
 source "$(dirname "$0")/local_common.bash"
 source "$(dirname "$0")/remote_common.bash"
 make_data
-start_server
-U=s3://boost-kill/run
-rc "$U" mkbucket || fail "cannot create the test bucket"
-R=(--set ckpt.remote=$U --set ckpt.remote_endpoint="$BOOST_S3_ENDPOINT" --set train.min_lr_ratio=1
-   --set model.seq_len=32 --set parallel.dp=2 --set train.batch_size=1)
+open_store s3://boost-kill/run
+R+=(--set train.min_lr_ratio=1 --set model.seq_len=32 --set parallel.dp=2 --set train.batch_size=1)
 newest() { rc "$U" newest | cut -d' ' -f1-2; }
 
 # 1. A run whose step 2 is uploaded, killed; its relaunch with every part

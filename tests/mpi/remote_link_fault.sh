@@ -18,9 +18,8 @@
 source "$(dirname "$0")/ckpt_common.bash"
 source "$(dirname "$0")/remote_common.bash"
 make_data
-start_server
-rc s3://boost-link/run mkbucket || fail "cannot create the test bucket"
-R=(--set ckpt.remote=s3://boost-link/run --set ckpt.remote_endpoint="$BOOST_S3_ENDPOINT" --set ckpt.remote_keep=0)
+open_store s3://boost-link/run
+R+=(--set ckpt.remote_keep=0)
 mkdir -p "$tmp/a/.remote-upload-step_00000004.h5" # the name hand_over links step 4 to (ckpt_file_name)
 
 # Slow steps: step 4's commit and step 6's are seconds apart, the window

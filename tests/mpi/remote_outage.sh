@@ -17,14 +17,12 @@
 source "$(dirname "$0")/ckpt_common.bash"
 source "$(dirname "$0")/remote_common.bash"
 make_data
-start_server
-U=s3://boost-outage/run
-rc "$U" mkbucket || fail "cannot create the test bucket"
+open_store s3://boost-outage/run
 STEPS=90
 export BOOST_TRAIN_TEST_STEP_DELAY_MS=150 BOOST_S3_TEST_PART_DELAY_MS=1000
 train_bg 2 "$tmp/run.log" --set parallel.dp=2 --set ckpt.every=4 --set model.seq_len=32 \
   --set train.steps=$STEPS --set ckpt.dir="$tmp/c" --set train.metrics="$tmp/m.jsonl" \
-  --set ckpt.remote=$U --set ckpt.remote_endpoint="$BOOST_S3_ENDPOINT" --set ckpt.remote_grace=120
+  "${R[@]}" --set ckpt.remote_grace=120
 run=$!
 for _ in $(seq 1 1200); do
   grep -q "step 4 committed" "$tmp/run.log" 2>/dev/null && break

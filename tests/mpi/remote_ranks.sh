@@ -9,9 +9,7 @@
 source "$(dirname "$0")/ckpt_common.bash"
 source "$(dirname "$0")/remote_common.bash"
 make_data
-start_server
-rc s3://boost-ranks/run mkbucket || fail "cannot create the test bucket"
-R=(--set ckpt.remote=s3://boost-ranks/run --set ckpt.remote_endpoint="$BOOST_S3_ENDPOINT")
+open_store s3://boost-ranks/run
 # About 12 MiB of checkpoint: a small full-rank model, fp32 weights and moments.
 BIG=(--set model.d_model=128 --set model.ffn=512 --set model.lowrank=none --set model.seq_len=32
   --set parallel.dp=2 --set train.batch_size=2 --set ckpt.every=2)

@@ -8,9 +8,7 @@
 # part refused; one line each for a missing bucket, wrong credentials, no
 # credentials, a bad URL, and no secret in any of them.
 source "$(dirname "$0")/remote_common.bash"
-start_server
-U=s3://boost-test/run-a
-rc "$U" mkbucket || fail "cannot create the test bucket"
+open_store s3://boost-test/run-a
 expect_line "newest none" rc "$U" newest
 head -c 23000000 /dev/urandom >"$T/ck4"
 BOOST_S3_PART_MIB=5 expect_line "pushed 4" rc "$U" push "$T/ck4" 4 3

@@ -12,9 +12,7 @@
 source "$(dirname "$0")/ckpt_common.bash"
 source "$(dirname "$0")/remote_common.bash"
 make_data
-start_server
-rc s3://boost-train/run mkbucket || fail "cannot create the test bucket"
-R=(--set ckpt.remote=s3://boost-train/run --set ckpt.remote_endpoint="$BOOST_S3_ENDPOINT")
+open_store s3://boost-train/run
 BASE=(--set train.min_lr_ratio=1 --set ckpt.every=4 --set model.seq_len=32)
 A=(--set parallel.dp=2 --set train.batch_size=2)
 Bl=(--set parallel.dp=1 --set train.batch_size=4)
