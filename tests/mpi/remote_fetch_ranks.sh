@@ -10,7 +10,7 @@
 # on the store, its manifest kept: that part is rank 1's (part i is rank
 # i % 2's), so rank 1's share fails: the start refuses with one line naming
 # rank 1 and its reason, leaves no temporary behind, and the older files in
-# ckpt.dir are untouched.
+# ckpt.dir are untouched. A download onto a full disk refuses the same way.
 source "$(dirname "$0")/ckpt_common.bash"
 source "$(dirname "$0")/local_common.bash"
 source "$(dirname "$0")/remote_common.bash"
@@ -68,6 +68,25 @@ grep -q "checkpoint: remote step 6 is newer than .*fetched by 2 ranks" "$tmp/k2.
 [ "$(losses "$tmp/k2.jsonl" | head -1 | cut -d' ' -f1)" = 7 ] || fail "the restart did not resume at step 7"
 grep -q "checkpoint: remote step 8 uploaded" "$tmp/k2.log" || fail "the restart did not upload step 8"
 echo "ok: kill -9 mid-download left only step_00000006.h5.tmp; the restart removed it, downloaded step 6, resumed at 7"
+
+# 2c. A full disk: ckpt.dir on a 6 MiB tmpfs, the newest remote step (8) is
+# about 12 MiB. The start refuses in one line naming the disk's error and
+# leaves no temporary behind (root only: mount).
+mnt=$tmp/small
+mkdir -p "$mnt"
+if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=6m tmpfs "$mnt" 2>/dev/null; then
+  CLEANUP="unmount_scratch $mnt"
+  train 2 "$tmp/f.log" "${BIG[@]}" "${R[@]}" --set train.steps=10 --set ckpt.dir="$mnt/c" && fail "a start on a full disk trained"
+  [ "$(grep -c "could not fetch\|could not put" "$tmp/f.log")" = 1 ] && grep -q "No space left on device" "$tmp/f.log" ||
+    fail "full disk: not one line naming it: $(grep -v '^ *$' "$tmp/f.log" | tail -4)"
+  [ -z "$(find "$mnt" -name '*.tmp')" ] || fail "the failed download left its temporary: $(find "$mnt" -name '*.tmp')"
+  grep -qE "step +[0-9]+/10 \|" "$tmp/f.log" && fail "the start on a full disk trained"
+  echo "ok: full disk: $(grep "could not" "$tmp/f.log" | head -1)"
+  unmount_scratch "$mnt"
+  CLEANUP=""
+else
+  echo "note: no tmpfs mount here (not root?): the full disk's download not tested"
+fi
 
 # 3. Part 2 of remote step 8 (the newest) corrupted on the store, its manifest kept.
 man=run/step_000000000008/manifest.json
