@@ -74,12 +74,16 @@ wait_s3() {
   done
   fail "$1 did not answer on $BOOST_S3_ENDPOINT in 60 s"
 }
-# start_weed: weed mini on the fixed ports and data folder.
+# start_weed: weed mini on the fixed ports and data folder. Its Iceberg and
+# Lance servers are off: their ports are fixed (8181, 9101) whatever the
+# others are, and two servers starting side by side can both find them free
+# and the second die binding them (CI saw a restart fail that way).
 start_weed() {
   mkdir -p "$T/weed"
   "$WEED" mini -dir="$T/weed" -ip=127.0.0.1 -ip.bind=127.0.0.1 -s3.port="$S3_PORT" \
     -master.port=$((PORT0 + 1)) -volume.port=$((PORT0 + 2)) -filer.port=$((PORT0 + 3)) \
-    -admin.port=$((PORT0 + 4)) -admin.ui=false -webdav.port=0 -s3.config="$T/s3.json" >>"$T/server.log" 2>&1 &
+    -admin.port=$((PORT0 + 4)) -admin.ui=false -webdav.port=0 -s3.port.iceberg=0 -s3.port.lance=0 \
+    -s3.config="$T/s3.json" >>"$T/server.log" 2>&1 &
   SERVER_PID=$!
   wait_s3 "weed mini"
 }
