@@ -130,6 +130,14 @@ open_store() {
   rc "$U" mkbucket || fail "cannot create the test bucket"
   R=(--set ckpt.remote="$U" --set ckpt.remote_endpoint="$BOOST_S3_ENDPOINT")
 }
+# use_multipart_ckpt: BIG, a run's settings for about 12 MiB of checkpoint (a
+# small full-rank model, fp32 weights and moments, 2 ranks), and 5 MiB parts,
+# the least S3 allows: a checkpoint of three parts, shared by the ranks.
+use_multipart_ckpt() {
+  BIG=(--set model.d_model=128 --set model.ffn=512 --set model.lowrank=none --set model.seq_len=32
+    --set parallel.dp=2 --set train.batch_size=2 --set ckpt.every=2)
+  export BOOST_S3_PART_MIB=5
+}
 # expect_line WANT CMD...: CMD prints exactly WANT on stdout.
 expect_line() {
   local want=$1 got

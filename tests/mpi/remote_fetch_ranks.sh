@@ -16,10 +16,7 @@ source "$(dirname "$0")/local_common.bash"
 source "$(dirname "$0")/remote_common.bash"
 make_data
 open_store s3://boost-fetch/run
-# About 12 MiB of checkpoint: a small full-rank model, fp32 weights and moments.
-BIG=(--set model.d_model=128 --set model.ffn=512 --set model.lowrank=none --set model.seq_len=32
-  --set parallel.dp=2 --set train.batch_size=2 --set ckpt.every=2)
-export BOOST_S3_PART_MIB=5
+use_multipart_ckpt
 # Every file under a directory with its checksum, hidden ones too, but the
 # job lock (.lock), which every start takes and writes its holder into.
 snapshot() { (cd "$1" && find . -type f ! -name .lock -print0 | sort -z | xargs -0 sha256sum); }

@@ -10,10 +10,7 @@ source "$(dirname "$0")/ckpt_common.bash"
 source "$(dirname "$0")/remote_common.bash"
 make_data
 open_store s3://boost-ranks/run
-# About 12 MiB of checkpoint: a small full-rank model, fp32 weights and moments.
-BIG=(--set model.d_model=128 --set model.ffn=512 --set model.lowrank=none --set model.seq_len=32
-  --set parallel.dp=2 --set train.batch_size=2 --set ckpt.every=2)
-export BOOST_S3_PART_MIB=5
+use_multipart_ckpt
 
 # 1. Both ranks send parts.
 train 2 "$tmp/a.log" "${BIG[@]}" "${R[@]}" --set train.steps=2 --set ckpt.dir="$tmp/a" ||
